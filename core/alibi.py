@@ -1,0 +1,66 @@
+"""ALiBi: attention with linear biases (Press et al. 2022)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .positions import relative_positions
+from .validation import check_positions, check_positive_int
+
+__all__ = ["alibi_slopes", "ALiBi"]
+
+
+def alibi_slopes(num_heads: int) -> Tensor:
+    """``(num_heads,)`` float32 head slopes, exactly the official recipe.
+
+    For a power of two ``n`` the slopes are the geometric sequence starting at and with ratio
+    ``2 ** (-8 / n)``; otherwise the ``2 ** floor(log2 n)`` sequence is followed by every
+    other slope of the sequence for twice that count.
+    """
+    check_positive_int(num_heads, "num_heads")
+
+    def power_of_2(n: int) -> list[float]:
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+
+    closest = 2 ** math.floor(math.log2(num_heads))
+    slopes = power_of_2(closest)
+    if closest != num_heads:
+        slopes += alibi_slopes(2 * closest).tolist()[0::2][: num_heads - closest]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+class ALiBi(nn.Module):
+    """Linear distance penalty per head, from explicit positions.
+
+    ``bias[b, h, i, j] = -slope_h * |pos_q[i] - pos_k[j]|``. With ``causal=True`` keys whose
+    position is after the query's get ``-inf``, so the module also enforces causality by
+    position (correct for packed sequences and KV caches, whatever the token order).
+
+    Args:
+        num_heads: attention heads.
+        causal: mask keys after the query (decoder use); False gives the symmetric bias.
+    """
+
+    def __init__(self, num_heads: int, causal: bool = True) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.causal = causal
+        self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias
+        ``(B or 1, H, Nq, Nk)``."""
+        check_positions(query_positions, "query_positions")
+        check_positions(key_positions, "key_positions")
+        rel = relative_positions(query_positions, key_positions).float()
+        bias = -self.slopes.float()[:, None, None] * rel.abs()[:, None]
+        if self.causal:
+            bias = bias.masked_fill(rel[:, None] > 0, float("-inf"))
+        return bias
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, causal={self.causal}"

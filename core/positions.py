@@ -1,0 +1,111 @@
+"""Token positions for padded, packed and incrementally decoded sequences."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .validation import check_positive_int
+
+__all__ = [
+    "positions_from_padding_mask",
+    "packed_positions",
+    "packed_attention_mask",
+    "incremental_positions",
+    "relative_positions",
+]
+
+
+def positions_from_padding_mask(mask: Tensor) -> Tensor:
+    """Positions that count only real tokens, for left or right padding.
+
+    Args:
+        mask: ``(B, N)`` bool, True for real tokens and False for padding.
+
+    Returns:
+        ``(B, N)`` int64: the i-th real token of each row gets position i; padding gets 0
+        (it is masked out of attention, so its value is irrelevant but kept in range).
+    """
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.ndim != 2:
+        got = f"{mask.dtype} tensor of shape {tuple(mask.shape)}" if isinstance(
+            mask, Tensor) else type(mask).__name__
+        raise TypeError(f"mask must be a (B, N) bool tensor (True = real token), got {got}")
+    return (mask.cumsum(-1) - 1).masked_fill(~mask, 0)
+
+
+def _check_lengths(lengths: Tensor | list[int]) -> Tensor:
+    lengths = torch.as_tensor(lengths)
+    if lengths.ndim != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise TypeError(f"lengths must be a 1D integer sequence, got {lengths.dtype} "
+                        f"of shape {tuple(lengths.shape)}")
+    if lengths.numel() == 0 or bool((lengths < 1).any()):
+        raise ValueError(f"lengths must be non-empty and all >= 1, got {lengths.tolist()}")
+    return lengths
+
+
+def packed_positions(lengths: Tensor | list[int]) -> Tensor:
+    """Positions for documents packed into one sequence, restarting at 0 for each.
+
+    Args:
+        lengths: ``(D,)`` document lengths.
+
+    Returns:
+        ``(sum(lengths),)`` int64, e.g. ``[3, 2] -> [0, 1, 2, 0, 1]``.
+    """
+    lengths = _check_lengths(lengths)
+    starts = torch.repeat_interleave(lengths.cumsum(0) - lengths, lengths)
+    return torch.arange(int(lengths.sum()), device=lengths.device) - starts
+
+
+def packed_attention_mask(lengths: Tensor | list[int]) -> Tensor:
+    """Block-diagonal mask that keeps packed documents from attending to each other.
+
+    Returns:
+        ``(N, N)`` bool with ``N = sum(lengths)``, True where attention is allowed.
+    """
+    lengths = _check_lengths(lengths)
+    doc = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device), lengths)
+    return doc[:, None] == doc[None, :]
+
+
+def incremental_positions(
+    num_tokens: int, offset: int | Tensor, device: torch.device | str | None = None
+) -> Tensor:
+    """Positions of ``num_tokens`` new tokens appended after ``offset`` cached ones.
+
+    Args:
+        num_tokens: how many tokens this decoding step adds.
+        offset: tokens already in the cache; an int, or ``(B,)`` per sequence.
+
+    Returns:
+        ``(num_tokens,)`` for an int offset, ``(B, num_tokens)`` for a tensor offset.
+    """
+    check_positive_int(num_tokens, "num_tokens")
+    if isinstance(offset, Tensor):
+        if offset.ndim != 1 or offset.is_floating_point():
+            raise TypeError(f"offset must be an int or a (B,) integer tensor, got "
+                            f"{offset.dtype} of shape {tuple(offset.shape)}")
+        return offset[:, None] + torch.arange(num_tokens, device=offset.device)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an int >= 0 or a (B,) tensor, got {offset!r}")
+    return torch.arange(offset, offset + num_tokens, device=device)
+
+
+def relative_positions(
+    query_positions: Tensor, key_positions: Tensor, *, coord_dims: int = 0
+) -> Tensor:
+    """Offsets ``key - query`` for every (query, key) pair.
+
+    Args:
+        query_positions: ``(Nq, *C)`` or ``(B, Nq, *C)``.
+        key_positions: ``(Nk, *C)`` or ``(B, Nk, *C)``.
+        coord_dims: number of trailing coordinate dims ``C`` (0 for 1D, 1 for (row, col)).
+
+    Returns:
+        ``(B or 1, Nq, Nk, *C)`` offsets in the promoted dtype of the inputs.
+    """
+    tail = (slice(None),) * coord_dims
+    q = query_positions[(..., slice(None), None, *tail)]
+    k = key_positions[(..., None, slice(None), *tail)]
+    rel = k - q
+    return rel if rel.ndim == 3 + coord_dims else rel[None]

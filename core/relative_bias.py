@@ -1,0 +1,129 @@
+"""Learned relative-position biases: T5 buckets and Shaw-style clipped offsets."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .positions import relative_positions
+from .validation import check_positions, check_positive_int
+
+__all__ = ["t5_relative_bucket", "T5RelativeBias", "ClippedRelativeBias"]
+
+
+def t5_relative_bucket(
+    relative_position: Tensor,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> Tensor:
+    """T5's bucket of each offset ``key - query`` (exactly Mesh TensorFlow / HF T5).
+
+    Half the buckets hold exact small offsets, the rest are log-spaced up to
+    ``max_distance``; farther offsets share the last bucket. With ``bidirectional`` the
+    buckets are split between negative and positive offsets; otherwise positive offsets
+    (future keys) map to bucket 0.
+
+    Args:
+        relative_position: integer tensor of offsets, any shape.
+
+    Returns:
+        int64 tensor of bucket ids in ``[0, num_buckets)``, same shape.
+    """
+    if relative_position.is_floating_point():
+        raise TypeError("relative_position must be an integer tensor (T5 buckets are defined on "
+                        f"integer offsets), got {relative_position.dtype}")
+    check_positive_int(num_buckets, "num_buckets")
+    check_positive_int(max_distance, "max_distance")
+    relative_position = relative_position.long()
+    buckets = torch.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative_position > 0).long() * num_buckets
+        relative_position = relative_position.abs()
+    else:
+        relative_position = -relative_position.clamp(max=0)
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    # clamp_min avoids log(0) in the branch that torch.where discards.
+    large = max_exact + (
+        torch.log(relative_position.float().clamp_min(1) / max_exact)
+        / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)
+    ).long()
+    large = large.clamp(max=num_buckets - 1)
+    return buckets + torch.where(is_small, relative_position, large)
+
+
+def _check_integer_positions(positions: Tensor, name: str) -> None:
+    check_positions(positions, name)
+    if positions.is_floating_point():
+        raise TypeError(f"{name} must be integer token positions for a learned relative "
+                        f"table, got {positions.dtype}")
+
+
+class T5RelativeBias(nn.Module):
+    """T5 relative attention bias: one learned scalar per (bucket, head).
+
+    Args:
+        num_heads: attention heads.
+        bidirectional: encoder (True) or decoder (False) bucketing.
+        num_buckets, max_distance: see :func:`t5_relative_bucket`.
+    """
+
+    def __init__(self, num_heads: int, bidirectional: bool = True, num_buckets: int = 32,
+                 max_distance: int = 128) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.bidirectional = bidirectional
+        self.num_buckets = check_positive_int(num_buckets, "num_buckets")
+        self.max_distance = check_positive_int(max_distance, "max_distance")
+        self.table = nn.Parameter(torch.empty(num_buckets, num_heads))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.trunc_normal_(self.table, std=0.02)
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Integer positions ``(Nq,)``/``(B, Nq)``, ``(Nk,)``/``(B, Nk)`` -> bias
+        ``(B or 1, H, Nq, Nk)``."""
+        _check_integer_positions(query_positions, "query_positions")
+        _check_integer_positions(key_positions, "key_positions")
+        rel = relative_positions(query_positions, key_positions)
+        buckets = t5_relative_bucket(rel, self.bidirectional, self.num_buckets, self.max_distance)
+        return self.table[buckets].permute(0, 3, 1, 2)
+
+    def extra_repr(self) -> str:
+        return (f"num_heads={self.num_heads}, bidirectional={self.bidirectional}, "
+                f"num_buckets={self.num_buckets}, max_distance={self.max_distance}")
+
+
+class ClippedRelativeBias(nn.Module):
+    """Shaw et al. (2018) relative positions as a per-head scalar bias.
+
+    Offsets ``key - query`` are clipped to ``[-max_distance, max_distance]`` and each of the
+    ``2 * max_distance + 1`` values has a learned scalar per head.
+    """
+
+    def __init__(self, num_heads: int, max_distance: int) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.max_distance = check_positive_int(max_distance, "max_distance")
+        self.table = nn.Parameter(torch.empty(2 * max_distance + 1, num_heads))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.trunc_normal_(self.table, std=0.02)
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Integer positions -> bias ``(B or 1, H, Nq, Nk)``."""
+        _check_integer_positions(query_positions, "query_positions")
+        _check_integer_positions(key_positions, "key_positions")
+        rel = relative_positions(query_positions, key_positions).long()
+        index = rel.clamp(-self.max_distance, self.max_distance) + self.max_distance
+        return self.table[index].permute(0, 3, 1, 2)
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, max_distance={self.max_distance}"

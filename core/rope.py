@@ -1,0 +1,218 @@
+"""Rotary position embedding (RoPE, Su et al. 2021) in both channel layouts.
+
+Layouts pair channels differently; both are exact rotations, they differ only in which
+channels form a pair:
+
+- ``"half"`` (GPT-NeoX, Hugging Face Llama, ``rotate_half``): channel ``i`` pairs with
+  ``i + rotary_dim / 2``.
+- ``"interleaved"`` (GPT-J, RoFormer, Meta's complex form): channel ``2i`` pairs with ``2i + 1``.
+
+:func:`convert_rotary_layout` permutes q/k projection weights from one layout to the other,
+so a checkpoint trained with one runs exactly under the other.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from .angles import angles
+from .buffers import Float64Buffers
+from .rope_scaling import RopeScaling
+from .validation import check_choice, check_even, check_positions
+
+__all__ = [
+    "Rotation",
+    "rotation_from_angles",
+    "apply_rotation",
+    "RotaryEncoding",
+    "rotary_layout_permutation",
+    "convert_rotary_layout",
+]
+
+LAYOUTS = ("half", "interleaved")
+
+
+class Rotation(NamedTuple):
+    """Per-token rotation, ready to apply to q or k.
+
+    ``cos`` and ``sin`` are float32 of shape ``(B or 1, H or 1, N, rotary_dim // 2)``; they
+    already include the encoding's attention scaling. Channels past ``rotary_dim`` pass
+    through unchanged.
+    """
+
+    cos: Tensor
+    sin: Tensor
+    layout: str
+
+
+def rotation_from_angles(theta: Tensor, layout: str, scale: float = 1.0) -> Rotation:
+    """Build a :class:`Rotation` from angles of shape ``(N, R/2)``, ``(B, N, R/2)`` or
+    ``(B or 1, H or 1, N, R/2)`` (per-head angles, e.g. RoPE-Mixed)."""
+    if theta.ndim == 2:
+        theta = theta[None, None]
+    elif theta.ndim == 3:
+        theta = theta[:, None]
+    cos, sin = theta.cos(), theta.sin()
+    if scale != 1.0:
+        cos, sin = cos * scale, sin * scale
+    return Rotation(cos.float(), sin.float(), layout)
+
+
+def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
+    """Rotate the leading ``rotary_dim`` channels of ``x``.
+
+    Args:
+        x: ``(B, H, N, head_dim)`` queries or keys, any floating dtype.
+        rotation: from :meth:`RotaryEncoding.rotation` (or a 2D encoding).
+
+    Returns:
+        Tensor shaped and typed like ``x``. The arithmetic runs in at least float32.
+    """
+    cos, sin, layout = rotation
+    half = cos.shape[-1]
+    rot = 2 * half
+    work = torch.promote_types(x.dtype, torch.float32)
+    if layout == "interleaved":
+        # A complex multiply reads and writes x once; real-valued pair shuffles need more passes.
+        pairs = torch.view_as_complex(x[..., :rot].to(work).unflatten(-1, (half, 2)))
+        out = torch.view_as_real(pairs * torch.complex(cos.to(work), sin.to(work))).flatten(-2)
+        if rot < x.shape[-1]:
+            out = torch.cat((out, x[..., rot:].to(work)), dim=-1)
+        return out.to(x.dtype)
+    # "half": out = x * [cos, cos, 1...] then two fused multiply-adds on the halves, which
+    # avoids materialising rotate_half(x) with torch.cat.
+    scale = torch.cat((cos, cos, cos.new_ones(cos.shape[:-1] + (x.shape[-1] - rot,))), dim=-1)
+    out = x * scale.to(work)
+    out[..., :half].addcmul_(x[..., half:rot], sin, value=-1)
+    out[..., half:rot].addcmul_(x[..., :half], sin)
+    return out.to(x.dtype)
+
+
+class RotaryEncoding(Float64Buffers):
+    """Rotary position embedding for q and k of shape ``(B, H, N, head_dim)``.
+
+    Args:
+        head_dim: channels per head.
+        base: wavelength base (``rope_theta``).
+        rotary_dim: channels that rotate (even, <= head_dim); the rest pass through
+            (partial rotary, as in GPT-NeoX/Phi). Defaults to ``head_dim``.
+        layout: ``"half"`` or ``"interleaved"`` channel pairing (see module docstring).
+        scaling: a context-extension method from :mod:`posenc.core.rope_scaling`.
+
+    Positions are ``(N,)`` or ``(B, N)``, int or float (float64 positions keep float64
+    angles, for timestamps). Angles are formed in float64 and reduced mod 2*pi, so cos/sin
+    stay within 1e-6 of exact up to position 1e6 and beyond.
+    """
+
+    def __init__(
+        self,
+        head_dim: int,
+        base: float = 10000.0,
+        rotary_dim: int | None = None,
+        layout: str = "half",
+        scaling: RopeScaling | None = None,
+    ) -> None:
+        super().__init__()
+        self.head_dim = check_even(head_dim, "head_dim")
+        self.rotary_dim = head_dim if rotary_dim is None else check_even(rotary_dim, "rotary_dim")
+        if self.rotary_dim > head_dim:
+            raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got {rotary_dim}")
+        if not base > 1:
+            raise ValueError(f"base must be > 1, got {base!r}")
+        if scaling is not None and not isinstance(scaling, RopeScaling):
+            raise TypeError(f"scaling must be a RopeScaling (e.g. YarnScaling) or None, got "
+                            f"{type(scaling).__name__}")
+        self.base = float(base)
+        self.layout = check_choice(layout, "layout", LAYOUTS)
+        self.scaling = scaling or RopeScaling()
+        self.register_float64_buffer(
+            "inv_freq64", self.scaling.inv_freq(self.rotary_dim, self.base))
+
+    @property
+    def inv_freq(self) -> Tensor:
+        """``(rotary_dim // 2,)`` float32 effective inverse frequencies (at the original
+        length for dynamic scaling)."""
+        return self.inv_freq64.float()
+
+    @property
+    def attention_scaling(self) -> float:
+        """Factor folded into cos and sin (1.0 unless the scaling method defines one)."""
+        return self.scaling.attention_scaling
+
+    def rotation(self, positions: Tensor) -> Rotation:
+        """``(N,)`` or ``(B, N)`` positions -> :class:`Rotation` for :func:`apply_rotation`."""
+        check_positions(positions)
+        inv_freq = self.inv_freq64
+        if self.scaling.dynamic:
+            seq_len = positions.detach().max() + 1
+            inv_freq = self.scaling.dynamic_inv_freq(self.rotary_dim, self.base, seq_len)
+        return rotation_from_angles(angles(positions, inv_freq), self.layout,
+                                    self.attention_scaling)
+
+    def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
+        """Rotate ``x`` of shape ``(B, H, N, head_dim)`` by ``positions`` ``(N,)``/``(B, N)``."""
+        if x.ndim != 4 or x.shape[-1] != self.head_dim:
+            raise ValueError(f"x must have shape (B, H, N, head_dim={self.head_dim}), got "
+                             f"{tuple(x.shape)}")
+        if positions.shape[-1] != x.shape[-2] or (positions.ndim == 2
+                                                  and positions.shape[0] not in (1, x.shape[0])):
+            raise ValueError(f"positions of shape {tuple(positions.shape)} do not match x of "
+                             f"shape {tuple(x.shape)}: expected (N,) or (B, N) with "
+                             f"N={x.shape[-2]}, B={x.shape[0]}")
+        return apply_rotation(x, self.rotation(positions))
+
+    forward = rotate
+
+    def extra_repr(self) -> str:
+        return (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, "
+                f"layout={self.layout!r}, scaling={self.scaling}")
+
+
+def rotary_layout_permutation(
+    head_dim: int, rotary_dim: int | None = None, src: str = "half", dst: str = "interleaved"
+) -> Tensor:
+    """Channel index ``perm`` with ``x_dst = x_src[..., perm]`` for one head.
+
+    Pair ``i`` is channels ``(i, i + R/2)`` in ``"half"`` and ``(2i, 2i + 1)`` in
+    ``"interleaved"``; pass-through channels keep their place.
+    """
+    check_even(head_dim, "head_dim")
+    rotary_dim = head_dim if rotary_dim is None else check_even(rotary_dim, "rotary_dim")
+    check_choice(src, "src", LAYOUTS)
+    check_choice(dst, "dst", LAYOUTS)
+    half = rotary_dim // 2
+    interleaved_from_half = torch.stack(
+        (torch.arange(half), torch.arange(half) + half), dim=-1).flatten()
+    perm = torch.arange(head_dim)
+    if src == "half" and dst == "interleaved":
+        perm[:rotary_dim] = interleaved_from_half
+    elif src == "interleaved" and dst == "half":
+        perm[:rotary_dim] = torch.argsort(interleaved_from_half)
+    return perm
+
+
+def convert_rotary_layout(
+    weight: Tensor, num_heads: int, src: str, dst: str, rotary_dim: int | None = None
+) -> Tensor:
+    """Permute a q or k projection's output channels from layout ``src`` to ``dst``.
+
+    Args:
+        weight: ``(num_heads * head_dim, in_features)`` weight or ``(num_heads * head_dim,)``
+            bias of the q (or k) projection.
+        num_heads: heads in the projection.
+        src, dst: ``"half"`` or ``"interleaved"``.
+        rotary_dim: rotating channels per head (default: all).
+
+    Returns:
+        The permuted tensor; attention logits are unchanged when q and k are both converted.
+    """
+    if weight.shape[0] % num_heads:
+        raise ValueError(f"weight.shape[0]={weight.shape[0]} is not divisible by "
+                         f"num_heads={num_heads}")
+    head_dim = weight.shape[0] // num_heads
+    perm = rotary_layout_permutation(head_dim, rotary_dim, src, dst).to(weight.device)
+    per_head = weight.reshape(num_heads, head_dim, *weight.shape[1:])
+    return per_head[:, perm].reshape(weight.shape)

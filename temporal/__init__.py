@@ -1,0 +1,1 @@
+"""posenc.temporal"""
