@@ -1,1 +1,67 @@
-"""posenc.temporal"""
+"""posenc.temporal: timestamps -> coordinates, calendar and seasonal features.
+
+Conversion (numpy, pandas-compatible, DST-correct):
+:func:`to_seconds`, :func:`to_nanoseconds`, :func:`time_positions`, :func:`localize`,
+:func:`calendar_fields`.
+
+Encodings (torch modules over those coordinates):
+
+- calendar fields: :class:`CalendarFeatures` (sin/cos on true periods, or GluonTS ramps),
+  :class:`CalendarEmbedding` (Informer-style learned/fixed tables);
+- absolute time: :class:`FourierSeasonality` (Prophet-style, exact integer phases);
+- elapsed time: :class:`ContinuousSinusoidal`, :class:`Time2Vec`, :class:`TimeDelta`;
+- relative time in attention: core's ``RotaryEncoding`` / ``ALiBi`` /
+  ``MultiheadAttention`` with ``time_positions(...)`` as positions.
+"""
+
+from .calendar import FIELDS, calendar_fields, field_column
+from .calendar_embedding import CalendarEmbedding
+from .calendar_features import (
+    CYCLE_PERIODS,
+    CalendarFeatures,
+    calendar_features,
+    check_calendar_fields,
+    frequency_fields,
+)
+from .continuous import ContinuousSinusoidal, geometric_periods
+from .fourier import DEFAULT_PERIODS, FourierSeasonality, fourier_features
+from .time2vec import Time2Vec
+from .time_delta import TimeDelta, time_delta_features
+from .timestamps import (
+    UNITS,
+    Timestamps,
+    datetime_index,
+    local_wall_time,
+    localize,
+    time_positions,
+    to_nanoseconds,
+    to_seconds,
+)
+
+__all__ = [
+    "CYCLE_PERIODS",
+    "DEFAULT_PERIODS",
+    "FIELDS",
+    "UNITS",
+    "CalendarEmbedding",
+    "CalendarFeatures",
+    "ContinuousSinusoidal",
+    "FourierSeasonality",
+    "Time2Vec",
+    "TimeDelta",
+    "Timestamps",
+    "calendar_features",
+    "calendar_fields",
+    "check_calendar_fields",
+    "datetime_index",
+    "field_column",
+    "fourier_features",
+    "frequency_fields",
+    "geometric_periods",
+    "local_wall_time",
+    "localize",
+    "time_delta_features",
+    "time_positions",
+    "to_nanoseconds",
+    "to_seconds",
+]

@@ -1,0 +1,74 @@
+"""Calendar fields as embeddings: one table per field, summed (Informer's temporal
+embedding, ``embed="timeF"`` aside)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+from posenc.core import (
+    check_choice,
+    check_even,
+    check_positive_int,
+    sinusoidal_encoding,
+    sinusoidal_inv_freq,
+)
+from torch import Tensor, nn
+
+from .calendar import FIELDS, field_column
+from .calendar_features import DEFAULT_FIELDS, check_calendar_fields
+
+__all__ = ["CalendarEmbedding"]
+
+KINDS = ("learned", "fixed")
+
+
+class CalendarEmbedding(nn.Module):
+    """Sum of per-field embedding tables, indexed by the raw field value.
+
+    ``kind="learned"`` is Informer's ``TemporalEmbedding(embed_type="learned")``: trainable
+    ``nn.Embedding`` tables. ``kind="fixed"`` is its ``FixedEmbedding``: frozen sinusoidal
+    tables, row ``v`` = the classic interleaved sinusoidal encoding of position ``v`` (base
+    10000). Tables have ``last + 1`` rows (e.g. 13 for months 1..12), as Informer's do, so a
+    value indexes its row directly. (Informer buckets minutes by quarter hour; here
+    ``"minute"`` is the minute itself, 0..59.)
+
+    Args:
+        dim: embedding width (even for ``kind="fixed"``).
+        fields: names from :data:`~posenc.temporal.calendar_features.CYCLE_PERIODS`.
+        kind: ``"learned"`` or ``"fixed"``.
+    """
+
+    def __init__(self, dim: int, fields: Sequence[str] = DEFAULT_FIELDS,
+                 kind: str = "learned") -> None:
+        super().__init__()
+        self.kind = check_choice(kind, "kind", KINDS)
+        self.dim = check_even(dim, "dim") if kind == "fixed" else check_positive_int(dim, "dim")
+        self.fields = check_calendar_fields(fields)
+        self.tables = nn.ModuleDict(
+            {name: nn.Embedding(FIELDS[name][1] + 1, dim) for name in self.fields})
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for table in self.tables.values():
+            if self.kind == "learned":
+                table.reset_parameters()
+                continue
+            rows = torch.arange(table.num_embeddings, dtype=torch.float64)
+            with torch.no_grad():
+                table.weight.copy_(sinusoidal_encoding(rows, sinusoidal_inv_freq(self.dim)))
+            table.weight.requires_grad_(False)
+
+    def forward(self, fields: Mapping[str, np.ndarray | Tensor]) -> Tensor:
+        """``{name: (...) ints}`` (from :func:`calendar_fields` or a data loader) ->
+        ``(..., dim)`` in the tables' dtype, on their device."""
+        device = next(iter(self.tables.values())).weight.device
+        out = None
+        for name, table in self.tables.items():
+            column = torch.as_tensor(field_column(fields, name), device=device).long()
+            out = table(column) if out is None else out + table(column)
+        return out
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, fields={list(self.fields)}, kind={self.kind!r}"

@@ -1,0 +1,303 @@
+"""Calendar fields as fixed features: sin/cos pairs on each field's true period, or
+GluonTS-compatible ramps.
+
+Every field takes few distinct values (at most 366, or 366 x 2 with its period), so the
+features are looked up rather than computed: sin/cos (or the ramp) of every possible value is
+formed once in float64, and consecutive fields share one joint table whose row holds all
+their features, so a single gather writes whole output rows. That costs about as much as
+writing the output, far less than one ``np.sin`` per column.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .calendar import FIELDS, field_column
+
+__all__ = [
+    "CYCLE_PERIODS",
+    "CalendarFeatures",
+    "calendar_features",
+    "check_calendar_fields",
+    "frequency_fields",
+]
+
+# The period each field cycles over: a number, or the field that holds it per timestamp.
+CYCLE_PERIODS: dict[str, int | str] = {
+    "second": 60,
+    "minute": 60,
+    "hour": 24,
+    "day_of_week": 7,
+    "day_of_month": "days_in_month",
+    "day_of_year": "days_in_year",
+    "month": 12,
+    "week_of_year": "weeks_in_year",
+}
+# Slowest- to fastest-changing along a sorted series.
+_SPEED = ("month", "week_of_year", "day_of_year", "day_of_month", "day_of_week", "hour",
+          "minute", "second")
+DEFAULT_FIELDS = ("hour", "day_of_week", "day_of_month", "month")
+# A joint table row holds the features of several fields; capping its rows (8 MiB of
+# float32 for the default fields) keeps it cache-resident and cheap to build.
+_MAX_TABLE_ROWS = 2**18
+
+# GluonTS's ``time_features_from_frequency_str``: offset family -> features, in its order.
+_DAY = ("day_of_week", "day_of_month", "day_of_year")
+_GLUONTS_FIELDS: dict[str, tuple[str, ...]] = {
+    "year": (),
+    "quarter": ("month",),
+    "month": ("month",),
+    "week": ("day_of_month", "week_of_year"),
+    "day": _DAY,
+    "business_day": _DAY,
+    "hour": ("hour", *_DAY),
+    "minute": ("minute", "hour", *_DAY),
+    "second": ("second", "minute", "hour", *_DAY),
+}
+# pandas 3 aliases and the ones pandas < 2.2 used (case matters: "MS" month start, "ms"
+# milliseconds, old "S" seconds). Business year/quarter/month ends and sub-second
+# frequencies have no GluonTS feature set, as in GluonTS.
+_ALIASES: dict[str, str] = {
+    **dict.fromkeys(("YE", "YS", "Y", "A", "AS"), "year"),
+    **dict.fromkeys(("QE", "QS", "Q"), "quarter"),
+    **dict.fromkeys(("ME", "MS", "M"), "month"),
+    "W": "week",
+    "D": "day",
+    "d": "day",
+    "B": "business_day",
+    "C": "business_day",
+    **dict.fromkeys(("h", "H"), "hour"),
+    **dict.fromkeys(("min", "T"), "minute"),
+    **dict.fromkeys(("s", "S"), "second"),
+}
+_FREQUENCY = re.compile(r"^\s*(\d*)\s*([A-Za-z]+)(-[A-Za-z]+)?\s*$")
+
+
+def frequency_fields(freq: str) -> tuple[str, ...]:
+    """Fields GluonTS's ``time_features_from_frequency_str(freq)`` uses, in its order.
+
+    Parsed without pandas' offset machinery, so old (``"H"``, ``"T"``, ``"M"``, ``"A"``) and
+    new (``"h"``, ``"min"``, ``"ME"``, ``"YE"``) aliases both work, with multiples
+    (``"15min"``) and anchors (``"W-SUN"``, ``"QE-NOV"``).
+    """
+    match = _FREQUENCY.match(freq) if isinstance(freq, str) else None
+    if match is None or match.group(2) not in _ALIASES:
+        raise ValueError(f"freq must be a pandas frequency string with a GluonTS feature set "
+                         f"(multiple + one of {sorted(_ALIASES)}, e.g. '15min', 'W-SUN'), "
+                         f"got {freq!r}")
+    return _GLUONTS_FIELDS[_ALIASES[match.group(2)]]
+
+
+class _Axis(NamedTuple):
+    column: str   # the calendar field indexing this axis
+    first: int    # its first value
+    size: int     # its number of values
+
+
+class _Group(NamedTuple):
+    axes: tuple[_Axis, ...]
+    table: Tensor  # (prod of axis sizes, width): row = the group's features, concatenated
+
+
+def _field_table(name: str, cyclic: bool) -> tuple[tuple[_Axis, ...], np.ndarray]:
+    """float64 features of every value of one field: ``(axes, (*sizes, width))``."""
+    first, last = FIELDS[name]
+    values = np.arange(first, last + 1, dtype=np.float64)
+    axes = (_Axis(name, first, last - first + 1),)
+    if not cyclic:
+        # GluonTS: (value - first) / (number of values - 1) - 0.5
+        return axes, ((values - first) / (last - first) - 0.5)[:, None]
+    period = CYCLE_PERIODS[name]
+    if isinstance(period, str):
+        p_first, p_last = FIELDS[period]
+        axes += (_Axis(period, p_first, p_last - p_first + 1),)
+        phase = (values[:, None] - first) / np.arange(p_first, p_last + 1, dtype=np.float64)
+    else:
+        phase = (values - first) / period
+    theta = 2 * math.pi * phase
+    return axes, np.stack((np.sin(theta), np.cos(theta)), axis=-1)
+
+
+def _joint_table(parts: list[tuple[tuple[_Axis, ...], np.ndarray]]) -> tuple[
+        tuple[_Axis, ...], np.ndarray]:
+    """Broadcast each field's table over the other fields' axes.
+
+    Returns the joint axes and the ``(rows, total width)`` table whose columns follow
+    ``parts``. The axes are ordered from slowest- to fastest-changing field (month before
+    hour), so sorted timestamps read neighbouring rows.
+    """
+    order = sorted(range(len(parts)), key=lambda i: _SPEED.index(parts[i][0][0].column))
+    axes = tuple(a for i in order for a in parts[i][0])
+    starts = dict(zip(order, np.cumsum([0] + [len(parts[i][0]) for i in order])[:-1],
+                      strict=True))
+    sizes = [a.size for a in axes]
+    columns = []
+    for i, (part_axes, table) in enumerate(parts):
+        shape = [1] * len(sizes) + [table.shape[-1]]
+        shape[starts[i]:starts[i] + len(part_axes)] = table.shape[:-1]
+        columns.append(np.broadcast_to(table.reshape(shape), (*sizes, table.shape[-1])))
+    return axes, np.concatenate(columns, axis=-1).reshape(math.prod(sizes), -1)
+
+
+@functools.lru_cache(maxsize=32)
+def _groups(names: tuple[str, ...], cyclic: bool, dtype: torch.dtype,
+            device: torch.device) -> tuple[_Group, ...]:
+    """Joint lookup tables for ``names``, built once per configuration, dtype and device."""
+    groups: list[list[tuple[tuple[_Axis, ...], np.ndarray]]] = []
+    rows = _MAX_TABLE_ROWS + 1
+    for name in names:
+        part = _field_table(name, cyclic)
+        size = math.prod(a.size for a in part[0])
+        if rows * size > _MAX_TABLE_ROWS:
+            groups.append([])
+            rows = 1
+        groups[-1].append(part)
+        rows *= size
+    joint = [_joint_table(parts) for parts in groups]
+    return tuple(_Group(axes, torch.from_numpy(table).to(device=device, dtype=dtype))
+                 for axes, table in joint)
+
+
+def _joint_index(columns: Mapping[str, np.ndarray | Tensor], axes: Sequence[_Axis]
+                 ) -> np.ndarray | Tensor:
+    """Row of the joint table for every element (Horner's rule over the axes, in place)."""
+    first, *rest = axes
+    if not rest:
+        return columns[first.column] - first.first
+    index = columns[first.column] * rest[0].size  # a fresh array: the steps below are in place
+    offset = first.first * rest[0].size
+    for axis, following in zip(rest, [*rest[1:], None], strict=True):
+        index += columns[axis.column]
+        offset += axis.first
+        if following is not None:
+            index *= following.size
+            offset *= following.size
+    index -= offset
+    return index
+
+
+def _lookup(group: _Group, index: np.ndarray | Tensor) -> Tensor:
+    if isinstance(index, Tensor):
+        return group.table[index]
+    # Gather whole rows as opaque byte records: one pass, any dtype (bfloat16 included).
+    raw = group.table.view(torch.uint8).numpy()
+    rows = raw.view(np.dtype((np.void, raw.shape[1]))).reshape(-1)
+    out = np.take(rows, index).view(np.uint8)
+    return torch.from_numpy(out).view(group.table.dtype).reshape(*index.shape, -1)
+
+
+def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
+                      names: Sequence[str] = DEFAULT_FIELDS, *, cyclic: bool = True,
+                      dtype: torch.dtype = torch.float32) -> Tensor:
+    """Features of calendar fields; see :class:`CalendarFeatures`.
+
+    Args:
+        fields: ``{name: (...) int array or tensor}`` from :func:`calendar_fields` (or the
+            same collated by a data loader); must hold ``names`` and, if ``cyclic``, their
+            period fields (``days_in_month``, ``days_in_year``, ``weeks_in_year``).
+        names: fields to encode, in output order.
+        cyclic: sin/cos pairs (True) or GluonTS ramps in [-0.5, 0.5] (False).
+        dtype: output dtype; values are computed in float64 and rounded once.
+
+    Returns:
+        ``(..., 2 * len(names))`` ``[sin f0, cos f0, sin f1, ...]`` if cyclic, else
+        ``(..., len(names))``; on the fields' device (CPU for numpy input).
+    """
+    names = check_calendar_fields(names)
+    groups = _groups(names, bool(cyclic), dtype, torch.device("cpu"))
+    needed = {a.column for g in groups for a in g.axes}
+    columns = {name: field_column(fields, name) for name in needed}
+    device = next((c.device for c in columns.values() if isinstance(c, Tensor)
+                   and c.device.type != "cpu"), None)
+    if device is None:
+        columns = {k: (v.numpy() if isinstance(v, Tensor) else v).astype(np.int32, copy=False)
+                   for k, v in columns.items()}
+    else:
+        columns = {k: torch.as_tensor(v, device=device).long() for k, v in columns.items()}
+        groups = _groups(names, bool(cyclic), dtype, device)
+    parts = [_lookup(g, _joint_index(columns, g.axes)) for g in groups]
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+
+def check_calendar_fields(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` as a tuple if they are distinct encodable fields, else ``ValueError``."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    if not names or len(set(names)) != len(names) or not set(names) <= set(CYCLE_PERIODS):
+        raise ValueError(f"fields must be distinct names from {list(CYCLE_PERIODS)}, got "
+                         f"{names!r}")
+    return names
+
+
+class CalendarFeatures(nn.Module):
+    """Fixed features of calendar fields (no parameters).
+
+    ``cyclic=True``: each field becomes ``(sin, cos)`` of ``2*pi*(value - first) / period``
+    on its true period: 60 s, 60 min, 24 h, 7 days, 12 months, the days of *that* month for
+    the day of month, the days of that year for the day of year, the ISO weeks of that ISO
+    year for the week of year; so Jan 31 and Feb 1 (or Dec 31 and Jan 1) are neighbours.
+    ``cyclic=False``: GluonTS's ramps, ``(value - first) / (values - 1) - 0.5`` in
+    [-0.5, 0.5] (days of month over 31 values, days of year over 366, ISO weeks over 53).
+
+    Args:
+        fields: names from :data:`CYCLE_PERIODS`, in output order.
+        cyclic: sin/cos pairs or ramps.
+
+    Example::
+
+        enc = CalendarFeatures(["hour", "day_of_week"])
+        x = enc(calendar_fields(ts, fields=enc.required_fields))   # (N, 4) float32
+    """
+
+    def __init__(self, fields: Sequence[str] = DEFAULT_FIELDS, cyclic: bool = True) -> None:
+        super().__init__()
+        self.fields = check_calendar_fields(fields)
+        self.cyclic = bool(cyclic)
+
+    @classmethod
+    def from_frequency(cls, freq: str, *, cyclic: bool = False) -> CalendarFeatures:
+        """GluonTS's field set for ``freq`` (see :func:`frequency_fields`).
+
+        ``cyclic`` defaults to False here, so the output equals GluonTS's
+        ``np.vstack([f(index) for f in time_features_from_frequency_str(freq)]).T``.
+        Yearly frequencies have no fields in GluonTS; that raises here (an encoder of width
+        0 is almost certainly a mistake).
+        """
+        names = frequency_fields(freq)
+        if not names:
+            raise ValueError(f"freq={freq!r} has no calendar fields in GluonTS (yearly data); "
+                             f"use FourierSeasonality or no calendar encoding")
+        return cls(names, cyclic=cyclic)
+
+    @property
+    def required_fields(self) -> tuple[str, ...]:
+        """Fields that :meth:`forward` reads: the encoded ones plus their periods."""
+        periods = [CYCLE_PERIODS[n] for n in self.fields] if self.cyclic else []
+        return self.fields + tuple(p for p in periods if isinstance(p, str))
+
+    @property
+    def dim(self) -> int:
+        """Output width."""
+        return len(self.fields) * (2 if self.cyclic else 1)
+
+    @property
+    def feature_names(self) -> list[str]:
+        """Name of each output column, e.g. ``["hour_sin", "hour_cos", ...]``."""
+        if not self.cyclic:
+            return list(self.fields)
+        return [f"{n}_{f}" for n in self.fields for f in ("sin", "cos")]
+
+    def forward(self, fields: Mapping[str, np.ndarray | Tensor], *,
+                dtype: torch.dtype = torch.float32) -> Tensor:
+        """``{name: (...) ints}`` -> ``(..., dim)`` features (see :func:`calendar_features`)."""
+        return calendar_features(fields, self.fields, cyclic=self.cyclic, dtype=dtype)
+
+    def extra_repr(self) -> str:
+        return f"fields={list(self.fields)}, cyclic={self.cyclic}"

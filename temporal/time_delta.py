@@ -1,0 +1,102 @@
+"""Time-gap features for irregularly sampled series (GRU-D style deltas + mask)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from posenc.core import check_positions
+from posenc.core.angles import wide_dtype
+from torch import Tensor, nn
+
+__all__ = ["TimeDelta", "time_delta_features"]
+
+FEATURES = ("since_previous", "since_start", "observed")
+
+
+def _check_scale(scale: float) -> float:
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a positive number, got {scale!r}")
+    return float(scale)
+
+
+def _check_order(times: Tensor) -> None:
+    if torch.compiler.is_compiling() or times.shape[-1] < 2:
+        return
+    backwards = times[..., 1:] < times[..., :-1]
+    if bool(backwards.any()):
+        where = backwards.nonzero()[0].tolist()
+        raise ValueError(f"times must be non-decreasing along the last dim (time since the "
+                         f"previous observation needs the order), but at index {where} the "
+                         f"next time is earlier; sort each series first")
+
+
+def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool = False,
+                        scale: float = 1.0, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Per position: time since the previous observation, time since the series start, and
+    whether it is observed.
+
+    Args:
+        times: ``(N,)`` or ``(B, N)`` non-decreasing times in any unit
+            (:func:`time_positions`). Padding should repeat a real time (e.g. the last).
+        mask: same shape, bool, True where a value was observed; unobserved positions (gaps,
+            the horizon to forecast, padding) still get their deltas but are skipped as
+            "previous observation" (GRU-D's delta). ``None``: every position observed.
+        log: return ``log1p(delta / scale)`` for both deltas, taming heavy-tailed gaps.
+        scale: the delta (in the unit of ``times``) that ``log`` maps to ``log(2)``.
+        dtype: output dtype. Differences are taken in the times' own dtype (exact for
+            integer nanoseconds), then converted.
+
+    Returns:
+        ``(..., N, 3)``: ``[since_previous, since_start, observed]``. ``since_previous`` is 0
+        where no earlier observation exists; ``since_start`` counts from ``times[..., 0]``.
+    """
+    check_positions(times, "times")
+    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool
+                             or mask.shape != times.shape):
+        got = f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, Tensor) else (
+            type(mask).__name__)
+        raise TypeError(f"mask must be a bool tensor of the shape of times "
+                        f"{tuple(times.shape)}, got {got}")
+    _check_scale(scale)
+    _check_order(times)
+    # Differences are taken before any cast, so integer times (nanoseconds) stay exact.
+    t = times.float() if times.dtype in (torch.float16, torch.bfloat16) else times
+    wide = t.dtype if t.is_floating_point() else wide_dtype(t.device)
+    positions = torch.arange(t.shape[-1], device=t.device).expand(t.shape)
+    if mask is None:
+        observed = torch.ones_like(t, dtype=wide)
+        previous = positions - 1
+    else:
+        observed = mask.to(wide)
+        latest = torch.where(mask, positions, -1).cummax(dim=-1).values  # last seen at <= n
+        previous = torch.cat((torch.full_like(latest[..., :1], -1), latest[..., :-1]), dim=-1)
+    since_previous = torch.where(previous >= 0, t - t.gather(-1, previous.clamp(min=0)), 0)
+    deltas = torch.stack((since_previous, t - t[..., :1]), dim=-1).to(wide)
+    if log:
+        deltas = torch.log1p(deltas / scale)
+    return torch.cat((deltas, observed[..., None]), dim=-1).to(dtype)
+
+
+class TimeDelta(nn.Module):
+    """Module form of :func:`time_delta_features` (no parameters).
+
+    Args:
+        log: log-scale the deltas, ``log1p(delta / scale)``.
+        scale: delta that ``log`` maps to ``log(2)``, in the unit of the times.
+    """
+
+    dim = len(FEATURES)
+    feature_names = list(FEATURES)
+
+    def __init__(self, log: bool = False, scale: float = 1.0) -> None:
+        super().__init__()
+        self.log, self.scale = bool(log), _check_scale(scale)
+
+    def forward(self, times: Tensor, mask: Tensor | None = None, *,
+                dtype: torch.dtype = torch.float32) -> Tensor:
+        """``(..., N)`` times and optional mask -> ``(..., N, 3)``."""
+        return time_delta_features(times, mask, log=self.log, scale=self.scale, dtype=dtype)
+
+    def extra_repr(self) -> str:
+        return f"log={self.log}, scale={self.scale}"

@@ -1,0 +1,262 @@
+"""Timestamps in: one conversion that every temporal encoding goes through.
+
+Accepted everywhere a ``timestamps`` argument appears:
+
+- ``pandas.DatetimeIndex`` or a datetime ``pandas.Series``, tz-naive or tz-aware, any
+  resolution (pandas 3 parses strings to microseconds, numpy gives seconds for dates);
+- a ``numpy`` ``datetime64`` array of any shape;
+- int64 nanoseconds since the Unix epoch, as a numpy array or a torch tensor of any shape;
+- a list of ``datetime``/``Timestamp``/ISO strings.
+
+tz-aware timestamps are instants; tz-naive ones are wall-clock readings (or UTC, if that is
+what the data means: then say so with ``localize(ts, "UTC")``). Nothing here guesses a zone:
+naive input with a ``tz`` raises, and so do NaT, mixed naive/aware values and, in
+:func:`localize`, wall times that a DST change makes ambiguous or nonexistent (unless an
+explicit ``ambiguous=``/``nonexistent=`` option says what to do).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+__all__ = [
+    "Timestamps",
+    "UNITS",
+    "datetime_index",
+    "local_wall_time",
+    "localize",
+    "to_nanoseconds",
+    "to_seconds",
+    "time_positions",
+]
+
+Timestamps: TypeAlias = pd.DatetimeIndex | pd.Series | np.ndarray | Tensor | Sequence[Any]
+
+# Length of each unit in nanoseconds; the names are pandas 3's.
+UNITS: dict[str, int] = {
+    "ns": 1,
+    "us": 10**3,
+    "ms": 10**6,
+    "s": 10**9,
+    "min": 60 * 10**9,
+    "h": 3600 * 10**9,
+    "D": 86400 * 10**9,
+    "W": 7 * 86400 * 10**9,
+}
+
+
+def _describe(timestamps: object) -> str:
+    dtype = getattr(timestamps, "dtype", None)
+    return type(timestamps).__name__ + (f" of dtype {dtype}" if dtype is not None else "")
+
+
+def _from_objects(values: np.ndarray, name: str) -> pd.DatetimeIndex:
+    """Parse datetime objects / strings, refusing a mix of naive and aware values."""
+    # One zone per array keeps "local time" well defined; pandas' own message for a mix
+    # ("unless utc=True") suggests a silent conversion instead.
+    kinds = {getattr(v, "tzinfo", None) is not None for v in values if isinstance(v, dt.datetime)}
+    if len(kinds) > 1:
+        raise TypeError(
+            f"{name} mixes tz-naive and tz-aware values; make them all naive or all aware "
+            f"(e.g. localize the naive ones) before encoding")
+    try:
+        return pd.DatetimeIndex(values)
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"{name} could not be read as datetimes (several time zones or offsets in one "
+            f"array, or unparsable values): {err}") from err
+
+
+def datetime_index(timestamps: Timestamps, name: str = "timestamps"
+                   ) -> tuple[pd.DatetimeIndex, tuple[int, ...]]:
+    """Normalize any accepted timestamp input to a flat ``DatetimeIndex``.
+
+    Args:
+        timestamps: see the module docstring for the accepted kinds.
+        name: argument name used in error messages.
+
+    Returns:
+        ``(index, shape)``: the timestamps flattened (same resolution and zone as given), and
+        the input's shape, so callers can give their outputs the input's shape.
+
+    Raises:
+        TypeError: unsupported type or dtype (floats are ambiguous), mixed naive/aware values.
+        ValueError: NaT values (the position of the first is named), unparsable values.
+    """
+    if isinstance(timestamps, Tensor):
+        if timestamps.dtype != torch.int64:
+            raise TypeError(f"{name} as a tensor must hold int64 nanoseconds since the epoch, "
+                            f"got dtype {timestamps.dtype}")
+        timestamps = timestamps.detach().cpu().numpy()
+    if isinstance(timestamps, pd.DatetimeIndex):
+        index, shape = timestamps, (len(timestamps),)
+    elif isinstance(timestamps, pd.Series) and timestamps.dtype.kind == "M":
+        index, shape = pd.DatetimeIndex(timestamps), (len(timestamps),)
+    else:
+        values = np.asarray(timestamps)
+        shape, flat = values.shape, values.ravel()
+        if values.dtype.kind == "M":
+            index = pd.DatetimeIndex(flat)
+        elif values.dtype.kind == "i":
+            index = pd.DatetimeIndex(flat.astype(np.int64, copy=False).view("M8[ns]"))
+        elif values.dtype.kind in "OUS" and values.size:
+            index = _from_objects(flat, name)
+        else:
+            raise TypeError(
+                f"{name} must be a DatetimeIndex, a datetime Series, a datetime64 array, int64 "
+                f"nanoseconds or a list of datetimes, got {_describe(timestamps)}")
+    if index.hasnans:
+        first = int(np.flatnonzero(index.isna())[0])
+        raise ValueError(f"{name} contains NaT (first at flat position {first}); drop or fill "
+                         f"missing timestamps before encoding them")
+    return index, shape
+
+
+def _is_aware(index: pd.DatetimeIndex) -> bool:
+    return index.tz is not None
+
+
+def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timestamps"
+                    ) -> np.ndarray:
+    """Wall-clock readings of ``index`` as int64 ticks of ``index.unit`` since 1970-01-01.
+
+    Args:
+        index: tz-naive (read as wall-clock already) or tz-aware timestamps.
+        tz: zone whose wall clock to read (name or tzinfo); ``None`` keeps the timestamps'
+            own zone. Naive timestamps with a ``tz`` raise: localize them first.
+
+    Returns:
+        ``(N,)`` int64 local ticks; DST-correct because the UTC offset of every instant is
+        looked up in the zone's transition table (by pandas, once for all fields).
+    """
+    if tz is not None:
+        if not _is_aware(index):
+            raise TypeError(
+                f"{name} are tz-naive, so tz={tz!r} is ambiguous: if they are wall-clock times "
+                f"in {tz!r}, call localize({name}, {tz!r}) (which handles DST gaps and "
+                f"repeats explicitly); if they are UTC instants, call localize({name}, 'UTC') "
+                f"and pass tz={tz!r}")
+        try:
+            index = index.tz_convert(tz)
+        except (KeyError, ValueError, TypeError) as err:
+            raise ValueError(f"tz must be a time zone name or tzinfo, got {tz!r}: {err}"
+                             ) from err
+    if not _is_aware(index):
+        return index.asi8
+    offset = index.tz.utcoffset(None)
+    if offset is not None:
+        # A fixed-offset zone (UTC included) needs no transition lookup.
+        return index.asi8 + offset // pd.Timedelta(1, unit=index.unit)
+    return index.tz_localize(None).asi8
+
+
+def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
+             nonexistent: Any = "raise") -> pd.DatetimeIndex:
+    """Read tz-naive wall-clock timestamps as local times of ``tz``.
+
+    Around DST changes some wall times do not exist (the spring-forward gap) and some occur
+    twice (the fall-back hour). By default both raise; the options are pandas'
+    ``DatetimeIndex.tz_localize`` options, passed through unchanged:
+
+    Args:
+        timestamps: tz-naive timestamps, 1D.
+        tz: the zone (e.g. ``"America/Los_Angeles"``).
+        ambiguous: ``"raise"``; ``"infer"`` (from the order of repeated readings; needs
+            sorted input); ``True``/``False`` or a bool array (True = the DST reading, i.e.
+            the first of the two); ``"NaT"``.
+        nonexistent: ``"raise"``; ``"shift_forward"`` / ``"shift_backward"`` (to the
+            nearest existing time); a ``timedelta`` to shift by; ``"NaT"``. NaT results
+            must be dropped before encoding (every encoder rejects NaT).
+
+    Returns:
+        tz-aware ``DatetimeIndex`` (same resolution).
+    """
+    index, shape = datetime_index(timestamps)
+    if len(shape) != 1:
+        raise ValueError(f"timestamps must be 1D to localize, got shape {shape}")
+    if _is_aware(index):
+        raise TypeError(f"timestamps are already tz-aware (tz={index.tz}); pass tz= to the "
+                        f"encoder to read them in another zone")
+    try:
+        return index.tz_localize(tz, ambiguous=ambiguous, nonexistent=nonexistent)
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(
+            f"cannot localize timestamps to tz={tz!r} with ambiguous={ambiguous!r}, "
+            f"nonexistent={nonexistent!r}: {err}. Choose ambiguous= (True/False/'infer'/"
+            f"'NaT') for repeated fall-back times and nonexistent= ('shift_forward'/"
+            f"'shift_backward'/timedelta/'NaT') for spring-forward gaps") from err
+
+
+def to_nanoseconds(timestamps: Timestamps) -> np.ndarray:
+    """int64 nanoseconds since 1970-01-01 (UTC for tz-aware input), in the input's shape.
+
+    The exact integer form of a timestamp, for phases reduced in integer arithmetic
+    (:class:`FourierSeasonality`). Covers 1677-09-21 to 2262-04-11.
+    """
+    index, shape = datetime_index(timestamps)
+    try:
+        return index.as_unit("ns").asi8.reshape(shape)
+    except (OverflowError, ValueError) as err:
+        raise ValueError(f"timestamps outside the int64 nanosecond range (1677-09-21 to "
+                         f"2262-04-11): {err}") from err
+
+
+def _origin(origin: Any, index: pd.DatetimeIndex) -> pd.Timestamp:
+    if origin is None:
+        return pd.Timestamp(0, tz="UTC" if _is_aware(index) else None)
+    stamp = pd.Timestamp(origin)
+    if stamp is pd.NaT:
+        raise ValueError("origin must be a timestamp, got NaT")
+    if (stamp.tz is not None) != _is_aware(index):
+        raise TypeError(
+            f"origin is tz-{'aware' if stamp.tz is not None else 'naive'} ({origin!r}) but "
+            f"timestamps are tz-{'aware' if _is_aware(index) else 'naive'}; give both the "
+            f"same kind")
+    return stamp
+
+
+def to_seconds(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -> np.ndarray:
+    """Elapsed time from ``origin`` as float64, in the input's shape.
+
+    Args:
+        timestamps: see the module docstring. For tz-aware input this is real elapsed time
+            (DST changes do not add or remove an hour); for naive input it is the difference
+            of wall-clock readings.
+        origin: anything ``pandas.Timestamp`` accepts, of the same naive/aware kind as
+            ``timestamps``; ``None`` is the Unix epoch.
+        unit: one of :data:`UNITS` (``"ns", "us", "ms", "s", "min", "h", "D", "W"``).
+
+    Returns:
+        float64 array. The difference is formed in int64 ticks and converted once, so it is
+        exact to the tick while below 2**53 ticks (104 days in ns, 285 years in us).
+    """
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {list(UNITS)}, got {unit!r}")
+    index, shape = datetime_index(timestamps)
+    delta = index - _origin(origin, index)
+    ticks, tick_ns = delta.asi8.astype(np.float64), UNITS[delta.unit]
+    # Unit lengths divide one another, so one of these factors is 1 and the other exact.
+    if tick_ns > UNITS[unit]:
+        ticks *= tick_ns // UNITS[unit]
+    elif tick_ns < UNITS[unit]:
+        ticks /= UNITS[unit] // tick_ns
+    return ticks.reshape(shape)
+
+
+def time_positions(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -> Tensor:
+    """float64 tensor of :func:`to_seconds`, for coordinates of core's encodings.
+
+    Feed it to ``RotaryEncoding.rotate`` / ``ALiBi`` / ``MultiheadAttention(query_positions=
+    ...)`` so attention sees real time gaps: the RoPE score of a (query, key) pair then
+    depends only on their time difference, and ALiBi's bias is ``-slope * |dt|`` in ``unit``.
+    Pick ``unit`` so typical gaps are O(1) (hours for hourly data): ALiBi slopes and RoPE
+    wavelengths are tuned to token steps.
+    """
+    return torch.from_numpy(to_seconds(timestamps, origin, unit=unit))

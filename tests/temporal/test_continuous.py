@@ -1,0 +1,73 @@
+"""ContinuousSinusoidal: core's sinusoidal encoding on real elapsed time."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from posenc.core import SinusoidalEncoding
+from posenc.temporal import ContinuousSinusoidal, geometric_periods, time_positions
+
+
+def classic(dim: int) -> ContinuousSinusoidal:
+    """Bounds that give the classic wavelengths 2*pi * 10000 ** (2i / dim)."""
+    return ContinuousSinusoidal(dim, 2 * math.pi, 2 * math.pi * 10000 ** ((dim - 2) / dim))
+
+
+def test_matches_core_sinusoidal_on_token_steps():
+    positions = torch.arange(0, 3000, 7, dtype=torch.float64)
+    torch.testing.assert_close(classic(32)(positions, dtype=torch.float64),
+                               SinusoidalEncoding(32)(positions), rtol=0, atol=1e-9)
+    concat = ContinuousSinusoidal(8, 1.0, 100.0, layout="concat")(positions)
+    interleaved = ContinuousSinusoidal(8, 1.0, 100.0)(positions)
+    torch.testing.assert_close(concat[:, :4], interleaved[:, 0::2])
+
+
+def test_geometric_periods():
+    np.testing.assert_allclose(geometric_periods(4, 1.0, 1000.0).numpy(), [1, 10, 100, 1000])
+    assert geometric_periods(1, 3.0, 5.0).tolist() == [3.0]
+
+
+def test_irregular_times_differ_from_index_encoding_exactly_at_the_gaps():
+    # Hourly observations with two gaps (3 h and 26 h).
+    hours = np.array([0, 1, 2, 3, 6, 7, 8, 34, 35, 36])
+    ts = pd.Timestamp("2021-05-01") + pd.to_timedelta(hours, unit="h")
+    enc = classic(16)
+    by_time = enc(time_positions(ts, ts[0], unit="h"), dtype=torch.float64).numpy()
+    by_index = enc(torch.arange(len(ts), dtype=torch.float64), dtype=torch.float64).numpy()
+    # Same rows while no gap has occurred, different rows from the first gap on.
+    same_row = np.isclose(by_time, by_index, atol=1e-9).all(axis=1)
+    np.testing.assert_array_equal(same_row, hours == np.arange(len(hours)))
+    # The step between consecutive rows is the index step exactly where no gap lies.
+    step_time = np.linalg.norm(np.diff(by_time, axis=0), axis=1)
+    step_index = np.linalg.norm(np.diff(by_index, axis=0), axis=1)
+    np.testing.assert_array_equal(np.isclose(step_time, step_index, atol=1e-9),
+                                  np.diff(hours) == 1)
+
+
+def test_float64_times_keep_relative_precision_far_from_the_origin():
+    ts = pd.Timestamp("2150-01-01") + pd.to_timedelta(np.cumsum(np.arange(1, 40)), unit="s")
+    enc = ContinuousSinusoidal(32, 1.0, 1e6)
+    far = enc(time_positions(ts), dtype=torch.float64)          # ~5.7e9 s since 1970
+    near = enc(time_positions(ts, ts[0]), dtype=torch.float64)  # same gaps, origin nearby
+    # Sinusoidal encodings are shift-invariant in their inner products.
+    torch.testing.assert_close(far @ far.T, near @ near.T, rtol=0, atol=1e-5)
+    assert far.dtype == torch.float64 and enc(time_positions(ts)).dtype == torch.float32
+
+
+@pytest.mark.parametrize("args, error, match", [
+    ((7, 1.0, 2.0), ValueError, "dim must be even"),
+    ((8, 0.0, 2.0), ValueError, "0 < min_period <= max_period"),
+    ((8, 3.0, 2.0), ValueError, "min_period"),
+])
+def test_bad_configuration_raises(args, error, match):
+    with pytest.raises(error, match=match):
+        ContinuousSinusoidal(*args)
+
+
+def test_non_finite_times_raise():
+    with pytest.raises(ValueError, match="times must be finite"):
+        ContinuousSinusoidal(8, 1.0, 2.0)(torch.tensor([0.0, float("nan")]))

@@ -1,0 +1,61 @@
+"""TimeDelta: time since the previous observation (GRU-D), since the start, and the mask."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from posenc.temporal import TimeDelta, time_delta_features
+
+
+def test_hand_worked_example_with_mask():
+    times = torch.tensor([0.0, 1.0, 3.0, 4.0, 10.0])
+    mask = torch.tensor([True, False, True, False, False])
+    out = time_delta_features(times, mask)
+    # since_previous skips unobserved positions: 1-0, 3-0, 4-3, 10-3.
+    assert out[:, 0].tolist() == [0.0, 1.0, 3.0, 1.0, 7.0]
+    assert out[:, 1].tolist() == [0.0, 1.0, 3.0, 4.0, 10.0]
+    assert out[:, 2].tolist() == [1.0, 0.0, 1.0, 0.0, 0.0]
+    plain = time_delta_features(times)
+    assert plain[:, 0].tolist() == [0.0, 1.0, 2.0, 1.0, 6.0]
+    assert plain[:, 2].tolist() == [1.0] * 5
+
+
+def test_log_scale():
+    times = torch.tensor([0.0, 2.0, 8.0], dtype=torch.float64)
+    out = TimeDelta(log=True, scale=2.0)(times, dtype=torch.float64)
+    torch.testing.assert_close(out[:, 0], torch.tensor([0.0, math.log(2.0), math.log(4.0)],
+                                                       dtype=torch.float64))
+    torch.testing.assert_close(out[:, 1], torch.tensor([0.0, math.log(2.0), math.log(5.0)],
+                                                       dtype=torch.float64))
+
+
+def test_batched_rows_are_independent_and_prefixes_are_causal():
+    times = torch.tensor([[0.0, 5.0, 6.0, 9.0], [100.0, 100.0, 101.0, 130.0]])
+    mask = torch.tensor([[True, True, False, True], [False, True, True, False]])
+    out = time_delta_features(times, mask)
+    for row in range(2):
+        torch.testing.assert_close(out[row], time_delta_features(times[row], mask[row]))
+        for n in range(1, 5):
+            torch.testing.assert_close(out[row, :n],
+                                       time_delta_features(times[row, :n], mask[row, :n]))
+    assert out[1, :, 0].tolist() == [0.0, 0.0, 1.0, 29.0]  # 130 - 101: 101 is the last seen
+
+
+def test_nanosecond_integers_are_differenced_exactly():
+    ns = torch.tensor([1_700_000_000_000_000_000, 1_700_000_000_000_000_001])
+    assert time_delta_features(ns, dtype=torch.float64)[1, 0].item() == 1.0
+
+
+def test_errors():
+    with pytest.raises(ValueError, match=r"non-decreasing .* index \[0, 1\]"):
+        time_delta_features(torch.tensor([[0.0, 2.0, 1.0]]))
+    with pytest.raises(TypeError, match="mask must be a bool tensor"):
+        time_delta_features(torch.zeros(3), torch.ones(3))
+    with pytest.raises(TypeError, match="mask must be a bool tensor"):
+        time_delta_features(torch.zeros(3), torch.ones(4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="scale must be a positive number"):
+        TimeDelta(log=True, scale=0.0)
+    assert TimeDelta.dim == 3 and TimeDelta.feature_names == [
+        "since_previous", "since_start", "observed"]

@@ -1,0 +1,136 @@
+"""The one timestamp conversion: accepted inputs, elapsed time, localization, errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hypothesis import given, settings
+from posenc.temporal import (
+    UNITS,
+    datetime_index,
+    localize,
+    time_positions,
+    to_nanoseconds,
+    to_seconds,
+)
+from temporal_refs import nanoseconds
+
+
+def test_every_input_kind_gives_the_same_nanoseconds():
+    ns = np.array([0, 1_600_000_000_123_456_789, -2_000_000_000_000_000_000], dtype=np.int64)
+    index = pd.DatetimeIndex(ns.view("M8[ns]"))
+    kinds = [ns, torch.from_numpy(ns), ns.view("M8[ns]"), index, pd.Series(index),
+             list(index), [str(t) for t in index]]
+    for kind in kinds:
+        np.testing.assert_array_equal(to_nanoseconds(kind), ns)
+
+
+def test_resolution_does_not_change_values():
+    # pandas 3 parses strings to microseconds and numpy dates to seconds.
+    stamps = ["1901-02-03 04:05:06", "2199-12-31 23:59:59"]
+    parsed = pd.DatetimeIndex(stamps)
+    assert parsed.unit == "us"
+    expected = np.array([pd.Timestamp(s).value for s in stamps])
+    for unit in ("s", "ms", "us", "ns"):
+        np.testing.assert_array_equal(to_nanoseconds(parsed.as_unit(unit)), expected)
+    np.testing.assert_array_equal(to_nanoseconds(np.array(stamps, dtype="M8[s]")), expected)
+
+
+def test_aware_input_is_utc_instants_and_shape_is_kept():
+    local = pd.DatetimeIndex(["2021-07-01 12:00"]).tz_localize("America/New_York")
+    assert to_nanoseconds(local)[0] == pd.Timestamp("2021-07-01 16:00").value
+    grid = np.arange(6, dtype=np.int64).reshape(2, 3) * 10**9
+    assert to_seconds(grid).shape == (2, 3)
+    np.testing.assert_array_equal(to_seconds(grid), grid / 1e9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(nanoseconds())
+def test_to_seconds_matches_exact_integer_arithmetic(ns):
+    origin = pd.Timestamp("1970-01-01") + pd.Timedelta(int(ns[0]) // 7, "ns")
+    for unit, length in UNITS.items():
+        expected = (ns - origin.value) / length  # float64 of an exact int64 difference
+        got = to_seconds(ns, origin, unit=unit)
+        np.testing.assert_allclose(got, expected, rtol=1e-15, atol=0)
+
+
+def test_to_seconds_is_exact_to_the_tick_near_the_origin():
+    ts = pd.DatetimeIndex(["2150-06-01 00:00:00.000000001", "2150-06-01 00:00:01"])
+    np.testing.assert_array_equal(to_seconds(ts, origin="2150-06-01", unit="ns"), [1.0, 1e9])
+    np.testing.assert_array_equal(to_seconds(ts.as_unit("s"), "2150-05-31", unit="D"),
+                                  [1.0, 1 + 1 / 86400])
+
+
+def test_to_seconds_counts_real_time_across_dst():
+    # 01:00 -> 03:00 on the clock is one real hour on a spring-forward night.
+    ts = pd.DatetimeIndex(["2021-03-14 01:00", "2021-03-14 03:00"]).tz_localize(
+        "America/New_York")
+    assert np.diff(to_seconds(ts, unit="h"))[0] == 1.0
+    assert np.diff(to_seconds(ts.tz_localize(None), unit="h"))[0] == 2.0
+
+
+def test_time_positions_is_a_float64_tensor_of_to_seconds():
+    ts = pd.date_range("2020-01-01", periods=5, freq="37min")
+    positions = time_positions(ts, ts[0], unit="h")
+    assert positions.dtype == torch.float64
+    np.testing.assert_array_equal(positions.numpy(), np.arange(5) * 37 / 60)
+
+
+def test_localize_raises_on_dst_gap_and_repeat_unless_told():
+    gap = pd.DatetimeIndex(["2021-03-14 02:30"])
+    with pytest.raises(ValueError, match="nonexistent"):
+        localize(gap, "America/New_York")
+    shifted = localize(gap, "America/New_York", nonexistent="shift_forward")
+    assert shifted[0] == pd.Timestamp("2021-03-14 03:00", tz="America/New_York")
+    repeat = pd.DatetimeIndex(["2021-11-07 01:30"])
+    with pytest.raises(ValueError, match="ambiguous"):
+        localize(repeat, "America/New_York")
+    first = localize(repeat, "America/New_York", ambiguous=True)
+    second = localize(repeat, "America/New_York", ambiguous=False)
+    assert (second[0] - first[0]) == pd.Timedelta(hours=1)
+
+
+def test_localize_rejects_aware_input_and_bad_zone():
+    with pytest.raises(TypeError, match="already tz-aware"):
+        localize(pd.DatetimeIndex(["2021-01-01"], tz="UTC"), "Europe/London")
+    with pytest.raises(ValueError, match="Not/AZone"):
+        localize(pd.DatetimeIndex(["2021-01-01"]), "Not/AZone")
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (pd.DatetimeIndex(["2021-01-01", None]), ValueError, "NaT .*position 1"),
+    (np.array(["2021-01-01", "NaT"], dtype="M8[s]"), ValueError, "NaT"),
+    (np.array([0, np.iinfo(np.int64).min]), ValueError, "NaT"),
+    (np.array([1.5, 2.5]), TypeError, "float64"),
+    (torch.tensor([1.0]), TypeError, "int64 nanoseconds"),
+    ([dt.datetime(2021, 1, 1), dt.datetime(2021, 1, 1, tzinfo=dt.timezone.utc)], TypeError,
+     "mixes tz-naive and tz-aware"),
+    (["2021-01-01T00:00+01:00", "2021-01-01T00:00+02:00"], ValueError, "time zones"),
+    (["not a date"], ValueError, "could not be read"),
+])
+def test_bad_timestamps_raise_naming_the_argument(bad, error, match):
+    with pytest.raises(error, match=match):
+        datetime_index(bad)
+    with pytest.raises(error, match="timestamps"):
+        to_seconds(bad)
+
+
+def test_origin_must_match_awareness_and_unit_must_be_known():
+    naive = pd.DatetimeIndex(["2021-01-01"])
+    with pytest.raises(TypeError, match="origin is tz-aware"):
+        to_seconds(naive, origin=pd.Timestamp("2020-01-01", tz="UTC"))
+    with pytest.raises(TypeError, match="origin is tz-naive"):
+        to_seconds(naive.tz_localize("UTC"), origin="2020-01-01")
+    with pytest.raises(ValueError, match="origin .*NaT"):
+        to_seconds(naive, origin=pd.NaT)
+    with pytest.raises(ValueError, match="unit must be one of"):
+        to_seconds(naive, unit="hours")
+
+
+def test_out_of_nanosecond_range_raises():
+    with pytest.raises(ValueError, match="nanosecond range"):
+        to_nanoseconds(np.array(["2500-01-01"], dtype="M8[s]"))
