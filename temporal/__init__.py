@@ -14,7 +14,7 @@ Encodings (torch modules over those coordinates):
   ``MultiheadAttention`` with ``time_positions(...)`` as positions.
 """
 
-from .calendar import FIELDS, calendar_fields, field_column
+from .calendar import FIELDS, calendar_fields, check_field_range, field_column
 from .calendar_embedding import CalendarEmbedding
 from .calendar_features import (
     CYCLE_PERIODS,
@@ -53,6 +53,7 @@ __all__ = [
     "calendar_features",
     "calendar_fields",
     "check_calendar_fields",
+    "check_field_range",
     "datetime_index",
     "field_column",
     "fourier_features",

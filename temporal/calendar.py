@@ -19,7 +19,7 @@ from torch import Tensor
 
 from .timestamps import Timestamps, datetime_index, local_wall_time
 
-__all__ = ["FIELDS", "calendar_fields", "field_column"]
+__all__ = ["FIELDS", "calendar_fields", "check_field_range", "field_column"]
 
 # name -> (first, last) value. "week_of_year" is the ISO week; "weeks_in_year" the number of
 # ISO weeks (52 or 53) in that ISO week-year, the true period of "week_of_year".
@@ -36,7 +36,6 @@ FIELDS: dict[str, tuple[int, int]] = {
     "days_in_year": (365, 366),
     "weeks_in_year": (52, 53),
 }
-_TIME_FIELDS = ("second", "minute", "hour")
 _TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 _DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int32)
 
@@ -120,12 +119,16 @@ def calendar_fields(timestamps: Timestamps, tz: Any = None, *,
     seconds = local // per_second if per_second > 1 else local
     days, second_of_day = np.divmod(seconds, 86400)
     out: dict[str, np.ndarray] = {}
-    if names & set(_TIME_FIELDS):
+    time_of_day = {"second", "minute", "hour"}
+    if names & time_of_day:
         second_of_day = second_of_day.astype(np.int32)
+    if "second" in names:
         out["second"] = second_of_day % 60
+    if "minute" in names:
         out["minute"] = second_of_day // 60 % 60
+    if "hour" in names:
         out["hour"] = second_of_day // 3600
-    if names - set(_TIME_FIELDS):
+    if names - time_of_day:
         first, last = (int(days.min()), int(days.max())) if days.size else (0, -1)
         if last - first < days.size:
             per_day = _date_fields(np.arange(first, last + 1, dtype=np.int64))
@@ -138,7 +141,7 @@ def calendar_fields(timestamps: Timestamps, tz: Any = None, *,
 
 def field_column(fields: Mapping[str, np.ndarray | Tensor], name: str
                  ) -> np.ndarray | Tensor:
-    """``fields[name]`` checked: present, integer, within :data:`FIELDS` range.
+    """``fields[name]``, checked to be present and integer (range: :func:`check_field_range`).
 
     Shared by the encoders that take calendar fields (from :func:`calendar_fields`, or
     collated by a data loader into tensors).
@@ -155,6 +158,11 @@ def field_column(fields: Mapping[str, np.ndarray | Tensor], name: str
         integer = column.dtype.kind in "iu"
     if not integer:
         raise TypeError(f"fields[{name!r}] must hold integers, got dtype {column.dtype}")
+    return column
+
+
+def check_field_range(column: np.ndarray | Tensor, name: str) -> np.ndarray | Tensor:
+    """Return ``column`` if its values lie in ``FIELDS[name]``, else raise naming them."""
     first, last = FIELDS[name]
     if column.numel() if isinstance(column, Tensor) else column.size:
         low, high = int(column.min()), int(column.max())

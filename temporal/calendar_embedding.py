@@ -16,7 +16,7 @@ from posenc.core import (
 )
 from torch import Tensor, nn
 
-from .calendar import FIELDS, field_column
+from .calendar import FIELDS, check_field_range, field_column
 from .calendar_features import DEFAULT_FIELDS, check_calendar_fields
 
 __all__ = ["CalendarEmbedding"]
@@ -66,7 +66,8 @@ class CalendarEmbedding(nn.Module):
         device = next(iter(self.tables.values())).weight.device
         out = None
         for name, table in self.tables.items():
-            column = torch.as_tensor(field_column(fields, name), device=device).long()
+            column = check_field_range(field_column(fields, name), name)
+            column = torch.as_tensor(column, device=device).long()
             out = table(column) if out is None else out + table(column)
         return out
 

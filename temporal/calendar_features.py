@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .calendar import FIELDS, field_column
+from .calendar import FIELDS, check_field_range, field_column
 
 __all__ = [
     "CYCLE_PERIODS",
@@ -48,6 +48,8 @@ DEFAULT_FIELDS = ("hour", "day_of_week", "day_of_month", "month")
 # A joint table row holds the features of several fields; capping its rows (8 MiB of
 # float32 for the default fields) keeps it cache-resident and cheap to build.
 _MAX_TABLE_ROWS = 2**18
+# Elements per block of the numpy path: a block's int32 fields and index fit in L2.
+_BLOCK = 2**15
 
 # GluonTS's ``time_features_from_frequency_str``: offset family -> features, in its order.
 _DAY = ("day_of_week", "day_of_month", "day_of_year")
@@ -184,14 +186,33 @@ def _joint_index(columns: Mapping[str, np.ndarray | Tensor], axes: Sequence[_Axi
     return index
 
 
-def _lookup(group: _Group, index: np.ndarray | Tensor) -> Tensor:
-    if isinstance(index, Tensor):
-        return group.table[index]
-    # Gather whole rows as opaque byte records: one pass, any dtype (bfloat16 included).
+def _lookup(group: _Group, columns: Mapping[str, Tensor]) -> Tensor:
+    """Features of one group from tensors on any device."""
+    for axis in group.axes:
+        check_field_range(columns[axis.column], axis.column)
+    return group.table[_joint_index(columns, group.axes)]
+
+
+def _lookup_blocks(group: _Group, columns: Mapping[str, np.ndarray]) -> Tensor:
+    """Features of one group from numpy arrays, a block at a time.
+
+    The range checks and the index arithmetic run on blocks that stay in cache, so memory
+    sees one read of each field and one write of the output; the gather moves whole rows
+    as opaque byte records (one pass, any dtype, bfloat16 included).
+    """
     raw = group.table.view(torch.uint8).numpy()
     rows = raw.view(np.dtype((np.void, raw.shape[1]))).reshape(-1)
-    out = np.take(rows, index).view(np.uint8)
-    return torch.from_numpy(out).view(group.table.dtype).reshape(*index.shape, -1)
+    flat = {k: v.reshape(-1) for k, v in columns.items()}
+    shape = next(iter(columns.values())).shape
+    out = np.empty(math.prod(shape), dtype=rows.dtype)
+    for start in range(0, out.size, _BLOCK):
+        block = {k: v[start:start + _BLOCK] for k, v in flat.items()}
+        for axis in group.axes:
+            check_field_range(block[axis.column], axis.column)
+        # mode="clip" skips numpy's buffered bounds check; the ranges were just checked.
+        np.take(rows, _joint_index(block, group.axes), out=out[start:start + _BLOCK],
+                mode="clip")
+    return torch.from_numpy(out.view(np.uint8)).view(group.table.dtype).reshape(*shape, -1)
 
 
 def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
@@ -213,17 +234,19 @@ def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
     """
     names = check_calendar_fields(names)
     groups = _groups(names, bool(cyclic), dtype, torch.device("cpu"))
-    needed = {a.column for g in groups for a in g.axes}
-    columns = {name: field_column(fields, name) for name in needed}
+    columns = {a.column: field_column(fields, a.column) for g in groups for a in g.axes}
+    shapes = {tuple(c.shape) for c in columns.values()}
+    if len(shapes) > 1:
+        raise ValueError(f"fields must all have one shape, got {sorted(shapes)}")
     device = next((c.device for c in columns.values() if isinstance(c, Tensor)
                    and c.device.type != "cpu"), None)
     if device is None:
-        columns = {k: (v.numpy() if isinstance(v, Tensor) else v).astype(np.int32, copy=False)
-                   for k, v in columns.items()}
+        arrays = {k: (v.numpy() if isinstance(v, Tensor) else v).astype(np.int32, copy=False)
+                  for k, v in columns.items()}
+        parts = [_lookup_blocks(g, arrays) for g in groups]
     else:
-        columns = {k: torch.as_tensor(v, device=device).long() for k, v in columns.items()}
-        groups = _groups(names, bool(cyclic), dtype, device)
-    parts = [_lookup(g, _joint_index(columns, g.axes)) for g in groups]
+        tensors = {k: torch.as_tensor(v, device=device).long() for k, v in columns.items()}
+        parts = [_lookup(g, tensors) for g in _groups(names, bool(cyclic), dtype, device)]
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
 

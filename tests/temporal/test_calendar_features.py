@@ -16,7 +16,7 @@ from posenc.temporal import (
     calendar_fields,
     frequency_fields,
 )
-from posenc.temporal.calendar_features import _groups, _joint_index, _lookup
+from posenc.temporal.calendar_features import _BLOCK, _groups, _lookup
 from temporal_refs import GLUONTS_FEATURES, gluonts_fields, nanoseconds
 
 ALL = tuple(CYCLE_PERIODS)
@@ -128,8 +128,7 @@ def test_tensor_fields_and_other_dtypes_give_the_same_rows():
                                   reference)
     # The torch gather (what fields on a GPU take) equals the numpy one.
     (group,) = _groups(enc.fields, True, torch.float64, torch.device("cpu"))
-    torch_rows = _lookup(group, _joint_index(as_tensors, group.axes))
-    np.testing.assert_array_equal(torch_rows.reshape(500, -1), reference)
+    np.testing.assert_array_equal(_lookup(group, as_tensors).reshape(500, -1), reference)
     bf16 = enc(fields, dtype=torch.bfloat16)
     assert bf16.dtype == torch.bfloat16
     np.testing.assert_array_equal(bf16.float(), reference.to(torch.bfloat16).float())
@@ -155,3 +154,25 @@ def test_bad_field_values_raise():
         enc({"day_of_month": np.array([1])})
     with pytest.raises(ValueError, match=r"days_in_month'\] must lie in \[28, 31\]"):
         enc({"day_of_month": np.array([1]), "days_in_month": np.array([32])})
+
+
+def test_numpy_blocks_equal_the_torch_gather_across_block_boundaries():
+    rng = np.random.default_rng(0)
+    n = 2 * _BLOCK + 123
+    fields = {name: rng.integers(FIELDS[name][0], FIELDS[name][1] + 1, n, dtype=np.int32)
+              for name in ("hour", "day_of_week", "day_of_month", "month")}
+    fields["days_in_month"] = rng.integers(28, 32, n).astype(np.int16)  # any int dtype
+    enc = CalendarFeatures()
+    (group,) = _groups(enc.fields, True, torch.float32, torch.device("cpu"))
+    expected = _lookup(group, {k: torch.from_numpy(v).long() for k, v in fields.items()})
+    assert torch.equal(enc(fields), expected)
+    fields["hour"][-1] = 24  # out of range in the last block only
+    with pytest.raises(ValueError, match=r"fields\['hour'\] must lie in \[0, 23\]"):
+        enc(fields)
+    with pytest.raises(ValueError, match=r"fields\['hour'\] must lie in \[0, 23\]"):
+        _lookup(group, {k: torch.from_numpy(v).long() for k, v in fields.items()})
+
+
+def test_fields_of_different_shapes_raise():
+    with pytest.raises(ValueError, match="one shape"):
+        CalendarFeatures(["hour", "month"])({"hour": np.zeros(3, int), "month": np.ones(4, int)})
