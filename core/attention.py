@@ -67,6 +67,23 @@ def _as_additive(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
         ~mask, float("-inf"))
 
 
+def _check_fit(name: str, positions: Tensor, encoded_tokens: int, tokens: int) -> None:
+    """Raise naming ``name`` when the encoding of ``positions`` covers the wrong token count
+    (positions' shape is ``(N, *C)`` or ``(B, N, *C)``; only the encoding knows ``C``)."""
+    if encoded_tokens != tokens:
+        raise ValueError(f"{name} of shape {tuple(positions.shape)} give {encoded_tokens} "
+                         f"positions for {tokens} tokens: expected (N, *C) or (B, N, *C) "
+                         f"with N={tokens}")
+
+
+def _check_batch(names: str, positions: tuple[Tensor, ...], encoded_batch: int,
+                 batch: int) -> None:
+    if encoded_batch not in (1, batch):
+        shapes = " and ".join(str(tuple(p.shape)) for p in positions)
+        raise ValueError(f"{names} of shape {shapes} give a batch of {encoded_batch}, "
+                         f"expected 1 or B={batch}")
+
+
 class MultiheadAttention(nn.Module):
     """Multi-head (self or cross) attention with pluggable position encodings.
 
@@ -179,6 +196,10 @@ class MultiheadAttention(nn.Module):
             q_rotation = self.rotary.rotation(query_positions)
             k_rotation = (q_rotation if key_positions is query_positions
                           else self.rotary.rotation(key_positions))
+            _check_fit("query_positions", query_positions, q_rotation.cos.shape[-2], num_q)
+            _check_fit("key_positions", key_positions, k_rotation.cos.shape[-2], k.shape[-2])
+            _check_batch("query_positions", (query_positions,), q_rotation.cos.shape[0], batch)
+            _check_batch("key_positions", (key_positions,), k_rotation.cos.shape[0], batch)
             q, k = apply_rotation(q, q_rotation), apply_rotation(k, k_rotation)
         if kv_cache is not None:
             k, v, key_positions = kv_cache.append(k, v, key_positions)
@@ -192,6 +213,10 @@ class MultiheadAttention(nn.Module):
             is_causal = False
         if self.bias is not None:
             bias = self.bias(query_positions, key_positions).to(q.dtype)
+            _check_fit("query_positions", query_positions, bias.shape[-2], num_q)
+            _check_fit("key_positions", key_positions, bias.shape[-1], num_k)
+            _check_batch("query_positions and key_positions", (query_positions, key_positions),
+                         bias.shape[0], batch)
             mask = bias if mask is None else mask + bias
 
         out = F.scaled_dot_product_attention(

@@ -154,6 +154,7 @@ class RotaryEncoding(Float64Buffers):
 
     def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, N, head_dim)`` by ``positions`` ``(N,)``/``(B, N)``."""
+        check_positions(positions)
         if x.ndim != 4 or x.shape[-1] != self.head_dim:
             raise ValueError(f"x must have shape (B, H, N, head_dim={self.head_dim}), got "
                              f"{tuple(x.shape)}")
