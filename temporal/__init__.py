@@ -16,14 +16,14 @@ Encodings (torch modules over those coordinates):
 
 from .calendar import FIELDS, calendar_fields, check_field_range, field_column
 from .calendar_embedding import CalendarEmbedding
-from .calendar_features import (
+from .continuous import ContinuousSinusoidal, geometric_periods
+from .cyclic import (
     CYCLE_PERIODS,
     CalendarFeatures,
     calendar_features,
     check_calendar_fields,
     frequency_fields,
 )
-from .continuous import ContinuousSinusoidal, geometric_periods
 from .fourier import DEFAULT_PERIODS, FourierSeasonality, fourier_features
 from .time2vec import Time2Vec
 from .time_delta import TimeDelta, time_delta_features

@@ -17,7 +17,7 @@ from posenc.core import (
 from torch import Tensor, nn
 
 from .calendar import FIELDS, check_field_range, field_column
-from .calendar_features import DEFAULT_FIELDS, check_calendar_fields
+from .cyclic import DEFAULT_FIELDS, check_calendar_fields
 
 __all__ = ["CalendarEmbedding"]
 
@@ -36,7 +36,7 @@ class CalendarEmbedding(nn.Module):
 
     Args:
         dim: embedding width (even for ``kind="fixed"``).
-        fields: names from :data:`~posenc.temporal.calendar_features.CYCLE_PERIODS`.
+        fields: names from :data:`~posenc.temporal.cyclic.CYCLE_PERIODS`.
         kind: ``"learned"`` or ``"fixed"``.
     """
 

@@ -16,7 +16,7 @@ from posenc.temporal import (
     calendar_fields,
     frequency_fields,
 )
-from posenc.temporal.calendar_features import _BLOCK, _groups, _lookup
+from posenc.temporal.cyclic import _BLOCK, _groups, _lookup
 from temporal_refs import GLUONTS_FEATURES, gluonts_fields, nanoseconds
 
 ALL = tuple(CYCLE_PERIODS)
