@@ -4,8 +4,8 @@ GluonTS-compatible ramps.
 Every field takes few distinct values (at most 366, or 366 x 2 with its period), so the
 features are looked up rather than computed: sin/cos (or the ramp) of every possible value is
 formed once in float64, and consecutive fields share one joint table whose row holds all
-their features, so a single gather writes whole output rows. That costs about as much as
-writing the output, far less than one ``np.sin`` per column.
+their features, so a single gather writes whole output rows: well under one ``np.sin`` per
+output column, most of it the cost of writing the output at all.
 """
 
 from __future__ import annotations

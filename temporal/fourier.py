@@ -101,7 +101,7 @@ class FourierSeasonality(nn.Module):
         return [f"{name}_{f}{k}" for name, count in pairs for k in range(1, count + 1)
                 for f in ("sin", "cos")]
 
-    def forward(self, timestamps: Timestamps | Tensor, *,
+    def forward(self, timestamps: Timestamps, *,
                 dtype: torch.dtype = torch.float32) -> Tensor:
         """Timestamps (any accepted input; an int64 nanosecond tensor stays on its device)
         of shape ``(...)`` -> ``(..., dim)``."""
