@@ -9,7 +9,13 @@ from __future__ import annotations
 import math
 
 import torch
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+
+# Per-test settings (not a global profile, which would also change other folders' tests):
+# modest example counts keep tests/core near a minute on two cores.
+core_settings = settings(max_examples=50, deadline=None,
+                         suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 # ---- hypothesis strategies -------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from core_refs import official_alibi_slopes
+from core_refs import core_settings, official_alibi_slopes
 from hypothesis import given
 from hypothesis import strategies as st
 from posenc.core import ALiBi, ClippedRelativeBias, T5RelativeBias, alibi_slopes, t5_relative_bucket
@@ -150,6 +150,7 @@ BIASES = {
 
 
 @pytest.mark.parametrize("name", list(BIASES))
+@core_settings
 @given(shift=st.integers(-10**6, 10**6),
        q=st.lists(st.integers(0, 500), min_size=1, max_size=12),
        k=st.lists(st.integers(0, 500), min_size=1, max_size=12))

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from core_refs import core_settings
 from hypothesis import given
 from hypothesis import strategies as st
 from posenc.core import InputEmbedding, LearnedEncoding, NoPE, SinusoidalEncoding
@@ -35,6 +36,7 @@ def test_out_of_range_fractional_positions_raise(bad):
         LearnedEncoding(10, 4)(torch.tensor([bad]))
 
 
+@core_settings
 @given(st.floats(0, 9, allow_nan=False))
 def test_fractional_positions_interpolate_linearly(p):
     enc = LearnedEncoding(10, 3)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from core_refs import (
     complex_rotate,
+    core_settings,
     dyadic_positions,
     dyadic_shifts,
     hf_rotate,
@@ -38,6 +39,7 @@ def _score(rope: RotaryEncoding, q: torch.Tensor, k: torch.Tensor, m, n, dtype) 
 # ---- the defining property -------------------------------------------------------------------
 
 @pytest.mark.parametrize("layout", LAYOUTS)
+@core_settings
 @given(m=int_positions, n=int_positions, s=shifts)
 def test_rope_score_depends_only_on_offset_int_positions(layout, m, n, s):
     rope = RotaryEncoding(64, layout=layout)
@@ -51,6 +53,7 @@ def test_rope_score_depends_only_on_offset_int_positions(layout, m, n, s):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
+@core_settings
 @given(m=dyadic_positions, n=dyadic_positions, s=dyadic_shifts)
 def test_rope_score_depends_only_on_offset_float_positions(layout, m, n, s):
     rope = RotaryEncoding(32, layout=layout, rotary_dim=24)
@@ -281,6 +284,7 @@ def test_float64_positions_keep_fractional_precision_at_large_timestamps():
     torch.testing.assert_close(cos, expected, atol=1e-6, rtol=0)
 
 
+@core_settings
 @given(st.lists(st.integers(0, 10_000), min_size=1, max_size=8))
 def test_rotation_of_batched_positions_equals_per_row_rotation(rows):
     rope = RotaryEncoding(16, layout="interleaved")

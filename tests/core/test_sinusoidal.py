@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from core_refs import classic_sinusoidal_table, ref_angles, ref_inv_freq
+from core_refs import classic_sinusoidal_table, core_settings, ref_angles, ref_inv_freq
 from hypothesis import given
 from hypothesis import strategies as st
 from posenc.core import SinusoidalEncoding, sinusoidal_encoding, sinusoidal_inv_freq
@@ -26,6 +26,7 @@ def shift_matrix(dim: int, k: float, base: float = 10000.0) -> torch.Tensor:
     return m
 
 
+@core_settings
 @given(k=st.integers(-5000, 5000))
 def test_pe_of_p_plus_k_is_a_fixed_linear_map_of_pe_of_p(k):
     enc = SinusoidalEncoding(32)
@@ -48,6 +49,7 @@ def test_shift_map_is_unique_least_squares_fit():
     torch.testing.assert_close(fit, shift_matrix(16, 37), atol=1e-4, rtol=0)
 
 
+@core_settings
 @given(st.lists(st.floats(-1e7, 1e7, allow_nan=False), min_size=1, max_size=20))
 def test_values_lie_in_unit_interval(values):
     out = SinusoidalEncoding(64)(torch.tensor(values, dtype=torch.float64))
@@ -95,6 +97,7 @@ def test_concat_layout_is_sin_block_then_cos_block():
     assert torch.equal(out.float(), torch.cat((interleaved[:, 0::2], interleaved[:, 1::2]), -1))
 
 
+@core_settings
 @given(st.lists(st.floats(0, 1e5, allow_nan=False), min_size=1, max_size=10))
 def test_continuous_positions_evaluate_the_formula(values):
     p = torch.tensor(values, dtype=torch.float32)
