@@ -1,1 +1,56 @@
-"""posenc.tasks"""
+"""posenc.tasks: Lightning training for ViTs and forecasters, and the ``posenc`` CLI.
+
+- :class:`ImageClassifier` (timm ViT + a posenc spatial encoding, multi-size evaluation) with
+  :class:`MNISTDataModule`, :class:`DigitsDataModule`, :class:`ImageFolderDataModule`;
+- :class:`Forecaster` (transformer over (value, timestamp) tokens and future query times)
+  with :class:`TimeSeriesDataModule`, :class:`SeattleTempsDataModule`,
+  :class:`TaylorDataModule`;
+- ``posenc`` = :func:`posenc.tasks.cli.main` (``LightningCLI`` in subclass mode).
+
+Encodings are config values (a name or ``{class_path, init_args}``), so checkpoints hold
+plain hyperparameters and reload with ``Model.load_from_checkpoint(path)``.
+"""
+
+from .forecasting import RELATIVE_ENCODINGS, TIME_ENCODINGS, Forecaster, ForecastTransformer
+from .losses import MeanAbsoluteScaledError, masked_point_loss, quantile_loss
+from .timeseries_data import (
+    SeattleTempsDataModule,
+    TaylorDataModule,
+    TimeSeriesDataModule,
+    collate_windows,
+    make_batch,
+    parse_timestamps,
+)
+from .vision import ImageClassifier, build_vit
+from .vision_data import (
+    DigitsDataModule,
+    ImageDataModule,
+    ImageFolderDataModule,
+    MNISTDataModule,
+    ResizeCollate,
+    stratified_split,
+)
+
+__all__ = [
+    "RELATIVE_ENCODINGS",
+    "TIME_ENCODINGS",
+    "DigitsDataModule",
+    "ForecastTransformer",
+    "Forecaster",
+    "ImageClassifier",
+    "ImageDataModule",
+    "ImageFolderDataModule",
+    "MNISTDataModule",
+    "MeanAbsoluteScaledError",
+    "ResizeCollate",
+    "SeattleTempsDataModule",
+    "TaylorDataModule",
+    "TimeSeriesDataModule",
+    "build_vit",
+    "collate_windows",
+    "make_batch",
+    "masked_point_loss",
+    "parse_timestamps",
+    "quantile_loss",
+    "stratified_split",
+]

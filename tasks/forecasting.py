@@ -1,0 +1,415 @@
+"""``Forecaster``: a transformer over observed (value, timestamp) tokens and future query times.
+
+Each observation is a token (its values, which are present, and its timestamp); each time to
+predict is a query token that carries only its timestamp. Timestamps enter in two ways:
+
+- additive: features of each token's time summed into its embedding after one linear map:
+  calendar features of local time (also for the future: they come from the query timestamps),
+  Fourier seasonality, continuous sinusoids / Time2Vec of elapsed time, time deltas;
+- relative: RoPE or ALiBi inside :class:`posenc.core.MultiheadAttention`, driven by elapsed
+  time in ``time_unit`` (hours by default), so attention sees real gaps.
+
+Observation tokens attend to every observation; a query token attends to every observation
+and to itself only, so the forecast at a time does not depend on which other times are asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+import torch
+from lightning.pytorch import LightningModule
+from posenc import temporal
+from posenc.core import ALiBi, MultiheadAttention, RotaryEncoding
+from posenc.core.angles import wide_dtype
+from torch import Tensor, nn
+from torchmetrics import MeanAbsoluteError, MeanSquaredError
+
+from .losses import LOSSES, MeanAbsoluteScaledError, masked_point_loss, quantile_loss
+from .optim import check_optim_args, configure_adamw
+from .specs import fill_from_defaults, import_class
+
+__all__ = ["Forecaster", "ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
+           "RELATIVE_ENCODINGS"]
+
+# What each additive encoding reads (a class can declare its own with ``posenc_input``):
+#   "fields":     calendar fields of local wall-clock time, ``{name: (B, N) int tensor}``;
+#   "timestamps": local wall-clock time as a (B, N) int64 ns tensor (seasonal features);
+#   "elapsed":    (B, N) float elapsed time from the forecast origin, in ``time_unit``;
+#   "deltas":     elapsed time plus the (B, N) bool mask of observed tokens.
+INPUT_KINDS = ("fields", "timestamps", "elapsed", "deltas")
+_KNOWN_INPUTS = {
+    "CalendarFeatures": "fields",
+    "CalendarEmbedding": "fields",
+    "FourierSeasonality": "timestamps",
+    "ContinuousSinusoidal": "elapsed",
+    "Time2Vec": "elapsed",
+    "TimeDelta": "deltas",
+}
+
+
+def _calendar():
+    return temporal.CalendarFeatures(cyclic=True)
+
+
+def _calendar_embedding(dim: int):
+    return temporal.CalendarEmbedding(dim)
+
+
+def _fourier():
+    return temporal.FourierSeasonality()
+
+
+def _continuous(dim: int):
+    return temporal.ContinuousSinusoidal(dim, min_period=1.0, max_period=1000.0)
+
+
+def _time2vec(dim: int):
+    return temporal.Time2Vec(dim)
+
+
+def _timedelta():
+    return temporal.TimeDelta(log=True)
+
+
+# name -> (factory, input kind); factories take what they need of the model's sizes.
+TIME_ENCODINGS: dict[str, tuple[Any, str]] = {
+    "calendar": (_calendar, "fields"),
+    "calendar_embedding": (_calendar_embedding, "fields"),
+    "fourier": (_fourier, "timestamps"),
+    "continuous": (_continuous, "elapsed"),
+    "time2vec": (_time2vec, "elapsed"),
+    "timedelta": (_timedelta, "deltas"),
+}
+
+
+def _rope(head_dim: int, base: float = 10000.0):
+    return RotaryEncoding(head_dim, base=base)
+
+
+def _alibi(num_heads: int):
+    return ALiBi(num_heads, causal=False)
+
+
+RELATIVE_ENCODINGS: dict[str, Any] = {"rope": _rope, "alibi": _alibi}
+
+
+def _build(spec: str | Mapping, registry: Mapping[str, Any], argument: str,
+           defaults: Mapping[str, Any]) -> tuple[nn.Module, str | None]:
+    """-> (module, input kind or None)."""
+    if isinstance(spec, str):
+        if spec not in registry:
+            raise ValueError(f"{argument}={spec!r} is not a known name; valid names: "
+                             f"{sorted(registry)}, or a dict with class_path/init_args")
+        entry = registry[spec]
+        factory, kind = entry if isinstance(entry, tuple) else (entry, None)
+        return factory(**fill_from_defaults(factory, {}, defaults)), kind
+    if isinstance(spec, Mapping):
+        if "class_path" not in spec or set(spec) - {"class_path", "init_args"}:
+            raise ValueError(f"{argument} as a dict needs the keys class_path (and optionally "
+                             f"init_args), got keys {sorted(spec)}")
+        init_args = spec.get("init_args") or {}
+        cls = import_class(spec["class_path"])
+        module = cls(**fill_from_defaults(cls, init_args, defaults))
+        kind = getattr(module, "posenc_input", None) or _KNOWN_INPUTS.get(cls.__name__)
+        return module, kind
+    raise TypeError(f"{argument} must be a name (str) or a dict with class_path/init_args, got "
+                    f"{type(spec).__name__} ({spec!r})")
+
+
+class TimeFeatures(nn.Module):
+    """Concatenated additive temporal features of every token, as one ``(B, N, F)`` tensor.
+
+    Args:
+        encodings: the temporal encoding modules.
+        kinds: per encoding, which coordinate it reads (see ``INPUT_KINDS``).
+    """
+
+    def __init__(self, encodings: list[nn.Module], kinds: list[str]) -> None:
+        super().__init__()
+        for kind in kinds:
+            if kind not in INPUT_KINDS:
+                raise ValueError(f"input kind must be one of {list(INPUT_KINDS)}, got {kind!r}")
+        self.encodings = nn.ModuleList(encodings)
+        self.kinds = list(kinds)
+        self.width = self._probe_width()
+
+    def _probe_width(self) -> int:
+        if not self.kinds:
+            return 0
+        start = pd.Timestamp("2020-01-01").value
+        local = torch.tensor([[start, start + 3600 * 10**9]], dtype=torch.int64)
+        elapsed = torch.tensor([[-1.0, 0.0]])
+        with torch.no_grad():
+            return self(local, elapsed, torch.ones(1, 2, dtype=torch.bool)).shape[-1]
+
+    def forward(self, local: Tensor, elapsed: Tensor, observed: Tensor) -> Tensor:
+        """Per token: ``local`` ``(B, N)`` int64 wall-clock ns, ``elapsed`` ``(B, N)`` float
+        time from the forecast origin in ``time_unit``, ``observed`` ``(B, N)`` bool (a value
+        is present). -> ``(B, N, F)`` float32."""
+        fields = None
+        features = []
+        for encoding, kind in zip(self.encodings, self.kinds, strict=True):
+            if kind == "fields":
+                if fields is None:  # numpy on the host; a few thousand timestamps per batch
+                    fields = {name: torch.from_numpy(column).to(local.device)
+                              for name, column in temporal.calendar_fields(local).items()}
+                out = encoding(fields)
+            elif kind == "timestamps":
+                out = encoding(local)
+            elif kind == "elapsed":
+                out = encoding(elapsed)
+            else:
+                out = encoding(elapsed, observed)
+            features.append(out.to(device=elapsed.device, dtype=torch.float32))
+        return torch.cat(features, dim=-1)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block around the core attention."""
+
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float, dropout: float,
+                 rotary: nn.Module | None, bias: nn.Module | None) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = MultiheadAttention(dim, num_heads, rotary=rotary, bias=bias,
+                                       proj_drop=dropout)
+        self.norm2 = nn.LayerNorm(dim)
+        hidden = int(dim * mlp_ratio)
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout),
+                                 nn.Linear(hidden, dim), nn.Dropout(dropout))
+
+    def forward(self, x: Tensor, positions: Tensor | None, mask: Tensor) -> Tensor:
+        x = x + self.attn(self.norm1(x), query_positions=positions, attn_mask=mask)
+        return x + self.mlp(self.norm2(x))
+
+
+class ForecastTransformer(nn.Module):
+    """The forecasting network; see the module docstring.
+
+    Args:
+        num_targets: target channels ``C``.
+        num_outputs: outputs per channel (1 for a point forecast, ``Q`` for quantiles).
+        dim, depth, num_heads, mlp_ratio, dropout: transformer size.
+        time_features: the additive encodings (may hold none).
+        relative: per block, ``(rotary, bias)`` modules (each may be None).
+        unit_seconds: seconds per position unit for the relative encodings.
+    """
+
+    def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
+                 num_heads: int, mlp_ratio: float, dropout: float, time_features: TimeFeatures,
+                 relative: list[tuple[nn.Module | None, nn.Module | None]],
+                 unit_seconds: float) -> None:
+        super().__init__()
+        self.num_targets, self.num_outputs = num_targets, num_outputs
+        self.unit_seconds = unit_seconds
+        self.value_embed = nn.Linear(2 * num_targets, dim)
+        self.query_token = nn.Parameter(torch.zeros(dim))
+        nn.init.trunc_normal_(self.query_token, std=0.02)
+        self.time_features = time_features
+        self.time_proj = nn.Linear(time_features.width, dim) if time_features.width else None
+        self.blocks = nn.ModuleList(
+            Block(dim, num_heads, mlp_ratio, dropout, rotary, bias) for rotary, bias in relative)
+        self.use_positions = any(r is not None or b is not None for r, b in relative)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, num_targets * num_outputs)
+
+    def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
+        """Batch dict (see :mod:`posenc.tasks.timeseries_data`) -> ``(B, Nh, C, outputs)``
+        predictions in scaled units."""
+        ctx_valid, tgt_valid = batch["context_valid"], batch["target_valid"]
+        num_ctx = ctx_valid.shape[1]
+        time = torch.cat((batch["context_time"], batch["target_time"]), dim=1)
+        local = torch.cat((batch["context_local"], batch["target_local"]), dim=1)
+        valid = torch.cat((ctx_valid, tgt_valid), dim=1)
+        # Forecast origin: the last real observation of each window. Differences are taken in
+        # int64 ns (exact) before the one conversion to float64 (float32 on MPS).
+        last = ctx_valid.sum(1, keepdim=True).clamp_min(1) - 1
+        origin = batch["context_time"].gather(1, last)
+        # float64 (float32 on MPS) keeps sub-second precision over years of elapsed time.
+        elapsed = (time - origin).to(wide_dtype(time.device)) / (self.unit_seconds * 1e9)
+
+        observed = batch["context_observed"]
+        values = torch.cat((batch["context_value"] * observed, observed.to(
+            batch["context_value"].dtype)), dim=-1)
+        ctx_tokens = self.value_embed(values)
+        tgt_tokens = self.query_token.expand(tgt_valid.shape[0], tgt_valid.shape[1], -1)
+        x = torch.cat((ctx_tokens, tgt_tokens.to(ctx_tokens.dtype)), dim=1)
+        if self.time_proj is not None:
+            has_value = torch.cat((ctx_valid & observed.any(-1), torch.zeros_like(tgt_valid)),
+                                  dim=1)
+            x = x + self.time_proj(self.time_features(local, elapsed, has_value))
+
+        # Keys: real observations; every token also sees itself (no empty rows).
+        total = valid.shape[1]
+        key_ok = torch.zeros_like(valid)
+        key_ok[:, :num_ctx] = ctx_valid
+        eye = torch.eye(total, dtype=torch.bool, device=valid.device)
+        mask = (key_ok[:, None, :] | eye)[:, None]
+        positions = elapsed if self.use_positions else None
+        for block in self.blocks:
+            x = block(x, positions, mask)
+        out = self.head(self.norm(x[:, num_ctx:]))
+        return out.unflatten(-1, (self.num_targets, self.num_outputs))
+
+
+class Forecaster(LightningModule):
+    """Probabilistic or point forecasting at arbitrary future timestamps.
+
+    Args:
+        num_targets: target columns of the data (``C``).
+        dim, depth, num_heads, mlp_ratio, dropout: transformer size.
+        encodings: additive temporal encodings: names from ``TIME_ENCODINGS``
+            (``calendar``, ``calendar_embedding``, ``fourier``, ``continuous``, ``time2vec``,
+            ``timedelta``) or ``{class_path, init_args}`` dicts (missing ``dim`` filled in).
+        relative: relative-time attention: ``rope``, ``alibi``, None, or a dict
+            (missing ``head_dim``/``num_heads`` filled in).
+        time_unit: unit of the relative positions and of Time2Vec's input, a pandas duration
+            (``"1h"``); pick the typical sampling step.
+        loss: ``mae``, ``mse`` or ``quantile``.
+        quantiles: levels for the quantile loss; the one closest to 0.5 is the point forecast.
+        mase_season: seasonal lag (observations) of the MASE denominator.
+        lr, weight_decay, warmup, scheduler, min_lr_ratio: AdamW and schedule.
+    """
+
+    def __init__(
+        self,
+        num_targets: int = 1,
+        dim: int = 64,
+        depth: int = 2,
+        num_heads: int = 4,
+        mlp_ratio: float = 2.0,
+        dropout: float = 0.0,
+        encodings: list[str | dict] | None = None,
+        relative: str | dict | None = "rope",
+        time_unit: str = "1h",
+        loss: str = "mae",
+        quantiles: list[float] | None = None,
+        mase_season: int = 1,
+        lr: float = 1e-3,
+        weight_decay: float = 0.01,
+        warmup: float = 0.05,
+        scheduler: str = "cosine",
+        min_lr_ratio: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        check_optim_args(lr, weight_decay, warmup, scheduler, min_lr_ratio)
+        for name, value in (("num_targets", num_targets), ("dim", dim), ("depth", depth),
+                            ("num_heads", num_heads), ("mase_season", mase_season)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if dim % num_heads:
+            raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {list(LOSSES)}, got {loss!r}")
+        if loss == "quantile":
+            quantiles = list(quantiles or [0.1, 0.5, 0.9])
+            if any(not 0 < q < 1 for q in quantiles) or sorted(set(quantiles)) != quantiles:
+                raise ValueError(f"quantiles must be increasing levels in (0, 1), got "
+                                 f"{quantiles}")
+        elif quantiles:
+            raise ValueError(f"quantiles={quantiles} need loss='quantile', got loss={loss!r}")
+        try:
+            unit_seconds = pd.Timedelta(time_unit).total_seconds()
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"time_unit must be a duration such as '1h' or '30min', got "
+                             f"{time_unit!r}") from err
+        if not unit_seconds > 0:
+            raise ValueError(f"time_unit must be positive, got {time_unit!r}")
+        encodings = ["calendar", "continuous"] if encodings is None else list(encodings)
+
+        head_dim = dim // num_heads
+        defaults = {"dim": dim, "head_dim": head_dim, "num_heads": num_heads}
+        modules, kinds = [], []
+        for i, spec in enumerate(encodings):
+            module, kind = _build(spec, TIME_ENCODINGS, f"encodings[{i}]", defaults)
+            modules.append(module)
+            kinds.append(kind or "elapsed")
+        relative_modules = []
+        for _ in range(depth):
+            if relative is None or relative == "none":
+                relative_modules.append((None, None))
+                continue
+            module, _ = _build(relative, RELATIVE_ENCODINGS, "relative", defaults)
+            is_rotary = hasattr(module, "rotation")
+            relative_modules.append((module, None) if is_rotary else (None, module))
+        self.quantile_levels = quantiles
+        self.register_buffer("quantiles", torch.tensor(quantiles or [0.5]), persistent=False)
+        self.model = ForecastTransformer(
+            num_targets, len(quantiles or [0.5]), dim, depth, num_heads, mlp_ratio, dropout,
+            TimeFeatures(modules, kinds), relative_modules, unit_seconds)
+        self.point_index = int((self.quantiles - 0.5).abs().argmin())
+        self.metrics = nn.ModuleDict({
+            stage: nn.ModuleDict({"mae": MeanAbsoluteError(),
+                                  "rmse": MeanSquaredError(squared=False),
+                                  "mase": MeanAbsoluteScaledError(mase_season)})
+            for stage in ("val", "test")})
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        theirs = getattr(datamodule, "num_targets", None)
+        if theirs is not None and theirs != self.hparams.num_targets:
+            raise ValueError(f"model num_targets={self.hparams.num_targets} does not match the "
+                             f"data's {theirs} target column(s) "
+                             f"({getattr(datamodule, 'target_columns', '?')})")
+
+    def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
+        """-> ``(B, Nh, C, Q)`` predictions in scaled units (``Q = 1`` for point losses)."""
+        return self.model(batch)
+
+    def _loss(self, pred: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
+        target, observed = batch["target_value"], batch["target_observed"]
+        if self.hparams.loss == "quantile":
+            return quantile_loss(pred.float(), target, observed, self.quantiles)
+        return masked_point_loss(pred[..., 0].float(), target, observed, self.hparams.loss)
+
+    def _unscale(self, values: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
+        """Scaled ``(B, N, C, ...)`` -> data units."""
+        scale, loc = batch["scale"][:, None], batch["loc"][:, None]
+        if values.ndim == 4:
+            scale, loc = scale[..., None], loc[..., None]
+        return values * scale + loc
+
+    def training_step(self, batch: Mapping[str, Tensor], batch_idx: int) -> Tensor:
+        loss = self._loss(self(batch), batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["target_valid"].shape[0])
+        return loss
+
+    def _eval_step(self, stage: str, batch: Mapping[str, Tensor]) -> None:
+        pred = self(batch).float()
+        loss = self._loss(pred, batch)
+        self.log(f"{stage}/loss", loss, sync_dist=True, prog_bar=stage == "val",
+                 batch_size=batch["target_valid"].shape[0])
+        point = pred[..., self.point_index]
+        observed = batch["target_observed"]
+        metrics = self.metrics[stage]
+        metrics["mae"].update(self._unscale(point, batch)[observed],
+                              self._unscale(batch["target_value"], batch)[observed])
+        metrics["rmse"].update(self._unscale(point, batch)[observed],
+                               self._unscale(batch["target_value"], batch)[observed])
+        metrics["mase"].update(point, batch["target_value"], observed, batch["context_value"],
+                               batch["context_observed"])
+        for name, metric in metrics.items():
+            self.log(f"{stage}/{name}", metric, prog_bar=stage == "val" and name == "mae")
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        self._eval_step("val", batch)
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self._eval_step("test", batch)
+
+    def predict_step(self, batch, batch_idx: int = 0, dataloader_idx: int = 0
+                     ) -> dict[str, Tensor]:
+        """Forecasts in data units: ``{"time": (B, Nh) int64 UTC ns, "valid": (B, Nh),
+        "prediction": (B, Nh, C) point, "quantiles": (B, Nh, C, Q)}``."""
+        pred = self._unscale(self(batch).float(), batch)
+        return {"time": batch["target_time"], "valid": batch["target_valid"],
+                "prediction": pred[..., self.point_index], "quantiles": pred}
+
+    def configure_optimizers(self) -> dict:
+        hp = self.hparams
+        return configure_adamw(self, hp.lr, hp.weight_decay, hp.warmup, hp.scheduler,
+                               hp.min_lr_ratio)

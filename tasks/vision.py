@@ -1,0 +1,238 @@
+"""``ImageClassifier``: a timm Vision Transformer with a posenc spatial encoding attached.
+
+The encoding is a config value: a name from :func:`posenc.spatial.encoding_from_name`
+(``encoding: rope_mixed``; sizes are inferred from the ViT) or a dict
+``{class_path: posenc.spatial.RoPE2D, init_args: {...}}`` whose missing ``dim``,
+``head_dim``, ``num_heads`` and ``grid_size`` are filled in from the ViT. Validation and test
+run at every image size the data module provides (one loader per size) and log
+``{stage}/acc_{size}`` and ``{stage}/loss_{size}``; ``{stage}/acc`` and ``{stage}/loss`` are
+at the training size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.nn.functional as F
+from lightning.pytorch import LightningModule
+from torch import Tensor, nn
+from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+from .optim import check_optim_args, configure_adamw
+from .specs import instantiate
+
+__all__ = ["ImageClassifier", "build_vit"]
+
+
+def _check_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def build_vit(
+    model_name: str,
+    encoding: str | dict,
+    *,
+    num_classes: int,
+    in_chans: int,
+    img_size: int,
+    patch_size: int,
+    embed_dim: int,
+    depth: int,
+    num_heads: int,
+    mlp_ratio: float,
+    class_token: bool,
+    global_pool: str,
+    drop_path_rate: float,
+    model_kwargs: dict | None = None,
+) -> nn.Module:
+    """``timm.create_model(model_name, pretrained=False, ...)`` + ``posenc.spatial.attach``."""
+    import timm
+    from posenc import spatial
+
+    if img_size % patch_size:
+        raise ValueError(f"img_size={img_size} must be divisible by patch_size={patch_size}")
+    if embed_dim % num_heads:
+        raise ValueError(f"embed_dim={embed_dim} must be divisible by num_heads={num_heads}")
+    kwargs: dict[str, Any] = dict(
+        pretrained=False, num_classes=num_classes, in_chans=in_chans, img_size=img_size,
+        patch_size=patch_size, embed_dim=embed_dim, depth=depth, num_heads=num_heads,
+        mlp_ratio=mlp_ratio, class_token=class_token, global_pool=global_pool,
+        drop_path_rate=drop_path_rate, dynamic_img_size=True)
+    kwargs.update(model_kwargs or {})
+    try:
+        model = timm.create_model(model_name, **kwargs)
+    except RuntimeError as err:  # timm: "Unknown model (...)"
+        raise ValueError(f"model_name={model_name!r}: {err}") from err
+    if isinstance(encoding, str):
+        return spatial.attach(model, encoding)
+    grid = img_size // patch_size
+    defaults = {"dim": embed_dim, "head_dim": embed_dim // num_heads, "num_heads": num_heads,
+                "grid_size": (grid, grid), "max_grid_size": (grid, grid),
+                "ref_grid_size": (grid, grid)}
+    module = instantiate(encoding, {}, "encoding", defaults=defaults)
+    if spatial.encoding_kind(module) in ("rotary", "bias") and any(
+            p.requires_grad for p in module.parameters()):
+        # Learnable attention encodings get one instance per block, as attach does by name.
+        module = [module] + [instantiate(encoding, {}, "encoding", defaults=defaults)
+                             for _ in model.blocks[1:]]
+    return spatial.attach(model, module)
+
+
+class ImageClassifier(LightningModule):
+    """Image classification with a ViT whose position encoding is one config line.
+
+    Args:
+        model_name: timm ViT architecture (``vit_*``, ``deit_*``); built with
+            ``pretrained=False`` and the sizes below overriding the architecture's.
+        encoding: spatial encoding: a name (``none, learned, sincos2d, factorized,
+            rope_axial, rope_mixed, relbias, cpb, alibi2d``) or ``{class_path, init_args}``.
+        num_classes: output classes.
+        in_chans: image channels.
+        img_size: training image size (the model runs at any multiple of ``patch_size``).
+        patch_size: ViT patch size.
+        embed_dim, depth, num_heads, mlp_ratio: transformer size.
+        class_token: use a class token (else ``global_pool`` must be ``"avg"``).
+        global_pool: ``"token"`` (class token) or ``"avg"`` (mean of patch tokens).
+        drop_path_rate: stochastic depth.
+        model_kwargs: further ``timm.create_model`` keywords (e.g. ``reg_tokens: 4``).
+        lr, weight_decay: AdamW settings.
+        warmup: fraction of training steps with linear warmup.
+        scheduler: ``"cosine"`` or ``"constant"`` after warmup.
+        min_lr_ratio: final learning rate of the cosine, relative to ``lr``.
+        label_smoothing: cross-entropy label smoothing.
+    """
+
+    def __init__(
+        self,
+        model_name: str = "vit_tiny_patch16_224",
+        encoding: str | dict = "learned",
+        num_classes: int = 10,
+        in_chans: int = 1,
+        img_size: int = 28,
+        patch_size: int = 7,
+        embed_dim: int = 64,
+        depth: int = 4,
+        num_heads: int = 4,
+        mlp_ratio: float = 2.0,
+        class_token: bool = True,
+        global_pool: str = "token",
+        drop_path_rate: float = 0.0,
+        model_kwargs: dict | None = None,
+        lr: float = 1e-3,
+        weight_decay: float = 0.05,
+        warmup: float = 0.05,
+        scheduler: str = "cosine",
+        min_lr_ratio: float = 0.0,
+        label_smoothing: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        for name in ("num_classes", "in_chans", "img_size", "patch_size", "embed_dim", "depth",
+                     "num_heads"):
+            _check_int(locals()[name], name)
+        check_optim_args(lr, weight_decay, warmup, scheduler, min_lr_ratio)
+        if not 0 <= label_smoothing < 1:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
+        self.model = build_vit(
+            model_name, encoding, num_classes=num_classes, in_chans=in_chans,
+            img_size=img_size, patch_size=patch_size, embed_dim=embed_dim, depth=depth,
+            num_heads=num_heads, mlp_ratio=mlp_ratio, class_token=class_token,
+            global_pool=global_pool, drop_path_rate=drop_path_rate, model_kwargs=model_kwargs)
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
+        # One accuracy and one mean loss per (stage, image size), created on first use: the
+        # sizes are whatever the data module's evaluation loaders deliver.
+        self.eval_metrics = nn.ModuleDict()
+
+    def forward(self, images: Tensor) -> Tensor:
+        """``(B, C, H, W)`` images, ``H`` and ``W`` multiples of the patch -> ``(B, classes)``."""
+        return self.model(images)
+
+    # -- checks against the data -------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        if datamodule is None:
+            return
+        hp = self.hparams
+        for attr, mine in (("num_classes", hp.num_classes), ("in_chans", hp.in_chans)):
+            theirs = getattr(datamodule, attr, None)
+            if theirs is not None and theirs != mine:
+                raise ValueError(f"model {attr}={mine} does not match the data module's "
+                                 f"{attr}={theirs} ({type(datamodule).__name__})")
+        sizes = [("image_size", getattr(datamodule, "image_size", None))] + [
+            (f"eval_image_sizes[{i}]", s)
+            for i, s in enumerate(getattr(datamodule, "eval_image_sizes", None) or [])]
+        for name, size in sizes:
+            if size is not None and size % hp.patch_size:
+                raise ValueError(f"data {name}={size} is not divisible by the model's "
+                                 f"patch_size={hp.patch_size}")
+
+    # -- steps ---------------------------------------------------------------------------------
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        images, labels = batch
+        logits = self(images)
+        loss = F.cross_entropy(logits, labels, label_smoothing=self.hparams.label_smoothing)
+        self.train_acc(logits.detach(), labels)
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
+        return loss
+
+    def _metrics(self, stage: str, size: str) -> nn.ModuleDict:
+        key = f"{stage}_{size}"
+        if key not in self.eval_metrics:
+            self.eval_metrics[key] = nn.ModuleDict({
+                "acc": MulticlassAccuracy(self.hparams.num_classes, average="micro"),
+                "loss": MeanMetric(),
+            }).to(self.device)
+        return self.eval_metrics[key]
+
+    def _eval_step(self, stage: str, batch: tuple[Tensor, Tensor]) -> None:
+        images, labels = batch
+        height, width = images.shape[-2:]
+        size = str(height) if height == width else f"{height}x{width}"
+        logits = self(images)
+        metrics = self._metrics(stage, size)
+        metrics["acc"].update(logits, labels)
+        metrics["loss"].update(F.cross_entropy(logits.float(), labels, reduction="none"))
+
+    def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._eval_step("val", batch)
+
+    def test_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._eval_step("test", batch)
+
+    def predict_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> Tensor:
+        """Class probabilities ``(B, num_classes)``."""
+        images = batch[0] if isinstance(batch, (tuple, list)) else batch
+        return self(images).float().softmax(-1)
+
+    def _log_eval(self, stage: str) -> None:
+        train_size = str(self.hparams.img_size)
+        keys = sorted(k for k in self.eval_metrics if k.startswith(f"{stage}_"))
+        sizes = [k[len(stage) + 1:] for k in keys]
+        main = train_size if train_size in sizes else (sizes[0] if sizes else None)
+        for key, size in zip(keys, sizes, strict=True):
+            metrics = self.eval_metrics[key]
+            # compute() gathers the states of every rank, so all ranks log the same numbers.
+            acc, loss = metrics["acc"].compute(), metrics["loss"].compute()
+            self.log(f"{stage}/acc_{size}", acc, sync_dist=True)
+            self.log(f"{stage}/loss_{size}", loss, sync_dist=True)
+            if size == main:
+                self.log(f"{stage}/acc", acc, prog_bar=True, sync_dist=True)
+                self.log(f"{stage}/loss", loss, sync_dist=True)
+            metrics["acc"].reset()
+            metrics["loss"].reset()
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_eval("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_eval("test")
+
+    def configure_optimizers(self) -> dict:
+        hp = self.hparams
+        return configure_adamw(self, hp.lr, hp.weight_decay, hp.warmup, hp.scheduler,
+                               hp.min_lr_ratio)
+

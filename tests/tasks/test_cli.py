@@ -1,0 +1,140 @@
+"""The ``posenc`` command as users run it: every config builds, each config family fits for
+one epoch on tiny data in a subprocess, checkpoints reload, fit resumes from a checkpoint."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+import torch
+import yaml
+from lightning.pytorch import Trainer
+from posenc.spatial import RoPE2D, SinCos2D
+from posenc.tasks import DigitsDataModule, Forecaster, ImageClassifier
+from posenc.tasks.cli import main
+
+from .conftest import CONFIGS, ONE_EPOCH, TINY_FORECASTER, TINY_VIT, run_cli
+
+ALL_CONFIGS = sorted(CONFIGS.glob("*.yaml"))
+DIGITS = ["--data=posenc.tasks.DigitsDataModule", "--data.eval_image_sizes=[8, 12, 16]",
+          "--data.batch_size=32"]
+
+
+@pytest.fixture(autouse=True)
+def _argv(monkeypatch):
+    """In-process CLI calls read only the args they are given, not pytest's."""
+    monkeypatch.setattr(sys, "argv", ["posenc"])
+
+
+def _checkpoints(root):
+    return sorted(root.rglob("*.ckpt"))
+
+
+def test_the_required_configs_exist():
+    names = {p.stem for p in ALL_CONFIGS}
+    for encoding in ("learned", "sincos2d", "rope_axial", "rope_mixed", "relbias"):
+        assert f"vit_mnist_{encoding}" in names
+    assert {"quickstart", "forecast_seattle", "forecast_seattle_irregular"} <= names
+
+
+@pytest.mark.parametrize("config", ALL_CONFIGS, ids=lambda p: p.stem)
+def test_every_config_builds_its_model_data_and_trainer(config, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cli = main(["--config", str(config), "--trainer.logger=false"], run=False)
+    expected = {"ImageClassifier": ImageClassifier, "Forecaster": Forecaster}
+    text = yaml.safe_load(config.read_text())
+    cls = expected[text["model"]["class_path"].rsplit(".", 1)[1]]
+    assert isinstance(cli.model, cls)
+    assert cli.datamodule is not None and cli.trainer is not None
+    # hyperparameters are plain config values (what weights_only checkpoints can hold)
+    for value in dict(cli.model.hparams).values():
+        assert isinstance(value, (str, int, float, bool, list, dict, type(None)))
+
+
+def test_swapping_the_encoding_is_one_argument(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    base = ["--config", str(CONFIGS / "quickstart.yaml"), "--trainer.logger=false"]
+    by_name = main([*base, "--model.init_args.encoding=sincos2d"], run=False).model
+    assert isinstance(by_name.model.patch_embed.pos_encoding, SinCos2D)
+    spec = '{"class_path": "posenc.spatial.RoPE2D", "init_args": {"variant": "axial"}}'
+    by_dict = main([*base, f"--model.init_args.encoding={spec}"], run=False).model
+    rotary = by_dict.model.blocks[0].attn.rotary
+    assert isinstance(rotary, RoPE2D) and rotary.variant == "axial" and rotary.num_heads == 4
+    assert by_dict.hparams.encoding == {"class_path": "posenc.spatial.RoPE2D",
+                                        "init_args": {"variant": "axial"}}
+
+
+def test_print_config_shows_class_paths(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", str(CONFIGS / "quickstart.yaml"), "--print_config"])
+    assert exit_info.value.code == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["model"]["class_path"] == "posenc.tasks.ImageClassifier"
+    assert printed["model"]["init_args"]["encoding"] == "rope_mixed"
+    assert printed["data"]["class_path"] == "posenc.tasks.MNISTDataModule"
+
+
+def test_quickstart_fits_on_real_mnist_and_reports_test_accuracy(tmp_path):
+    proc = run_cli(["fit", "--config", str(CONFIGS / "quickstart.yaml"), *ONE_EPOCH],
+                   cwd=tmp_path)
+    reported = dict(re.findall(r"^\s+(test/\S+)\s+([0-9.]+)$", proc.stdout, re.M))
+    assert {"test/acc_28", "test/acc_42", "test/acc_56", "test/acc"} <= set(reported)
+    [ckpt] = _checkpoints(tmp_path / "lightning_logs")
+    checkpoint = torch.load(ckpt, weights_only=True)
+    assert checkpoint["hyper_parameters"]["encoding"] == "rope_mixed"
+    ImageClassifier.load_from_checkpoint(ckpt, weights_only=True)
+
+
+def test_vision_config_fits_resumes_and_reloads_identically(tmp_path, monkeypatch, capsys):
+    """In-process ``main(["fit", ...])``: the same code path as the console script, without
+    paying the interpreter start-up again."""
+    monkeypatch.chdir(tmp_path)
+    config = ["--config", str(CONFIGS / "vit_mnist_relbias.yaml"), *DIGITS, *TINY_VIT]
+    main(["fit", *config, *ONE_EPOCH])
+    reported = dict(re.findall(r"^\s+(test/\S+)\s+([0-9.]+)$", capsys.readouterr().out, re.M))
+    runs = tmp_path / "lightning_logs" / "vit_mnist_relbias"
+    last = runs / "version_0" / "checkpoints" / "last.ckpt"
+    # The reloaded weights give the test accuracy the run printed (same batch, same model).
+    model = ImageClassifier.load_from_checkpoint(last, weights_only=True)
+    data = DigitsDataModule(batch_size=32, eval_image_sizes=[8, 12, 16])
+    trainer = Trainer(accelerator="cpu", logger=False, limit_test_batches=1,
+                      enable_progress_bar=False, default_root_dir=tmp_path)
+    [again] = trainer.test(model, data, verbose=False)[:1]
+    for key in ("test/acc_8", "test/acc_12", "test/acc_16"):
+        assert again[key] == pytest.approx(float(reported[key]), abs=1e-4)
+    # fit resumes from the checkpoint: epoch 1 continues at the saved global step
+    main(["fit", *config, *ONE_EPOCH, "--trainer.max_epochs=2", f"--ckpt_path={last}"])
+    resumed = torch.load(runs / "version_1" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert resumed["epoch"] == 1 and resumed["global_step"] == 4
+
+
+def _check_forecast_run(out: str, root, config: str) -> None:
+    reported = dict(re.findall(r"^\s+(test/\S+)\s+([0-9.]+)$", out, re.M))
+    assert {"test/mae", "test/rmse", "test/mase", "test/loss"} <= set(reported)
+    [ckpt] = _checkpoints(root / "lightning_logs")
+    model = Forecaster.load_from_checkpoint(ckpt, weights_only=True)
+    expected = yaml.safe_load((CONFIGS / f"{config}.yaml").read_text())["model"]["init_args"]
+    assert model.hparams.encodings == expected["encodings"]
+
+
+def test_irregular_forecast_config_fits_from_the_command_line(tmp_path):
+    config = "forecast_seattle_irregular"
+    proc = run_cli(["fit", "--config", str(CONFIGS / f"{config}.yaml"), *TINY_FORECASTER,
+                    *ONE_EPOCH, "--data.init_args.batch_size=8"], cwd=tmp_path)
+    _check_forecast_run(proc.stdout, tmp_path, config)
+
+
+@pytest.mark.parametrize("config", ["forecast_seattle", "forecast_taylor"])
+def test_forecast_configs_fit_one_epoch(config, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    main(["fit", "--config", str(CONFIGS / f"{config}.yaml"), *TINY_FORECASTER, *ONE_EPOCH,
+          "--data.init_args.batch_size=8"])
+    _check_forecast_run(capsys.readouterr().out, tmp_path, config)
+
+
+def test_plot_subcommand_goes_to_the_plots_module(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plot", "--help"])
+    assert exit_info.value.code == 0
+    assert "posenc plot" in capsys.readouterr().out

@@ -1,0 +1,82 @@
+"""Both tasks under DDP on CPU (``accelerator: cpu, devices: 2, strategy: ddp``, gloo), run
+from the command line: the ranks end with identical validation metrics, those equal a
+single-process validation of the saved checkpoint, and the checkpoint loads weights-only.
+
+The validation sets are sized so that ``DistributedSampler`` needs no padding (180 digits,
+54 forecast windows): both ranks together see exactly the single-process set.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from lightning.pytorch import Trainer
+from posenc.tasks import DigitsDataModule, Forecaster, ImageClassifier, SeattleTempsDataModule
+
+from .conftest import CONFIGS, TINY_FORECASTER, TINY_VIT, run_cli
+
+DDP = [
+    "--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp",
+    "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
+    "--trainer.num_sanity_val_steps=0", "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false", "--test_after_fit=false",
+]
+HERE = Path(__file__).parent
+
+
+def _probe(out: Path) -> list[str]:
+    return ["--trainer.callbacks+=ddp_probe.DumpMetrics", f"--trainer.callbacks.out_dir={out}"]
+
+
+def _rank_metrics(out: Path) -> dict[str, float]:
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["world_size"] == ranks[1]["world_size"] == 2
+    val = [{k: v for k, v in r.items() if k.startswith("val/")} for r in ranks]
+    assert val[0] and val[0] == val[1]  # synced: every rank ends with the same numbers
+    return val[0]
+
+
+def _validate(model, data, tmp_path) -> dict[str, float]:
+    trainer = Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                      default_root_dir=tmp_path)
+    return trainer.validate(model, data, verbose=False)[0]
+
+
+def test_image_classifier_ddp(tmp_path):
+    out = tmp_path / "metrics"
+    run_cli(["fit", "--config", str(CONFIGS / "vit_mnist_relbias.yaml"),
+             "--data=posenc.tasks.DigitsDataModule", "--data.eval_image_sizes=[8, 16]",
+             "--data.batch_size=64", *TINY_VIT, *DDP, *_probe(out)],
+            cwd=tmp_path, extra_path=HERE)
+    metrics = _rank_metrics(out)
+    assert {"val/acc_8", "val/acc_16", "val/loss_8"} <= set(metrics)
+    [last] = tmp_path.rglob("last.ckpt")
+    torch.load(last, weights_only=True)
+    model = ImageClassifier.load_from_checkpoint(last, weights_only=True)
+    data = DigitsDataModule(batch_size=64, eval_image_sizes=[8, 16])
+    data.setup()
+    assert len(data.val_set) % 2 == 0
+    single = _validate(model, data, tmp_path)
+    for key in ("val/acc_8", "val/acc_16", "val/loss_8", "val/loss_16"):
+        assert single[key] == pytest.approx(metrics[key], abs=1e-5), key
+
+
+def test_forecaster_ddp(tmp_path):
+    out = tmp_path / "metrics"
+    window = ["--data.init_args.context_length=24", "--data.init_args.horizon=24",
+              "--data.init_args.stride=24", "--data.init_args.batch_size=16"]
+    run_cli(["fit", "--config", str(CONFIGS / "forecast_seattle.yaml"), *TINY_FORECASTER,
+             *window, *DDP, *_probe(out)], cwd=tmp_path, extra_path=HERE)
+    metrics = _rank_metrics(out)
+    assert {"val/mae", "val/rmse", "val/mase", "val/loss"} <= set(metrics)
+    [ckpt] = tmp_path.rglob("*.ckpt")
+    model = Forecaster.load_from_checkpoint(ckpt, weights_only=True)
+    data = SeattleTempsDataModule(context_length=24, horizon=24, stride=24, batch_size=16)
+    data.setup()
+    assert len(data.datasets["val"]) % 2 == 0
+    single = _validate(model, data, tmp_path)
+    for key in ("val/mae", "val/rmse", "val/mase", "val/loss"):
+        assert single[key] == pytest.approx(metrics[key], rel=1e-5), key

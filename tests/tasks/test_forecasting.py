@@ -1,0 +1,255 @@
+"""Forecaster: every encoding option builds and runs, no future values leak in, queries are
+independent, losses and metrics equal their formulas, checkpoints reload exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from lightning.pytorch import Trainer, seed_everything
+from posenc.core import RotaryEncoding
+from posenc.tasks import (
+    Forecaster,
+    MeanAbsoluteScaledError,
+    TimeSeriesDataModule,
+    collate_windows,
+    make_batch,
+    masked_point_loss,
+    quantile_loss,
+)
+from posenc.tasks.losses import naive_scale
+
+from .conftest import synthetic_series
+
+TINY = {"dim": 16, "depth": 1, "num_heads": 2}
+
+
+@pytest.fixture(scope="module")
+def datamodule() -> TimeSeriesDataModule:
+    frame = synthetic_series(300)
+    frame = frame[np.random.default_rng(0).random(300) < 0.8].reset_index(drop=True)
+    dm = TimeSeriesDataModule(frame, context_length="1D", horizon="6h", stride="4h",
+                              batch_size=8)
+    dm.setup("fit")
+    return dm
+
+
+@pytest.fixture(scope="module")
+def batch(datamodule) -> dict[str, torch.Tensor]:
+    return next(iter(datamodule.train_dataloader()))
+
+
+def _trainer(tmp_path, **kwargs) -> Trainer:
+    return Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                   enable_model_summary=False, default_root_dir=tmp_path,
+                   num_sanity_val_steps=0, **kwargs)
+
+
+@pytest.mark.parametrize("encodings", [
+    ["calendar"], ["calendar_embedding"], ["fourier"], ["continuous"], ["time2vec"],
+    ["timedelta"], [], ["calendar", "fourier", "continuous", "time2vec", "timedelta"],
+    [{"class_path": "posenc.temporal.CalendarFeatures",
+      "init_args": {"fields": ["hour", "day_of_week"], "cyclic": False}}],
+    [{"class_path": "posenc.temporal.ContinuousSinusoidal",
+      "init_args": {"min_period": 2.0, "max_period": 500.0}}],
+])
+@pytest.mark.parametrize("relative", ["rope", "alibi", None])
+def test_every_encoding_runs_forward_and_backward(batch, encodings, relative):
+    model = Forecaster(encodings=encodings, relative=relative, **TINY)
+    out = model(batch)
+    assert out.shape == (*batch["target_valid"].shape, 1, 1)
+    out.sum().backward()
+    assert torch.isfinite(out).all()
+
+
+def test_dict_relative_encoding_gets_head_dim_filled_in(batch):
+    model = Forecaster(relative={"class_path": "posenc.core.RotaryEncoding",
+                                 "init_args": {"base": 100.0}}, **TINY)
+    rotary = model.model.blocks[0].attn.rotary
+    assert isinstance(rotary, RotaryEncoding) and rotary.head_dim == 8 and rotary.base == 100.0
+    assert torch.isfinite(model(batch)).all()
+
+
+def test_future_values_never_reach_the_prediction(batch):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar", "continuous", "timedelta"], **TINY).eval()
+    poisoned = dict(batch, target_value=torch.randn_like(batch["target_value"]) * 100,
+                    target_observed=~batch["target_observed"])
+    assert torch.equal(model(batch), model(poisoned))
+
+
+def test_predictions_depend_on_query_timestamps(batch):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar"], relative=None, **TINY).eval()
+    moved = dict(batch, target_local=batch["target_local"] + 5 * 3600 * 10**9)
+    assert not torch.allclose(model(batch), model(moved))
+
+
+def test_each_query_is_independent_of_the_other_queries(batch):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar", "continuous"], relative="rope", **TINY).eval()
+    full = model(batch)
+    keep = [0, 2]  # ask for a subset of the future times only
+    subset = dict(batch)
+    for key in ("target_time", "target_local", "target_valid", "target_value",
+                "target_observed"):
+        subset[key] = batch[key][:, keep]
+    torch.testing.assert_close(model(subset), full[:, keep], rtol=1e-5, atol=1e-5)
+
+
+def test_padding_does_not_change_a_window_forecast(datamodule):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar", "timedelta"], relative="alibi", **TINY).eval()
+    ds = datamodule.datasets["train"]
+    items = [ds[i] for i in range(len(ds))]
+    short = min(range(len(items)), key=lambda i: len(items[i]["context_time"]))
+    longest = max(range(len(items)), key=lambda i: len(items[i]["context_time"]))
+    assert len(items[short]["context_time"]) < len(items[longest]["context_time"])
+    alone = model(collate_windows([items[short]]))
+    padded = model(collate_windows([items[short], items[longest]]))[:1]
+    n = alone.shape[1]
+    torch.testing.assert_close(padded[:, :n], alone, rtol=1e-5, atol=1e-5)
+
+
+def test_relative_time_encodings_are_shift_invariant(batch):
+    """With only elapsed-time encodings, moving every timestamp by the same amount changes
+    nothing; calendar features (absolute local time) would."""
+    seed_everything(0)
+    model = Forecaster(encodings=["continuous", "time2vec"], relative="rope", **TINY).eval()
+    week = 7 * 86400 * 10**9 + 12345
+    shifted = dict(batch)
+    for key in ("context_time", "context_local", "target_time", "target_local"):
+        shifted[key] = batch[key] + week
+    torch.testing.assert_close(model(shifted), model(batch), rtol=1e-5, atol=1e-5)
+
+
+def test_rope_sees_real_time_gaps(batch):
+    seed_everything(0)
+    model = Forecaster(encodings=[], relative="rope", **TINY).eval()
+    moved = dict(batch)
+    moved["context_time"] = batch["context_time"].clone()
+    moved["context_time"][:, 0] -= 3 * 3600 * 10**9  # an earlier first observation
+    assert not torch.allclose(model(batch), model(moved))
+
+
+# -- losses and metrics against their formulas ---------------------------------------------
+def test_point_losses_are_masked_means():
+    pred = torch.tensor([[1.0, 2.0, 3.0]])
+    target = torch.tensor([[2.0, 0.0, 7.0]])
+    mask = torch.tensor([[True, True, False]])
+    assert masked_point_loss(pred, target, mask, "mae").item() == pytest.approx(1.5)
+    assert masked_point_loss(pred, target, mask, "mse").item() == pytest.approx(2.5)
+
+
+def test_quantile_loss_is_the_pinball_loss():
+    pred = torch.tensor([[[1.0, 2.0, 4.0]]])      # quantiles 0.1, 0.5, 0.9 of one target
+    target = torch.tensor([[3.0]])
+    q = torch.tensor([0.1, 0.5, 0.9])
+    # e = 2, 1, -1 -> 0.1*2, 0.5*1, (0.9-1)*(-1) = 0.2, 0.5, 0.1 -> mean 0.2667
+    loss = quantile_loss(pred, target, torch.tensor([[True]]), q)
+    assert loss.item() == pytest.approx((0.2 + 0.5 + 0.1) / 3)
+
+
+def test_mase_matches_the_seasonal_naive_formula():
+    context = torch.tensor([[[1.0], [3.0], [2.0], [6.0]]])
+    observed = torch.ones_like(context, dtype=torch.bool)
+    scale, count = naive_scale(context, observed, season=1)
+    assert scale.item() == pytest.approx((2 + 1 + 4) / 3) and count.item() == 3
+    metric = MeanAbsoluteScaledError(season=1)
+    pred, target = torch.tensor([[[5.0], [5.0]]]), torch.tensor([[[6.0], [8.0]]])
+    metric.update(pred, target, torch.ones_like(target, dtype=torch.bool), context, observed)
+    # second window: context 0,0,0 has a zero naive error -> skipped
+    metric.update(pred, target, torch.ones_like(target, dtype=torch.bool),
+                  torch.zeros_like(context), observed)
+    assert metric.compute().item() == pytest.approx(2.0 / (7 / 3))
+
+
+def test_logged_metrics_equal_an_independent_computation(datamodule, tmp_path):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar"], loss="quantile", quantiles=[0.2, 0.5, 0.8],
+                       mase_season=2, **TINY)
+    [result] = _trainer(tmp_path).validate(model, datamodule, verbose=False)
+    errors, scaled_ratios, losses = [], [], []
+    model.eval()
+    with torch.no_grad():
+        for batch in datamodule.val_dataloader():
+            pred = model(batch)
+            point = pred[..., 1]                                   # the 0.5 quantile
+            obs = batch["target_observed"]
+            unscaled = point * batch["scale"][:, None] + batch["loc"][:, None]
+            truth = batch["target_value"] * batch["scale"][:, None] + batch["loc"][:, None]
+            errors.append((unscaled - truth)[obs])
+            for b in range(point.shape[0]):
+                ctx = batch["context_value"][b, batch["context_valid"][b], 0].numpy()
+                naive = np.abs(ctx[2:] - ctx[:-2]).mean()
+                tgt = obs[b, :, 0]
+                mae = (point[b, tgt, 0] - batch["target_value"][b, tgt, 0]).abs().mean()
+                scaled_ratios.append(float(mae) / naive)
+            losses.append(quantile_loss(pred, batch["target_value"], obs,
+                                        torch.tensor([0.2, 0.5, 0.8])))
+    errors = torch.cat(errors)
+    assert result["val/mae"] == pytest.approx(errors.abs().mean().item(), rel=1e-4)
+    assert result["val/rmse"] == pytest.approx(errors.square().mean().sqrt().item(), rel=1e-4)
+    assert result["val/mase"] == pytest.approx(np.mean(scaled_ratios), rel=1e-4)
+    assert result["val/mae"] > 0.05  # in data units, not scaled ones
+
+
+def test_checkpoint_reloads_with_weights_only_and_predicts_identically(datamodule, tmp_path):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar", "fourier", "time2vec"], relative="rope",
+                       loss="mse", **TINY)
+    trainer = _trainer(tmp_path, max_epochs=1, limit_train_batches=2, limit_val_batches=1)
+    trainer.fit(model, datamodule)
+    path = tmp_path / "forecaster.ckpt"
+    trainer.save_checkpoint(path)
+    loaded = Forecaster.load_from_checkpoint(path, weights_only=True)
+    assert loaded.hparams.encodings == ["calendar", "fourier", "time2vec"]
+    batch = next(iter(datamodule.test_dataloader()))
+    model.eval(), loaded.eval()
+    torch.testing.assert_close(loaded.predict_step(batch)["prediction"],
+                               model.predict_step(batch)["prediction"], rtol=0, atol=0)
+
+
+def test_predict_at_irregular_future_times_returns_data_units(datamodule):
+    seed_everything(0)
+    model = Forecaster(**TINY).eval()
+    history = synthetic_series(48)
+    future = pd.DatetimeIndex(["2021-01-03 00:10", "2021-01-03 05:00", "2021-01-04 12:00"])
+    batch = make_batch(history["timestamp"], history["value"], future,
+                       loc=datamodule.loc, scale=datamodule.scale)
+    out = model.predict_step(batch)
+    assert out["prediction"].shape == (1, 3, 1)
+    scaled = model(batch)[..., 0, 0]
+    expected = scaled * float(datamodule.scale[0]) + float(datamodule.loc[0])
+    torch.testing.assert_close(out["prediction"][..., 0], expected)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"loss": "huber"}, "loss must be one of"),
+    ({"loss": "quantile", "quantiles": [0.5, 0.1]}, "increasing levels"),
+    ({"quantiles": [0.1, 0.9]}, "need loss='quantile'"),
+    ({"encodings": ["calender"]}, r"encodings\[0\]='calender' is not a known name; valid"),
+    ({"relative": "t5"}, "relative='t5' is not a known name"),
+    ({"relative": {"init_args": {}}}, "needs the keys class_path"),
+    ({"time_unit": "fortnightly"}, "time_unit must be a duration"),
+    ({"dim": 30, "num_heads": 4}, "divisible by num_heads"),
+])
+def test_bad_arguments_raise_clear_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Forecaster(**{**TINY, **kwargs})
+
+
+def test_model_and_data_disagreeing_on_targets_is_an_error(datamodule, tmp_path):
+    model = Forecaster(num_targets=2, **TINY)
+    with pytest.raises(ValueError, match="num_targets=2 does not match"):
+        _trainer(tmp_path, max_epochs=1).fit(model, datamodule)
+
+
+def test_mase_falls_back_to_lag_one_for_short_contexts():
+    context = torch.tensor([[[1.0], [3.0], [2.0]]])
+    observed = torch.ones_like(context, dtype=torch.bool)
+    scale, count = naive_scale(context, observed, season=24)
+    assert scale.item() == pytest.approx(1.5) and count.item() == 2
+    scale, count = naive_scale(torch.cat([context] * 10, 1), observed.repeat(1, 10, 1), 3)
+    assert scale.item() == 0.0 and count.item() == 27  # period-3 data: zero seasonal error
