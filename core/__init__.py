@@ -12,7 +12,7 @@ and any bias encoding.
 """
 
 from .alibi import ALiBi, alibi_slopes
-from .angles import angles
+from .angles import angles, wide_dtype
 from .attention import KVCache, MultiheadAttention
 from .buffers import Float64Buffers
 from .learned import InputEmbedding, LearnedEncoding
@@ -43,7 +43,13 @@ from .rope_scaling import (
     rope_inv_freq,
 )
 from .sinusoidal import SinusoidalEncoding, sinusoidal_encoding, sinusoidal_inv_freq
-from .validation import check_choice, check_even, check_positions, check_positive_int
+from .validation import (
+    check_choice,
+    check_even,
+    check_positions,
+    check_positive_float,
+    check_positive_int,
+)
 
 __all__ = [
     "ALiBi",
@@ -70,6 +76,7 @@ __all__ = [
     "check_choice",
     "check_even",
     "check_positions",
+    "check_positive_float",
     "check_positive_int",
     "convert_rotary_layout",
     "incremental_positions",
@@ -83,4 +90,5 @@ __all__ = [
     "sinusoidal_encoding",
     "sinusoidal_inv_freq",
     "t5_relative_bucket",
+    "wide_dtype",
 ]

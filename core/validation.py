@@ -6,10 +6,19 @@ what was expected, so a bad call fails where it is made rather than deep inside 
 
 from __future__ import annotations
 
+import math
+from numbers import Real
+
 import torch
 from torch import Tensor
 
-__all__ = ["check_positions", "check_positive_int", "check_even", "check_choice"]
+__all__ = [
+    "check_positions",
+    "check_positive_int",
+    "check_positive_float",
+    "check_even",
+    "check_choice",
+]
 
 
 def check_positive_int(value: object, name: str) -> int:
@@ -19,6 +28,20 @@ def check_positive_int(value: object, name: str) -> int:
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value}")
     return value
+
+
+def check_positive_float(value: object, name: str) -> float:
+    """Return ``value`` as a ``float`` if it is a finite real number > 0, else raise naming
+    ``name`` (ints and numpy scalars are accepted; bools, numpy bools included, are not)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond float range
+        number = math.inf
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{name} must be a positive number (finite, > 0), got {value!r}")
+    return number
 
 
 def check_even(value: object, name: str) -> int:

@@ -12,6 +12,7 @@ from posenc.core import (
     check_choice,
     check_even,
     check_positions,
+    check_positive_float,
     sinusoidal_encoding,
 )
 from torch import Tensor
@@ -24,11 +25,12 @@ LAYOUTS = ("interleaved", "concat")
 def geometric_periods(count: int, min_period: float, max_period: float) -> Tensor:
     """``(count,)`` float64 periods from ``min_period`` to ``max_period``, evenly spaced in
     log (the classic encoding's wavelengths, with chosen end points)."""
-    if not (math.isfinite(min_period) and math.isfinite(max_period)
-            and 0 < min_period <= max_period):
+    low = check_positive_float(min_period, "min_period")
+    high = check_positive_float(max_period, "max_period")
+    if low > high:
         raise ValueError(f"periods must satisfy 0 < min_period <= max_period (finite), got "
                          f"min_period={min_period!r}, max_period={max_period!r}")
-    return torch.from_numpy(np.geomspace(min_period, max_period, count))
+    return torch.from_numpy(np.geomspace(low, high, count))
 
 
 class ContinuousSinusoidal(Float64Buffers):
@@ -51,8 +53,8 @@ class ContinuousSinusoidal(Float64Buffers):
         super().__init__()
         self.dim = check_even(dim, "dim")
         self.layout = check_choice(layout, "layout", LAYOUTS)
+        periods = geometric_periods(dim // 2, min_period, max_period)
         self.min_period, self.max_period = float(min_period), float(max_period)
-        periods = geometric_periods(dim // 2, self.min_period, self.max_period)
         self.register_float64_buffer("inv_freq64", 2 * math.pi / periods)
 
     def forward(self, times: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:

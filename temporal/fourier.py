@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 import torch
-from posenc.core.angles import wide_dtype
+from posenc.core import check_positive_float, wide_dtype
 from torch import Tensor, nn
 
 from .timestamps import Timestamps, to_nanoseconds
@@ -71,8 +71,7 @@ class FourierSeasonality(nn.Module):
         if not periods:
             raise ValueError("periods must name at least one period, got {}")
         for name, seconds in periods.items():
-            if not (isinstance(seconds, (int, float)) and math.isfinite(seconds)
-                    and round(seconds * 10**9) >= 1):
+            if round(check_positive_float(seconds, f"periods[{name!r}]") * 10**9) < 1:
                 raise ValueError(f"periods[{name!r}] must be a positive number of seconds "
                                  f"(>= 1 ns), got {seconds!r}")
         if isinstance(harmonics, Mapping):

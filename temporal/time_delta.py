@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
-from posenc.core import check_positions
-from posenc.core.angles import wide_dtype
+from posenc.core import check_positions, check_positive_float, wide_dtype
 from torch import Tensor, nn
 
 __all__ = ["TimeDelta", "time_delta_features"]
 
 FEATURES = ("since_previous", "since_start", "observed")
-
-
-def _check_scale(scale: float) -> float:
-    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a positive number, got {scale!r}")
-    return float(scale)
 
 
 def _check_order(times: Tensor) -> None:
@@ -58,7 +49,7 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
             type(mask).__name__)
         raise TypeError(f"mask must be a bool tensor of the shape of times "
                         f"{tuple(times.shape)}, got {got}")
-    _check_scale(scale)
+    check_positive_float(scale, "scale")
     _check_order(times)
     # Differences are taken before any cast, so integer times (nanoseconds) stay exact.
     t = times.float() if times.dtype in (torch.float16, torch.bfloat16) else times
@@ -91,7 +82,7 @@ class TimeDelta(nn.Module):
 
     def __init__(self, log: bool = False, scale: float = 1.0) -> None:
         super().__init__()
-        self.log, self.scale = bool(log), _check_scale(scale)
+        self.log, self.scale = bool(log), check_positive_float(scale, "scale")
 
     def forward(self, times: Tensor, mask: Tensor | None = None, *,
                 dtype: torch.dtype = torch.float32) -> Tensor:

@@ -60,8 +60,10 @@ def test_float64_times_keep_relative_precision_far_from_the_origin():
 
 @pytest.mark.parametrize("args, error, match", [
     ((7, 1.0, 2.0), ValueError, "dim must be even"),
-    ((8, 0.0, 2.0), ValueError, "0 < min_period <= max_period"),
-    ((8, 3.0, 2.0), ValueError, "min_period"),
+    ((8, 0.0, 2.0), ValueError, r"min_period must be a positive number .*got 0\.0"),
+    ((8, 1.0, float("inf")), ValueError, "max_period must be a positive number"),
+    ((8, "1", 2.0), TypeError, "min_period must be a number, got str"),
+    ((8, 3.0, 2.0), ValueError, "0 < min_period <= max_period"),
 ])
 def test_bad_configuration_raises(args, error, match):
     with pytest.raises(error, match=match):

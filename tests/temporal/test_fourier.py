@@ -92,6 +92,7 @@ def test_aware_timestamps_are_utc_instants_and_tensors_stay_tensors():
     ({"periods": {}}, "at least one"),
     ({"periods": {"day": 0}}, r"periods\['day'\] must be a positive"),
     ({"periods": {"day": float("nan")}}, "positive"),
+    ({"periods": {"tick": 1e-10}}, r"periods\['tick'\] .*>= 1 ns"),
     ({"harmonics": 0}, "int >= 1"),
     ({"harmonics": {"day": 3}}, "keys of periods"),
 ])

@@ -57,5 +57,7 @@ def test_errors():
         time_delta_features(torch.zeros(3), torch.ones(4, dtype=torch.bool))
     with pytest.raises(ValueError, match="scale must be a positive number"):
         TimeDelta(log=True, scale=0.0)
+    with pytest.raises(TypeError, match="scale must be a number, got bool"):
+        time_delta_features(torch.zeros(3), log=True, scale=True)
     assert TimeDelta.dim == 3 and TimeDelta.feature_names == [
         "since_previous", "since_start", "observed"]
