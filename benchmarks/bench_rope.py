@@ -21,6 +21,10 @@ in: a real model pays them too.
 Also checks that ``torch.compile(fullgraph=True)`` of ``MultiheadAttention`` with RoPE (both
 layouts) traces without a graph break.
 
+With 2 threads on a machine that other jobs keep busy, every op (the floor included) can wait
+for a descheduled OpenMP thread, which inflates all timings; ``--threads 1`` gives the cleaner
+per-op cost there.
+
 Usage: ``python benchmarks/bench_rope.py [--rounds 40] [--threads N] [--inductor]``
 """
 
@@ -62,7 +66,8 @@ def timm_embedding(positions: torch.Tensor, inv_freq: torch.Tensor, half: bool) 
     return torch.cat((sin, cos), -1)
 
 
-def candidates(q: torch.Tensor, k: torch.Tensor) -> dict[str, Callable[[], object]]:
+def candidates(q: torch.Tensor, k: torch.Tensor,
+               inductor: bool = False) -> dict[str, Callable[[], object]]:
     positions = torch.arange(q.shape[-2])
     ropes = {layout: RotaryEncoding(q.shape[-1], layout=layout)
              for layout in ("half", "interleaved")}
@@ -86,7 +91,13 @@ def candidates(q: torch.Tensor, k: torch.Tensor) -> dict[str, Callable[[], objec
                          apply_rot_embed_cat(k, emb, half=half)),
         }
 
-    return {"floor q*2.0; k*2.0": floor, **make("half"), **make("interleaved")}
+    cands = {"floor q*2.0; k*2.0": floor, **make("half"), **make("interleaved")}
+    if inductor:  # what a compiled model gets: inductor fuses the rotation into one pass
+        for layout, rotation in rotations.items():
+            fn = torch.compile(lambda x, r=rotation: apply_rotation(x, r), fullgraph=True)
+            cands[f"posenc apply_rotation ({layout}, inductor)"] = \
+                lambda fn=fn: (fn(q), fn(k))
+    return cands
 
 
 def check_outputs_agree(q: torch.Tensor, k: torch.Tensor, cands) -> None:
@@ -136,14 +147,15 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed rounds (default 5)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--inductor", action="store_true",
-                        help="also compile with inductor (slow the first time)")
+                        help="also time inductor-compiled apply_rotation and compile the "
+                             "attention module with inductor (slow the first time)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
     torch.manual_seed(0)
     q, k = torch.randn(SHAPE), torch.randn(SHAPE)
-    cands = candidates(q, k)
+    cands = candidates(q, k, args.inductor)
     check_outputs_agree(q, k, cands)
     medians = bench(cands, args.rounds, args.warmup)
 
@@ -154,13 +166,14 @@ def main() -> None:
     print(f"q, k: {SHAPE} float32; median of {args.rounds} round-robin rounds after "
           f"{args.warmup} warm-up rounds")
     print()
-    print(f"| {'candidate':<38} | {'ms':>7} | {'x floor':>7} | {'x timm':>7} |")
-    print(f"|{'-' * 40}|{'-' * 9}|{'-' * 9}|{'-' * 9}|")
+    width = max(map(len, medians))
+    print(f"| {'candidate':<{width}} | {'ms':>7} | {'x floor':>7} | {'x timm':>7} |")
+    print(f"|{'-' * (width + 2)}|{'-' * 9}|{'-' * 9}|{'-' * 9}|")
     for name, t in medians.items():
         layout = "half" if "(half" in name else "interleaved" if "(interleaved" in name else None
         timm_t = medians.get(f"timm apply_rot_embed_cat ({layout})") if layout else None
         vs_timm = f"{t / timm_t:7.2f}" if timm_t else f"{'-':>7}"
-        print(f"| {name:<38} | {t * 1e3:7.2f} | {t / floor:7.2f} | {vs_timm} |")
+        print(f"| {name:<{width}} | {t * 1e3:7.2f} | {t / floor:7.2f} | {vs_timm} |")
     print()
     for layout in ("half", "interleaved"):
         t = medians[f"posenc apply_rotation ({layout})"]
