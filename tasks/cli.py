@@ -25,7 +25,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 # Imported so that short class names resolve in configs and checkpoints find their classes.
 from . import forecasting, timeseries_data, vision, vision_data  # noqa: F401
 
-__all__ = ["PosencCLI", "main"]
+__all__ = ["EXTRA_COMMANDS", "PosencCLI", "main", "posenc_cli"]
 
 
 class PosencCLI(LightningCLI):
@@ -54,11 +54,11 @@ class PosencCLI(LightningCLI):
 
 
 # Subcommands that are not Lightning's: name -> module whose ``main(argv)`` runs them.
-EXTRA_COMMANDS = {"plot": "posenc.tasks.plots"}
+EXTRA_COMMANDS = {"plot": "posenc.tasks.plots", "study": "posenc.tasks.studies"}
 
 
-def main(args: list[str] | None = None, run: bool = True) -> PosencCLI | object:
-    """Entry point of the ``posenc`` console script.
+def posenc_cli(args: list[str] | None = None, run: bool = True) -> PosencCLI | object:
+    """Run the ``posenc`` command in-process and return the CLI object (for Python use/tests).
 
     Args:
         args: command line without the program name (default ``sys.argv[1:]``); with
@@ -66,7 +66,8 @@ def main(args: list[str] | None = None, run: bool = True) -> PosencCLI | object:
             trainer, model and data (``cli.trainer``, ``cli.model``, ``cli.datamodule``).
         run: run the subcommand (``fit``, ``validate``, ``test``, ``predict``).
 
-    ``posenc plot ...`` (and any name in ``EXTRA_COMMANDS``) goes to that module's ``main``.
+    ``posenc plot ...`` (and any name in ``EXTRA_COMMANDS``) goes to that module's ``main``,
+    whose result is returned.
     """
     argv = sys.argv[1:] if args is None else list(args)
     if argv and argv[0] in EXTRA_COMMANDS:
@@ -80,6 +81,14 @@ def main(args: list[str] | None = None, run: bool = True) -> PosencCLI | object:
         args=args,
         run=run,
     )
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of the ``posenc`` console script (``posenc.tasks.cli:main``).
+
+    Returns None so that the console-script wrapper's ``sys.exit(main())`` exits with 0.
+    """
+    posenc_cli(args)
 
 
 if __name__ == "__main__":

@@ -165,7 +165,8 @@ class ImageClassifier(LightningModule):
             (f"eval_image_sizes[{i}]", s)
             for i, s in enumerate(getattr(datamodule, "eval_image_sizes", None) or [])]
         for name, size in sizes:
-            if size is not None and size % hp.patch_size:
+            sides = size if isinstance(size, (tuple, list)) else [size]
+            if size is not None and any(side % hp.patch_size for side in sides):
                 raise ValueError(f"data {name}={size} is not divisible by the model's "
                                  f"patch_size={hp.patch_size}")
 

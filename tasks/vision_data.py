@@ -36,21 +36,34 @@ def _check_size(value: object, name: str) -> int:
     return value
 
 
+def _check_hw(value: object, name: str) -> int | tuple[int, int]:
+    """An image size: ``int`` (square) or ``(height, width)``."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise ValueError(f"{name} must be an int or [height, width], got {value!r}")
+        height, width = (_check_size(v, name) for v in value)
+        return height if height == width else (height, width)
+    return _check_size(value, name)
+
+
 class ResizeCollate:
-    """Collate ``(image, label)`` pairs into ``(B, C, size, size)`` and ``(B,)`` tensors.
+    """Collate ``(image, label)`` pairs into ``(B, C, H, W)`` and ``(B,)`` tensors.
+
+    ``size`` is an int (square) or ``(height, width)``.
 
     Images already at ``size`` pass through untouched; others are resized with bilinear
     interpolation and antialiasing (a picklable top-level class, so worker processes work).
     """
 
-    def __init__(self, size: int | None) -> None:
-        self.size = None if size is None else _check_size(size, "size")
+    def __init__(self, size: int | tuple[int, int] | None) -> None:
+        self.size = None if size is None else _check_hw(size, "size")
 
     def __call__(self, items: Sequence[tuple[Tensor, Tensor | int]]) -> tuple[Tensor, Tensor]:
         images = torch.stack([item[0] for item in items])
         labels = torch.as_tensor([int(item[1]) for item in items], dtype=torch.long)
-        if self.size is not None and tuple(images.shape[-2:]) != (self.size, self.size):
-            images = F.interpolate(images, size=(self.size, self.size), mode="bilinear",
+        hw = (self.size, self.size) if isinstance(self.size, int) else self.size
+        if hw is not None and tuple(images.shape[-2:]) != hw:
+            images = F.interpolate(images, size=hw, mode="bilinear",
                                    align_corners=False, antialias=True)
         return images, labels
 
@@ -90,7 +103,8 @@ class ImageDataModule(LightningDataModule):
         eval_batch_size: validation/test/predict batch size (default: ``batch_size``).
         image_size: training size in pixels (default: the data's native size).
         eval_image_sizes: sizes to validate and test at, one loader each (default:
-            ``[image_size]``). Each logs its own metrics (``val/acc_42`` ...).
+            ``[image_size]``): ints, or ``[height, width]`` for non-square images. Each logs
+            its own metrics (``val/acc_42``, ``val/acc_28x44`` ...).
         val_fraction, test_fraction: held-out fractions of the data.
         seed: seed of the split (independent of the training seed, so every run and every
             DDP rank sees the same split).
@@ -106,7 +120,7 @@ class ImageDataModule(LightningDataModule):
         batch_size: int = 128,
         eval_batch_size: int | None = None,
         image_size: int | None = None,
-        eval_image_sizes: list[int] | None = None,
+        eval_image_sizes: list[int | list[int]] | None = None,
         val_fraction: float = 0.1,
         test_fraction: float = 0.1,
         seed: int = 0,
@@ -120,7 +134,7 @@ class ImageDataModule(LightningDataModule):
             if isinstance(eval_image_sizes, (int, str)) or not len(eval_image_sizes):
                 raise ValueError(f"eval_image_sizes must be a non-empty list of ints, got "
                                  f"{eval_image_sizes!r}")
-            eval_image_sizes = [_check_size(s, "eval_image_sizes[]") for s in eval_image_sizes]
+            eval_image_sizes = [_check_hw(s, "eval_image_sizes[]") for s in eval_image_sizes]
         self._eval_image_sizes = eval_image_sizes
         self.val_fraction = val_fraction
         self.test_fraction = test_fraction
@@ -136,12 +150,12 @@ class ImageDataModule(LightningDataModule):
         return self._image_size or self.native_size
 
     @property
-    def eval_image_sizes(self) -> list[int]:
+    def eval_image_sizes(self) -> list[int | tuple[int, int]]:
         """Validation/test sizes, one loader each, in this order."""
         return list(self._eval_image_sizes or [self.image_size])
 
-    def _loader(self, dataset: Dataset | None, size: int, shuffle: bool, batch: int
-                ) -> DataLoader:
+    def _loader(self, dataset: Dataset | None, size: int | tuple[int, int], shuffle: bool,
+                batch: int) -> DataLoader:
         if dataset is None:
             raise RuntimeError(f"{type(self).__name__}.setup() must run before asking for "
                                "data loaders")
@@ -274,7 +288,7 @@ class ImageFolderDataModule(ImageDataModule):
         std: list[float] | None = None,
         batch_size: int = 64,
         eval_batch_size: int | None = None,
-        eval_image_sizes: list[int] | None = None,
+        eval_image_sizes: list[int | list[int]] | None = None,
         val_fraction: float = 0.1,
         test_fraction: float = 0.1,
         seed: int = 0,

@@ -1,0 +1,414 @@
+"""``posenc study``: train the same model with each encoding over seeds and report the spread.
+
+    posenc study resolution --config configs/study_resolution.yaml
+    posenc study irregular --config configs/study_irregular.yaml
+    posenc study resolution --config configs/study_resolution.yaml --seeds 1 --max_epochs 1
+
+- ``resolution``: a small ViT (:class:`~posenc.tasks.ImageClassifier`) trained on MNIST at
+  28x28 and tested at larger and non-square sizes, one column per test size.
+- ``irregular``: the :class:`~posenc.tasks.Forecaster` on the Seattle hourly temperatures
+  with a random fraction of the observations kept; test MAE / RMSE per keep fraction.
+
+Each study writes to ``--out`` (default ``runs/study_<name>/``): ``results.csv`` (one row per
+run and seed, appended as each run finishes), ``table.md`` (mean ± std over seeds) and
+``plot.png`` (matplotlib, the ``plot`` extra). A run whose row is already in ``results.csv``
+is skipped, so an interrupted study continues where it stopped.
+
+A study config (YAML) holds ``seeds``, ``encodings`` (name -> the model arguments that make
+that encoding), ``model`` and ``data`` (``init_args`` of the model / data module, shared by
+every run), ``trainer`` (``lightning.pytorch.Trainer`` arguments) and the study's own axis
+(``eval_image_sizes`` or ``keep``). Training is the tasks' own Lightning code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["IndexSinusoidal", "STUDIES", "main", "run_study", "summarize"]
+
+
+class IndexSinusoidal(nn.Module):
+    """Sinusoidal encoding of each token's *index*, as if samples were equally spaced.
+
+    Context observations get ``0, -1, -2, ...`` counting back from the last one, query tokens
+    ``1, 2, ...`` in time order: the gaps of irregular sampling are invisible to it (the
+    baseline that continuous-time encodings are compared with). A ``"deltas"`` input of the
+    :class:`~posenc.tasks.Forecaster` (elapsed time and the observed-token mask).
+
+    Args:
+        dim: even output width.
+        base: wavelength base of the sinusoids.
+    """
+
+    posenc_input = "deltas"
+
+    def __init__(self, dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        from posenc.core import SinusoidalEncoding
+
+        self.encoding = SinusoidalEncoding(dim, base=base)
+
+    def forward(self, elapsed: Tensor, observed: Tensor) -> Tensor:
+        """``elapsed`` ``(B, N)`` float, ``observed`` ``(B, N)`` bool -> ``(B, N, dim)``."""
+        later = elapsed[:, None, :] > elapsed[:, :, None]  # [b, i, j]: token j after token i
+        earlier = elapsed[:, None, :] < elapsed[:, :, None]
+        future = (elapsed > 0) & ~observed
+        back = -(later & observed[:, None, :]).sum(-1)
+        ahead = 1 + (earlier & future[:, None, :]).sum(-1)
+        index = torch.where(future, ahead, back).to(torch.float32)
+        return self.encoding(index)
+
+
+# -- shared runner ----------------------------------------------------------------------------
+
+def _fmt(values: Sequence[float], scale: float, digits: int) -> str:
+    values = [v * scale for v in values if v == v]
+    if not values:
+        return "–"
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _append_row(path: Path, row: dict[str, Any]) -> None:
+    rows = _read_rows(path)
+    fields = list(rows[0]) if rows else []
+    fields += [k for k in row if k not in fields]
+    rows.append({k: str(v) for k, v in row.items()})
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)  # atomic: an interrupted study never leaves a half-written CSV
+
+
+def _trainer(config: dict, seed: int):
+    from lightning.pytorch import Trainer, seed_everything
+
+    seed_everything(seed, workers=True)
+    kwargs = dict(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                  enable_progress_bar=False, enable_model_summary=False,
+                  num_sanity_val_steps=0, limit_val_batches=0)
+    kwargs.update(config.get("trainer") or {})
+    return Trainer(**kwargs)
+
+
+class Study:
+    """One study: its runs (a key per run), how to do one, and how to summarize them."""
+
+    name: str
+    key_columns: tuple[str, ...]
+
+    def __init__(self, config: dict) -> None:
+        self.config = config
+
+    def runs(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def run(self, key: dict[str, Any]) -> dict[str, float]:
+        raise NotImplementedError
+
+    def table(self, rows: list[dict[str, str]]) -> str:
+        raise NotImplementedError
+
+    def plot(self, rows: list[dict[str, str]], path: Path) -> None:
+        raise NotImplementedError
+
+    def encodings(self) -> list[str]:
+        return list(self.config["encodings"])
+
+    def _by_encoding(self, rows: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
+        groups: dict[str, list[dict[str, str]]] = {}
+        for name in self.encodings() + [r["encoding"] for r in rows]:
+            groups.setdefault(name, [])
+        for row in rows:
+            groups[row["encoding"]].append(row)
+        return {k: v for k, v in groups.items() if v}
+
+
+def _size_label(size: int | Sequence[int]) -> str:
+    if isinstance(size, int):
+        return str(size)
+    height, width = size
+    return str(height) if height == width else f"{height}x{width}"
+
+
+class ResolutionStudy(Study):
+    """Train an :class:`ImageClassifier` at one size, test accuracy at ``eval_image_sizes``."""
+
+    name = "resolution"
+    key_columns = ("encoding", "seed")
+
+    def sizes(self) -> list[str]:
+        return [_size_label(s) for s in self.config["eval_image_sizes"]]
+
+    def runs(self) -> list[dict[str, Any]]:
+        # Seed-major: an interrupted study has every encoding at the same number of seeds.
+        return [{"encoding": e, "seed": s} for s in self.config["seeds"]
+                for e in self.encodings()]
+
+    def run(self, key: dict[str, Any]) -> dict[str, float]:
+        from .vision import ImageClassifier
+        from .vision_data import MNISTDataModule
+
+        trainer = _trainer(self.config, key["seed"])
+        spec = self.config["encodings"][key["encoding"]]
+        model_args = {**(self.config.get("model") or {}),
+                      **({"encoding": spec} if isinstance(spec, (str, type(None))) else spec)}
+        model_args.setdefault("encoding", key["encoding"])
+        model = ImageClassifier(**model_args)
+        data = MNISTDataModule(**{**(self.config.get("data") or {}),
+                                  "eval_image_sizes": self.config["eval_image_sizes"]})
+        trainer.fit(model, datamodule=data)
+        results = trainer.test(model, datamodule=data, verbose=False)
+        merged = {k: v for result in results for k, v in result.items()}
+        return {f"acc_{s}": float(merged.get(f"test/acc_{s}", math.nan)) for s in self.sizes()}
+
+    def table(self, rows: list[dict[str, str]]) -> str:
+        sizes = self.sizes()
+        train = _size_label(self.config.get("model", {}).get("img_size", 28))
+        head = [f"{s} (train)" if s == train else s for s in sizes]
+        lines = ["| encoding | seeds | " + " | ".join(head) + " |",
+                 "|---|---|" + "---|" * len(sizes)]
+        for name, group in self._by_encoding(rows).items():
+            cells = [_fmt([float(r.get(f"acc_{s}") or "nan") for r in group], 100, 1)
+                     for s in sizes]
+            lines.append(f"| {name} | {len(group)} | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n\nTest accuracy (%), mean ± std over seeds.\n"
+
+    def plot(self, rows: list[dict[str, str]], path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        sizes = self.sizes()
+        fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+        for name, group in self._by_encoding(rows).items():
+            means, stds = [], []
+            for s in sizes:
+                vals = [100 * float(r.get(f"acc_{s}") or "nan") for r in group]
+                vals = [v for v in vals if v == v] or [math.nan]
+                mean = sum(vals) / len(vals)
+                means.append(mean)
+                stds.append(math.sqrt(sum((v - mean) ** 2 for v in vals) / max(len(vals) - 1, 1)))
+            ax.errorbar(range(len(sizes)), means, yerr=stds, marker="o", capsize=3, label=name)
+        ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
+        ax.set_xlabel("test image size (px); trained at "
+                      f"{self.config.get('model', {}).get('img_size', 28)}")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title("MNIST ViT: accuracy vs test resolution")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+
+
+class IrregularStudy(Study):
+    """Train a :class:`Forecaster` per keep fraction; test MAE / RMSE (degrees F)."""
+
+    name = "irregular"
+    key_columns = ("encoding", "keep", "seed")
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [{"encoding": e, "keep": float(k), "seed": s} for s in self.config["seeds"]
+                for k in self.config["keep"] for e in self.encodings()]
+
+    def run(self, key: dict[str, Any]) -> dict[str, float]:
+        from .forecasting import Forecaster
+        from .timeseries_data import SeattleTempsDataModule
+
+        trainer = _trainer(self.config, key["seed"])
+        model_args = {**(self.config.get("model") or {}),
+                      **(self.config["encodings"][key["encoding"]] or {})}
+        model = Forecaster(**model_args)
+        keep = key["keep"]
+        # The dropped observations differ per seed (and so does the training seed).
+        data = SeattleTempsDataModule(**{**(self.config.get("data") or {}),
+                                         "irregular": None if keep >= 1 else keep,
+                                         "seed": key["seed"]})
+        trainer.fit(model, datamodule=data)
+        results = trainer.test(model, datamodule=data, verbose=False)
+        merged = {k: v for result in results for k, v in result.items()}
+        return {m: float(merged.get(f"test/{m}", math.nan)) for m in ("mae", "rmse", "mase")}
+
+    def _keeps(self) -> list[float]:
+        return [float(k) for k in self.config["keep"]]
+
+    def table(self, rows: list[dict[str, str]]) -> str:
+        keeps = self._keeps()
+        head = [f"{m} @ {k:.0%}" for m in ("MAE", "RMSE") for k in keeps]
+        lines = ["| encoding | seeds | " + " | ".join(head) + " |",
+                 "|---|---|" + "---|" * len(head)]
+        for name, group in self._by_encoding(rows).items():
+            cells = []
+            for metric in ("mae", "rmse"):
+                for k in keeps:
+                    sel = [float(r[metric]) for r in group if float(r["keep"]) == k]
+                    cells.append(_fmt(sel, 1, 2))
+            seeds = len({r["seed"] for r in group})
+            lines.append(f"| {name} | {seeds} | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + (
+            "\n\nTest MAE / RMSE in degrees F at each fraction of observations kept, "
+            "mean ± std over seeds.\n")
+
+    def plot(self, rows: list[dict[str, str]], path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        keeps = self._keeps()
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=100)
+        for name, group in self._by_encoding(rows).items():
+            for ax, metric in zip(axes, ("mae", "rmse"), strict=True):
+                means, stds = [], []
+                for k in keeps:
+                    vals = [float(r[metric]) for r in group if float(r["keep"]) == k]
+                    vals = vals or [math.nan]
+                    mean = sum(vals) / len(vals)
+                    means.append(mean)
+                    stds.append(math.sqrt(sum((v - mean) ** 2 for v in vals)
+                                          / max(len(vals) - 1, 1)))
+                ax.errorbar([100 * k for k in keeps], means, yerr=stds, marker="o", capsize=3,
+                            label=name)
+        for ax, metric in zip(axes, ("MAE", "RMSE"), strict=True):
+            ax.set_xlabel("observations kept (%)")
+            ax.set_ylabel(f"test {metric} (°F)")
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=8)
+        fig.suptitle("Seattle hourly temperature, irregular sampling: error vs keep fraction")
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+
+
+STUDIES: dict[str, type[Study]] = {"resolution": ResolutionStudy, "irregular": IrregularStudy}
+
+
+def _key_of(row: dict[str, Any], columns: Sequence[str]) -> tuple[str, ...]:
+    return tuple(str(float(row[c])) if c == "keep" else str(row[c]) for c in columns)
+
+
+def summarize(study: Study, out: Path, plot: bool = True) -> None:
+    """(Re)write ``table.md`` and ``plot.png`` from ``results.csv``."""
+    rows = _read_rows(out / "results.csv")
+    (out / "table.md").write_text(study.table(rows))
+    if plot and rows:
+        study.plot(rows, out / "plot.png")
+
+
+def run_study(name: str, config: dict, out: str | Path,
+              log: Callable[[str], None] = print, plot: bool = True) -> Path:
+    """Run every missing (encoding, [keep,] seed) of study ``name``; -> the out folder."""
+    if name not in STUDIES:
+        raise ValueError(f"study must be one of {sorted(STUDIES)}, got {name!r}")
+    study = STUDIES[name](config)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "results.csv"
+    done = {_key_of(r, study.key_columns) for r in _read_rows(csv_path)}
+    runs = study.runs()
+    for i, key in enumerate(runs, 1):
+        if _key_of(key, study.key_columns) in done:
+            log(f"[{i}/{len(runs)}] {key}: already in {csv_path}, skipped")
+            continue
+        start = time.perf_counter()
+        metrics = study.run(key)
+        seconds = time.perf_counter() - start
+        _append_row(csv_path, {**key, **metrics, "seconds": round(seconds, 1)})
+        shown = ", ".join(f"{k}={v:.4f}" for k, v in metrics.items())
+        log(f"[{i}/{len(runs)}] {key}: {shown} ({seconds:.0f} s)")
+        summarize(study, out, plot=False)
+    summarize(study, out, plot=plot)
+    return out
+
+
+def _load_config(path: str) -> dict:
+    import yaml
+
+    with open(path) as handle:
+        config = yaml.safe_load(handle) or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"--config {path!r} must hold a mapping")
+    return config
+
+
+def _apply_overrides(config: dict, args: argparse.Namespace) -> dict:
+    config = {**config, "trainer": dict(config.get("trainer") or {})}
+    if args.seeds is not None:
+        listed = list(config.get("seeds") or [])
+        config["seeds"] = (listed + list(range(max(listed, default=-1) + 1,
+                                               args.seeds + 1)))[:args.seeds]
+    if args.encodings:
+        names = [n.strip() for n in args.encodings.split(",") if n.strip()]
+        unknown = sorted(set(names) - set(config["encodings"]))
+        if unknown:
+            raise ValueError(f"--encodings {unknown} not in the config's encodings "
+                             f"{sorted(config['encodings'])}")
+        config["encodings"] = {n: config["encodings"][n] for n in names}
+    if args.keep:
+        config["keep"] = [float(k) for k in args.keep.split(",")]
+    for name in ("max_epochs", "limit_train_batches", "limit_test_batches"):
+        value = getattr(args, name)
+        if value is not None:
+            config["trainer"][name] = value
+    return config
+
+
+def _limit(text: str) -> int | float:
+    value = float(text)
+    return int(value) if value.is_integer() and value > 1 else value
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    """``posenc study {resolution,irregular} --config FILE [overrides]``."""
+    parser = argparse.ArgumentParser(
+        prog="posenc study", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("study", choices=sorted(STUDIES))
+    parser.add_argument("--config", required=True, help="study YAML (configs/study_*.yaml)")
+    parser.add_argument("--out", help="output folder (default runs/study_<name>/)")
+    parser.add_argument("--seeds", type=int, help="use only the first N seeds")
+    parser.add_argument("--encodings", help="comma-separated subset of the config's encodings")
+    parser.add_argument("--keep", help="irregular: comma-separated keep fractions")
+    parser.add_argument("--max_epochs", type=int)
+    parser.add_argument("--limit_train_batches", type=_limit)
+    parser.add_argument("--limit_test_batches", type=_limit)
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: config)")
+    parser.add_argument("--no_plot", action="store_true", help="skip the PNG")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    config = _apply_overrides(_load_config(args.config), args)
+    threads = args.threads or config.get("threads")
+    if threads:
+        torch.set_num_threads(int(threads))
+    out = run_study(args.study, config, args.out or f"runs/study_{args.study}",
+                    plot=not args.no_plot)
+    print((out / "table.md").read_text())
+    print(f"Wrote {out / 'results.csv'}, {out / 'table.md'}"
+          + ("" if args.no_plot else f", {out / 'plot.png'}"))
+    return out
+
+
+if __name__ == "__main__":
+    main()
