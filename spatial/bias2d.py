@@ -1,0 +1,229 @@
+"""Attention biases from 2D patch offsets: learned table (Swin/BEiT), continuous MLP (SwinV2)
+and 2D ALiBi.
+
+Every bias is called as ``bias(query_positions, key_positions)`` with ``(N, 2)``/``(B, N, 2)``
+coordinates or :class:`GridPositions` and returns float32 ``(B or 1, H, P + Nq, P + Nk)``,
+where ``P`` prefix tokens (cls, registers) get zero bias. Offsets are ``query - key`` (Swin's
+convention), so the learned table has Swin's layout.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from posenc.core import alibi_slopes, check_positive_int, relative_positions
+from torch import Tensor, nn
+
+from .coords import GridPositions, as_grid_positions, cached, check_grid_size
+
+__all__ = ["RelativeBias2D", "ContinuousBias2D", "ALiBi2D"]
+
+
+def _inputs(query_positions, key_positions) -> tuple[GridPositions, GridPositions, tuple | None]:
+    q = as_grid_positions(query_positions, "query_positions")
+    k = as_grid_positions(key_positions, "key_positions")
+    grid = q.grid_size if q.grid_size is not None and k.grid_size == q.grid_size else None
+    return q, k, grid
+
+
+def _memo(q: GridPositions, k: GridPositions, key, compute):
+    """Memoise in the positions' cache for self-attention (the same positions object for
+    queries and keys, as every block of a ViT forward gets)."""
+    return cached(q, key, compute) if q is k else compute()
+
+
+def _grid_index(q: GridPositions, k: GridPositions, grid: tuple[int, int]) -> Tensor:
+    """Lattice index of every (query, key) offset, shared by all blocks of a forward."""
+    return _memo(q, k, ("lattice_index", tuple(grid)),
+                 lambda: _lattice_index(_offsets(q, k), grid))
+
+
+def _offsets(q: GridPositions, k: GridPositions) -> Tensor:
+    """``(B or 1, Nq, Nk, 2)`` offsets ``query - key``."""
+    return -relative_positions(q.coords, k.coords, coord_dims=1)
+
+
+def _pad_prefix(bias: Tensor, q: GridPositions, k: GridPositions) -> Tensor:
+    if q.num_prefix_tokens or k.num_prefix_tokens:
+        bias = F.pad(bias, (k.num_prefix_tokens, 0, q.num_prefix_tokens, 0))
+    return bias
+
+
+def _lattice_offsets(grid: tuple[int, int], device: torch.device) -> Tensor:
+    """All integer offsets of a grid, ``(2 rows - 1, 2 cols - 1, 2)``, from ``-(n-1)`` up."""
+    axes = [torch.arange(1 - n, n, device=device, dtype=torch.float32) for n in grid]
+    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)
+
+
+def _lattice_index(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
+    """Row of each integer offset in a flattened ``(2 rows - 1) x (2 cols - 1)`` table.
+
+    Raises (outside tracing) on fractional offsets and on offsets beyond the grid.
+    """
+    rows, cols = grid
+    if not torch.compiler.is_compiling() and offsets.numel():
+        if offsets.is_floating_point() and bool((offsets != offsets.round()).any()):
+            raise ValueError("coordinates must be integer patch positions for a learned relative "
+                             "table, got fractional offsets")
+        span = offsets.abs().amax(dim=tuple(range(offsets.ndim - 1)))
+        if span[0] > rows - 1 or span[1] > cols - 1:
+            raise ValueError(
+                f"offsets up to ({span[0].item():g}, {span[1].item():g}) do not fit a table for "
+                f"grid {tuple(grid)} (offsets up to ({rows - 1}, {cols - 1})); pass "
+                "GridPositions(coords, grid_size=...) to resize the table to the grid")
+    offsets = offsets.round().long() if offsets.is_floating_point() else offsets.long()
+    return (offsets[..., 0] + rows - 1) * (2 * cols - 1) + offsets[..., 1] + cols - 1
+
+
+def _gather(table: Tensor, index: Tensor) -> Tensor:
+    """``table`` ``(L, H)`` at ``index`` ``(B, Nq, Nk)`` -> ``(B, H, Nq, Nk)``."""
+    batch, nq, nk = index.shape
+    out = table.t().index_select(1, index.reshape(-1)).unflatten(1, (batch, nq, nk))
+    return out.transpose(0, 1)
+
+
+class RelativeBias2D(nn.Module):
+    """Learned relative-position bias per head (Swin, BEiT), from 2D patch offsets.
+
+    ``table`` has one row per offset ``(dr, dc) = query - key`` with ``|dr| < rows`` and
+    ``|dc| < cols``, at row ``(dr + rows - 1) * (2 cols - 1) + dc + cols - 1`` (Swin's
+    ``relative_position_bias_table``). For a :class:`GridPositions` on another grid the table is
+    resized bicubically to that grid's offsets (as timm's ``resize_rel_pos_bias_table``).
+
+    Args:
+        num_heads: attention heads.
+        grid_size: ``rows`` or ``(rows, cols)`` of the grid the table is learned for.
+    """
+
+    kind = "bias"
+
+    def __init__(self, num_heads: int, grid_size: int | tuple[int, int]) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.grid_size = check_grid_size(grid_size)
+        rows, cols = self.grid_size
+        self.table = nn.Parameter(torch.empty((2 * rows - 1) * (2 * cols - 1), num_heads))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.trunc_normal_(self.table, std=0.02)
+
+    def table_for_grid(self, grid_size: int | tuple[int, int]) -> Tensor:
+        """The table resized to ``grid_size``'s offsets, ``((2r'-1)(2c'-1), H)``."""
+        size = check_grid_size(grid_size)
+        if not torch.compiler.is_exporting() and tuple(size) == tuple(self.grid_size):
+            return self.table
+        rows, cols = self.grid_size
+        image = self.table.float().t().reshape(1, self.num_heads, 2 * rows - 1, 2 * cols - 1)
+        resized = F.interpolate(image, size=(2 * size[0] - 1, 2 * size[1] - 1), mode="bicubic",
+                                align_corners=False)
+        return resized.reshape(self.num_heads, -1).t().to(self.table.dtype)
+
+    def forward(self, query_positions: Tensor | GridPositions,
+                key_positions: Tensor | GridPositions) -> Tensor:
+        """Integer-valued coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
+        q, k, grid = _inputs(query_positions, key_positions)
+        table = self.table if grid is None else self.table_for_grid(grid)
+        index = _grid_index(q, k, self.grid_size if grid is None else grid)
+        return _pad_prefix(_gather(table.float(), index), q, k)
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, grid_size={self.grid_size}"
+
+
+class ContinuousBias2D(nn.Module):
+    """SwinV2 continuous position bias: an MLP of log-spaced 2D offsets, ``16 * sigmoid``.
+
+    ``bias = 16 * sigmoid(mlp(f(dr), f(dc)))`` with ``f(d) = sign(d) * log2(1 + s |d|) / log2(8)``
+    and ``mlp = Linear(2, hidden) -> ReLU -> Linear(hidden, H, bias=False)`` (SwinV2's
+    ``cpb_mlp``). Defined for any offset, fractional or beyond the training grid.
+
+    Args:
+        num_heads: attention heads.
+        hidden: MLP width (512 in SwinV2).
+        ref_grid_size: SwinV2 normalises offsets by the (pretrained) window: ``s = 8 / (n - 1)``
+            per axis, so offsets of that grid span [-8, 8]. None keeps raw patch offsets
+            (``s = 1``), the same function at every grid size.
+
+    With a :class:`GridPositions` that names its grid, the MLP runs once per distinct offset
+    (``(2 rows - 1)(2 cols - 1)`` of them) instead of once per token pair.
+    """
+
+    kind = "bias"
+
+    def __init__(self, num_heads: int, hidden: int = 512, *,
+                 ref_grid_size: int | tuple[int, int] | None = None) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.hidden = check_positive_int(hidden, "hidden")
+        self.ref_grid_size = None if ref_grid_size is None else check_grid_size(
+            ref_grid_size, "ref_grid_size")
+        if self.ref_grid_size is not None and min(self.ref_grid_size) < 2:
+            raise ValueError(f"ref_grid_size must be >= 2 per axis, got {self.ref_grid_size}")
+        self.offset_scale = (1.0, 1.0) if self.ref_grid_size is None else tuple(
+            8.0 / (n - 1) for n in self.ref_grid_size)
+        self.mlp = nn.Sequential(nn.Linear(2, hidden), nn.ReLU(inplace=True),
+                                 nn.Linear(hidden, num_heads, bias=False))
+
+    def log_offsets(self, offsets: Tensor) -> Tensor:
+        """SwinV2's log-spaced coordinates of ``(..., 2)`` offsets."""
+        scaled = offsets.float() * offsets.new_tensor(self.offset_scale, dtype=torch.float32)
+        return torch.sign(scaled) * torch.log2(scaled.abs() + 1.0) / math.log2(8)
+
+    def bias_of_offsets(self, offsets: Tensor) -> Tensor:
+        """``(..., 2)`` offsets ``query - key`` -> ``(..., H)`` float32 bias."""
+        first, act, last = self.mlp
+        x = self.log_offsets(offsets).to(first.weight.dtype)
+        # mlp[0] has two inputs: two fused multiply-adds instead of a K=2 matmul, whose weight
+        # gradient (a (hidden, M) x (M, 2) product) is several times slower on CPU.
+        hidden = torch.addcmul(first.bias, x[..., :1], first.weight[:, 0])
+        hidden = torch.addcmul(hidden, x[..., 1:], first.weight[:, 1])
+        return 16 * torch.sigmoid(last(act(hidden)).float())
+
+    def forward(self, query_positions: Tensor | GridPositions,
+                key_positions: Tensor | GridPositions) -> Tensor:
+        """Coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
+        q, k, grid = _inputs(query_positions, key_positions)
+        if grid is None:
+            bias = self.bias_of_offsets(_offsets(q, k)).permute(0, 3, 1, 2)
+        else:
+            offsets = _lattice_offsets(grid, q.coords.device).flatten(0, 1)
+            bias = _gather(self.bias_of_offsets(offsets), _grid_index(q, k, grid))
+        return _pad_prefix(bias, q, k)
+
+    def extra_repr(self) -> str:
+        return (f"num_heads={self.num_heads}, hidden={self.hidden}, "
+                f"ref_grid_size={self.ref_grid_size}")
+
+
+class ALiBi2D(nn.Module):
+    """2D ALiBi: ``bias = -slope_h * ||query - key||`` (Euclidean patch distance).
+
+    Slopes are ALiBi's (:func:`posenc.core.alibi_slopes`); no parameters, any coordinates.
+
+    Args:
+        num_heads: attention heads.
+    """
+
+    kind = "bias"
+
+    def __init__(self, num_heads: int) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)
+
+    def forward(self, query_positions: Tensor | GridPositions,
+                key_positions: Tensor | GridPositions) -> Tensor:
+        """Coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
+        q, k, _ = _inputs(query_positions, key_positions)
+
+        def compute() -> Tensor:
+            distance = torch.linalg.vector_norm(_offsets(q, k).float(), dim=-1)
+            return _pad_prefix(distance[:, None] * -self.slopes.float()[:, None, None], q, k)
+
+        return _memo(q, k, (id(self), "bias"), compute)
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}"

@@ -1,0 +1,75 @@
+"""Fixed 2D sin-cos encoding: a 1D sinusoidal encoding of the row and one of the column."""
+
+from __future__ import annotations
+
+from posenc.core import (
+    Float64Buffers,
+    check_choice,
+    check_positions,
+    sinusoidal_encoding,
+    sinusoidal_inv_freq,
+)
+from torch import Tensor
+
+from .coords import NORMALIZE, patch_coords
+
+__all__ = ["SinCos2D"]
+
+LAYOUTS = ("rows_cols", "cols_rows", "timm")
+
+
+class SinCos2D(Float64Buffers):
+    """Additive 2D sin-cos encoding (MAE, timm's ``build_sincos2d_pos_embed``).
+
+    Each axis gets ``dim / 4`` frequencies ``base ** (-4i / dim)``, i.e. the 1D sinusoidal
+    encoding of width ``dim / 2``; the channel order is named by ``layout``:
+
+    - ``"rows_cols"``: ``[sin(row f), cos(row f), sin(col f), cos(col f)]``, half the channels
+      for rows then half for columns; equals timm ``build_sincos2d_pos_embed(...,
+      interleave_sin_cos=True)``.
+    - ``"cols_rows"``: ``[sin(col f), cos(col f), sin(row f), cos(row f)]``; exactly MAE's
+      ``get_2d_sincos_pos_embed``. (timm's ``reverse_coord=True`` is not this: it also
+      transposes the token order.)
+    - ``"timm"``: ``[sin(row f), sin(col f), cos(row f), cos(col f)]``; timm's
+      ``build_sincos2d_pos_embed`` with its default arguments.
+
+    Args:
+        dim: embedding width (divisible by 4).
+        base: wavelength base (``temperature`` in timm).
+        layout: channel order, see above.
+        normalize: coordinate system used for whole grids (:meth:`encode_grid`): ``None``
+            (patch indices, as MAE/timm) or ``"unit"`` (see :func:`patch_coords`).
+    """
+
+    kind = "additive"
+
+    def __init__(self, dim: int, base: float = 10000.0, *, layout: str = "rows_cols",
+                 normalize: str | None = None) -> None:
+        super().__init__()
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 4 or dim % 4:
+            raise ValueError(f"dim must be a positive multiple of 4 (a sin and a cos per axis), "
+                             f"got {dim!r}")
+        self.dim = dim
+        self.base = float(base)
+        self.layout = check_choice(layout, "layout", LAYOUTS)
+        self.normalize = check_choice(normalize, "normalize", NORMALIZE)
+        self.register_float64_buffer("inv_freq64", sinusoidal_inv_freq(dim // 2, base))
+
+    def forward(self, coords: Tensor) -> Tensor:
+        """``(N, 2)``/``(B, N, 2)`` (row, col) coordinates -> ``(..., N, dim)`` float32."""
+        check_positions(coords, "coords", trailing=(2,))
+        if self.layout == "cols_rows":
+            coords = coords.flip(-1)
+        # (..., N, axis, [sin f.., cos f..]) -> (..., N, axis, sin|cos, F)
+        enc = sinusoidal_encoding(coords, self.inv_freq64, "concat").unflatten(-1, (2, -1))
+        if self.layout == "timm":
+            enc = enc.transpose(-3, -2)
+        return enc.flatten(-3)
+
+    def encode_grid(self, grid_size: int | tuple[int, int]) -> Tensor:
+        """``(rows * cols, dim)`` encoding of a whole grid in row-major order."""
+        return self(patch_coords(grid_size, self.normalize, device=self.inv_freq64.device))
+
+    def extra_repr(self) -> str:
+        return (f"dim={self.dim}, base={self.base}, layout={self.layout!r}, "
+                f"normalize={self.normalize!r}")

@@ -1,0 +1,230 @@
+from __future__ import annotations
+
+import copy
+import io
+
+import pytest
+import timm
+import torch
+from conftest import OTHER_SIZES, PATCH, TRAIN_SIZE, make_vit
+from posenc.core import MultiheadAttention
+from posenc.spatial import (
+    ENCODINGS,
+    GridAttention,
+    GridPositions,
+    GridState,
+    GridTokenDropout,
+    RoPE2D,
+    SinCos2D,
+    attach,
+    patch_coords,
+)
+from torch.export import Dim, export
+
+NAMES = list(ENCODINGS)
+POSITION_KEYS = ("pos_encoding", "attn.rotary.", "attn.bias.")
+
+
+def _is_position_key(key: str) -> bool:
+    return any(part in key for part in POSITION_KEYS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("family", ["vit", "deit", "vit_reg4"])
+def test_forward_backward_at_training_and_other_sizes(family, name):
+    model = attach(make_vit(family), name)
+    for size in (TRAIN_SIZE, *OTHER_SIZES):
+        model.zero_grad()
+        out = model(torch.randn(1, 3, *size))
+        assert out.shape == (1, 5) and torch.isfinite(out).all()
+        out.square().mean().backward()
+        position_grads = {key: param.grad for key, param in model.named_parameters()
+                          if _is_position_key(key)}
+        # Every position parameter is reached; the last block's can be exactly zero when only
+        # the class token (which carries no position) is pooled, so check the first block's.
+        assert all(g is not None and torch.isfinite(g).all() for g in position_grads.values())
+        assert all(g.abs().sum() > 0 for k, g in position_grads.items()
+                   if not k.startswith("blocks.1."))
+        assert model.patch_embed.grid_state is None or (
+            model.patch_embed.grid_state.positions.grid_size
+            == (size[0] // PATCH, size[1] // PATCH))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"reg_tokens": 4}, {"no_embed_class": True},
+                                    {"class_token": False, "global_pool": "avg"}])
+def test_learned_keeps_the_model_and_resamples_like_timm_dynamic_img_size(kwargs):
+    reference = make_vit("vit", dynamic_img_size=True, **kwargs).eval()
+    with torch.no_grad():
+        reference.pos_embed.normal_(std=1.0)  # make a wrong position handling visible
+    model = attach(copy.deepcopy(reference), "learned")
+    for size in (TRAIN_SIZE, *OTHER_SIZES, (16, 40)):
+        x = torch.randn(2, 3, *size)
+        with torch.no_grad():
+            torch.testing.assert_close(model(x), reference(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unmodified_timm_checkpoint_loads_reporting_only_position_params(name):
+    checkpoint = make_vit("vit_reg4").state_dict()
+    model = attach(make_vit("vit_reg4"), name)
+    result = model.load_state_dict(checkpoint, strict=False)
+    assert result.unexpected_keys == ["pos_embed"]
+    assert all(_is_position_key(key) for key in result.missing_keys), result.missing_keys
+    depth = len(model.blocks)
+    expected_missing = {"none": 0, "sincos2d": 0, "rope_axial": 0, "alibi2d": 0, "learned": 1,
+                        "factorized": 2, "rope_mixed": depth, "relbias": depth, "cpb": 3 * depth}
+    assert len(result.missing_keys) == expected_missing[name]
+    state = model.state_dict()
+    for key, value in checkpoint.items():
+        if key != "pos_embed":
+            torch.testing.assert_close(state[key], value, rtol=0, atol=0)
+
+
+def test_grid_attention_without_encoding_equals_timm_attention():
+    attn = make_vit("vit", qk_norm=True).blocks[0].attn.eval()
+    x = torch.randn(2, 17, 192)
+    expected = attn(x)
+    state = GridState()
+    state.positions = GridPositions(patch_coords(4), (4, 4), 1)
+    wrapped = GridAttention.from_timm(attn, None, None, state).eval()
+    assert wrapped.qkv is attn.qkv and wrapped.proj is attn.proj and wrapped.q_norm is attn.q_norm
+    torch.testing.assert_close(wrapped(x), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"dynamic_img_size": True}])
+def test_size_not_divisible_by_patch_raises(kwargs):
+    model = attach(make_vit("vit", **kwargs), "rope_axial")
+    with pytest.raises(ValueError, match=r"\(36, 32\) is not divisible by the patch size"):
+        model(torch.randn(1, 3, 36, 32))
+
+
+def test_unsupported_models_name_what_is_supported():
+    eva = timm.create_model("eva02_tiny_patch14_224", pretrained=False, img_size=28, depth=1)
+    distilled = timm.create_model("deit_tiny_distilled_patch16_224", pretrained=False,
+                                  img_size=32, depth=1)
+    for model in (eva, distilled, torch.nn.Linear(2, 2)):
+        with pytest.raises(TypeError, match="supported: timm.models.vision_transformer"):
+            attach(model, "rope_axial")
+
+
+def test_attaching_twice_raises():
+    model = attach(make_vit(), "sincos2d")
+    with pytest.raises(ValueError, match="already"):
+        attach(model, "rope_axial")
+
+
+def test_names_infer_dims_and_kwargs_override():
+    model = attach(make_vit(), "rope_axial", base=10000.0)
+    first, second = (block.attn.rotary for block in model.blocks)
+    assert first is second and first.base == 10000.0
+    assert (first.head_dim, first.num_heads) == (64, 3)
+    model = attach(make_vit(), "rope_mixed")
+    first, second = (block.attn.rotary for block in model.blocks)
+    assert first is not second and not torch.equal(first.freqs, second.freqs)
+    model = attach(make_vit(), "relbias")
+    assert model.blocks[0].attn.bias.grid_size == (4, 4)
+
+
+def test_instances_and_per_block_lists():
+    model = attach(make_vit(), RoPE2D(64, 3, "mixed"))
+    assert model.blocks[0].attn.rotary is model.blocks[1].attn.rotary
+    encs = [RoPE2D(64, 3, "mixed") for _ in range(2)]
+    model = attach(make_vit(), encs)
+    assert [b.attn.rotary for b in model.blocks] == encs
+    with pytest.raises(ValueError, match="one rotary encoding per block"):
+        attach(make_vit(), encs[:1])
+    with pytest.raises(ValueError, match="embed_dim=192"):
+        attach(make_vit(), SinCos2D(64))
+    with pytest.raises(TypeError, match="only accepted with an encoding name"):
+        attach(make_vit(), SinCos2D(192), base=100.0)
+    with pytest.raises(ValueError, match="head_dim"):
+        attach(make_vit(), "rope_axial", head_dim=32)
+    with pytest.raises(ValueError, match="num_heads"):
+        attach(make_vit(), "rope_mixed", num_heads=4)
+    with pytest.raises(ValueError, match="unknown spatial encoding"):
+        attach(make_vit(), "rope")
+
+
+@pytest.mark.parametrize("name", ["sincos2d", "learned", "rope_axial", "rope_mixed"])
+def test_torch_export_with_dynamic_height_and_width(name):
+    model = attach(make_vit("vit_reg4"), name).eval()
+    rows, cols = Dim("rows", min=2, max=16), Dim("cols", min=2, max=16)
+    program = export(model, (torch.randn(2, 3, *TRAIN_SIZE),),
+                     dynamic_shapes={"x": {2: PATCH * rows, 3: PATCH * cols}})
+    for size in OTHER_SIZES:
+        x = torch.randn(2, 3, *size)
+        with torch.no_grad():
+            torch.testing.assert_close(program.module()(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_torch_compile_traces_the_shared_positions():
+    model = attach(make_vit("vit", depth=1), "rope_mixed").eval()
+    compiled = torch.compile(model, backend="eager", dynamic=True, fullgraph=True)
+    for size in (TRAIN_SIZE, OTHER_SIZES[1]):
+        x = torch.randn(2, 3, *size)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bf16_autocast_forward_backward_is_finite(name):
+    model = attach(make_vit("vit_reg4"), name)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(torch.randn(2, 3, *OTHER_SIZES[1]))
+    assert out.dtype == torch.bfloat16
+    out.float().square().mean().backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+
+
+def test_patch_dropout_keeps_the_positions_of_kept_patches():
+    state = GridState()
+    state.positions = GridPositions(patch_coords((4, 4)), (4, 4), 1)
+    drop = GridTokenDropout(torch.nn.Identity(), 0.5, 1, grid_state=state).train()
+    tokens = torch.cat([torch.full((2, 1, 2), -1.0), patch_coords((4, 4)).expand(2, -1, -1)], 1)
+    out = drop(tokens)
+    assert out.shape == (2, 1 + 8, 2)
+    torch.testing.assert_close(state.positions.coords, out[:, 1:], rtol=0, atol=0)
+    assert state.positions.grid_size == (4, 4) and state.positions.num_prefix_tokens == 1
+
+
+@pytest.mark.parametrize("name", ["rope_mixed", "cpb"])
+def test_model_with_patch_dropout_trains(name):
+    model = attach(make_vit("vit_reg4", patch_drop_rate=0.5), name).train()
+    model(torch.randn(2, 3, *OTHER_SIZES[1])).sum().backward()
+    assert model.patch_embed.grid_state.positions.coords.shape == (2, 14, 2)
+
+
+def test_forward_intermediates_at_a_non_square_size():
+    model = attach(make_vit("vit_reg4"), "rope_axial")
+    features = model.forward_intermediates(torch.randn(2, 3, *OTHER_SIZES[1]),
+                                           intermediates_only=True)
+    assert [f.shape for f in features] == [(2, 192, 4, 7)] * 2
+
+
+def test_attached_model_survives_save_and_load():
+    model = attach(make_vit("vit"), "rope_mixed").eval()
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert loaded.patch_embed.grid_state is loaded.blocks[1].attn.grid_state
+    x = torch.randn(1, 3, *OTHER_SIZES[0])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), model(x))
+
+
+def test_core_attention_is_the_one_used():
+    model = attach(make_vit("deit"), "alibi2d")
+    assert all(isinstance(b.attn, MultiheadAttention) for b in model.blocks)
+
+
+def test_blocks_sharing_an_encoding_compute_it_once_per_forward():
+    model = attach(make_vit("vit", depth=3), "rope_axial")
+    calls = []
+    rotary = model.blocks[0].attn.rotary
+    original = rotary.angles
+    rotary.angles = lambda coords: calls.append(1) or original(coords)
+    model(torch.randn(1, 3, *TRAIN_SIZE))
+    model(torch.randn(1, 3, *OTHER_SIZES[1]))
+    assert len(calls) == 2  # once per forward, not once per block

@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from posenc.core import MultiheadAttention, alibi_slopes
+from posenc.spatial import (
+    ALiBi2D,
+    ContinuousBias2D,
+    GridPositions,
+    RelativeBias2D,
+    patch_coords,
+)
+from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
+from timm.models.swin_transformer import get_relative_position_index
+from timm.models.swin_transformer_v2 import WindowAttention
+
+HEADS = 3
+
+
+def _grid(grid, prefix=0):
+    return GridPositions(patch_coords(grid), tuple(grid), prefix)
+
+
+def _assert_shift_invariant(bias: torch.Tensor, coords: torch.Tensor):
+    """bias (H, N, N) takes one value per head for each distinct offset q - k."""
+    offsets = coords[:, None] - coords[None, :]
+    keys = offsets.reshape(-1, 2)
+    values = bias.reshape(bias.shape[0], -1)
+    _, inverse = torch.unique(keys, dim=0, return_inverse=True)
+    for group in range(int(inverse.max()) + 1):
+        members = values[:, inverse == group]
+        torch.testing.assert_close(members, members[:, :1].expand_as(members), rtol=0, atol=1e-6)
+
+
+def test_relbias_uses_swin_table_layout():
+    enc = RelativeBias2D(HEADS, (3, 4))
+    bias = enc(patch_coords((3, 4)), patch_coords((3, 4)))
+    index = get_relative_position_index(3, 4)
+    expected = enc.table.detach()[index.reshape(-1)].reshape(12, 12, HEADS).permute(2, 0, 1)
+    assert bias.shape == (1, HEADS, 12, 12)
+    torch.testing.assert_close(bias[0], expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("enc", [RelativeBias2D(HEADS, 4), ContinuousBias2D(HEADS, 32),
+                                 ALiBi2D(HEADS)], ids=["relbias", "cpb", "alibi2d"])
+@pytest.mark.parametrize("grid", [(4, 4), (3, 6)])
+def test_biases_are_shift_invariant_on_the_grid(enc, grid):
+    coords = patch_coords(grid)
+    _assert_shift_invariant(enc(_grid(grid), _grid(grid))[0].detach(), coords)
+    # Moving every token by the same offset changes nothing.
+    moved = GridPositions(coords + torch.tensor([1.0, 2.0]), grid)
+    torch.testing.assert_close(enc(moved, moved), enc(_grid(grid), _grid(grid)))
+
+
+def test_relbias_resizes_its_table_for_another_grid_like_timm():
+    enc = RelativeBias2D(HEADS, 3)  # 5 x 5 offsets
+    resized = enc.table_for_grid((5, 5))
+    expected = resize_rel_pos_bias_table_simple(enc.table.detach(), (5, 5), (81, HEADS))
+    torch.testing.assert_close(resized, expected, rtol=0, atol=1e-6)
+    bias = enc(_grid((5, 5)), _grid((5, 5)))
+    index = get_relative_position_index(5, 5)
+    torch.testing.assert_close(bias[0], resized[index.reshape(-1)].reshape(25, 25, HEADS)
+                               .permute(2, 0, 1))
+
+
+def test_relbias_offsets_outside_table_or_fractional_raise():
+    enc = RelativeBias2D(HEADS, 3)
+    with pytest.raises(ValueError, match="do not fit"):
+        enc(patch_coords(4), patch_coords(4))
+    with pytest.raises(ValueError, match="fractional"):
+        enc(torch.tensor([[0.5, 0.0]]), patch_coords(2))
+
+
+def test_cpb_equals_swinv2_window_attention_bias():
+    grid, ref = (4, 5), (3, 3)
+    swin = WindowAttention(dim=HEADS * 8, window_size=grid, num_heads=HEADS,
+                           pretrained_window_size=ref)
+    enc = ContinuousBias2D(HEADS, 512, ref_grid_size=ref)
+    enc.mlp.load_state_dict(swin.cpb_mlp.state_dict())
+    n = grid[0] * grid[1]
+    table = swin.cpb_mlp(swin.relative_coords_table).view(-1, HEADS)
+    expected = 16 * torch.sigmoid(table[swin.relative_position_index.view(-1)].view(n, n, -1)
+                                  .permute(2, 0, 1))
+    for positions in (_grid(grid), patch_coords(grid)):  # table fast path and pairwise path
+        torch.testing.assert_close(enc(positions, positions)[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_cpb_is_defined_at_unseen_and_fractional_offsets():
+    enc = ContinuousBias2D(HEADS, 64, ref_grid_size=4)
+    q = torch.tensor([[0.0, 0.0], [40.0, -13.0], [2.5, 0.25]])
+    bias = enc(q, q)
+    assert bias.shape == (1, HEADS, 3, 3) and torch.isfinite(bias).all()
+    assert ((bias > 0) & (bias < 16)).all()
+    # Offsets beyond the reference grid give values that differ from the in-grid ones.
+    assert (bias[0, :, 0, 1] - bias[0, :, 0, 2]).abs().max() > 0
+
+
+def test_alibi2d_is_minus_slope_times_euclidean_distance():
+    enc = ALiBi2D(4)
+    q, k = torch.tensor([[0.0, 0.0], [1.0, 2.0]]), torch.tensor([[3.0, 4.0]])
+    bias = enc(q, k)
+    slopes = alibi_slopes(4)
+    expected = torch.stack([-slopes * 5.0, -slopes * (8.0 ** 0.5)], dim=-1)[None, :, :, None]
+    torch.testing.assert_close(bias, expected)
+
+
+@pytest.mark.parametrize("enc", [RelativeBias2D(HEADS, 4), ContinuousBias2D(HEADS, 32),
+                                 ALiBi2D(HEADS)], ids=["relbias", "cpb", "alibi2d"])
+def test_prefix_tokens_get_zero_bias(enc):
+    positions = _grid((4, 4), prefix=2)
+    bias = enc(positions, positions)
+    assert bias.shape == (1, HEADS, 18, 18)
+    assert (bias[:, :, :2] == 0).all() and (bias[:, :, :, :2] == 0).all()
+    torch.testing.assert_close(bias[:, :, 2:, 2:], enc(_grid((4, 4)), _grid((4, 4))))
+
+
+@pytest.mark.parametrize("enc", [RelativeBias2D(HEADS, 4), ContinuousBias2D(HEADS, 32),
+                                 ALiBi2D(HEADS)], ids=["relbias", "cpb", "alibi2d"])
+def test_mae_keep_indices_equal_bias_of_all_then_gathering(enc):
+    grid = (4, 4)
+    keep = torch.stack([torch.randperm(16)[:6] for _ in range(2)])  # (B, K)
+    kept = GridPositions(patch_coords(grid)[keep], grid)
+    got = enc(kept, kept)
+    full = enc(_grid(grid), _grid(grid))[0]
+    expected = torch.stack([full[:, idx][:, :, idx] for idx in keep])
+    assert got.shape == (2, HEADS, 6, 6)
+    torch.testing.assert_close(got, expected)
+
+
+def test_bias_tables_learn_through_attention():
+    for enc in (RelativeBias2D(HEADS, 3), ContinuousBias2D(HEADS, 16)):
+        attn = MultiheadAttention(HEADS * 8, HEADS, bias=enc)
+        attn(torch.randn(2, 9, HEADS * 8), query_positions=_grid((3, 3))).sum().backward()
+        grads = [p.grad for p in enc.parameters()]
+        assert all(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="num_heads"):
+        MultiheadAttention(24, 3, bias=ALiBi2D(4))
+    with pytest.raises(ValueError, match="ref_grid_size"):
+        ContinuousBias2D(2, ref_grid_size=1)
+    with pytest.raises(TypeError, match="num_heads"):
+        RelativeBias2D(2.0, 3)
+    with pytest.raises(ValueError, match="query_positions"):
+        ALiBi2D(2)(torch.zeros(3, 1), torch.zeros(3, 2))

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from posenc.spatial import GridPositions, as_grid_positions, check_grid_size, patch_coords
+
+
+def test_patch_coords_are_row_major_row_col():
+    coords = patch_coords((2, 3))
+    expected = torch.tensor([[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]], dtype=torch.float32)
+    assert coords.dtype == torch.float32
+    torch.testing.assert_close(coords, expected, rtol=0, atol=0)
+
+
+def test_patch_coords_follow_timm_flatten_order():
+    # timm flattens the NCHW patch map with x.flatten(2): token i is at (i // W, i % W).
+    rows, cols = 3, 5
+    grid = torch.arange(rows * cols).reshape(1, 1, rows, cols).float()
+    token_index = grid.flatten(2)[0, 0].long()
+    coords = patch_coords((rows, cols))
+    torch.testing.assert_close(coords[token_index, 0], (token_index // cols).float())
+    torch.testing.assert_close(coords[token_index, 1], (token_index % cols).float())
+
+
+def test_unit_coords_are_patch_centres_in_minus_one_one():
+    coords = patch_coords((2, 4), normalize="unit")
+    torch.testing.assert_close(coords[:4, 1], torch.tensor([-0.75, -0.25, 0.25, 0.75]))
+    torch.testing.assert_close(coords[::4, 0], torch.tensor([-0.5, 0.5]))
+
+
+def test_unit_coords_agree_across_resolutions():
+    # The same image at twice the resolution: each coarse patch is the mean of 2x2 fine ones.
+    coarse = patch_coords((3, 4), normalize="unit").reshape(3, 4, 2)
+    fine = patch_coords((6, 8), normalize="unit").reshape(3, 2, 4, 2, 2).mean(dim=(1, 3))
+    torch.testing.assert_close(fine, coarse)
+
+
+def test_square_grid_from_int_and_bad_sizes():
+    assert patch_coords(3).shape == (9, 2)
+    assert check_grid_size(4) == (4, 4)
+    with pytest.raises(ValueError, match="grid_size"):
+        patch_coords((0, 3))
+    with pytest.raises(TypeError, match="grid_size"):
+        patch_coords((2, 3, 4))
+    with pytest.raises(ValueError, match="normalize"):
+        patch_coords(3, normalize="minmax")
+
+
+def test_grid_positions_validation():
+    coords = patch_coords(2)
+    assert as_grid_positions(coords) == GridPositions(coords)
+    with pytest.raises(ValueError, match=r"\(N, 2\)"):
+        as_grid_positions(torch.zeros(4, 3))
+    with pytest.raises(ValueError, match="finite"):
+        as_grid_positions(torch.tensor([[0.0, float("nan")]]))
+    with pytest.raises(ValueError, match="num_prefix_tokens"):
+        as_grid_positions(GridPositions(coords, (2, 2), -1))
