@@ -76,12 +76,12 @@ def irregular_timestamps(n: int, seed: int = 0) -> np.ndarray:
     return np.sort(rng.integers(low, high, n))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=10_000_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    ns = irregular_timestamps(args.n)
+def run(n: int = 10_000_000, repeats: int = 3) -> list[dict]:
+    """Measure every case; one dict per row: ``case``, ``posenc_s``, ``baseline_s``,
+    ``baseline`` (what it is compared with), ``ratio`` (as the table prints it: speed-up
+    baseline / posenc, or cost posenc / baseline for the last two rows), ``ratio_kind`` and
+    ``target``."""
+    ns = irregular_timestamps(n)
     encoder = CalendarFeatures(["hour", "day_of_week", "day_of_month", "month"])
     rows = []
 
@@ -91,7 +91,7 @@ def main() -> None:
         assert all(np.array_equal(ours[k], v) for k, v in expected.items()), zone
         del ours, expected
         t_ours, t_base = best_of(lambda index=index: calendar_fields(index),
-                                 lambda index=index: pandas_fields(index), args.repeats)
+                                 lambda index=index: pandas_fields(index), repeats)
         rows.append((f"calendar_fields, {zone}", t_ours, t_base, t_base / t_ours, ">= 2x"))
 
     index = pd.DatetimeIndex(ns, tz="UTC").tz_convert("America/New_York")
@@ -100,27 +100,44 @@ def main() -> None:
         return encoder(calendar_fields(index, fields=encoder.required_fields))
 
     np.testing.assert_allclose(end_to_end().numpy(), pandas_cyclic(index), atol=2e-6)
-    t_ours, t_base = best_of(end_to_end, lambda: pandas_cyclic(index), args.repeats)
+    t_ours, t_base = best_of(end_to_end, lambda: pandas_cyclic(index), repeats)
     rows.append(("timestamps -> 4 cyclic pairs, New York", t_ours, t_base, t_base / t_ours,
                  ">= 3x"))
 
     fields = calendar_fields(index, fields=encoder.required_fields)
-    values = np.random.default_rng(1).random(args.n, dtype=np.float32)
+    values = np.random.default_rng(1).random(n, dtype=np.float32)
     t_ours, t_base = best_of(lambda: encoder(fields), lambda: np.sin(values),
-                             2 * args.repeats + 1)
+                             2 * repeats + 1)
     rows.append(("cyclic step alone vs one np.sin", t_ours, t_base, t_ours / t_base,
                  "<= 3x"))
     # The floor under any cyclic step: allocating and writing its (N, 8) float32 output.
-    t_fill, t_base = best_of(lambda: np.empty((args.n, 8), np.float32).fill(0),
-                             lambda: np.sin(values), 2 * args.repeats + 1)
+    t_fill, t_base = best_of(lambda: np.empty((n, 8), np.float32).fill(0),
+                             lambda: np.sin(values), 2 * repeats + 1)
     rows.append(("(floor: write (N, 8) float32) vs np.sin", t_fill, t_base, t_fill / t_base,
                  "-"))
 
+    kinds = ["speed-up"] * 3 + ["cost"] * 2
+    baselines = ["pandas accessors"] * 2 + ["pandas accessors + np.sin/np.cos"] + \
+        ["one np.sin over N float32"] * 2
+    return [{"case": case, "posenc_s": ours_s, "baseline_s": base_s, "baseline": baseline,
+             "ratio": ratio, "ratio_kind": kind, "target": target}
+            for (case, ours_s, base_s, ratio, target), kind, baseline
+            in zip(rows, kinds, baselines, strict=True)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rows = run(args.n, args.repeats)
     print(f"{args.n:,} irregular timestamps, best of {args.repeats} (cyclic step: "
           f"{2 * args.repeats + 1})\n")
     print(f"| {'case':40s} | {'posenc ms':>9s} | {'baseline ms':>11s} | {'ratio':>6s} | target |")
     print(f"|{'-' * 42}|{'-' * 11}|{'-' * 13}|{'-' * 8}|--------|")
-    for case, ours_s, base_s, ratio, target in rows:
+    for row in rows:
+        case, ours_s, base_s, ratio, target = (row[k] for k in (
+            "case", "posenc_s", "baseline_s", "ratio", "target"))
         print(f"| {case:40s} | {ours_s * 1e3:9.1f} | {base_s * 1e3:11.1f} | {ratio:5.2f}x | "
               f"{target:>6s} |")
     print("\nratio = baseline / posenc (speed-up) for the first three rows; posenc / np.sin "

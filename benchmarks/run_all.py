@@ -1,0 +1,165 @@
+"""Run every benchmark and print one table of ratios, with the machine and the versions.
+
+    python benchmarks/run_all.py            # full sizes (several minutes on 2 CPU cores)
+    python benchmarks/run_all.py --quick    # small sizes: a fast check that all run
+
+Each row is a posenc case and the baseline it is measured against in the same run
+(interleaved or alternating with it, so load on a shared machine hits both alike):
+
+- core (bench_rope.py): RoPE on q and k vs ``timm.layers.apply_rot_embed_cat`` and vs a
+  bandwidth floor (``q * 2; k * 2``);
+- spatial (bench_spatial.py): fwd+bwd step of a vit_tiny-sized model per encoding vs timm's
+  own learned ``pos_embed`` ViT (timm's eva02 RoPE ViT as a peer);
+- temporal (bench_temporal.py): calendar fields / cyclic features vs pandas + numpy.
+
+``time ratio`` is posenc time / baseline time: below 1 is faster than the baseline. ``target``
+is the issue's goal in the same terms. Every script also runs alone with its own table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+
+
+def machine() -> list[str]:
+    """CPU model, cores, threads and library versions, one line each."""
+    import numpy
+    import pandas
+
+    sys.path.insert(0, str(HERE))
+    from bench_rope import cpu_name
+
+    versions = [f"python {platform.python_version()}", f"torch {torch.__version__}"]
+    for name, module in (("timm", "timm"), ("numpy", numpy), ("pandas", pandas),
+                         ("lightning", "lightning")):
+        try:
+            mod = importlib.import_module(module) if isinstance(module, str) else module
+            versions.append(f"{name} {mod.__version__}")
+        except ImportError:
+            versions.append(f"{name} (not installed)")
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    load = ""
+    if hasattr(os, "getloadavg"):
+        load = " | load avg " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+    return [f"CPU: {cpu_name()} | {os.cpu_count()} logical cores"
+            + (f" ({affinity} usable)" if affinity else "")
+            + f" | torch threads: {torch.get_num_threads()}{load}",
+            "Versions: " + ", ".join(versions)]
+
+
+def core_rows(quick: bool) -> list[dict]:
+    import bench_rope
+
+    shape = (2, 12, 256, 64) if quick else bench_rope.SHAPE
+    rounds, warmup = (5, 2) if quick else (40, 5)
+    torch.manual_seed(0)
+    q, k = torch.randn(shape), torch.randn(shape)
+    cands = bench_rope.candidates(q, k)
+    bench_rope.check_outputs_agree(q, k, cands)
+    medians = bench_rope.bench(cands, rounds, warmup)
+    floor = medians["floor q*2.0; k*2.0"]
+    rows = []
+    for layout in ("half", "interleaved"):
+        timm_t = medians[f"timm apply_rot_embed_cat ({layout})"]
+        for name in (f"posenc apply_rotation ({layout})",
+                     f"posenc rotate ({layout}, + cos/sin)"):
+            rows.append(dict(case=f"RoPE q,k {shape}: {name[7:]}", posenc_s=medians[name],
+                             baseline=f"timm apply_rot_embed_cat ({layout})",
+                             baseline_s=timm_t, target="< 1" if "apply" in name else "-"))
+        name = f"posenc apply_rotation ({layout})"
+        rows.append(dict(case=f"RoPE q,k {shape}: {name[7:]}", posenc_s=medians[name],
+                         baseline="floor q*2; k*2", baseline_s=floor, target="<= 2"))
+    return rows
+
+
+def spatial_rows(quick: bool) -> list[dict]:
+    import bench_spatial
+
+    sizes = [32] if quick else [32, 64]
+    repeats = 2 if quick else 9
+    rows = []
+    base = "timm learned pos_embed"
+    for size in sizes:
+        batch = bench_spatial.BATCH.get(size, 8)
+        medians = bench_spatial.run(size, repeats, batch)
+        for name, t in medians.items():
+            if name == base:
+                continue
+            kind = "peer" if "peer" in name else bench_spatial.encoding_kind(name)
+            target = bench_spatial.TARGETS.get(kind)
+            rows.append(dict(case=f"ViT step {size}x{size} B={batch}: {name} ({kind})",
+                             posenc_s=t, baseline=base, baseline_s=medians[base],
+                             target=f"<= {target:.2f}" if target else "-"))
+    return rows
+
+
+def temporal_rows(quick: bool) -> list[dict]:
+    import bench_temporal
+
+    n, repeats = (500_000, 1) if quick else (10_000_000, 3)
+    rows = []
+    for row in bench_temporal.run(n, repeats):
+        target = row["target"]
+        if row["ratio_kind"] == "speed-up" and target.startswith(">="):
+            # "speed-up >= 2x" is "time ratio <= 0.50".
+            target = f"<= {1 / float(target[2:].strip(' x')):.2f}"
+        elif target.startswith("<="):
+            target = target.rstrip("x").strip()
+        rows.append(dict(case=f"{row['case']} (N={n:,})", posenc_s=row["posenc_s"],
+                         baseline=row["baseline"], baseline_s=row["baseline_s"],
+                         target=target))
+    return rows
+
+
+SUITES = {"core": core_rows, "spatial": spatial_rows, "temporal": temporal_rows}
+
+
+def table(rows: list[dict]) -> str:
+    head = ("suite", "case", "baseline", "posenc ms", "baseline ms", "time ratio", "target")
+    body = [(r["suite"], r["case"], r["baseline"], f"{r['posenc_s'] * 1e3:.2f}",
+             f"{r['baseline_s'] * 1e3:.2f}", f"{r['posenc_s'] / r['baseline_s']:.3f}",
+             r["target"]) for r in rows]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads")
+    parser.add_argument("--suites", nargs="+", choices=list(SUITES), default=list(SUITES))
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sys.path.insert(0, str(HERE))
+    rows, failed = [], []
+    start = time.perf_counter()
+    for suite in args.suites:
+        try:
+            rows += [{"suite": suite, **row} for row in SUITES[suite](args.quick)]
+        except Exception:  # one broken suite must not hide the others' numbers
+            failed.append(suite)
+            traceback.print_exc()
+    print("\n".join(machine()))
+    print(f"Mode: {'quick' if args.quick else 'full'}; {time.perf_counter() - start:.0f} s; "
+          "time ratio = posenc / baseline (< 1: faster than the baseline)\n")
+    print(table(rows))
+    if failed:
+        print(f"\nFAILED suites (see the traceback above): {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

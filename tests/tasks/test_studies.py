@@ -1,0 +1,135 @@
+"""posenc study: tiny end-to-end runs of both studies, resume, the table/CSV/PNG they write."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from posenc.core import SinusoidalEncoding
+from posenc.tasks import ResizeCollate
+from posenc.tasks.cli import main as posenc_main
+from posenc.tasks.studies import IndexSinusoidal, IrregularStudy, ResolutionStudy, run_study
+
+pytest.importorskip("matplotlib")
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+TINY_TRAINER = {"max_epochs": 1, "limit_train_batches": 2, "limit_test_batches": 1}
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _resolution_config() -> dict:
+    return {
+        "seeds": [0],
+        "encodings": {"learned": "learned", "rope_axial": "rope_axial"},
+        "eval_image_sizes": [28, 36, [28, 44]],
+        "trainer": dict(TINY_TRAINER),
+        "model": {"img_size": 28, "patch_size": 4, "embed_dim": 16, "depth": 1,
+                  "num_heads": 2},
+        "data": {"batch_size": 32, "eval_batch_size": 100},
+    }
+
+
+def test_resolution_study_writes_csv_table_png_per_test_size(tmp_path):
+    out = run_study("resolution", _resolution_config(), tmp_path, log=lambda _: None)
+
+    rows = _rows(out / "results.csv")
+    assert [(r["encoding"], r["seed"]) for r in rows] == [("learned", "0"), ("rope_axial", "0")]
+    assert list(rows[0]) == ["encoding", "seed", "acc_28", "acc_36", "acc_28x44", "seconds"]
+    for row in rows:  # a real accuracy at every size, the non-square one included
+        assert all(0 <= float(row[f"acc_{s}"]) <= 1 for s in ("28", "36", "28x44"))
+    table = (out / "table.md").read_text().splitlines()
+    assert table[0] == "| encoding | seeds | 28 (train) | 36 | 28x44 |"
+    assert [line.split("|")[1].strip() for line in table[2:4]] == ["learned", "rope_axial"]
+    assert (out / "plot.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_resume_skips_finished_runs_and_runs_only_missing_ones(tmp_path, monkeypatch):
+    config = _resolution_config()
+    config["seeds"] = [0, 1]
+    done = {"encoding": "learned", "seed": "0", "acc_28": "0.5", "acc_36": "0.4",
+            "acc_28x44": "0.3", "seconds": "1.0"}
+    with (tmp_path / "results.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(done))
+        writer.writeheader()
+        writer.writerow(done)
+    ran = []
+
+    def fake_run(self, key):
+        ran.append((key["encoding"], key["seed"]))
+        return {"acc_28": 0.9, "acc_36": 0.8, "acc_28x44": 0.7}
+
+    monkeypatch.setattr(ResolutionStudy, "run", fake_run)
+    run_study("resolution", config, tmp_path, log=lambda _: None, plot=False)
+    assert ran == [("rope_axial", 0), ("learned", 1), ("rope_axial", 1)]
+    rows = _rows(tmp_path / "results.csv")
+    assert len(rows) == 4 and rows[0] == done  # the finished run is kept, not redone
+
+    ran.clear()
+    run_study("resolution", config, tmp_path, log=lambda _: None, plot=False)
+    assert ran == []  # everything is in the CSV now
+    table = (tmp_path / "table.md").read_text()
+    assert "| learned | 2 | 70.0 ± 28.3 | 60.0 ± 28.3 | 50.0 ± 28.3 |" in table
+
+
+def test_irregular_study_through_the_posenc_cli(tmp_path):
+    config = {
+        "seeds": [0, 1, 2],
+        "keep": [0.5, 1.0],
+        "encodings": {"none": {"encodings": [], "relative": None},
+                      "index_sinusoidal": {"encodings": [
+                          {"class_path": "posenc.tasks.studies.IndexSinusoidal"}],
+                          "relative": None},
+                      "rope_time": {"encodings": [], "relative": "rope"}},
+        "trainer": {"max_epochs": 3},
+        "model": {"dim": 16, "depth": 1, "num_heads": 2},
+        "data": {"context_length": "48h", "horizon": "12h", "stride": "24h",
+                 "batch_size": 32},
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    posenc_main(["study", "irregular", "--config", str(path), "--out", str(out),
+                 "--seeds", "1", "--keep", "0.5", "--encodings", "none,index_sinusoidal",
+                 "--max_epochs", "1", "--limit_train_batches", "2",
+                 "--limit_test_batches", "1"])
+
+    rows = _rows(out / "results.csv")
+    assert [(r["encoding"], float(r["keep"]), r["seed"]) for r in rows] == [
+        ("none", 0.5, "0"), ("index_sinusoidal", 0.5, "0")]
+    assert list(rows[0]) == ["encoding", "keep", "seed", "mae", "rmse", "mase", "seconds"]
+    assert all(float(r["mae"]) > 0 and float(r["rmse"]) >= float(r["mae"]) for r in rows)
+    table = (out / "table.md").read_text().splitlines()
+    assert table[0] == "| encoding | seeds | MAE @ 50% | RMSE @ 50% |"
+    assert len(table[2:4]) == 2 and table[4] == ""
+    assert (out / "plot.png").read_bytes()[:8] == PNG_MAGIC
+    assert IrregularStudy(config).runs()[:2] == [
+        {"encoding": "none", "keep": 0.5, "seed": 0},
+        {"encoding": "index_sinusoidal", "keep": 0.5, "seed": 0}]
+
+
+def test_index_sinusoidal_counts_tokens_not_time():
+    # Context at -5 h, -2 h, 0 h (the last observation), a padded context token repeating 0,
+    # queries at +1.5 h and +3 h: indices -2, -1, 0, (0), 1, 2 whatever the gaps.
+    elapsed = torch.tensor([[-5.0, -2.0, 0.0, 0.0, 1.5, 3.0]], dtype=torch.float64)
+    observed = torch.tensor([[True, True, True, False, False, False]])
+    out = IndexSinusoidal(8)(elapsed, observed)
+    expected = SinusoidalEncoding(8)(torch.tensor([-2.0, -1.0, 0.0, 0.0, 1.0, 2.0]))
+    torch.testing.assert_close(out[0], expected)
+    # Stretching the gaps changes nothing: it does not see time.
+    torch.testing.assert_close(IndexSinusoidal(8)(elapsed * 7, observed), out)
+
+
+def test_resize_collate_makes_non_square_batches():
+    items = [(torch.rand(1, 28, 28), 3), (torch.rand(1, 28, 28), 5)]
+    images, labels = ResizeCollate((28, 44))(items)
+    assert images.shape == (2, 1, 28, 44) and labels.tolist() == [3, 5]
+    assert ResizeCollate([28, 28]).size == 28
+    with pytest.raises(ValueError, match="size"):
+        ResizeCollate((28, 44, 2))
