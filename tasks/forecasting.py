@@ -29,10 +29,10 @@ from torchmetrics import MeanAbsoluteError, MeanSquaredError
 
 from .losses import LOSSES, MeanAbsoluteScaledError, masked_point_loss, quantile_loss
 from .optim import check_optim_args, configure_adamw
-from .specs import fill_from_defaults, import_class
+from .specs import instantiate
 
 __all__ = ["Forecaster", "ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
-           "RELATIVE_ENCODINGS"]
+           "RELATIVE_ENCODINGS", "input_kind"]
 
 # What each additive encoding reads (a class can declare its own with ``posenc_input``):
 #   "fields":     calendar fields of local wall-clock time, ``{name: (B, N) int tensor}``;
@@ -74,14 +74,14 @@ def _timedelta():
     return temporal.TimeDelta(log=True)
 
 
-# name -> (factory, input kind); factories take what they need of the model's sizes.
-TIME_ENCODINGS: dict[str, tuple[Any, str]] = {
-    "calendar": (_calendar, "fields"),
-    "calendar_embedding": (_calendar_embedding, "fields"),
-    "fourier": (_fourier, "timestamps"),
-    "continuous": (_continuous, "elapsed"),
-    "time2vec": (_time2vec, "elapsed"),
-    "timedelta": (_timedelta, "deltas"),
+# name -> factory; factories take what they need of the model's sizes (dim, ...).
+TIME_ENCODINGS: dict[str, Any] = {
+    "calendar": _calendar,
+    "calendar_embedding": _calendar_embedding,
+    "fourier": _fourier,
+    "continuous": _continuous,
+    "time2vec": _time2vec,
+    "timedelta": _timedelta,
 }
 
 
@@ -96,27 +96,11 @@ def _alibi(num_heads: int):
 RELATIVE_ENCODINGS: dict[str, Any] = {"rope": _rope, "alibi": _alibi}
 
 
-def _build(spec: str | Mapping, registry: Mapping[str, Any], argument: str,
-           defaults: Mapping[str, Any]) -> tuple[nn.Module, str | None]:
-    """-> (module, input kind or None)."""
-    if isinstance(spec, str):
-        if spec not in registry:
-            raise ValueError(f"{argument}={spec!r} is not a known name; valid names: "
-                             f"{sorted(registry)}, or a dict with class_path/init_args")
-        entry = registry[spec]
-        factory, kind = entry if isinstance(entry, tuple) else (entry, None)
-        return factory(**fill_from_defaults(factory, {}, defaults)), kind
-    if isinstance(spec, Mapping):
-        if "class_path" not in spec or set(spec) - {"class_path", "init_args"}:
-            raise ValueError(f"{argument} as a dict needs the keys class_path (and optionally "
-                             f"init_args), got keys {sorted(spec)}")
-        init_args = spec.get("init_args") or {}
-        cls = import_class(spec["class_path"])
-        module = cls(**fill_from_defaults(cls, init_args, defaults))
-        kind = getattr(module, "posenc_input", None) or _KNOWN_INPUTS.get(cls.__name__)
-        return module, kind
-    raise TypeError(f"{argument} must be a name (str) or a dict with class_path/init_args, got "
-                    f"{type(spec).__name__} ({spec!r})")
+def input_kind(module: nn.Module) -> str:
+    """What an additive temporal encoding reads: its ``posenc_input`` attribute, else the
+    known posenc.temporal classes' kind, else ``"elapsed"``."""
+    return getattr(module, "posenc_input", None) or _KNOWN_INPUTS.get(
+        type(module).__name__, "elapsed")
 
 
 class TimeFeatures(nn.Module):
@@ -325,15 +309,15 @@ class Forecaster(LightningModule):
         defaults = {"dim": dim, "head_dim": head_dim, "num_heads": num_heads}
         modules, kinds = [], []
         for i, spec in enumerate(encodings):
-            module, kind = _build(spec, TIME_ENCODINGS, f"encodings[{i}]", defaults)
+            module = instantiate(spec, TIME_ENCODINGS, f"encodings[{i}]", defaults)
             modules.append(module)
-            kinds.append(kind or "elapsed")
+            kinds.append(input_kind(module))
         relative_modules = []
         for _ in range(depth):
             if relative is None or relative == "none":
                 relative_modules.append((None, None))
                 continue
-            module, _ = _build(relative, RELATIVE_ENCODINGS, "relative", defaults)
+            module = instantiate(relative, RELATIVE_ENCODINGS, "relative", defaults)
             is_rotary = hasattr(module, "rotation")
             relative_modules.append((module, None) if is_rotary else (None, module))
         self.quantile_levels = quantiles

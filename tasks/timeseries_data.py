@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch import LightningDataModule
+from posenc import temporal
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
@@ -103,25 +104,35 @@ def parse_timestamps(column: pd.Series, name: str, source: str | None = None
     return parsed
 
 
+def _check_tz(tz: str | None) -> str | None:
+    if tz is not None:
+        try:
+            pd.Timestamp(0, tz=tz)
+        except Exception as err:  # zoneinfo/pytz raise different types for unknown zones
+            raise ValueError(f"tz={tz!r} is not a known time zone (use an IANA name such as "
+                             "'Europe/Berlin')") from err
+    return tz
+
+
 def _localize(index: pd.DatetimeIndex, tz: str | None, ambiguous: str, nonexistent: str,
               name: str) -> tuple[np.ndarray, np.ndarray]:
-    """-> (UTC ns, local wall-clock ns) int64 arrays."""
+    """-> (UTC ns, local wall-clock ns) int64 arrays, through posenc.temporal's conversion."""
     if index.tz is None and tz is not None:
         amb: Any = {"earliest": np.ones(len(index), bool),
                     "latest": np.zeros(len(index), bool)}.get(ambiguous, ambiguous)
         try:
-            index = index.tz_localize(tz, ambiguous=amb, nonexistent=nonexistent)
-        except Exception as err:  # pytz/zoneinfo errors differ; all mean the same to users
-            raise ValueError(
-                f"timestamp column {name!r} cannot be localized to tz={tz!r}: {err}. Set "
-                f"ambiguous (one of {list(AMBIGUOUS)}) and/or nonexistent (one of "
-                f"{list(NONEXISTENT)}) to choose how DST transitions are resolved") from err
+            index = temporal.localize(index, tz, ambiguous=amb, nonexistent=nonexistent)
+        except ValueError as err:
+            raise ValueError(f"timestamp column {name!r}: {err}. Here: ambiguous is one of "
+                             f"{list(AMBIGUOUS)}, nonexistent one of {list(NONEXISTENT)}"
+                             ) from err
     elif index.tz is not None and tz is not None:
         index = index.tz_convert(tz)
     index = index.as_unit("ns")
-    local = (index.tz_localize(None) if index.tz is not None else index).asi8
-    utc = index.asi8  # tz-aware asi8 is UTC; naive data is taken as its own clock
-    return np.asarray(utc, np.int64), np.asarray(local, np.int64)
+    # tz-aware asi8 is UTC; naive data is taken as its own clock (no zone, no DST).
+    utc = np.asarray(index.asi8, np.int64)
+    local = np.asarray(temporal.local_wall_time(index), np.int64)
+    return utc, local
 
 
 def _length(value: int | str, name: str) -> int | pd.Timedelta:
@@ -229,8 +240,11 @@ def make_batch(
         tz: time zone of naive timestamps (as the data module's ``tz``).
         loc, scale: the data module's scaling (``datamodule.loc``, ``datamodule.scale``).
     """
-    ctx = _localize(pd.DatetimeIndex(context_timestamps), tz, "raise", "raise", "context")
-    qry = _localize(pd.DatetimeIndex(query_timestamps), tz, "raise", "raise", "query")
+    _check_tz(tz)
+    ctx = _localize(pd.DatetimeIndex(context_timestamps), tz, "raise", "raise",
+                    "context_timestamps")
+    qry = _localize(pd.DatetimeIndex(query_timestamps), tz, "raise", "raise",
+                    "query_timestamps")
     values = np.asarray(context_values, dtype=np.float64)
     values = values[:, None] if values.ndim == 1 else values
     if values.shape[0] != len(ctx[0]):
@@ -311,7 +325,7 @@ class TimeSeriesDataModule(LightningDataModule):
                                else list(target_columns))
         if not self.target_columns:
             raise ValueError("target_columns must name at least one column")
-        self.tz = tz
+        self.tz = _check_tz(tz)
         if ambiguous not in AMBIGUOUS:
             raise ValueError(f"ambiguous must be one of {list(AMBIGUOUS)}, got {ambiguous!r}")
         if nonexistent not in NONEXISTENT:

@@ -12,11 +12,13 @@ import yaml
 from lightning.pytorch import Trainer
 from posenc.spatial import RoPE2D, SinCos2D
 from posenc.tasks import DigitsDataModule, Forecaster, ImageClassifier
-from posenc.tasks.cli import main
+from posenc.tasks.cli import main, posenc_cli
 
 from .conftest import CONFIGS, ONE_EPOCH, TINY_FORECASTER, TINY_VIT, run_cli
 
-ALL_CONFIGS = sorted(CONFIGS.glob("*.yaml"))
+# The Lightning configs (others, such as the study configs, belong to other subcommands).
+ALL_CONFIGS = sorted(p for p in CONFIGS.glob("*.yaml")
+                     if "class_path" in (yaml.safe_load(p.read_text()).get("model") or {}))
 DIGITS = ["--data=posenc.tasks.DigitsDataModule", "--data.eval_image_sizes=[8, 12, 16]",
           "--data.batch_size=32"]
 
@@ -41,7 +43,7 @@ def test_the_required_configs_exist():
 @pytest.mark.parametrize("config", ALL_CONFIGS, ids=lambda p: p.stem)
 def test_every_config_builds_its_model_data_and_trainer(config, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cli = main(["--config", str(config), "--trainer.logger=false"], run=False)
+    cli = posenc_cli(["--config", str(config), "--trainer.logger=false"], run=False)
     expected = {"ImageClassifier": ImageClassifier, "Forecaster": Forecaster}
     text = yaml.safe_load(config.read_text())
     cls = expected[text["model"]["class_path"].rsplit(".", 1)[1]]
@@ -55,10 +57,10 @@ def test_every_config_builds_its_model_data_and_trainer(config, tmp_path, monkey
 def test_swapping_the_encoding_is_one_argument(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     base = ["--config", str(CONFIGS / "quickstart.yaml"), "--trainer.logger=false"]
-    by_name = main([*base, "--model.init_args.encoding=sincos2d"], run=False).model
+    by_name = posenc_cli([*base, "--model.init_args.encoding=sincos2d"], run=False).model
     assert isinstance(by_name.model.patch_embed.pos_encoding, SinCos2D)
     spec = '{"class_path": "posenc.spatial.RoPE2D", "init_args": {"variant": "axial"}}'
-    by_dict = main([*base, f"--model.init_args.encoding={spec}"], run=False).model
+    by_dict = posenc_cli([*base, f"--model.init_args.encoding={spec}"], run=False).model
     rotary = by_dict.model.blocks[0].attn.rotary
     assert isinstance(rotary, RoPE2D) and rotary.variant == "axial" and rotary.num_heads == 4
     assert by_dict.hparams.encoding == {"class_path": "posenc.spatial.RoPE2D",
@@ -91,7 +93,7 @@ def test_vision_config_fits_resumes_and_reloads_identically(tmp_path, monkeypatc
     paying the interpreter start-up again."""
     monkeypatch.chdir(tmp_path)
     config = ["--config", str(CONFIGS / "vit_mnist_relbias.yaml"), *DIGITS, *TINY_VIT]
-    main(["fit", *config, *ONE_EPOCH])
+    assert main(["fit", *config, *ONE_EPOCH]) is None  # the console script exits with 0
     reported = dict(re.findall(r"^\s+(test/\S+)\s+([0-9.]+)$", capsys.readouterr().out, re.M))
     runs = tmp_path / "lightning_logs" / "vit_mnist_relbias"
     last = runs / "version_0" / "checkpoints" / "last.ckpt"
@@ -107,6 +109,14 @@ def test_vision_config_fits_resumes_and_reloads_identically(tmp_path, monkeypatc
     main(["fit", *config, *ONE_EPOCH, "--trainer.max_epochs=2", f"--ckpt_path={last}"])
     resumed = torch.load(runs / "version_1" / "checkpoints" / "last.ckpt", weights_only=True)
     assert resumed["epoch"] == 1 and resumed["global_step"] == 4
+    # the other subcommands take the same config and a checkpoint
+    tested = posenc_cli(["test", *config, *ONE_EPOCH, f"--ckpt_path={last}"])
+    assert "test/acc_16" in tested.trainer.callback_metrics
+    predicted = posenc_cli(["predict", *config, *ONE_EPOCH, "--trainer.limit_predict_batches=1",
+                      f"--ckpt_path={last}"])
+    [probs] = predicted.trainer.predict_loop.predictions
+    assert probs.shape == (32, 10)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(32))
 
 
 def _check_forecast_run(out: str, root, config: str) -> None:

@@ -279,8 +279,8 @@ def test_too_short_series_says_so(series):
 
 def test_nonexistent_local_time_needs_an_explicit_option(series):
     frame = synthetic_series(start="2021-03-14 00:00", n=300)
-    with pytest.raises(ValueError, match="cannot be localized to tz='America/New_York'.*"
-                                         "nonexistent"):
+    with pytest.raises(ValueError, match="timestamp column 'timestamp': cannot localize "
+                                         "timestamps to tz='America/New_York'.*nonexistent"):
         _setup(frame, tz="America/New_York")
     # Shifted forward, 02:00 lands on 03:00: a clock that reads both is a data error.
     with pytest.raises(ValueError, match="row 3 repeats the timestamp of row 2"):
@@ -296,5 +296,7 @@ def test_bad_window_arguments(series):
         TimeSeriesDataModule(series, context_length="a week")
     with pytest.raises(ValueError, match="irregular is the fraction"):
         TimeSeriesDataModule(series, irregular=1.5)
+    with pytest.raises(ValueError, match="tz='Mars/Olympus' is not a known time zone"):
+        TimeSeriesDataModule(series, tz="Mars/Olympus")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         TimeSeriesDataModule("no/such/file.csv").setup()
