@@ -3,11 +3,15 @@
 Forward + backward of a ViT with width 192, depth 12, 3 heads and patch size 4 at 32x32 and
 64x64 images. Every row is relative to timm's own learned ``pos_embed`` (an untouched
 ``vit_tiny_patch16_224``) measured in the same run; timm's RoPE ViT (``eva02_tiny_patch14_224``
-at the same width, depth, image and patch size) is reported as a peer. Steps of all models
-are interleaved round-robin and each row is the median, so slow drift on a shared machine
-hits every row alike.
+at the same width, depth, image and patch size) is reported as a peer.
 
-    python benchmarks/bench_spatial.py [--repeats 9] [--threads N] [--sizes 32 64]
+Measurement: all models step round-robin (the order rotates every round); each round gives
+every model a ratio to the baseline step of that round, and a row is the median of those
+ratios, so drift and other load on a shared machine hit every row alike. By default the clock
+is this process's CPU time with one thread (``--clock cpu --threads 1``): time during which
+other processes hold the cores is not counted. ``--clock wall`` measures wall time.
+
+    python benchmarks/bench_spatial.py [--rounds 15] [--threads 1] [--clock cpu] [--sizes 32 64]
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from posenc.spatial import ENCODINGS, attach, encoding_kind
 from torch import nn
 
 TARGETS = {"none": 1.05, "additive": 1.05, "rotary": 1.15, "bias": 1.10}
-BATCH = {32: 32, 64: 8}  # 64 and 256 patch tokens: similar work per step
+BATCH = {32: 16, 64: 4}  # 64 x 16 and 256 x 4 patch tokens per step
+BASELINE = "timm learned pos_embed"
+PEER = "timm eva02 RoPE (peer)"
 
 
 def vit(img_size: int) -> nn.Module:
@@ -36,61 +42,62 @@ def eva(img_size: int) -> nn.Module:
 
 
 def models(img_size: int) -> dict[str, nn.Module]:
-    out = {"timm learned pos_embed": vit(img_size), "timm eva02 RoPE (peer)": eva(img_size)}
+    out = {BASELINE: vit(img_size), PEER: eva(img_size)}
     for name in ENCODINGS:
         out[name] = attach(vit(img_size), name)
     return out
 
 
-def step_time(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    start = time.perf_counter()
+def step_time(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clock) -> float:
+    start = clock()
     model.zero_grad(set_to_none=True)
     nn.functional.cross_entropy(model(x), y).backward()
-    return time.perf_counter() - start
+    return clock() - start
 
 
-def run(img_size: int, repeats: int, batch: int) -> dict[str, float]:
+def run(img_size: int, rounds: int, batch: int, clock) -> dict[str, tuple[float, float]]:
+    """name -> (median ratio to the baseline, median step seconds)."""
     torch.manual_seed(0)
     variants = models(img_size)
     x = torch.randn(batch, 3, img_size, img_size)
     y = torch.randint(0, 10, (batch,))
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for model in variants.values():  # warm-up
-        model.train()
-        step_time(model, x, y)
-    for _ in range(repeats):
-        for name, model in variants.items():
-            times[name].append(step_time(model, x, y))
-    return {name: statistics.median(t) for name, t in times.items()}
+    names = list(variants)
+    for model in variants.values():  # warm-up (allocator, oneDNN primitives)
+        step_time(model.train(), x, y, clock)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            times[name].append(step_time(variants[name], x, y, clock))
+    base = times[BASELINE]
+    return {name: (statistics.median(t / b for t, b in zip(ts, base, strict=True)),
+                   statistics.median(ts)) for name, ts in times.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     parser.add_argument("--sizes", type=int, nargs="+", default=[32, 64])
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    results = {size: run(size, args.repeats, BATCH.get(size, 8)) for size in args.sizes}
+    torch.set_num_threads(args.threads)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    results = {size: run(size, args.rounds, BATCH.get(size, 4), clock) for size in args.sizes}
 
-    base = "timm learned pos_embed"
-    header = f"{'encoding':<24}{'kind':<10}" + "".join(
-        f"{f'{s}x{s} (B={BATCH.get(s, 8)})':>18}" for s in args.sizes) + f"{'target':>9}"
-    print(f"torch {torch.__version__}, timm {timm.__version__}, {torch.get_num_threads()} "
-          f"threads, median of {args.repeats} interleaved fwd+bwd steps")
+    cols = "".join(f"{f'{s}x{s} B={BATCH.get(s, 4)}':>20}" for s in args.sizes)
+    header = f"{'encoding':<24}{'kind':<10}{cols}{'target':>9}"
+    print(f"torch {torch.__version__}, timm {timm.__version__}, {args.threads} thread(s), "
+          f"{args.clock} clock, median of {args.rounds} round-robin rounds of fwd+bwd steps; "
+          f"ratio to '{BASELINE}' (step ms)")
     print(header)
     print("-" * len(header))
     for name in results[args.sizes[0]]:
-        kind = "baseline" if name == base else "peer" if "peer" in name else encoding_kind(name)
-        cells = []
-        for size in args.sizes:
-            ratio = results[size][name] / results[size][base]
-            ms = results[size][name] * 1e3
-            cells.append(f"{ratio:6.3f}x {ms:7.1f}ms")
+        kind = "baseline" if name == BASELINE else "peer" if name == PEER else encoding_kind(name)
+        cells = "".join(f"{f'{results[s][name][0]:.3f}x ({results[s][name][1] * 1e3:.0f})':>20}"
+                        for s in args.sizes)
         target = TARGETS.get(kind)
-        print(f"{name:<24}{kind:<10}" + "".join(f"{c:>18}" for c in cells)
-              + (f"{'<= ' + format(target, '.2f'):>9}" if target else f"{'':>9}"))
+        print(f"{name:<24}{kind:<10}{cells}{f'<= {target:.2f}' if target else '':>9}")
 
 
 if __name__ == "__main__":

@@ -276,6 +276,8 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
     Load checkpoints before attaching "learned" (it folds ``pos_embed`` into the prefix tokens).
     """
     model = _check_model(model)
+    if isinstance(encoding, (list, tuple)) and not encoding:
+        raise ValueError("encoding must not be an empty sequence")
     kind = encoding_kind(encoding if not isinstance(encoding, (list, tuple)) else encoding[0])
     if isinstance(encoding, str):
         built = _from_name(model, encoding, kwargs)

@@ -50,6 +50,17 @@ def test_forward_backward_at_training_and_other_sizes(family, name):
             == (size[0] // PATCH, size[1] // PATCH))
 
 
+@pytest.mark.parametrize("name", ["sincos2d", "rope_mixed", "relbias", "alibi2d"])
+def test_model_without_prefix_tokens_and_with_dynamic_img_size(name):
+    model = attach(make_vit("vit", class_token=False, global_pool="avg", no_embed_class=True,
+                            dynamic_img_size=True), name)
+    assert model.num_prefix_tokens == 0
+    for size in (TRAIN_SIZE, OTHER_SIZES[1]):
+        out = model(torch.randn(1, 3, *size))
+        out.sum().backward()
+        assert torch.isfinite(out).all()
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"reg_tokens": 4}, {"no_embed_class": True},
                                     {"class_token": False, "global_pool": "avg"}])
 def test_learned_keeps_the_model_and_resamples_like_timm_dynamic_img_size(kwargs):
