@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -50,6 +51,9 @@ DEFAULT_FIELDS = ("hour", "day_of_week", "day_of_month", "month")
 _MAX_TABLE_ROWS = 2**18
 # Elements per block of the numpy path: a block's int32 fields and index fit in L2.
 _BLOCK = 2**15
+# The numpy path splits its blocks over torch.get_num_threads() threads, each thread getting
+# at least this many elements (below it, starting a thread costs more than it saves).
+_MIN_PER_THREAD = 2**18
 
 # GluonTS's ``time_features_from_frequency_str``: offset family -> features, in its order.
 _DAY = ("day_of_week", "day_of_month", "day_of_year")
@@ -193,26 +197,99 @@ def _lookup(group: _Group, columns: Mapping[str, Tensor]) -> Tensor:
     return group.table[_joint_index(columns, group.axes)]
 
 
+def _block_rows(columns: Sequence[np.ndarray], axes: Sequence[_Axis], start: int,
+                stop: int) -> np.ndarray:
+    """Checked joint-table rows (intp, what ``np.take`` uses) of elements ``start:stop`` of
+    ``columns``, one column per axis.
+
+    Runs on cache-resident blocks: per field one or two reductions for the range check (one
+    unsigned max where the range starts at 0: negative values wrap to huge ones) and a
+    multiply-add of Horner's rule in int32, in place; the last step subtracts the offset of
+    the first values and widens to intp at once. A failed check raises what
+    :func:`check_field_range` says about the block, the axes checked in order.
+    """
+    offset = 0
+    for i, (axis, column) in enumerate(zip(axes, columns, strict=True)):
+        values = column[start:stop]
+        if values.dtype != np.int32:
+            if not np.can_cast(values.dtype, np.int32):
+                check_field_range(values, axis.column)  # before the cast could wrap values
+            values = values.astype(np.int32)
+        if axis.first:
+            bad = (int(np.minimum.reduce(values)) < axis.first
+                   or int(np.maximum.reduce(values)) >= axis.first + axis.size)
+        else:
+            bad = int(np.maximum.reduce(values.view(np.uint32))) >= axis.size
+        if bad:
+            for a, c in zip(axes, columns, strict=True):
+                check_field_range(c[start:stop], a.column)
+        offset = offset * axis.size + axis.first
+        if i == 0:
+            index = values  # may be a view of the input: the next step makes a new array
+        else:
+            index = np.multiply(index, axis.size, out=None if i == 1 else index)
+            index += values
+    return np.subtract(index, offset, dtype=np.intp)
+
+
+def _for_each_block(size: int, work: Callable[[int], None]) -> None:
+    """``work(start)`` for every block start of ``range(size)``, on up to
+    ``torch.get_num_threads()`` threads (numpy releases the GIL in the block steps).
+
+    Threads claim blocks in increasing order, so if blocks fail, the error raised is that of
+    the first failing block: the one a single thread would raise.
+    """
+    starts = range(0, size, _BLOCK)
+    threads = min(torch.get_num_threads(), size // _MIN_PER_THREAD)
+    if threads <= 1:
+        for start in starts:
+            work(start)
+        return
+    claim, lock, errors = iter(starts), threading.Lock(), []
+
+    def worker() -> None:
+        while not errors:
+            with lock:
+                start = next(claim, None)
+            if start is None:
+                return
+            try:
+                work(start)
+            except Exception as error:  # re-raised below, from the calling thread
+                errors.append((start, error))
+
+    helpers = [threading.Thread(target=worker, daemon=True) for _ in range(threads - 1)]
+    for helper in helpers:
+        helper.start()
+    worker()
+    for helper in helpers:
+        helper.join()
+    if errors:
+        raise min(errors, key=lambda failed: failed[0])[1]
+
+
 def _lookup_blocks(group: _Group, columns: Mapping[str, np.ndarray]) -> Tensor:
     """Features of one group from numpy arrays, a block at a time.
 
     The range checks and the index arithmetic run on blocks that stay in cache, so memory
     sees one read of each field and one write of the output; the gather moves whole rows
-    as opaque byte records (one pass, any dtype, bfloat16 included).
+    as bytes (one pass, any dtype, bfloat16 included), straight into the output. Blocks are
+    shared among threads (:func:`_for_each_block`).
     """
-    raw = group.table.view(torch.uint8).numpy()
-    rows = raw.view(np.dtype((np.void, raw.shape[1]))).reshape(-1)
-    flat = {k: v.reshape(-1) for k, v in columns.items()}
-    shape = next(iter(columns.values())).shape
-    out = np.empty(math.prod(shape), dtype=rows.dtype)
-    for start in range(0, out.size, _BLOCK):
-        block = {k: v[start:start + _BLOCK] for k, v in flat.items()}
-        for axis in group.axes:
-            check_field_range(block[axis.column], axis.column)
-        # mode="clip" skips numpy's buffered bounds check; the ranges were just checked.
-        np.take(rows, _joint_index(block, group.axes), out=out[start:start + _BLOCK],
-                mode="clip")
-    return torch.from_numpy(out.view(np.uint8)).view(group.table.dtype).reshape(*shape, -1)
+    rows = group.table.view(torch.uint8).numpy()  # (table rows, row bytes)
+    flat = [columns[axis.column].reshape(-1) for axis in group.axes]
+    shape = columns[group.axes[0].column].shape
+    out = np.empty((math.prod(shape), rows.shape[1]), dtype=np.uint8)
+
+    def gather(start: int) -> None:
+        stop = min(start + _BLOCK, len(out))
+        # mode="clip" skips numpy's buffered bounds check; _block_rows checked the fields.
+        np.take(rows, _block_rows(flat, group.axes, start, stop), axis=0,
+                out=out[start:stop], mode="clip")
+
+    _for_each_block(len(out), gather)
+    features = torch.from_numpy(out.reshape(-1)).view(group.table.dtype)
+    return features.reshape(*shape, group.table.shape[1])
 
 
 def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
@@ -241,8 +318,7 @@ def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
     device = next((c.device for c in columns.values() if isinstance(c, Tensor)
                    and c.device.type != "cpu"), None)
     if device is None:
-        arrays = {k: (v.numpy() if isinstance(v, Tensor) else v).astype(np.int32, copy=False)
-                  for k, v in columns.items()}
+        arrays = {k: v.numpy() if isinstance(v, Tensor) else v for k, v in columns.items()}
         parts = [_lookup_blocks(g, arrays) for g in groups]
     else:
         tensors = {k: torch.as_tensor(v, device=device).long() for k, v in columns.items()}

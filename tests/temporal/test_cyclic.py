@@ -14,6 +14,7 @@ from posenc.temporal import (
     FIELDS,
     CalendarFeatures,
     calendar_fields,
+    cyclic,
     frequency_fields,
 )
 from posenc.temporal.cyclic import _BLOCK, _groups, _lookup
@@ -171,6 +172,65 @@ def test_numpy_blocks_equal_the_torch_gather_across_block_boundaries():
         enc(fields)
     with pytest.raises(ValueError, match=r"fields\['hour'\] must lie in \[0, 23\]"):
         _lookup(group, {k: torch.from_numpy(v).long() for k, v in fields.items()})
+
+
+@pytest.fixture
+def threads(monkeypatch):
+    """Run the numpy path on ``n`` threads for any input of more than one block."""
+    before = torch.get_num_threads()
+    monkeypatch.setattr(cyclic, "_MIN_PER_THREAD", _BLOCK)
+
+    def use(n: int) -> None:
+        torch.set_num_threads(n)
+
+    yield use
+    torch.set_num_threads(before)
+
+
+def test_threads_give_the_rows_and_the_error_of_one_thread(threads):
+    rng = np.random.default_rng(1)
+    n = 9 * _BLOCK + 7
+    fields = {name: rng.integers(FIELDS[name][0], FIELDS[name][1] + 1, n, dtype=np.int32)
+              for name in ("hour", "day_of_week", "day_of_month", "month", "days_in_month")}
+    enc = CalendarFeatures()
+    (group,) = _groups(enc.fields, True, torch.float32, torch.device("cpu"))
+    expected = _lookup(group, {k: torch.from_numpy(v).long() for k, v in fields.items()})
+    threads(3)
+    assert torch.equal(enc(fields), expected)
+    # Bad values in two blocks: every thread count reports the first bad block's values.
+    fields["hour"][7 * _BLOCK + 3] = 24
+    fields["month"][2 * _BLOCK:3 * _BLOCK] = 5
+    fields["month"][2 * _BLOCK + 1] = 0
+    messages = set()
+    for count in (1, 2, 3):
+        threads(count)
+        with pytest.raises(ValueError, match=r"fields\['month'\] must lie in \[1, 12\], got "
+                                             r"values in \[0, 5\]") as error:
+            enc(fields)
+        messages.add(str(error.value))
+    assert len(messages) == 1
+
+
+@pytest.mark.parametrize("dtype, value", [(np.int64, 2**32), (np.int64, -(2**32) + 5),
+                                          (np.uint32, 2**32 - 1), (np.uint64, 2**32 + 3),
+                                          (np.int16, -32768), (np.uint8, 255)])
+def test_out_of_range_values_of_any_int_dtype_raise_instead_of_wrapping(dtype, value):
+    # 2**32 + 3 would read as hour 3 if it were narrowed to int32 before the check.
+    hour = np.array([1, 2, value, 3], dtype=dtype)
+    with pytest.raises(ValueError, match=rf"fields\['hour'\] must lie in \[0, 23\], got "
+                                         rf"values in \[{min(1, value)}, {max(3, value)}\]"):
+        CalendarFeatures(["hour"])({"hour": hour})
+    assert torch.equal(CalendarFeatures(["hour"])({"hour": np.array([1, 23], dtype)}),
+                       CalendarFeatures(["hour"])({"hour": np.array([1, 23])}))
+
+
+@pytest.mark.parametrize("shape", [(0,), (2, 0)])
+def test_empty_fields_give_empty_features(shape):
+    fields = {name: np.ones(shape, np.int32) for name in FIELDS}
+    enc = CalendarFeatures(ALL)
+    assert enc(fields).shape == (*shape, enc.dim)
+    tensors = {k: torch.from_numpy(v) for k, v in fields.items()}
+    assert CalendarFeatures(ALL, cyclic=False)(tensors).shape == (*shape, len(ALL))
 
 
 def test_fields_of_different_shapes_raise():
