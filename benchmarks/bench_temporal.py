@@ -11,10 +11,9 @@ Cases (targets from issue 4):
 - timestamps -> float32 sin/cos pairs of hour, day of week, day of month (on the days of
   that month), month, end to end, vs pandas accessors + np.sin/np.cos: baseline / ours >= 3.
 - the cyclic step alone (fields already computed -> the 4 pairs) vs one np.sin over 10M
-  float32: ours / baseline <= 3. It runs on torch.get_num_threads() threads (np.sin on one);
-  the next row is the same step on one thread. A last row measures the floor under that
-  step: allocating and writing its (N, 8) float32 output (one thread), against the same
-  np.sin. ``--cyclic-only`` runs these three rows alone (seconds instead of minutes).
+  float32: ours / baseline <= 3. A last row measures the floor under that step: allocating
+  and writing its (N, 8) float32 output, against the same np.sin. ``--cyclic-only`` runs
+  these two rows alone (seconds instead of minutes).
 """
 
 from __future__ import annotations
@@ -81,8 +80,8 @@ def irregular_timestamps(n: int, seed: int = 0) -> np.ndarray:
 def run(n: int = 10_000_000, repeats: int = 3, *, cyclic_only: bool = False) -> list[dict]:
     """Measure every case; one dict per row: ``case``, ``posenc_s``, ``baseline_s``,
     ``baseline`` (what it is compared with), ``ratio`` (as the table prints it: speed-up
-    baseline / posenc, or cost posenc / baseline for the last three rows), ``ratio_kind`` and
-    ``target``. ``cyclic_only``: the last three rows alone."""
+    baseline / posenc, or cost posenc / baseline for the last two rows), ``ratio_kind`` and
+    ``target``. ``cyclic_only``: the last two rows alone."""
     ns = irregular_timestamps(n)
     encoder = CalendarFeatures(["hour", "day_of_week", "day_of_month", "month"])
     rows = []
@@ -109,27 +108,19 @@ def run(n: int = 10_000_000, repeats: int = 3, *, cyclic_only: bool = False) -> 
 
     fields = calendar_fields(index, fields=encoder.required_fields)
     values = np.random.default_rng(1).random(n, dtype=np.float32)
-    threads = torch.get_num_threads()
     t_ours, t_base = best_of(lambda: encoder(fields), lambda: np.sin(values),
                              2 * repeats + 1)
-    rows.append((f"cyclic step alone ({threads} thr) vs np.sin", t_ours, t_base,
-                 t_ours / t_base, "<= 3x"))
-    torch.set_num_threads(1)
-    try:
-        t_ours, t_base = best_of(lambda: encoder(fields), lambda: np.sin(values),
-                                 2 * repeats + 1)
-    finally:
-        torch.set_num_threads(threads)
-    rows.append(("cyclic step alone (1 thr) vs np.sin", t_ours, t_base, t_ours / t_base, "-"))
+    rows.append(("cyclic step alone vs one np.sin", t_ours, t_base, t_ours / t_base,
+                 "<= 3x"))
     # The floor under any cyclic step: allocating and writing its (N, 8) float32 output.
     t_fill, t_base = best_of(lambda: np.empty((n, 8), np.float32).fill(0),
                              lambda: np.sin(values), 2 * repeats + 1)
     rows.append(("(floor: write (N, 8) float32) vs np.sin", t_fill, t_base, t_fill / t_base,
                  "-"))
 
-    kinds = ["speed-up"] * 3 + ["cost"] * 3
+    kinds = ["speed-up"] * 3 + ["cost"] * 2
     baselines = ["pandas accessors"] * 2 + ["pandas accessors + np.sin/np.cos"] + \
-        ["one np.sin over N float32"] * 3
+        ["one np.sin over N float32"] * 2
     if cyclic_only:
         kinds, baselines = kinds[3:], baselines[3:]
     return [{"case": case, "posenc_s": ours_s, "baseline_s": base_s, "baseline": baseline,
@@ -156,7 +147,7 @@ def main() -> None:
         print(f"| {case:40s} | {ours_s * 1e3:9.1f} | {base_s * 1e3:11.1f} | {ratio:5.2f}x | "
               f"{target:>6s} |")
     print("\nratio = baseline / posenc (speed-up) for the first three rows; posenc / np.sin "
-          "(cost) for the last three.")
+          "(cost) for the last two.")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -51,9 +50,6 @@ DEFAULT_FIELDS = ("hour", "day_of_week", "day_of_month", "month")
 _MAX_TABLE_ROWS = 2**18
 # Elements per block of the numpy path: a block's int32 fields and index fit in L2.
 _BLOCK = 2**15
-# The numpy path splits its blocks over torch.get_num_threads() threads, each thread getting
-# at least this many elements (below it, starting a thread costs more than it saves).
-_MIN_PER_THREAD = 2**18
 
 # GluonTS's ``time_features_from_frequency_str``: offset family -> features, in its order.
 _DAY = ("day_of_week", "day_of_month", "day_of_year")
@@ -232,62 +228,23 @@ def _block_rows(columns: Sequence[np.ndarray], axes: Sequence[_Axis], start: int
     return np.subtract(index, offset, dtype=np.intp)
 
 
-def _for_each_block(size: int, work: Callable[[int], None]) -> None:
-    """``work(start)`` for every block start of ``range(size)``, on up to
-    ``torch.get_num_threads()`` threads (numpy releases the GIL in the block steps).
-
-    Threads claim blocks in increasing order, so if blocks fail, the error raised is that of
-    the first failing block: the one a single thread would raise.
-    """
-    starts = range(0, size, _BLOCK)
-    threads = min(torch.get_num_threads(), size // _MIN_PER_THREAD)
-    if threads <= 1:
-        for start in starts:
-            work(start)
-        return
-    claim, lock, errors = iter(starts), threading.Lock(), []
-
-    def worker() -> None:
-        while not errors:
-            with lock:
-                start = next(claim, None)
-            if start is None:
-                return
-            try:
-                work(start)
-            except Exception as error:  # re-raised below, from the calling thread
-                errors.append((start, error))
-
-    helpers = [threading.Thread(target=worker, daemon=True) for _ in range(threads - 1)]
-    for helper in helpers:
-        helper.start()
-    worker()
-    for helper in helpers:
-        helper.join()
-    if errors:
-        raise min(errors, key=lambda failed: failed[0])[1]
-
-
 def _lookup_blocks(group: _Group, columns: Mapping[str, np.ndarray]) -> Tensor:
     """Features of one group from numpy arrays, a block at a time.
 
     The range checks and the index arithmetic run on blocks that stay in cache, so memory
     sees one read of each field and one write of the output; the gather moves whole rows
-    as bytes (one pass, any dtype, bfloat16 included), straight into the output. Blocks are
-    shared among threads (:func:`_for_each_block`).
+    as bytes (one pass, any dtype, bfloat16 included), straight into the output.
     """
     rows = group.table.view(torch.uint8).numpy()  # (table rows, row bytes)
     flat = [columns[axis.column].reshape(-1) for axis in group.axes]
     shape = columns[group.axes[0].column].shape
     out = np.empty((math.prod(shape), rows.shape[1]), dtype=np.uint8)
 
-    def gather(start: int) -> None:
+    for start in range(0, len(out), _BLOCK):
         stop = min(start + _BLOCK, len(out))
         # mode="clip" skips numpy's buffered bounds check; _block_rows checked the fields.
         np.take(rows, _block_rows(flat, group.axes, start, stop), axis=0,
                 out=out[start:stop], mode="clip")
-
-    _for_each_block(len(out), gather)
     features = torch.from_numpy(out.reshape(-1)).view(group.table.dtype)
     return features.reshape(*shape, group.table.shape[1])
 

@@ -14,7 +14,6 @@ from posenc.temporal import (
     FIELDS,
     CalendarFeatures,
     calendar_fields,
-    cyclic,
     frequency_fields,
 )
 from posenc.temporal.cyclic import _BLOCK, _groups, _lookup
@@ -174,41 +173,18 @@ def test_numpy_blocks_equal_the_torch_gather_across_block_boundaries():
         _lookup(group, {k: torch.from_numpy(v).long() for k, v in fields.items()})
 
 
-@pytest.fixture
-def threads(monkeypatch):
-    """Run the numpy path on ``n`` threads for any input of more than one block."""
-    before = torch.get_num_threads()
-    monkeypatch.setattr(cyclic, "_MIN_PER_THREAD", _BLOCK)
-
-    def use(n: int) -> None:
-        torch.set_num_threads(n)
-
-    yield use
-    torch.set_num_threads(before)
-
-
-def test_threads_give_the_rows_and_the_error_of_one_thread(threads):
+def test_an_error_reports_the_first_bad_block_and_field():
     rng = np.random.default_rng(1)
     n = 9 * _BLOCK + 7
     fields = {name: rng.integers(FIELDS[name][0], FIELDS[name][1] + 1, n, dtype=np.int32)
               for name in ("hour", "day_of_week", "day_of_month", "month", "days_in_month")}
-    enc = CalendarFeatures()
-    (group,) = _groups(enc.fields, True, torch.float32, torch.device("cpu"))
-    expected = _lookup(group, {k: torch.from_numpy(v).long() for k, v in fields.items()})
-    threads(3)
-    assert torch.equal(enc(fields), expected)
-    # Bad values in two blocks: every thread count reports the first bad block's values.
     fields["hour"][7 * _BLOCK + 3] = 24
     fields["month"][2 * _BLOCK:3 * _BLOCK] = 5
     fields["month"][2 * _BLOCK + 1] = 0
-    messages = set()
-    for count in (1, 2, 3):
-        threads(count)
-        with pytest.raises(ValueError, match=r"fields\['month'\] must lie in \[1, 12\], got "
-                                             r"values in \[0, 5\]") as error:
-            enc(fields)
-        messages.add(str(error.value))
-    assert len(messages) == 1
+    fields["hour"][2 * _BLOCK + 2] = -1  # same block: month is checked before hour
+    with pytest.raises(ValueError, match=r"fields\['month'\] must lie in \[1, 12\], got values "
+                                         r"in \[0, 5\]"):
+        CalendarFeatures()(fields)
 
 
 @pytest.mark.parametrize("dtype, value", [(np.int64, 2**32), (np.int64, -(2**32) + 5),
