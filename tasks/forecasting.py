@@ -180,13 +180,16 @@ class ForecastTransformer(nn.Module):
         time_features: the additive encodings (may hold none).
         relative: per block, ``(rotary, bias)`` modules (each may be None).
         unit_seconds: seconds per position unit for the relative encodings.
+        instance_norm: standardize each window's values by its context's mean and standard
+            deviation and undo it at the output (RevIN, Kim et al. 2022).
     """
 
     def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
                  num_heads: int, mlp_ratio: float, dropout: float, time_features: TimeFeatures,
                  relative: list[tuple[nn.Module | None, nn.Module | None]],
-                 unit_seconds: float) -> None:
+                 unit_seconds: float, instance_norm: bool = True) -> None:
         super().__init__()
+        self.instance_norm = instance_norm
         self.num_targets, self.num_outputs = num_targets, num_outputs
         self.unit_seconds = unit_seconds
         self.value_embed = nn.Linear(2 * num_targets, dim)
@@ -216,8 +219,16 @@ class ForecastTransformer(nn.Module):
         elapsed = (time - origin).to(wide_dtype(time.device)) / (self.unit_seconds * 1e9)
 
         observed = batch["context_observed"]
-        values = torch.cat((batch["context_value"] * observed, observed.to(
-            batch["context_value"].dtype)), dim=-1)
+        context = batch["context_value"].float()
+        if self.instance_norm:
+            # RevIN-style: standardize each window by its own context, restore at the output.
+            weight = observed.float()
+            count = weight.sum(1, keepdim=True).clamp_min(1)
+            window_loc = (context * weight).sum(1, keepdim=True) / count
+            window_var = ((context - window_loc).square() * weight).sum(1, keepdim=True) / count
+            window_scale = (window_var + 1e-5).sqrt()
+            context = (context - window_loc) / window_scale
+        values = torch.cat((context * observed, observed.float()), dim=-1)
         ctx_tokens = self.value_embed(values)
         tgt_tokens = self.query_token.expand(tgt_valid.shape[0], tgt_valid.shape[1], -1)
         x = torch.cat((ctx_tokens, tgt_tokens.to(ctx_tokens.dtype)), dim=1)
@@ -236,7 +247,10 @@ class ForecastTransformer(nn.Module):
         for block in self.blocks:
             x = block(x, positions, mask)
         out = self.head(self.norm(x[:, num_ctx:]))
-        return out.unflatten(-1, (self.num_targets, self.num_outputs))
+        out = out.unflatten(-1, (self.num_targets, self.num_outputs))
+        if self.instance_norm:
+            out = out * window_scale[..., None] + window_loc[..., None]
+        return out
 
 
 class Forecaster(LightningModule):
@@ -245,16 +259,23 @@ class Forecaster(LightningModule):
     Args:
         num_targets: target columns of the data (``C``).
         dim, depth, num_heads, mlp_ratio, dropout: transformer size.
-        encodings: additive temporal encodings: names from ``TIME_ENCODINGS``
-            (``calendar``, ``calendar_embedding``, ``fourier``, ``continuous``, ``time2vec``,
-            ``timedelta``) or ``{class_path, init_args}`` dicts (missing ``dim`` filled in).
-        relative: relative-time attention: ``rope``, ``alibi``, None, or a dict
-            (missing ``head_dim``/``num_heads`` filled in).
-        time_unit: unit of the relative positions and of Time2Vec's input, a pandas duration
-            (``"1h"``); pick the typical sampling step.
+        encodings: additive temporal encodings (default ``[calendar, continuous]``): names
+            from ``TIME_ENCODINGS`` (``calendar``, ``calendar_embedding``, ``fourier``,
+            ``continuous``, ``time2vec``, ``timedelta``) or ``{class_path, init_args}`` dicts
+            (a missing ``dim`` is filled in). Calendar and Fourier features read local
+            wall-clock time; the others elapsed time from the forecast origin in
+            ``time_unit``; a class of your own says which with ``posenc_input`` (see
+            ``INPUT_KINDS``). ``[]`` for none.
+        relative: relative-time attention: ``rope``, ``alibi``, None, or a dict such as
+            ``{class_path: posenc.core.RotaryEncoding, init_args: {base: 1000.0}}`` (missing
+            ``head_dim``/``num_heads`` filled in); one instance per block.
+        time_unit: unit of elapsed time (relative positions, continuous/Time2Vec/TimeDelta
+            inputs), a pandas duration (``"1h"``); pick the typical sampling step.
         loss: ``mae``, ``mse`` or ``quantile``.
         quantiles: levels for the quantile loss; the one closest to 0.5 is the point forecast.
         mase_season: seasonal lag (observations) of the MASE denominator.
+        instance_norm: standardize each window by its own context (RevIN) before the
+            transformer and undo it on the output; helps with level shifts.
         lr, weight_decay, warmup, scheduler, min_lr_ratio: AdamW and schedule.
     """
 
@@ -272,6 +293,7 @@ class Forecaster(LightningModule):
         loss: str = "mae",
         quantiles: list[float] | None = None,
         mase_season: int = 1,
+        instance_norm: bool = True,
         lr: float = 1e-3,
         weight_decay: float = 0.01,
         warmup: float = 0.05,
@@ -324,7 +346,7 @@ class Forecaster(LightningModule):
         self.register_buffer("quantiles", torch.tensor(quantiles or [0.5]), persistent=False)
         self.model = ForecastTransformer(
             num_targets, len(quantiles or [0.5]), dim, depth, num_heads, mlp_ratio, dropout,
-            TimeFeatures(modules, kinds), relative_modules, unit_seconds)
+            TimeFeatures(modules, kinds), relative_modules, unit_seconds, instance_norm)
         self.point_index = int((self.quantiles - 0.5).abs().argmin())
         self.metrics = nn.ModuleDict({
             stage: nn.ModuleDict({"mae": MeanAbsoluteError(),

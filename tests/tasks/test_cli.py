@@ -78,6 +78,7 @@ def test_print_config_shows_class_paths(capsys):
 
 
 def test_quickstart_fits_on_real_mnist_and_reports_test_accuracy(tmp_path):
+    """The README's main job exactly as users run it (a subprocess), one short epoch."""
     proc = run_cli(["fit", "--config", str(CONFIGS / "quickstart.yaml"), *ONE_EPOCH],
                    cwd=tmp_path)
     reported = dict(re.findall(r"^\s+(test/\S+)\s+([0-9.]+)$", proc.stdout, re.M))
@@ -128,15 +129,10 @@ def _check_forecast_run(out: str, root, config: str) -> None:
     assert model.hparams.encodings == expected["encodings"]
 
 
-def test_irregular_forecast_config_fits_from_the_command_line(tmp_path):
-    config = "forecast_seattle_irregular"
-    proc = run_cli(["fit", "--config", str(CONFIGS / f"{config}.yaml"), *TINY_FORECASTER,
-                    *ONE_EPOCH, "--data.init_args.batch_size=8"], cwd=tmp_path)
-    _check_forecast_run(proc.stdout, tmp_path, config)
-
-
-@pytest.mark.parametrize("config", ["forecast_seattle", "forecast_taylor"])
+@pytest.mark.parametrize("config", ["forecast_seattle", "forecast_seattle_irregular",
+                                    "forecast_taylor"])
 def test_forecast_configs_fit_one_epoch(config, tmp_path, monkeypatch, capsys):
+    """In-process; the forecasting family also runs from the command line in test_ddp."""
     monkeypatch.chdir(tmp_path)
     main(["fit", "--config", str(CONFIGS / f"{config}.yaml"), *TINY_FORECASTER, *ONE_EPOCH,
           "--data.init_args.batch_size=8"])
@@ -148,3 +144,11 @@ def test_plot_subcommand_goes_to_the_plots_module(capsys):
         main(["plot", "--help"])
     assert exit_info.value.code == 0
     assert "posenc plot" in capsys.readouterr().out
+
+
+def test_unknown_encoding_in_a_config_lists_the_valid_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"unknown spatial encoding 'rope'; valid names: "
+                                         r"\['none', 'learned'"):
+        posenc_cli(["--config", str(CONFIGS / "quickstart.yaml"), "--trainer.logger=false",
+                    "--model.init_args.encoding=rope"], run=False)

@@ -253,3 +253,13 @@ def test_mase_falls_back_to_lag_one_for_short_contexts():
     assert scale.item() == pytest.approx(1.5) and count.item() == 2
     scale, count = naive_scale(torch.cat([context] * 10, 1), observed.repeat(1, 10, 1), 3)
     assert scale.item() == 0.0 and count.item() == 27  # period-3 data: zero seasonal error
+
+
+def test_instance_norm_makes_forecasts_follow_the_context_level_and_scale(batch):
+    """RevIN: an affine change of the observed values changes the forecast the same way."""
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar"], **TINY).eval()
+    moved = dict(batch, context_value=batch["context_value"] * 3.0 + 5.0)
+    torch.testing.assert_close(model(moved), model(batch) * 3.0 + 5.0, rtol=1e-3, atol=1e-3)
+    plain = Forecaster(encodings=["calendar"], instance_norm=False, **TINY).eval()
+    assert not torch.allclose(plain(moved), plain(batch) * 3.0 + 5.0, atol=1e-2)
