@@ -174,13 +174,8 @@ class ContinuousBias2D(nn.Module):
 
     def bias_of_offsets(self, offsets: Tensor) -> Tensor:
         """``(..., 2)`` offsets ``query - key`` -> ``(..., H)`` float32 bias."""
-        first, act, last = self.mlp
-        x = self.log_offsets(offsets).to(first.weight.dtype)
-        # mlp[0] has two inputs: two fused multiply-adds instead of a K=2 matmul, whose weight
-        # gradient (a (hidden, M) x (M, 2) product) is several times slower on CPU.
-        hidden = torch.addcmul(first.bias, x[..., :1], first.weight[:, 0])
-        hidden = torch.addcmul(hidden, x[..., 1:], first.weight[:, 1])
-        return 16 * torch.sigmoid(last(act(hidden)).float())
+        mlp_dtype = self.mlp[0].weight.dtype
+        return 16 * torch.sigmoid(self.mlp(self.log_offsets(offsets).to(mlp_dtype)).float())
 
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:

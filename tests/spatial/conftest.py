@@ -1,7 +1,8 @@
-"""Fixtures for tests/spatial: tiny timm ViTs and a fixed seed.
+"""Fixtures for tests/spatial.
 
-Independent references (paper formulas re-derived for the tests) live in ``spatial_refs.py``;
-this folder is put on ``sys.path`` so tests can ``from spatial_refs import ...`` under
+Helpers live in uniquely named modules next to this file (``spatial_models.py``: tiny timm
+ViTs; ``spatial_refs.py``: independent references re-derived from the papers' formulas); this
+conftest puts the folder on ``sys.path`` so tests can import them under
 ``--import-mode=importlib``.
 """
 
@@ -11,30 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import timm
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-
-PATCH = 8
-TRAIN_SIZE = (32, 32)  # 4 x 4 patches
-OTHER_SIZES = ((48, 48), (32, 56))  # 6 x 6, and a non-square 4 x 7
-
-# The three model families the issue names, shrunk: 2 blocks, 8-pixel patches, 32-pixel images.
-MODELS = {
-    "vit": ("vit_tiny_patch16_224", {}),
-    "deit": ("deit_tiny_patch16_224", {}),
-    "vit_reg4": ("vit_tiny_patch16_224", {"reg_tokens": 4}),
-}
-
-
-def make_vit(family: str = "vit", **kwargs) -> torch.nn.Module:
-    """A small timm ViT of ``family`` (see MODELS); ``kwargs`` override create_model args."""
-    name, extra = MODELS[family]
-    args = dict(pretrained=False, img_size=TRAIN_SIZE[0], patch_size=PATCH, depth=2,
-                num_classes=5, **extra)
-    args.update(kwargs)
-    return timm.create_model(name, **args)
 
 
 @pytest.fixture(autouse=True)

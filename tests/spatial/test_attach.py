@@ -6,7 +6,6 @@ import io
 import pytest
 import timm
 import torch
-from conftest import OTHER_SIZES, PATCH, TRAIN_SIZE, make_vit
 from posenc.core import MultiheadAttention
 from posenc.spatial import (
     ENCODINGS,
@@ -19,6 +18,7 @@ from posenc.spatial import (
     attach,
     patch_coords,
 )
+from spatial_models import OTHER_SIZES, PATCH, TRAIN_SIZE, make_vit
 from torch.export import Dim, export
 
 NAMES = list(ENCODINGS)
