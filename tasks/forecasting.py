@@ -118,6 +118,15 @@ class TimeFeatures(nn.Module):
                 raise ValueError(f"input kind must be one of {list(INPUT_KINDS)}, got {kind!r}")
         self.encodings = nn.ModuleList(encodings)
         self.kinds = list(kinds)
+        # The calendar fields to compute per batch: what the encodings need, or all of them.
+        needed: set[str] | None = set()
+        for encoding, kind in zip(encodings, kinds, strict=True):
+            if kind != "fields":
+                continue
+            fields = getattr(encoding, "required_fields", None) or getattr(
+                encoding, "fields", None)
+            needed = None if fields is None or needed is None else needed | set(fields)
+        self.calendar_fields = sorted(needed) if needed else None
         self.width = self._probe_width()
 
     def _probe_width(self) -> int:
@@ -139,7 +148,8 @@ class TimeFeatures(nn.Module):
             if kind == "fields":
                 if fields is None:  # numpy on the host; a few thousand timestamps per batch
                     fields = {name: torch.from_numpy(column).to(local.device)
-                              for name, column in temporal.calendar_fields(local).items()}
+                              for name, column in temporal.calendar_fields(
+                                  local, fields=self.calendar_fields).items()}
                 out = encoding(fields)
             elif kind == "timestamps":
                 out = encoding(local)
