@@ -182,7 +182,6 @@ def test_csv_path_and_text_timestamps(tmp_path, series):
 
 
 def test_parquet_path(tmp_path, series):
-    pytest.importorskip("pyarrow")
     path = tmp_path / "series.parquet"
     series.to_parquet(path)
     assert len(_setup(str(path)).datasets["train"]) == len(_setup(series).datasets["train"])
