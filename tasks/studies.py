@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from posenc.core import check_positive_int
 from torch import Tensor, nn
 
 __all__ = ["IndexSinusoidal", "STUDIES", "main", "run_study", "summarize"]
@@ -318,28 +319,66 @@ def summarize(study: Study, out: Path, plot: bool = True) -> None:
         study.plot(rows, out / "plot.png")
 
 
+def _run_one(name: str, config: dict, key: dict[str, Any], threads: int | None
+             ) -> tuple[dict[str, float], float]:
+    """One run with ``threads`` torch threads (restored after): ``(metrics, seconds)``."""
+    previous = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        start = time.perf_counter()
+        metrics = STUDIES[name](config).run(key)
+        return metrics, time.perf_counter() - start
+    finally:
+        torch.set_num_threads(previous)
+
+
 def run_study(name: str, config: dict, out: str | Path,
-              log: Callable[[str], None] = print, plot: bool = True) -> Path:
-    """Run every missing (encoding, [keep,] seed) of study ``name``; -> the out folder."""
+              log: Callable[[str], None] = print, plot: bool = True, workers: int = 1,
+              threads: int | None = None) -> Path:
+    """Run every missing (encoding, [keep,] seed) of study ``name``; -> the out folder.
+
+    ``workers`` > 1 trains that many runs at once in spawned processes, each with
+    ``threads`` torch threads (on a small CPU, one single-threaded run per core finishes a
+    study sooner than one run using every core: these models are too small to scale). Rows
+    are appended by this process as runs finish, so ``results.csv`` stays consistent.
+    """
     if name not in STUDIES:
         raise ValueError(f"study must be one of {sorted(STUDIES)}, got {name!r}")
+    workers = check_positive_int(workers, "workers")
     study = STUDIES[name](config)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "results.csv"
     done = {_key_of(r, study.key_columns) for r in _read_rows(csv_path)}
     runs = study.runs()
+    todo = []
     for i, key in enumerate(runs, 1):
         if _key_of(key, study.key_columns) in done:
             log(f"[{i}/{len(runs)}] {key}: already in {csv_path}, skipped")
-            continue
-        start = time.perf_counter()
-        metrics = study.run(key)
-        seconds = time.perf_counter() - start
+        else:
+            todo.append((i, key))
+
+    def record(i: int, key: dict[str, Any], metrics: dict[str, float], seconds: float) -> None:
         _append_row(csv_path, {**key, **metrics, "seconds": round(seconds, 1)})
         shown = ", ".join(f"{k}={v:.4f}" for k, v in metrics.items())
         log(f"[{i}/{len(runs)}] {key}: {shown} ({seconds:.0f} s)")
         summarize(study, out, plot=False)
+
+    if workers == 1:
+        for i, key in todo:
+            record(i, key, *_run_one(name, config, key, threads))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        # spawn, not fork: a forked child inherits the parent's OpenMP thread pool state.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            futures = {pool.submit(_run_one, name, config, key, threads): (i, key)
+                       for i, key in todo}
+            for future in as_completed(futures):
+                record(*futures[future], *future.result())
     summarize(study, out, plot=plot)
     return out
 
@@ -395,15 +434,19 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--max_epochs", type=int)
     parser.add_argument("--limit_train_batches", type=_limit)
     parser.add_argument("--limit_test_batches", type=_limit)
-    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: config)")
+    parser.add_argument("--threads", type=int,
+                        help="torch threads per run (default: the config's threads)")
+    parser.add_argument("--workers", type=int,
+                        help="runs trained at once, in separate processes (default: the "
+                             "config's workers, else 1)")
     parser.add_argument("--no_plot", action="store_true", help="skip the PNG")
     args = parser.parse_args(list(argv) if argv is not None else None)
     config = _apply_overrides(_load_config(args.config), args)
     threads = args.threads or config.get("threads")
-    if threads:
-        torch.set_num_threads(int(threads))
+    threads = check_positive_int(threads, "threads") if threads is not None else None
     out = run_study(args.study, config, args.out or f"runs/study_{args.study}",
-                    plot=not args.no_plot)
+                    plot=not args.no_plot, workers=args.workers or config.get("workers", 1),
+                    threads=threads)
     print((out / "table.md").read_text())
     print(f"Wrote {out / 'results.csv'}, {out / 'table.md'}"
           + ("" if args.no_plot else f", {out / 'plot.png'}"))

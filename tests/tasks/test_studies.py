@@ -50,6 +50,29 @@ def test_resolution_study_writes_csv_table_png_per_test_size(tmp_path):
     assert (out / "plot.png").read_bytes()[:8] == PNG_MAGIC
 
 
+def test_parallel_workers_give_the_serial_results(tmp_path):
+    config = _resolution_config()
+    serial = run_study("resolution", config, tmp_path / "serial", log=lambda _: None,
+                       plot=False, threads=1)
+    logged = []
+    parallel = run_study("resolution", config, tmp_path / "parallel", log=logged.append,
+                         plot=False, workers=2, threads=1)
+
+    def metrics(path):  # run order may differ; the numbers must not
+        return {(r["encoding"], r["seed"]): {k: float(v) for k, v in r.items()
+                                             if k.startswith("acc_")}
+                for r in _rows(path / "results.csv")}
+
+    assert metrics(parallel) == metrics(serial)
+    assert len(metrics(parallel)) == 2 and len(logged) == 2
+    assert (parallel / "table.md").read_text() == (serial / "table.md").read_text()
+
+
+def test_workers_must_be_a_positive_int(tmp_path):
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        run_study("resolution", _resolution_config(), tmp_path, workers=0)
+
+
 def test_resume_skips_finished_runs_and_runs_only_missing_ones(tmp_path, monkeypatch):
     config = _resolution_config()
     config["seeds"] = [0, 1]
