@@ -22,7 +22,13 @@ import pandas as pd
 import torch
 from lightning.pytorch import LightningModule
 from posenc import temporal
-from posenc.core import ALiBi, MultiheadAttention, RotaryEncoding
+from posenc.core import (
+    ALiBi,
+    MultiheadAttention,
+    RotaryEncoding,
+    check_choice,
+    check_positive_int,
+)
 from posenc.core.angles import wide_dtype
 from torch import Tensor, nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError
@@ -315,12 +321,10 @@ class Forecaster(LightningModule):
         check_optim_args(lr, weight_decay, warmup, scheduler, min_lr_ratio)
         for name, value in (("num_targets", num_targets), ("dim", dim), ("depth", depth),
                             ("num_heads", num_heads), ("mase_season", mase_season)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_positive_int(value, name)
         if dim % num_heads:
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
-        if loss not in LOSSES:
-            raise ValueError(f"loss must be one of {list(LOSSES)}, got {loss!r}")
+        check_choice(loss, "loss", LOSSES)
         if loss == "quantile":
             quantiles = list(quantiles or [0.1, 0.5, 0.9])
             if any(not 0 < q < 1 for q in quantiles) or sorted(set(quantiles)) != quantiles:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from posenc.core import check_positive_int
 from torch import Tensor
 from torchmetrics import Metric
 
@@ -62,8 +63,7 @@ def naive_scale(context: Tensor, observed: Tensor, season: int = 1) -> tuple[Ten
         ``(scale, count)`` of shape ``(B, C)``: mean absolute lag difference and how many pairs
         it averages (0 where the context has no observed pair ``season`` apart).
     """
-    if season < 1:
-        raise ValueError(f"season must be >= 1, got {season}")
+    check_positive_int(season, "season")
 
     def lagged(lag: int) -> tuple[Tensor, Tensor]:
         if lag >= context.shape[1]:

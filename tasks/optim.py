@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import torch
+from posenc.core import check_choice, check_positive_float
 from torch import nn
 
 __all__ = ["SCHEDULERS", "param_groups", "lr_factor", "configure_adamw"]
@@ -49,15 +50,13 @@ def lr_factor(step: int, total_steps: int, warmup_steps: int, schedule: str,
 
 def check_optim_args(lr: float, weight_decay: float, warmup: float, scheduler: str,
                      min_lr_ratio: float) -> None:
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr!r}")
+    check_positive_float(lr, "lr")
     if weight_decay < 0:
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
     if not 0 <= warmup < 1:
         raise ValueError(f"warmup must be a fraction of the training steps in [0, 1), "
                          f"got {warmup!r}")
-    if scheduler not in SCHEDULERS:
-        raise ValueError(f"scheduler must be one of {list(SCHEDULERS)}, got {scheduler!r}")
+    check_choice(scheduler, "scheduler", SCHEDULERS)
     if not 0 <= min_lr_ratio <= 1:
         raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio!r}")
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from posenc.core import check_positive_int
 from torch import Tensor, nn
 
 __all__ = [
@@ -58,8 +59,7 @@ def _figure(figsize: tuple[float, float], dpi: int) -> Any:
     except ImportError as err:
         raise ImportError("posenc plots need matplotlib, which the 'plot' extra installs: "
                           "pip install 'posenc[plot]'") from err
-    if isinstance(dpi, bool) or not isinstance(dpi, int) or dpi < 1:
-        raise ValueError(f"dpi must be a positive int, got {dpi!r}")
+    check_positive_int(dpi, "dpi")
     fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
@@ -74,12 +74,6 @@ def _save(fig: Any, path: str | Path) -> Path:
 
 def _describe(module: nn.Module) -> str:
     return f"{type(module).__name__}({module.extra_repr()})"
-
-
-def _check_count(value: int, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
 
 
 def _cosine_matrix(enc: Tensor) -> np.ndarray:
@@ -108,7 +102,8 @@ def plot_additive_1d(encoding: nn.Module, path: str | Path, *, num_positions: in
         path: PNG file to write.
         num_positions: positions ``0 .. num_positions - 1``.
     """
-    _check_count(num_positions, "num_positions", 2)
+    if check_positive_int(num_positions, "num_positions") < 2:
+        raise ValueError(f"num_positions must be >= 2, got {num_positions}")
     with torch.no_grad():
         enc = encoding(torch.arange(num_positions)).float()
     if enc.ndim != 2 or enc.shape[0] != num_positions:
@@ -146,8 +141,8 @@ def plot_rope_scores(encoding: nn.Module, path: str | Path, *, max_distance: int
             positions (N,))`` (``posenc.core.RotaryEncoding``).
         max_distance: largest relative distance shown.
     """
-    _check_count(max_distance, "max_distance")
-    _check_count(num_samples, "num_samples")
+    check_positive_int(max_distance, "max_distance")
+    check_positive_int(num_samples, "num_samples")
     head_dim = encoding.head_dim
     distance = torch.arange(max_distance + 1)
     origin = torch.zeros(1, dtype=torch.long)
@@ -192,7 +187,7 @@ def plot_bias_vs_distance(encoding: nn.Module, path: str | Path, *, max_distance
     """
     from posenc.core import ALiBi, T5RelativeBias, t5_relative_bucket
 
-    _check_count(max_distance, "max_distance")
+    check_positive_int(max_distance, "max_distance")
     query = torch.tensor([max_distance])
     keys = torch.arange(2 * max_distance + 1)
     with torch.no_grad():
@@ -388,7 +383,7 @@ def _windows(tz: str, start: Any, days: int) -> list[tuple[str, Any, str]]:
     """The week (hourly samples) and year (one sample every 24 h) windows from ``start``."""
     import pandas as pd
 
-    _check_count(days, "days")
+    check_positive_int(days, "days")
     first = _start_time(start, tz)
     week = pd.date_range(first, periods=days * 24 + 1, freq="h")
     year = pd.date_range(first, periods=366, freq="24h")

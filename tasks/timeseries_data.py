@@ -36,6 +36,7 @@ import pandas as pd
 import torch
 from lightning.pytorch import LightningDataModule
 from posenc import temporal
+from posenc.core import check_choice, check_positive_int
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
@@ -139,9 +140,7 @@ def _length(value: int | str, name: str) -> int | pd.Timedelta:
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an int (observations) or a duration string, got {value}")
     if isinstance(value, (int, np.integer)):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1 observation, got {value}")
-        return int(value)
+        return check_positive_int(int(value), name)
     try:
         delta = pd.Timedelta(value)
     except (ValueError, TypeError) as err:
@@ -326,12 +325,8 @@ class TimeSeriesDataModule(LightningDataModule):
         if not self.target_columns:
             raise ValueError("target_columns must name at least one column")
         self.tz = _check_tz(tz)
-        if ambiguous not in AMBIGUOUS:
-            raise ValueError(f"ambiguous must be one of {list(AMBIGUOUS)}, got {ambiguous!r}")
-        if nonexistent not in NONEXISTENT:
-            raise ValueError(f"nonexistent must be one of {list(NONEXISTENT)}, got "
-                             f"{nonexistent!r}")
-        self.ambiguous, self.nonexistent = ambiguous, nonexistent
+        self.ambiguous = check_choice(ambiguous, "ambiguous", AMBIGUOUS)
+        self.nonexistent = check_choice(nonexistent, "nonexistent", NONEXISTENT)
         self.context_length = _length(context_length, "context_length")
         self.horizon = _length(horizon, "horizon")
         self.stride = self.horizon if stride is None else _length(stride, "stride")

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch.nn.functional as F
 from lightning.pytorch import LightningModule
+from posenc.core import check_positive_int
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
@@ -23,12 +24,6 @@ from .optim import check_optim_args, configure_adamw
 from .specs import instantiate
 
 __all__ = ["ImageClassifier", "build_vit"]
-
-
-def _check_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
 
 
 def build_vit(
@@ -132,7 +127,7 @@ class ImageClassifier(LightningModule):
         self.save_hyperparameters()
         for name in ("num_classes", "in_chans", "img_size", "patch_size", "embed_dim", "depth",
                      "num_heads"):
-            _check_int(locals()[name], name)
+            check_positive_int(locals()[name], name)
         check_optim_args(lr, weight_decay, warmup, scheduler, min_lr_ratio)
         if not 0 <= label_smoothing < 1:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")

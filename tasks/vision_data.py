@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from lightning.pytorch import LightningDataModule
+from posenc.core import check_positive_int
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
@@ -30,20 +31,14 @@ __all__ = [
 ]
 
 
-def _check_size(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int (pixels), got {value!r}")
-    return value
-
-
 def _check_hw(value: object, name: str) -> int | tuple[int, int]:
     """An image size: ``int`` (square) or ``(height, width)``."""
     if isinstance(value, (list, tuple)):
         if len(value) != 2:
             raise ValueError(f"{name} must be an int or [height, width], got {value!r}")
-        height, width = (_check_size(v, name) for v in value)
+        height, width = (check_positive_int(v, name) for v in value)
         return height if height == width else (height, width)
-    return _check_size(value, name)
+    return check_positive_int(value, name)
 
 
 class ResizeCollate:
@@ -127,9 +122,10 @@ class ImageDataModule(LightningDataModule):
         num_workers: int = 0,
     ) -> None:
         super().__init__()
-        self.batch_size = _check_size(batch_size, "batch_size")
-        self.eval_batch_size = _check_size(eval_batch_size or batch_size, "eval_batch_size")
-        self._image_size = None if image_size is None else _check_size(image_size, "image_size")
+        self.batch_size = check_positive_int(batch_size, "batch_size")
+        self.eval_batch_size = check_positive_int(eval_batch_size or batch_size, "eval_batch_size")
+        self._image_size = (None if image_size is None
+                            else check_positive_int(image_size, "image_size"))
         if eval_image_sizes is not None:
             if isinstance(eval_image_sizes, (int, str)) or not len(eval_image_sizes):
                 raise ValueError(f"eval_image_sizes must be a non-empty list of ints, got "

@@ -240,6 +240,13 @@ def test_bad_arguments_raise_clear_errors(kwargs, match):
         Forecaster(**{**TINY, **kwargs})
 
 
+def test_bad_sizes_name_the_argument():
+    with pytest.raises(ValueError, match="mase_season must be >= 1"):
+        Forecaster(**{**TINY, "mase_season": 0})
+    with pytest.raises(TypeError, match="depth must be an int"):
+        Forecaster(**{**TINY, "depth": 2.0})
+
+
 def test_model_and_data_disagreeing_on_targets_is_an_error(datamodule, tmp_path):
     model = Forecaster(num_targets=2, **TINY)
     with pytest.raises(ValueError, match="num_targets=2 does not match"):

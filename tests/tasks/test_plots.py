@@ -99,6 +99,13 @@ def test_dst_changes_are_the_zones_transitions():
                              pd.Timestamp("2025-01-01", tz="UTC")) == []
 
 
+def test_bad_sizes_name_the_argument(tmp_path):
+    with pytest.raises(ValueError, match="num_positions must be >= 2"):
+        plots.plot_additive_1d(core.SinusoidalEncoding(8), tmp_path / "a.png", num_positions=1)
+    with pytest.raises(TypeError, match="dpi must be an int"):
+        plots.plot_additive_1d(core.SinusoidalEncoding(8), tmp_path / "a.png", dpi=72.0)
+
+
 def test_missing_matplotlib_names_the_plot_extra(tmp_path, monkeypatch):
     for name in list(sys.modules):
         if name == "matplotlib" or name.startswith("matplotlib."):

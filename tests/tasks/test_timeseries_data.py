@@ -293,6 +293,10 @@ def test_bad_window_arguments(series):
         TimeSeriesDataModule(series, context_length=24, horizon="6h")
     with pytest.raises(ValueError, match="context_length must be an int .* or a duration"):
         TimeSeriesDataModule(series, context_length="a week")
+    with pytest.raises(ValueError, match="horizon must be >= 1"):
+        TimeSeriesDataModule(series, horizon=0)
+    with pytest.raises(ValueError, match="ambiguous must be one of"):
+        TimeSeriesDataModule(series, ambiguous="first")
     with pytest.raises(ValueError, match="irregular is the fraction"):
         TimeSeriesDataModule(series, irregular=1.5)
     with pytest.raises(ValueError, match="tz='Mars/Olympus' is not a known time zone"):

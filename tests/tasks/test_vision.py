@@ -172,6 +172,10 @@ def test_image_folder_errors(tmp_path):
     ({"img_size": 30}, ValueError, "img_size=30 must be divisible by patch_size=4"),
     ({"model_name": "vit_nonexistent"}, ValueError, "model_name='vit_nonexistent'"),
     ({"scheduler": "linear"}, ValueError, "scheduler must be one of"),
+    ({"depth": 0}, ValueError, "depth must be >= 1"),
+    ({"embed_dim": 16.0}, TypeError, "embed_dim must be an int"),
+    ({"lr": 0.0}, ValueError, "lr must be a positive number"),
+    ({"lr": "fast"}, TypeError, "lr must be a number"),
 ])
 def test_bad_model_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -187,3 +191,12 @@ def test_model_and_data_mismatch_is_reported(digits, tmp_path):
         _trainer(tmp_path, max_epochs=1).fit(ImageClassifier(**TINY), odd)
     with pytest.raises(ValueError, match="eval_image_sizes must be a non-empty list"):
         DigitsDataModule(eval_image_sizes=[])
+
+
+def test_bad_data_sizes_name_the_argument():
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        DigitsDataModule(batch_size=0)
+    with pytest.raises(TypeError, match="image_size must be an int"):
+        DigitsDataModule(image_size=8.0)
+    with pytest.raises(TypeError, match=r"eval_image_sizes\[\] must be an int"):
+        DigitsDataModule(eval_image_sizes=[[8, "12"]])
