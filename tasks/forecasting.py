@@ -28,8 +28,8 @@ from posenc.core import (
     RotaryEncoding,
     check_choice,
     check_positive_int,
+    wide_dtype,
 )
-from posenc.core.angles import wide_dtype
 from torch import Tensor, nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError
 
