@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError
 
 from .losses import LOSSES, MeanAbsoluteScaledError, masked_point_loss, quantile_loss
-from .optim import check_optim_args, configure_adamw
+from .optim import check_optim_args, configure_adamw_from_hparams
 from .specs import instantiate
 
 __all__ = ["Forecaster", "ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
@@ -430,6 +430,4 @@ class Forecaster(LightningModule):
                 "prediction": pred[..., self.point_index], "quantiles": pred}
 
     def configure_optimizers(self) -> dict:
-        hp = self.hparams
-        return configure_adamw(self, hp.lr, hp.weight_decay, hp.warmup, hp.scheduler,
-                               hp.min_lr_ratio)
+        return configure_adamw_from_hparams(self)

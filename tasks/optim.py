@@ -13,7 +13,8 @@ import torch
 from posenc.core import check_choice, check_positive_float
 from torch import nn
 
-__all__ = ["SCHEDULERS", "param_groups", "lr_factor", "configure_adamw"]
+__all__ = ["SCHEDULERS", "param_groups", "lr_factor", "configure_adamw",
+           "configure_adamw_from_hparams"]
 
 SCHEDULERS = ("cosine", "constant")
 
@@ -80,3 +81,11 @@ def configure_adamw(module, lr: float, weight_decay: float, warmup: float, sched
     lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
     return {"optimizer": optimizer,
             "lr_scheduler": {"scheduler": lr_scheduler, "interval": "step"}}
+
+
+def configure_adamw_from_hparams(module) -> dict:
+    """:func:`configure_adamw` with the settings a task module saved in its hyperparameters
+    (``lr``, ``weight_decay``, ``warmup``, ``scheduler``, ``min_lr_ratio``)."""
+    hp = module.hparams
+    return configure_adamw(module, hp.lr, hp.weight_decay, hp.warmup, hp.scheduler,
+                           hp.min_lr_ratio)

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from .optim import check_optim_args, configure_adamw
+from .optim import check_optim_args, configure_adamw_from_hparams
 from .specs import instantiate
 
 __all__ = ["ImageClassifier", "build_vit"]
@@ -228,7 +228,5 @@ class ImageClassifier(LightningModule):
         self._log_eval("test")
 
     def configure_optimizers(self) -> dict:
-        hp = self.hparams
-        return configure_adamw(self, hp.lr, hp.weight_decay, hp.warmup, hp.scheduler,
-                               hp.min_lr_ratio)
+        return configure_adamw_from_hparams(self)
 
