@@ -1,0 +1,123 @@
+"""Plots of the 2D encodings in ``posenc.spatial`` (each renders a PNG and returns its path):
+:func:`plot_grid_similarity` (the ViT paper's figure: for each patch, the cosine similarity of
+its encoding to every patch) and :func:`plot_rope_mixed_frequencies` (RoPE-Mixed frequency
+vectors per head).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .plots_figure import cosine_matrix, describe, new_figure, save_png
+
+__all__ = ["GRID_ENCODINGS", "plot_grid_similarity", "plot_rope_mixed_frequencies"]
+
+GRID_ENCODINGS = ("sincos2d", "learned", "factorized")
+
+
+def plot_grid_similarity(encoding: nn.Module, path: str | Path,
+                         grid_size: int | tuple[int, int] = 7, *, vmin: float | None = None,
+                         title: str | None = None, figsize: tuple[float, float] | None = None,
+                         dpi: int = 100) -> Path:
+    """The ViT paper's position-embedding similarity figure.
+
+    Tile ``(i, j)`` is a ``rows x cols`` map of the cosine similarity between the encoding of
+    patch ``(i, j)`` and that of every patch.
+
+    Args:
+        encoding: a 2D additive encoding with ``encode_grid(grid_size) -> (rows * cols, dim)``
+            (``SinCos2D``, ``Learned2D``, ``Factorized2D``), fixed or trained.
+        grid_size: ``rows`` or ``(rows, cols)`` patch grid (a learned grid is resampled to it).
+        vmin: bottom of the colour scale (top is 1); default the smallest similarity, so a
+            fixed sin-cos encoding, whose similarities on a small grid all lie near 1, still
+            shows its structure. Pass -1 to compare encodings on one scale.
+        figsize: default 8 inches wide, as tall as the grid's aspect needs.
+    """
+    from posenc.spatial import check_grid_size
+
+    rows, cols = check_grid_size(grid_size)
+    if not hasattr(encoding, "encode_grid"):
+        raise TypeError(f"encoding must be an additive 2D encoding with encode_grid() (one of "
+                        f"{list(GRID_ENCODINGS)}), got {type(encoding).__name__}")
+    with torch.no_grad():
+        enc = encoding.encode_grid((rows, cols)).float()
+    sim = cosine_matrix(enc).reshape(rows, cols, rows, cols)
+    pad = 1
+    mosaic = np.full((rows * (rows + pad) - pad, cols * (cols + pad) - pad), np.nan)
+    for i in range(rows):
+        for j in range(cols):
+            top, left = i * (rows + pad), j * (cols + pad)
+            mosaic[top:top + rows, left:left + cols] = sim[i, j]
+    height = min(max(6.4 * mosaic.shape[0] / mosaic.shape[1] + 1.2, 3.0), 12.0)
+    fig = new_figure(figsize or (8, round(height, 1)), dpi)
+    ax = fig.subplots()
+    low = float(sim.min()) if vmin is None else vmin
+    image = ax.imshow(mosaic, cmap="viridis", vmin=min(low, 1 - 1e-6), vmax=1,
+                      interpolation="nearest")
+    ax.set_xticks([j * (cols + pad) + (cols - 1) / 2 for j in range(cols)],
+                  [str(j + 1) for j in range(cols)])
+    ax.set_yticks([i * (rows + pad) + (rows - 1) / 2 for i in range(rows)],
+                  [str(i + 1) for i in range(rows)])
+    ax.tick_params(length=0)
+    ax.set(xlabel="input patch column", ylabel="input patch row")
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    fig.colorbar(image, ax=ax, label="cosine similarity", shrink=0.8)
+    fig.suptitle(title or f"Position embedding similarity, {rows}x{cols} grid\n"
+                 f"{describe(encoding)}", fontsize="medium")
+    return save_png(fig, path)
+
+
+def plot_rope_mixed_frequencies(encoding: nn.Module, path: str | Path, *,
+                                title: str | None = None, figsize: tuple[float, float] | None
+                                = None, dpi: int = 100) -> Path:
+    """RoPE-Mixed frequency vectors ``(column freq, row freq)`` of every rotary pair, one
+    panel per head; a pair turns by ``row * f_row + col * f_col`` radians, so its arrow is
+    the direction in the image along which it rotates fastest.
+
+    Args:
+        encoding: ``posenc.spatial.RoPE2D`` with ``variant="mixed"`` (initial or trained).
+        figsize: default ``(3 * columns, 3 * rows + 0.8)`` for a grid of at most 4 columns.
+    """
+    freqs = getattr(encoding, "freqs", None)
+    if not isinstance(freqs, Tensor) or freqs.ndim != 3 or freqs.shape[0] != 2:
+        raise TypeError("encoding must be a RoPE2D with variant='mixed' (learnable freqs of "
+                        f"shape (2, heads, pairs)), got {describe(encoding)}")
+    freqs = freqs.detach().float().cpu().numpy()
+    scale = float(getattr(encoding, "scale", 1.0))
+    f_row, f_col = freqs[0] * scale, freqs[1] * scale
+    num_heads, pairs = f_row.shape
+    ncols = min(num_heads, 4)
+    nrows = -(-num_heads // ncols)
+    fig = new_figure(figsize or (3 * ncols + 1, 3 * nrows + 0.8), dpi)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    norm = Normalize(0, pairs - 1)
+    colors = colormaps["viridis"](norm(np.arange(pairs)))
+    lim = 1.1 * float(np.hypot(f_row, f_col).max() or 1.0)
+    for h, ax in enumerate(axes):
+        if h >= num_heads:
+            ax.set_axis_off()
+            continue
+        zeros = np.zeros(pairs)
+        ax.quiver(zeros, zeros, f_col[h], f_row[h], color=colors, angles="xy",
+                  scale_units="xy", scale=1, width=0.012)
+        ax.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", title=f"head {h}")
+        ax.axhline(0, color="0.8", lw=0.6)
+        ax.axvline(0, color="0.8", lw=0.6)
+        if h % ncols == 0:
+            ax.set_ylabel("row frequency (rad/patch)")
+        if h // ncols == nrows - 1 or h + ncols >= num_heads:
+            ax.set_xlabel("column frequency (rad/patch)")
+    fig.colorbar(ScalarMappable(norm, "viridis"), ax=axes.tolist(), label="rotary pair index",
+                 shrink=0.8)
+    fig.suptitle(title or f"RoPE-Mixed frequencies per head: {describe(encoding)}",
+                 fontsize="medium")
+    return save_png(fig, path)
