@@ -12,7 +12,9 @@
 Each study writes to ``--out`` (default ``runs/study_<name>/``): ``results.csv`` (one row per
 run and seed, appended as each run finishes), ``table.md`` (mean ± std over seeds) and
 ``plot.png`` (matplotlib, the ``plot`` extra). A run whose row is already in ``results.csv``
-is skipped, so an interrupted study continues where it stopped.
+is skipped, so an interrupted study continues where it stopped; every row records hashes of
+its configuration, and a folder holding rows of a changed configuration is refused rather
+than mixed into the new table.
 
 A study config (YAML) holds ``seeds``, ``encodings`` (name -> the model arguments that make
 that encoding), ``model`` and ``data`` (``init_args`` of the model / data module, shared by
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -137,6 +141,15 @@ class Study:
     def encodings(self) -> list[str]:
         return list(self.config["encodings"])
 
+    def fingerprints(self) -> tuple[str, dict[str, str]]:
+        """Hashes of what a run's result depends on besides its key: the shared settings
+        (model, data, trainer, test sizes: everything but the run axes and the worker
+        settings) and each encoding's spec. Stored with every row, so a resumed study never
+        mixes in rows of a changed configuration."""
+        shared = {k: v for k, v in self.config.items() if k not in _NOT_FINGERPRINTED}
+        return _fingerprint(shared), {name: _fingerprint(spec)
+                                      for name, spec in self.config["encodings"].items()}
+
     def _by_encoding(self, rows: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
         groups: dict[str, list[dict[str, str]]] = {}
         for name in self.encodings() + [r["encoding"] for r in rows]:
@@ -144,6 +157,15 @@ class Study:
         for row in rows:
             groups[row["encoding"]].append(row)
         return {k: v for k, v in groups.items() if v}
+
+
+# Run axes (a changed list adds or drops runs, it does not change them) and how runs are
+# scheduled: not part of a run's configuration.
+_NOT_FINGERPRINTED = frozenset({"seeds", "encodings", "keep", "threads", "workers"})
+
+
+def _fingerprint(value: Any) -> str:
+    return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def _size_label(size: int | Sequence[int]) -> str:
@@ -350,7 +372,16 @@ def run_study(name: str, config: dict, out: str | Path,
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "results.csv"
-    done = {_key_of(r, study.key_columns) for r in _read_rows(csv_path)}
+    shared, specs = study.fingerprints()
+    rows = _read_rows(csv_path)
+    stale = sorted({r["encoding"] for r in rows if r.get("config") != shared
+                    or (r["encoding"] in specs and r.get("spec") != specs[r["encoding"]])})
+    if stale:
+        raise ValueError(f"{csv_path} holds results of another configuration (encodings "
+                         f"{stale}: the model, data, trainer, test or encoding settings "
+                         f"changed since they ran); write to a new --out, or delete {out} "
+                         f"to run them again")
+    done = {_key_of(r, study.key_columns) for r in rows}
     runs = study.runs()
     todo = []
     for i, key in enumerate(runs, 1):
@@ -360,7 +391,8 @@ def run_study(name: str, config: dict, out: str | Path,
             todo.append((i, key))
 
     def record(i: int, key: dict[str, Any], metrics: dict[str, float], seconds: float) -> None:
-        _append_row(csv_path, {**key, **metrics, "seconds": round(seconds, 1)})
+        _append_row(csv_path, {**key, **metrics, "seconds": round(seconds, 1),
+                               "config": shared, "spec": specs[key["encoding"]]})
         shown = ", ".join(f"{k}={v:.4f}" for k, v in metrics.items())
         log(f"[{i}/{len(runs)}] {key}: {shown} ({seconds:.0f} s)")
         summarize(study, out, plot=False)

@@ -41,7 +41,8 @@ def test_resolution_study_writes_csv_table_png_per_test_size(tmp_path):
 
     rows = _rows(out / "results.csv")
     assert [(r["encoding"], r["seed"]) for r in rows] == [("learned", "0"), ("rope_axial", "0")]
-    assert list(rows[0]) == ["encoding", "seed", "acc_28", "acc_36", "acc_28x44", "seconds"]
+    assert list(rows[0]) == ["encoding", "seed", "acc_28", "acc_36", "acc_28x44", "seconds",
+                             "config", "spec"]
     for row in rows:  # a real accuracy at every size, the non-square one included
         assert all(0 <= float(row[f"acc_{s}"]) <= 1 for s in ("28", "36", "28x44"))
     table = (out / "table.md").read_text().splitlines()
@@ -68,6 +69,25 @@ def test_parallel_workers_give_the_serial_results(tmp_path):
     assert (parallel / "table.md").read_text() == (serial / "table.md").read_text()
 
 
+def test_rows_of_a_changed_configuration_are_refused_not_reused(tmp_path, monkeypatch):
+    monkeypatch.setattr(ResolutionStudy, "run",
+                        lambda self, key: {"acc_28": 0.9, "acc_36": 0.8, "acc_28x44": 0.7})
+    config = _resolution_config()
+    run_study("resolution", config, tmp_path, log=lambda _: None, plot=False)
+
+    # More seeds, a subset of encodings, other worker settings: the same runs, resumed.
+    grown = {**config, "seeds": [0, 1], "workers": 1, "threads": 1,
+             "encodings": {"learned": "learned"}}
+    run_study("resolution", grown, tmp_path, log=lambda _: None, plot=False)
+    assert len(_rows(tmp_path / "results.csv")) == 3
+
+    for changed in ({**config, "model": {**config["model"], "depth": 2}},
+                    {**config, "trainer": {**config["trainer"], "max_epochs": 2}},
+                    {**config, "encodings": {**config["encodings"], "rope_axial": "rope_mixed"}}):
+        with pytest.raises(ValueError, match="another configuration"):
+            run_study("resolution", changed, tmp_path, log=lambda _: None, plot=False)
+
+
 def test_workers_must_be_a_positive_int(tmp_path):
     with pytest.raises(ValueError, match="workers must be >= 1"):
         run_study("resolution", _resolution_config(), tmp_path, workers=0)
@@ -76,8 +96,9 @@ def test_workers_must_be_a_positive_int(tmp_path):
 def test_resume_skips_finished_runs_and_runs_only_missing_ones(tmp_path, monkeypatch):
     config = _resolution_config()
     config["seeds"] = [0, 1]
+    shared, specs = ResolutionStudy(config).fingerprints()
     done = {"encoding": "learned", "seed": "0", "acc_28": "0.5", "acc_36": "0.4",
-            "acc_28x44": "0.3", "seconds": "1.0"}
+            "acc_28x44": "0.3", "seconds": "1.0", "config": shared, "spec": specs["learned"]}
     with (tmp_path / "results.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(done))
         writer.writeheader()
@@ -126,7 +147,8 @@ def test_irregular_study_through_the_posenc_cli(tmp_path):
     rows = _rows(out / "results.csv")
     assert [(r["encoding"], float(r["keep"]), r["seed"]) for r in rows] == [
         ("none", 0.5, "0"), ("index_sinusoidal", 0.5, "0")]
-    assert list(rows[0]) == ["encoding", "keep", "seed", "mae", "rmse", "mase", "seconds"]
+    assert list(rows[0]) == ["encoding", "keep", "seed", "mae", "rmse", "mase", "seconds",
+                             "config", "spec"]
     assert all(float(r["mae"]) > 0 and float(r["rmse"]) >= float(r["mae"]) for r in rows)
     table = (out / "table.md").read_text().splitlines()
     assert table[0] == "| encoding | seeds | MAE @ 50% | RMSE @ 50% |"
