@@ -77,10 +77,11 @@ def _lattice_index(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
     return (offsets[..., 0] + rows - 1) * (2 * cols - 1) + offsets[..., 1] + cols - 1
 
 
-def _gather(table: Tensor, index: Tensor) -> Tensor:
-    """``table`` ``(L, H)`` at ``index`` ``(B, Nq, Nk)`` -> ``(B, H, Nq, Nk)``."""
+def _gather(table_t: Tensor, index: Tensor) -> Tensor:
+    """``table_t`` ``(H, L)`` (per head, a value per lattice offset) at ``index``
+    ``(B, Nq, Nk)`` -> ``(B, H, Nq, Nk)``."""
     batch, nq, nk = index.shape
-    out = table.t().index_select(1, index.reshape(-1)).unflatten(1, (batch, nq, nk))
+    out = table_t.index_select(1, index.reshape(-1)).unflatten(1, (batch, nq, nk))
     return out.transpose(0, 1)
 
 
@@ -127,7 +128,7 @@ class RelativeBias2D(nn.Module):
         q, k, grid = _inputs(query_positions, key_positions)
         table = self.table if grid is None else self.table_for_grid(grid)
         index = _grid_index(q, k, self.grid_size if grid is None else grid)
-        return _pad_prefix(_gather(table.float(), index), q, k)
+        return _pad_prefix(_gather(table.float().t(), index), q, k)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, grid_size={self.grid_size}"
@@ -174,8 +175,17 @@ class ContinuousBias2D(nn.Module):
 
     def bias_of_offsets(self, offsets: Tensor) -> Tensor:
         """``(..., 2)`` offsets ``query - key`` -> ``(..., H)`` float32 bias."""
-        mlp_dtype = self.mlp[0].weight.dtype
-        return 16 * torch.sigmoid(self.mlp(self.log_offsets(offsets).to(mlp_dtype)).float())
+        bias_t = self._bias_t(offsets.reshape(-1, 2))
+        return bias_t.t().reshape(*offsets.shape[:-1], self.num_heads)
+
+    def _bias_t(self, offsets: Tensor) -> Tensor:
+        """``(M, 2)`` offsets -> ``(H, M)`` float32 bias: ``self.mlp`` computed transposed,
+        which keeps every matmul of its backward wide (``M`` columns) instead of 2 or ``H``
+        columns wide, about a third faster on CPU."""
+        first, _, second = self.mlp
+        x_t = self.log_offsets(offsets).to(first.weight.dtype).t()
+        hidden_t = torch.relu(torch.addmm(first.bias[:, None], first.weight, x_t))
+        return 16 * torch.sigmoid((second.weight @ hidden_t).float())
 
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:
@@ -185,7 +195,7 @@ class ContinuousBias2D(nn.Module):
             bias = self.bias_of_offsets(_offsets(q, k)).permute(0, 3, 1, 2)
         else:
             offsets = _lattice_offsets(grid, q.coords.device).flatten(0, 1)
-            bias = _gather(self.bias_of_offsets(offsets), _grid_index(q, k, grid))
+            bias = _gather(self._bias_t(offsets), _grid_index(q, k, grid))
         return _pad_prefix(bias, q, k)
 
     def extra_repr(self) -> str:
