@@ -54,6 +54,10 @@ def test_every_config_builds_its_model_data_and_trainer(config, tmp_path, monkey
         assert isinstance(value, (str, int, float, bool, list, dict, type(None)))
 
 
+QUICKSTART_ENCODING = {"class_path": "posenc.spatial.RoPE2D",
+                       "init_args": {"variant": "mixed", "normalize": "unit"}}
+
+
 def test_swapping_the_encoding_is_one_argument(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     base = ["--config", str(CONFIGS / "quickstart.yaml"), "--trainer.logger=false"]
@@ -73,7 +77,7 @@ def test_print_config_shows_class_paths(capsys):
     assert exit_info.value.code == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["model"]["class_path"] == "posenc.tasks.ImageClassifier"
-    assert printed["model"]["init_args"]["encoding"] == "rope_mixed"
+    assert printed["model"]["init_args"]["encoding"] == QUICKSTART_ENCODING
     assert printed["data"]["class_path"] == "posenc.tasks.MNISTDataModule"
 
 
@@ -85,7 +89,7 @@ def test_quickstart_fits_on_real_mnist_and_reports_test_accuracy(tmp_path):
     assert {"test/acc_28", "test/acc_42", "test/acc_56", "test/acc"} <= set(reported)
     [ckpt] = _checkpoints(tmp_path / "lightning_logs")
     checkpoint = torch.load(ckpt, weights_only=True)
-    assert checkpoint["hyper_parameters"]["encoding"] == "rope_mixed"
+    assert checkpoint["hyper_parameters"]["encoding"] == QUICKSTART_ENCODING
     ImageClassifier.load_from_checkpoint(ckpt, weights_only=True)
 
 
