@@ -10,7 +10,8 @@ Each row is a posenc case and the baseline it is measured against in the same ru
   bandwidth floor (``q * 2; k * 2``);
 - spatial (bench_spatial.py): fwd+bwd step of a vit_tiny-sized model per encoding vs timm's
   own learned ``pos_embed`` ViT (timm's eva02 RoPE ViT as a peer), timed on this process's
-  CPU clock; the ratio is the median of per-round ratios;
+  CPU clock with one thread (as the script's default; with more, OpenMP spin-waits count as
+  CPU time); the ratio is the median of per-round ratios;
 - temporal (bench_temporal.py): calendar fields / cyclic features vs pandas + numpy.
 
 ``time ratio`` is posenc time / baseline time: below 1 is faster than the baseline. ``target``
@@ -95,7 +96,12 @@ def spatial_rows(quick: bool) -> list[dict]:
         batch = bench_spatial.BATCH.get(size, 4)
         # The script's default clock: this process's CPU time (other jobs' time not counted);
         # its ratio is the median of per-round ratios to the baseline.
-        results = bench_spatial.run(size, rounds, batch, time.process_time)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # the script's default: CPU time of one thread, no spin-waits
+        try:
+            results = bench_spatial.run(size, rounds, batch, time.process_time)
+        finally:
+            torch.set_num_threads(threads)
         for name, (ratio, seconds) in results.items():
             if name == base:
                 continue

@@ -132,6 +132,9 @@ class Study:
     def run(self, key: dict[str, Any]) -> dict[str, float]:
         raise NotImplementedError
 
+    def model_args(self, encoding: str) -> dict[str, Any]:
+        raise NotImplementedError
+
     def table(self, rows: list[dict[str, str]]) -> str:
         raise NotImplementedError
 
@@ -189,16 +192,20 @@ class ResolutionStudy(Study):
         return [{"encoding": e, "seed": s} for s in self.config["seeds"]
                 for e in self.encodings()]
 
+    def model_args(self, encoding: str) -> dict[str, Any]:
+        """``ImageClassifier`` arguments of the runs of ``encoding``."""
+        spec = self.config["encodings"][encoding]
+        args = {**(self.config.get("model") or {}),
+                **({"encoding": spec} if isinstance(spec, (str, type(None))) else spec)}
+        args.setdefault("encoding", encoding)
+        return args
+
     def run(self, key: dict[str, Any]) -> dict[str, float]:
         from .vision import ImageClassifier
         from .vision_data import MNISTDataModule
 
         trainer = _trainer(self.config, key["seed"])
-        spec = self.config["encodings"][key["encoding"]]
-        model_args = {**(self.config.get("model") or {}),
-                      **({"encoding": spec} if isinstance(spec, (str, type(None))) else spec)}
-        model_args.setdefault("encoding", key["encoding"])
-        model = ImageClassifier(**model_args)
+        model = ImageClassifier(**self.model_args(key["encoding"]))
         data = MNISTDataModule(**{**(self.config.get("data") or {}),
                                   "eval_image_sizes": self.config["eval_image_sizes"]})
         trainer.fit(model, datamodule=data)
@@ -257,14 +264,16 @@ class IrregularStudy(Study):
         return [{"encoding": e, "keep": float(k), "seed": s} for s in self.config["seeds"]
                 for k in self.config["keep"] for e in self.encodings()]
 
+    def model_args(self, encoding: str) -> dict[str, Any]:
+        """``Forecaster`` arguments of the runs of ``encoding``."""
+        return {**(self.config.get("model") or {}), **(self.config["encodings"][encoding] or {})}
+
     def run(self, key: dict[str, Any]) -> dict[str, float]:
         from .forecasting import Forecaster
         from .timeseries_data import SeattleTempsDataModule
 
         trainer = _trainer(self.config, key["seed"])
-        model_args = {**(self.config.get("model") or {}),
-                      **(self.config["encodings"][key["encoding"]] or {})}
-        model = Forecaster(**model_args)
+        model = Forecaster(**self.model_args(key["encoding"]))
         keep = key["keep"]
         # The dropped observations differ per seed (and so does the training seed).
         data = SeattleTempsDataModule(**{**(self.config.get("data") or {}),

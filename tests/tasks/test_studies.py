@@ -16,6 +16,7 @@ from posenc.tasks.studies import IndexSinusoidal, IrregularStudy, ResolutionStud
 pytest.importorskip("matplotlib")
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 TINY_TRAINER = {"max_epochs": 1, "limit_train_batches": 2, "limit_test_batches": 1}
 
 
@@ -157,6 +158,22 @@ def test_irregular_study_through_the_posenc_cli(tmp_path):
     assert IrregularStudy(config).runs()[:2] == [
         {"encoding": "none", "keep": 0.5, "seed": 0},
         {"encoding": "index_sinusoidal", "keep": 0.5, "seed": 0}]
+
+
+@pytest.mark.parametrize("name", ["resolution", "irregular"])
+def test_shipped_study_configs_build_every_encoding(name):
+    """configs/study_*.yaml as the README runs them: every encoding spec builds its model."""
+    from posenc.tasks import Forecaster, ImageClassifier
+    from posenc.tasks.studies import STUDIES, _load_config
+
+    config = _load_config(str(CONFIGS / f"study_{name}.yaml"))
+    study = STUDIES[name](config)
+    model_class = {"resolution": ImageClassifier, "irregular": Forecaster}[name]
+    assert len(study.runs()) == len(config["seeds"]) * len(config["encodings"]) * len(
+        config.get("keep", [None]))
+    for encoding in study.encodings():
+        model = model_class(**study.model_args(encoding))
+        assert sum(p.numel() for p in model.parameters()) > 0, encoding
 
 
 def test_index_sinusoidal_counts_tokens_not_time():
