@@ -13,17 +13,24 @@ import torch
 from posenc.core import check_positive_int
 from torch import Tensor, nn
 
-__all__ = ["new_figure", "save_png", "describe", "cosine_matrix"]
+__all__ = ["new_figure", "require_matplotlib", "save_png", "describe", "cosine_matrix"]
+
+
+def require_matplotlib() -> None:
+    """Raise an ImportError naming the ``plot`` extra if matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as err:
+        raise ImportError("posenc plots need matplotlib, which the 'plot' extra installs: "
+                          "pip install 'posenc[plot]'") from err
 
 
 def new_figure(figsize: tuple[float, float], dpi: int) -> Any:
     """A constrained-layout matplotlib ``Figure`` on an Agg canvas (imported lazily)."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as err:
-        raise ImportError("posenc plots need matplotlib, which the 'plot' extra installs: "
-                          "pip install 'posenc[plot]'") from err
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     check_positive_int(dpi, "dpi")
     fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)

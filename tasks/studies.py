@@ -38,6 +38,8 @@ import torch
 from posenc.core import check_positive_int
 from torch import Tensor, nn
 
+from .plots_figure import new_figure, require_matplotlib, save_png
+
 __all__ = ["IndexSinusoidal", "STUDIES", "main", "run_study", "summarize"]
 
 
@@ -226,13 +228,9 @@ class ResolutionStudy(Study):
         return "\n".join(lines) + "\n\nTest accuracy (%), mean ± std over seeds.\n"
 
     def plot(self, rows: list[dict[str, str]], path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
         sizes = self.sizes()
-        fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+        fig = new_figure((7, 4.5), dpi=100)
+        ax = fig.subplots()
         for name, group in self._by_encoding(rows).items():
             means, stds = [], []
             for s in sizes:
@@ -249,9 +247,7 @@ class ResolutionStudy(Study):
         ax.set_title("MNIST ViT: accuracy vs test resolution")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        save_png(fig, path)
 
 
 class IrregularStudy(Study):
@@ -305,13 +301,10 @@ class IrregularStudy(Study):
             "mean ± std over seeds.\n")
 
     def plot(self, rows: list[dict[str, str]], path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
 
         keeps = self._keeps()
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=100)
+        fig = new_figure((10, 4.2), dpi=100)
+        axes = fig.subplots(1, 2)
         for name, group in self._by_encoding(rows).items():
             for ax, metric in zip(axes, ("mae", "rmse"), strict=True):
                 means, stds = [], []
@@ -330,9 +323,7 @@ class IrregularStudy(Study):
             ax.grid(alpha=0.3)
         axes[0].legend(fontsize=8)
         fig.suptitle("Seattle hourly temperature, irregular sampling: error vs keep fraction")
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        save_png(fig, path)
 
 
 STUDIES: dict[str, type[Study]] = {"resolution": ResolutionStudy, "irregular": IrregularStudy}
@@ -377,6 +368,8 @@ def run_study(name: str, config: dict, out: str | Path,
     if name not in STUDIES:
         raise ValueError(f"study must be one of {sorted(STUDIES)}, got {name!r}")
     workers = check_positive_int(workers, "workers")
+    if plot:
+        require_matplotlib()  # now, not after the last run
     study = STUDIES[name](config)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

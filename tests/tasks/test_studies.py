@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,18 @@ def test_rows_of_a_changed_configuration_are_refused_not_reused(tmp_path, monkey
                     {**config, "encodings": {**config["encodings"], "rope_axial": "rope_mixed"}}):
         with pytest.raises(ValueError, match="another configuration"):
             run_study("resolution", changed, tmp_path, log=lambda _: None, plot=False)
+
+
+def test_missing_matplotlib_fails_before_the_first_run_not_after_the_last(tmp_path,
+                                                                          monkeypatch):
+    ran = []
+    monkeypatch.setattr(ResolutionStudy, "run", lambda self, key: ran.append(key) or {})
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    with pytest.raises(ImportError, match=r"posenc\[plot\]"):
+        run_study("resolution", _resolution_config(), tmp_path, log=lambda _: None)
+    assert ran == []
+    run_study("resolution", _resolution_config(), tmp_path, log=lambda _: None, plot=False)
+    assert len(ran) == 2
 
 
 def test_workers_must_be_a_positive_int(tmp_path):
