@@ -148,7 +148,9 @@ def table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads of the core and temporal suites (the spatial "
+                             "suite always times one thread)")
     parser.add_argument("--suites", nargs="+", choices=list(SUITES), default=list(SUITES))
     args = parser.parse_args(argv)
     if args.threads:

@@ -301,7 +301,6 @@ class IrregularStudy(Study):
             "mean ± std over seeds.\n")
 
     def plot(self, rows: list[dict[str, str]], path: Path) -> None:
-
         keeps = self._keeps()
         fig = new_figure((10, 4.2), dpi=100)
         axes = fig.subplots(1, 2)
