@@ -15,6 +15,7 @@ from .alibi import ALiBi, alibi_slopes
 from .angles import angles, wide_dtype
 from .attention import KVCache, MultiheadAttention
 from .buffers import Float64Buffers
+from .encoding import PositionEncoding, no_weight_decay_names
 from .learned import InputEmbedding, LearnedEncoding
 from .nope import NoPE
 from .positions import (
@@ -64,6 +65,7 @@ __all__ = [
     "MultiheadAttention",
     "NTKScaling",
     "NoPE",
+    "PositionEncoding",
     "RopeScaling",
     "RotaryEncoding",
     "Rotation",
@@ -80,6 +82,7 @@ __all__ = [
     "check_positive_int",
     "convert_rotary_layout",
     "incremental_positions",
+    "no_weight_decay_names",
     "packed_attention_mask",
     "packed_positions",
     "positions_from_padding_mask",

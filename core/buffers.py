@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
+
+from .encoding import PositionEncoding
 
 __all__ = ["Float64Buffers"]
 
 
-class Float64Buffers(nn.Module):
+class Float64Buffers(PositionEncoding):
     """Base for modules that keep frequencies in float64.
 
     ``model.to(torch.bfloat16)`` casts every floating buffer; a bf16 inverse frequency is

@@ -8,12 +8,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .encoding import PositionEncoding
 from .validation import check_positions, check_positive_int
 
 __all__ = ["LearnedEncoding", "InputEmbedding"]
 
 
-class LearnedEncoding(nn.Module):
+class LearnedEncoding(PositionEncoding):
     """A trainable ``(num_positions, dim)`` table (BERT/GPT-2 style).
 
     Integer positions index the table; fractional positions interpolate linearly between

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
+
+from .encoding import PositionEncoding
 
 __all__ = ["NoPE"]
 
 
-class NoPE(nn.Module):
+class NoPE(PositionEncoding):
     """Identity encoding. Usable wherever an encoding is accepted (``None`` works too).
 
     As an additive encoding it returns a 0-d zero that broadcasts against any embedding;

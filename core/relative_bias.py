@@ -7,6 +7,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .encoding import PositionEncoding
 from .positions import relative_positions
 from .validation import check_positions, check_positive_int
 
@@ -64,7 +65,7 @@ def _check_integer_positions(positions: Tensor, name: str) -> None:
                         f"table, got {positions.dtype}")
 
 
-class T5RelativeBias(nn.Module):
+class T5RelativeBias(PositionEncoding):
     """T5 relative attention bias: one learned scalar per (bucket, head).
 
     Args:
@@ -100,7 +101,7 @@ class T5RelativeBias(nn.Module):
                 f"num_buckets={self.num_buckets}, max_distance={self.max_distance}")
 
 
-class ClippedRelativeBias(nn.Module):
+class ClippedRelativeBias(PositionEncoding):
     """Shaw et al. (2018) relative positions as a per-head scalar bias.
 
     Offsets ``key - query`` are clipped to ``[-max_distance, max_distance]`` and each of the

@@ -13,7 +13,12 @@ import math
 
 import torch
 import torch.nn.functional as F
-from posenc.core import alibi_slopes, check_positive_int, relative_positions
+from posenc.core import (
+    PositionEncoding,
+    alibi_slopes,
+    check_positive_int,
+    relative_positions,
+)
 from torch import Tensor, nn
 
 from .coords import GridPositions, as_grid_positions, cached, check_grid_size
@@ -85,7 +90,7 @@ def _gather(table_t: Tensor, index: Tensor) -> Tensor:
     return out.transpose(0, 1)
 
 
-class RelativeBias2D(nn.Module):
+class RelativeBias2D(PositionEncoding):
     """Learned relative-position bias per head (Swin, BEiT), from 2D patch offsets.
 
     ``table`` has one row per offset ``(dr, dc) = query - key`` with ``|dr| < rows`` and
@@ -134,7 +139,7 @@ class RelativeBias2D(nn.Module):
         return f"num_heads={self.num_heads}, grid_size={self.grid_size}"
 
 
-class ContinuousBias2D(nn.Module):
+class ContinuousBias2D(PositionEncoding):
     """SwinV2 continuous position bias: an MLP of log-spaced 2D offsets, ``16 * sigmoid``.
 
     ``bias = 16 * sigmoid(mlp(f(dr), f(dc)))`` with ``f(d) = sign(d) * log2(1 + s |d|) / log2(8)``
@@ -203,7 +208,7 @@ class ContinuousBias2D(nn.Module):
                 f"ref_grid_size={self.ref_grid_size}")
 
 
-class ALiBi2D(nn.Module):
+class ALiBi2D(PositionEncoding):
     """2D ALiBi: ``bias = -slope_h * ||query - key||`` (Euclidean patch distance).
 
     Slopes are ALiBi's (:func:`posenc.core.alibi_slopes`); no parameters, any coordinates.

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import torch
-from posenc.core import LearnedEncoding, check_positions, check_positive_int
-from torch import Tensor, nn
+from posenc.core import (
+    LearnedEncoding,
+    PositionEncoding,
+    check_positions,
+    check_positive_int,
+)
+from torch import Tensor
 
 from .coords import check_grid_size
 
 __all__ = ["Factorized2D"]
 
 
-class Factorized2D(nn.Module):
+class Factorized2D(PositionEncoding):
     """``encoding(row, col) = rows[row] + cols[col]`` with two learned 1D tables (NaViT).
 
     Each table is a :class:`posenc.core.LearnedEncoding`: integer coordinates index it,

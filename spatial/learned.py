@@ -6,7 +6,7 @@ import math
 
 import torch
 import torch.nn.functional as F
-from posenc.core import check_choice, check_positions, check_positive_int
+from posenc.core import PositionEncoding, check_choice, check_positions, check_positive_int
 from torch import Tensor, nn
 
 from .coords import check_grid_size
@@ -16,7 +16,7 @@ __all__ = ["Learned2D"]
 INTERPOLATIONS = ("bicubic", "bilinear", "nearest")
 
 
-class Learned2D(nn.Module):
+class Learned2D(PositionEncoding):
     """A trainable ``(rows, cols, dim)`` grid of embeddings, as ViT's ``pos_embed``.
 
     On another grid the table is resampled like an image (``F.interpolate``, centres aligned,

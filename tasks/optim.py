@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import torch
-from posenc.core import check_choice, check_positive_float
+from posenc.core import check_choice, check_positive_float, no_weight_decay_names
 from torch import nn
 
 __all__ = ["SCHEDULERS", "param_groups", "lr_factor", "configure_adamw",
@@ -20,13 +20,19 @@ SCHEDULERS = ("cosine", "constant")
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Decay matrices only: biases, norms and 1D/position parameters get no weight decay."""
+    """AdamW parameter groups: weight decay for weight matrices only.
+
+    No decay for 1D parameters (biases, norms) and for every parameter that a module of
+    ``model`` names in its ``no_weight_decay()`` (timm's convention): posenc's encodings name
+    all of theirs (learned tables, RoPE-Mixed frequencies, relative tables, cpb MLPs), timm's
+    ViT its ``pos_embed`` and prefix tokens.
+    """
+    excluded = no_weight_decay_names(model)
     decay, no_decay = [], []
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
-        skip = param.ndim <= 1 or "pos_embed" in name or "position" in name or "token" in name
-        (no_decay if skip else decay).append(param)
+        (no_decay if param.ndim <= 1 or name in excluded else decay).append(param)
     groups = [{"params": decay, "weight_decay": weight_decay}]
     if no_decay:
         groups.append({"params": no_decay, "weight_decay": 0.0})

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 from posenc.core import (
+    PositionEncoding,
     check_choice,
     check_even,
     check_positive_int,
@@ -24,7 +25,7 @@ __all__ = ["CalendarEmbedding"]
 KINDS = ("learned", "fixed")
 
 
-class CalendarEmbedding(nn.Module):
+class CalendarEmbedding(PositionEncoding):
     """Sum of per-field embedding tables, indexed by the raw field value.
 
     ``kind="learned"`` is Informer's ``TemporalEmbedding(embed_type="learned")``: trainable

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import torch
-from posenc.core import check_positions, check_positive_int
+from posenc.core import PositionEncoding, check_positions, check_positive_int
 from torch import Tensor, nn
 
 __all__ = ["Time2Vec"]
 
 
-class Time2Vec(nn.Module):
+class Time2Vec(PositionEncoding):
     """``t2v(t)[0] = w0 * t + b0`` and ``t2v(t)[i] = sin(wi * t + bi)`` for ``i = 1..dim-1``.
 
     One linear (trend) component and ``dim - 1`` periodic ones with learned frequencies and
