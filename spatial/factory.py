@@ -39,7 +39,10 @@ ENCODINGS: dict[str, tuple[Callable[..., nn.Module], str]] = {
 
 
 def _check_name(name: object) -> str:
-    if not isinstance(name, str) or name not in ENCODINGS:
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str (a spatial encoding name), got "
+                        f"{type(name).__name__} ({name!r}); valid names: {list(ENCODINGS)}")
+    if name not in ENCODINGS:
         raise ValueError(f"unknown spatial encoding {name!r}; valid names: {list(ENCODINGS)}")
     return name
 

@@ -39,7 +39,10 @@ class Learned2D(PositionEncoding):
         self.grid_size = check_grid_size(grid_size)
         self.dim = check_positive_int(dim, "dim")
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
-        self.antialias = bool(antialias) and interpolation != "nearest"
+        if not isinstance(antialias, bool):
+            raise TypeError(f"antialias must be a bool, got {type(antialias).__name__} "
+                            f"({antialias!r})")
+        self.antialias = antialias and interpolation != "nearest"
         self.weight = nn.Parameter(torch.empty(*self.grid_size, dim))
         self.reset_parameters()
 

@@ -32,6 +32,7 @@ from posenc.core import (
 from torch import Tensor, nn
 
 from .coords import NORMALIZE, GridPositions, as_grid_positions, cached
+from .sincos import check_base
 
 __all__ = ["RoPE2D", "init_mixed_freqs"]
 
@@ -51,7 +52,7 @@ def init_mixed_freqs(head_dim: int, num_heads: int, base: float = 10.0, *,
     """
     _check_head_dim(head_dim)
     check_positive_int(num_heads, "num_heads")
-    mag = rope_inv_freq(head_dim // 2, base)  # base ** (-4i / head_dim), float64
+    mag = rope_inv_freq(head_dim // 2, check_base(base))  # base ** (-4i / head_dim), float64
     if rotate:
         phi = (torch.rand(num_heads, 1, generator=generator) * 2 * torch.pi).double()
     else:
@@ -101,9 +102,7 @@ class RoPE2D(Float64Buffers):
         self.head_dim = _check_head_dim(head_dim)
         self.num_heads = check_positive_int(num_heads, "num_heads")
         self.variant = check_choice(variant, "variant", VARIANTS)
-        self.base = DEFAULT_BASE[variant] if base is None else float(base)
-        if not self.base > 1:
-            raise ValueError(f"base must be > 1, got {base!r}")
+        self.base = DEFAULT_BASE[variant] if base is None else check_base(base)
         self.normalize = check_choice(normalize, "normalize", NORMALIZE)
         self.layout = check_choice(layout, "layout", LAYOUTS)
         self.scale = 2 * math.pi if normalize == "unit" else 1.0

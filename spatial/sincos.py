@@ -6,6 +6,8 @@ from posenc.core import (
     Float64Buffers,
     check_choice,
     check_positions,
+    check_positive_float,
+    check_positive_int,
     sinusoidal_encoding,
     sinusoidal_inv_freq,
 )
@@ -16,6 +18,16 @@ from .coords import NORMALIZE, patch_coords
 __all__ = ["SinCos2D"]
 
 LAYOUTS = ("rows_cols", "cols_rows", "timm")
+
+
+def check_base(value: object, name: str = "base") -> float:
+    """``value`` as a float if it is a finite number > 1 (a frequency base ``b`` gives
+    frequencies ``b ** -x``; ``b <= 1`` makes them grow or stop at 1), else raise naming
+    ``name``."""
+    base = check_positive_float(value, name)
+    if base <= 1:
+        raise ValueError(f"{name} must be > 1 (a wavelength base), got {value!r}")
+    return base
 
 
 class SinCos2D(Float64Buffers):
@@ -46,11 +58,11 @@ class SinCos2D(Float64Buffers):
     def __init__(self, dim: int, base: float = 10000.0, *, layout: str = "rows_cols",
                  normalize: str | None = None) -> None:
         super().__init__()
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 4 or dim % 4:
+        if check_positive_int(dim, "dim") % 4:
             raise ValueError(f"dim must be a positive multiple of 4 (a sin and a cos per axis), "
                              f"got {dim!r}")
         self.dim = dim
-        self.base = float(base)
+        self.base = check_base(base)
         self.layout = check_choice(layout, "layout", LAYOUTS)
         self.normalize = check_choice(normalize, "normalize", NORMALIZE)
         self.register_float64_buffer("inv_freq64", sinusoidal_inv_freq(dim // 2, base))
