@@ -24,7 +24,13 @@ from .cyclic import (
     check_calendar_fields,
     frequency_fields,
 )
-from .fourier import DEFAULT_PERIODS, FourierSeasonality, fourier_features
+from .fourier import (
+    DEFAULT_PERIODS,
+    PROPHET_HARMONICS,
+    PROPHET_PERIODS,
+    FourierSeasonality,
+    fourier_features,
+)
 from .time2vec import Time2Vec
 from .time_delta import TimeDelta, time_delta_features
 from .timestamps import (
@@ -42,6 +48,8 @@ __all__ = [
     "CYCLE_PERIODS",
     "DEFAULT_PERIODS",
     "FIELDS",
+    "PROPHET_HARMONICS",
+    "PROPHET_PERIODS",
     "UNITS",
     "CalendarEmbedding",
     "CalendarFeatures",

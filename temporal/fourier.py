@@ -10,17 +10,49 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 from posenc.core import check_positive_float, wide_dtype
 from torch import Tensor, nn
 
 from .timestamps import Timestamps, to_nanoseconds
 
-__all__ = ["DEFAULT_PERIODS", "FourierSeasonality", "fourier_features"]
+__all__ = [
+    "DEFAULT_PERIODS",
+    "PROPHET_HARMONICS",
+    "PROPHET_PERIODS",
+    "FourierSeasonality",
+    "fourier_features",
+]
 
-# Seconds; the year is the mean Gregorian year (365.2425 days), as in Prophet.
+# Seconds. The year is the mean Gregorian year, 365.2425 days: the calendar's own average,
+# so a date keeps its yearly phase over the 400-year leap cycle.
 DEFAULT_PERIODS: dict[str, float] = {"day": 86400, "week": 604800, "year": 31556952}
+# Prophet's built-in seasonalities (``Prophet.set_auto_seasonalities``), in its column
+# order: the yearly period is the Julian year, 365.25 days, which drifts against the
+# calendar by 0.75 days a century; weekly 7 days, daily 1 day; 10, 3 and 4 harmonics.
+PROPHET_PERIODS: dict[str, float] = {"yearly": 365.25 * 86400, "weekly": 604800,
+                                     "daily": 86400}
+PROPHET_HARMONICS: dict[str, int] = {"yearly": 10, "weekly": 3, "daily": 4}
 _NAT = torch.iinfo(torch.int64).min  # pandas' NaT as int64
+
+
+_MAX_PERIOD_NS = 2**63 - 1  # torch.remainder takes the period as an int64 scalar
+
+
+def _check_counts(periods_ns: Sequence[int], harmonics: Sequence[int]) -> None:
+    if len(periods_ns) != len(harmonics) or not len(periods_ns):
+        raise ValueError(f"fourier_features needs one harmonics count per period (at least "
+                         f"one), got periods_ns={list(periods_ns)}, harmonics={list(harmonics)}")
+    for i, (period, count) in enumerate(zip(periods_ns, harmonics, strict=True)):
+        if isinstance(period, bool) or not isinstance(period, int | np.integer):
+            raise TypeError(f"periods_ns[{i}] must be an int (whole nanoseconds), got "
+                            f"{type(period).__name__} ({period!r})")
+        if not 1 <= period <= _MAX_PERIOD_NS:
+            raise ValueError(f"periods_ns[{i}] must lie in [1, 2**63 - 1] (int64 "
+                             f"nanoseconds), got {period}")
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
+            raise ValueError(f"harmonics[{i}] must be an int >= 1, got {count!r}")
 
 
 def fourier_features(nanoseconds: Tensor, periods_ns: Sequence[int], harmonics: Sequence[int],
@@ -29,7 +61,7 @@ def fourier_features(nanoseconds: Tensor, periods_ns: Sequence[int], harmonics: 
 
     Args:
         nanoseconds: ``(...)`` int64 nanoseconds since the epoch (:func:`to_nanoseconds`).
-        periods_ns: whole-nanosecond periods.
+        periods_ns: whole-nanosecond periods, each in ``[1, 2**63 - 1]``.
         harmonics: number of harmonics ``K`` of each period.
         dtype: output dtype.
 
@@ -40,6 +72,7 @@ def fourier_features(nanoseconds: Tensor, periods_ns: Sequence[int], harmonics: 
     """
     if nanoseconds.dtype != torch.int64:
         raise TypeError(f"nanoseconds must be an int64 tensor, got {nanoseconds.dtype}")
+    _check_counts(periods_ns, harmonics)
     wide = wide_dtype(nanoseconds.device)
     blocks = []
     for period, count in zip(periods_ns, harmonics, strict=True):
@@ -58,8 +91,14 @@ class FourierSeasonality(nn.Module):
     ``ts.tz_localize(None)``, for seasonality that follows the local clock across DST; or use
     :class:`CalendarFeatures`).
 
+    The default periods (:data:`DEFAULT_PERIODS`) take the mean Gregorian year, 365.2425
+    days; Prophet's yearly seasonality uses 365.25 days. :meth:`prophet` (periods
+    :data:`PROPHET_PERIODS`, harmonics :data:`PROPHET_HARMONICS`) reproduces Prophet's
+    default features, except that Prophet first floors timestamps to whole seconds.
+
     Args:
-        periods: ``{name: period in seconds}``, rounded to whole nanoseconds.
+        periods: ``{name: period in seconds}``, rounded to whole nanoseconds; at most
+            ``2**63 - 1`` ns (about 292 years), as phases are reduced in int64.
         harmonics: harmonics per period (Prophet uses 4 daily, 3 weekly, 10 yearly), one int
             for all or ``{name: int}`` for each.
     """
@@ -71,9 +110,14 @@ class FourierSeasonality(nn.Module):
         if not periods:
             raise ValueError("periods must name at least one period, got {}")
         for name, seconds in periods.items():
-            if round(check_positive_float(seconds, f"periods[{name!r}]") * 10**9) < 1:
+            period_ns = round(check_positive_float(seconds, f"periods[{name!r}]") * 10**9)
+            if period_ns < 1:
                 raise ValueError(f"periods[{name!r}] must be a positive number of seconds "
                                  f"(>= 1 ns), got {seconds!r}")
+            if period_ns > _MAX_PERIOD_NS:
+                # Phases are reduced modulo the period in int64 nanoseconds.
+                raise ValueError(f"periods[{name!r}] must be at most 9223372036.854775807 s "
+                                 f"(2**63 - 1 ns, about 292 years), got {seconds!r}")
         if isinstance(harmonics, Mapping):
             if set(harmonics) != set(periods):
                 raise ValueError(f"harmonics must have the keys of periods {sorted(periods)}, "
@@ -87,6 +131,12 @@ class FourierSeasonality(nn.Module):
         self.periods = periods
         self.periods_ns = [round(s * 10**9) for s in periods.values()]
         self.harmonics = counts
+
+    @classmethod
+    def prophet(cls) -> FourierSeasonality:
+        """Prophet's default yearly (365.25 days, 10 harmonics), weekly (3) and daily (4)
+        seasonality features, in Prophet's column order."""
+        return cls(PROPHET_PERIODS, PROPHET_HARMONICS)
 
     @property
     def dim(self) -> int:

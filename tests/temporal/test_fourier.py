@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
-from posenc.temporal import DEFAULT_PERIODS, FourierSeasonality, to_nanoseconds, to_seconds
+from posenc.temporal import (
+    DEFAULT_PERIODS,
+    FourierSeasonality,
+    fourier_features,
+    to_nanoseconds,
+    to_seconds,
+)
 from temporal_refs import HIGH_NS, LOW_NS, nanoseconds
 
 
@@ -67,6 +73,28 @@ def test_equals_prophet_formula_and_column_order():
     assert enc.dim == 34
 
 
+def prophet_fourier_series(ns: np.ndarray, period_days: float, order: int) -> np.ndarray:
+    """Prophet's ``Prophet.fourier_series``: whole seconds since the epoch, in days."""
+    t = ns // 10**9 / (3600 * 24.0)
+    return np.stack([fun(2 * np.pi * t * (i + 1) / period_days)
+                     for i in range(order) for fun in (np.sin, np.cos)], axis=-1)
+
+
+def test_prophet_configuration_equals_prophets_features():
+    ts = pd.date_range("1990-03-01 00:00:07", "2040-01-01", freq="977h")
+    ns = to_nanoseconds(ts)
+    expected = np.concatenate([prophet_fourier_series(ns, 365.25, 10),
+                               prophet_fourier_series(ns, 7, 3),
+                               prophet_fourier_series(ns, 1, 4)], axis=-1)
+    enc = FourierSeasonality.prophet()
+    out = enc(ts, dtype=torch.float64).numpy()
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-9)
+    assert enc.feature_names[:2] == ["yearly_sin1", "yearly_cos1"] and enc.dim == 34
+    # posenc's default year is the Gregorian 365.2425 days: a different feature.
+    default_year = FourierSeasonality({"year": DEFAULT_PERIODS["year"]}, harmonics=10)
+    assert np.abs(default_year(ts, dtype=torch.float64).numpy() - expected[:, :20]).max() > 0.05
+
+
 def test_known_values_by_hand():
     enc = FourierSeasonality({"day": 86400, "week": 604800}, harmonics=2)
     # 06:00 UTC on Thursday 1970-01-01 is a quarter day; the week phase counts from the epoch.
@@ -99,6 +127,46 @@ def test_aware_timestamps_are_utc_instants_and_tensors_stay_tensors():
 def test_bad_configuration_raises(kwargs, match):
     with pytest.raises(ValueError, match=match):
         FourierSeasonality(**kwargs)
+
+
+# The largest period whose whole nanoseconds fit int64 (2**63 - 1) as a float of seconds,
+# and the next float up, which rounds to 2**63 ns.
+LARGEST_SECONDS = 9223372036.854774
+TOO_LARGE_SECONDS = float(np.nextafter(LARGEST_SECONDS, np.inf))
+
+
+def test_largest_period_is_exact_and_the_next_float_raises():
+    assert round(LARGEST_SECONDS * 10**9) <= 2**63 - 1 < round(TOO_LARGE_SECONDS * 10**9)
+    enc = FourierSeasonality({"era": LARGEST_SECONDS}, harmonics=1)
+    ns = np.array([10**18, -(10**18), HIGH_NS, LOW_NS])
+    out = enc(ns, dtype=torch.float64).numpy()
+    period_ns = round(LARGEST_SECONDS * 10**9)
+    np.testing.assert_allclose(cycle_error(out, exact_cycles(ns, period_ns, 1)), 0, atol=1e-12)
+    with pytest.raises(ValueError, match=r"periods\['era'\] .*at most 9223372036.85477"):
+        FourierSeasonality({"era": TOO_LARGE_SECONDS})
+
+
+@pytest.mark.parametrize("seconds, error", [
+    (1e6 * 86400, ValueError), (1e10, ValueError), (float("inf"), ValueError),
+    (float("nan"), ValueError), (0, ValueError), (-86400, ValueError), (10**30, ValueError),
+    (True, TypeError), ("86400", TypeError), (None, TypeError),
+])
+def test_bad_period_raises_naming_it(seconds, error):
+    with pytest.raises(error, match=r"periods\['p'\]"):
+        FourierSeasonality({"p": seconds})
+
+
+@pytest.mark.parametrize("periods_ns, harmonics, error, match", [
+    ([2**63], [1], ValueError, r"periods_ns\[0\] .*2\*\*63 - 1"),
+    ([0], [1], ValueError, r"periods_ns\[0\]"),
+    ([86400.0 * 10**9], [1], TypeError, r"periods_ns\[0\] must be an int"),
+    ([True], [1], TypeError, r"periods_ns\[0\]"),
+    ([10**9], [0], ValueError, r"harmonics\[0\]"),
+    ([10**9, 10**10], [1], ValueError, "one harmonics count per period"),
+])
+def test_fourier_features_checks_periods_and_harmonics(periods_ns, harmonics, error, match):
+    with pytest.raises(error, match=match):
+        fourier_features(torch.zeros(3, dtype=torch.int64), periods_ns, harmonics)
 
 
 def test_nat_raises_for_every_input_kind():
