@@ -14,6 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 from posenc.core import (
+    Float64Buffers,
     PositionEncoding,
     alibi_slopes,
     check_positive_int,
@@ -96,7 +97,10 @@ class RelativeBias2D(PositionEncoding):
     ``table`` has one row per offset ``(dr, dc) = query - key`` with ``|dr| < rows`` and
     ``|dc| < cols``, at row ``(dr + rows - 1) * (2 cols - 1) + dc + cols - 1`` (Swin's
     ``relative_position_bias_table``). For a :class:`GridPositions` on another grid the table is
-    resized bicubically to that grid's offsets (as timm's ``resize_rel_pos_bias_table``).
+    resized to that grid's offsets like an image (``F.interpolate``, bicubic,
+    ``align_corners=False``), exactly timm's ``resize_rel_pos_bias_table_simple`` (its flat
+    ``(L, H)`` form for square tables, its ``(H, 2r-1, 2c-1)`` form for non-square ones), not the
+    scipy-based ``resize_rel_pos_bias_table`` that BEiT checkpoints go through.
 
     Args:
         num_heads: attention heads.
@@ -208,10 +212,11 @@ class ContinuousBias2D(PositionEncoding):
                 f"ref_grid_size={self.ref_grid_size}")
 
 
-class ALiBi2D(PositionEncoding):
+class ALiBi2D(Float64Buffers):
     """2D ALiBi: ``bias = -slope_h * ||query - key||`` (Euclidean patch distance).
 
-    Slopes are ALiBi's (:func:`posenc.core.alibi_slopes`); no parameters, any coordinates.
+    Slopes are ALiBi's (:func:`posenc.core.alibi_slopes`), a float64 buffer that stays float64
+    when the module is cast; no parameters, any coordinates.
 
     Args:
         num_heads: attention heads.
@@ -222,7 +227,8 @@ class ALiBi2D(PositionEncoding):
     def __init__(self, num_heads: int) -> None:
         super().__init__()
         self.num_heads = check_positive_int(num_heads, "num_heads")
-        self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)
+        # Kept out of .to(bfloat16), as ALiBi's: a bf16 slope is off by up to 0.4%.
+        self.register_float64_buffer("slopes", alibi_slopes(num_heads))
 
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:

@@ -63,6 +63,17 @@ def test_relbias_resizes_its_table_for_another_grid_like_timm():
                                .permute(2, 0, 1))
 
 
+def test_relbias_resizes_a_non_square_table_like_timm_simple_resize():
+    enc = RelativeBias2D(HEADS, (3, 4))  # 5 x 7 offsets
+    table = enc.table.detach()
+    resized = enc.table_for_grid((5, 2))
+    # timm's (num_heads, 2r-1, 2c-1) form (its flat form assumes a square source table).
+    expected = resize_rel_pos_bias_table_simple(table.t().reshape(HEADS, 5, 7), (5, 2),
+                                                (HEADS, 9, 3))
+    assert resized.shape == (27, HEADS)
+    torch.testing.assert_close(resized, expected.reshape(HEADS, -1).t(), rtol=0, atol=1e-6)
+
+
 def test_relbias_offsets_outside_table_or_fractional_raise():
     enc = RelativeBias2D(HEADS, 3)
     with pytest.raises(ValueError, match="do not fit"):
@@ -102,6 +113,19 @@ def test_alibi2d_is_minus_slope_times_euclidean_distance():
     slopes = alibi_slopes(4)
     expected = torch.stack([-slopes * 5.0, -slopes * (8.0 ** 0.5)], dim=-1)[None, :, :, None]
     torch.testing.assert_close(bias, expected)
+
+
+def test_alibi2d_slopes_stay_float64_under_a_bf16_cast():
+    coords = patch_coords((6, 7))
+    reference = ALiBi2D(5)(coords, coords)
+    enc = ALiBi2D(5).to(torch.bfloat16)
+    assert enc.slopes.dtype == torch.float64
+    torch.testing.assert_close(enc.slopes, alibi_slopes(5).double(), rtol=0, atol=0)
+    bias = enc(coords, coords)
+    assert bias.dtype == torch.float32
+    torch.testing.assert_close(bias, reference, rtol=0, atol=0)
+    torch.testing.assert_close(bias.bfloat16(), reference.bfloat16(), rtol=0, atol=0)
+    assert "slopes" not in enc.state_dict()
 
 
 @pytest.mark.parametrize("enc", [RelativeBias2D(HEADS, 4), ContinuousBias2D(HEADS, 32),
