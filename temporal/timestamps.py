@@ -5,8 +5,9 @@ Accepted everywhere a ``timestamps`` argument appears:
 - ``pandas.DatetimeIndex`` or a datetime ``pandas.Series``, tz-naive or tz-aware, any
   resolution (pandas 3 parses strings to microseconds, numpy gives seconds for dates);
 - a ``numpy`` ``datetime64`` array of any shape;
-- int64 nanoseconds since the Unix epoch, as a numpy array or a torch tensor of any shape;
-- a list of ``datetime``/``Timestamp``/ISO strings.
+- int64 nanoseconds since the Unix epoch, as a numpy array or a torch tensor of any shape
+  (other integers, e.g. a list of ints or an int32 array, have no known unit and raise);
+- a list of ``datetime``/``date``/``Timestamp``/ISO strings (an empty list is no timestamps).
 
 tz-aware timestamps are instants; tz-naive ones are wall-clock readings (or UTC, if that is
 what the data means: then say so with ``localize(ts, "UTC")``). Nothing here guesses a zone:
@@ -18,6 +19,7 @@ explicit ``ambiguous=``/``nonexistent=`` option says what to do).
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
@@ -59,6 +61,15 @@ def _describe(timestamps: object) -> str:
 
 def _from_objects(values: np.ndarray, name: str) -> pd.DatetimeIndex:
     """Parse datetime objects / strings, refusing a mix of naive and aware values."""
+    if values.dtype.kind == "O":
+        for i, value in enumerate(values):
+            if isinstance(value, str | bytes | dt.date | np.datetime64) or value is None or (
+                    value is pd.NaT or isinstance(value, float) and math.isnan(value)):
+                continue  # missing values are reported as NaT by the caller
+            # pandas would read an int as nanoseconds and a Period as its start: guesses.
+            raise TypeError(f"{name} must hold datetimes or date strings, but flat position "
+                            f"{i} holds {type(value).__name__} ({value!r}); convert it first "
+                            f"(e.g. pd.to_datetime(values, unit='s'), period.to_timestamp())")
     # One zone per array keeps "local time" well defined; pandas' own message for a mix
     # ("unless utc=True") suggests a silent conversion instead.
     kinds = {getattr(v, "tzinfo", None) is not None for v in values if isinstance(v, dt.datetime)}
@@ -71,7 +82,22 @@ def _from_objects(values: np.ndarray, name: str) -> pd.DatetimeIndex:
     except (TypeError, ValueError) as err:
         raise ValueError(
             f"{name} could not be read as datetimes (several time zones or offsets in one "
-            f"array, or unparsable values): {err}") from err
+            f"array, unparsable values, or dates out of range): {err}") from err
+
+
+def _from_datetime64(values: np.ndarray, name: str) -> pd.DatetimeIndex:
+    unit = np.datetime_data(values.dtype)[0]
+    if unit == "generic":
+        raise TypeError(f"{name} are datetime64 without a unit (dtype {values.dtype}); give "
+                        f"them one, e.g. values.astype('M8[s]')")
+    if unit in ("ps", "fs", "as"):
+        raise TypeError(f"{name} of dtype {values.dtype} are finer than nanoseconds, which "
+                        f"pandas would truncate silently; round them to 'M8[ns]' first")
+    try:
+        return pd.DatetimeIndex(values)
+    except (OverflowError, ValueError) as err:
+        raise ValueError(f"{name} of dtype {values.dtype} are out of range for pandas "
+                         f"(int64 seconds since 1970): {err}") from err
 
 
 def datetime_index(timestamps: Timestamps, name: str = "timestamps"
@@ -87,8 +113,11 @@ def datetime_index(timestamps: Timestamps, name: str = "timestamps"
         the input's shape, so callers can give their outputs the input's shape.
 
     Raises:
-        TypeError: unsupported type or dtype (floats are ambiguous), mixed naive/aware values.
-        ValueError: NaT values (the position of the first is named), unparsable values.
+        TypeError: unsupported type or dtype (floats, and integers other than an int64 array
+            or tensor, have no unit), datetime64 without a unit or finer than ns, values
+            that are not datetimes, mixed naive/aware values.
+        ValueError: NaT values (the position of the first is named), unparsable values,
+            dates beyond pandas' range.
     """
     if isinstance(timestamps, Tensor):
         if timestamps.dtype != torch.int64:
@@ -100,12 +129,23 @@ def datetime_index(timestamps: Timestamps, name: str = "timestamps"
     elif isinstance(timestamps, pd.Series) and timestamps.dtype.kind == "M":
         index, shape = pd.DatetimeIndex(timestamps), (len(timestamps),)
     else:
+        # Only an int64 array (or tensor) is documented as nanoseconds; a list or Series of
+        # ints could as well be epoch seconds.
+        nanoseconds = isinstance(timestamps, np.ndarray | np.int64)
+        if isinstance(timestamps, list | tuple) and not timestamps:
+            timestamps = np.array([], dtype="M8[ns]")
         values = np.asarray(timestamps)
         shape, flat = values.shape, values.ravel()
         if values.dtype.kind == "M":
-            index = pd.DatetimeIndex(flat)
-        elif values.dtype.kind == "i":
-            index = pd.DatetimeIndex(flat.astype(np.int64, copy=False).view("M8[ns]"))
+            index = _from_datetime64(flat, name)
+        elif values.dtype == np.int64 and nanoseconds:
+            index = pd.DatetimeIndex(flat.view("M8[ns]"))
+        elif values.dtype.kind in "iu":
+            raise TypeError(
+                f"{name} as integers must be an int64 numpy array (or tensor) of nanoseconds "
+                f"since the epoch; got {_describe(timestamps)}, whose unit is unknown: "
+                f"convert with pd.to_datetime(values, unit=...) or np.asarray(values, "
+                f"dtype=np.int64) if they are nanoseconds")
         elif values.dtype.kind in "OUS" and values.size:
             index = _from_objects(flat, name)
         else:
@@ -307,9 +347,18 @@ def to_nanoseconds(timestamps: Timestamps) -> np.ndarray:
 
 
 def _origin(origin: Any, index: pd.DatetimeIndex) -> pd.Timestamp:
+    """``origin`` as a Timestamp, at the timestamps' resolution where that is exact (pandas
+    subtracts in the finer of the two, which may not reach the timestamps' dates)."""
     if origin is None:
-        return pd.Timestamp(0, tz="UTC" if _is_aware(index) else None)
-    stamp = pd.Timestamp(origin)
+        return pd.Timestamp(0, tz="UTC" if _is_aware(index) else None).as_unit(index.unit)
+    if isinstance(origin, bool | int | float | np.number):
+        raise TypeError(f"origin must be a timestamp (string, datetime, Timestamp, "
+                        f"datetime64), got {type(origin).__name__} {origin!r}, which has no "
+                        f"unit")
+    try:
+        stamp = pd.Timestamp(origin)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"origin must be a timestamp, got {origin!r}: {err}") from err
     if stamp is pd.NaT:
         raise ValueError("origin must be a timestamp, got NaT")
     if (stamp.tz is not None) != _is_aware(index):
@@ -317,7 +366,10 @@ def _origin(origin: Any, index: pd.DatetimeIndex) -> pd.Timestamp:
             f"origin is tz-{'aware' if stamp.tz is not None else 'naive'} ({origin!r}) but "
             f"timestamps are tz-{'aware' if _is_aware(index) else 'naive'}; give both the "
             f"same kind")
-    return stamp
+    try:
+        return stamp.as_unit(index.unit, round_ok=False)
+    except ValueError:  # finer than the timestamps, or out of their unit's range
+        return stamp
 
 
 def to_seconds(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -> np.ndarray:
@@ -327,18 +379,29 @@ def to_seconds(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -
         timestamps: see the module docstring. For tz-aware input this is real elapsed time
             (DST changes do not add or remove an hour); for naive input it is the difference
             of wall-clock readings.
-        origin: anything ``pandas.Timestamp`` accepts, of the same naive/aware kind as
-            ``timestamps``; ``None`` is the Unix epoch.
+        origin: a timestamp (string, datetime, ``Timestamp``, datetime64; not a number,
+            which has no unit) of the same naive/aware kind as ``timestamps``; ``None`` is
+            the Unix epoch.
         unit: one of :data:`UNITS` (``"ns", "us", "ms", "s", "min", "h", "D", "W"``).
 
     Returns:
-        float64 array. The difference is formed in int64 ticks and converted once, so it is
-        exact to the tick while below 2**53 ticks (104 days in ns, 285 years in us).
+        float64 array. The difference is formed in int64 ticks of the timestamps' resolution
+        (of the origin's, if finer) and converted once, so it is exact to the tick while
+        below 2**53 ticks (104 days in ns, 285 years in us); dates beyond 1677-2262 work at
+        a resolution coarser than ns. A difference beyond int64 ticks raises.
     """
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {list(UNITS)}, got {unit!r}")
     index, shape = datetime_index(timestamps)
-    delta = index - _origin(origin, index)
+    start = _origin(origin, index)
+    try:
+        delta = index - start
+    except (OverflowError, ValueError) as err:
+        raise ValueError(
+            f"timestamps minus origin ({start}) does not fit int64 ticks of "
+            f"{'the finer of their units' if start.unit != index.unit else index.unit!r} "
+            f"({err}); choose an origin nearer the timestamps, at their resolution "
+            f"({index.unit!r})") from err
     ticks, tick_ns = delta.asi8.astype(np.float64), UNITS[delta.unit]
     # Unit lengths divide one another, so one of these factors is 1 and the other exact.
     if tick_ns > UNITS[unit]:

@@ -134,3 +134,74 @@ def test_origin_must_match_awareness_and_unit_must_be_known():
 def test_out_of_nanosecond_range_raises():
     with pytest.raises(ValueError, match="nanosecond range"):
         to_nanoseconds(np.array(["2500-01-01"], dtype="M8[s]"))
+
+
+def epoch_seconds(values: list[str], unit: str) -> np.ndarray:
+    """numpy's own count of whole ``unit`` ticks since 1970, as float64 seconds."""
+    ticks = np.array(values, dtype=f"M8[{unit}]").astype(np.int64).astype(np.float64)
+    length = UNITS[unit]
+    return ticks * (length // 10**9) if length >= 10**9 else ticks / (10**9 // length)
+
+
+@pytest.mark.parametrize("unit, values", [
+    ("s", ["2500-01-01", "1500-06-30 12:00:01"]),
+    ("ms", ["3000-01-01", "1000-01-01"]),
+    ("us", ["9999-12-31 23:59:59.999999", "0001-01-01"]),
+    ("D", ["1200-02-29", "2400-12-31"]),
+])
+def test_to_seconds_outside_the_nanosecond_range_is_exact(unit, values):
+    got = to_seconds(np.array(values, dtype=f"M8[{unit}]"))
+    np.testing.assert_array_equal(got, epoch_seconds(values, unit))
+    # Python datetimes and strings arrive as microseconds (pandas 3): the same numbers.
+    stamps = [pd.Timestamp(v).to_pydatetime() for v in values]
+    np.testing.assert_array_equal(to_seconds(stamps), epoch_seconds(values, "us"))
+    np.testing.assert_array_equal(to_seconds(values), epoch_seconds(values, "us"))
+    origin = pd.Timestamp("2000-01-01")  # a coarse origin keeps the timestamps' resolution
+    np.testing.assert_array_equal(to_seconds(np.array(values, dtype=f"M8[{unit}]"), origin),
+                                  epoch_seconds(values, unit) - 946684800)
+
+
+def test_to_seconds_of_aware_python_datetimes_counts_from_the_utc_epoch():
+    stamps = [pd.Timestamp("2600-07-01 12:00", tz="Europe/Paris").to_pydatetime()]
+    np.testing.assert_array_equal(to_seconds(stamps), epoch_seconds(["2600-07-01 10:00"], "s"))
+
+
+def test_to_seconds_that_overflow_int64_ticks_raise_naming_the_arguments():
+    far = np.array([2**62], dtype="M8[s]")
+    with pytest.raises(ValueError, match="timestamps minus origin .*int64"):
+        to_seconds(far, origin=pd.Timestamp(np.datetime64(-(2**62), "s")))
+    # An origin finer than the timestamps forces their unit: ns cannot reach 2500.
+    with pytest.raises(ValueError, match="timestamps minus origin .*int64"):
+        to_seconds(np.array(["2500-01-01"], dtype="M8[s]"),
+                   origin=pd.Timestamp("2000-01-01 00:00:00.000000001"))
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (np.array([10**15], dtype="M8[D]"), ValueError, "timestamps .*out of range"),
+    (np.array([10], dtype="M8[ps]"), TypeError, r"timestamps .*datetime64\[ps\]"),
+    (np.array(["NaT"], dtype="M8"), TypeError, "timestamps .*unit"),
+    ([1_600_000_000, 1_600_000_060], TypeError, "timestamps .*unit"),
+    (np.array([1_600_000_000], dtype=np.int32), TypeError, "timestamps .*int32"),
+    (pd.Series([1_600_000_000]), TypeError, "timestamps .*unit"),
+    ([dt.datetime(2021, 1, 1), 5], TypeError, "timestamps .*position 1.*int"),
+    (pd.period_range("2021-01", periods=2, freq="M"), TypeError, "timestamps .*Period"),
+    (np.array([1], dtype="m8[s]"), TypeError, "timestamps .*timedelta64"),
+])
+def test_ambiguous_or_lossy_timestamps_raise_naming_them(bad, error, match):
+    with pytest.raises(error, match=match):
+        to_seconds(bad)
+
+
+def test_empty_input_gives_empty_output():
+    for empty in ([], (), np.array([], dtype="M8[s]"), np.array([], dtype=np.int64),
+                  pd.DatetimeIndex([])):
+        out = to_seconds(empty)
+        assert out.shape == (0,) and out.dtype == np.float64
+        assert to_nanoseconds(empty).shape == (0,)
+
+
+@pytest.mark.parametrize("origin, error", [(5, TypeError), (1.5, TypeError),
+                                           ("not a date", ValueError)])
+def test_bad_origin_raises_naming_it(origin, error):
+    with pytest.raises(error, match="origin"):
+        to_seconds(pd.DatetimeIndex(["2021-01-01"]), origin=origin)
