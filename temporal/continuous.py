@@ -60,7 +60,7 @@ class ContinuousSinusoidal(Float64Buffers):
     def forward(self, times: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
         """``(N,)`` or ``(B, N)`` elapsed times (float64 from :func:`time_positions` keeps
         full precision far from the origin) -> ``(..., dim)``."""
-        check_positions(times, "times")
+        times = check_positions(times, "times")
         return sinusoidal_encoding(times, self.inv_freq64, self.layout).to(dtype)
 
     def extra_repr(self) -> str:

@@ -29,7 +29,9 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
 
     Args:
         times: ``(N,)`` or ``(B, N)`` non-decreasing times in any unit
-            (:func:`time_positions`). Padding should repeat a real time (e.g. the last).
+            (:func:`time_positions`): integer, float32 or float64 (half precision raises:
+            elapsed hours in float16 are off by whole hours past 2048). Padding should
+            repeat a real time (e.g. the last).
         mask: same shape, bool, True where a value was observed; unobserved positions (gaps,
             the horizon to forecast, padding) still get their deltas but are skipped as
             "previous observation" (GRU-D's delta). ``None``: every position observed.
@@ -42,17 +44,16 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
         ``(..., N, 3)``: ``[since_previous, since_start, observed]``. ``since_previous`` is 0
         where no earlier observation exists; ``since_start`` counts from ``times[..., 0]``.
     """
-    check_positions(times, "times")
+    t = check_positions(times, "times")  # refuses half precision, widens integers
     if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool
-                             or mask.shape != times.shape):
+                             or mask.shape != t.shape):
         got = f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, Tensor) else (
             type(mask).__name__)
         raise TypeError(f"mask must be a bool tensor of the shape of times "
-                        f"{tuple(times.shape)}, got {got}")
+                        f"{tuple(t.shape)}, got {got}")
     check_positive_float(scale, "scale")
-    _check_order(times)
+    _check_order(t)
     # Differences are taken before any cast, so integer times (nanoseconds) stay exact.
-    t = times.float() if times.dtype in (torch.float16, torch.bfloat16) else times
     wide = t.dtype if t.is_floating_point() else wide_dtype(t.device)
     positions = torch.arange(t.shape[-1], device=t.device).expand(t.shape)
     if mask is None:

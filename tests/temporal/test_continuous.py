@@ -73,3 +73,11 @@ def test_bad_configuration_raises(args, error, match):
 def test_non_finite_times_raise():
     with pytest.raises(ValueError, match="times must be finite"):
         ContinuousSinusoidal(8, 1.0, 2.0)(torch.tensor([0.0, float("nan")]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_times_raise(dtype):
+    # 1001 h is 1000 h in bfloat16 (and 2049 h is 2048 h in float16): whole hours lost.
+    assert torch.tensor(2049.0, dtype=dtype).item() != 2049.0
+    with pytest.raises(TypeError, match=f"times .*{str(dtype).split('.')[1]}"):
+        ContinuousSinusoidal(8, 1.0, 2.0)(torch.tensor([0.0, 2049.0], dtype=dtype))

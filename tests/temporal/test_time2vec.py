@@ -44,3 +44,9 @@ def test_errors():
         Time2Vec(0)
     with pytest.raises(ValueError, match="times must have shape"):
         Time2Vec(2)(torch.zeros(2, 3, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_times_raise(dtype):
+    with pytest.raises(TypeError, match=f"times .*{str(dtype).split('.')[1]}"):
+        Time2Vec(4)(torch.tensor([0.0, 2049.0], dtype=dtype))

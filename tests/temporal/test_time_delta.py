@@ -61,3 +61,22 @@ def test_errors():
         time_delta_features(torch.zeros(3), log=True, scale=True)
     assert TimeDelta.dim == 3 and TimeDelta.feature_names == [
         "since_previous", "since_start", "observed"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_times_raise(dtype):
+    # Elapsed hours in half precision are already off by whole hours (2049 -> 2048).
+    times = torch.tensor([0.0, 2049.0, 2050.0], dtype=dtype)
+    for call in (lambda: time_delta_features(times), lambda: TimeDelta()(times)):
+        with pytest.raises(TypeError, match=f"times .*{str(dtype).split('.')[1]}"):
+            call()
+
+
+def test_integer_times_of_any_width_are_exact():
+    times = torch.tensor([0, 5, 2**31 + 7], dtype=torch.int64)
+    expected = torch.tensor([[0.0, 0.0, 1.0], [5.0, 5.0, 1.0], [2**31 + 2, 2**31 + 7, 1.0]],
+                            dtype=torch.float64)
+    torch.testing.assert_close(time_delta_features(times, dtype=torch.float64), expected,
+                               rtol=0, atol=0)
+    torch.testing.assert_close(time_delta_features(times[:2].int(), dtype=torch.float64),
+                               expected[:2], rtol=0, atol=0)
