@@ -55,17 +55,25 @@ class Factorized2D(PositionEncoding):
 
         An axis that fits in its table uses patch indices ``0 .. n-1`` (NaViT); a longer axis is
         spread over the whole table with fractional coordinates ``linspace(0, max - 1, n)``
-        (NaViT's fractional variant), so any grid size works.
+        (NaViT's fractional variant), so any grid size works. Both go through the same
+        interpolating lookup (an integer position interpolates to exactly its row), so the
+        choice is made on tensors and ``torch.export`` keeps the grid size dynamic.
         """
         rows, cols = check_grid_size(grid_size)
         device = self.rows.weight.device
-        axes = []
-        for n, size in zip((rows, cols), self.max_grid_size, strict=True):
-            if n <= size:
-                axes.append(torch.arange(n, device=device))
-            else:
-                axes.append(torch.linspace(0, size - 1, n, device=device))
-        return (self.rows(axes[0])[:, None] + self.cols(axes[1])[None, :]).flatten(0, 1)
+        row_pos, col_pos = (_axis_positions(n, size, device)
+                            for n, size in zip((rows, cols), self.max_grid_size, strict=True))
+        return (self.rows(row_pos)[:, None] + self.cols(col_pos)[None, :]).flatten(0, 1)
 
     def extra_repr(self) -> str:
         return f"max_grid_size={self.max_grid_size}, dim={self.dim}"
+
+
+def _axis_positions(n: int, size: int, device: torch.device) -> Tensor:
+    """``(n,)`` float32 table positions of ``n`` patches on a table of ``size`` rows: ``0 .. n-1``
+    when they fit, else ``i * (size - 1) / (n - 1)`` (exactly ``size - 1`` at the last patch)."""
+    steps = torch.arange(n, device=device, dtype=torch.float32)
+    # n - 1 as a tensor, not a Python comparison, so export does not specialise on the table
+    # size; clamped to 1 so that n = 1 does not divide by zero.
+    last = steps[-1:].clamp(min=1)
+    return torch.where(last > size - 1, steps * (size - 1) / last, steps)

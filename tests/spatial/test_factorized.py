@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 from posenc.spatial import Factorized2D, patch_coords
+from torch.export import Dim, export
 
 
 def test_sum_of_row_and_column_tables():
@@ -46,3 +47,41 @@ def test_outside_tables_raises_naming_the_axis():
         enc(torch.tensor([[0, 5]]))
     with pytest.raises(ValueError, match="rows must lie in"):
         enc(torch.tensor([[-1.0, 0.0]]))
+
+
+def test_grid_within_tables_indexes_them_exactly():
+    enc = Factorized2D((4, 6), 8)
+    rows, cols = enc.rows.weight.detach(), enc.cols.weight.detach()
+    for grid in [(1, 1), (4, 6), (2, 5), (1, 6)]:
+        expected = rows[: grid[0], None] + cols[None, : grid[1]]
+        got = enc.encode_grid(grid).reshape(*grid, 8)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+def test_last_patch_of_a_long_axis_is_exactly_the_last_table_row():
+    enc = Factorized2D((3, 7), 4)
+    rows, cols = enc.rows.weight.detach(), enc.cols.weight.detach()
+    full = enc.encode_grid((41, 1000)).reshape(41, 1000, 4)
+    torch.testing.assert_close(full[-1, -1], rows[-1] + cols[-1], rtol=0, atol=0)
+    torch.testing.assert_close(full[20, 0], rows[1] + cols[0], rtol=0, atol=0)
+
+
+class _AddGrid(torch.nn.Module):
+    """``(B, H, W, dim)`` patches -> ``(B, H * W, dim)`` with the grid encoding added."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = Factorized2D((4, 5), 8)
+
+    def forward(self, x):
+        return x.flatten(1, 2) + self.enc.encode_grid((x.shape[1], x.shape[2]))
+
+
+def test_encode_grid_exports_with_dynamic_grid_size_beyond_the_tables():
+    model = _AddGrid()
+    rows, cols = Dim("rows", min=1, max=64), Dim("cols", min=1, max=64)
+    program = export(model, (torch.zeros(1, 3, 3, 8),),
+                     dynamic_shapes={"x": {1: rows, 2: cols}})
+    for grid in [(3, 3), (4, 5), (9, 2), (1, 1), (7, 11), (1, 40)]:
+        x = torch.randn(1, *grid, 8)
+        torch.testing.assert_close(program.module()(x), model(x), rtol=0, atol=0)
