@@ -24,6 +24,7 @@ They live in :mod:`.plots_core` (1D), :mod:`.plots_spatial` (2D) and :mod:`.plot
 from __future__ import annotations
 
 import argparse
+import pickle
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -69,12 +70,24 @@ def load_checkpoint_module(path: str | Path) -> nn.Module:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"checkpoint={str(path)!r} is not a file")
-    # The checkpoint's own hyper-parameters may hold arbitrary objects: trust it as Lightning
-    # does when it loads it.
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    cls = LightningModule if "_instantiator" in ckpt.get("hyper_parameters", {}) else (
-        ImageClassifier)
-    return cls.load_from_checkpoint(path, map_location="cpu").eval()
+    # A checkpoint is untrusted input: tensors and plain values only (posenc's hyperparameters
+    # are plain config values), and its class paths go through Lightning's and posenc's checks.
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        why = next((line.strip() for line in str(err).splitlines()
+                    if "Unsupported global" in line), "")
+        raise ValueError(f"checkpoint={str(path)!r} holds objects other than tensors and plain "
+                         f"values, which are not loaded (weights_only=True). {why}") from err
+    except Exception as err:  # KeyError, EOFError, RuntimeError...: not a torch checkpoint
+        raise ValueError(f"checkpoint={str(path)!r} is not a readable torch checkpoint "
+                         f"({type(err).__name__}: {err})") from err
+    hparams = ckpt.get("hyper_parameters", {}) if isinstance(ckpt, dict) else None
+    if not isinstance(hparams, dict):
+        raise ValueError(f"checkpoint={str(path)!r} is not a Lightning checkpoint (no "
+                         f"hyper_parameters dict)")
+    cls = LightningModule if "_instantiator" in hparams else ImageClassifier
+    return cls.load_from_checkpoint(path, map_location="cpu", weights_only=True).eval()
 
 
 def _find(model: nn.Module, accept: Any, what: str, path: Path) -> nn.Module:

@@ -146,3 +146,54 @@ def test_weights_only_refuses_pickled_objects(tmp_path):
                path)
     with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
         ImageClassifier.load_from_checkpoint(path, weights_only=True)
+
+
+# -- posenc plot --checkpoint ------------------------------------------------------------------
+def test_plot_checkpoint_loading_refuses_pickled_objects(tmp_path):
+    from posenc.tasks import plots
+
+    path = _save(ImageClassifier(encoding="learned", **TINY_VIT), tmp_path / "obj.ckpt",
+                 extra=argparse.Namespace(a=1))
+    with pytest.raises(ValueError, match=r"holds objects other than tensors and plain values"
+                                         r".*Unsupported global: GLOBAL argparse.Namespace"):
+        plots.load_checkpoint_module(path)
+
+
+def test_plot_checkpoint_loading_checks_class_paths(tmp_path):
+    from posenc.tasks import plots
+
+    marker, evil = _shell(tmp_path)
+    path = _save(ImageClassifier(**TINY_VIT), tmp_path / "v.ckpt", encoding=evil,
+                 _class_path="posenc.tasks.vision.ImageClassifier",
+                 _instantiator="lightning.pytorch.cli.instantiate_module")
+    with pytest.raises(ValueError, match="encoding: class_path 'os.system'"):
+        plots.load_checkpoint_module(path)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("content, match", [
+    (b"", "is not a readable torch checkpoint"),
+    (b"hello", "is not a readable torch checkpoint"),
+])
+def test_plot_checkpoint_that_is_not_a_checkpoint(tmp_path, content, match):
+    from posenc.tasks import plots
+
+    path = tmp_path / "x.ckpt"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"checkpoint='{path}' {match}"):
+        plots.load_checkpoint_module(path)
+    torch.save([1, 2], path)
+    with pytest.raises(ValueError, match="is not a Lightning checkpoint"):
+        plots.load_checkpoint_module(path)
+
+
+def test_plot_checkpoint_loading_still_loads_plain_checkpoints(tmp_path):
+    from posenc import spatial
+    from posenc.tasks import plots
+
+    model = ImageClassifier(encoding="learned", **TINY_VIT)
+    path = _save(model, tmp_path / "ok.ckpt")
+    loaded = plots.load_checkpoint_module(path)
+    saved = next(m for m in model.modules() if isinstance(m, spatial.Learned2D))
+    found = next(m for m in loaded.modules() if isinstance(m, spatial.Learned2D))
+    torch.testing.assert_close(found.weight, saved.weight, rtol=0, atol=0)
