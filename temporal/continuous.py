@@ -13,9 +13,12 @@ from posenc.core import (
     check_even,
     check_positions,
     check_positive_float,
+    check_positive_int,
     sinusoidal_encoding,
 )
 from torch import Tensor
+
+from .timestamps import check_output_dtype
 
 __all__ = ["ContinuousSinusoidal", "geometric_periods"]
 
@@ -25,6 +28,7 @@ LAYOUTS = ("interleaved", "concat")
 def geometric_periods(count: int, min_period: float, max_period: float) -> Tensor:
     """``(count,)`` float64 periods from ``min_period`` to ``max_period``, evenly spaced in
     log (the classic encoding's wavelengths, with chosen end points)."""
+    check_positive_int(count, "count")
     low = check_positive_float(min_period, "min_period")
     high = check_positive_float(max_period, "max_period")
     if low > high:
@@ -61,6 +65,7 @@ class ContinuousSinusoidal(Float64Buffers):
         """``(N,)`` or ``(B, N)`` elapsed times (float64 from :func:`time_positions` keeps
         full precision far from the origin) -> ``(..., dim)``."""
         times = check_positions(times, "times")
+        check_output_dtype(dtype)
         return sinusoidal_encoding(times, self.inv_freq64, self.layout).to(dtype)
 
     def extra_repr(self) -> str:

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from .calendar import FIELDS, check_field_range, field_column
+from .timestamps import check_output_dtype
 
 __all__ = [
     "CYCLE_PERIODS",
@@ -267,6 +268,7 @@ def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
         ``(..., len(names))``; on the fields' device (CPU for numpy input).
     """
     names = check_calendar_fields(names)
+    check_output_dtype(dtype)
     groups = _groups(names, bool(cyclic), dtype, torch.device("cpu"))
     columns = {a.column: field_column(fields, a.column) for g in groups for a in g.axes}
     shapes = {tuple(c.shape) for c in columns.values()}

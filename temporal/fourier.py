@@ -15,7 +15,7 @@ import torch
 from posenc.core import check_positive_float, wide_dtype
 from torch import Tensor, nn
 
-from .timestamps import Timestamps, to_nanoseconds
+from .timestamps import Timestamps, check_output_dtype, to_nanoseconds
 
 __all__ = [
     "DEFAULT_PERIODS",
@@ -106,11 +106,16 @@ class FourierSeasonality(nn.Module):
     def __init__(self, periods: Mapping[str, float] | None = None,
                  harmonics: int | Mapping[str, int] = 4) -> None:
         super().__init__()
+        if not isinstance(periods, Mapping | None):
+            raise TypeError(f"periods must be a mapping {{name: seconds}}, got "
+                            f"{type(periods).__name__} {periods!r}")
         periods = dict(DEFAULT_PERIODS if periods is None else periods)
         if not periods:
             raise ValueError("periods must name at least one period, got {}")
         for name, seconds in periods.items():
-            period_ns = round(check_positive_float(seconds, f"periods[{name!r}]") * 10**9)
+            # As a Python float: a numpy float32 would round the nanoseconds to 24 bits.
+            periods[name] = check_positive_float(seconds, f"periods[{name!r}]")
+            period_ns = round(periods[name] * 10**9)
             if period_ns < 1:
                 raise ValueError(f"periods[{name!r}] must be a positive number of seconds "
                                  f"(>= 1 ns), got {seconds!r}")
@@ -126,11 +131,11 @@ class FourierSeasonality(nn.Module):
         else:
             counts = [harmonics] * len(periods)
         for name, count in zip(periods, counts, strict=True):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
                 raise ValueError(f"harmonics for {name!r} must be an int >= 1, got {count!r}")
         self.periods = periods
         self.periods_ns = [round(s * 10**9) for s in periods.values()]
-        self.harmonics = counts
+        self.harmonics = [int(count) for count in counts]
 
     @classmethod
     def prophet(cls) -> FourierSeasonality:
@@ -154,6 +159,7 @@ class FourierSeasonality(nn.Module):
                 dtype: torch.dtype = torch.float32) -> Tensor:
         """Timestamps (any accepted input; an int64 nanosecond tensor stays on its device)
         of shape ``(...)`` -> ``(..., dim)``."""
+        check_output_dtype(dtype)
         if not (isinstance(timestamps, Tensor) and timestamps.dtype == torch.int64):
             timestamps = torch.from_numpy(to_nanoseconds(timestamps))
         elif not torch.compiler.is_compiling() and bool((timestamps == _NAT).any()):

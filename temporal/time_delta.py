@@ -6,6 +6,8 @@ import torch
 from posenc.core import check_positions, check_positive_float, wide_dtype
 from torch import Tensor, nn
 
+from .timestamps import check_output_dtype
+
 __all__ = ["TimeDelta", "time_delta_features"]
 
 FEATURES = ("since_previous", "since_start", "observed")
@@ -20,6 +22,11 @@ def _check_order(times: Tensor) -> None:
         raise ValueError(f"times must be non-decreasing along the last dim (time since the "
                          f"previous observation needs the order), but at index {where} the "
                          f"next time is earlier; sort each series first")
+    # Sorted, every difference is at most last - first, which wraps negative past int64.
+    if not times.is_floating_point() and bool((times[..., -1] - times[..., 0] < 0).any()):
+        raise ValueError("times span more than int64 holds (2**63 - 1 ticks: 292 years in "
+                         "nanoseconds), so their differences would wrap; use a coarser unit "
+                         "or an origin nearer the series (time_positions)")
 
 
 def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool = False,
@@ -52,6 +59,7 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
         raise TypeError(f"mask must be a bool tensor of the shape of times "
                         f"{tuple(t.shape)}, got {got}")
     check_positive_float(scale, "scale")
+    check_output_dtype(dtype)
     _check_order(t)
     # Differences are taken before any cast, so integer times (nanoseconds) stay exact.
     wide = t.dtype if t.is_floating_point() else wide_dtype(t.device)

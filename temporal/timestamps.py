@@ -163,6 +163,23 @@ def _is_aware(index: pd.DatetimeIndex) -> bool:
     return index.tz is not None
 
 
+def _check_tz(tz: Any) -> Any:
+    if tz is None or isinstance(tz, bool | int | float | np.number):
+        # pandas would read a number as a fixed offset in seconds.
+        raise TypeError(f"tz must be a time zone name or tzinfo (e.g. 'Europe/Berlin'), got "
+                        f"{type(tz).__name__} {tz!r}")
+    return tz
+
+
+def check_output_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
+    """Return ``dtype`` if it is a floating ``torch.dtype``: an integer output would round
+    every sin/cos feature to -1, 0 or 1."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating torch.dtype (e.g. torch.float32), got "
+                        f"{dtype!r}")
+    return dtype
+
+
 def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timestamps"
                     ) -> np.ndarray:
     """Wall-clock readings of ``index`` as int64 ticks of ``index.unit`` since 1970-01-01.
@@ -177,6 +194,7 @@ def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timest
         looked up in the zone's transition table (by pandas, once for all fields).
     """
     if tz is not None:
+        _check_tz(tz)
         if not _is_aware(index):
             raise TypeError(
                 f"{name} are tz-naive, so tz={tz!r} is ambiguous: if they are wall-clock times "
@@ -191,13 +209,48 @@ def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timest
     if not _is_aware(index):
         return index.asi8
     offset = index.tz.utcoffset(None)
+    out_of_range = ValueError(
+        f"{name} have a wall-clock time in {index.tz} out of range for int64 ticks of "
+        f"{index.unit!r} (1677-09-21 to 2262-04-11 in ns); give them a coarser resolution, "
+        f"e.g. .as_unit('s')")
     if offset is not None:
         # A fixed-offset zone (UTC included) needs no transition lookup.
-        return index.asi8 + offset // pd.Timedelta(1, unit=index.unit)
-    return index.tz_localize(None).asi8
+        shift = offset // pd.Timedelta(1, unit=index.unit)
+        ticks, info = index.asi8, np.iinfo(np.int64)
+        if len(ticks) and (ticks.max() > info.max - max(shift, 0)
+                           or ticks.min() < info.min + 1 - min(shift, 0)):
+            raise out_of_range
+        return ticks + shift
+    try:
+        return index.tz_localize(None).asi8
+    except (OverflowError, ValueError) as err:
+        raise out_of_range from err
 
 
 _SHIFTS = ("shift_forward", "shift_backward")
+
+
+def _check_ambiguous(ambiguous: Any, count: int) -> Any:
+    """``ambiguous`` as pandas takes it, or raise: pandas ignores a misspelt string or an int
+    array wherever no wall time repeats."""
+    if isinstance(ambiguous, str):
+        if ambiguous not in ("raise", "infer", "NaT"):
+            raise ValueError(f"ambiguous must be 'raise', 'infer', 'NaT', a bool or a bool "
+                             f"array, got {ambiguous!r}")
+        return ambiguous
+    if isinstance(ambiguous, bool | np.bool_):
+        return bool(ambiguous)
+    if not isinstance(ambiguous, list | tuple | np.ndarray | pd.Series | pd.Index):
+        raise TypeError(f"ambiguous must be 'raise', 'infer', 'NaT', a bool or a bool array, "
+                        f"got {type(ambiguous).__name__} {ambiguous!r}")
+    values = np.asarray(ambiguous)
+    if values.dtype != np.bool_:
+        raise TypeError(f"ambiguous as an array must hold bools (True = the first of two "
+                        f"readings, e.g. DST), got dtype {values.dtype}")
+    if values.shape != (count,):
+        raise ValueError(f"ambiguous as a bool array needs one entry per timestamp, shape "
+                         f"({count},), got {values.shape}")
+    return values
 
 
 def _check_nonexistent(nonexistent: Any) -> Any:
@@ -292,6 +345,8 @@ def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
     if _is_aware(index):
         raise TypeError(f"timestamps are already tz-aware (tz={index.tz}); pass tz= to the "
                         f"encoder to read them in another zone")
+    _check_tz(tz)
+    ambiguous = _check_ambiguous(ambiguous, len(index))
     nonexistent = _check_nonexistent(nonexistent)
     passed = nonexistent if isinstance(nonexistent, str) and nonexistent in ("raise", "NaT") \
         else "NaT"

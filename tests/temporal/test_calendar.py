@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -156,3 +158,29 @@ def test_field_column_checks_presence_dtype_and_range():
         check_field_range(np.array([0, 24]), "hour")
     with pytest.raises(ValueError, match=r"\[1, 12\], got values in \[0, 12\]"):
         check_field_range(torch.tensor([0, 12]), "month")
+
+
+def test_wall_clock_past_the_range_raises_instead_of_wrapping():
+    # UTC 2262-04-11 23:47 is past int64 ns in any zone east of UTC: a fixed offset used to
+    # wrap to 1677 silently, a zone raised pandas' error without naming the argument.
+    last = pd.DatetimeIndex([pd.Timestamp.max]).tz_localize("UTC")
+    for tz in (dt.timezone(dt.timedelta(hours=5)), "Pacific/Kiritimati"):
+        with pytest.raises(ValueError, match="timestamps .*wall-clock time .*out of range"):
+            calendar_fields(last, tz=tz, fields=["hour"])
+    first = pd.DatetimeIndex([pd.Timestamp.min]).tz_localize("UTC")
+    with pytest.raises(ValueError, match="timestamps .*wall-clock time .*out of range"):
+        calendar_fields(first, tz="America/New_York", fields=["hour"])
+    # At a coarser resolution the same instants have room: exact fields.
+    out = calendar_fields(last.as_unit("s"), tz=dt.timezone(dt.timedelta(hours=5)),
+                          fields=["hour", "day_of_month"])
+    assert (out["hour"][0], out["day_of_month"][0]) == (4, 12)
+
+
+@pytest.mark.parametrize("tz", [5, 1.5, True])
+def test_numeric_time_zone_raises(tz):
+    # pandas would read 5 as a fixed offset of 5 seconds.
+    aware = pd.DatetimeIndex(["2021-01-01"], tz="UTC")
+    with pytest.raises(TypeError, match="tz must be a time zone name or tzinfo"):
+        calendar_fields(aware, tz=tz)
+    with pytest.raises(TypeError, match="tz must be a time zone name or tzinfo"):
+        localize(aware.tz_localize(None), tz)

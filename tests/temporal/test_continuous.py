@@ -81,3 +81,14 @@ def test_half_precision_times_raise(dtype):
     assert torch.tensor(2049.0, dtype=dtype).item() != 2049.0
     with pytest.raises(TypeError, match=f"times .*{str(dtype).split('.')[1]}"):
         ContinuousSinusoidal(8, 1.0, 2.0)(torch.tensor([0.0, 2049.0], dtype=dtype))
+
+
+@pytest.mark.parametrize("count, error", [(0, ValueError), (-1, ValueError), (2.5, TypeError)])
+def test_geometric_periods_needs_a_positive_count(count, error):
+    with pytest.raises(error, match="count"):
+        geometric_periods(count, 1.0, 2.0)
+
+
+def test_non_float_output_dtype_raises():
+    with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
+        ContinuousSinusoidal(4, 1.0, 10.0)(torch.zeros(2), dtype=torch.int64)

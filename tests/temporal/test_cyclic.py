@@ -212,3 +212,9 @@ def test_empty_fields_give_empty_features(shape):
 def test_fields_of_different_shapes_raise():
     with pytest.raises(ValueError, match="one shape"):
         CalendarFeatures(["hour", "month"])({"hour": np.zeros(3, int), "month": np.ones(4, int)})
+
+
+def test_non_float_output_dtype_raises():
+    fields = calendar_fields(pd.DatetimeIndex(["2021-01-01"]), fields=["hour"])
+    with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
+        CalendarFeatures(["hour"])(fields, dtype=torch.int64)

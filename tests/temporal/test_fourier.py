@@ -175,3 +175,19 @@ def test_nat_raises_for_every_input_kind():
         enc(pd.DatetimeIndex(["2021-01-01", None]))
     with pytest.raises(ValueError, match="NaT"):
         enc(torch.tensor([0, torch.iinfo(torch.int64).min]))
+
+
+def test_numpy_periods_and_harmonics_are_read_exactly():
+    enc = FourierSeasonality({"d": np.float32(86400.5)}, harmonics=np.int64(3))
+    assert enc.periods_ns == [86400500000000] and enc.harmonics == [3]
+
+
+def test_periods_must_be_a_mapping():
+    with pytest.raises(TypeError, match=r"periods must be a mapping \{name: seconds\}"):
+        FourierSeasonality([86400])
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.complex64, "float32"])
+def test_non_float_output_dtype_raises(dtype):
+    with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
+        FourierSeasonality()(pd.DatetimeIndex(["2021-01-01"]), dtype=dtype)

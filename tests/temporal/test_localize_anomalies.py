@@ -128,3 +128,18 @@ def test_infer_refuses_unsorted_input():
     with pytest.raises(ValueError, match=r"ambiguous='infer'.*sorted.*position 0"):
         localize(pd.DatetimeIndex(["2021-06-01", "2021-01-01"]), "America/New_York",
                  ambiguous="infer")
+
+
+@pytest.mark.parametrize("bad, error", [
+    ("earliest", ValueError), (None, TypeError), (np.array([1]), TypeError),
+    (np.array([True, False]), ValueError), (np.array([[True]]), ValueError),
+])
+def test_bad_ambiguous_option_raises_naming_it(bad, error):
+    # "earliest" or an int array were silently taken by pandas where nothing is repeated.
+    with pytest.raises(error, match="ambiguous"):
+        localize(pd.DatetimeIndex(["2021-07-01 12:00"]), "America/New_York", ambiguous=bad)
+
+
+def test_tz_none_raises():
+    with pytest.raises(TypeError, match="tz must be a time zone"):
+        localize(pd.DatetimeIndex(["2021-07-01 12:00"]), None)

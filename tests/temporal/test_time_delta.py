@@ -80,3 +80,17 @@ def test_integer_times_of_any_width_are_exact():
                                rtol=0, atol=0)
     torch.testing.assert_close(time_delta_features(times[:2].int(), dtype=torch.float64),
                                expected[:2], rtol=0, atol=0)
+
+
+def test_integer_span_beyond_int64_raises_instead_of_wrapping():
+    # 1700 to 2200 in nanoseconds is 500 years: the difference exceeds int64 (292 years).
+    ns = torch.tensor([[-(2**62) - 5, 2**62 + 5]])
+    with pytest.raises(ValueError, match="times span more than int64"):
+        time_delta_features(ns)
+    ok = time_delta_features(torch.tensor([-(2**62), 2**62 - 1]), dtype=torch.float64)
+    assert ok[1, 1].item() == float(2**63 - 1)
+
+
+def test_non_float_output_dtype_raises():
+    with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
+        time_delta_features(torch.zeros(2), dtype=torch.int32)
