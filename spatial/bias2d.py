@@ -177,6 +177,12 @@ class ContinuousBias2D(PositionEncoding):
         self.mlp = nn.Sequential(nn.Linear(2, hidden), nn.ReLU(inplace=True),
                                  nn.Linear(hidden, num_heads, bias=False))
 
+    def reset_parameters(self) -> None:
+        """Re-initialise the MLP as ``nn.Linear`` does (in construction order, so a seeded
+        reset after a meta-device build equals a seeded normal build)."""
+        self.mlp[0].reset_parameters()
+        self.mlp[2].reset_parameters()
+
     def log_offsets(self, offsets: Tensor) -> Tensor:
         """SwinV2's log-spaced coordinates of ``(..., 2)`` offsets."""
         scaled = offsets.float() * offsets.new_tensor(self.offset_scale, dtype=torch.float32)
@@ -227,8 +233,11 @@ class ALiBi2D(Float64Buffers):
     def __init__(self, num_heads: int) -> None:
         super().__init__()
         self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.reset_float64_buffers()
+
+    def float64_buffers(self) -> dict[str, Tensor]:
         # Kept out of .to(bfloat16), as ALiBi's: a bf16 slope is off by up to 0.4%.
-        self.register_float64_buffer("slopes", alibi_slopes(num_heads))
+        return {"slopes": alibi_slopes(self.num_heads)}
 
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:

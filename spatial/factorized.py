@@ -37,9 +37,13 @@ class Factorized2D(PositionEncoding):
         self.rows = LearnedEncoding(self.max_grid_size[0], dim)
         self.cols = LearnedEncoding(self.max_grid_size[1], dim)
 
+    def reset_parameters(self) -> None:
+        self.rows.reset_parameters()
+        self.cols.reset_parameters()
+
     def forward(self, coords: Tensor) -> Tensor:
         """``(N, 2)``/``(B, N, 2)`` (row, col) coordinates -> ``(..., N, dim)``."""
-        check_positions(coords, "coords", trailing=(2,))
+        coords = check_positions(coords, "coords", trailing=(2,))  # integers as int64
         if not torch.compiler.is_compiling() and coords.numel():
             for axis, name in enumerate(("row", "col")):
                 low, high = coords[..., axis].min().item(), coords[..., axis].max().item()

@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 from posenc.core import PositionEncoding, check_choice, check_positions, check_positive_int
+from posenc.core.validation import check_bool
 from torch import Tensor, nn
 
 from .coords import check_grid_size
@@ -39,10 +40,7 @@ class Learned2D(PositionEncoding):
         self.grid_size = check_grid_size(grid_size)
         self.dim = check_positive_int(dim, "dim")
         self.interpolation = check_choice(interpolation, "interpolation", INTERPOLATIONS)
-        if not isinstance(antialias, bool):
-            raise TypeError(f"antialias must be a bool, got {type(antialias).__name__} "
-                            f"({antialias!r})")
-        self.antialias = antialias and interpolation != "nearest"
+        self.antialias = check_bool(antialias, "antialias") and interpolation != "nearest"
         self.weight = nn.Parameter(torch.empty(*self.grid_size, dim))
         self.reset_parameters()
 
@@ -51,7 +49,7 @@ class Learned2D(PositionEncoding):
 
     def forward(self, coords: Tensor) -> Tensor:
         """``(N, 2)``/``(B, N, 2)`` coordinates on the stored grid -> ``(..., N, dim)``."""
-        check_positions(coords, "coords", trailing=(2,))
+        coords = check_positions(coords, "coords", trailing=(2,))  # integers as int64
         rows, cols = self.grid_size
         if not torch.compiler.is_compiling() and coords.numel():
             low, high = coords.amin(dim=tuple(range(coords.ndim - 1))), coords.amax(

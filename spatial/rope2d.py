@@ -29,10 +29,10 @@ from posenc.core import (
     rope_inv_freq,
     rotation_from_angles,
 )
+from posenc.core.validation import check_base
 from torch import Tensor, nn
 
 from .coords import NORMALIZE, GridPositions, as_grid_positions, cached
-from .sincos import check_base
 
 __all__ = ["RoPE2D", "init_mixed_freqs"]
 
@@ -107,15 +107,20 @@ class RoPE2D(Float64Buffers):
         self.layout = check_choice(layout, "layout", LAYOUTS)
         self.scale = 2 * math.pi if normalize == "unit" else 1.0
         if variant == "axial":
-            self.register_float64_buffer(
-                "inv_freq64", rope_inv_freq(head_dim // 2, self.base) * self.scale)
             self.register_parameter("freqs", None)
+            self.reset_float64_buffers()
         else:
             self.freqs = nn.Parameter(init_mixed_freqs(head_dim, num_heads, self.base))
 
+    def float64_buffers(self) -> dict[str, Tensor]:
+        if self.variant != "axial":
+            return {}
+        return {"inv_freq64": rope_inv_freq(self.head_dim // 2, self.base) * self.scale}
+
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Redraw the mixed frequencies (no-op for axial)."""
+        """Redraw the mixed frequencies, recompute the axial ones (after ``to_empty()``)."""
+        self.reset_float64_buffers()
         if self.freqs is not None:
             self.freqs.copy_(init_mixed_freqs(self.head_dim, self.num_heads, self.base))
 
@@ -153,7 +158,12 @@ class RoPE2D(Float64Buffers):
         super()._apply(fn, recurse)
         if freqs is not None:
             device = fn(torch.empty(0, device=freqs.device)).device
-            if device != freqs.device:
+            if freqs.is_meta and device != freqs.device:
+                # No values to copy (to_empty after a meta-device build), and a meta tensor
+                # cannot become a real parameter's .data: reset_parameters() draws them.
+                freqs = nn.Parameter(torch.empty_like(freqs, device=device),
+                                     requires_grad=freqs.requires_grad)
+            elif device != freqs.device:
                 freqs.data = freqs.data.to(device)
                 if freqs.grad is not None:
                     freqs.grad = freqs.grad.to(device)

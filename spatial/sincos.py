@@ -6,11 +6,11 @@ from posenc.core import (
     Float64Buffers,
     check_choice,
     check_positions,
-    check_positive_float,
     check_positive_int,
     sinusoidal_encoding,
     sinusoidal_inv_freq,
 )
+from posenc.core.validation import check_base
 from torch import Tensor
 
 from .coords import NORMALIZE, patch_coords
@@ -18,16 +18,6 @@ from .coords import NORMALIZE, patch_coords
 __all__ = ["SinCos2D"]
 
 LAYOUTS = ("rows_cols", "cols_rows", "timm")
-
-
-def check_base(value: object, name: str = "base") -> float:
-    """``value`` as a float if it is a finite number > 1 (a frequency base ``b`` gives
-    frequencies ``b ** -x``; ``b <= 1`` makes them grow or stop at 1), else raise naming
-    ``name``."""
-    base = check_positive_float(value, name)
-    if base <= 1:
-        raise ValueError(f"{name} must be > 1 (a wavelength base), got {value!r}")
-    return base
 
 
 class SinCos2D(Float64Buffers):
@@ -65,11 +55,14 @@ class SinCos2D(Float64Buffers):
         self.base = check_base(base)
         self.layout = check_choice(layout, "layout", LAYOUTS)
         self.normalize = check_choice(normalize, "normalize", NORMALIZE)
-        self.register_float64_buffer("inv_freq64", sinusoidal_inv_freq(dim // 2, base))
+        self.reset_float64_buffers()
+
+    def float64_buffers(self) -> dict[str, Tensor]:
+        return {"inv_freq64": sinusoidal_inv_freq(self.dim // 2, self.base)}
 
     def forward(self, coords: Tensor) -> Tensor:
         """``(N, 2)``/``(B, N, 2)`` (row, col) coordinates -> ``(..., N, dim)`` float32."""
-        check_positions(coords, "coords", trailing=(2,))
+        coords = check_positions(coords, "coords", trailing=(2,))
         if self.layout == "cols_rows":
             coords = coords.flip(-1)
         # (..., N, axis, [sin f.., cos f..]) -> (..., N, axis, sin|cos, F)

@@ -95,10 +95,12 @@ def test_bad_value_raises_value_error_naming_the_argument(case, build, name):
 
 
 def test_base_error_says_what_was_expected():
-    with pytest.raises(ValueError, match=r"base must be a positive number \(finite, > 0\), got inf"):
+    with pytest.raises(ValueError, match=r"base must be a finite number > 1, got inf"):
         RoPE2D(8, 2, base=math.inf)
-    with pytest.raises(ValueError, match=r"base must be > 1 \(a wavelength base\), got 1.0"):
+    with pytest.raises(ValueError, match=r"base must be a finite number > 1, got 1.0"):
         SinCos2D(8, 1.0)
+    with pytest.raises(TypeError, match=r"antialias must be a bool \(True or False\), got str"):
+        Learned2D(3, 8, antialias="no")
     with pytest.raises(TypeError, match=r"base must be a number, got str \('x'\)"):
         init_mixed_freqs(8, 2, "x")
 
