@@ -9,7 +9,9 @@ encoding handles a grid it was not trained on.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
+from numbers import Real
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +19,19 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from lightning.pytorch import LightningDataModule
-from posenc.core import check_positive_int
+from lightning.pytorch.utilities import rank_zero_warn
+from posenc.core import check_positive_float, check_positive_int
+from posenc.core.validation import check_bool, check_float
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
+
+from .image_files import (
+    IMAGE_EXTENSIONS,
+    FolderImages,
+    check_channels,
+    scan_image_folder,
+    why_unreadable,
+)
 
 __all__ = [
     "ResizeCollate",
@@ -29,6 +41,8 @@ __all__ = [
     "DigitsDataModule",
     "ImageFolderDataModule",
 ]
+
+_SEED_LIMIT = 2**32  # numpy / scikit-learn random_state range
 
 
 def _check_hw(value: object, name: str) -> int | tuple[int, int]:
@@ -41,6 +55,73 @@ def _check_hw(value: object, name: str) -> int | tuple[int, int]:
     return check_positive_int(value, name)
 
 
+def _check_sizes(value: object, name: str) -> list[int | tuple[int, int]]:
+    """A non-empty list of distinct image sizes (each size is one loader and one metric)."""
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list of sizes (ints or [height, width]), got "
+                        f"{type(value).__name__} ({value!r})")
+    if not value:
+        raise ValueError(f"{name} must be a non-empty list of sizes, got {value!r}")
+    sizes = [_check_hw(size, f"{name}[{i}]") for i, size in enumerate(value)]
+    for i, size in enumerate(sizes):
+        if size in sizes[:i]:
+            raise ValueError(f"{name} holds {size} twice, in {value!r}: each size logs one set "
+                             "of metrics")
+    return sizes
+
+
+def _check_count(value: object, name: str) -> int:
+    """An ``int`` >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def _check_seed(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"seed must be an int, got {type(value).__name__} ({value!r})")
+    if not 0 <= value < _SEED_LIMIT:
+        raise ValueError(f"seed must be in [0, 2**32), got {value}")
+    return value
+
+
+def _check_fractions(val_fraction: object, test_fraction: object) -> tuple[float, float]:
+    """Held-out fractions, each in (0, 1), summing to < 1."""
+    for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
+        if isinstance(value, bool) or not isinstance(value, Real):
+            raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
+        if not 0 < value < 1:
+            raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+    if val_fraction + test_fraction >= 1:
+        raise ValueError(f"val_fraction + test_fraction must be < 1, got "
+                         f"{val_fraction} + {test_fraction}")
+    return float(val_fraction), float(test_fraction)
+
+
+def _plain(value: object) -> object:
+    """``value`` with paths as ``str`` and numpy scalars as Python numbers, so a checkpoint of
+    the hyperparameters loads with ``torch.load(weights_only=True)``."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def _label(value: object) -> int:
+    number = value.item() if isinstance(value, Tensor) else value
+    if isinstance(number, (int, np.integer)) and not isinstance(number, (bool, np.bool_)):
+        return int(number)
+    if (isinstance(number, (float, np.floating)) and math.isfinite(number)
+            and number == int(number)):
+        return int(number)
+    raise ValueError(f"labels must be integers, got {value!r}")
+
+
 class ResizeCollate:
     """Collate ``(image, label)`` pairs into ``(B, C, H, W)`` and ``(B,)`` tensors.
 
@@ -48,6 +129,7 @@ class ResizeCollate:
 
     Images already at ``size`` pass through untouched; others are resized with bilinear
     interpolation and antialiasing (a picklable top-level class, so worker processes work).
+    Labels must be integers (a fractional label raises rather than being truncated).
     """
 
     def __init__(self, size: int | tuple[int, int] | None) -> None:
@@ -55,7 +137,7 @@ class ResizeCollate:
 
     def __call__(self, items: Sequence[tuple[Tensor, Tensor | int]]) -> tuple[Tensor, Tensor]:
         images = torch.stack([item[0] for item in items])
-        labels = torch.as_tensor([int(item[1]) for item in items], dtype=torch.long)
+        labels = torch.as_tensor([_label(item[1]) for item in items], dtype=torch.long)
         hw = (self.size, self.size) if isinstance(self.size, int) else self.size
         if hw is not None and tuple(images.shape[-2:]) != hw:
             images = F.interpolate(images, size=hw, mode="bilinear",
@@ -67,22 +149,40 @@ def stratified_split(labels: np.ndarray, val_fraction: float, test_fraction: flo
                      seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Disjoint train/val/test index arrays with every class in the same proportions.
 
-    The same ``seed`` gives the same split on every process (DDP ranks agree).
+    ``labels`` is ``(N,)``, any values numpy can sort (ints, class names). Every class needs
+    >= 3 samples and every part at least one sample per class. The same ``seed`` (an int in
+    ``[0, 2**32)``) gives the same split on every process (DDP ranks agree).
     """
     from sklearn.model_selection import train_test_split
 
-    for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
-        if not 0 < value < 1:
-            raise ValueError(f"{name} must be in (0, 1), got {value!r}")
-    if val_fraction + test_fraction >= 1:
-        raise ValueError(f"val_fraction + test_fraction must be < 1, got "
-                         f"{val_fraction} + {test_fraction}")
+    labels = np.asarray(labels)
+    if labels.ndim != 1:
+        raise ValueError(f"labels must be 1-D (N,), got shape {labels.shape}")
+    if not len(labels):
+        raise ValueError("labels is empty: there is nothing to split")
+    val_fraction, test_fraction = _check_fractions(val_fraction, test_fraction)
+    seed = _check_seed(seed)
+    classes, counts = np.unique(labels, return_counts=True)
+    if counts.min() < 3:
+        need = math.ceil(1 / min(val_fraction, test_fraction))
+        raise ValueError(f"class {classes[counts.argmin()].item()!r} has {counts.min()} "
+                         f"samples; a stratified train/val/test split needs >= 3 per class "
+                         f"(~{need} for these fractions)")
     index = np.arange(len(labels))
     num_test, num_val = round(test_fraction * len(index)), round(val_fraction * len(index))
+    for name, fraction, count in (("test_fraction", test_fraction, num_test),
+                                  ("val_fraction", val_fraction, num_val),
+                                  ("1 - val_fraction - test_fraction",
+                                   1 - val_fraction - test_fraction,
+                                   len(index) - num_test - num_val)):
+        if count < len(classes):
+            raise ValueError(f"{name}={fraction:g} gives {count} of {len(index)} samples, fewer "
+                             f"than the {len(classes)} classes; a stratified split needs one of "
+                             "each")
     rest, test = train_test_split(index, test_size=num_test, stratify=labels,
                                   random_state=seed)
     train, val = train_test_split(rest, test_size=num_val, stratify=labels[rest],
-                                  random_state=seed + 1)
+                                  random_state=(seed + 1) % _SEED_LIMIT)
     return np.sort(train), np.sort(val), np.sort(test)
 
 
@@ -101,9 +201,11 @@ class ImageDataModule(LightningDataModule):
             ``[image_size]``): ints, or ``[height, width]`` for non-square images. Each logs
             its own metrics (``val/acc_42``, ``val/acc_28x44`` ...).
         val_fraction, test_fraction: held-out fractions of the data.
-        seed: seed of the split (independent of the training seed, so every run and every
-            DDP rank sees the same split).
-        num_workers: DataLoader worker processes.
+        seed: seed of the split, in ``[0, 2**32)`` (independent of the training seed, so every
+            run and every DDP rank sees the same split).
+        num_workers: DataLoader worker processes (0: load in the main process).
+
+    The arguments are saved as hyperparameters (``self.hparams``, stored in checkpoints).
     """
 
     num_classes: int
@@ -123,22 +225,24 @@ class ImageDataModule(LightningDataModule):
     ) -> None:
         super().__init__()
         self.batch_size = check_positive_int(batch_size, "batch_size")
-        self.eval_batch_size = check_positive_int(eval_batch_size or batch_size, "eval_batch_size")
+        # None means "as batch_size"; 0 is a bad value, not a request for the default.
+        self.eval_batch_size = (self.batch_size if eval_batch_size is None
+                                else check_positive_int(eval_batch_size, "eval_batch_size"))
         self._image_size = (None if image_size is None
                             else check_positive_int(image_size, "image_size"))
-        if eval_image_sizes is not None:
-            if isinstance(eval_image_sizes, (int, str)) or not len(eval_image_sizes):
-                raise ValueError(f"eval_image_sizes must be a non-empty list of ints, got "
-                                 f"{eval_image_sizes!r}")
-            eval_image_sizes = [_check_hw(s, "eval_image_sizes[]") for s in eval_image_sizes]
-        self._eval_image_sizes = eval_image_sizes
-        self.val_fraction = val_fraction
-        self.test_fraction = test_fraction
-        self.seed = seed
-        self.num_workers = num_workers
+        self._eval_image_sizes = (None if eval_image_sizes is None
+                                  else _check_sizes(eval_image_sizes, "eval_image_sizes"))
+        # Checked here, not first in setup(), so a bad config fails before any data is read.
+        self.val_fraction, self.test_fraction = _check_fractions(val_fraction, test_fraction)
+        self.seed = _check_seed(seed)
+        self.num_workers = _check_count(num_workers, "num_workers")
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
         self.test_set: Dataset | None = None
+        # Records this and every subclass __init__'s arguments; the second call keeps them as
+        # plain values (a pathlib root, numpy numbers) so checkpoints load with weights_only.
+        self.save_hyperparameters()
+        self.save_hyperparameters({k: _plain(v) for k, v in self.hparams.items()})
 
     @property
     def image_size(self) -> int:
@@ -235,49 +339,45 @@ class DigitsDataModule(_ArrayImageDataModule):
                 digits.target.astype(np.int64))
 
 
-class _ConvertMode:
-    """``PIL.Image.convert(mode)`` as a picklable transform (for worker processes)."""
-
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-
-    def __call__(self, image):
-        return image.convert(self.mode)
-
-
-class _FolderImages(Dataset):
-    def __init__(self, samples: list[tuple[str, int]], transform) -> None:
-        self.samples = samples
-        self.transform = transform
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, index: int) -> tuple[Tensor, int]:
-        from PIL import Image
-
-        path, label = self.samples[index]
-        with Image.open(path) as image:
-            return self.transform(image), label
+def _check_stats(value: object, name: str, channels: int, default: float,
+                 positive: bool) -> list[float]:
+    """Per-channel normalization constants: finite numbers (std: > 0), one per channel."""
+    if value is None:
+        return [default] * channels
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list of numbers, one per channel, got "
+                        f"{type(value).__name__} ({value!r})")
+    if len(value) != channels:
+        raise ValueError(f"{name} needs one value per channel ({channels}), got {list(value)}")
+    check = check_positive_float if positive else check_float
+    return [check(item, f"{name}[{i}]") for i, item in enumerate(value)]
 
 
 class ImageFolderDataModule(ImageDataModule):
     """Your own images: ``root/<class name>/<image files>`` (torchvision's ImageFolder layout).
 
-    Images are loaded lazily, converted to grayscale or RGB, resized to ``image_size`` and
-    normalized; the split is stratified and seeded like the built-in data.
+    Class folders are the non-hidden sub-folders of ``root`` (sorted names; label = index);
+    their files, sub-folders included, with a suffix in :data:`IMAGE_EXTENSIONS` are the
+    images. Hidden entries (``.DS_Store``, ``._x.png``, ``__MACOSX``) are ignored; other
+    files are skipped with a warning. Images are read by
+    :func:`posenc.tasks.image_files.load_image` (scaled by their real bit depth, in
+    ``channels``), resized to ``image_size`` (bilinear, antialiased) and normalized; the
+    split is stratified and seeded like the built-in data.
 
     Args:
-        root: folder with one sub-folder per class.
+        root: folder with one sub-folder per class (str or path; stored as a str).
         image_size: training size in pixels (required: folders hold images of any size).
         channels: 1 (grayscale) or 3 (RGB).
         mean, std: per-channel normalization (default 0.5 / 0.5).
+        verify_images: at setup, check that every file decodes (PNG: verify(), others: a
+            decode, JPEG at 1/8 scale; ~1 ms per file) and raise naming the bad ones. False
+            skips it for huge folders: a bad file then fails, named, when it is loaded.
         **kwargs: see :class:`ImageDataModule`.
     """
 
     def __init__(
         self,
-        root: str,
+        root: str | os.PathLike,
         image_size: int = 224,
         channels: int = 3,
         mean: list[float] | None = None,
@@ -289,53 +389,61 @@ class ImageFolderDataModule(ImageDataModule):
         test_fraction: float = 0.1,
         seed: int = 0,
         num_workers: int = 0,
+        verify_images: bool = True,
     ) -> None:
         super().__init__(batch_size=batch_size, eval_batch_size=eval_batch_size,
                          image_size=image_size, eval_image_sizes=eval_image_sizes,
                          val_fraction=val_fraction, test_fraction=test_fraction, seed=seed,
                          num_workers=num_workers)
-        if channels not in (1, 3):
-            raise ValueError(f"channels must be 1 (grayscale) or 3 (RGB), got {channels!r}")
+        if not isinstance(root, (str, os.PathLike)):
+            raise TypeError(f"root must be a str or os.PathLike, got {type(root).__name__} "
+                            f"({root!r})")
+        if not os.fspath(root):  # Path("") is the working directory: never what was meant
+            raise ValueError("root must name a folder, got ''")
         self.root = Path(root)
-        self.in_chans = channels
-        self.native_size = image_size
-        self.mean = mean or [0.5] * channels
-        self.std = std or [0.5] * channels
-        for name, value in (("mean", self.mean), ("std", self.std)):
-            if len(value) != channels:
-                raise ValueError(f"{name} needs one value per channel ({channels}), got {value}")
+        self.in_chans = check_channels(channels)
+        self.native_size = check_positive_int(image_size, "image_size")
+        self.mean = _check_stats(mean, "mean", self.in_chans, 0.5, positive=False)
+        self.std = _check_stats(std, "std", self.in_chans, 0.5, positive=True)
+        self.verify_images = check_bool(verify_images, "verify_images")
         self.classes: list[str] = []
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        from torchvision import datasets, transforms
-
         if not self.root.is_dir():
             raise FileNotFoundError(f"root={str(self.root)!r} is not a folder")
-        folder = datasets.ImageFolder(str(self.root))
-        if len(folder.classes) < 2:
+        classes, samples, skipped = scan_image_folder(self.root)
+        if len(classes) < 2:
             raise ValueError(f"root={str(self.root)!r} must hold one sub-folder per class "
-                             f"(at least 2), found {folder.classes}")
-        self.classes = folder.classes
-        self.num_classes = len(folder.classes)
-        labels = np.asarray(folder.targets)
-        counts = np.bincount(labels)
-        need = math.ceil(1 / min(self.val_fraction, self.test_fraction))
-        if counts.min() < 3:
-            raise ValueError(f"class {folder.classes[int(counts.argmin())]!r} has "
-                             f"{int(counts.min())} images; a stratified split needs >= 3 per "
-                             f"class (~{need} for these fractions)")
-        train, val, test = stratified_split(labels, self.val_fraction, self.test_fraction,
+                             f"(at least 2), found {classes}")
+        labels = np.array([label for _, label in samples], dtype=np.int64)
+        counts = np.bincount(labels, minlength=len(classes))
+        if counts.min() == 0:
+            empty = self.root / classes[int(counts.argmin())]
+            raise ValueError(f"class folder {str(empty)!r} holds no image files (suffixes "
+                             f"{list(IMAGE_EXTENSIONS)})")
+        if skipped:
+            rank_zero_warn(f"{type(self).__name__} skipped {len(skipped)} files that are not "
+                           f"images in a class folder (suffixes {list(IMAGE_EXTENSIONS)}): "
+                           f"{skipped[:5]}")
+        if self.verify_images:
+            bad = [(path, why) for path, _ in samples if (why := why_unreadable(path))]
+            if bad:
+                listing = "\n".join(f"  {path}: {why}" for path, why in bad[:10])
+                raise ValueError(
+                    f"{len(bad)} of {len(samples)} image files cannot be read (first "
+                    f"{min(len(bad), 10)} below); fix or remove them (verify_images=False "
+                    f"skips this check, and a bad file then fails when loaded):\n{listing}")
+        self.classes = classes
+        self.num_classes = len(classes)
+        # Class names as the stratification labels: they sort like the label indices, so the
+        # split is the same, and an error names the class.
+        names = np.asarray(classes)[labels]
+        train, val, test = stratified_split(names, self.val_fraction, self.test_fraction,
                                             self.seed)
         self.split_indices = {"train": train, "val": val, "test": test}
-        mode = "L" if self.in_chans == 1 else "RGB"
-        transform = transforms.Compose([
-            _ConvertMode(mode),
-            transforms.Resize((self.image_size, self.image_size), antialias=True),
-            transforms.ToTensor(),
-            transforms.Normalize(self.mean, self.std),
-        ])
         self.train_set, self.val_set, self.test_set = (
-            _FolderImages([folder.samples[i] for i in idx], transform)
+            FolderImages([samples[i] for i in idx], self.in_chans, self.image_size,
+                         self.mean, self.std)
             for idx in (train, val, test))

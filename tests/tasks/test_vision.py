@@ -198,5 +198,5 @@ def test_bad_data_sizes_name_the_argument():
         DigitsDataModule(batch_size=0)
     with pytest.raises(TypeError, match="image_size must be an int"):
         DigitsDataModule(image_size=8.0)
-    with pytest.raises(TypeError, match=r"eval_image_sizes\[\] must be an int"):
+    with pytest.raises(TypeError, match=r"eval_image_sizes\[0\] must be an int"):
         DigitsDataModule(eval_image_sizes=[[8, "12"]])
