@@ -2,10 +2,12 @@
 
 A window is a forecast origin: the observations before it (the context) and those in the
 horizon after it. Context and horizon lengths are counts of observations (``168``) or
-durations (``"7D"``, ``"36h"``). Splits are by time: a window belongs to the split that
-holds its whole horizon, so no training target lies in the validation or test period, and
-every context ends before its horizon starts. Scaling statistics come from the training
-period only.
+durations with a unit (``"7D"``, ``"36h"``; a bare ``"24"`` is refused, pandas would read
+nanoseconds). Text timestamps share one format: the first row's, or ``timestamp_format``; a
+row in another format is an error naming it, never a guess. Splits are by time: a window
+belongs to the split that holds its whole horizon, so no training target lies in the
+validation or test period, and every context ends before its horizon starts. Scaling
+statistics come from the training period only.
 
 Batches are dicts of tensors (``B`` windows, ``Nc`` context and ``Nh`` horizon tokens,
 ``C`` target columns, padded per batch):
@@ -218,6 +220,9 @@ def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
                         f"{type(timestamp_format).__name__} ({timestamp_format!r})")
     if isinstance(column.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(column):
         parsed = pd.DatetimeIndex(column)
+    elif pd.api.types.is_timedelta64_dtype(column):
+        raise TypeError(f"timestamp column {name!r} holds {column.dtype} durations, expected "
+                        "timestamps (add them to a start time first)")
     elif pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
         raise TypeError(f"timestamp column {name!r} holds {column.dtype} numbers; their unit is "
                         "ambiguous: convert it with pd.to_datetime(..., unit='s'/'ms'/'ns') "
@@ -245,6 +250,9 @@ _NS_MAX = {False: pd.Timestamp.max, True: pd.Timestamp.max.tz_localize("UTC")}
 
 
 def _check_tz(tz: str | None) -> str | None:
+    if tz is not None and not isinstance(tz, str):
+        raise TypeError(f"tz must be an IANA time zone name (str) or None, got "
+                        f"{type(tz).__name__} ({tz!r})")
     if tz is not None:
         try:
             pd.Timestamp(0, tz=tz)
@@ -316,6 +324,8 @@ def _plain(value: Any) -> Any:
         return str(pd.Timedelta(value))
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, (pd.Index, np.ndarray)):
+        return [_plain(v) for v in value.tolist()]
     if isinstance(value, (list, tuple)):
         return type(value)(_plain(v) for v in value)
     return value
@@ -651,7 +661,13 @@ class TimeSeriesDataModule(LightningDataModule):
         for key, value in list(self.hparams.items()):
             self.hparams[key] = _plain(value)
         self.data = data
+        if timestamp_column is None:
+            raise TypeError("timestamp_column must name a column, got None")
         self.timestamp_column = timestamp_column
+        if target_columns is None or not isinstance(
+                target_columns, (str, Sequence, pd.Index, np.ndarray)):
+            raise TypeError(f"target_columns must be a column name or a list of names, got "
+                            f"{type(target_columns).__name__} ({target_columns!r})")
         self.target_columns = ([target_columns] if isinstance(target_columns, str)
                                else list(target_columns))
         if not self.target_columns:
@@ -689,8 +705,8 @@ class TimeSeriesDataModule(LightningDataModule):
         self.val_fraction, self.test_fraction = float(val_fraction), float(test_fraction)
         self.val_start = self._split_argument(val_start, "val_start")
         self.test_start = self._split_argument(test_start, "test_start")
-        if irregular is not None and not (
-                isinstance(irregular, Real) and 0 < irregular <= 1):  # NaN fails this too
+        if irregular is not None and (isinstance(irregular, (bool, np.bool_)) or not (
+                isinstance(irregular, Real) and 0 < irregular <= 1)):  # NaN fails this too
             raise ValueError(f"irregular is the fraction of observations kept, in (0, 1], "
                              f"got {irregular!r}")
         self.irregular = irregular

@@ -42,6 +42,8 @@ def test_path_data_is_stored_as_text_and_loads_with_weights_only(tmp_path, serie
     assert dm.hparams.data == str(path) and type(dm.hparams.data) is str
     assert type(dm.hparams.context_length) is int
     assert dm.hparams.val_start == "2021-01-12T00:00:00"
+    columns = TimeSeriesDataModule(series, target_columns=series.columns[1:]).hparams
+    assert columns.target_columns == ["value"]
     buffer = io.BytesIO()
     torch.save({"hp": dict(dm.hparams)}, buffer)
     buffer.seek(0)
@@ -354,6 +356,10 @@ def test_out_of_range_timestamps_name_the_row(series):
     ({"eval_batch_size": 0}, ValueError, "eval_batch_size must be >= 1"),
     ({"num_workers": -1}, ValueError, "num_workers must be >= 0"),
     ({"seed": 1.5}, TypeError, "seed must be an int"),
+    ({"irregular": True}, ValueError, "irregular is the fraction"),
+    ({"tz": 5}, TypeError, r"tz must be an IANA time zone name \(str\) or None, got int"),
+    ({"target_columns": None}, TypeError, "target_columns must be a column name or a list"),
+    ({"timestamp_column": None}, TypeError, "timestamp_column must name a column"),
 ])
 def test_other_arguments_are_checked(series, kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -371,6 +377,9 @@ def test_parse_timestamps_object_datetimes_and_text():
     assert index[1] == pd.Timestamp("2021-01-01 01:00")
     with pytest.raises(ValueError, match=r"'t': row 1 is missing \(NaT\)"):
         parse_timestamps(pd.Series(["2021-01-01 00:00", ""]), "t")
+    with pytest.raises(TypeError, match="'t' holds timedelta64.* durations, expected "
+                                        "timestamps"):
+        parse_timestamps(pd.Series(pd.to_timedelta([1, 2], unit="h")), "t")
     with pytest.raises(TypeError, match="column must be a pandas Series"):
         parse_timestamps(["2021-01-01"], "t")
 
