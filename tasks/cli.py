@@ -18,14 +18,23 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
+from typing import Any
 
+import torch
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.core.saving import _is_imported_subclass
 
 # Imported so that short class names resolve in configs and checkpoints find their classes.
 from . import forecasting, timeseries_data, vision, vision_data  # noqa: F401
 
 __all__ = ["EXTRA_COMMANDS", "PosencCLI", "main", "posenc_cli"]
+
+# Subcommands that are not Lightning's: name -> module whose ``main(argv)`` runs them.
+EXTRA_COMMANDS = {"plot": "posenc.tasks.plots", "study": "posenc.tasks.studies"}
+EXTRA_HELP = {"plot": "Write PNG plots of what position encodings do.",
+              "study": "Run a study (several encodings x seeds) and tabulate the results."}
 
 
 class PosencCLI(LightningCLI):
@@ -34,6 +43,45 @@ class PosencCLI(LightningCLI):
     ``test_after_fit: true`` in a config makes ``fit`` finish by testing the trained weights
     on the data module's test split, so one command reports a held-out score.
     """
+
+    def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
+        """Lightning's subcommands, plus ``plot`` and ``study`` so that ``posenc --help`` and
+        the error for an unknown subcommand list them too (:func:`posenc_cli` runs them
+        before this parser is built)."""
+        super()._add_subcommands(parser, **kwargs)
+        for name, help in EXTRA_HELP.items():
+            parser._subcommands_action.add_subcommand(
+                name, self.init_parser(description=help), help=f"{help} (see posenc {name} "
+                                                               f"--help)")
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        if subcommand in EXTRA_COMMANDS:
+            parser.error(f"{subcommand!r} must come first: posenc {subcommand} ... (see "
+                         f"posenc {subcommand} --help)")
+
+    def _parse_ckpt_path(self) -> None:
+        """Lightning merges the ``--ckpt_path`` checkpoint's hyperparameters into the config,
+        and jsonargparse imports the ``_class_path`` it names: refuse, before that, a class
+        that is not an already imported ``LightningModule`` (the rule of Lightning's own
+        ``load_from_checkpoint``; importing would run the named module's code)."""
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if ckpt_path and Path(ckpt_path).is_file():
+            try:
+                ckpt = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True)
+            except RuntimeError:  # the legacy (non-zip) format cannot be memory-mapped
+                ckpt = torch.load(ckpt_path, weights_only=True, map_location="cpu")
+            hparams = ckpt.get("hyper_parameters") if isinstance(ckpt, dict) else None
+            class_path = (hparams or {}).get("_class_path")
+            if class_path is not None and not _is_imported_subclass(class_path,
+                                                                    LightningModule):
+                self.parser.error(
+                    f"--ckpt_path={ckpt_path!r} names the model class {class_path!r}, which is "
+                    f"not an imported LightningModule subclass; it is not imported from a "
+                    f"checkpoint (that would run its module's code)")
+        super()._parse_ckpt_path()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument(
@@ -53,8 +101,6 @@ class PosencCLI(LightningCLI):
             print("Test results (final weights):", *lines, sep="\n", flush=True)
 
 
-# Subcommands that are not Lightning's: name -> module whose ``main(argv)`` runs them.
-EXTRA_COMMANDS = {"plot": "posenc.tasks.plots", "study": "posenc.tasks.studies"}
 
 
 def posenc_cli(args: list[str] | None = None, run: bool = True) -> PosencCLI | object:
@@ -86,8 +132,19 @@ def posenc_cli(args: list[str] | None = None, run: bool = True) -> PosencCLI | o
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``posenc`` console script (``posenc.tasks.cli:main``).
 
-    Returns None so that the console-script wrapper's ``sys.exit(main())`` exits with 0.
+    Returns None so that the console-script wrapper's ``sys.exit(main())`` exits with 0. A
+    ``plot`` or ``study`` that fails on its input (a missing config or checkpoint, a bad
+    value) prints ``posenc NAME: error: ...`` and exits with 1, without a traceback.
     """
+    argv = sys.argv[1:] if args is None else list(args)
+    if argv and argv[0] in EXTRA_COMMANDS:
+        try:
+            posenc_cli(argv)
+        except (ValueError, TypeError, OSError, ImportError) as err:
+            message = " ".join(str(err).split())  # one line
+            print(f"posenc {argv[0]}: error: {message}", file=sys.stderr)
+            raise SystemExit(1) from None
+        return
     posenc_cli(args)
 
 

@@ -416,13 +416,27 @@ def run_study(name: str, config: dict, out: str | Path,
     return out
 
 
+# What each study's config must list (after the command-line overrides).
+_REQUIRED = {"resolution": ("seeds", "eval_image_sizes"), "irregular": ("seeds", "keep")}
+
+
 def _load_config(path: str) -> dict:
     import yaml
 
-    with open(path) as handle:
-        config = yaml.safe_load(handle) or {}
+    try:
+        with open(path) as handle:
+            config = yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise ValueError(f"--config {path!r}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:  # a folder, unreadable, not text
+        raise ValueError(f"--config {path!r} cannot be read: {err}") from None
+    except yaml.YAMLError as err:
+        raise ValueError(f"--config {path!r} is not valid YAML: {' '.join(str(err).split())}"
+                         ) from None
     if not isinstance(config, dict):
-        raise ValueError(f"--config {path!r} must hold a mapping")
+        got = "an empty file" if config is None else type(config).__name__
+        raise ValueError(f"--config {path!r} must hold a mapping (seeds, encodings, ...), got "
+                         f"{got}")
     return config
 
 
@@ -474,7 +488,15 @@ def main(argv: Sequence[str] | None = None) -> Path:
                              "config's workers, else 1)")
     parser.add_argument("--no_plot", action="store_true", help="skip the PNG")
     args = parser.parse_args(list(argv) if argv is not None else None)
-    config = _apply_overrides(_load_config(args.config), args)
+    config = _load_config(args.config)
+    if not isinstance(config.get("encodings"), dict) or not config["encodings"]:
+        raise ValueError(f"--config {args.config!r} needs 'encodings': a mapping of names to "
+                         f"model arguments, got {config.get('encodings')!r}")
+    config = _apply_overrides(config, args)
+    missing = [k for k in _REQUIRED[args.study] if not config.get(k)]
+    if missing:
+        raise ValueError(f"--config {args.config!r} lacks {missing} (a non-empty list each) "
+                         f"for the {args.study} study")
     threads = args.threads or config.get("threads")
     threads = check_positive_int(threads, "threads") if threads is not None else None
     out = run_study(args.study, config, args.out or f"runs/study_{args.study}",

@@ -156,3 +156,100 @@ def test_unknown_encoding_in_a_config_lists_the_valid_names(tmp_path, monkeypatc
                                          r"\['none', 'learned'"):
         posenc_cli(["--config", str(CONFIGS / "quickstart.yaml"), "--trainer.logger=false",
                     "--model.init_args.encoding=rope"], run=False)
+
+
+# -- the command line's own errors -------------------------------------------------------------
+def test_help_lists_every_subcommand(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "{fit,validate,test,predict,plot,study}" in out
+    assert re.search(r"^\s+plot\s+Write PNG plots", out, re.M)
+    assert re.search(r"^\s+study\s+Run a study", out, re.M)
+
+
+def test_an_unknown_subcommand_lists_plot_and_study(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plott"])
+    assert exit_info.value.code == 2
+    assert ("invalid choice: 'plott' (choose from 'fit', 'validate', 'test', 'predict', "
+            "'plot', 'study')") in capsys.readouterr().err
+
+
+def test_plot_and_study_must_come_first(capsys, tmp_path):
+    (tmp_path / "empty.yaml").write_text("{}\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--config", str(tmp_path / "empty.yaml"), "study"])
+    assert exit_info.value.code == 2
+    assert "'study' must come first: posenc study ..." in capsys.readouterr().err
+
+
+def _one_line_error(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("content, match", [
+    (None, "no such file"),
+    ("seeds: [0\n", "is not valid YAML: while parsing a flow sequence"),
+    ("- 1\n- 2\n", r"must hold a mapping \(seeds, encodings, ...\), got list"),
+    ("", "got an empty file"),
+    ("seeds: [0]\n", "needs 'encodings': a mapping of names to model arguments, got None"),
+    ("seeds: [0]\nencodings: {learned: {encoding: learned}}\n",
+     r"lacks \['eval_image_sizes'\] \(a non-empty list each\) for the resolution study"),
+])
+def test_study_config_errors_are_one_line(tmp_path, capsys, content, match):
+    path = tmp_path / "study.yaml"
+    if content is not None:
+        path.write_text(content)
+    err = _one_line_error(capsys, ["study", "resolution", "--config", str(path),
+                                   "--out", str(tmp_path / "out")])
+    assert re.match(rf"posenc study: error: --config '{re.escape(str(path))}'.*{match}", err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_study_folder_as_config(tmp_path, capsys):
+    err = _one_line_error(capsys, ["study", "irregular", "--config", str(tmp_path)])
+    assert f"--config '{tmp_path}' cannot be read: [Errno 21] Is a directory" in err
+
+
+def test_plot_errors_are_one_line(tmp_path, capsys):
+    missing = tmp_path / "missing.ckpt"
+    err = _one_line_error(capsys, ["plot", "rope-mixed", "--checkpoint", str(missing),
+                                   "--out", str(tmp_path)])
+    assert err == f"posenc plot: error: checkpoint='{missing}' is not a file\n"
+    err = _one_line_error(capsys, ["plot", "rope", "--head-dim", "3", "--out", str(tmp_path)])
+    assert err.startswith("posenc plot: error: head_dim must be even")
+    with pytest.raises(SystemExit) as exit_info:  # argparse's own usage errors: exit 2
+        main(["plot", "rope", "--head-dim", "many"])
+    assert exit_info.value.code == 2
+    assert "argument --head-dim: invalid int value: 'many'" in capsys.readouterr().err
+
+
+def test_ckpt_path_naming_a_class_that_is_not_imported_is_refused(tmp_path, capsys,
+                                                                 monkeypatch):
+    """Lightning merges the checkpoint's hyperparameters into the config; its _class_path
+    would be imported by jsonargparse (running the module's code) before any check."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evil_model.py").write_text(
+        f"import pathlib\npathlib.Path({str(tmp_path / 'pwned')!r}).touch()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = ImageClassifier(img_size=8, patch_size=4, embed_dim=16, depth=1, num_heads=2)
+    ckpt = tmp_path / "evil.ckpt"
+    torch.save({"state_dict": model.state_dict(),
+                "hyper_parameters": {**dict(model.hparams), "_class_path": "evil_model.Model",
+                                     "_instantiator": "lightning.pytorch.cli.instantiate_module"},
+                "pytorch-lightning_version": "2.6.0"}, ckpt)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["test", "--config", str(CONFIGS / "quickstart.yaml"), "--trainer.logger=false",
+              f"--ckpt_path={ckpt}"])
+    assert exit_info.value.code == 2
+    assert ("names the model class 'evil_model.Model', which is not an imported "
+            "LightningModule subclass") in capsys.readouterr().err
+    assert not (tmp_path / "pwned").exists()
+    assert "evil_model" not in sys.modules
