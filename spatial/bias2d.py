@@ -194,13 +194,17 @@ class ContinuousBias2D(PositionEncoding):
         return bias_t.t().reshape(*offsets.shape[:-1], self.num_heads)
 
     def _bias_t(self, offsets: Tensor) -> Tensor:
-        """``(M, 2)`` offsets -> ``(H, M)`` float32 bias: ``self.mlp`` computed transposed,
-        which keeps every matmul of its backward wide (``M`` columns) instead of 2 or ``H``
-        columns wide, about a third faster on CPU."""
+        """``(M, 2)`` offsets -> ``(H, M)`` float32 bias: ``self.mlp`` computed in float32 and
+        transposed, which keeps every matmul of its backward wide (``M`` columns) instead of 2
+        or ``H`` columns wide, about a third faster on CPU."""
         first, _, second = self.mlp
-        x_t = self.log_offsets(offsets).to(first.weight.dtype).t()
-        hidden_t = torch.relu(torch.addmm(first.bias[:, None], first.weight, x_t))
-        return 16 * torch.sigmoid((second.weight @ hidden_t).float())
+        # Float32 even under autocast or with bf16 weights: in bf16 the log-spaced offsets of
+        # neighbouring far patches (60 and 61) round to one value and get one bias.
+        with torch.autocast(offsets.device.type, enabled=False):
+            x_t = self.log_offsets(offsets).t()
+            hidden_t = torch.relu(torch.addmm(first.bias.float()[:, None], first.weight.float(),
+                                              x_t))
+            return 16 * torch.sigmoid(second.weight.float() @ hidden_t)
 
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:

@@ -106,6 +106,25 @@ def test_cpb_is_defined_at_unseen_and_fractional_offsets():
     assert (bias[0, :, 0, 1] - bias[0, :, 0, 2]).abs().max() > 0
 
 
+def test_cpb_offsets_stay_float32_under_bf16_autocast_and_bf16_weights():
+    enc = ContinuousBias2D(HEADS, 64)
+    q, k = torch.tensor([[0.0, 0.0]]), torch.tensor([[0.0, 40.0], [0.0, 60.0], [0.0, 61.0]])
+    expected = enc(q, k)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = enc(q, k)
+    # In bf16 the log-spaced offsets 60 and 61 round to one value: the same bias for both.
+    assert (got[..., 1] - got[..., 2]).abs().min() > 1e-4
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+    grid = _grid((4, 5))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.testing.assert_close(enc(grid, grid), enc(patch_coords((4, 5)), patch_coords((4, 5))),
+                                   rtol=0, atol=1e-5)
+    # A bf16-cast module evaluates its (bf16) weights in float32.
+    rounded = ContinuousBias2D(HEADS, 64)
+    rounded.load_state_dict({n: t.bfloat16().float() for n, t in enc.state_dict().items()})
+    torch.testing.assert_close(enc.bfloat16()(q, k), rounded(q, k), rtol=0, atol=1e-6)
+
+
 def test_alibi2d_is_minus_slope_times_euclidean_distance():
     enc = ALiBi2D(4)
     q, k = torch.tensor([[0.0, 0.0], [1.0, 2.0]]), torch.tensor([[3.0, 4.0]])
