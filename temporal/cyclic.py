@@ -282,7 +282,23 @@ def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
     else:
         tensors = {k: torch.as_tensor(v, device=device).long() for k, v in columns.items()}
         parts = [_lookup(g, tensors) for g in _groups(names, bool(cyclic), dtype, device)]
+    if cyclic:
+        _check_within_period(names, arrays if device is None else tensors)
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+
+def _check_within_period(names: Sequence[str], columns: Mapping[str, np.ndarray | Tensor]
+                         ) -> None:
+    """A field whose period is another field (the day of month's days in that month) must
+    not pass it: day 31 of a 30-day month would read as day 1 of the next. The fields of
+    :func:`calendar_fields` always agree; this catches hand-made or mis-collated ones."""
+    if torch.compiler.is_compiling():
+        return
+    for name in names:
+        period = CYCLE_PERIODS[name]
+        if isinstance(period, str) and bool((columns[name] > columns[period]).any()):
+            raise ValueError(f"fields[{name!r}] must not exceed fields[{period!r}] (its "
+                             f"period), but some value does")
 
 
 def check_calendar_fields(names: Iterable[str]) -> tuple[str, ...]:

@@ -160,8 +160,9 @@ def test_numpy_blocks_equal_the_torch_gather_across_block_boundaries():
     rng = np.random.default_rng(0)
     n = 2 * _BLOCK + 123
     fields = {name: rng.integers(FIELDS[name][0], FIELDS[name][1] + 1, n, dtype=np.int32)
-              for name in ("hour", "day_of_week", "day_of_month", "month")}
+              for name in ("hour", "day_of_week", "month")}
     fields["days_in_month"] = rng.integers(28, 32, n).astype(np.int16)  # any int dtype
+    fields["day_of_month"] = rng.integers(1, fields["days_in_month"] + 1).astype(np.int32)
     enc = CalendarFeatures()
     (group,) = _groups(enc.fields, True, torch.float32, torch.device("cpu"))
     expected = _lookup(group, {k: torch.from_numpy(v).long() for k, v in fields.items()})
@@ -218,3 +219,16 @@ def test_non_float_output_dtype_raises():
     fields = calendar_fields(pd.DatetimeIndex(["2021-01-01"]), fields=["hour"])
     with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
         CalendarFeatures(["hour"])(fields, dtype=torch.int64)
+
+
+@pytest.mark.parametrize("name, value, period", [
+    ("day_of_month", 31, 30), ("day_of_year", 366, 365), ("week_of_year", 53, 52)])
+def test_field_past_its_own_period_raises(name, value, period):
+    # Day 31 of a 30-day month would be encoded as day 1 of the next, silently.
+    fields = {name: np.array([1, value]), CYCLE_PERIODS[name]: np.array([period, period])}
+    with pytest.raises(ValueError, match=rf"fields\['{name}'\] .*{CYCLE_PERIODS[name]}"):
+        CalendarFeatures([name])(fields)
+    with pytest.raises(ValueError, match=rf"fields\['{name}'\]"):
+        CalendarFeatures([name])({k: torch.from_numpy(v) for k, v in fields.items()})
+    fine = {name: np.array([1, period]), CYCLE_PERIODS[name]: np.array([period, period])}
+    assert CalendarFeatures([name])(fine).shape == (2, 2)
