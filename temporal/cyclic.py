@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from posenc.core import check_bool
 from torch import Tensor, nn
 
 from .calendar import FIELDS, check_field_range, field_column
@@ -268,8 +269,9 @@ def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
         ``(..., len(names))``; on the fields' device (CPU for numpy input).
     """
     names = check_calendar_fields(names)
+    cyclic = check_bool(cyclic, "cyclic")
     check_output_dtype(dtype)
-    groups = _groups(names, bool(cyclic), dtype, torch.device("cpu"))
+    groups = _groups(names, cyclic, dtype, torch.device("cpu"))
     columns = {a.column: field_column(fields, a.column) for g in groups for a in g.axes}
     shapes = {tuple(c.shape) for c in columns.values()}
     if len(shapes) > 1:
@@ -281,7 +283,7 @@ def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
         parts = [_lookup_blocks(g, arrays) for g in groups]
     else:
         tensors = {k: torch.as_tensor(v, device=device).long() for k, v in columns.items()}
-        parts = [_lookup(g, tensors) for g in _groups(names, bool(cyclic), dtype, device)]
+        parts = [_lookup(g, tensors) for g in _groups(names, cyclic, dtype, device)]
     if cyclic:
         _check_within_period(names, arrays if device is None else tensors)
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
@@ -333,7 +335,7 @@ class CalendarFeatures(nn.Module):
     def __init__(self, fields: Sequence[str] = DEFAULT_FIELDS, cyclic: bool = True) -> None:
         super().__init__()
         self.fields = check_calendar_fields(fields)
-        self.cyclic = bool(cyclic)
+        self.cyclic = check_bool(cyclic, "cyclic")
 
     @classmethod
     def from_frequency(cls, freq: str, *, cyclic: bool = False) -> CalendarFeatures:

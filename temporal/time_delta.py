@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from posenc.core import check_positions, check_positive_float, wide_dtype
+from posenc.core import check_bool, check_positions, check_positive_float, wide_dtype
 from torch import Tensor, nn
 
 from .timestamps import check_output_dtype
@@ -58,6 +58,7 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
             type(mask).__name__)
         raise TypeError(f"mask must be a bool tensor of the shape of times "
                         f"{tuple(t.shape)}, got {got}")
+    check_bool(log, "log")
     check_positive_float(scale, "scale")
     check_output_dtype(dtype)
     _check_order(t)
@@ -91,7 +92,7 @@ class TimeDelta(nn.Module):
 
     def __init__(self, log: bool = False, scale: float = 1.0) -> None:
         super().__init__()
-        self.log, self.scale = bool(log), check_positive_float(scale, "scale")
+        self.log, self.scale = check_bool(log, "log"), check_positive_float(scale, "scale")
 
     def forward(self, times: Tensor, mask: Tensor | None = None, *,
                 dtype: torch.dtype = torch.float32) -> Tensor:

@@ -13,6 +13,7 @@ from posenc.temporal import (
     CYCLE_PERIODS,
     FIELDS,
     CalendarFeatures,
+    calendar_features,
     calendar_fields,
     frequency_fields,
 )
@@ -232,3 +233,12 @@ def test_field_past_its_own_period_raises(name, value, period):
         CalendarFeatures([name])({k: torch.from_numpy(v) for k, v in fields.items()})
     fine = {name: np.array([1, period]), CYCLE_PERIODS[name]: np.array([period, period])}
     assert CalendarFeatures([name])(fine).shape == (2, 2)
+
+
+@pytest.mark.parametrize("flag", ["no", 0, None])
+def test_cyclic_must_be_a_bool(flag):
+    # bool("no") is True: a config typo would silently pick sin/cos features.
+    with pytest.raises(TypeError, match="cyclic must be a bool"):
+        CalendarFeatures(["hour"], cyclic=flag)
+    with pytest.raises(TypeError, match="cyclic must be a bool"):
+        calendar_features({"hour": np.array([1])}, ["hour"], cyclic=flag)

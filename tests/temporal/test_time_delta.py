@@ -94,3 +94,11 @@ def test_integer_span_beyond_int64_raises_instead_of_wrapping():
 def test_non_float_output_dtype_raises():
     with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
         time_delta_features(torch.zeros(2), dtype=torch.int32)
+
+
+@pytest.mark.parametrize("flag", ["no", 1, None])
+def test_log_must_be_a_bool(flag):
+    with pytest.raises(TypeError, match="log must be a bool"):
+        TimeDelta(log=flag)
+    with pytest.raises(TypeError, match="log must be a bool"):
+        time_delta_features(torch.zeros(2), log=flag)
