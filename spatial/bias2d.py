@@ -17,6 +17,7 @@ from posenc.core import (
     Float64Buffers,
     PositionEncoding,
     alibi_slopes,
+    check_finite,
     check_positive_int,
     relative_positions,
 )
@@ -190,6 +191,13 @@ class ContinuousBias2D(PositionEncoding):
 
     def bias_of_offsets(self, offsets: Tensor) -> Tensor:
         """``(..., 2)`` offsets ``query - key`` -> ``(..., H)`` float32 bias."""
+        if not isinstance(offsets, Tensor):
+            raise TypeError(f"offsets must be a torch.Tensor, got {type(offsets).__name__}")
+        if offsets.ndim < 1 or offsets.shape[-1] != 2:
+            raise ValueError(f"offsets must have shape (..., 2), got {tuple(offsets.shape)}")
+        return self._bias_of_offsets(check_finite(offsets, "offsets"))
+
+    def _bias_of_offsets(self, offsets: Tensor) -> Tensor:
         bias_t = self._bias_t(offsets.reshape(-1, 2))
         return bias_t.t().reshape(*offsets.shape[:-1], self.num_heads)
 
@@ -211,7 +219,7 @@ class ContinuousBias2D(PositionEncoding):
         """Coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
         q, k, grid = _inputs(query_positions, key_positions)
         if grid is None:
-            bias = self.bias_of_offsets(_offsets(q, k)).permute(0, 3, 1, 2)
+            bias = self._bias_of_offsets(_offsets(q, k)).permute(0, 3, 1, 2)
         else:
             offsets = _lattice_offsets(grid, q.coords.device).flatten(0, 1)
             bias = _gather(self._bias_t(offsets), _grid_index(q, k, grid))

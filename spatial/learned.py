@@ -6,8 +6,14 @@ import math
 
 import torch
 import torch.nn.functional as F
-from posenc.core import PositionEncoding, check_choice, check_positions, check_positive_int
-from posenc.core.validation import check_bool
+from posenc.core import (
+    PositionEncoding,
+    check_bool,
+    check_choice,
+    check_finite,
+    check_positions,
+    check_positive_int,
+)
 from torch import Tensor, nn
 
 from .coords import check_grid_size
@@ -109,9 +115,7 @@ class Learned2D(PositionEncoding):
             The ``(1, P, dim)`` prefix entries (empty when P = 0); add them to the class/register
             tokens to keep the model's function unchanged.
         """
-        if not isinstance(pos_embed, Tensor) or pos_embed.ndim != 3 or pos_embed.shape[0] != 1:
-            raise ValueError("pos_embed must be a (1, num_prefix_tokens + rows * cols, dim) "
-                             f"tensor, got {getattr(pos_embed, 'shape', pos_embed)!r}")
+        _check_pos_embed(pos_embed, num_prefix_tokens)
         if pos_embed.shape[-1] != self.dim:
             raise ValueError(f"pos_embed has dim {pos_embed.shape[-1]}, this Learned2D has "
                              f"dim={self.dim}")
@@ -129,7 +133,7 @@ class Learned2D(PositionEncoding):
                             **kwargs) -> Learned2D:
         """A Learned2D holding a timm ``pos_embed`` (prefix entries dropped; see
         :meth:`load_timm_pos_embed`). ``kwargs`` go to the constructor."""
-        n = pos_embed.shape[1] - num_prefix_tokens
+        n = _check_pos_embed(pos_embed, num_prefix_tokens).shape[1] - num_prefix_tokens
         module = cls(_infer_grid(n, grid_size), pos_embed.shape[-1], **kwargs)
         module = module.to(device=pos_embed.device, dtype=pos_embed.dtype)
         module.load_timm_pos_embed(pos_embed, num_prefix_tokens, grid_size)
@@ -138,6 +142,26 @@ class Learned2D(PositionEncoding):
     def extra_repr(self) -> str:
         return (f"grid_size={self.grid_size}, dim={self.dim}, "
                 f"interpolation={self.interpolation!r}, antialias={self.antialias}")
+
+
+def _check_pos_embed(pos_embed: object, num_prefix_tokens: object) -> Tensor:
+    """A finite floating ``(1, P + rows * cols, dim)`` tensor with ``0 <= P <= `` its length."""
+    if not isinstance(pos_embed, Tensor):
+        raise TypeError(f"pos_embed must be a torch.Tensor, got {type(pos_embed).__name__}")
+    if pos_embed.ndim != 3 or pos_embed.shape[0] != 1:
+        raise ValueError("pos_embed must be a (1, num_prefix_tokens + rows * cols, dim) "
+                         f"tensor, got shape {tuple(pos_embed.shape)}")
+    if not pos_embed.is_floating_point():
+        raise TypeError(f"pos_embed must be a floating tensor, got {pos_embed.dtype}")
+    check_finite(pos_embed, "pos_embed")
+    if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int):
+        raise TypeError(f"num_prefix_tokens must be an int, got "
+                        f"{type(num_prefix_tokens).__name__} ({num_prefix_tokens!r})")
+    length = pos_embed.shape[1]
+    if not 0 <= num_prefix_tokens < length:
+        raise ValueError(f"num_prefix_tokens must be in [0, {length - 1}], got "
+                         f"{num_prefix_tokens} (pos_embed has {length} entries)")
+    return pos_embed
 
 
 def _infer_grid(num_patches: int, grid_size: int | tuple[int, int] | None) -> tuple[int, int]:

@@ -24,12 +24,13 @@ from posenc.core import (
     Float64Buffers,
     Rotation,
     angles,
+    check_base,
+    check_bool,
     check_choice,
     check_positive_int,
     rope_inv_freq,
     rotation_from_angles,
 )
-from posenc.core.validation import check_base
 from torch import Tensor, nn
 
 from .coords import NORMALIZE, GridPositions, as_grid_positions, cached
@@ -53,7 +54,10 @@ def init_mixed_freqs(head_dim: int, num_heads: int, base: float = 10.0, *,
     _check_head_dim(head_dim)
     check_positive_int(num_heads, "num_heads")
     mag = rope_inv_freq(head_dim // 2, check_base(base))  # base ** (-4i / head_dim), float64
-    if rotate:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got "
+                        f"{type(generator).__name__}")
+    if check_bool(rotate, "rotate"):
         phi = (torch.rand(num_heads, 1, generator=generator) * 2 * torch.pi).double()
     else:
         phi = torch.zeros(num_heads, 1, dtype=torch.float64)

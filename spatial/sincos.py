@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from posenc.core import (
     Float64Buffers,
+    check_base,
     check_choice,
     check_positions,
     check_positive_int,
     sinusoidal_encoding,
     sinusoidal_inv_freq,
 )
-from posenc.core.validation import check_base
 from torch import Tensor
 
 from .coords import NORMALIZE, patch_coords

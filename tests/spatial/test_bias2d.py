@@ -187,3 +187,14 @@ def test_bad_arguments():
         RelativeBias2D(2.0, 3)
     with pytest.raises(ValueError, match="query_positions"):
         ALiBi2D(2)(torch.zeros(3, 1), torch.zeros(3, 2))
+
+
+def test_cpb_bias_of_offsets_checks_its_offsets():
+    enc = ContinuousBias2D(HEADS, 16)
+    assert enc.bias_of_offsets(torch.zeros(2, 3, 4, 2)).shape == (2, 3, 4, HEADS)
+    with pytest.raises(ValueError, match=r"offsets must have shape \(\.\.\., 2\), got \(3,\)"):
+        enc.bias_of_offsets(torch.zeros(3))
+    with pytest.raises(ValueError, match="offsets must be finite"):
+        enc.bias_of_offsets(torch.tensor([[float("nan"), 0.0]]))
+    with pytest.raises(TypeError, match="offsets must be a torch.Tensor, got list"):
+        enc.bias_of_offsets([[1.0, 2.0]])

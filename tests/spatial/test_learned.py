@@ -109,3 +109,27 @@ def test_bad_constructor_arguments():
         Learned2D((3, 0), 4)
     with pytest.raises(ValueError, match="interpolation"):
         Learned2D(3, 4, interpolation="area")
+
+
+def test_load_rejects_bad_prefix_counts_and_tables():
+    enc = Learned2D((3, 4), 8)
+    pos_embed = torch.randn(1, 1 + 12, 8)
+    with pytest.raises(TypeError, match="num_prefix_tokens must be an int, got bool"):
+        enc.load_timm_pos_embed(pos_embed, True, (3, 4))
+    with pytest.raises(TypeError, match="num_prefix_tokens must be an int, got float"):
+        enc.load_timm_pos_embed(pos_embed, 1.0, (3, 4))
+    with pytest.raises(ValueError, match=r"num_prefix_tokens must be in \[0, 12\], got -1"):
+        enc.load_timm_pos_embed(pos_embed, -1, (3, 4))
+    with pytest.raises(ValueError, match=r"num_prefix_tokens must be in \[0, 12\], got 13"):
+        enc.load_timm_pos_embed(pos_embed, 13)
+    with pytest.raises(ValueError, match="pos_embed must be finite"):
+        enc.load_timm_pos_embed(torch.full((1, 12, 8), float("nan")), 0, (3, 4))
+    with pytest.raises(TypeError, match="pos_embed must be a floating tensor, got torch.int64"):
+        enc.load_timm_pos_embed(torch.zeros(1, 12, 8, dtype=torch.long), 0, (3, 4))
+    with pytest.raises(TypeError, match="pos_embed must be a torch.Tensor, got list"):
+        Learned2D.from_timm_pos_embed([[1.0]])
+    with pytest.raises(ValueError, match=r"pos_embed must be a \(1, num_prefix_tokens"):
+        Learned2D.from_timm_pos_embed(torch.zeros(12, 8))
+    with pytest.raises(ValueError, match=r"num_prefix_tokens must be in \[0, 12\], got -1"):
+        Learned2D.from_timm_pos_embed(pos_embed, -1)
+    assert (enc.weight != 0).all()  # nothing was half-loaded

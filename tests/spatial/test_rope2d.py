@@ -175,3 +175,10 @@ def test_rotation_is_memoised_per_positions_cache_only():
     assert not torch.equal(enc.rotation(other).cos, enc.rotation(with_cache).cos)
     plain = GridPositions(patch_coords(3), (3, 3), 1)
     assert enc.rotation(plain) is not enc.rotation(plain)
+
+
+def test_init_mixed_freqs_rejects_bad_rotate_and_generator():
+    with pytest.raises(TypeError, match=r"rotate must be a bool \(True or False\), got str"):
+        init_mixed_freqs(8, 2, rotate="no")
+    with pytest.raises(TypeError, match="generator must be a torch.Generator or None, got str"):
+        init_mixed_freqs(8, 2, generator="seed")
