@@ -59,10 +59,24 @@ def _describe(timestamps: object) -> str:
     return type(timestamps).__name__ + (f" of dtype {dtype}" if dtype is not None else "")
 
 
+# pandas reads these as the time of the call, which no data means.
+_CLOCK_WORDS = ("now", "today")
+
+
+def _clock_word_error(name: str) -> ValueError:
+    return ValueError(f"{name} must be dates, not {'/'.join(map(repr, _CLOCK_WORDS))}, which "
+                      f"pandas reads as the time of the call; pass pd.Timestamp.now() "
+                      f"explicitly if that is meant")
+
+
 def _from_objects(values: np.ndarray, name: str) -> pd.DatetimeIndex:
     """Parse datetime objects / strings, refusing a mix of naive and aware values."""
+    if values.dtype.kind == "U" and np.isin(values, _CLOCK_WORDS).any():
+        raise _clock_word_error(name)
     if values.dtype.kind == "O":
         for i, value in enumerate(values):
+            if isinstance(value, str) and value in _CLOCK_WORDS:
+                raise _clock_word_error(name)
             if isinstance(value, str | bytes | dt.date | np.datetime64) or value is None or (
                     value is pd.NaT or isinstance(value, float) and math.isnan(value)):
                 continue  # missing values are reported as NaT by the caller
@@ -410,6 +424,8 @@ def _origin(origin: Any, index: pd.DatetimeIndex) -> pd.Timestamp:
         raise TypeError(f"origin must be a timestamp (string, datetime, Timestamp, "
                         f"datetime64), got {type(origin).__name__} {origin!r}, which has no "
                         f"unit")
+    if isinstance(origin, str) and origin in _CLOCK_WORDS:
+        raise _clock_word_error("origin")
     try:
         stamp = pd.Timestamp(origin)
     except (TypeError, ValueError) as err:

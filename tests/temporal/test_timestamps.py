@@ -205,3 +205,13 @@ def test_empty_input_gives_empty_output():
 def test_bad_origin_raises_naming_it(origin, error):
     with pytest.raises(error, match="origin"):
         to_seconds(pd.DatetimeIndex(["2021-01-01"]), origin=origin)
+
+
+@pytest.mark.parametrize("words", [["2021-01-01", "now"], np.array(["today"]),
+                                   np.array(["2021-01-01", "now"], dtype=object)])
+def test_relative_words_raise_instead_of_reading_the_clock(words):
+    # pandas parses "now" and "today" as the time of the call: not reproducible data.
+    with pytest.raises(ValueError, match="timestamps .*'now'/'today'"):
+        to_seconds(words)
+    with pytest.raises(ValueError, match="origin .*'now'/'today'"):
+        to_seconds(pd.DatetimeIndex(["2021-01-01"]), origin=str(np.asarray(words)[-1]))
