@@ -25,7 +25,12 @@ from .positions import (
     positions_from_padding_mask,
     relative_positions,
 )
-from .relative_bias import ClippedRelativeBias, T5RelativeBias, t5_relative_bucket
+from .relative_bias import (
+    ClippedRelativeBias,
+    T5RelativeBias,
+    check_t5_buckets,
+    t5_relative_bucket,
+)
 from .rope import (
     RotaryEncoding,
     Rotation,
@@ -45,11 +50,16 @@ from .rope_scaling import (
 )
 from .sinusoidal import SinusoidalEncoding, sinusoidal_encoding, sinusoidal_inv_freq
 from .validation import (
+    check_base,
+    check_bool,
     check_choice,
     check_even,
+    check_finite,
+    check_float,
     check_positions,
     check_positive_float,
     check_positive_int,
+    widen_positions,
 )
 
 __all__ = [
@@ -75,11 +85,16 @@ __all__ = [
     "alibi_slopes",
     "angles",
     "apply_rotation",
+    "check_base",
+    "check_bool",
     "check_choice",
     "check_even",
+    "check_finite",
+    "check_float",
     "check_positions",
     "check_positive_float",
     "check_positive_int",
+    "check_t5_buckets",
     "convert_rotary_layout",
     "incremental_positions",
     "no_weight_decay_names",
@@ -94,4 +109,5 @@ __all__ = [
     "sinusoidal_inv_freq",
     "t5_relative_bucket",
     "wide_dtype",
+    "widen_positions",
 ]

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from .buffers import Float64Buffers
 from .positions import relative_positions
-from .validation import check_positions, check_positive_int
+from .validation import check_bool, check_positions, check_positive_int
 
 __all__ = ["alibi_slopes", "ALiBi"]
 
@@ -49,16 +49,19 @@ class ALiBi(Float64Buffers):
     def __init__(self, num_heads: int, causal: bool = True) -> None:
         super().__init__()
         self.num_heads = check_positive_int(num_heads, "num_heads")
-        self.causal = causal
+        self.causal = check_bool(causal, "causal")
+        self.reset_float64_buffers()
+
+    def float64_buffers(self) -> dict[str, Tensor]:
         # Kept out of .to(bfloat16): a bf16 slope is off by up to 0.4%, whole logits at
         # distance 1000 (like a rotary frequency, it is a constant of the encoding).
-        self.register_float64_buffer("slopes", alibi_slopes(num_heads))
+        return {"slopes": alibi_slopes(self.num_heads)}
 
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias
         ``(B or 1, H, Nq, Nk)``."""
-        check_positions(query_positions, "query_positions")
-        check_positions(key_positions, "key_positions")
+        query_positions = check_positions(query_positions, "query_positions")
+        key_positions = check_positions(key_positions, "key_positions")
         rel = relative_positions(query_positions, key_positions).float()
         bias = -self.slopes.float()[:, None, None] * rel.abs()[:, None]
         if self.causal:

@@ -19,18 +19,77 @@ class Float64Buffers(PositionEncoding):
     off by up to 0.4%, which turns into whole radians at position 1000. Buffers registered
     with :meth:`register_float64_buffer` are moved to the new device but keep float64. They
     are derived from the constructor's arguments, so they are left out of the state dict.
+
+    Subclasses return their buffers from :meth:`float64_buffers` and call
+    :meth:`reset_float64_buffers` in ``__init__``; the buffers can then be rebuilt at any
+    time. A module built under ``torch.device("meta")`` has meta buffers (no values):
+    ``to_empty(device=...)`` recomputes them on the new device, and, as for every posenc
+    encoding and torchtune's modules, ``reset_parameters()`` after ``to_empty`` restores the
+    whole encoding (learned parameters included).
     """
+
+    def float64_buffers(self) -> dict[str, Tensor]:
+        """The float64 buffers, computed from the constructor's arguments (it runs under a CPU
+        device context). Subclasses override it; buffers registered directly with
+        :meth:`register_float64_buffer` and not listed here cannot be rebuilt, so a meta-device
+        build of such a module raises on ``to_empty``."""
+        return {}
 
     def register_float64_buffer(self, name: str, tensor: Tensor) -> None:
         self.register_buffer(name, tensor.to(torch.float64), persistent=False)
-        self._float64_buffer_names = (*getattr(self, "_float64_buffer_names", ()), name)
+        names = getattr(self, "_float64_buffer_names", ())
+        if name not in names:
+            self._float64_buffer_names = (*names, name)
+
+    def reset_float64_buffers(self) -> None:
+        """(Re)compute every buffer of :meth:`float64_buffers` and place it on the device the
+        current buffers live on (the default device, meta included, for a new module)."""
+        names = getattr(self, "_float64_buffer_names", ())
+        device = next((self._buffers[n].device for n in names if self._buffers.get(n)
+                       is not None), torch.get_default_device())
+        self._rebuild(device)
+
+    def reset_parameters(self) -> None:
+        """Recompute the float64 buffers; call it after ``to_empty()`` (meta-device init)."""
+        self.reset_float64_buffers()
+
+    def _rebuild(self, device: torch.device) -> None:
+        # Computed on CPU even inside a meta-device context (some builders read values, e.g.
+        # ALiBi's slopes), then placed: a few hundred numbers at most.
+        with torch.device("cpu"):
+            built = self.float64_buffers()
+        for n, t in built.items():
+            self.register_float64_buffer(n, t.to(device))
 
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True):
         names = getattr(self, "_float64_buffer_names", ())
         kept = {n: self._buffers.pop(n) for n in names}
         super()._apply(fn, recurse)
+        rebuild_on = None
         for n, t in kept.items():
-            # Applying fn to an empty probe tells which device it moves tensors to.
-            device = fn(torch.empty(0, dtype=t.dtype, device=t.device)).device
-            self._buffers[n] = t.to(device)
+            self._buffers[n] = t
+            if t is None:
+                continue
+            device = _target_device(fn, t)
+            if t.is_meta and device.type != "meta":
+                # A meta buffer has no values to copy (to_empty after a meta-device build).
+                if n not in self.float64_buffers():
+                    raise RuntimeError(
+                        f"{type(self).__name__}.{n} was built on the meta device and cannot be "
+                        "recomputed: build the module on a real device, or list the buffer in "
+                        f"{type(self).__name__}.float64_buffers()")
+                rebuild_on = device
+            else:
+                self._buffers[n] = t.to(device)
+        if rebuild_on is not None:
+            self._rebuild(rebuild_on)
         return self
+
+
+def _target_device(fn: Callable[[Tensor], Tensor], t: Tensor) -> torch.device:
+    """The device ``fn`` (a ``Module._apply`` function) moves ``t`` to, read off an empty
+    probe so ``fn`` never casts the float64 buffer itself."""
+    try:
+        return fn(torch.empty(0, dtype=t.dtype, device=t.device)).device
+    except NotImplementedError:  # fn copies out of a meta tensor: it moves to a real device
+        return fn(torch.empty(0, dtype=t.dtype)).device

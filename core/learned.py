@@ -37,7 +37,7 @@ class LearnedEncoding(PositionEncoding):
 
     def forward(self, positions: Tensor) -> Tensor:
         """``(N,)`` or ``(B, N)`` positions -> ``(*positions.shape, dim)`` in the table dtype."""
-        check_positions(positions)
+        positions = check_positions(positions)
         if not torch.compiler.is_compiling() and positions.numel():
             low, high = positions.min().item(), positions.max().item()
             if low < 0 or high > self.num_positions - 1:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .validation import check_positive_int
+from .validation import check_positive_int, widen_positions
 
 __all__ = [
     "positions_from_padding_mask",
@@ -82,11 +82,18 @@ def incremental_positions(
     """
     check_positive_int(num_tokens, "num_tokens")
     if isinstance(offset, Tensor):
-        if offset.ndim != 1 or offset.is_floating_point():
+        if offset.ndim != 1 or offset.is_floating_point() or offset.dtype == torch.bool:
             raise TypeError(f"offset must be an int or a (B,) integer tensor, got "
                             f"{offset.dtype} of shape {tuple(offset.shape)}")
+        offset = widen_positions(offset, "offset")
+        if not torch.compiler.is_compiling() and bool((offset < 0).any()):
+            raise ValueError(f"offset must be >= 0 (tokens already cached), got "
+                             f"{offset.tolist()}")
         return offset[:, None] + torch.arange(num_tokens, device=offset.device)
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"offset must be an int >= 0 or a (B,) integer tensor, got "
+                        f"{type(offset).__name__} ({offset!r})")
+    if offset < 0:
         raise ValueError(f"offset must be an int >= 0 or a (B,) tensor, got {offset!r}")
     return torch.arange(offset, offset + num_tokens, device=device)
 
@@ -102,8 +109,17 @@ def relative_positions(
         coord_dims: number of trailing coordinate dims ``C`` (0 for 1D, 1 for (row, col)).
 
     Returns:
-        ``(B or 1, Nq, Nk, *C)`` offsets in the promoted dtype of the inputs.
+        ``(B or 1, Nq, Nk, *C)`` offsets: int64 for integer positions of any dtype (narrow
+        integers would wrap: uint8 ``0 - 5`` is 251), else the promoted floating dtype.
     """
+    query_positions = widen_positions(query_positions, "query_positions")
+    key_positions = widen_positions(key_positions, "key_positions")
+    batches = [p.shape[0] for p in (query_positions, key_positions) if p.ndim == 2 + coord_dims]
+    if len(batches) == 2 and 1 not in batches and batches[0] != batches[1]:
+        raise ValueError(
+            f"query_positions of shape {tuple(query_positions.shape)} and key_positions of "
+            f"shape {tuple(key_positions.shape)} have batches {batches[0]} and {batches[1]}: "
+            "expected equal batches, or 1, or unbatched positions")
     tail = (slice(None),) * coord_dims
     q = query_positions[(..., slice(None), None, *tail)]
     k = key_positions[(..., None, slice(None), *tail)]

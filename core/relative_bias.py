@@ -9,9 +9,9 @@ from torch import Tensor, nn
 
 from .encoding import PositionEncoding
 from .positions import relative_positions
-from .validation import check_positions, check_positive_int
+from .validation import check_bool, check_positions, check_positive_int
 
-__all__ = ["t5_relative_bucket", "T5RelativeBias", "ClippedRelativeBias"]
+__all__ = ["t5_relative_bucket", "check_t5_buckets", "T5RelativeBias", "ClippedRelativeBias"]
 
 
 def t5_relative_bucket(
@@ -29,15 +29,19 @@ def t5_relative_bucket(
 
     Args:
         relative_position: integer tensor of offsets, any shape.
+        bidirectional, num_buckets, max_distance: see :func:`check_t5_buckets` for the
+            valid combinations.
 
     Returns:
         int64 tensor of bucket ids in ``[0, num_buckets)``, same shape.
     """
-    if relative_position.is_floating_point():
+    if not isinstance(relative_position, Tensor) or relative_position.is_floating_point() \
+            or relative_position.is_complex() or relative_position.dtype == torch.bool:
+        got = relative_position.dtype if isinstance(relative_position, Tensor) else type(
+            relative_position).__name__
         raise TypeError("relative_position must be an integer tensor (T5 buckets are defined on "
-                        f"integer offsets), got {relative_position.dtype}")
-    check_positive_int(num_buckets, "num_buckets")
-    check_positive_int(max_distance, "max_distance")
+                        f"integer offsets), got {got}")
+    check_t5_buckets(bidirectional, num_buckets, max_distance)
     relative_position = relative_position.long()
     buckets = torch.zeros_like(relative_position)
     if bidirectional:
@@ -58,11 +62,37 @@ def t5_relative_bucket(
     return buckets + torch.where(is_small, relative_position, large)
 
 
-def _check_integer_positions(positions: Tensor, name: str) -> None:
-    check_positions(positions, name)
+def check_t5_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
+    """Refuse T5 bucket settings whose ids would leave ``[0, num_buckets)``.
+
+    Each direction has ``n = num_buckets // 2`` buckets (bidirectional) or ``n = num_buckets``;
+    the first ``e = n // 2`` hold exact offsets and offsets ``r >= e`` get
+    ``e + floor(ln(r / e) / ln(max_distance / e) * (n - e))``, capped at ``n - 1``. That needs
+    ``e >= 1`` (``num_buckets >= 4`` bidirectional, ``>= 2`` otherwise) and
+    ``max_distance > e``: at ``max_distance == e`` the log divides by zero, below it the
+    ids fall under ``e`` and turn negative.
+    """
+    check_bool(bidirectional, "bidirectional")
+    check_positive_int(num_buckets, "num_buckets")
+    check_positive_int(max_distance, "max_distance")
+    per_direction = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = per_direction // 2
+    if max_exact < 1:
+        raise ValueError(f"num_buckets must be >= {4 if bidirectional else 2} with "
+                         f"bidirectional={bidirectional} (half of each direction's buckets "
+                         f"hold exact offsets), got {num_buckets}")
+    if max_distance <= max_exact:
+        raise ValueError(f"max_distance must be > {max_exact} (the offsets that num_buckets="
+                         f"{num_buckets} with bidirectional={bidirectional} already hold "
+                         f"exactly), got {max_distance}")
+
+
+def _check_integer_positions(positions: Tensor, name: str) -> Tensor:
+    positions = check_positions(positions, name)
     if positions.is_floating_point():
         raise TypeError(f"{name} must be integer token positions for a learned relative "
                         f"table, got {positions.dtype}")
+    return positions
 
 
 class T5RelativeBias(PositionEncoding):
@@ -78,9 +108,10 @@ class T5RelativeBias(PositionEncoding):
                  max_distance: int = 128) -> None:
         super().__init__()
         self.num_heads = check_positive_int(num_heads, "num_heads")
+        check_t5_buckets(bidirectional, num_buckets, max_distance)
         self.bidirectional = bidirectional
-        self.num_buckets = check_positive_int(num_buckets, "num_buckets")
-        self.max_distance = check_positive_int(max_distance, "max_distance")
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
         self.table = nn.Parameter(torch.empty(num_buckets, num_heads))
         self.reset_parameters()
 
@@ -90,8 +121,8 @@ class T5RelativeBias(PositionEncoding):
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """Integer positions ``(Nq,)``/``(B, Nq)``, ``(Nk,)``/``(B, Nk)`` -> bias
         ``(B or 1, H, Nq, Nk)``."""
-        _check_integer_positions(query_positions, "query_positions")
-        _check_integer_positions(key_positions, "key_positions")
+        query_positions = _check_integer_positions(query_positions, "query_positions")
+        key_positions = _check_integer_positions(key_positions, "key_positions")
         rel = relative_positions(query_positions, key_positions)
         buckets = t5_relative_bucket(rel, self.bidirectional, self.num_buckets, self.max_distance)
         return self.table[buckets].permute(0, 3, 1, 2)
@@ -120,9 +151,9 @@ class ClippedRelativeBias(PositionEncoding):
 
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """Integer positions -> bias ``(B or 1, H, Nq, Nk)``."""
-        _check_integer_positions(query_positions, "query_positions")
-        _check_integer_positions(key_positions, "key_positions")
-        rel = relative_positions(query_positions, key_positions).long()
+        query_positions = _check_integer_positions(query_positions, "query_positions")
+        key_positions = _check_integer_positions(key_positions, "key_positions")
+        rel = relative_positions(query_positions, key_positions)
         index = rel.clamp(-self.max_distance, self.max_distance) + self.max_distance
         return self.table[index].permute(0, 3, 1, 2)
 

@@ -21,7 +21,7 @@ from torch import Tensor
 from .angles import angles
 from .buffers import Float64Buffers
 from .rope_scaling import RopeScaling
-from .validation import check_choice, check_even, check_positions
+from .validation import check_base, check_choice, check_even, check_positions
 
 __all__ = [
     "Rotation",
@@ -120,16 +120,16 @@ class RotaryEncoding(Float64Buffers):
         self.rotary_dim = head_dim if rotary_dim is None else check_even(rotary_dim, "rotary_dim")
         if self.rotary_dim > head_dim:
             raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got {rotary_dim}")
-        if not base > 1:
-            raise ValueError(f"base must be > 1, got {base!r}")
+        self.base = check_base(base)
         if scaling is not None and not isinstance(scaling, RopeScaling):
             raise TypeError(f"scaling must be a RopeScaling (e.g. YarnScaling) or None, got "
                             f"{type(scaling).__name__}")
-        self.base = float(base)
         self.layout = check_choice(layout, "layout", LAYOUTS)
         self.scaling = scaling or RopeScaling()
-        self.register_float64_buffer(
-            "inv_freq64", self.scaling.inv_freq(self.rotary_dim, self.base))
+        self.reset_float64_buffers()
+
+    def float64_buffers(self) -> dict[str, Tensor]:
+        return {"inv_freq64": self.scaling.inv_freq(self.rotary_dim, self.base)}
 
     @property
     def inv_freq(self) -> Tensor:
@@ -144,9 +144,9 @@ class RotaryEncoding(Float64Buffers):
 
     def rotation(self, positions: Tensor) -> Rotation:
         """``(N,)`` or ``(B, N)`` positions -> :class:`Rotation` for :func:`apply_rotation`."""
-        check_positions(positions)
+        positions = check_positions(positions)
         inv_freq = self.inv_freq64
-        if self.scaling.dynamic:
+        if self.scaling.dynamic and positions.numel():
             seq_len = positions.detach().max() + 1
             inv_freq = self.scaling.dynamic_inv_freq(self.rotary_dim, self.base, seq_len)
         return rotation_from_angles(angles(positions, inv_freq), self.layout,
@@ -154,7 +154,7 @@ class RotaryEncoding(Float64Buffers):
 
     def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, N, head_dim)`` by ``positions`` ``(N,)``/``(B, N)``."""
-        check_positions(positions)
+        positions = check_positions(positions)
         if x.ndim != 4 or x.shape[-1] != self.head_dim:
             raise ValueError(f"x must have shape (B, H, N, head_dim={self.head_dim}), got "
                              f"{tuple(x.shape)}")

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .validation import check_base, check_even, check_float, check_positive_int
+
 __all__ = [
     "RopeScaling",
     "LinearScaling",
@@ -28,8 +30,12 @@ __all__ = [
 def rope_inv_freq(rotary_dim: int, base: float | Tensor) -> Tensor:
     """``(rotary_dim // 2,)`` float64 inverse frequencies ``base ** (-2i / rotary_dim)``.
 
-    ``base`` may be a 0-d tensor (dynamic NTK), which keeps the computation traceable.
+    ``base`` may be a 0-d tensor (dynamic NTK), which keeps the computation traceable; a
+    number must be finite and > 1.
     """
+    check_even(rotary_dim, "rotary_dim")
+    if not isinstance(base, Tensor):
+        base = check_base(base)
     exponent = torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim
     if isinstance(base, Tensor):
         exponent = exponent.to(base.device)
@@ -38,17 +44,23 @@ def rope_inv_freq(rotary_dim: int, base: float | Tensor) -> Tensor:
 
 
 def _check_factor(factor: float) -> float:
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1:
-        raise ValueError(f"factor must be a number >= 1, got {factor!r}")
-    return float(factor)
+    # Every method extends the context: factor < 1 would shrink it (and makes YaRN's and
+    # Llama 3's "interpolated" band extrapolate instead).
+    return check_float(factor, "factor", ge=1)
 
 
 def _check_original(original_max_positions: int) -> int:
-    if isinstance(original_max_positions, bool) or not isinstance(original_max_positions, int) \
-            or original_max_positions < 1:
-        raise ValueError(
-            f"original_max_positions must be an int >= 1, got {original_max_positions!r}")
-    return original_max_positions
+    return check_positive_int(original_max_positions, "original_max_positions")
+
+
+def _ntk_exponent(rotary_dim: int) -> float:
+    """bloc97's ``d / (d - 2)``; with one pair (``d = 2``) the only frequency is
+    ``base ** 0 = 1`` whatever the base, so NTK scaling cannot act and is refused."""
+    check_even(rotary_dim, "rotary_dim")
+    if rotary_dim < 4:
+        raise ValueError("rotary_dim must be >= 4 for NTK scaling (with one rotary pair the "
+                         f"frequency is base ** 0 = 1 for every base), got {rotary_dim}")
+    return rotary_dim / (rotary_dim - 2)
 
 
 @dataclass(frozen=True)
@@ -101,7 +113,7 @@ class NTKScaling(RopeScaling):
         _check_factor(self.factor)
 
     def inv_freq(self, rotary_dim: int, base: float) -> Tensor:
-        return rope_inv_freq(rotary_dim, base * self.factor ** (rotary_dim / (rotary_dim - 2)))
+        return rope_inv_freq(rotary_dim, base * self.factor ** _ntk_exponent(rotary_dim))
 
 
 @dataclass(frozen=True)
@@ -123,12 +135,14 @@ class DynamicNTKScaling(RopeScaling):
         _check_original(self.original_max_positions)
 
     def dynamic_inv_freq(self, rotary_dim: int, base: float, seq_len: Tensor) -> Tensor:
+        exponent = _ntk_exponent(rotary_dim)
         length = seq_len.to(torch.float64).clamp_min(self.original_max_positions)
         ratio = self.factor * length / self.original_max_positions - (self.factor - 1)
-        return rope_inv_freq(rotary_dim, base * ratio ** (rotary_dim / (rotary_dim - 2)))
+        return rope_inv_freq(rotary_dim, base * ratio ** exponent)
 
     def inv_freq(self, rotary_dim: int, base: float) -> Tensor:
         """Frequencies at the original context length (i.e. unscaled)."""
+        _ntk_exponent(rotary_dim)  # refuse rotary_dim=2 when the encoding is built
         return rope_inv_freq(rotary_dim, base)
 
 
@@ -144,7 +158,11 @@ class YarnScaling(RopeScaling):
     by ``factor``; those turning more than ``beta_fast`` times are kept; a linear ramp over
     the (floored/ceiled) dimension range blends the two. ``attention_scaling`` is
     ``0.1 ln(factor) + 1``, or the DeepSeek ratio when ``mscale`` and ``mscale_all_dim`` are
-    both given.
+    both given (DeepSeek-V2/V3; one given alone is ignored, as in Hugging Face, so ported
+    configs encode as they were trained). ``mscale`` and ``mscale_all_dim`` must be finite
+    and > 0 (Hugging Face reads 0 as "not given"; posenc asks for None). ``beta_fast`` and
+    ``beta_slow`` are rotation counts over the original context (Hugging Face's defaults 32
+    and 1), finite with ``beta_fast > beta_slow > 0``.
     """
 
     factor: float
@@ -157,14 +175,20 @@ class YarnScaling(RopeScaling):
     def __post_init__(self) -> None:
         _check_factor(self.factor)
         _check_original(self.original_max_positions)
-        if not self.beta_fast > self.beta_slow > 0:
+        check_float(self.beta_fast, "beta_fast", gt=0)
+        check_float(self.beta_slow, "beta_slow", gt=0)
+        if not self.beta_fast > self.beta_slow:
             raise ValueError(
                 f"beta_fast and beta_slow must satisfy beta_fast > beta_slow > 0, got "
                 f"beta_fast={self.beta_fast!r}, beta_slow={self.beta_slow!r}")
+        for name in ("mscale", "mscale_all_dim"):
+            if getattr(self, name) is not None:
+                # 0.1 * mscale * ln(factor) + 1 must stay > 0 (it divides, and scales cos/sin).
+                check_float(getattr(self, name), name, gt=0)
 
     @property
     def attention_scaling(self) -> float:
-        if self.mscale and self.mscale_all_dim:
+        if self.mscale is not None and self.mscale_all_dim is not None:
             return _yarn_mscale(self.factor, self.mscale) / _yarn_mscale(
                 self.factor, self.mscale_all_dim)
         return _yarn_mscale(self.factor)
@@ -201,7 +225,9 @@ class Llama3Scaling(RopeScaling):
     def __post_init__(self) -> None:
         _check_factor(self.factor)
         _check_original(self.original_max_positions)
-        if not self.high_freq_factor > self.low_freq_factor > 0:
+        check_float(self.low_freq_factor, "low_freq_factor", gt=0)
+        check_float(self.high_freq_factor, "high_freq_factor", gt=0)
+        if not self.high_freq_factor > self.low_freq_factor:
             raise ValueError(
                 "high_freq_factor and low_freq_factor must satisfy high > low > 0, got "
                 f"high_freq_factor={self.high_freq_factor!r}, "

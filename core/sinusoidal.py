@@ -7,7 +7,7 @@ from torch import Tensor
 
 from .angles import angles
 from .buffers import Float64Buffers
-from .validation import check_choice, check_even, check_positions
+from .validation import check_base, check_choice, check_even, check_positions
 
 __all__ = ["sinusoidal_inv_freq", "sinusoidal_encoding", "SinusoidalEncoding"]
 
@@ -17,8 +17,7 @@ LAYOUTS = ("interleaved", "concat")
 def sinusoidal_inv_freq(dim: int, base: float = 10000.0) -> Tensor:
     """``(dim // 2,)`` float64 frequencies ``base ** (-2i / dim)``."""
     check_even(dim, "dim")
-    if not base > 1:
-        raise ValueError(f"base must be > 1, got {base!r}")
+    base = check_base(base)
     return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
 
 
@@ -55,13 +54,17 @@ class SinusoidalEncoding(Float64Buffers):
     def __init__(self, dim: int, base: float = 10000.0, layout: str = "interleaved") -> None:
         super().__init__()
         self.dim = check_even(dim, "dim")
-        self.base = base
+        self.base = check_base(base)
         self.layout = check_choice(layout, "layout", LAYOUTS)
-        self.register_float64_buffer("inv_freq64", sinusoidal_inv_freq(dim, base))
+        self.reset_float64_buffers()
+
+    def float64_buffers(self) -> dict[str, Tensor]:
+        return {"inv_freq64": sinusoidal_inv_freq(self.dim, self.base)}
 
     def forward(self, positions: Tensor) -> Tensor:
-        """``(N,)`` or ``(B, N)`` positions -> ``(*positions.shape, dim)`` float32."""
-        check_positions(positions)
+        """``(N,)`` or ``(B, N)`` positions -> ``(*positions.shape, dim)`` float32 (float64
+        for float64 positions)."""
+        positions = check_positions(positions)
         return sinusoidal_encoding(positions, self.inv_freq64, self.layout)
 
     def extra_repr(self) -> str:

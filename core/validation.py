@@ -14,11 +14,20 @@ from torch import Tensor
 
 __all__ = [
     "check_positions",
+    "widen_positions",
+    "check_finite",
     "check_positive_int",
     "check_positive_float",
+    "check_float",
+    "check_bool",
+    "check_base",
     "check_even",
     "check_choice",
 ]
+
+# Positions keep float32 or float64: bfloat16 has 8 significant bits (1001 rounds to 1000) and
+# float16 11, so a half-precision position is already the wrong position.
+POSITION_FLOAT_DTYPES = (torch.float32, torch.float64)
 
 
 def check_positive_int(value: object, name: str) -> int:
@@ -30,18 +39,55 @@ def check_positive_int(value: object, name: str) -> int:
     return value
 
 
-def check_positive_float(value: object, name: str) -> float:
-    """Return ``value`` as a ``float`` if it is a finite real number > 0, else raise naming
-    ``name`` (ints and numpy scalars are accepted; bools, numpy bools included, are not)."""
+def check_bool(value: object, name: str) -> bool:
+    """Return ``value`` if it is a ``bool``; anything else (``"no"``, ``0``, ``None``) raises,
+    since Python would take a non-empty string for True."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} "
+                        f"({value!r})")
+    return value
+
+
+def _as_float(value: object, name: str) -> float:
+    """``value`` as a float (ints and numpy scalars are accepted; bools, numpy bools included,
+    are not); an int beyond float range becomes inf."""
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
     try:
-        number = float(value)
-    except OverflowError:  # an int beyond float range
-        number = math.inf
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def check_positive_float(value: object, name: str) -> float:
+    """Return ``value`` as a ``float`` if it is a finite real number > 0, else raise naming
+    ``name`` (ints and numpy scalars are accepted; bools, numpy bools included, are not)."""
+    number = _as_float(value, name)
     if not (math.isfinite(number) and number > 0):
         raise ValueError(f"{name} must be a positive number (finite, > 0), got {value!r}")
     return number
+
+
+def check_float(
+    value: object, name: str, *, gt: float | None = None, ge: float | None = None
+) -> float:
+    """Return ``value`` as a finite ``float`` that is ``> gt`` and/or ``>= ge``, else raise
+    naming ``name`` (``TypeError`` for a non-number or a bool, ``ValueError`` for NaN, inf or
+    a value out of bounds), e.g. ``check_float(base, "base", gt=1)``."""
+    number = _as_float(value, name)
+    bounds = [f"> {gt:g}"] if gt is not None else []
+    bounds += [f">= {ge:g}"] if ge is not None else []
+    if not (math.isfinite(number) and (gt is None or number > gt)
+            and (ge is None or number >= ge)):
+        raise ValueError(f"{name} must be a finite number {' and '.join(bounds)}, "
+                         f"got {value!r}".replace("number , ", "number, "))
+    return number
+
+
+def check_base(base: object, name: str = "base") -> float:
+    """Return a sinusoidal or rotary wavelength base as a float: a finite number > 1 (base 1
+    gives every pair the same frequency; inf, NaN, bools and strings raise)."""
+    return check_float(base, name, gt=1)
 
 
 def check_even(value: object, name: str) -> int:
@@ -59,23 +105,71 @@ def check_choice(value: str, name: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def check_finite(tensor: Tensor, name: str) -> Tensor:
+    """Return ``tensor`` if every value is finite, else raise ``ValueError`` naming ``name``.
+
+    The check reads the values (a host synchronisation, and a graph break under
+    ``torch.compile``), so it is skipped while compiling: call it where the data is made
+    (the model's edge: a data module, or a forward that runs before the compiled blocks),
+    outside compiled code. Integer tensors are always finite.
+    """
+    if tensor.is_floating_point() and not torch.compiler.is_compiling():
+        if not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{name} must be finite, got NaN or inf values")
+    return tensor
+
+
+def widen_positions(positions: Tensor, name: str = "positions") -> Tensor:
+    """Integer positions as int64; floating ones unchanged.
+
+    Narrow integers wrap in arithmetic (uint8 ``0 - 5`` is 251) and uint8 indexes a table as a
+    boolean mask, so every integer dtype is widened before offsets are taken or a table is
+    indexed. uint64 values past the int64 range raise (outside ``torch.compile``).
+    """
+    if positions.is_floating_point() or positions.dtype == torch.int64:
+        return positions
+    wide = positions.long()
+    if positions.dtype == torch.uint64 and not torch.compiler.is_compiling():
+        if bool((wide < 0).any()):
+            raise ValueError(f"{name} must fit in int64, got uint64 values >= 2**63")
+    return wide
+
+
 def check_positions(
     positions: Tensor, name: str = "positions", *, trailing: tuple[int, ...] = ()
 ) -> Tensor:
-    """Validate a coordinate tensor of shape ``(N, *trailing)`` or ``(B, N, *trailing)``.
+    """Validate a coordinate tensor of shape ``(N, *trailing)`` or ``(B, N, *trailing)`` and
+    return it with integer dtypes widened to int64 (use the returned tensor).
 
-    Integer and floating positions are both legal (fractional positions come from
-    interpolation, packed images and continuous time); non-finite values are not.
+    Integer, float32 and float64 positions are legal (fractional positions come from
+    interpolation, packed images and continuous time); bool, complex and half-precision
+    (float16, bfloat16, float8) positions raise ``TypeError``; non-finite values raise
+    ``ValueError``. Encodings compute their angles from the returned tensor in float64, so
+    integer positions are exact at any dtype of the tensor the encoding is applied to.
+
+    Under ``torch.compile`` the finiteness check (a data-dependent read) is skipped, so the
+    blocks compile without graph breaks. Positions are then validated once, where they are
+    made: the model's edge (data module, Forecaster, ViT forward before the blocks) calls
+    :func:`check_finite` (or this function) eagerly.
 
     Args:
         positions: the coordinates.
         name: argument name used in error messages.
         trailing: fixed trailing dimensions, e.g. ``(2,)`` for (row, col) coordinates.
+
+    Returns:
+        ``positions``, as int64 if it was any integer dtype.
     """
     if not isinstance(positions, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(positions).__name__}")
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{name} must be an integer or floating tensor, got {positions.dtype}")
+    if positions.is_floating_point() and positions.dtype not in POSITION_FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must be an integer, float32 or float64 tensor, got {positions.dtype}: "
+            "half-precision positions are already off by whole units (bfloat16 rounds 1001 "
+            "to 1000); pass int or float32/float64 positions (the encoding's output follows "
+            "the dtype of the tensor it is applied to)")
     expected = ", ".join(["N", *map(str, trailing)])
     ndim = positions.ndim - len(trailing)
     if ndim not in (1, 2) or tuple(positions.shape[ndim:]) != trailing:
@@ -83,8 +177,4 @@ def check_positions(
             f"{name} must have shape ({expected}) or (B, {expected}), "
             f"got {tuple(positions.shape)}"
         )
-    # A data-dependent check would break torch.compile graphs, so it is skipped while tracing.
-    if positions.is_floating_point() and not torch.compiler.is_compiling():
-        if not bool(torch.isfinite(positions).all()):
-            raise ValueError(f"{name} must be finite, got NaN or inf values")
-    return positions
+    return check_finite(widen_positions(positions, name), name)

@@ -48,3 +48,53 @@ def test_check_positive_float_rejects_non_numbers_with_type_error(value, type_na
 def test_wide_dtype_is_float64_except_on_mps():
     assert wide_dtype(torch.device("cpu")) is torch.float64
     assert wide_dtype(torch.device("mps")) is torch.float32
+
+
+def test_check_finite_names_the_argument_and_passes_finite_tensors_through():
+    from posenc.core import check_finite
+    ok = torch.tensor([0.0, 1e300], dtype=torch.float64)
+    assert check_finite(ok, "times") is ok
+    assert check_finite(torch.tensor([2**62]), "times") is not None  # integers are finite
+    for bad in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ValueError, match=r"^times must be finite, got NaN or inf values"):
+            check_finite(torch.tensor([0.0, bad]), "times")
+
+
+def test_check_finite_is_skipped_inside_a_fullgraph_compile():
+    """The documented contract: compiled blocks do not validate (no graph break); the model's
+    edge calls check_finite eagerly."""
+    from posenc.core import check_finite
+
+    def double(t):
+        return check_finite(t, "times") * 2
+
+    compiled = torch.compile(double, backend="eager", fullgraph=True)
+    out = compiled(torch.tensor([1.0, math.nan]))
+    assert out[0] == 2 and math.isnan(out[1])
+
+
+@pytest.mark.parametrize("value, kwargs, match", [
+    (1.0, dict(gt=1), r"^base must be a finite number > 1, got 1.0"),
+    (0.5, dict(ge=1), r"^base must be a finite number >= 1, got 0.5"),
+    (math.inf, dict(), r"^base must be a finite number, got inf"),
+    (math.nan, dict(gt=0), r"^base must be a finite number > 0, got nan"),
+])
+def test_check_float_states_the_bound(value, kwargs, match):
+    from posenc.core import check_float
+    with pytest.raises(ValueError, match=match):
+        check_float(value, "base", **kwargs)
+
+
+def test_check_float_returns_a_python_float_and_refuses_bools():
+    from posenc.core import check_float
+    assert check_float(np.int64(3), "factor", ge=1) == 3.0
+    with pytest.raises(TypeError, match=r"^factor must be a number, got bool"):
+        check_float(True, "factor", ge=1)
+
+
+@pytest.mark.parametrize("value", ["False", 1, None, np.bool_(True)])
+def test_check_bool_refuses_everything_but_bool(value):
+    from posenc.core import check_bool
+    with pytest.raises(TypeError, match=r"^causal must be a bool \(True or False\), got "):
+        check_bool(value, "causal")
+    assert check_bool(False, "causal") is False
