@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from .nope import NoPE
 from .positions import incremental_positions
 from .rope import apply_rotation
-from .validation import check_positive_int
+from .validation import check_bool, check_positive_int
 
 __all__ = ["KVCache", "MultiheadAttention"]
 
@@ -32,6 +32,8 @@ class KVCache:
     """
 
     def __init__(self, coord_dims: int = 0) -> None:
+        if isinstance(coord_dims, bool) or not isinstance(coord_dims, int) or coord_dims < 0:
+            raise ValueError(f"coord_dims must be an int >= 0, got {coord_dims!r}")
         self.coord_dims = coord_dims
         self.k: Tensor | None = None
         self.v: Tensor | None = None
@@ -44,25 +46,54 @@ class KVCache:
         self, k: Tensor, v: Tensor, positions: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Add ``(B, H, n, head_dim)`` keys/values at ``positions`` (``(n, *C)`` or
-        ``(B, n, *C)``, or None when no encoding uses them); return everything cached."""
+        ``(B, n, *C)``, or None when no encoding uses them); return everything cached.
+
+        Every step must have the batch, heads, head_dim, dtype and device of the first one
+        (a new batch needs a new cache).
+        """
+        if k.ndim != 4 or v.shape != k.shape:
+            raise ValueError(f"kv_cache takes keys and values of the same shape (B, H, n, "
+                             f"head_dim), got {tuple(k.shape)} and {tuple(v.shape)}")
         if self.k is None:
             self.k, self.v, self.positions = k, v, positions
             return k, v, positions
-        if (positions is None) != (self.positions is None) or (
-                positions is not None and positions.ndim != self.positions.ndim):
+        self._check_like_cached(k)
+        old = self.positions
+        token_axis = -1 - self.coord_dims
+        if (positions is None) != (old is None) or (positions is not None and (
+                positions.ndim != old.ndim
+                or positions.shape[:token_axis] != old.shape[:token_axis])):
             raise ValueError("positions must have the same form at every decoding step, got "
                              f"{None if positions is None else tuple(positions.shape)} after "
-                             f"{None if self.positions is None else tuple(self.positions.shape)}")
+                             f"{None if old is None else tuple(old.shape)}")
+        if positions is not None and positions.device != old.device:
+            raise ValueError(f"kv_cache holds positions on {old.device}, got new positions on "
+                             f"{positions.device}")
         self.k = torch.cat((self.k, k), dim=-2)
         self.v = torch.cat((self.v, v), dim=-2)
         if positions is not None:
-            self.positions = torch.cat((self.positions, positions), dim=-1 - self.coord_dims)
+            self.positions = torch.cat((old, positions), dim=token_axis)
         return self.k, self.v, self.positions
+
+    def _check_like_cached(self, k: Tensor) -> None:
+        (batch, heads, _, head_dim), (b, h, _, d) = self.k.shape, k.shape
+        if b != batch:
+            raise ValueError(f"kv_cache holds a batch of {batch} sequences, got keys for a "
+                             f"batch of {b}: use a new KVCache for a new batch")
+        if (h, d) != (heads, head_dim):
+            raise ValueError(f"kv_cache holds {heads} heads of head_dim={head_dim}, got keys "
+                             f"with {h} heads of head_dim={d}")
+        if (k.dtype, k.device) != (self.k.dtype, self.k.device):
+            raise ValueError(f"kv_cache holds {self.k.dtype} keys on {self.k.device}, got "
+                             f"{k.dtype} keys on {k.device}: keep one dtype and device for "
+                             "every decoding step")
 
 
 def _as_additive(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-    if mask is None or mask.dtype != torch.bool:
-        return mask
+    if mask is None:
+        return None
+    if mask.dtype != torch.bool:
+        return mask.to(dtype)  # SDPA wants a float mask in the queries' dtype
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
         ~mask, float("-inf"))
 
@@ -82,6 +113,32 @@ def _check_batch(names: str, positions: tuple[Tensor, ...], encoded_batch: int,
         shapes = " and ".join(str(tuple(p.shape)) for p in positions)
         raise ValueError(f"{names} of shape {shapes} give a batch of {encoded_batch}, "
                          f"expected 1 or B={batch}")
+
+
+def _check_tokens(name: str, t: object, dim: int, batch: int | None = None) -> None:
+    """Raise naming ``name`` unless ``t`` is a floating ``(B, N, dim)`` tensor (with ``B ==
+    batch`` when given)."""
+    if not isinstance(t, Tensor) or not t.is_floating_point():
+        got = t.dtype if isinstance(t, Tensor) else type(t).__name__
+        raise TypeError(f"{name} must be a floating tensor of shape (B, N, dim={dim}), got {got}")
+    if t.ndim != 3 or t.shape[-1] != dim:
+        raise ValueError(f"{name} must have shape (B, N, dim={dim}), got {tuple(t.shape)}")
+    if batch is not None and t.shape[0] != batch:
+        raise ValueError(f"{name} of shape {tuple(t.shape)} has a batch of {t.shape[0]}, "
+                         f"expected B={batch} (the batch of x)")
+
+
+def _check_mask(mask: object, shape: tuple[int, int, int, int]) -> None:
+    """A bool (True = attend) or float (additive) mask broadcastable to ``(B, H, Nq, Nk)``."""
+    if not isinstance(mask, Tensor) or not (mask.dtype == torch.bool or mask.is_floating_point()):
+        got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
+        raise TypeError(f"attn_mask must be a bool (True = attend) or floating (additive) "
+                        f"tensor, got {got}")
+    fits = mask.ndim <= 4 and all(
+        m in (1, s) for m, s in zip(reversed(mask.shape), reversed(shape), strict=False))
+    if not fits:
+        raise ValueError(f"attn_mask of shape {tuple(mask.shape)} does not broadcast to "
+                         f"(B, H, Nq, Nk) = {shape}")
 
 
 class MultiheadAttention(nn.Module):
@@ -118,6 +175,8 @@ class MultiheadAttention(nn.Module):
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
+        check_bool(qkv_bias, "qkv_bias")
+        check_bool(qk_norm, "qk_norm")
         self.rotary = None if isinstance(rotary, NoPE) else rotary
         self.bias = None if isinstance(bias, NoPE) else bias
         if self.rotary is not None:
@@ -173,8 +232,15 @@ class MultiheadAttention(nn.Module):
         Returns:
             ``(B, Nq, dim)``.
         """
-        batch, num_q, dim = x.shape
+        dim = self.qkv.in_features
+        _check_tokens("x", x, dim)
+        batch, num_q, _ = x.shape
         self_attention = context is None
+        if not self_attention:
+            _check_tokens("context", context, dim, batch)
+        check_bool(is_causal, "is_causal")
+        if kv_cache is not None and not isinstance(kv_cache, KVCache):
+            raise TypeError(f"kv_cache must be a KVCache or None, got {type(kv_cache).__name__}")
         if self_attention:
             q, k, v = self._heads(self.qkv(x), 3)
         else:
@@ -204,8 +270,11 @@ class MultiheadAttention(nn.Module):
         if kv_cache is not None:
             k, v, key_positions = kv_cache.append(k, v, key_positions)
 
-        mask = _as_additive(attn_mask, q.dtype)
         num_k = k.shape[-2]
+        if attn_mask is not None:
+            _check_mask(attn_mask, (batch, self.num_heads, num_q, num_k))
+            attn_mask = attn_mask[(None,) * (4 - attn_mask.ndim)]  # SDPA wants >= 2-D masks
+        mask = _as_additive(attn_mask, q.dtype)
         if is_causal and (mask is not None or self.bias is not None or num_k != num_q):
             causal = torch.ones(num_q, num_k, dtype=torch.bool, device=x.device).tril(num_k - num_q)
             mask = _as_additive(causal, q.dtype) if mask is None else mask + _as_additive(

@@ -92,7 +92,7 @@ ENCODED = {
         DIM, HEADS, rotary=RotaryEncoding(HEAD_DIM, rotary_dim=4, layout="interleaved")),
     "alibi": lambda: MultiheadAttention(DIM, HEADS, bias=ALiBi(HEADS)),
     "t5": lambda: MultiheadAttention(DIM, HEADS, bias=T5RelativeBias(HEADS, bidirectional=False,
-                                                                     max_distance=8)),
+                                                                     max_distance=32)),
     "rope_and_clipped": lambda: MultiheadAttention(
         DIM, HEADS, rotary=RotaryEncoding(HEAD_DIM), bias=ClippedRelativeBias(HEADS, 3)),
 }
