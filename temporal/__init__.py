@@ -38,11 +38,11 @@ from .timestamps import (
     Timestamps,
     datetime_index,
     local_wall_time,
-    localize,
     time_positions,
     to_nanoseconds,
     to_seconds,
 )
+from .zones import localize
 
 __all__ = [
     "CYCLE_PERIODS",
