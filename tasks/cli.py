@@ -26,6 +26,8 @@ from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.saving import _is_imported_subclass
 
+from .specs import check_class_path
+
 # Imported so that short class names resolve in configs and checkpoints find their classes.
 from . import forecasting, timeseries_data, vision, vision_data  # noqa: F401
 
@@ -63,9 +65,11 @@ class PosencCLI(LightningCLI):
 
     def _parse_ckpt_path(self) -> None:
         """Lightning merges the ``--ckpt_path`` checkpoint's hyperparameters into the config,
-        and jsonargparse imports the ``_class_path`` it names: refuse, before that, a class
-        that is not an already imported ``LightningModule`` (the rule of Lightning's own
-        ``load_from_checkpoint``; importing would run the named module's code)."""
+        and jsonargparse imports every ``class_path`` in them while parsing (running the named
+        module's code) before any check. So first: the model's ``_class_path`` must be an
+        already imported ``LightningModule`` (the rule of Lightning's ``load_from_checkpoint``)
+        and every nested ``class_path`` (an encoding) in an already imported or posenc module
+        (:func:`posenc.tasks.specs.check_class_path`)."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if ckpt_path and Path(ckpt_path).is_file():
@@ -74,13 +78,19 @@ class PosencCLI(LightningCLI):
             except RuntimeError:  # the legacy (non-zip) format cannot be memory-mapped
                 ckpt = torch.load(ckpt_path, weights_only=True, map_location="cpu")
             hparams = ckpt.get("hyper_parameters") if isinstance(ckpt, dict) else None
-            class_path = (hparams or {}).get("_class_path")
+            hparams = hparams if isinstance(hparams, dict) else {}
+            class_path = hparams.get("_class_path")
             if class_path is not None and not _is_imported_subclass(class_path,
                                                                     LightningModule):
                 self.parser.error(
                     f"--ckpt_path={ckpt_path!r} names the model class {class_path!r}, which is "
                     f"not an imported LightningModule subclass; it is not imported from a "
                     f"checkpoint (that would run its module's code)")
+            for argument, nested in _class_paths(hparams):
+                try:
+                    check_class_path(nested, argument)
+                except ValueError as err:
+                    self.parser.error(f"--ckpt_path={ckpt_path!r}: {err}")
         super()._parse_ckpt_path()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -101,6 +111,20 @@ class PosencCLI(LightningCLI):
             print("Test results (final weights):", *lines, sep="\n", flush=True)
 
 
+
+
+def _class_paths(value: Any, where: str = "") -> list[tuple[str, Any]]:
+    """``(argument, class_path)`` of every ``{"class_path": ...}`` dict nested in ``value``."""
+    found = []
+    if isinstance(value, dict):
+        if "class_path" in value:
+            found.append((where or "class_path", value["class_path"]))
+        for key, item in value.items():
+            found += _class_paths(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found += _class_paths(item, f"{where}[{i}]")
+    return found
 
 
 def posenc_cli(args: list[str] | None = None, run: bool = True) -> PosencCLI | object:

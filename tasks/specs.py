@@ -11,7 +11,9 @@ function, a builtin or another kind of class, and resolving it imports nothing b
 own modules: importing a module runs its top-level code, so any other module must already be
 imported (``import mypkg.encodings`` before building the model or loading the checkpoint).
 This is Lightning's rule for a checkpoint's ``_class_path`` (it reads ``sys.modules`` only),
-plus the ``nn.Module`` check. ``init_args`` are passed as plain values: a nested
+plus the ``nn.Module`` check. (The ``posenc`` CLI's parser imports the modules named in the
+user's own config file; the hyperparameters of a ``--ckpt_path`` checkpoint are checked with
+:func:`check_class_path` before it reads them.) ``init_args`` are passed as plain values: a nested
 ``{class_path: ...}`` dict is data to the constructor, which builds it (if at all) through
 :func:`instantiate` again.
 """
@@ -20,16 +22,36 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import sys
 from collections.abc import Callable, Mapping
+from numbers import Real
 from typing import Any
 
 from torch import nn
 
-__all__ = ["import_class", "instantiate", "fill_from_defaults"]
+__all__ = ["check_class_path", "check_fraction", "fill_from_defaults", "import_class", "instantiate"]
 
 # Packages whose modules a class_path may import (their imports have no side effects).
 IMPORTABLE = ("posenc",)
+
+
+def check_class_path(class_path: object, argument: str = "class_path") -> tuple[str, str]:
+    """``(module, name)`` of a dotted ``class_path`` whose module may be resolved: already
+    imported, or in an :data:`IMPORTABLE` package; else a ``ValueError`` naming ``argument``.
+    Imports nothing (for checking a checkpoint before anything else reads it)."""
+    parts = class_path.split(".") if isinstance(class_path, str) else []
+    if len(parts) < 2 or not all(part.isidentifier() for part in parts):
+        raise ValueError(f"{argument}: class_path must be a dotted path such as "
+                         f"'posenc.spatial.RoPE2D', got {class_path!r}")
+    module_name = ".".join(parts[:-1])
+    if sys.modules.get(module_name) is None and parts[0] not in IMPORTABLE:
+        raise ValueError(
+            f"{argument}: class_path {class_path!r}: module {module_name!r} is not imported, "
+            f"and posenc imports only its own modules to resolve a class_path (importing runs "
+            f"the module's code); if you trust it, import {module_name} before building the "
+            f"model or loading the checkpoint")
+    return module_name, parts[-1]
 
 
 def import_class(class_path: str, argument: str = "class_path") -> type[nn.Module]:
@@ -37,23 +59,13 @@ def import_class(class_path: str, argument: str = "class_path") -> type[nn.Modul
     ``argument`` and the path.
 
     The module is taken from ``sys.modules``; only modules of :data:`IMPORTABLE` packages are
-    imported when missing. The class is read from the module's namespace (a module-level
-    ``__getattr__`` hook is not called: it may import).
+    imported when missing (:func:`check_class_path`). The class is read from the module's
+    namespace (a module-level ``__getattr__`` hook is not called: it may import).
     """
-    parts = class_path.split(".") if isinstance(class_path, str) else []
-    if len(parts) < 2 or not all(part.isidentifier() for part in parts):
-        raise ValueError(f"{argument}: class_path must be a dotted path such as "
-                         f"'posenc.spatial.RoPE2D', got {class_path!r}")
-    module_name, name = ".".join(parts[:-1]), parts[-1]
+    module_name, name = check_class_path(class_path, argument)
     where = f"{argument}: class_path {class_path!r}"
     module = sys.modules.get(module_name)
     if module is None:
-        if parts[0] not in IMPORTABLE:
-            raise ValueError(
-                f"{where}: module {module_name!r} is not imported, and posenc imports only its "
-                f"own modules to resolve a class_path (importing runs the module's code); if "
-                f"you trust it, import {module_name} before building the model or loading "
-                f"the checkpoint")
         try:
             module = importlib.import_module(module_name)
         except ImportError as err:
@@ -131,3 +143,14 @@ def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument:
         return cls(**kwargs)
     raise TypeError(f"{argument} must be a name (str) or a dict with class_path/init_args, got "
                     f"{type(spec).__name__} ({spec!r})")
+
+
+def check_fraction(value: object, name: str) -> float:
+    """Return ``value`` as a ``float`` if it is a real number in ``[0, 1)`` (a dropout or
+    smoothing rate), else raise naming ``name`` (NaN and bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
+    if not (math.isfinite(value) and 0 <= value < 1):
+        raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+    return float(value)
+

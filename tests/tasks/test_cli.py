@@ -253,3 +253,44 @@ def test_ckpt_path_naming_a_class_that_is_not_imported_is_refused(tmp_path, caps
             "LightningModule subclass") in capsys.readouterr().err
     assert not (tmp_path / "pwned").exists()
     assert "evil_model" not in sys.modules
+
+
+def test_a_config_may_name_the_users_own_encoding(tmp_path, monkeypatch):
+    """The config is the user's: jsonargparse imports its class paths (a checkpoint's are
+    refused unless already imported, see test_security)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_encodings.py").write_text(
+        "from posenc.spatial import SinCos2D\n\nclass MySinCos(SinCos2D):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "my_encodings", raising=False)
+    spec = '{"class_path": "my_encodings.MySinCos"}'
+    cli = posenc_cli(["--config", str(CONFIGS / "quickstart.yaml"), "--trainer.logger=false",
+                      f"--model.init_args.encoding={spec}"], run=False)
+    assert type(cli.model.model.patch_embed.pos_encoding).__name__ == "MySinCos"
+    monkeypatch.delitem(sys.modules, "my_encodings")
+
+
+
+def test_ckpt_path_naming_an_encoding_module_that_is_not_imported_is_refused(
+        tmp_path, capsys, monkeypatch):
+    """jsonargparse imports the class paths nested in the merged hyperparameters too."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evil_encoding.py").write_text(
+        f"import pathlib\npathlib.Path({str(tmp_path / 'pwned')!r}).touch()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = ImageClassifier(img_size=8, patch_size=4, embed_dim=16, depth=1, num_heads=2)
+    ckpt = tmp_path / "evil.ckpt"
+    torch.save({"state_dict": model.state_dict(),
+                "hyper_parameters": {**dict(model.hparams),
+                                     "encoding": {"class_path": "evil_encoding.Enc"},
+                                     "_class_path": "posenc.tasks.vision.ImageClassifier",
+                                     "_instantiator": "lightning.pytorch.cli.instantiate_module"},
+                "pytorch-lightning_version": "2.6.0"}, ckpt)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["test", "--config", str(CONFIGS / "quickstart.yaml"), "--trainer.logger=false",
+              f"--ckpt_path={ckpt}"])
+    assert exit_info.value.code == 2
+    assert ("encoding: class_path 'evil_encoding.Enc': module 'evil_encoding' is not imported"
+            in capsys.readouterr().err)
+    assert not (tmp_path / "pwned").exists()
+    assert "evil_encoding" not in sys.modules
