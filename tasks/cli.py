@@ -26,10 +26,9 @@ from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.saving import _is_imported_subclass
 
-from .specs import check_class_path
-
 # Imported so that short class names resolve in configs and checkpoints find their classes.
 from . import forecasting, timeseries_data, vision, vision_data  # noqa: F401
+from .specs import check_class_path
 
 __all__ = ["EXTRA_COMMANDS", "PosencCLI", "main", "posenc_cli"]
 

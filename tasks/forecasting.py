@@ -16,6 +16,7 @@ and to itself only, so the forecast at a time does not depend on which other tim
 from __future__ import annotations
 
 from collections.abc import Mapping
+from numbers import Real
 from typing import Any
 
 import pandas as pd
@@ -26,7 +27,9 @@ from posenc.core import (
     ALiBi,
     MultiheadAttention,
     RotaryEncoding,
+    check_bool,
     check_choice,
+    check_positive_float,
     check_positive_int,
     wide_dtype,
 )
@@ -35,7 +38,7 @@ from torchmetrics import MeanAbsoluteError, MeanSquaredError
 
 from .losses import LOSSES, MeanAbsoluteScaledError, masked_point_loss, quantile_loss
 from .optim import check_optim_args, configure_adamw_from_hparams
-from .specs import instantiate
+from .specs import check_fraction, instantiate
 
 __all__ = ["Forecaster", "ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
            "RELATIVE_ENCODINGS", "input_kind"]
@@ -324,10 +327,22 @@ class Forecaster(LightningModule):
             check_positive_int(value, name)
         if dim % num_heads:
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
+        check_positive_float(mlp_ratio, "mlp_ratio")
+        if int(dim * mlp_ratio) < 1:  # Block's MLP width
+            raise ValueError(f"mlp_ratio={mlp_ratio} gives a hidden width of "
+                             f"{int(dim * mlp_ratio)} (dim={dim}); it must be >= 1 / dim")
+        check_fraction(dropout, "dropout")
+        check_bool(instance_norm, "instance_norm")
+        if encodings is not None and not isinstance(encodings, (list, tuple)):
+            raise TypeError(f"encodings must be a list of encodings, got "
+                            f"{type(encodings).__name__} ({encodings!r})")
         check_choice(loss, "loss", LOSSES)
         if loss == "quantile":
-            quantiles = list(quantiles or [0.1, 0.5, 0.9])
-            if any(not 0 < q < 1 for q in quantiles) or sorted(set(quantiles)) != quantiles:
+            quantiles = [0.1, 0.5, 0.9] if quantiles is None else list(quantiles)
+            if any(isinstance(q, bool) or not isinstance(q, Real) for q in quantiles):
+                raise TypeError(f"quantiles must be numbers, got {quantiles}")
+            if (not quantiles or any(not 0 < q < 1 for q in quantiles)
+                    or sorted(set(quantiles)) != quantiles):
                 raise ValueError(f"quantiles must be increasing levels in (0, 1), got "
                                  f"{quantiles}")
         elif quantiles:

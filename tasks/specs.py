@@ -30,7 +30,8 @@ from typing import Any
 
 from torch import nn
 
-__all__ = ["check_class_path", "check_fraction", "fill_from_defaults", "import_class", "instantiate"]
+__all__ = ["check_class_path", "check_fraction", "fill_from_defaults", "import_class",
+           "instantiate"]
 
 # Packages whose modules a class_path may import (their imports have no side effects).
 IMPORTABLE = ("posenc",)

@@ -15,13 +15,13 @@ from typing import Any
 
 import torch.nn.functional as F
 from lightning.pytorch import LightningModule
-from posenc.core import check_positive_int
+from posenc.core import check_bool, check_choice, check_positive_float, check_positive_int
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from .optim import check_optim_args, configure_adamw_from_hparams
-from .specs import instantiate
+from .specs import check_fraction, instantiate
 
 __all__ = ["ImageClassifier", "build_vit"]
 
@@ -76,6 +76,42 @@ def build_vit(
     return spatial.attach(model, module)
 
 
+# timm VisionTransformer's pooling modes.
+GLOBAL_POOLS = ("token", "avg", "avgmax", "max", "map", "")
+# create_model keywords that load weights or configs (from the network or a file) or that
+# ImageClassifier sets itself: a config or checkpoint may not pass them in model_kwargs.
+_RESERVED_MODEL_KWARGS = ("pretrained", "pretrained_cfg", "pretrained_cfg_overlay",
+                          "pretrained_strict", "checkpoint_path", "cache_dir",
+                          "dynamic_img_size")
+_OWN_ARGUMENTS = ("num_classes", "in_chans", "img_size", "patch_size", "embed_dim", "depth",
+                  "num_heads", "mlp_ratio", "class_token", "global_pool", "drop_path_rate")
+
+
+def _check_timm_source(model_name: object, model_kwargs: object) -> None:
+    """A checkpoint's hyperparameters are untrusted: they may name an architecture, never
+    make timm download or read weights or a config (``hf-hub:``/``local-dir:`` names,
+    ``pretrained``, ``checkpoint_path``, ...)."""
+    if not isinstance(model_name, str):
+        raise TypeError(f"model_name must be a str, got {type(model_name).__name__}")
+    if ":" in model_name:
+        raise ValueError(f"model_name={model_name!r} must be a timm architecture name such as "
+                         f"'vit_tiny_patch16_224' (no 'hf-hub:'/'local-dir:' source: models "
+                         f"are built untrained, nothing is downloaded or read)")
+    if model_kwargs is None:
+        return
+    if not isinstance(model_kwargs, dict):
+        raise TypeError(f"model_kwargs must be a dict of timm.create_model keywords, got "
+                        f"{type(model_kwargs).__name__} ({model_kwargs!r})")
+    reserved = sorted(k for k in model_kwargs if k in _RESERVED_MODEL_KWARGS)
+    if reserved:
+        raise ValueError(f"model_kwargs may not set {reserved}: models are built untrained "
+                         f"with dynamic image sizes, nothing is downloaded or read")
+    own = sorted(k for k in model_kwargs if k in _OWN_ARGUMENTS)
+    if own:
+        raise ValueError(f"model_kwargs may not set {own}: they are ImageClassifier's own "
+                         f"arguments (set them there, so the checks and the hparams see them)")
+
+
 class ImageClassifier(LightningModule):
     """Image classification with a ViT whose position encoding is one config line.
 
@@ -92,7 +128,9 @@ class ImageClassifier(LightningModule):
         class_token: use a class token (else ``global_pool`` must be ``"avg"``).
         global_pool: ``"token"`` (class token) or ``"avg"`` (mean of patch tokens).
         drop_path_rate: stochastic depth.
-        model_kwargs: further ``timm.create_model`` keywords (e.g. ``reg_tokens: 4``).
+        model_kwargs: further ``timm.create_model`` keywords (e.g. ``reg_tokens: 4``); not
+            the arguments above, nor ones that load weights (``pretrained``,
+            ``checkpoint_path``, ...): models are built untrained, nothing is downloaded.
         lr, weight_decay: AdamW settings.
         warmup: fraction of training steps with linear warmup.
         scheduler: ``"cosine"`` or ``"constant"`` after warmup.
@@ -129,8 +167,15 @@ class ImageClassifier(LightningModule):
                      "num_heads"):
             check_positive_int(locals()[name], name)
         check_optim_args(lr, weight_decay, warmup, scheduler, min_lr_ratio)
-        if not 0 <= label_smoothing < 1:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
+        check_positive_float(mlp_ratio, "mlp_ratio")
+        check_fraction(drop_path_rate, "drop_path_rate")
+        check_fraction(label_smoothing, "label_smoothing")
+        check_bool(class_token, "class_token")
+        check_choice(global_pool, "global_pool", GLOBAL_POOLS)
+        if global_pool == "token" and not class_token:
+            raise ValueError("global_pool='token' needs class_token=True; use "
+                             "global_pool='avg' without a class token")
+        _check_timm_source(model_name, model_kwargs)
         self.model = build_vit(
             model_name, encoding, num_classes=num_classes, in_chans=in_chans,
             img_size=img_size, patch_size=patch_size, embed_dim=embed_dim, depth=depth,
