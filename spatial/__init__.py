@@ -20,7 +20,7 @@ from .factory import ENCODINGS, encoding_from_name, encoding_kind
 from .learned import Learned2D
 from .rope2d import RoPE2D, init_mixed_freqs
 from .sincos import SinCos2D
-from .timm_attach import GridAttention, GridPatchEmbed, GridState, GridTokenDropout, attach
+from .timm_attach import GridAttention, GridContext, GridVisionTransformer, attach
 
 __all__ = [
     "ALiBi2D",
@@ -28,10 +28,9 @@ __all__ = [
     "ENCODINGS",
     "Factorized2D",
     "GridAttention",
-    "GridPatchEmbed",
+    "GridContext",
     "GridPositions",
-    "GridState",
-    "GridTokenDropout",
+    "GridVisionTransformer",
     "Learned2D",
     "RelativeBias2D",
     "RoPE2D",

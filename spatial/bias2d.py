@@ -136,9 +136,13 @@ class RelativeBias2D(PositionEncoding):
                 key_positions: Tensor | GridPositions) -> Tensor:
         """Integer-valued coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
         q, k, grid = _inputs(query_positions, key_positions)
-        table = self.table if grid is None else self.table_for_grid(grid)
-        index = _grid_index(q, k, self.grid_size if grid is None else grid)
-        return _pad_prefix(_gather(table.float().t(), index), q, k)
+
+        def compute() -> Tensor:
+            table = self.table if grid is None else self.table_for_grid(grid)
+            index = _grid_index(q, k, self.grid_size if grid is None else grid)
+            return _pad_prefix(_gather(table.float().t(), index), q, k)
+
+        return _memo(q, k, (id(self), "bias"), compute)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, grid_size={self.grid_size}"
@@ -218,12 +222,16 @@ class ContinuousBias2D(PositionEncoding):
                 key_positions: Tensor | GridPositions) -> Tensor:
         """Coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
         q, k, grid = _inputs(query_positions, key_positions)
-        if grid is None:
-            bias = self._bias_of_offsets(_offsets(q, k)).permute(0, 3, 1, 2)
-        else:
-            offsets = _lattice_offsets(grid, q.coords.device).flatten(0, 1)
-            bias = _gather(self._bias_t(offsets), _grid_index(q, k, grid))
-        return _pad_prefix(bias, q, k)
+
+        def compute() -> Tensor:
+            if grid is None:
+                bias = self._bias_of_offsets(_offsets(q, k)).permute(0, 3, 1, 2)
+            else:
+                offsets = _lattice_offsets(grid, q.coords.device).flatten(0, 1)
+                bias = _gather(self._bias_t(offsets), _grid_index(q, k, grid))
+            return _pad_prefix(bias, q, k)
+
+        return _memo(q, k, (id(self), "bias"), compute)
 
     def extra_repr(self) -> str:
         return (f"num_heads={self.num_heads}, hidden={self.hidden}, "

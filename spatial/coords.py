@@ -108,23 +108,47 @@ class GridPositions(NamedTuple):
 
 
 def as_grid_positions(positions: Tensor | GridPositions, name: str = "positions") -> GridPositions:
-    """Validate ``(N, 2)``/``(B, N, 2)`` coordinates or a :class:`GridPositions`."""
+    """Validate ``(N, 2)``/``(B, N, 2)`` coordinates or a :class:`GridPositions`.
+
+    Integer coordinates come back as int64 (:func:`posenc.core.check_positions`). A
+    :class:`GridPositions` with a cache is validated once: the blocks of a forward all get the
+    same object, and checking finiteness reads the values (a host synchronisation per block).
+    It comes back as the same object when nothing changed, so encodings can tell self-attention
+    (``query is key``) from cross-attention.
+    """
     if isinstance(positions, GridPositions):
-        check_positions(positions.coords, f"{name}.coords", trailing=(2,))
+        def check() -> tuple[Tensor, Tensor]:
+            return positions.coords, check_positions(positions.coords, f"{name}.coords",
+                                                     trailing=(2,))
+
+        given, coords = cached(positions, "checked coords", check)
+        if given is not positions.coords:  # the cache came with other coordinates
+            given, coords = check()
         if positions.grid_size is not None:
             check_grid_size(positions.grid_size, f"{name}.grid_size")
         prefix = positions.num_prefix_tokens
         if isinstance(prefix, bool) or not isinstance(prefix, int) or prefix < 0:
             raise ValueError(f"{name}.num_prefix_tokens must be an int >= 0, got {prefix!r}")
-        return positions
-    check_positions(positions, name, trailing=(2,))
-    return GridPositions(positions)
+        return positions if coords is positions.coords else positions._replace(coords=coords)
+    return GridPositions(check_positions(positions, name, trailing=(2,)))
+
+
+def _symbolic(key: object) -> bool:
+    if isinstance(key, tuple):
+        return any(_symbolic(part) for part in key)
+    return isinstance(key, (torch.SymInt, torch.SymFloat, torch.SymBool))
 
 
 def cached(positions: GridPositions, key: Hashable, compute: Callable[[], T]) -> T:
-    """``compute()``, memoised in ``positions.cache`` under ``key`` when there is a cache."""
+    """``compute()``, memoised in ``positions.cache`` under ``key`` when there is a cache.
+
+    ``key`` is a tuple of Python values, e.g. ``(id(self), "rotation")``. A key holding a
+    symbolic size (``torch.export``/``torch.compile`` with dynamic shapes trace grid sizes as
+    ``torch.SymInt``, which has no hash) is not memoised: the value is computed again, with the
+    same result.
+    """
     cache = positions.cache
-    if cache is None:
+    if cache is None or _symbolic(key):
         return compute()
     if key not in cache:
         cache[key] = compute()

@@ -2,164 +2,101 @@
 
 :func:`attach` changes the model in place, keeping every timm parameter name:
 
-- ``model.pos_embed`` becomes None; timm's ``_pos_embed`` then only prepends the prefix
-  tokens (cls, registers).
-- ``model.patch_embed`` becomes a :class:`GridPatchEmbed` (same ``proj``/``norm``): it checks
-  that the image divides into patches, adds an additive encoding for the current grid, and
-  records the patch positions of this forward in a small shared state.
-- ``model.patch_drop`` becomes a :class:`GridTokenDropout`: timm's ``pos_drop`` and patch
-  dropout, which also keeps the positions of the kept patches.
+- the model becomes a :class:`GridVisionTransformer` (``model.__class__`` is swapped for this
+  module-level subclass, so ``torch.save(model)``/``copy.deepcopy`` round-trip); its
+  ``forward_features`` and ``forward_intermediates`` compute the patch grid from the image shape.
+- ``model.pos_embed`` becomes None; an additive encoding lives at
+  ``model.patch_embed.pos_encoding`` and is added for the current grid.
 - for rotary and bias encodings each ``block.attn`` becomes a :class:`GridAttention`, i.e.
   :class:`posenc.core.MultiheadAttention` holding the block's ``qkv``/``q_norm``/``k_norm``/
-  ``proj`` modules, which reads the positions recorded for this forward.
+  ``proj`` modules.
 
-Positions travel as a plain attribute set before the blocks run, so the model works with
-``forward``, ``forward_features``, ``forward_intermediates``, ``torch.compile`` and
-``torch.export`` (grid sizes come from tensor shapes; nothing calls ``.item()``).
+How positions reach the attention, and why. timm's ``Block.forward(x, attn_mask)`` hands
+``attn_mask`` to ``block.attn`` untouched, so the model passes every block a per-forward
+:class:`GridContext` (the patch positions, with the kept patches of patch dropout, plus the
+caller's own mask) as that argument. Positions travel with the computation: a gradient-
+checkpointed block (``set_grad_checkpointing``) recomputes in backward from the very context
+object of its own forward, whatever other forwards (multi-crop: two image sizes in one step)
+ran in between. Nothing is read from model state at recompute time.
+
+Each distinct rotary/bias encoding of the blocks is computed once per forward, before the
+blocks run, into the context's :class:`GridPositions` cache; blocks (and their recompute) only
+read it. Blocks sharing an encoding (``rope_axial``, ``alibi2d``, one module passed for all
+blocks) thus share its rotation/bias, and no cached value that needs a gradient is ever made
+inside a checkpointed block, whose recompute would find it cached and save fewer tensors than
+its forward did. Cache keys are Python values (module ids and names); sizes traced as
+``torch.SymInt`` are never used as keys (see :func:`posenc.spatial.coords.cached`), so the
+model runs under ``torch.compile`` and ``torch.export`` with dynamic image sizes (nothing
+calls ``.item()``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from posenc.core import MultiheadAttention
 from timm.layers import Attention, PatchDropout, PatchEmbed
 from timm.layers.patch_dropout import patch_dropout_forward
-from timm.models.vision_transformer import VisionTransformer
+from timm.models._features import feature_take_indices
+from timm.models.vision_transformer import Block, ResPostBlock, VisionTransformer
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from .coords import GridPositions, patch_coords
 from .factory import ENCODINGS, encoding_from_name, encoding_kind
 from .learned import Learned2D
 
-__all__ = ["attach", "GridPatchEmbed", "GridTokenDropout", "GridAttention", "GridState"]
+__all__ = ["attach", "GridAttention", "GridContext", "GridVisionTransformer"]
 
 SUPPORTED = ("timm.models.vision_transformer.VisionTransformer (vit_*, deit_* without a "
              "distillation token; with or without class token, reg_tokens, no_embed_class, "
-             "dynamic_img_size) with timm's PatchEmbed and Attention")
+             "dynamic_img_size, dynamic_img_pad) with timm's PatchEmbed, Block/ResPostBlock and "
+             "Attention")
 PER_BLOCK = ("rope_mixed", "relbias", "cpb")  # learnable: one module per block, as the papers
 
 
-class GridState:
-    """The patch positions of the current forward, shared by a model's modules."""
+class GridContext(NamedTuple):
+    """What the blocks of one forward need besides their tokens; passed to each block as its
+    ``attn_mask`` argument, which timm's ``Block`` hands to :class:`GridAttention` unchanged.
 
-    def __init__(self) -> None:
-        self.positions: GridPositions | None = None
-
-
-class GridPatchEmbed(PatchEmbed):
-    """timm ``PatchEmbed`` that enforces divisible image sizes and applies posenc encodings.
-
-    Made from a model's own patch embed by :func:`attach` (same ``proj`` and ``norm``).
-    Always returns ``(B, rows * cols, dim)`` tokens.
-
-    Attributes set by attach:
-        pos_encoding: additive encoding with ``encode_grid(grid_size)``, or None.
-        grid_state: :class:`GridState` to record positions in, or None.
-        num_prefix_tokens: prefix tokens the model prepends (recorded with the positions).
-        coord_normalize: coordinate system of the recorded positions (see ``patch_coords``).
+    Attributes:
+        positions: the ``P + N`` tokens' positions: ``(N, 2)`` (full grid) or ``(B, N, 2)``
+            (kept patches of patch dropout) coordinates, the grid, ``P`` prefix tokens, and
+            the cache holding this forward's rotations/biases.
+        attn_mask: the caller's mask (bool, True = attend, or float additive), broadcastable
+            to ``(B, H, P + N, P + N)``, or None.
+        is_causal: the caller's causal flag.
     """
 
-    pos_encoding: nn.Module | None
-    grid_state: GridState | None
-    num_prefix_tokens: int
-    coord_normalize: str | None
-
-    @classmethod
-    def convert(cls, patch_embed: PatchEmbed, pos_encoding: nn.Module | None,
-                grid_state: GridState | None, num_prefix_tokens: int,
-                coord_normalize: str | None) -> GridPatchEmbed:
-        """Turn ``patch_embed`` (a timm PatchEmbed) into a GridPatchEmbed, in place."""
-        patch_embed.__class__ = cls
-        patch_embed.strict_img_size = False
-        patch_embed.pos_encoding = pos_encoding
-        patch_embed.grid_state = grid_state
-        patch_embed.num_prefix_tokens = num_prefix_tokens
-        patch_embed.coord_normalize = coord_normalize
-        return patch_embed
-
-    def forward(self, x: Tensor) -> Tensor:
-        """``(B, C, H, W)`` images -> ``(B, rows * cols, dim)`` patch tokens."""
-        height, width = x.shape[-2], x.shape[-1]
-        ph, pw = self.patch_size
-        if self.dynamic_img_pad:
-            x = F.pad(x, (0, (pw - width % pw) % pw, 0, (ph - height % ph) % ph))
-        elif height % ph or width % pw:
-            raise ValueError(f"image size ({height}, {width}) is not divisible by the patch size "
-                             f"({ph}, {pw}); resize or crop the image to a multiple of it")
-        x = self.proj(x)
-        grid = (x.shape[-2], x.shape[-1])
-        x = self.norm(x.flatten(2).transpose(1, 2))
-        if self.pos_encoding is not None:
-            x = x + self.pos_encoding.encode_grid(grid).to(x.dtype)
-        if self.grid_state is not None:
-            coords = patch_coords(grid, self.coord_normalize, device=x.device)
-            # A fresh cache per forward: blocks share what they derive from these positions.
-            self.grid_state.positions = GridPositions(coords, grid, self.num_prefix_tokens, {})
-        return x
-
-
-class GridTokenDropout(nn.Module):
-    """timm's ``pos_drop`` then patch dropout; the kept patches' positions are recorded.
-
-    Args:
-        pos_drop: the model's position dropout (timm skips it when ``pos_embed`` is None).
-        prob: patch dropout probability (timm ``patch_drop_rate``).
-        num_prefix_tokens: leading tokens that are never dropped.
-        ordered: keep the kept patches in grid order.
-        grid_state: where positions are recorded, or None.
-    """
-
-    def __init__(self, pos_drop: nn.Module, prob: float, num_prefix_tokens: int,
-                 ordered: bool = False, grid_state: GridState | None = None) -> None:
-        super().__init__()
-        self.pos_drop = pos_drop
-        self.prob = float(prob)
-        self.num_prefix_tokens = num_prefix_tokens
-        self.ordered = ordered
-        self.grid_state = grid_state
-
-    def forward(self, x: Tensor) -> Tensor:
-        x = self.pos_drop(x)
-        if not self.training or self.prob == 0.0:
-            return x
-        x, keep = patch_dropout_forward(x, self.prob, self.num_prefix_tokens, self.ordered, True)
-        state = self.grid_state
-        if keep is not None and state is not None and state.positions is not None:
-            coords = state.positions.coords
-            if coords.ndim == 2:
-                kept = coords[keep]
-            else:
-                kept = coords.gather(1, keep[..., None].expand(-1, -1, 2))
-            state.positions = state.positions._replace(coords=kept, cache={})
-        return x
-
-    def extra_repr(self) -> str:
-        return f"prob={self.prob}, num_prefix_tokens={self.num_prefix_tokens}"
+    positions: GridPositions
+    attn_mask: Tensor | None = None
+    is_causal: bool = False
 
 
 class GridAttention(MultiheadAttention):
     """:class:`posenc.core.MultiheadAttention` with timm ``Attention``'s call signature.
 
-    Positions come from the model's :class:`GridState` (set by :class:`GridPatchEmbed` in
-    the same forward), so timm's blocks call it unchanged.
+    Its ``attn_mask`` argument is the :class:`GridContext` of the current forward, which
+    :class:`GridVisionTransformer` passes to every block.
     """
 
-    grid_state: GridState
-
     @classmethod
-    def from_timm(cls, attn: Attention, rotary: nn.Module | None, bias: nn.Module | None,
-                  grid_state: GridState) -> GridAttention:
+    def from_timm(cls, attn: Attention, rotary: nn.Module | None,
+                  bias: nn.Module | None) -> GridAttention:
         """Wrap a timm ``Attention``'s modules (shared, not copied) with an encoding."""
         if type(attn) is not Attention:
             raise TypeError(f"attach supports blocks whose attn is timm.layers.Attention, got "
                             f"{type(attn).__name__}; supported models: {SUPPORTED}")
         dim = attn.qkv.in_features
-        if attn.gate is not None or not isinstance(attn.norm, nn.Identity) \
-                or attn.attn_dim != dim or attn.proj.out_features != dim:
-            raise ValueError("attach supports timm Attention without gate, scale_norm, "
+        # gate (timm >= 1.0.28) and attn_dim (>= 1.0.23) are read with defaults, so the check
+        # does not depend on the timm version's attribute set.
+        attn_dim = getattr(attn, "attn_dim", attn.num_heads * attn.head_dim)
+        if getattr(attn, "gate", None) is not None \
+                or not isinstance(getattr(attn, "norm", nn.Identity()), nn.Identity) \
+                or attn_dim != dim or attn.proj.out_features != dim:
+            raise ValueError("attach supports timm Attention without gated, scale_norm, "
                              "attn_head_dim or dim_out (the settings of vit_*/deit_* models)")
         for enc in (rotary, bias):
             heads = getattr(enc, "num_heads", attn.num_heads)
@@ -171,36 +108,202 @@ class GridAttention(MultiheadAttention):
                       attn_drop=attn.attn_drop.p)
         new.qkv, new.q_norm, new.k_norm = attn.qkv, attn.q_norm, attn.k_norm
         new.proj, new.proj_drop = attn.proj, attn.proj_drop
-        new.grid_state = grid_state
         new.train(attn.training)
         return new
 
-    def forward(self, x: Tensor, attn_mask: Tensor | None = None,
+    def forward(self, x: Tensor, attn_mask: GridContext | None = None,
                 is_causal: bool = False) -> Tensor:
-        """``(B, P + N, dim)`` tokens -> ``(B, P + N, dim)``; as timm's ``Attention``."""
-        positions = self.grid_state.positions
-        if positions is None:
-            raise RuntimeError("GridAttention has no patch positions: run it through the model's "
-                               "forward (its patch_embed records them)")
-        return super().forward(x, query_positions=positions, attn_mask=attn_mask,
-                               is_causal=is_causal)
+        """``(B, P + N, dim)`` tokens -> ``(B, P + N, dim)``, as timm's ``Attention``."""
+        if not isinstance(attn_mask, GridContext):
+            raise TypeError(
+                f"GridAttention takes the GridContext of its model's forward as attn_mask, got "
+                f"{type(attn_mask).__name__}; call the model (forward, forward_features or "
+                f"forward_intermediates), which passes it to every block")
+        context = attn_mask
+        return super().forward(x, query_positions=context.positions,
+                               attn_mask=context.attn_mask,
+                               is_causal=is_causal or context.is_causal)
 
 
-def _check_model(model: nn.Module) -> VisionTransformer:
-    supported = isinstance(model, VisionTransformer) and (
-        type(model)._pos_embed is VisionTransformer._pos_embed)
-    if not supported:
-        raise TypeError(f"attach does not support {type(model).__name__}; supported: "
-                        f"{SUPPORTED}")
-    if isinstance(model.patch_embed, GridPatchEmbed):
+def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions,
+                      tokens: Tensor) -> None:
+    """Compute each distinct rotary/bias encoding of ``blocks`` once into ``positions.cache``
+    (posenc's encodings memoise their output there; see the module docstring), checking that
+    it covers the ``(B, P + n, dim)`` ``tokens`` (a wrong one fails here, naming the encoding,
+    rather than inside a block)."""
+    batch, num_tokens = tokens.shape[0], tokens.shape[1]
+    done: list[nn.Module] = []
+    for block in blocks:
+        attn = block.attn
+        if not isinstance(attn, GridAttention):
+            continue
+        for enc, rotary in ((attn.rotary, True), (attn.bias, False)):
+            if enc is None or any(enc is seen for seen in done):
+                continue
+            done.append(enc)
+            out = enc.rotation(positions).cos if rotary else enc(positions, positions)
+            # (B or 1, H or 1, P + n, D/2) cos of a rotation; (B or 1, H or 1, P + n, P + n) bias
+            heads, last = (1, attn.num_heads), (out.shape[-1] if rotary else num_tokens)
+            if out.ndim != 4 or out.shape[0] not in (1, batch) or out.shape[1] not in heads \
+                    or out.shape[2] != num_tokens or out.shape[3] != last:
+                what = "rotation cos" if rotary else "bias"
+                raise ValueError(
+                    f"{type(enc).__name__} gave a {what} of shape {tuple(out.shape)} for "
+                    f"{batch} images of {num_tokens} tokens ({positions.num_prefix_tokens} "
+                    f"prefix + patches) and {attn.num_heads} heads: expected (1 or {batch}, 1 or "
+                    f"{attn.num_heads}, {num_tokens}, {'D/2' if rotary else num_tokens})")
+
+
+class GridVisionTransformer(VisionTransformer):
+    """A timm ``VisionTransformer`` after :func:`attach` (made by swapping ``__class__``).
+
+    ``forward_features`` and ``forward_intermediates`` take ``(B, C, H, W)`` images of any
+    size divisible by the patch size (any size with ``dynamic_img_pad``) and give every block
+    the forward's :class:`GridContext`. ``model.coord_normalize`` is the coordinate system of
+    the positions (``patch_coords``'s ``normalize``).
+    """
+
+    coord_normalize: str | None
+
+    def _embed(self, x: Tensor, blocks: Sequence[nn.Module], attn_mask: Tensor | None,
+               is_causal: bool) -> tuple[Tensor, GridContext | Tensor | None, tuple, bool]:
+        """Images -> ``(B, P + n, dim)`` tokens for the blocks, the blocks' ``attn_mask``
+        argument (a :class:`GridContext` when they hold :class:`GridAttention`), the
+        ``(rows, cols)`` grid, and whether patch dropout dropped patches."""
+        if not isinstance(x, Tensor) or x.ndim != 4:
+            raise ValueError(f"x must be a (B, C, H, W) image tensor, got "
+                             f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
+        height, width = x.shape[-2], x.shape[-1]
+        ph, pw = self.patch_embed.patch_size
+        if self.patch_embed.dynamic_img_pad:
+            grid = (-(-height // ph), -(-width // pw))  # timm pads up to whole patches
+        elif height % ph or width % pw:
+            raise ValueError(f"image size ({height}, {width}) is not divisible by the patch size "
+                             f"({ph}, {pw}); resize or crop the image to a multiple of it")
+        else:
+            grid = (height // ph, width // pw)
+        if grid[0] < 1 or grid[1] < 1:
+            raise ValueError(f"image size ({height}, {width}) holds no patch of size ({ph}, {pw})")
+        x = self.patch_embed(x)
+        if x.ndim == 4:  # (B, rows, cols, dim) with dynamic_img_size
+            x = x.flatten(1, 2)
+        encoding = self.patch_embed.pos_encoding
+        if encoding is not None:
+            x = x + encoding.encode_grid(grid).to(x.dtype)
+        # Prefix tokens are prepended here, not by timm's _pos_embed: without a pos_embed, timm
+        # <= 1.0.25 returns before prepending them.
+        prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token)
+                  if t is not None]
+        x = self.pos_drop(torch.cat([*prefix, x], dim=1) if prefix else x)
+        needs_positions = any(isinstance(block.attn, GridAttention) for block in blocks)
+        coords = patch_coords(grid, self.coord_normalize, device=x.device) \
+            if needs_positions else None
+        drop = self.patch_drop
+        dropped = isinstance(drop, PatchDropout) and drop.training and drop.prob > 0.0
+        if dropped:
+            x, keep = patch_dropout_forward(x, drop.prob, self.num_prefix_tokens, drop.ordered,
+                                            True)
+            coords = None if coords is None else coords[keep]  # (B, kept, 2)
+        x = self.norm_pre(x)
+        if not needs_positions:
+            return x, attn_mask, grid, dropped
+        positions = GridPositions(coords, grid, self.num_prefix_tokens, {})
+        _encode_positions(blocks, positions, x)
+        return x, GridContext(positions, attn_mask, is_causal), grid, dropped
+
+    def _block(self, block: nn.Module, x: Tensor, mask: GridContext | Tensor | None,
+               is_causal: bool) -> Tensor:
+        # is_causal travels in the GridContext; timm's own blocks take it as a keyword (timm
+        # >= 1.0.26), given only when set, so the older Block.forward(x, attn_mask) works too.
+        kwargs = {"is_causal": True} if is_causal and not isinstance(mask, GridContext) else {}
+        if self.grad_checkpointing and torch.is_grad_enabled():
+            # Non-reentrant always (timm's default can be set to reentrant): reentrant
+            # checkpointing drops gradients of tensors inside non-tensor arguments such as the
+            # context's learnable rotations and biases.
+            return checkpoint(block, x, mask, use_reentrant=False, **kwargs)
+        return block(x, mask, **kwargs)
+
+    def forward_features(self, x: Tensor, attn_mask: Tensor | None = None,
+                         is_causal: bool = False) -> Tensor:
+        """``(B, C, H, W)`` images -> ``(B, P + n, dim)`` normed tokens (``n`` patches kept)."""
+        x, mask, _, _ = self._embed(x, self.blocks, attn_mask, is_causal)
+        for block in self.blocks:
+            x = self._block(block, x, mask, is_causal)
+        return self.norm(x)
+
+    def forward_intermediates(
+            self,
+            x: Tensor,
+            indices: int | list[int] | None = None,
+            return_prefix_tokens: bool = False,
+            norm: bool = False,
+            stop_early: bool = False,
+            output_fmt: str = "NCHW",
+            intermediates_only: bool = False,
+            output_dict: bool = False,
+            attn_mask: Tensor | None = None,
+            is_causal: bool = False,
+    ) -> list[Tensor] | tuple[Tensor, list[Tensor]] | dict:
+        """timm's ``VisionTransformer.forward_intermediates`` (timm 1.0.31's arguments and
+        outputs) for images of any size; NCHW maps are ``(B, dim, rows, cols)``."""
+        if output_fmt not in ("NCHW", "NLC"):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        blocks = self.blocks[:max_index + 1] if stop_early else self.blocks
+        x, mask, (rows, cols), dropped = self._embed(x, blocks, attn_mask, is_causal)
+        if dropped and output_fmt == "NCHW":
+            raise ValueError("output_fmt='NCHW' needs every patch, but patch dropout (training "
+                             "mode) dropped some: use output_fmt='NLC' or model.eval()")
+        intermediates = []
+        for i, block in enumerate(blocks):
+            x = self._block(block, x, mask, is_causal)
+            if i in take_indices:
+                intermediates.append(self.norm(x) if norm else x)
+        prefix_tokens = [y[:, :self.num_prefix_tokens] for y in intermediates] \
+            if self.num_prefix_tokens else None
+        intermediates = [y[:, self.num_prefix_tokens:] for y in intermediates]
+        if output_fmt == "NCHW":
+            intermediates = [y.reshape(y.shape[0], rows, cols, -1).permute(0, 3, 1, 2)
+                             .contiguous() for y in intermediates]
+        if output_dict:
+            result = {"image_intermediates": intermediates}
+            if prefix_tokens is not None and return_prefix_tokens:
+                result["image_intermediates_prefix"] = prefix_tokens
+            if not intermediates_only:
+                result["image_features"] = self.norm(x)
+            return result
+        if return_prefix_tokens and prefix_tokens is not None:
+            intermediates = list(zip(intermediates, prefix_tokens, strict=True))
+        if intermediates_only:
+            return intermediates
+        return self.norm(x), intermediates
+
+
+def _check_model(model: nn.Module, kind: str) -> VisionTransformer:
+    if isinstance(model, GridVisionTransformer):
         raise ValueError("this model already has a posenc encoding attached; attach to a fresh "
                          "model (or one loaded from a timm checkpoint)")
+    # Exactly VisionTransformer: the model's class is swapped for GridVisionTransformer, which
+    # would silently drop a subclass's own methods.
+    if type(model) is not VisionTransformer:
+        raise TypeError(f"attach does not support {type(model).__name__}; supported: "
+                        f"{SUPPORTED}")
     if type(model.patch_embed) is not PatchEmbed:
         raise TypeError(f"attach needs timm's PatchEmbed, got {type(model.patch_embed).__name__};"
                         f" supported: {SUPPORTED}")
     if not isinstance(model.patch_drop, (nn.Identity, PatchDropout)):
         raise TypeError(f"attach needs patch_drop to be timm's PatchDropout or Identity, got "
                         f"{type(model.patch_drop).__name__}")
+    drop_prefix = getattr(model.patch_drop, "num_prefix_tokens", model.num_prefix_tokens)
+    if drop_prefix != model.num_prefix_tokens:
+        raise ValueError(f"patch_drop.num_prefix_tokens={drop_prefix} differs from the model's "
+                         f"num_prefix_tokens={model.num_prefix_tokens}")
+    if kind in ("rotary", "bias"):
+        for block in model.blocks:
+            if type(block) not in (Block, ResPostBlock):
+                raise TypeError(f"attach with a {kind} encoding needs timm's Block or "
+                                f"ResPostBlock (they pass attn_mask to attn), got "
+                                f"{type(block).__name__}; supported: {SUPPORTED}")
     return model
 
 
@@ -271,14 +374,16 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
     ``pos_embed`` (same outputs at the training size; resampled like timm's
     ``dynamic_img_size`` elsewhere); rotary and bias encodings swap each block's attention for
     :class:`GridAttention` with the same parameter names, so a timm checkpoint loads with
-    ``strict=False`` reporting only position parameters. Afterwards the model runs at any
-    image size divisible by the patch size (a ValueError otherwise), square or not.
-    Load checkpoints before attaching "learned" (it folds ``pos_embed`` into the prefix tokens).
+    ``strict=False`` reporting only position parameters. Afterwards the model (a
+    :class:`GridVisionTransformer`) runs at any image size divisible by the patch size (a
+    ValueError otherwise; any size with ``dynamic_img_pad``), square or not, with gradient
+    checkpointing and patch dropout. Load checkpoints before attaching "learned" (it folds
+    ``pos_embed`` into the prefix tokens).
     """
-    model = _check_model(model)
     if isinstance(encoding, (list, tuple)) and not encoding:
         raise ValueError("encoding must not be an empty sequence")
     kind = encoding_kind(encoding if not isinstance(encoding, (list, tuple)) else encoding[0])
+    model = _check_model(model, kind)
     if isinstance(encoding, str):
         built = _from_name(model, encoding, kwargs)
     elif kwargs:
@@ -305,20 +410,19 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
             raise TypeError(f"additive encodings for attach need encode_grid(grid_size); "
                             f"{type(built).__name__} has none")
 
-    state = GridState() if kind in ("rotary", "bias") else None
-    normalize = getattr(per_block[0], "normalize", None) if state is not None else None
-    if state is not None and any(getattr(e, "normalize", None) != normalize for e in per_block):
+    positional = kind in ("rotary", "bias")
+    normalize = getattr(per_block[0], "normalize", None) if positional else None
+    if positional and any(getattr(e, "normalize", None) != normalize for e in per_block):
         raise ValueError("all blocks' encodings must use the same coordinate normalize")
-    prefix = model.num_prefix_tokens
-    GridPatchEmbed.convert(model.patch_embed, built if kind == "additive" else None, state,
-                           prefix, normalize)
-    patch_drop = model.patch_drop
-    model.patch_drop = GridTokenDropout(
-        model.pos_drop, getattr(patch_drop, "prob", 0.0), prefix,
-        getattr(patch_drop, "ordered", False), state)
+    # Checked before anything changes, so a refused encoding leaves the model as it was.
+    attentions = [GridAttention.from_timm(block.attn, *((e, None) if kind == "rotary"
+                                                          else (None, e)))
+                  for block, e in zip(model.blocks, per_block, strict=True)] if positional else []
+    model.patch_embed.strict_img_size = False
+    model.patch_embed.pos_encoding = built if kind == "additive" else None
     model.pos_embed = None
-    if state is not None:
-        for block, enc in zip(model.blocks, per_block, strict=True):
-            rotary, bias = (enc, None) if kind == "rotary" else (None, enc)
-            block.attn = GridAttention.from_timm(block.attn, rotary, bias, state)
+    model.coord_normalize = normalize
+    for block, attn in zip(model.blocks, attentions, strict=False):
+        block.attn = attn
+    model.__class__ = GridVisionTransformer
     return model
