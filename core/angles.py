@@ -12,6 +12,8 @@ import math
 import torch
 from torch import Tensor
 
+from .validation import check_position_dtype
+
 __all__ = ["angles", "wide_dtype"]
 
 
@@ -32,6 +34,7 @@ def angles(positions: Tensor, inv_freq: Tensor) -> Tensor:
         ``(..., F)`` float32 angles reduced to ``[0, 2*pi)``; float64 (unreduced) when
         ``positions`` is float64, so callers that need float64 sin/cos get them.
     """
+    check_position_dtype(positions)
     wide = wide_dtype(positions.device)
     theta = positions.to(wide)[..., None] * inv_freq.to(device=positions.device, dtype=wide)
     if positions.dtype == torch.float64:

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from .nope import NoPE
 from .positions import incremental_positions
 from .rope import apply_rotation
-from .validation import check_bool, check_positive_int
+from .validation import check_bool, check_float, check_positive_int
 
 __all__ = ["KVCache", "MultiheadAttention"]
 
@@ -177,6 +177,9 @@ class MultiheadAttention(nn.Module):
         self.head_dim = dim // num_heads
         check_bool(qkv_bias, "qkv_bias")
         check_bool(qk_norm, "qk_norm")
+        for name, p in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
+            if check_float(p, name, ge=0) > 1:
+                raise ValueError(f"{name} must be a probability in [0, 1], got {p!r}")
         self.rotary = None if isinstance(rotary, NoPE) else rotary
         self.bias = None if isinstance(bias, NoPE) else bias
         if self.rotary is not None:
@@ -281,7 +284,12 @@ class MultiheadAttention(nn.Module):
                 causal, q.dtype)
             is_causal = False
         if self.bias is not None:
-            bias = self.bias(query_positions, key_positions).to(q.dtype)
+            bias = self.bias(query_positions, key_positions)
+            if bias.device != q.device:
+                raise ValueError(f"bias {type(self.bias).__name__} gave logits on {bias.device} "
+                                 f"for queries on {q.device}: make the positions on the "
+                                 "queries' device")
+            bias = bias.to(q.dtype)
             _check_fit("query_positions", query_positions, bias.shape[-2], num_q)
             _check_fit("key_positions", key_positions, bias.shape[-1], num_k)
             _check_batch("query_positions and key_positions", (query_positions, key_positions),

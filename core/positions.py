@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .validation import check_positive_int, widen_positions
+from .validation import check_position_dtype, check_positive_int, widen_positions
 
 __all__ = [
     "positions_from_padding_mask",
@@ -112,6 +112,8 @@ def relative_positions(
         ``(B or 1, Nq, Nk, *C)`` offsets: int64 for integer positions of any dtype (narrow
         integers would wrap: uint8 ``0 - 5`` is 251), else the promoted floating dtype.
     """
+    check_position_dtype(query_positions, "query_positions")
+    check_position_dtype(key_positions, "key_positions")
     query_positions = widen_positions(query_positions, "query_positions")
     key_positions = widen_positions(key_positions, "key_positions")
     batches = [p.shape[0] for p in (query_positions, key_positions) if p.ndim == 2 + coord_dims]

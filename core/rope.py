@@ -21,7 +21,13 @@ from torch import Tensor
 from .angles import angles
 from .buffers import Float64Buffers
 from .rope_scaling import RopeScaling
-from .validation import check_base, check_choice, check_even, check_positions
+from .validation import (
+    check_base,
+    check_choice,
+    check_even,
+    check_positions,
+    check_positive_int,
+)
 
 __all__ = [
     "Rotation",
@@ -74,6 +80,14 @@ def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
     cos, sin, layout = rotation
     half = cos.shape[-1]
     rot = 2 * half
+    if x.ndim != 4 or rot > x.shape[-1] or cos.ndim != 4 or cos.shape[-2] != x.shape[-2] or any(
+            r not in (1, n) for r, n in zip(cos.shape[:2], x.shape[:2], strict=True)):
+        raise ValueError(f"a rotation of shape {tuple(cos.shape)} (B or 1, H or 1, N, "
+                         f"rotary_dim/2) does not fit x of shape {tuple(x.shape)} (B, H, N, "
+                         f"head_dim >= rotary_dim)")
+    if cos.device != x.device:
+        raise ValueError(f"the rotation is on {cos.device} but x is on {x.device}: make the "
+                         "positions on the device of the queries and keys")
     work = torch.promote_types(x.dtype, torch.float32)
     if layout == "interleaved":
         # A complex multiply reads and writes x once; real-valued pair shuffles need more passes.
@@ -182,6 +196,8 @@ def rotary_layout_permutation(
     """
     check_even(head_dim, "head_dim")
     rotary_dim = head_dim if rotary_dim is None else check_even(rotary_dim, "rotary_dim")
+    if rotary_dim > head_dim:
+        raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got {rotary_dim}")
     check_choice(src, "src", LAYOUTS)
     check_choice(dst, "dst", LAYOUTS)
     half = rotary_dim // 2
@@ -210,6 +226,10 @@ def convert_rotary_layout(
     Returns:
         The permuted tensor; attention logits are unchanged when q and k are both converted.
     """
+    check_positive_int(num_heads, "num_heads")
+    if weight.ndim not in (1, 2):
+        raise ValueError(f"weight must be a (num_heads * head_dim, in_features) weight or a "
+                         f"(num_heads * head_dim,) bias, got shape {tuple(weight.shape)}")
     if weight.shape[0] % num_heads:
         raise ValueError(f"weight.shape[0]={weight.shape[0]} is not divisible by "
                          f"num_heads={num_heads}")

@@ -14,6 +14,7 @@ from torch import Tensor
 
 __all__ = [
     "check_positions",
+    "check_position_dtype",
     "widen_positions",
     "check_finite",
     "check_positive_int",
@@ -135,6 +136,17 @@ def widen_positions(positions: Tensor, name: str = "positions") -> Tensor:
     return wide
 
 
+def check_position_dtype(positions: Tensor, name: str = "positions") -> None:
+    """Refuse half-precision (float16, bfloat16, float8) positions with a ``TypeError``: they
+    are already the wrong positions (bfloat16 rounds 1001 to 1000)."""
+    if positions.is_floating_point() and positions.dtype not in POSITION_FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must be an integer, float32 or float64 tensor, got {positions.dtype}: "
+            "half-precision positions are already off by whole units (bfloat16 rounds 1001 "
+            "to 1000); pass int or float32/float64 positions (the encoding's output follows "
+            "the dtype of the tensor it is applied to)")
+
+
 def check_positions(
     positions: Tensor, name: str = "positions", *, trailing: tuple[int, ...] = ()
 ) -> Tensor:
@@ -164,12 +176,7 @@ def check_positions(
         raise TypeError(f"{name} must be a torch.Tensor, got {type(positions).__name__}")
     if positions.dtype == torch.bool or positions.is_complex():
         raise TypeError(f"{name} must be an integer or floating tensor, got {positions.dtype}")
-    if positions.is_floating_point() and positions.dtype not in POSITION_FLOAT_DTYPES:
-        raise TypeError(
-            f"{name} must be an integer, float32 or float64 tensor, got {positions.dtype}: "
-            "half-precision positions are already off by whole units (bfloat16 rounds 1001 "
-            "to 1000); pass int or float32/float64 positions (the encoding's output follows "
-            "the dtype of the tensor it is applied to)")
+    check_position_dtype(positions, name)
     expected = ", ".join(["N", *map(str, trailing)])
     ndim = positions.ndim - len(trailing)
     if ndim not in (1, 2) or tuple(positions.shape[ndim:]) != trailing:

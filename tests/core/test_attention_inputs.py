@@ -105,3 +105,36 @@ def test_kv_cache_refuses_positions_of_another_batch():
 def test_kv_cache_refuses_a_bad_coord_dims():
     with pytest.raises(ValueError, match=r"^coord_dims must be an int >= 0, got -1"):
         core.KVCache(-1)
+
+
+@pytest.mark.parametrize("name, value, exc", [("attn_drop", 2.0, ValueError),
+                                              ("proj_drop", -0.1, ValueError),
+                                              ("attn_drop", "0.1", TypeError)])
+def test_dropout_probabilities_are_checked(name, value, exc):
+    with pytest.raises(exc, match=rf"^{name} must be "):
+        core.MultiheadAttention(DIM, HEADS, **{name: value})
+
+
+def test_apply_rotation_refuses_a_rotation_for_other_tokens_or_another_device():
+    rotation = core.RotaryEncoding(8).rotation(torch.arange(5))
+    with pytest.raises(ValueError, match=r"^a rotation of shape \(1, 1, 5, 4\) .* does not fit x "
+                                         r"of shape \(2, 4, 6, 8\)"):
+        core.apply_rotation(torch.randn(2, 4, 6, 8), rotation)
+    with pytest.raises(ValueError, match=r"does not fit x of shape \(2, 4, 5, 4\)"):
+        core.apply_rotation(torch.randn(2, 4, 5, 4), rotation)
+    with pytest.raises(ValueError, match=r"^the rotation is on cpu but x is on meta"):
+        core.apply_rotation(torch.randn(2, 4, 5, 8, device="meta"), rotation)
+
+
+class _CPUBias(torch.nn.Module):
+    num_heads = HEADS
+
+    def forward(self, q, k):
+        return torch.zeros(1, HEADS, q.shape[-1], k.shape[-1])
+
+
+def test_attention_refuses_a_bias_on_another_device():
+    with torch.device("meta"):
+        attn = core.MultiheadAttention(DIM, HEADS, bias=_CPUBias())
+    with pytest.raises(ValueError, match=r"^bias _CPUBias gave logits on cpu for queries on meta"):
+        attn(torch.randn(2, 5, DIM, device="meta"), query_positions=torch.arange(5))

@@ -197,3 +197,24 @@ def test_incremental_positions_refuse_negative_and_bool_offsets():
         core.incremental_positions(2, torch.tensor([True]))
     with pytest.raises(TypeError, match=r"^offset must be an int >= 0 .*got bool"):
         core.incremental_positions(2, True)
+
+
+def test_layout_helpers_refuse_bad_head_counts_and_dims():
+    with pytest.raises(ValueError, match=r"^num_heads must be >= 1, got 0"):
+        core.convert_rotary_layout(torch.randn(8, 2), 0, "half", "interleaved")
+    with pytest.raises(ValueError, match=r"^weight must be a .* got shape \(8, 2, 2\)"):
+        core.convert_rotary_layout(torch.randn(8, 2, 2), 1, "half", "interleaved")
+    with pytest.raises(ValueError, match=r"^rotary_dim must be <= head_dim=8, got 16"):
+        core.rotary_layout_permutation(8, 16)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_public_functions_refuse_half_precision_positions(dtype):
+    p = torch.arange(3, dtype=dtype)
+    with pytest.raises(TypeError, match=rf"^positions must be an integer, float32 or float64 "
+                                        rf"tensor, got {dtype}"):
+        core.sinusoidal_encoding(p, core.sinusoidal_inv_freq(4))
+    with pytest.raises(TypeError, match=r"^positions must be an integer, float32 or float64"):
+        core.angles(p, core.rope_inv_freq(4, 10000.0))
+    with pytest.raises(TypeError, match=r"^key_positions must be an integer, float32 or float64"):
+        core.relative_positions(torch.arange(3), p)
