@@ -153,8 +153,9 @@ def test_instances_and_per_block_lists():
         attach(make_vit(), "rope")
 
 
-def test_torch_compile_traces_the_shared_positions():
-    model = attach(make_vit("vit", depth=1), "rope_mixed").eval()
+@pytest.mark.parametrize("name", ["rope_mixed", "relbias"])
+def test_torch_compile_traces_the_shared_positions(name):
+    model = attach(make_vit("vit", depth=1), name).eval()
     compiled = torch.compile(model, backend="eager", dynamic=True, fullgraph=True)
     for size in (TRAIN_SIZE, OTHER_SIZES[1]):
         x = torch.randn(2, 3, *size)
