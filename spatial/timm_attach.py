@@ -216,12 +216,13 @@ class GridVisionTransformer(VisionTransformer):
         # is_causal travels in the GridContext; timm's own blocks take it as a keyword (timm
         # >= 1.0.26), given only when set, so the older Block.forward(x, attn_mask) works too.
         kwargs = {"is_causal": True} if is_causal and not isinstance(mask, GridContext) else {}
+        args = (x,) if mask is None else (x, mask)  # block(x) alone, as timm's blocks(x) calls
         if self.grad_checkpointing and torch.is_grad_enabled():
             # Non-reentrant always (timm's default can be set to reentrant): reentrant
             # checkpointing drops gradients of tensors inside non-tensor arguments such as the
             # context's learnable rotations and biases.
-            return checkpoint(block, x, mask, use_reentrant=False, **kwargs)
-        return block(x, mask, **kwargs)
+            return checkpoint(block, *args, use_reentrant=False, **kwargs)
+        return block(*args, **kwargs)
 
     def forward_features(self, x: Tensor, attn_mask: Tensor | None = None,
                          is_causal: bool = False) -> Tensor:
