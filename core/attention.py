@@ -98,19 +98,26 @@ def _as_additive(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
         ~mask, float("-inf"))
 
 
-def _check_fit(name: str, positions: Tensor, encoded_tokens: int, tokens: int) -> None:
+def _shape(positions: object) -> str:
+    """``positions``' shape for a message; encodings may take richer position objects (e.g.
+    posenc.spatial's GridPositions, whose tensor is ``.coords``)."""
+    tensor = getattr(positions, "coords", positions)
+    return str(tuple(tensor.shape)) if isinstance(tensor, Tensor) else type(positions).__name__
+
+
+def _check_fit(name: str, positions: object, encoded_tokens: int, tokens: int) -> None:
     """Raise naming ``name`` when the encoding of ``positions`` covers the wrong token count
     (positions' shape is ``(N, *C)`` or ``(B, N, *C)``; only the encoding knows ``C``)."""
     if encoded_tokens != tokens:
-        raise ValueError(f"{name} of shape {tuple(positions.shape)} give {encoded_tokens} "
+        raise ValueError(f"{name} of shape {_shape(positions)} give {encoded_tokens} "
                          f"positions for {tokens} tokens: expected (N, *C) or (B, N, *C) "
                          f"with N={tokens}")
 
 
-def _check_batch(names: str, positions: tuple[Tensor, ...], encoded_batch: int,
+def _check_batch(names: str, positions: tuple[object, ...], encoded_batch: int,
                  batch: int) -> None:
     if encoded_batch not in (1, batch):
-        shapes = " and ".join(str(tuple(p.shape)) for p in positions)
+        shapes = " and ".join(_shape(p) for p in positions)
         raise ValueError(f"{names} of shape {shapes} give a batch of {encoded_batch}, "
                          f"expected 1 or B={batch}")
 

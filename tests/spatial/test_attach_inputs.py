@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from posenc.spatial import ENCODINGS, RelativeBias2D, attach
+from posenc.core import MultiheadAttention
+from posenc.spatial import (
+    ENCODINGS,
+    GridPositions,
+    RelativeBias2D,
+    attach,
+    encoding_from_name,
+    patch_coords,
+)
 from spatial_models import make_vit
 from timm.models.vision_transformer import VisionTransformer
 
@@ -81,3 +89,15 @@ def test_nchw_intermediates_with_patch_dropout_raise():
     tokens = model.forward_intermediates(torch.randn(1, 3, 32, 32), output_fmt="NLC",
                                          intermediates_only=True)
     assert [t.shape for t in tokens] == [(1, 8, 192)] * 2
+
+
+@pytest.mark.parametrize("name", ["rope_axial", "alibi2d"])
+def test_grid_positions_for_the_wrong_token_count_raise_naming_their_shape(name):
+    if name == "rope_axial":
+        attn = MultiheadAttention(16, 2, rotary=encoding_from_name(name, head_dim=8, num_heads=2))
+    else:
+        attn = MultiheadAttention(16, 2, bias=encoding_from_name(name, num_heads=2))
+    positions = GridPositions(patch_coords((3, 3)), (3, 3), num_prefix_tokens=1)
+    with pytest.raises(ValueError, match=r"query_positions of shape \(9, 2\) give 10 positions "
+                                         r"for 7 tokens"):
+        attn(torch.randn(2, 7, 16), query_positions=positions)
