@@ -16,9 +16,9 @@ class Float64Buffers(PositionEncoding):
     """Base for modules that keep frequencies in float64.
 
     ``model.to(torch.bfloat16)`` casts every floating buffer; a bf16 inverse frequency is
-    off by up to 0.4%, which turns into whole radians at position 1000. Buffers registered
-    with :meth:`register_float64_buffer` are moved to the new device but keep float64. They
-    are derived from the constructor's arguments, so they are left out of the state dict.
+    off by up to 0.4%, which turns into whole radians at position 1000. The buffers named by
+    :meth:`float64_buffers` are moved to the new device but keep float64. They are derived
+    from the constructor's arguments, so they are left out of the state dict.
 
     Subclasses return their buffers from :meth:`float64_buffers` and call
     :meth:`reset_float64_buffers` in ``__init__``; the buffers can then be rebuilt at any
@@ -30,12 +30,10 @@ class Float64Buffers(PositionEncoding):
 
     def float64_buffers(self) -> dict[str, Tensor]:
         """The float64 buffers, computed from the constructor's arguments (it runs under a CPU
-        device context). Subclasses override it; buffers registered directly with
-        :meth:`register_float64_buffer` and not listed here cannot be rebuilt, so a meta-device
-        build of such a module raises on ``to_empty``."""
+        device context). Subclasses override it."""
         return {}
 
-    def register_float64_buffer(self, name: str, tensor: Tensor) -> None:
+    def _register_float64_buffer(self, name: str, tensor: Tensor) -> None:
         self.register_buffer(name, tensor.to(torch.float64), persistent=False)
         names = getattr(self, "_float64_buffer_names", ())
         if name not in names:
@@ -59,7 +57,7 @@ class Float64Buffers(PositionEncoding):
         with torch.device("cpu"):
             built = self.float64_buffers()
         for n, t in built.items():
-            self.register_float64_buffer(n, t.to(device))
+            self._register_float64_buffer(n, t.to(device))
 
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True):
         names = getattr(self, "_float64_buffer_names", ())
@@ -73,11 +71,6 @@ class Float64Buffers(PositionEncoding):
             device = _target_device(fn, t)
             if t.is_meta and device.type != "meta":
                 # A meta buffer has no values to copy (to_empty after a meta-device build).
-                if n not in self.float64_buffers():
-                    raise RuntimeError(
-                        f"{type(self).__name__}.{n} was built on the meta device and cannot be "
-                        "recomputed: build the module on a real device, or list the buffer in "
-                        f"{type(self).__name__}.float64_buffers()")
                 rebuild_on = device
             else:
                 self._buffers[n] = t.to(device)

@@ -57,9 +57,13 @@ class ContinuousSinusoidal(Float64Buffers):
         super().__init__()
         self.dim = check_even(dim, "dim")
         self.layout = check_choice(layout, "layout", LAYOUTS)
-        periods = geometric_periods(dim // 2, min_period, max_period)
+        geometric_periods(dim // 2, min_period, max_period)  # validates the bounds
         self.min_period, self.max_period = float(min_period), float(max_period)
-        self.register_float64_buffer("inv_freq64", 2 * math.pi / periods)
+        self.reset_float64_buffers()
+
+    def float64_buffers(self) -> dict[str, Tensor]:
+        periods = geometric_periods(self.dim // 2, self.min_period, self.max_period)
+        return {"inv_freq64": 2 * math.pi / periods}
 
     def forward(self, times: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
         """``(N,)`` or ``(B, N)`` elapsed times (float64 from :func:`time_positions` keeps

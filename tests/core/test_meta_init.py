@@ -71,16 +71,3 @@ def test_reset_parameters_recomputes_overwritten_buffers():
 def test_float64_buffers_stay_float64_under_a_dtype_cast():
     rope = core.RotaryEncoding(16).to(torch.bfloat16)
     assert rope.inv_freq64.dtype == torch.float64
-
-
-def test_a_buffer_that_cannot_be_recomputed_raises_on_to_empty():
-    class Legacy(core.Float64Buffers):
-        def __init__(self):
-            super().__init__()
-            self.register_float64_buffer("freq", torch.arange(3.0))
-
-    with torch.device("meta"):
-        legacy = Legacy()
-    with pytest.raises(RuntimeError, match=r"^Legacy.freq was built on the meta device and "
-                                           r"cannot be recomputed"):
-        legacy.to_empty(device="cpu")

@@ -92,3 +92,15 @@ def test_geometric_periods_needs_a_positive_count(count, error):
 def test_non_float_output_dtype_raises():
     with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
         ContinuousSinusoidal(4, 1.0, 10.0)(torch.zeros(2), dtype=torch.int64)
+
+
+def test_meta_device_build_then_to_empty_equals_a_normal_build():
+    with torch.device("meta"):
+        meta = ContinuousSinusoidal(8, min_period=1.0, max_period=1000.0)
+    meta.to_empty(device="cpu")
+    meta.reset_parameters()
+    normal = ContinuousSinusoidal(8, min_period=1.0, max_period=1000.0)
+    assert meta.inv_freq64.dtype == torch.float64
+    assert torch.equal(meta.inv_freq64, normal.inv_freq64)
+    times = torch.tensor([0.0, 1.5, 1e6], dtype=torch.float64)
+    assert torch.equal(meta(times), normal(times))
