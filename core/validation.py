@@ -70,16 +70,19 @@ def check_positive_float(value: object, name: str) -> float:
 
 
 def check_float(
-    value: object, name: str, *, gt: float | None = None, ge: float | None = None
+    value: object, name: str, *, gt: float | None = None, ge: float | None = None,
+    lt: float | None = None,
 ) -> float:
-    """Return ``value`` as a finite ``float`` that is ``> gt`` and/or ``>= ge``, else raise
-    naming ``name`` (``TypeError`` for a non-number or a bool, ``ValueError`` for NaN, inf or
-    a value out of bounds), e.g. ``check_float(base, "base", gt=1)``."""
+    """Return ``value`` as a finite ``float`` within the given bounds (``> gt``, ``>= ge``,
+    ``< lt``), else raise naming ``name`` (``TypeError`` for a non-number or a bool,
+    ``ValueError`` for NaN, inf or a value out of bounds), e.g. ``check_float(base, "base",
+    gt=1)`` or ``check_float(dropout, "dropout", ge=0, lt=1)``."""
     number = _as_float(value, name)
     bounds = [f"> {gt:g}"] if gt is not None else []
     bounds += [f">= {ge:g}"] if ge is not None else []
+    bounds += [f"< {lt:g}"] if lt is not None else []
     if not (math.isfinite(number) and (gt is None or number > gt)
-            and (ge is None or number >= ge)):
+            and (ge is None or number >= ge) and (lt is None or number < lt)):
         raise ValueError(f"{name} must be a finite number {' and '.join(bounds)}, "
                          f"got {value!r}".replace("number , ", "number, "))
     return number

@@ -29,6 +29,7 @@ from posenc.core import (
     RotaryEncoding,
     check_bool,
     check_choice,
+    check_float,
     check_positive_float,
     check_positive_int,
     wide_dtype,
@@ -38,7 +39,7 @@ from torchmetrics import MeanAbsoluteError, MeanSquaredError
 
 from .losses import LOSSES, MeanAbsoluteScaledError, masked_point_loss, quantile_loss
 from .optim import check_optim_args, configure_adamw_from_hparams
-from .specs import check_fraction, instantiate
+from .specs import instantiate
 
 __all__ = ["Forecaster", "ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
            "RELATIVE_ENCODINGS", "input_kind"]
@@ -331,7 +332,7 @@ class Forecaster(LightningModule):
         if int(dim * mlp_ratio) < 1:  # Block's MLP width
             raise ValueError(f"mlp_ratio={mlp_ratio} gives a hidden width of "
                              f"{int(dim * mlp_ratio)} (dim={dim}); it must be >= 1 / dim")
-        check_fraction(dropout, "dropout")
+        check_float(dropout, "dropout", ge=0, lt=1)
         check_bool(instance_norm, "instance_norm")
         if encodings is not None and not isinstance(encodings, (list, tuple)):
             raise TypeError(f"encodings must be a list of encodings, got "

@@ -22,16 +22,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import math
 import sys
 from collections.abc import Callable, Mapping
-from numbers import Real
 from typing import Any
 
 from torch import nn
 
-__all__ = ["check_class_path", "check_fraction", "fill_from_defaults", "import_class",
-           "instantiate"]
+__all__ = ["check_class_path", "fill_from_defaults", "import_class", "instantiate"]
 
 # Packages whose modules a class_path may import (their imports have no side effects).
 IMPORTABLE = ("posenc",)
@@ -144,14 +141,3 @@ def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument:
         return cls(**kwargs)
     raise TypeError(f"{argument} must be a name (str) or a dict with class_path/init_args, got "
                     f"{type(spec).__name__} ({spec!r})")
-
-
-def check_fraction(value: object, name: str) -> float:
-    """Return ``value`` as a ``float`` if it is a real number in ``[0, 1)`` (a dropout or
-    smoothing rate), else raise naming ``name`` (NaN and bools are refused)."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
-    if not (math.isfinite(value) and 0 <= value < 1):
-        raise ValueError(f"{name} must be in [0, 1), got {value!r}")
-    return float(value)
-

@@ -42,9 +42,12 @@ import torch
 from lightning.pytorch import LightningDataModule
 from pandas.tseries.api import guess_datetime_format
 from posenc import temporal
-from posenc.core import check_choice, check_positive_float, check_positive_int
+from posenc.core import check_choice, check_positive_int
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
+
+from .hparams import make_hparams_plain, plain
+from .splits import check_split_fractions
 
 __all__ = [
     "WindowDataset",
@@ -312,23 +315,6 @@ def _length(value: Any, name: str) -> int | pd.Timedelta:
     if pd.isna(delta) or delta <= pd.Timedelta(0):
         raise ValueError(f"{name} must be a positive duration, got {value!r}")
     return delta
-
-
-def _plain(value: Any) -> Any:
-    """A hyperparameter as builtins, so checkpoints load with ``weights_only=True``."""
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, (pd.Timestamp, dt.datetime)):
-        return pd.Timestamp(value).isoformat()
-    if isinstance(value, (dt.timedelta, np.timedelta64)):
-        return str(pd.Timedelta(value))
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (pd.Index, np.ndarray)):
-        return [_plain(v) for v in value.tolist()]
-    if isinstance(value, (list, tuple)):
-        return type(value)(_plain(v) for v in value)
-    return value
 
 
 def _check_unique(columns: list[Any], where: str) -> None:
@@ -658,8 +644,7 @@ class TimeSeriesDataModule(LightningDataModule):
                                   else ["data"])
         # Paths, numpy scalars, timestamps and timedeltas as builtins: a checkpoint that
         # pickled them would not load with torch.load(weights_only=True).
-        for key, value in list(self.hparams.items()):
-            self.hparams[key] = _plain(value)
+        make_hparams_plain(self.hparams)
         self.data = data
         if timestamp_column is None:
             raise TypeError("timestamp_column must name a column, got None")
@@ -697,12 +682,8 @@ class TimeSeriesDataModule(LightningDataModule):
             raise ValueError(
                 f"context_length + horizon = {self.context_length + self.horizon} rows per "
                 f"window, above the limit of MAX_WINDOW_ROWS={MAX_WINDOW_ROWS}")
-        for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
-            if not 0 < check_positive_float(value, name) < 1:
-                raise ValueError(f"{name} must be in (0, 1), got {value!r}")
-        if val_fraction + test_fraction >= 1:
-            raise ValueError("val_fraction + test_fraction must be < 1")
-        self.val_fraction, self.test_fraction = float(val_fraction), float(test_fraction)
+        self.val_fraction, self.test_fraction = check_split_fractions(val_fraction,
+                                                                      test_fraction)
         self.val_start = self._split_argument(val_start, "val_start")
         self.test_start = self._split_argument(test_start, "test_start")
         if irregular is not None and (isinstance(irregular, (bool, np.bool_)) or not (
@@ -713,11 +694,11 @@ class TimeSeriesDataModule(LightningDataModule):
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
         self.seed = int(seed)
-        self.batch_size = check_positive_int(_plain(batch_size), "batch_size")
+        self.batch_size = check_positive_int(plain(batch_size), "batch_size")
         self.eval_batch_size = (self.batch_size if eval_batch_size is None
-                                else check_positive_int(_plain(eval_batch_size),
+                                else check_positive_int(plain(eval_batch_size),
                                                         "eval_batch_size"))
-        if isinstance(num_workers, bool) or not isinstance(_plain(num_workers), int):
+        if isinstance(num_workers, bool) or not isinstance(plain(num_workers), int):
             raise TypeError(f"num_workers must be an int, got {num_workers!r}")
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")

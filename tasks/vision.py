@@ -15,13 +15,19 @@ from typing import Any
 
 import torch.nn.functional as F
 from lightning.pytorch import LightningModule
-from posenc.core import check_bool, check_choice, check_positive_float, check_positive_int
+from posenc.core import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_positive_float,
+    check_positive_int,
+)
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from .optim import check_optim_args, configure_adamw_from_hparams
-from .specs import check_fraction, instantiate
+from .specs import instantiate
 
 __all__ = ["ImageClassifier", "build_vit"]
 
@@ -168,8 +174,8 @@ class ImageClassifier(LightningModule):
             check_positive_int(locals()[name], name)
         check_optim_args(lr, weight_decay, warmup, scheduler, min_lr_ratio)
         check_positive_float(mlp_ratio, "mlp_ratio")
-        check_fraction(drop_path_rate, "drop_path_rate")
-        check_fraction(label_smoothing, "label_smoothing")
+        check_float(drop_path_rate, "drop_path_rate", ge=0, lt=1)
+        check_float(label_smoothing, "label_smoothing", ge=0, lt=1)
         check_bool(class_token, "class_token")
         check_choice(global_pool, "global_pool", GLOBAL_POOLS)
         if global_pool == "token" and not class_token:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from numbers import Real
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +19,11 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_warn
-from posenc.core import check_positive_float, check_positive_int
-from posenc.core.validation import check_bool, check_float
+from posenc.core import check_bool, check_float, check_positive_float, check_positive_int
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
+from .hparams import make_hparams_plain
 from .image_files import (
     IMAGE_EXTENSIONS,
     FolderImages,
@@ -32,6 +31,7 @@ from .image_files import (
     scan_image_folder,
     why_unreadable,
 )
+from .splits import check_split_fractions
 
 __all__ = [
     "ResizeCollate",
@@ -87,31 +87,6 @@ def _check_seed(value: object) -> int:
     return value
 
 
-def _check_fractions(val_fraction: object, test_fraction: object) -> tuple[float, float]:
-    """Held-out fractions, each in (0, 1), summing to < 1."""
-    for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
-        if isinstance(value, bool) or not isinstance(value, Real):
-            raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
-        if not 0 < value < 1:
-            raise ValueError(f"{name} must be in (0, 1), got {value!r}")
-    if val_fraction + test_fraction >= 1:
-        raise ValueError(f"val_fraction + test_fraction must be < 1, got "
-                         f"{val_fraction} + {test_fraction}")
-    return float(val_fraction), float(test_fraction)
-
-
-def _plain(value: object) -> object:
-    """``value`` with paths as ``str`` and numpy scalars as Python numbers, so a checkpoint of
-    the hyperparameters loads with ``torch.load(weights_only=True)``."""
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_plain(v) for v in value)
-    return value
-
-
 def _label(value: object) -> int:
     number = value.item() if isinstance(value, Tensor) else value
     if isinstance(number, (int, np.integer)) and not isinstance(number, (bool, np.bool_)):
@@ -160,7 +135,7 @@ def stratified_split(labels: np.ndarray, val_fraction: float, test_fraction: flo
         raise ValueError(f"labels must be 1-D (N,), got shape {labels.shape}")
     if not len(labels):
         raise ValueError("labels is empty: there is nothing to split")
-    val_fraction, test_fraction = _check_fractions(val_fraction, test_fraction)
+    val_fraction, test_fraction = check_split_fractions(val_fraction, test_fraction)
     seed = _check_seed(seed)
     classes, counts = np.unique(labels, return_counts=True)
     if counts.min() < 3:
@@ -233,7 +208,7 @@ class ImageDataModule(LightningDataModule):
         self._eval_image_sizes = (None if eval_image_sizes is None
                                   else _check_sizes(eval_image_sizes, "eval_image_sizes"))
         # Checked here, not first in setup(), so a bad config fails before any data is read.
-        self.val_fraction, self.test_fraction = _check_fractions(val_fraction, test_fraction)
+        self.val_fraction, self.test_fraction = check_split_fractions(val_fraction, test_fraction)
         self.seed = _check_seed(seed)
         self.num_workers = _check_count(num_workers, "num_workers")
         self.train_set: Dataset | None = None
@@ -242,7 +217,7 @@ class ImageDataModule(LightningDataModule):
         # Records this and every subclass __init__'s arguments; the second call keeps them as
         # plain values (a pathlib root, numpy numbers) so checkpoints load with weights_only.
         self.save_hyperparameters()
-        self.save_hyperparameters({k: _plain(v) for k, v in self.hparams.items()})
+        make_hparams_plain(self.hparams)
 
     @property
     def image_size(self) -> int:

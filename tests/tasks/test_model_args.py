@@ -22,9 +22,9 @@ RATIO = [
     (0.01, ValueError, r"mlp_ratio=0.01 gives a hidden width of 0 \(dim=16\)"),
 ]
 FRACTION = [
-    (-0.1, ValueError, r"must be in \[0, 1\), got -0.1"),
-    (1.0, ValueError, r"must be in \[0, 1\), got 1.0"),
-    (math.nan, ValueError, r"must be in \[0, 1\), got nan"),
+    (-0.1, ValueError, r"must be a finite number >= 0 and < 1, got -0.1"),
+    (1.0, ValueError, r"must be a finite number >= 0 and < 1, got 1.0"),
+    (math.nan, ValueError, r"must be a finite number >= 0 and < 1, got nan"),
     (True, TypeError, "must be a number, got bool"),
     ("0.1", TypeError, "must be a number, got str"),
 ]

@@ -419,3 +419,16 @@ def test_path_objects_work_everywhere(tmp_path, series):
     path = Path(tmp_path) / "s.parquet"
     series.to_parquet(path)
     assert len(_setup(path).datasets["train"]) == len(_setup(series).datasets["train"])
+
+
+@pytest.mark.parametrize("fractions, error, match", [
+    ({"val_fraction": 0.0}, ValueError, r"val_fraction must be a finite number > 0 and < 1, got 0"),
+    ({"test_fraction": 1.0}, ValueError, r"test_fraction must be a finite number > 0 and < 1"),
+    ({"val_fraction": "0.1"}, TypeError, r"val_fraction must be a number"),
+    ({"val_fraction": 0.6, "test_fraction": 0.4}, ValueError,
+     r"val_fraction \+ test_fraction must be < 1, got 0.6 \+ 0.4"),
+])
+def test_split_fractions_are_checked_like_the_image_modules(fractions, error, match):
+    with pytest.raises(error, match=match):
+        TimeSeriesDataModule(data=pd.DataFrame(), timestamp_column="t", target_columns=["y"],
+                             context_length=4, horizon=2, **fractions)
