@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "check_int",
     "check_positions",
     "check_position_dtype",
     "widen_positions",
@@ -31,13 +32,19 @@ __all__ = [
 POSITION_FLOAT_DTYPES = (torch.float32, torch.float64)
 
 
-def check_positive_int(value: object, name: str) -> int:
-    """Return ``value`` if it is an ``int`` >= 1, else raise naming ``name``."""
+def check_int(value: object, name: str, *, ge: int | None = None) -> int:
+    """Return ``value`` if it is an ``int`` (not a bool) that is ``>= ge`` when given, else
+    raise naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
+    if ge is not None and value < ge:
+        raise ValueError(f"{name} must be >= {ge}, got {value}")
     return value
+
+
+def check_positive_int(value: object, name: str) -> int:
+    """Return ``value`` if it is an ``int`` >= 1, else raise naming ``name``."""
+    return check_int(value, name, ge=1)
 
 
 def check_bool(value: object, name: str) -> bool:

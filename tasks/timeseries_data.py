@@ -42,7 +42,7 @@ import torch
 from lightning.pytorch import LightningDataModule
 from pandas.tseries.api import guess_datetime_format
 from posenc import temporal
-from posenc.core import check_choice, check_positive_int
+from posenc.core import check_choice, check_int, check_positive_int
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
@@ -698,11 +698,7 @@ class TimeSeriesDataModule(LightningDataModule):
         self.eval_batch_size = (self.batch_size if eval_batch_size is None
                                 else check_positive_int(plain(eval_batch_size),
                                                         "eval_batch_size"))
-        if isinstance(num_workers, bool) or not isinstance(plain(num_workers), int):
-            raise TypeError(f"num_workers must be an int, got {num_workers!r}")
-        if num_workers < 0:
-            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
-        self.num_workers = int(num_workers)
+        self.num_workers = check_int(plain(num_workers), "num_workers", ge=0)
         self.datasets: dict[str, WindowDataset] = {}
 
     @staticmethod

@@ -19,7 +19,13 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_warn
-from posenc.core import check_bool, check_float, check_positive_float, check_positive_int
+from posenc.core import (
+    check_bool,
+    check_float,
+    check_int,
+    check_positive_float,
+    check_positive_int,
+)
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
@@ -70,19 +76,8 @@ def _check_sizes(value: object, name: str) -> list[int | tuple[int, int]]:
     return sizes
 
 
-def _check_count(value: object, name: str) -> int:
-    """An ``int`` >= 0."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return value
-
-
 def _check_seed(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"seed must be an int, got {type(value).__name__} ({value!r})")
-    if not 0 <= value < _SEED_LIMIT:
+    if not 0 <= check_int(value, "seed") < _SEED_LIMIT:
         raise ValueError(f"seed must be in [0, 2**32), got {value}")
     return value
 
@@ -210,7 +205,7 @@ class ImageDataModule(LightningDataModule):
         # Checked here, not first in setup(), so a bad config fails before any data is read.
         self.val_fraction, self.test_fraction = check_split_fractions(val_fraction, test_fraction)
         self.seed = _check_seed(seed)
-        self.num_workers = _check_count(num_workers, "num_workers")
+        self.num_workers = check_int(num_workers, "num_workers", ge=0)
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
         self.test_set: Dataset | None = None

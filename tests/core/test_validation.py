@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from posenc.core import check_positive_float, wide_dtype
+from posenc.core import check_int, check_positive_float, wide_dtype
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -98,3 +98,18 @@ def test_check_bool_refuses_everything_but_bool(value):
     with pytest.raises(TypeError, match=r"^causal must be a bool \(True or False\), got "):
         check_bool(value, "causal")
     assert check_bool(False, "causal") is False
+
+
+@pytest.mark.parametrize("value, error, match", [
+    (-1, ValueError, r"^workers must be >= 0, got -1$"),
+    (True, TypeError, r"^workers must be an int, got bool \(True\)$"),
+    (2.0, TypeError, r"^workers must be an int, got float \(2.0\)$"),
+])
+def test_check_int_names_the_argument_and_the_bound(value, error, match):
+    with pytest.raises(error, match=match):
+        check_int(value, "workers", ge=0)
+
+
+def test_check_int_returns_values_within_bounds():
+    assert check_int(0, "workers", ge=0) == 0
+    assert check_int(-5, "offset") == -5
