@@ -74,3 +74,16 @@ def _quiet_lightning(monkeypatch):
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+HOUR = 3600 * 10**9  # ns
+
+
+def setup_series(frame, **kwargs):
+    """A ``TimeSeriesDataModule`` over ``frame`` (24 h context, 6 h horizon unless given),
+    set up for fitting."""
+    from posenc.tasks import TimeSeriesDataModule
+
+    dm = TimeSeriesDataModule(frame, **{"context_length": 24, "horizon": 6, **kwargs})
+    dm.setup("fit")
+    return dm

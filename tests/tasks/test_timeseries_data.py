@@ -15,16 +15,7 @@ from posenc.tasks import (
     make_batch,
 )
 
-from .conftest import synthetic_series
-
-HOUR = 3600 * 10**9
-
-
-def _setup(frame, **kwargs) -> TimeSeriesDataModule:
-    kwargs = {"context_length": 24, "horizon": 6, **kwargs}
-    dm = TimeSeriesDataModule(frame, **kwargs)
-    dm.setup("fit")
-    return dm
+from .conftest import HOUR, setup_series, synthetic_series
 
 
 def _windows(dm, split):
@@ -40,7 +31,7 @@ def _windows(dm, split):
     {"irregular": 0.6},
 ])
 def test_windows_never_see_the_future_and_splits_do_not_leak(series, kwargs):
-    dm = _setup(series, **kwargs)
+    dm = setup_series(series, **kwargs)
     t_val, t_test = dm.split_times["val"], dm.split_times["test"]
     bounds = {"train": (-np.inf, t_val), "val": (t_val, t_test), "test": (t_test, np.inf)}
     for split, (lo, hi) in bounds.items():
@@ -60,7 +51,7 @@ def test_windows_never_see_the_future_and_splits_do_not_leak(series, kwargs):
 
 
 def test_observation_windows_are_the_rows_just_before_the_horizon(series):
-    dm = _setup(series, stride=5)
+    dm = setup_series(series, stride=5)
     stamps = pd.DatetimeIndex(series["timestamp"]).as_unit("ns").asi8
     for w in _windows(dm, "train") + _windows(dm, "test"):
         first = int(np.searchsorted(stamps, int(w["target_time"][0])))
@@ -75,7 +66,7 @@ def test_time_window_contents_match_a_brute_force_construction():
     frame = synthetic_series(200)
     keep = np.random.default_rng(3).random(200) < 0.7
     frame = frame[keep].reset_index(drop=True)
-    dm = _setup(frame, context_length="10h", horizon="4h", stride="3h")
+    dm = setup_series(frame, context_length="10h", horizon="4h", stride="3h")
     stamps = pd.DatetimeIndex(frame["timestamp"]).as_unit("ns").asi8
     t_val = dm.split_times["val"]
     expected = []
@@ -93,19 +84,19 @@ def test_time_window_contents_match_a_brute_force_construction():
 
 
 def test_scaling_is_fit_on_the_training_period_only(series):
-    dm = _setup(series)
+    dm = setup_series(series)
     train = pd.DatetimeIndex(series["timestamp"]).as_unit("ns").asi8 < dm.split_times["val"]
     np.testing.assert_allclose(dm.loc[0], series["value"][train].mean(), rtol=1e-6)
     np.testing.assert_allclose(dm.scale[0], series["value"][train].std(ddof=0), rtol=1e-5)
     shifted = series.copy()
     shifted.loc[~train, "value"] += 1000.0  # change only validation/test values
-    dm2 = _setup(shifted)
+    dm2 = setup_series(shifted)
     assert dm2.loc[0] == dm.loc[0] and dm2.scale[0] == dm.scale[0]
 
 
 def test_irregular_keeps_a_seeded_fraction(series):
     def kept(seed):
-        dm = _setup(series, irregular=0.5, seed=seed)
+        dm = setup_series(series, irregular=0.5, seed=seed)
         return set(dm.datasets["train"].utc.tolist())
 
     first, again, other = kept(0), kept(0), kept(1)
@@ -119,7 +110,7 @@ def test_irregular_keeps_a_seeded_fraction(series):
 def test_multiple_targets_and_missing_values():
     frame = synthetic_series(columns=2)
     frame.loc[50, "value2"] = np.nan
-    dm = _setup(frame, target_columns=["value", "value2"], stride=1)
+    dm = setup_series(frame, target_columns=["value", "value2"], stride=1)
     assert dm.num_targets == 2 and dm.loc.shape == (2,)
     row = int(pd.DatetimeIndex(frame["timestamp"]).as_unit("ns").asi8[50])
     found = False
@@ -135,7 +126,7 @@ def test_multiple_targets_and_missing_values():
 
 def test_collate_pads_with_masks_and_repeated_times(series):
     frame = series.drop(index=range(40, 52)).reset_index(drop=True)
-    dm = _setup(frame, context_length="1D", horizon="6h", stride="6h")
+    dm = setup_series(frame, context_length="1D", horizon="6h", stride="6h")
     items = _windows(dm, "train")[:6]
     batch = collate_windows(items)
     lengths = [len(i["context_time"]) for i in items]
@@ -176,7 +167,7 @@ def test_taylor_is_half_hourly_with_rebuilt_timestamps():
 def test_csv_path_and_text_timestamps(tmp_path, series):
     path = tmp_path / "series.csv"
     series.to_csv(path, index=False)
-    from_file, from_frame = _setup(str(path)), _setup(series)
+    from_file, from_frame = setup_series(str(path)), setup_series(series)
     assert torch.equal(from_file.datasets["val"].utc, from_frame.datasets["val"].utc)
     assert "data" in from_file.hparams and "data" not in from_frame.hparams
 
@@ -184,14 +175,14 @@ def test_csv_path_and_text_timestamps(tmp_path, series):
 def test_parquet_path(tmp_path, series):
     path = tmp_path / "series.parquet"
     series.to_parquet(path)
-    assert len(_setup(str(path)).datasets["train"]) == len(_setup(series).datasets["train"])
+    assert len(setup_series(str(path)).datasets["train"]) == len(setup_series(series).datasets["train"])
 
 
 def test_tz_aware_offsets_convert_to_the_zone():
     stamps = pd.date_range("2021-03-10", periods=400, freq="1h", tz="America/New_York")
     frame = pd.DataFrame({"timestamp": stamps.strftime("%Y-%m-%dT%H:%M:%S%z"),
                           "value": np.arange(400.0)})
-    dm = _setup(frame, tz="America/New_York")
+    dm = setup_series(frame, tz="America/New_York")
     ds = dm.datasets["train"]
     assert set(np.diff(ds.utc.numpy()).tolist()) == {HOUR}  # real time across the DST change
     local = pd.DatetimeIndex(ds.local.numpy())
@@ -214,12 +205,12 @@ def test_make_batch_for_irregular_queries():
 def test_missing_timestamp_column_is_named(series):
     with pytest.raises(ValueError, match=r"column 'time' not found; the data has columns "
                                          r"\['timestamp', 'value'\]"):
-        _setup(series, timestamp_column="time")
+        setup_series(series, timestamp_column="time")
 
 
 def test_missing_target_column_is_named(series):
     with pytest.raises(ValueError, match="column 'temp' not found"):
-        _setup(series, target_columns="temp")
+        setup_series(series, target_columns="temp")
 
 
 def test_unparseable_timestamp_names_the_row(tmp_path, series):
@@ -227,31 +218,31 @@ def test_unparseable_timestamp_names_the_row(tmp_path, series):
     frame.loc[7, "timestamp"] = "not a date"
     with pytest.raises(ValueError, match=r"'timestamp': row 7 value 'not a date' cannot be "
                                          "parsed"):
-        _setup(frame)
+        setup_series(frame)
     path = tmp_path / "bad.csv"
     frame.to_csv(path, index=False)
     with pytest.raises(ValueError, match=r"row 7 \(line 9 of .*bad.csv\)"):
-        _setup(str(path))
+        setup_series(str(path))
 
 
 def test_nat_timestamp_names_the_row(series):
     frame = series.copy()
     frame.loc[12, "timestamp"] = pd.NaT
     with pytest.raises(ValueError, match=r"'timestamp': row 12 is missing \(NaT\)"):
-        _setup(frame)
+        setup_series(frame)
 
 
 def test_mixed_naive_and_aware_timestamps_are_refused(series):
     frame = series.astype({"timestamp": str})
     frame.loc[3, "timestamp"] = "2021-01-01 03:00:00+01:00"
     with pytest.raises(ValueError, match="mixes tz-naive and tz-aware values: row 0"):
-        _setup(frame)
+        setup_series(frame)
 
 
 def test_numeric_timestamps_are_refused(series):
     frame = series.assign(timestamp=np.arange(len(series)))
     with pytest.raises(TypeError, match="unit is ambiguous"):
-        _setup(frame)
+        setup_series(frame)
 
 
 def test_non_numeric_target_names_column_and_row(series):
@@ -259,32 +250,32 @@ def test_non_numeric_target_names_column_and_row(series):
     frame.loc[21, "value"] = "twelve"
     with pytest.raises(ValueError, match=r"target column 'value': row 21 value 'twelve' is "
                                          "not numeric"):
-        _setup(frame)
+        setup_series(frame)
 
 
 def test_duplicate_timestamps_name_both_rows(series):
     frame = series.copy()
     frame.loc[9, "timestamp"] = frame.loc[8, "timestamp"]
     with pytest.raises(ValueError, match="row 9 repeats the timestamp of row 8"):
-        _setup(frame)
+        setup_series(frame)
 
 
 def test_too_short_series_says_so(series):
     with pytest.raises(ValueError, match="train split .* fits no window .* too short"):
-        _setup(series.iloc[:40], context_length=48)
+        setup_series(series.iloc[:40], context_length=48)
     with pytest.raises(ValueError, match="val split .* 18 observations.* fits no window"):
-        _setup(series.iloc[:120], context_length=12, horizon=24)
+        setup_series(series.iloc[:120], context_length=12, horizon=24)
 
 
 def test_nonexistent_local_time_needs_an_explicit_option(series):
     frame = synthetic_series(start="2021-03-14 00:00", n=300)
     with pytest.raises(ValueError, match="timestamp column 'timestamp': cannot localize "
                                          "timestamps to tz='America/New_York'.*nonexistent"):
-        _setup(frame, tz="America/New_York")
+        setup_series(frame, tz="America/New_York")
     # Shifted forward, 02:00 lands on 03:00: a clock that reads both is a data error.
     with pytest.raises(ValueError, match="row 3 repeats the timestamp of row 2"):
-        _setup(frame, tz="America/New_York", nonexistent="shift_forward")
-    dm = _setup(frame.drop(index=3), tz="America/New_York", nonexistent="shift_forward")
+        setup_series(frame, tz="America/New_York", nonexistent="shift_forward")
+    dm = setup_series(frame.drop(index=3), tz="America/New_York", nonexistent="shift_forward")
     assert set(np.diff(dm.datasets["train"].utc.numpy()).tolist()) == {HOUR}
 
 

@@ -15,16 +15,7 @@ import torch
 from posenc.tasks import TimeSeriesDataModule, collate_windows, make_batch, parse_timestamps
 from posenc.tasks.timeseries_data import WindowDataset
 
-from .conftest import synthetic_series
-
-HOUR = 3600 * 10**9
-
-
-def _setup(frame, **kwargs) -> TimeSeriesDataModule:
-    kwargs = {"context_length": 24, "horizon": 6, **kwargs}
-    dm = TimeSeriesDataModule(frame, **kwargs)
-    dm.setup("fit")
-    return dm
+from .conftest import HOUR, setup_series, synthetic_series
 
 
 def _text(frame: pd.DataFrame) -> pd.DataFrame:
@@ -72,7 +63,7 @@ def test_window_lengths_need_units_and_integer_counts(series, kwargs, error, mat
 
 
 def test_timedelta_objects_are_durations(series):
-    dm = _setup(series, context_length=pd.Timedelta("1D"), horizon=dt.timedelta(hours=6))
+    dm = setup_series(series, context_length=pd.Timedelta("1D"), horizon=dt.timedelta(hours=6))
     assert len(dm.datasets["train"]) and dm.hparams.horizon == "0 days 06:00:00"
     assert type(dm.hparams.context_length) is str
 
@@ -102,7 +93,7 @@ def test_windows_with_too_many_rows_are_refused():
 def test_durations_shorter_than_the_sampling_interval_say_so(series):
     with pytest.raises(ValueError, match=r"fits no window .* median sampling interval 0 days "
                                          r"01:00:00"):
-        _setup(series, context_length="30min", horizon="20min", stride="1h",
+        setup_series(series, context_length="30min", horizon="20min", stride="1h",
                val_start="2021-01-12 00:10")
 
 
@@ -115,25 +106,25 @@ def test_one_row_in_another_format_is_refused_naming_it(tmp_path, series):
     with pytest.raises(ValueError, match=r"row 30 \(line 32 of .*mixed.csv\) value "
                                          r"'01/02/2021 06:00' cannot be parsed: it does not "
                                          r"match the format '%Y-%m-%d %H:%M:%S' of row 0"):
-        _setup(str(path))
+        setup_series(str(path))
     with pytest.raises(ValueError, match="row 30 value '01/02/2021 06:00' cannot be parsed: "
                                          "it does not match"):
-        _setup(frame)
+        setup_series(frame)
 
 
 def test_an_explicit_timestamp_format_reads_the_column(series):
     frame = series.assign(timestamp=series["timestamp"].dt.strftime("%d/%m/%Y %H:%M"))
-    dm = _setup(frame, timestamp_format="%d/%m/%Y %H:%M")
+    dm = setup_series(frame, timestamp_format="%d/%m/%Y %H:%M")
     utc = dm.datasets["train"].utc.numpy()
     assert pd.Timestamp(utc[24]) == pd.Timestamp("2021-01-02 00:00")  # not 1 February
     iso = _text(series)
     iso.loc[5, "timestamp"] = "2021-01-01T05:00"
     with pytest.raises(ValueError, match="row 5 value '2021-01-01T05:00' cannot be parsed: "
                                          "it does not match"):
-        _setup(iso)
-    assert len(_setup(iso, timestamp_format="ISO8601").datasets["train"])
+        setup_series(iso)
+    assert len(setup_series(iso, timestamp_format="ISO8601").datasets["train"])
     with pytest.raises(ValueError, match=r"timestamp_format='%Q' .* bad directive"):
-        _setup(frame, timestamp_format="%Q")
+        setup_series(frame, timestamp_format="%Q")
     with pytest.raises(TypeError, match="timestamp_format must be a str"):
         TimeSeriesDataModule(frame, timestamp_format=5)
 
@@ -227,12 +218,12 @@ def test_bad_split_times_name_the_argument(series, name, value, error, match):
 def test_split_times_must_match_the_timestamps_form(series):
     with pytest.raises(ValueError, match=r"val_start='2021-01-12 00:00\+01:00' has a UTC offset "
                                          "but the timestamps are tz-naive"):
-        _setup(series, val_start="2021-01-12 00:00+01:00")
+        setup_series(series, val_start="2021-01-12 00:00+01:00")
     aware = series.assign(timestamp=series["timestamp"].dt.tz_localize("UTC"))
     with pytest.raises(ValueError, match="test_start='2021-01-15' has no UTC offset but the "
                                          "timestamps are tz-aware"):
-        _setup(aware, test_start="2021-01-15")
-    dm = _setup(aware, val_start="2021-01-12 01:00+01:00", tz="Europe/Berlin",
+        setup_series(aware, test_start="2021-01-15")
+    dm = setup_series(aware, val_start="2021-01-12 01:00+01:00", tz="Europe/Berlin",
                 test_start="2021-01-15")
     assert dm.split_times["val"] == pd.Timestamp("2021-01-12 00:00", tz="UTC").value
     assert dm.split_times["test"] == pd.Timestamp("2021-01-14 23:00", tz="UTC").value
@@ -243,17 +234,17 @@ def test_a_zone_suffix_on_one_row_is_refused_naming_it(series, suffix):
     frame = _text(series)
     frame.loc[11, "timestamp"] += suffix
     with pytest.raises(ValueError, match=r"row 11 .*2021-01-01 11:00:00"):
-        _setup(frame)
+        setup_series(frame)
     aware = frame.assign(timestamp=_text(series)["timestamp"] + "+00:00")
     aware.loc[11, "timestamp"] = _text(series).loc[11, "timestamp"] + suffix
     if suffix in ("+05", "+0500", "+05:00"):  # an offset like the others: 06:00 UTC
         with pytest.raises(ValueError, match="row 11 repeats the timestamp of row 6"):
-            _setup(aware)
+            setup_series(aware)
     elif suffix == "Z":
-        assert len(_setup(aware).datasets["train"])
+        assert len(setup_series(aware).datasets["train"])
     else:
         with pytest.raises(ValueError, match=r"row 11 value '2021-01-01 11:00:00"):
-            _setup(aware)
+            setup_series(aware)
 
 
 def test_mixed_naive_and_aware_with_an_iso_format_are_refused(series):
@@ -261,7 +252,7 @@ def test_mixed_naive_and_aware_with_an_iso_format_are_refused(series):
     frame.loc[11, "timestamp"] += "+05"
     with pytest.raises(ValueError, match=r"mixes tz-naive and tz-aware values: row 0 .* but "
                                          r"row 11 is '2021-01-01 11:00:00\+05'"):
-        _setup(frame, timestamp_format="ISO8601")
+        setup_series(frame, timestamp_format="ISO8601")
 
 
 def test_duplicated_column_names_are_refused(tmp_path, series):
@@ -269,16 +260,16 @@ def test_duplicated_column_names_are_refused(tmp_path, series):
     path.write_text("timestamp,value,value\n" + "".join(
         f"{t},{v},{v}\n" for t, v in zip(_text(series)["timestamp"], series["value"], strict=True)))
     with pytest.raises(ValueError, match=r"data='.*dup.csv' has 2 columns named 'value'"):
-        _setup(str(path))
+        setup_series(str(path))
     frame = pd.concat([series, series[["value"]]], axis=1)
     with pytest.raises(ValueError, match=r"data \(a DataFrame\) has 2 columns named 'value'"):
-        _setup(frame)
+        setup_series(frame)
 
 
 def test_column_checks(series):
     with pytest.raises(ValueError, match="column 'time' not found.*the DataFrame's index is a "
                                          "DatetimeIndex: reset_index"):
-        _setup(series.set_index("timestamp"), timestamp_column="time")
+        setup_series(series.set_index("timestamp"), timestamp_column="time")
     with pytest.raises(ValueError, match=r"target_columns repeats 'value'"):
         TimeSeriesDataModule(series, target_columns=["value", "value"])
     with pytest.raises(ValueError, match="'timestamp' is both the timestamp column and a "
@@ -287,9 +278,9 @@ def test_column_checks(series):
     text = series.assign(value=series["value"].astype(str).str.replace(".", ",", regex=False))
     with pytest.raises(ValueError, match=r"target column 'value': row 0 value '.*,.*' is not "
                                          "numeric"):
-        _setup(text)
+        setup_series(text)
     with pytest.raises(TypeError, match="target column 'timestamp2' holds datetime64"):
-        _setup(series.assign(timestamp2=series["timestamp"]), target_columns="timestamp2")
+        setup_series(series.assign(timestamp2=series["timestamp"]), target_columns="timestamp2")
 
 
 def test_all_missing_training_values_and_single_rows(series):
@@ -297,9 +288,9 @@ def test_all_missing_training_values_and_single_rows(series):
     frame.loc[:300, "value"] = np.nan
     with pytest.raises(ValueError, match="target column 'value' has no observed value in the "
                                          "training period"):
-        _setup(frame)
+        setup_series(frame)
     with pytest.raises(ValueError, match=r"the series in data \(a DataFrame\) has 1 observation"):
-        _setup(series.iloc[:1])
+        setup_series(series.iloc[:1])
 
 
 def test_values_that_overflow_float32_after_scaling_are_refused(series):
@@ -307,18 +298,18 @@ def test_values_that_overflow_float32_after_scaling_are_refused(series):
     frame.loc[3, "value"] = 1e300
     with pytest.raises(ValueError, match=r"target column 'value': row 3 value 1e\+300 does "
                                          "not fit float32"):
-        _setup(frame)
+        setup_series(frame)
     frame.loc[:, "value"] = 0.0
     frame.loc[[7, 8], "value"] = [1e-12, -1e-12]  # the training spread: ~1e-13
     frame.loc[390, "value"] = 1e30  # a test value ~1e43 spreads away
     with pytest.raises(ValueError, match=r"row 390 value 1e\+30 does not fit float32 once "
                                          "scaled"):
-        _setup(frame)
+        setup_series(frame)
 
 
 def test_tz_converts_aware_data_to_its_local_time(series):
     aware = series.assign(timestamp=series["timestamp"].dt.tz_localize("UTC"))
-    dm = _setup(aware, tz="Asia/Tokyo")
+    dm = setup_series(aware, tz="Asia/Tokyo")
     ds = dm.datasets["train"]
     assert int(ds.local[0] - ds.utc[0]) == 9 * HOUR
     assert int(ds.utc[0]) == pd.Timestamp("2021-01-01", tz="UTC").value
@@ -328,14 +319,14 @@ def test_the_same_instant_in_two_offsets_is_a_duplicate(series):
     frame = series.assign(timestamp=series["timestamp"].dt.strftime("%Y-%m-%d %H:%M:%S+00:00"))
     frame.loc[8, "timestamp"] = "2021-01-01 08:00:00+01:00"  # = 07:00 UTC, row 7
     with pytest.raises(ValueError, match="row 8 repeats the timestamp of row 7"):
-        _setup(frame)
+        setup_series(frame)
 
 
 def test_infer_localizes_in_wall_clock_order_even_when_rows_are_shuffled():
     stamps = pd.date_range("2021-11-06 20:00", periods=300, freq="1h", tz="America/New_York")
     frame = pd.DataFrame({"timestamp": stamps.tz_localize(None), "value": np.arange(300.0)})
     order = np.random.default_rng(0).permutation(300)
-    dm = _setup(frame.iloc[order].reset_index(drop=True), tz="America/New_York",
+    dm = setup_series(frame.iloc[order].reset_index(drop=True), tz="America/New_York",
                 ambiguous="infer")
     expected = stamps.as_unit("ns").asi8
     assert dm.datasets["train"].utc.tolist() == expected.tolist()
@@ -346,7 +337,7 @@ def test_out_of_range_timestamps_name_the_row(series):
     frame.loc[4, "timestamp"] = "2300-01-01 00:00:00"
     with pytest.raises(ValueError, match=r"row 4 .*2300-01-01 00:00:00.* outside the "
                                          "nanosecond range"):
-        _setup(frame)
+        setup_series(frame)
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
@@ -402,7 +393,7 @@ def test_window_dataset_checks_its_arrays():
 
 
 def test_collate_windows_checks_its_items(series):
-    dm = _setup(series)
+    dm = setup_series(series)
     items = [dm.datasets["train"][i] for i in range(2)]
     with pytest.raises(ValueError, match="collate_windows needs at least one window"):
         collate_windows([])
@@ -418,7 +409,7 @@ def test_collate_windows_checks_its_items(series):
 def test_path_objects_work_everywhere(tmp_path, series):
     path = Path(tmp_path) / "s.parquet"
     series.to_parquet(path)
-    assert len(_setup(path).datasets["train"]) == len(_setup(series).datasets["train"])
+    assert len(setup_series(path).datasets["train"]) == len(setup_series(series).datasets["train"])
 
 
 @pytest.mark.parametrize("fractions, error, match", [
