@@ -175,7 +175,8 @@ def test_csv_path_and_text_timestamps(tmp_path, series):
 def test_parquet_path(tmp_path, series):
     path = tmp_path / "series.parquet"
     series.to_parquet(path)
-    assert len(setup_series(str(path)).datasets["train"]) == len(setup_series(series).datasets["train"])
+    from_file = setup_series(str(path)).datasets["train"]
+    assert len(from_file) == len(setup_series(series).datasets["train"])
 
 
 def test_tz_aware_offsets_convert_to_the_zone():
