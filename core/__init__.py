@@ -15,7 +15,7 @@ from .alibi import ALiBi, alibi_slopes
 from .angles import angles, wide_dtype
 from .attention import KVCache, MultiheadAttention
 from .buffers import Float64Buffers
-from .encoding import PositionEncoding, no_weight_decay_names
+from .encoding import KINDS, PositionEncoding, encoding_kind, no_weight_decay_names
 from .learned import InputEmbedding, LearnedEncoding
 from .nope import NoPE
 from .positions import (
@@ -65,6 +65,7 @@ from .validation import (
 
 __all__ = [
     "ALiBi",
+    "KINDS",
     "ClippedRelativeBias",
     "DynamicNTKScaling",
     "Float64Buffers",
@@ -98,6 +99,7 @@ __all__ = [
     "check_positive_int",
     "check_t5_buckets",
     "convert_rotary_layout",
+    "encoding_kind",
     "incremental_positions",
     "no_weight_decay_names",
     "packed_attention_mask",

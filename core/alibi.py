@@ -46,6 +46,8 @@ class ALiBi(Float64Buffers):
         causal: mask keys after the query (decoder use); False gives the symmetric bias.
     """
 
+    kind = "bias"
+
     def __init__(self, num_heads: int, causal: bool = True) -> None:
         super().__init__()
         self.num_heads = check_positive_int(num_heads, "num_heads")

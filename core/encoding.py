@@ -1,14 +1,25 @@
-"""What every posenc encoding module shares: its parameters are position parameters."""
+"""What every posenc encoding module shares: where it enters a transformer (its ``kind``),
+and that its parameters are position parameters."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from torch import nn
 
-__all__ = ["PositionEncoding", "no_weight_decay_names"]
+__all__ = ["KINDS", "PositionEncoding", "encoding_kind", "no_weight_decay_names"]
+
+#: Where an encoding enters a transformer: added to the token embeddings, rotating q and k,
+#: added to the attention logits, or nowhere (the NoPE baseline).
+KINDS = ("additive", "rotary", "bias", "none")
 
 
 class PositionEncoding(nn.Module):
     """Base of posenc's encoding modules.
+
+    Every subclass declares its ``kind`` (one of :data:`KINDS`) as a class attribute, so code
+    that places an encoding (an attention module, ``posenc.spatial.attach``, the forecaster)
+    asks the class rather than guessing from its name or methods.
 
     Every parameter an encoding owns (a learned table, RoPE-Mixed frequencies, a relative-bias
     table, a continuous-bias MLP, Time2Vec frequencies) places tokens rather than transforms
@@ -17,9 +28,26 @@ class PositionEncoding(nn.Module):
     through :func:`no_weight_decay_names`.
     """
 
+    kind: ClassVar[str]
+
     def no_weight_decay(self) -> set[str]:
         """Names (relative to this module) of the parameters to keep out of weight decay."""
         return {name for name, _ in self.named_parameters()}
+
+
+def encoding_kind(encoding: object) -> str:
+    """``"additive"``, ``"rotary"``, ``"bias"`` or ``"none"``: the ``kind`` that ``encoding``
+    (a module or a class) declares; None is ``"none"``. Anything else raises a ``TypeError``
+    naming the class."""
+    if encoding is None:
+        return "none"
+    kind = getattr(encoding, "kind", None)
+    if kind not in KINDS:
+        name = encoding.__name__ if isinstance(encoding, type) else type(encoding).__name__
+        raise TypeError(f"{name} does not declare how it enters a transformer: give the class "
+                        f"a kind attribute, one of {list(KINDS)} (posenc's encodings derive "
+                        f"from posenc.core.PositionEncoding and declare it), got {kind!r}")
+    return kind
 
 
 def no_weight_decay_names(model: nn.Module) -> set[str]:

@@ -25,6 +25,8 @@ class LearnedEncoding(PositionEncoding):
         dim: embedding width.
     """
 
+    kind = "additive"
+
     def __init__(self, num_positions: int, dim: int) -> None:
         super().__init__()
         self.num_positions = check_positive_int(num_positions, "num_positions")

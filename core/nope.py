@@ -17,6 +17,8 @@ class NoPE(PositionEncoding):
     :class:`~posenc.core.MultiheadAttention` treats it like ``None`` as rotary or bias.
     """
 
+    kind = "none"
+
     def forward(self, positions: Tensor) -> Tensor:
         """Any positions -> 0-d zero of float32 on the positions' device."""
         return positions.new_zeros((), dtype=torch.float32)

@@ -104,6 +104,8 @@ class T5RelativeBias(PositionEncoding):
         num_buckets, max_distance: see :func:`t5_relative_bucket`.
     """
 
+    kind = "bias"
+
     def __init__(self, num_heads: int, bidirectional: bool = True, num_buckets: int = 32,
                  max_distance: int = 128) -> None:
         super().__init__()
@@ -138,6 +140,8 @@ class ClippedRelativeBias(PositionEncoding):
     Offsets ``key - query`` are clipped to ``[-max_distance, max_distance]`` and each of the
     ``2 * max_distance + 1`` values has a learned scalar per head.
     """
+
+    kind = "bias"
 
     def __init__(self, num_heads: int, max_distance: int) -> None:
         super().__init__()

@@ -121,6 +121,8 @@ class RotaryEncoding(Float64Buffers):
     stay within 1e-6 of exact up to position 1e6 and beyond.
     """
 
+    kind = "rotary"
+
     def __init__(
         self,
         head_dim: int,

@@ -51,6 +51,8 @@ class SinusoidalEncoding(Float64Buffers):
         layout: ``"interleaved"`` (the paper's table) or ``"concat"`` ([sin..., cos...]).
     """
 
+    kind = "additive"
+
     def __init__(self, dim: int, base: float = 10000.0, layout: str = "interleaved") -> None:
         super().__init__()
         self.dim = check_even(dim, "dim")

@@ -22,30 +22,34 @@ from .cyclic import DEFAULT_FIELDS, check_calendar_fields
 
 __all__ = ["CalendarEmbedding"]
 
-KINDS = ("learned", "fixed")
+EMBED_TYPES = ("learned", "fixed")
 
 
 class CalendarEmbedding(PositionEncoding):
     """Sum of per-field embedding tables, indexed by the raw field value.
 
-    ``kind="learned"`` is Informer's ``TemporalEmbedding(embed_type="learned")``: trainable
-    ``nn.Embedding`` tables. ``kind="fixed"`` is its ``FixedEmbedding``: frozen sinusoidal
-    tables, row ``v`` = the classic interleaved sinusoidal encoding of position ``v`` (base
-    10000). Tables have ``last + 1`` rows (e.g. 13 for months 1..12), as Informer's do, so a
-    value indexes its row directly. (Informer buckets minutes by quarter hour; here
-    ``"minute"`` is the minute itself, 0..59.)
+    ``embed_type="learned"`` is Informer's ``TemporalEmbedding(embed_type="learned")``:
+    trainable ``nn.Embedding`` tables. ``embed_type="fixed"`` is its ``FixedEmbedding``:
+    frozen sinusoidal tables, row ``v`` = the classic interleaved sinusoidal encoding of
+    position ``v`` (base 10000). Tables have ``last + 1`` rows (e.g. 13 for months 1..12), as
+    Informer's do, so a value indexes its row directly. (Informer buckets minutes by quarter
+    hour; here ``"minute"`` is the minute itself, 0..59.)
 
     Args:
-        dim: embedding width (even for ``kind="fixed"``).
+        dim: embedding width (even for ``embed_type="fixed"``).
         fields: names from :data:`~posenc.temporal.cyclic.CYCLE_PERIODS`.
-        kind: ``"learned"`` or ``"fixed"``.
+        embed_type: ``"learned"`` or ``"fixed"`` (Informer's argument name).
     """
 
+    kind = "additive"
+    reads = "fields"
+
     def __init__(self, dim: int, fields: Sequence[str] = DEFAULT_FIELDS,
-                 kind: str = "learned") -> None:
+                 embed_type: str = "learned") -> None:
         super().__init__()
-        self.kind = check_choice(kind, "kind", KINDS)
-        self.dim = check_even(dim, "dim") if kind == "fixed" else check_positive_int(dim, "dim")
+        self.embed_type = check_choice(embed_type, "embed_type", EMBED_TYPES)
+        self.dim = (check_even(dim, "dim") if embed_type == "fixed"
+                    else check_positive_int(dim, "dim"))
         self.fields = check_calendar_fields(fields)
         self.tables = nn.ModuleDict(
             {name: nn.Embedding(FIELDS[name][1] + 1, dim) for name in self.fields})
@@ -53,7 +57,7 @@ class CalendarEmbedding(PositionEncoding):
 
     def reset_parameters(self) -> None:
         for table in self.tables.values():
-            if self.kind == "learned":
+            if self.embed_type == "learned":
                 table.reset_parameters()
                 continue
             rows = torch.arange(table.num_embeddings, dtype=torch.float64)
@@ -73,4 +77,4 @@ class CalendarEmbedding(PositionEncoding):
         return out
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, fields={list(self.fields)}, kind={self.kind!r}"
+        return f"dim={self.dim}, fields={list(self.fields)}, embed_type={self.embed_type!r}"

@@ -52,6 +52,9 @@ class ContinuousSinusoidal(Float64Buffers):
         layout: ``"interleaved"`` ([sin p0, cos p0, sin p1, ...]) or ``"concat"``.
     """
 
+    kind = "additive"
+    reads = "elapsed"
+
     def __init__(self, dim: int, min_period: float, max_period: float,
                  layout: str = "interleaved") -> None:
         super().__init__()

@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from posenc.core import check_bool
-from torch import Tensor, nn
+from posenc.core import PositionEncoding, check_bool
+from torch import Tensor
 
 from .calendar import FIELDS, check_field_range, field_column
 from .timestamps import check_output_dtype
@@ -312,7 +312,7 @@ def check_calendar_fields(names: Iterable[str]) -> tuple[str, ...]:
     return names
 
 
-class CalendarFeatures(nn.Module):
+class CalendarFeatures(PositionEncoding):
     """Fixed features of calendar fields (no parameters).
 
     ``cyclic=True``: each field becomes ``(sin, cos)`` of ``2*pi*(value - first) / period``
@@ -331,6 +331,9 @@ class CalendarFeatures(nn.Module):
         enc = CalendarFeatures(["hour", "day_of_week"])
         x = enc(calendar_fields(ts, fields=enc.required_fields))   # (N, 4) float32
     """
+
+    kind = "additive"
+    reads = "fields"
 
     def __init__(self, fields: Sequence[str] = DEFAULT_FIELDS, cyclic: bool = True) -> None:
         super().__init__()

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from posenc.core import check_positive_float, wide_dtype
-from torch import Tensor, nn
+from posenc.core import PositionEncoding, check_positive_float, wide_dtype
+from torch import Tensor
 
 from .timestamps import Timestamps, check_output_dtype, to_nanoseconds
 
@@ -83,7 +83,7 @@ def fourier_features(nanoseconds: Tensor, periods_ns: Sequence[int], harmonics: 
     return torch.cat(blocks, dim=-1).to(dtype)
 
 
-class FourierSeasonality(nn.Module):
+class FourierSeasonality(PositionEncoding):
     """Fourier terms of absolute time for a set of named periods (Prophet's seasonalities).
 
     Phases are of absolute time since the epoch: UTC instants for tz-aware timestamps, the
@@ -102,6 +102,9 @@ class FourierSeasonality(nn.Module):
         harmonics: harmonics per period (Prophet uses 4 daily, 3 weekly, 10 yearly), one int
             for all or ``{name: int}`` for each.
     """
+
+    kind = "additive"
+    reads = "timestamps"
 
     def __init__(self, periods: Mapping[str, float] | None = None,
                  harmonics: int | Mapping[str, int] = 4) -> None:

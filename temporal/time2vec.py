@@ -21,6 +21,9 @@ class Time2Vec(PositionEncoding):
         dim: output width (>= 1).
     """
 
+    kind = "additive"
+    reads = "elapsed"
+
     def __init__(self, dim: int) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")

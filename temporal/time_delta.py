@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import torch
-from posenc.core import check_bool, check_positions, check_positive_float, wide_dtype
-from torch import Tensor, nn
+from posenc.core import (
+    PositionEncoding,
+    check_bool,
+    check_positions,
+    check_positive_float,
+    wide_dtype,
+)
+from torch import Tensor
 
 from .timestamps import check_output_dtype
 
@@ -79,13 +85,16 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
     return torch.cat((deltas, observed[..., None]), dim=-1).to(dtype)
 
 
-class TimeDelta(nn.Module):
+class TimeDelta(PositionEncoding):
     """Module form of :func:`time_delta_features` (no parameters).
 
     Args:
         log: log-scale the deltas, ``log1p(delta / scale)``.
         scale: delta that ``log`` maps to ``log(2)``, in the unit of the times.
     """
+
+    kind = "additive"
+    reads = "deltas"
 
     dim = len(FEATURES)
     feature_names = list(FEATURES)

@@ -23,7 +23,7 @@ def test_learned_is_the_sum_of_table_rows():
 
 
 def test_fixed_equals_informer_and_is_frozen():
-    enc = CalendarEmbedding(16, fields=["month", "day_of_month"], kind="fixed")
+    enc = CalendarEmbedding(16, fields=["month", "day_of_month"], embed_type="fixed")
     for name, rows in [("month", 13), ("day_of_month", 32)]:
         np.testing.assert_allclose(enc.tables[name].weight.numpy(),
                                    informer_fixed_table(rows, 16), rtol=0, atol=1e-6)
@@ -45,10 +45,10 @@ def test_batched_tensor_fields_and_device_dtype_follow_the_tables():
 
 
 def test_errors():
-    with pytest.raises(ValueError, match="kind must be one of"):
-        CalendarEmbedding(8, kind="sinusoidal")
+    with pytest.raises(ValueError, match="embed_type must be one of"):
+        CalendarEmbedding(8, embed_type="sinusoidal")
     with pytest.raises(ValueError, match="dim must be even"):
-        CalendarEmbedding(7, kind="fixed")
+        CalendarEmbedding(7, embed_type="fixed")
     enc = CalendarEmbedding(8, fields=["hour"])
     with pytest.raises(ValueError, match=r"fields\['hour'\] must lie in \[0, 23\]"):
         enc({"hour": np.array([24])})
