@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from .buffers import Float64Buffers
+from .flex_attention import ScoreMod, pair_batch, token_lookup
 from .positions import relative_positions
 from .validation import check_bool, check_positions, check_positive_int
 
@@ -69,6 +70,23 @@ class ALiBi(Float64Buffers):
         if self.causal:
             bias = bias.masked_fill(rel[:, None] > 0, float("-inf"))
         return bias
+
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod: the same value at every
+        ``[b, h, i, j]``, computed per pair from the positions (nothing materialised)."""
+        query_positions = check_positions(query_positions, "query_positions")
+        key_positions = check_positions(key_positions, "key_positions")
+        batch = pair_batch(query_positions, key_positions)
+        q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
+        slopes, causal = self.slopes.float(), self.causal
+
+        def bias(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            rel = (k_at(b, kv_idx) - q_at(b, q_idx)).float()
+            out = -slopes[h] * rel.abs()
+            return torch.where(rel > 0, float("-inf"), out) if causal else out
+
+        return ScoreMod(bias, batch, query_positions.shape[-1], key_positions.shape[-1],
+                        query_positions.device)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, causal={self.causal}"

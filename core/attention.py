@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .flex_attention import check_backend, flex_attend, use_flex
 from .nope import NoPE
 from .positions import incremental_positions
 from .rope import apply_rotation
@@ -160,6 +161,9 @@ class MultiheadAttention(nn.Module):
         qk_norm: LayerNorm q and k per head (as timm's ``qk_norm``).
         attn_drop: dropout on attention weights (training only).
         proj_drop: dropout after the output projection.
+        backend: ``"auto"`` (FlexAttention where it pays: CUDA and a bias encoding with
+            ``score_mod``; else SDPA with the materialised bias), ``"sdpa"`` or ``"flex"``
+            (forced; on CPU inference only). See :func:`posenc.core.flex_attention.use_flex`.
     """
 
     def __init__(
@@ -174,8 +178,10 @@ class MultiheadAttention(nn.Module):
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
         norm_layer: type[nn.Module] = nn.LayerNorm,
+        backend: str = "auto",
     ) -> None:
         super().__init__()
+        self.backend = check_backend(backend)
         check_positive_int(dim, "dim")
         check_positive_int(num_heads, "num_heads")
         if dim % num_heads:
@@ -212,6 +218,23 @@ class MultiheadAttention(nn.Module):
         return t.unflatten(-1, (groups, self.num_heads, self.head_dim)).permute(
             2, 0, 3, 1, 4).unbind(0)
 
+    def _flex(self, q: Tensor, k: Tensor, v: Tensor, query_positions: object,
+              key_positions: object, block_mask: object, is_causal: bool) -> Tensor:
+        """The FlexAttention path (:mod:`posenc.core.flex_attention`): the bias as a
+        score_mod computed per pair, masks as block masks; ``(B, H, Nq, head_dim)``."""
+        score_mod = None
+        if self.bias is not None:
+            score_mod = self.bias.score_mod(query_positions, key_positions)
+            if score_mod.device != q.device:
+                raise ValueError(f"bias {type(self.bias).__name__} gave a score_mod on "
+                                 f"{score_mod.device} for queries on {q.device}: make the "
+                                 "positions on the queries' device")
+            _check_fit("query_positions", query_positions, score_mod.num_queries, q.shape[-2])
+            _check_fit("key_positions", key_positions, score_mod.num_keys, k.shape[-2])
+            _check_batch("query_positions and key_positions", (query_positions, key_positions),
+                         score_mod.batch, q.shape[0])
+        return flex_attend(q, k, v, score_mod, block_mask=block_mask, is_causal=is_causal)
+
     def forward(
         self,
         x: Tensor,
@@ -233,7 +256,8 @@ class MultiheadAttention(nn.Module):
             key_positions: coordinates of ``context``; defaults to ``query_positions`` for
                 self-attention and to ``0..Nk-1`` otherwise.
             attn_mask: bool (True = attend) or float additive mask broadcastable to
-                ``(B, H, Nq, Nk)``.
+                ``(B, H, Nq, Nk)``, or a FlexAttention ``BlockMask`` (e.g.
+                :func:`posenc.core.flex_attention.packed_block_mask`; FlexAttention path).
             is_causal: query ``i`` attends keys ``j <= i + (Nk - Nq)`` (bottom-right aligned,
                 so it also holds with a KV cache).
             kv_cache: a :class:`KVCache`; new keys/values are appended and attention covers
@@ -281,6 +305,10 @@ class MultiheadAttention(nn.Module):
             k, v, key_positions = kv_cache.append(k, v, key_positions)
 
         num_k = k.shape[-2]
+        if use_flex(self.backend, self.bias, attn_mask, q, k, v,
+                    self.attn_drop if self.training else 0.0):
+            out = self._flex(q, k, v, query_positions, key_positions, attn_mask, is_causal)
+            return self.proj_drop(self.proj(out.transpose(1, 2).reshape(batch, num_q, dim)))
         if attn_mask is not None:
             _check_mask(attn_mask, (batch, self.num_heads, num_q, num_k))
             attn_mask = attn_mask[(None,) * (4 - attn_mask.ndim)]  # SDPA wants >= 2-D masks

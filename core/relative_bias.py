@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
 from .encoding import PositionEncoding
+from .flex_attention import ScoreMod, pair_batch, token_lookup
 from .positions import relative_positions
 from .validation import check_bool, check_positions, check_positive_int
 
@@ -95,6 +97,18 @@ def _check_integer_positions(positions: Tensor, name: str) -> Tensor:
     return positions
 
 
+def _table_score_mod(table: Tensor, query_positions: Tensor, key_positions: Tensor,
+                     row: Callable[[Tensor], Tensor]) -> ScoreMod:
+    """ScoreMod of ``table[row(key - query), h]`` for an ``(R, H)`` table."""
+    q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
+
+    def bias(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return table[row(k_at(b, kv_idx) - q_at(b, q_idx)), h]
+
+    return ScoreMod(bias, pair_batch(query_positions, key_positions),
+                    query_positions.shape[-1], key_positions.shape[-1], query_positions.device)
+
+
 class T5RelativeBias(PositionEncoding):
     """T5 relative attention bias: one learned scalar per (bucket, head).
 
@@ -129,6 +143,15 @@ class T5RelativeBias(PositionEncoding):
         buckets = t5_relative_bucket(rel, self.bidirectional, self.num_buckets, self.max_distance)
         return self.table[buckets].permute(0, 3, 1, 2)
 
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod (the bucket of each pair is
+        computed per pair, nothing materialised)."""
+        query_positions = _check_integer_positions(query_positions, "query_positions")
+        key_positions = _check_integer_positions(key_positions, "key_positions")
+        settings = (self.bidirectional, self.num_buckets, self.max_distance)
+        return _table_score_mod(self.table, query_positions, key_positions,
+                                lambda rel: t5_relative_bucket(rel, *settings))
+
     def extra_repr(self) -> str:
         return (f"num_heads={self.num_heads}, bidirectional={self.bidirectional}, "
                 f"num_buckets={self.num_buckets}, max_distance={self.max_distance}")
@@ -160,6 +183,14 @@ class ClippedRelativeBias(PositionEncoding):
         rel = relative_positions(query_positions, key_positions)
         index = rel.clamp(-self.max_distance, self.max_distance) + self.max_distance
         return self.table[index].permute(0, 3, 1, 2)
+
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod (nothing materialised)."""
+        query_positions = _check_integer_positions(query_positions, "query_positions")
+        key_positions = _check_integer_positions(key_positions, "key_positions")
+        distance = self.max_distance
+        return _table_score_mod(self.table, query_positions, key_positions,
+                                lambda rel: rel.clamp(-distance, distance) + distance)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, max_distance={self.max_distance}"

@@ -10,6 +10,7 @@ convention), so the learned table has Swin's layout.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +22,7 @@ from posenc.core import (
     check_positive_int,
     relative_positions,
 )
+from posenc.core.flex_attention import ScoreMod, pair_batch, token_lookup
 from torch import Tensor, nn
 
 from .coords import GridPositions, as_grid_positions, cached, check_grid_size
@@ -80,8 +82,44 @@ def _lattice_index(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
                 f"offsets up to ({span[0].item():g}, {span[1].item():g}) do not fit a table for "
                 f"grid {tuple(grid)} (offsets up to ({rows - 1}, {cols - 1})); pass "
                 "GridPositions(coords, grid_size=...) to resize the table to the grid")
+    return _lattice_rows(offsets, grid)
+
+
+def _lattice_rows(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
+    """:func:`_lattice_index` without its checks (also per pair, inside a score_mod)."""
+    rows, cols = grid
     offsets = offsets.round().long() if offsets.is_floating_point() else offsets.long()
     return (offsets[..., 0] + rows - 1) * (2 * cols - 1) + offsets[..., 1] + cols - 1
+
+
+def _representative_offsets(q: GridPositions, k: GridPositions) -> Tensor:
+    """``(M, 2)`` offsets ``query - key`` of ``O(Nq + Nk)`` pairs that :func:`_lattice_index`
+    can check for all ``Nq * Nk``: the extremes per axis, and ``q_i - k_0``, ``q_0 - k_j``
+    (integers exactly when every offset is: ``q_i - k_j`` is their sum minus ``q_0 - k_0``)."""
+    qc, kc = q.coords, k.coords
+    if not qc.shape[-2] or not kc.shape[-2]:
+        return qc.new_zeros(0, 2)
+    extremes = torch.stack((qc.amax(-2) - kc.amin(-2), qc.amin(-2) - kc.amax(-2)), dim=-2)
+    parts = (qc - kc[..., :1, :], qc[..., :1, :] - kc, extremes)
+    return torch.cat([part.reshape(-1, 2) for part in parts])
+
+
+def _offset_score_mod(q: GridPositions, k: GridPositions,
+                      offset_bias: Callable[[Tensor, Tensor], Tensor]) -> ScoreMod:
+    """ScoreMod of ``offset_bias(query - key, h)`` at patch pairs and 0 at prefix tokens'."""
+    q_at, k_at = token_lookup(q.coords, coord_dims=1), token_lookup(k.coords, coord_dims=1)
+    q_prefix, k_prefix = q.num_prefix_tokens, k.num_prefix_tokens
+
+    def bias(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        offset = q_at(b, (q_idx - q_prefix).clamp(min=0)) - k_at(b, (kv_idx - k_prefix).clamp(
+            min=0))
+        value = offset_bias(offset, h)
+        if q_prefix or k_prefix:
+            value = torch.where((q_idx < q_prefix) | (kv_idx < k_prefix), 0.0, value)
+        return value
+
+    return ScoreMod(bias, pair_batch(q.coords, k.coords, coord_dims=1),
+                    q_prefix + q.coords.shape[-2], k_prefix + k.coords.shape[-2], q.coords.device)
 
 
 def _gather(table_t: Tensor, index: Tensor) -> Tensor:
@@ -143,6 +181,17 @@ class RelativeBias2D(PositionEncoding):
             return _pad_prefix(_gather(table.float().t(), index), q, k)
 
         return _memo(q, k, (id(self), "bias"), compute)
+
+    def score_mod(self, query_positions: Tensor | GridPositions,
+                  key_positions: Tensor | GridPositions) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod: the (resized) table read per
+        pair, nothing materialised. Raises as :meth:`forward` on fractional offsets and on
+        offsets beyond the table's grid (checked on ``O(Nq + Nk)`` offsets)."""
+        q, k, grid = _inputs(query_positions, key_positions)
+        size = self.grid_size if grid is None else grid
+        table = self.table if grid is None else self.table_for_grid(grid)
+        _lattice_index(_representative_offsets(q, k), size)
+        return _offset_score_mod(q, k, lambda offset, h: table[_lattice_rows(offset, size), h])
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, grid_size={self.grid_size}"
@@ -269,6 +318,14 @@ class ALiBi2D(Float64Buffers):
             return _pad_prefix(distance[:, None] * -self.slopes.float()[:, None, None], q, k)
 
         return _memo(q, k, (id(self), "bias"), compute)
+
+    def score_mod(self, query_positions: Tensor | GridPositions,
+                  key_positions: Tensor | GridPositions) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod (nothing materialised)."""
+        q, k, _ = _inputs(query_positions, key_positions)
+        slopes = self.slopes.float()
+        return _offset_score_mod(q, k, lambda offset, h: torch.linalg.vector_norm(
+            offset.float(), dim=-1) * -slopes[h])
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}"
