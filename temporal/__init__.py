@@ -16,10 +16,10 @@ Encodings (torch modules over those coordinates):
 
 from .calendar import FIELDS, calendar_fields, check_field_range, field_column
 from .calendar_embedding import CalendarEmbedding
+from .calendar_features import CalendarFeatures
 from .continuous import ContinuousSinusoidal, geometric_periods
 from .cyclic import (
     CYCLE_PERIODS,
-    CalendarFeatures,
     calendar_features,
     check_calendar_fields,
     frequency_fields,

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from posenc.core import PositionEncoding, check_bool
+from posenc.core import check_bool
 from torch import Tensor
 
 from .calendar import FIELDS, check_field_range, field_column
@@ -26,7 +26,6 @@ from .timestamps import check_output_dtype
 
 __all__ = [
     "CYCLE_PERIODS",
-    "CalendarFeatures",
     "calendar_features",
     "check_calendar_fields",
     "frequency_fields",
@@ -188,15 +187,35 @@ def _joint_index(columns: Mapping[str, np.ndarray | Tensor], axes: Sequence[_Axi
     return index
 
 
+def _period_pairs(axes: Sequence[_Axis]) -> tuple[tuple[int, int], ...]:
+    """``(field axis, period axis)`` positions of the fields whose period is another field
+    (a field's period axis follows it: :func:`_field_table`)."""
+    return tuple((i, i + 1) for i, axis in enumerate(axes[:-1])
+                 if CYCLE_PERIODS.get(axis.column) == axes[i + 1].column)
+
+
+def _past_period(field: str, period: str) -> ValueError:
+    """A field whose period is another field (the day of month's days in that month) must
+    not pass it: day 31 of a 30-day month would read as day 1 of the next. The fields of
+    :func:`calendar_fields` always agree; this catches hand-made or mis-collated ones."""
+    return ValueError(f"fields[{field!r}] must not exceed fields[{period!r}] (its period), "
+                      f"but some value does")
+
+
 def _lookup(group: _Group, columns: Mapping[str, Tensor]) -> Tensor:
     """Features of one group from tensors on any device."""
     for axis in group.axes:
         check_field_range(columns[axis.column], axis.column)
+    if not torch.compiler.is_compiling():
+        for i, j in _period_pairs(group.axes):
+            field, period = group.axes[i].column, group.axes[j].column
+            if bool((columns[field] > columns[period]).any()):
+                raise _past_period(field, period)
     return group.table[_joint_index(columns, group.axes)]
 
 
 def _block_rows(columns: Sequence[np.ndarray], axes: Sequence[_Axis], start: int,
-                stop: int) -> np.ndarray:
+                stop: int, periods: Sequence[tuple[int, int]] = ()) -> np.ndarray:
     """Checked joint-table rows (intp, what ``np.take`` uses) of elements ``start:stop`` of
     ``columns``, one column per axis.
 
@@ -204,9 +223,12 @@ def _block_rows(columns: Sequence[np.ndarray], axes: Sequence[_Axis], start: int
     unsigned max where the range starts at 0: negative values wrap to huge ones) and a
     multiply-add of Horner's rule in int32, in place; the last step subtracts the offset of
     the first values and widens to intp at once. A failed check raises what
-    :func:`check_field_range` says about the block, the axes checked in order.
+    :func:`check_field_range` says about the block, the axes checked in order. ``periods``
+    (from :func:`_period_pairs`) are the ``(field, period)`` axes whose values must not
+    exceed their period's; checked here too, while the block is in cache.
     """
     offset = 0
+    blocks = []
     for i, (axis, column) in enumerate(zip(axes, columns, strict=True)):
         values = column[start:stop]
         if values.dtype != np.int32:
@@ -221,12 +243,16 @@ def _block_rows(columns: Sequence[np.ndarray], axes: Sequence[_Axis], start: int
         if bad:
             for a, c in zip(axes, columns, strict=True):
                 check_field_range(c[start:stop], a.column)
+        blocks.append(values)
         offset = offset * axis.size + axis.first
         if i == 0:
             index = values  # may be a view of the input: the next step makes a new array
         else:
             index = np.multiply(index, axis.size, out=None if i == 1 else index)
             index += values
+    for i, j in periods:
+        if np.greater(blocks[i], blocks[j]).any():
+            raise _past_period(axes[i].column, axes[j].column)
     return np.subtract(index, offset, dtype=np.intp)
 
 
@@ -241,11 +267,12 @@ def _lookup_blocks(group: _Group, columns: Mapping[str, np.ndarray]) -> Tensor:
     flat = [columns[axis.column].reshape(-1) for axis in group.axes]
     shape = columns[group.axes[0].column].shape
     out = np.empty((math.prod(shape), rows.shape[1]), dtype=np.uint8)
+    periods = _period_pairs(group.axes)
 
     for start in range(0, len(out), _BLOCK):
         stop = min(start + _BLOCK, len(out))
         # mode="clip" skips numpy's buffered bounds check; _block_rows checked the fields.
-        np.take(rows, _block_rows(flat, group.axes, start, stop), axis=0,
+        np.take(rows, _block_rows(flat, group.axes, start, stop, periods), axis=0,
                 out=out[start:stop], mode="clip")
     features = torch.from_numpy(out.reshape(-1)).view(group.table.dtype)
     return features.reshape(*shape, group.table.shape[1])
@@ -284,23 +311,7 @@ def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
     else:
         tensors = {k: torch.as_tensor(v, device=device).long() for k, v in columns.items()}
         parts = [_lookup(g, tensors) for g in _groups(names, cyclic, dtype, device)]
-    if cyclic:
-        _check_within_period(names, arrays if device is None else tensors)
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
-
-
-def _check_within_period(names: Sequence[str], columns: Mapping[str, np.ndarray | Tensor]
-                         ) -> None:
-    """A field whose period is another field (the day of month's days in that month) must
-    not pass it: day 31 of a 30-day month would read as day 1 of the next. The fields of
-    :func:`calendar_fields` always agree; this catches hand-made or mis-collated ones."""
-    if torch.compiler.is_compiling():
-        return
-    for name in names:
-        period = CYCLE_PERIODS[name]
-        if isinstance(period, str) and bool((columns[name] > columns[period]).any()):
-            raise ValueError(f"fields[{name!r}] must not exceed fields[{period!r}] (its "
-                             f"period), but some value does")
 
 
 def check_calendar_fields(names: Iterable[str]) -> tuple[str, ...]:
@@ -312,71 +323,11 @@ def check_calendar_fields(names: Iterable[str]) -> tuple[str, ...]:
     return names
 
 
-class CalendarFeatures(PositionEncoding):
-    """Fixed features of calendar fields (no parameters).
+def __getattr__(name: str) -> object:
+    # CalendarFeatures lived here until it got its own module; keep the old path (and
+    # pickles of modules that name it) working. Lazy: calendar_features imports this module.
+    if name == "CalendarFeatures":
+        from .calendar_features import CalendarFeatures
 
-    ``cyclic=True``: each field becomes ``(sin, cos)`` of ``2*pi*(value - first) / period``
-    on its true period: 60 s, 60 min, 24 h, 7 days, 12 months, the days of *that* month for
-    the day of month, the days of that year for the day of year, the ISO weeks of that ISO
-    year for the week of year; so Jan 31 and Feb 1 (or Dec 31 and Jan 1) are neighbours.
-    ``cyclic=False``: GluonTS's ramps, ``(value - first) / (values - 1) - 0.5`` in
-    [-0.5, 0.5] (days of month over 31 values, days of year over 366, ISO weeks over 53).
-
-    Args:
-        fields: names from :data:`CYCLE_PERIODS`, in output order.
-        cyclic: sin/cos pairs or ramps.
-
-    Example::
-
-        enc = CalendarFeatures(["hour", "day_of_week"])
-        x = enc(calendar_fields(ts, fields=enc.required_fields))   # (N, 4) float32
-    """
-
-    kind = "additive"
-    reads = "fields"
-
-    def __init__(self, fields: Sequence[str] = DEFAULT_FIELDS, cyclic: bool = True) -> None:
-        super().__init__()
-        self.fields = check_calendar_fields(fields)
-        self.cyclic = check_bool(cyclic, "cyclic")
-
-    @classmethod
-    def from_frequency(cls, freq: str, *, cyclic: bool = False) -> CalendarFeatures:
-        """GluonTS's field set for ``freq`` (see :func:`frequency_fields`).
-
-        ``cyclic`` defaults to False here, so the output equals GluonTS's
-        ``np.vstack([f(index) for f in time_features_from_frequency_str(freq)]).T``.
-        Yearly frequencies have no fields in GluonTS; that raises here (an encoder of width
-        0 is almost certainly a mistake).
-        """
-        names = frequency_fields(freq)
-        if not names:
-            raise ValueError(f"freq={freq!r} has no calendar fields in GluonTS (yearly data); "
-                             f"use FourierSeasonality or no calendar encoding")
-        return cls(names, cyclic=cyclic)
-
-    @property
-    def required_fields(self) -> tuple[str, ...]:
-        """Fields that :meth:`forward` reads: the encoded ones plus their periods."""
-        periods = [CYCLE_PERIODS[n] for n in self.fields] if self.cyclic else []
-        return self.fields + tuple(p for p in periods if isinstance(p, str))
-
-    @property
-    def dim(self) -> int:
-        """Output width."""
-        return len(self.fields) * (2 if self.cyclic else 1)
-
-    @property
-    def feature_names(self) -> list[str]:
-        """Name of each output column, e.g. ``["hour_sin", "hour_cos", ...]``."""
-        if not self.cyclic:
-            return list(self.fields)
-        return [f"{n}_{f}" for n in self.fields for f in ("sin", "cos")]
-
-    def forward(self, fields: Mapping[str, np.ndarray | Tensor], *,
-                dtype: torch.dtype = torch.float32) -> Tensor:
-        """``{name: (...) ints}`` -> ``(..., dim)`` features (see :func:`calendar_features`)."""
-        return calendar_features(fields, self.fields, cyclic=self.cyclic, dtype=dtype)
-
-    def extra_repr(self) -> str:
-        return f"fields={list(self.fields)}, cyclic={self.cyclic}"
+        return CalendarFeatures
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pandas as pd
@@ -179,7 +180,8 @@ def test_an_error_reports_the_first_bad_block_and_field():
     rng = np.random.default_rng(1)
     n = 9 * _BLOCK + 7
     fields = {name: rng.integers(FIELDS[name][0], FIELDS[name][1] + 1, n, dtype=np.int32)
-              for name in ("hour", "day_of_week", "day_of_month", "month", "days_in_month")}
+              for name in ("hour", "day_of_week", "month", "days_in_month")}
+    fields["day_of_month"] = rng.integers(1, fields["days_in_month"] + 1).astype(np.int32)
     fields["hour"][7 * _BLOCK + 3] = 24
     fields["month"][2 * _BLOCK:3 * _BLOCK] = 5
     fields["month"][2 * _BLOCK + 1] = 0
@@ -233,6 +235,36 @@ def test_field_past_its_own_period_raises(name, value, period):
         CalendarFeatures([name])({k: torch.from_numpy(v) for k, v in fields.items()})
     fine = {name: np.array([1, period]), CYCLE_PERIODS[name]: np.array([period, period])}
     assert CalendarFeatures([name])(fine).shape == (2, 2)
+
+
+def test_field_past_its_period_in_a_later_block_raises_on_both_paths():
+    # The check runs per block, with the range checks: a bad value in the last block counts.
+    rng = np.random.default_rng(2)
+    n = 2 * _BLOCK + 5
+    fields = {"days_in_month": rng.integers(28, 32, n, dtype=np.int32)}
+    fields["day_of_month"] = rng.integers(1, fields["days_in_month"] + 1).astype(np.int32)
+    enc = CalendarFeatures(["day_of_month"])
+    assert enc(fields).shape == (n, 2)
+    fields["day_of_month"][-1], fields["days_in_month"][-1] = 31, 30
+    match = r"fields\['day_of_month'\] must not exceed fields\['days_in_month'\]"
+    with pytest.raises(ValueError, match=match):
+        enc(fields)
+    (group,) = _groups(enc.fields, True, torch.float32, torch.device("cpu"))
+    with pytest.raises(ValueError, match=match):
+        _lookup(group, {k: torch.from_numpy(v).long() for k, v in fields.items()})
+
+
+def test_calendar_features_has_its_own_module_and_the_old_path_still_works():
+    assert CalendarFeatures.__module__ == "posenc.temporal.calendar_features"
+    from posenc.temporal.calendar_features import CalendarFeatures as from_module
+    from posenc.temporal.cyclic import CalendarFeatures as from_old_path
+    assert from_module is from_old_path is CalendarFeatures
+    # A pickle made before the move names posenc.temporal.cyclic.CalendarFeatures.
+    assert pickle.loads(b"cposenc.temporal.cyclic\nCalendarFeatures\n.") is CalendarFeatures
+    with pytest.raises(AttributeError, match="has no attribute 'Calendar'"):
+        import posenc.temporal.cyclic as cyclic
+
+        cyclic.Calendar  # noqa: B018
 
 
 @pytest.mark.parametrize("flag", ["no", 0, None])
