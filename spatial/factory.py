@@ -1,10 +1,23 @@
-"""Spatial encodings by name (for configs and :func:`attach`)."""
+"""The spatial encodings by name: one registry for configs, :func:`attach`, plots and benchmarks.
+
+Each name's facts live in one :class:`SpatialEncodingSpec` of :data:`ENCODINGS`: its class
+(whose ``kind`` attribute is its kind), the constructor arguments the name fixes
+(``rope_axial`` is ``RoPE2D(variant="axial")``), and the arguments taken from a model's sizes
+(:func:`size_arguments`). Whether blocks get one module each or share one is a single rule,
+:func:`one_module_per_block`, applied to the built module, so a name and the class path it
+stands for place modules alike.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
-from posenc.core import NoPE
+import torch
+from posenc.core import NoPE, PositionEncoding
+from posenc.core import encoding_kind as _core_encoding_kind
 from torch import nn
 
 from .bias2d import ALiBi2D, ContinuousBias2D, RelativeBias2D
@@ -13,38 +26,144 @@ from .learned import Learned2D
 from .rope2d import RoPE2D
 from .sincos import SinCos2D
 
-__all__ = ["ENCODINGS", "encoding_from_name", "encoding_kind"]
+__all__ = ["ENCODINGS", "SpatialEncodingSpec", "encoding_from_name", "encoding_kind",
+           "encoding_spec", "encodings_for_blocks", "one_module_per_block", "size_arguments",
+           "vit_size_arguments"]
+
+#: The keys of :func:`size_arguments`: every constructor argument a spatial encoding can take
+#: from a model's sizes, under the name its constructor uses.
+SIZE_ARGUMENTS = ("dim", "num_heads", "head_dim", "grid_size", "max_grid_size", "ref_grid_size")
 
 
-def _rope(variant: str) -> Callable[..., RoPE2D]:
-    def build(head_dim: int, num_heads: int, **kwargs) -> RoPE2D:
-        return RoPE2D(head_dim, num_heads, variant, **kwargs)
+def size_arguments(*, dim: int | None = None, num_heads: int | None = None,
+                   head_dim: int | None = None,
+                   grid_size: tuple[int, int] | None = None) -> dict[str, Any]:
+    """A model's sizes under the constructor-argument names of the spatial encodings.
 
-    build.__doc__ = f"``RoPE2D(head_dim, num_heads, variant={variant!r}, ...)``"
-    return build
-
-
-#: name -> (constructor, kind). Kinds: "none", "additive", "rotary", "bias".
-ENCODINGS: dict[str, tuple[Callable[..., nn.Module], str]] = {
-    "none": (NoPE, "none"),
-    "learned": (Learned2D, "additive"),
-    "sincos2d": (SinCos2D, "additive"),
-    "factorized": (Factorized2D, "additive"),
-    "rope_axial": (_rope("axial"), "rotary"),
-    "rope_mixed": (_rope("mixed"), "rotary"),
-    "relbias": (RelativeBias2D, "bias"),
-    "cpb": (ContinuousBias2D, "bias"),
-    "alibi2d": (ALiBi2D, "bias"),
-}
+    The patch grid is ``grid_size`` of Learned2D and RelativeBias2D, ``max_grid_size`` of
+    Factorized2D and ``ref_grid_size`` of ContinuousBias2D (SwinV2's pretraining window).
+    Sizes left None are None here (the constructor that needs one then says so).
+    """
+    return {"dim": dim, "num_heads": num_heads, "head_dim": head_dim, "grid_size": grid_size,
+            "max_grid_size": grid_size, "ref_grid_size": grid_size}
 
 
-def _check_name(name: object) -> str:
+def vit_size_arguments(model: nn.Module) -> dict[str, Any]:
+    """:func:`size_arguments` of a timm ``VisionTransformer``: its ``embed_dim``, the first
+    block's heads and head size, and the patch grid at its configured image size."""
+    attn = model.blocks[0].attn
+    # getattr: a block whose attention is not timm's Attention is refused by attach with a
+    # message naming it, which a bare AttributeError here would pre-empt.
+    return size_arguments(dim=model.embed_dim, num_heads=getattr(attn, "num_heads", None),
+                          head_dim=getattr(attn, "head_dim", None),
+                          grid_size=tuple(model.patch_embed.grid_size))
+
+
+def one_module_per_block(encoding: nn.Module) -> bool:
+    """The per-block rule, for names and class paths alike: True for a learnable rotary or bias
+    encoding (one owning parameters: RoPE-Mixed frequencies, a relative-bias table, a
+    continuous-bias MLP), which gets one module per block as in the papers (RoPE-Mixed, Swin,
+    SwinV2); False for a parameter-free one (axial RoPE, 2D ALiBi), which all blocks share and
+    is computed once per forward, and for additive ones, which enter once, before the blocks.
+    """
+    return _core_encoding_kind(encoding) in ("rotary", "bias") \
+        and next(encoding.parameters(), None) is not None
+
+
+def encodings_for_blocks(build: Callable[[], nn.Module],
+                         num_blocks: int) -> nn.Module | list[nn.Module]:
+    """``build()`` once, or ``num_blocks`` times (a list, block order) where
+    :func:`one_module_per_block` says so: what :func:`attach` takes for a model of
+    ``num_blocks`` blocks."""
+    first = build()
+    if not one_module_per_block(first):
+        return first
+    return [first] + [build() for _ in range(num_blocks - 1)]
+
+
+@dataclass(frozen=True)
+class SpatialEncodingSpec:
+    """What a spatial encoding name means.
+
+    Attributes:
+        name: the name (a config value, :func:`attach`'s argument).
+        cls: the encoding class; its ``kind`` attribute is the name's :attr:`kind`.
+        infers: the constructor arguments taken from a model's sizes (keys of
+            :func:`size_arguments`); anything else keeps the constructor's default.
+        fixed: constructor arguments the name itself sets (read-only).
+    """
+
+    name: str
+    cls: type[PositionEncoding]
+    infers: tuple[str, ...] = ()
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.infers) - set(SIZE_ARGUMENTS))
+        if unknown:
+            raise ValueError(f"{self.name}: infers {unknown} are not size arguments; valid: "
+                             f"{list(SIZE_ARGUMENTS)}")
+        object.__setattr__(self, "fixed", MappingProxyType(dict(self.fixed)))
+
+    @property
+    def kind(self) -> str:
+        """``"additive"``, ``"rotary"``, ``"bias"`` or ``"none"``: the class's ``kind``."""
+        return _core_encoding_kind(self.cls)
+
+    @property
+    def per_block(self) -> bool:
+        """Whether :func:`attach` gives every block its own module (:func:`one_module_per_block`
+        of this name's module, built on the meta device at small sizes: nothing is
+        allocated)."""
+        sizes = size_arguments(dim=8, num_heads=2, head_dim=8, grid_size=(2, 2))
+        with torch.device("meta"):
+            return one_module_per_block(self.build(**self.arguments(sizes)))
+
+    def arguments(self, sizes: Mapping[str, Any]) -> dict[str, Any]:
+        """The constructor arguments this name takes from ``sizes`` (a :func:`size_arguments`
+        dict)."""
+        return {key: sizes[key] for key in self.infers}
+
+    def infer(self, model: nn.Module) -> dict[str, Any]:
+        """The constructor arguments this name takes from a timm ``VisionTransformer``."""
+        return self.arguments(vit_size_arguments(model))
+
+    def build(self, **kwargs: Any) -> nn.Module:
+        """``cls(**fixed, **kwargs)``; a keyword the name fixes is a ``TypeError``."""
+        clash = sorted(set(kwargs) & set(self.fixed))
+        if clash:
+            given = ", ".join(f"{key}={kwargs[key]!r}" for key in clash)
+            fixed = ", ".join(f"{key}={self.fixed[key]!r}" for key in clash)
+            raise TypeError(f"encoding {self.name!r} fixes {fixed}, got {given}: use another "
+                            f"name or the class {self.cls.__name__} itself")
+        return self.cls(**self.fixed, **kwargs)
+
+
+_SPECS = (
+    SpatialEncodingSpec("none", NoPE),
+    SpatialEncodingSpec("learned", Learned2D, ("grid_size", "dim")),
+    SpatialEncodingSpec("sincos2d", SinCos2D, ("dim",)),
+    SpatialEncodingSpec("factorized", Factorized2D, ("max_grid_size", "dim")),
+    SpatialEncodingSpec("rope_axial", RoPE2D, ("head_dim", "num_heads"), {"variant": "axial"}),
+    SpatialEncodingSpec("rope_mixed", RoPE2D, ("head_dim", "num_heads"), {"variant": "mixed"}),
+    SpatialEncodingSpec("relbias", RelativeBias2D, ("num_heads", "grid_size")),
+    SpatialEncodingSpec("cpb", ContinuousBias2D, ("num_heads", "ref_grid_size")),
+    SpatialEncodingSpec("alibi2d", ALiBi2D, ("num_heads",)),
+)
+
+#: name -> :class:`SpatialEncodingSpec`, read-only; iterating gives the names.
+ENCODINGS: Mapping[str, SpatialEncodingSpec] = MappingProxyType({s.name: s for s in _SPECS})
+
+
+def encoding_spec(name: str) -> SpatialEncodingSpec:
+    """The :class:`SpatialEncodingSpec` of ``name``; a ``ValueError`` (``TypeError`` for a
+    non-str) listing the valid names otherwise."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str (a spatial encoding name), got "
                         f"{type(name).__name__} ({name!r}); valid names: {list(ENCODINGS)}")
     if name not in ENCODINGS:
         raise ValueError(f"unknown spatial encoding {name!r}; valid names: {list(ENCODINGS)}")
-    return name
+    return ENCODINGS[name]
 
 
 def encoding_from_name(name: str, **kwargs) -> nn.Module:
@@ -56,25 +175,13 @@ def encoding_from_name(name: str, **kwargs) -> nn.Module:
 
     Example: ``encoding_from_name("rope_mixed", head_dim=64, num_heads=6)``.
     """
-    build, _ = ENCODINGS[_check_name(name)]
-    return build(**kwargs)
+    return encoding_spec(name).build(**kwargs)
 
 
-def encoding_kind(encoding: str | nn.Module | None) -> str:
-    """``"none"``, ``"additive"``, ``"rotary"`` or ``"bias"`` for a name or an encoding.
-
-    Modules declare their kind with a ``kind`` attribute; modules without one are classified
-    by what they provide (``rotation`` -> rotary). None and NoPE are ``"none"``.
-    """
+def encoding_kind(encoding: str | nn.Module | type | None) -> str:
+    """``"none"``, ``"additive"``, ``"rotary"`` or ``"bias"`` for a name (from the registry),
+    an encoding module or class (:func:`posenc.core.encoding_kind`: its ``kind`` attribute), or
+    None."""
     if isinstance(encoding, str):
-        return ENCODINGS[_check_name(encoding)][1]
-    if encoding is None or isinstance(encoding, NoPE):
-        return "none"
-    kind = getattr(encoding, "kind", None)
-    if kind in ("additive", "rotary", "bias"):
-        return kind
-    if hasattr(encoding, "rotation"):
-        return "rotary"
-    raise TypeError(f"cannot tell how {type(encoding).__name__} enters attention: give it a "
-                    "kind attribute ('additive', 'rotary' or 'bias') or use a name from "
-                    f"{list(ENCODINGS)}")
+        return encoding_spec(encoding).kind
+    return _core_encoding_kind(encoding)

@@ -45,7 +45,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from .coords import GridPositions, patch_coords
-from .factory import ENCODINGS, encoding_from_name, encoding_kind
+from .factory import ENCODINGS, encoding_kind, encoding_spec, encodings_for_blocks
 from .learned import Learned2D
 
 __all__ = ["attach", "GridAttention", "GridContext", "GridVisionTransformer"]
@@ -54,7 +54,6 @@ SUPPORTED = ("timm.models.vision_transformer.VisionTransformer (vit_*, deit_* wi
              "distillation token; with or without class token, reg_tokens, no_embed_class, "
              "dynamic_img_size, dynamic_img_pad) with timm's PatchEmbed, Block/ResPostBlock and "
              "Attention")
-PER_BLOCK = ("rope_mixed", "relbias", "cpb")  # learnable: one module per block, as the papers
 
 
 class GridContext(NamedTuple):
@@ -309,28 +308,13 @@ def _check_model(model: nn.Module, kind: str) -> VisionTransformer:
 
 
 def _from_name(model: VisionTransformer, name: str, kwargs: dict) -> list[nn.Module] | nn.Module:
-    """Encodings for ``name`` with dims inferred from ``model`` (``kwargs`` override)."""
-    attn = model.blocks[0].attn
-    grid = tuple(model.patch_embed.grid_size)
-    dim = model.embed_dim
-    num_heads, head_dim = getattr(attn, "num_heads", None), getattr(attn, "head_dim", None)
-    inferred = {
-        "none": {},
-        "learned": {"grid_size": grid, "dim": dim},
-        "sincos2d": {"dim": dim},
-        "factorized": {"max_grid_size": grid, "dim": dim},
-        "rope_axial": {"head_dim": head_dim, "num_heads": num_heads},
-        "rope_mixed": {"head_dim": head_dim, "num_heads": num_heads},
-        "relbias": {"num_heads": num_heads, "grid_size": grid},
-        "cpb": {"num_heads": num_heads, "ref_grid_size": grid},
-        "alibi2d": {"num_heads": num_heads},
-    }[name]
-    params = {**inferred, **kwargs}
-    if name == "learned" and model.pos_embed is not None:
+    """Encodings for ``name`` with sizes inferred from ``model`` (``kwargs`` override), one
+    per block or shared as :func:`posenc.spatial.one_module_per_block` rules."""
+    spec = encoding_spec(name)
+    params = {**spec.infer(model), **kwargs}
+    if spec.cls is Learned2D and model.pos_embed is not None:
         return _learned_from_model(model, params)
-    if name in PER_BLOCK:
-        return [encoding_from_name(name, **params) for _ in model.blocks]
-    return encoding_from_name(name, **params)
+    return encodings_for_blocks(lambda: spec.build(**params), len(model.blocks))
 
 
 @torch.no_grad()
@@ -366,10 +350,12 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
     Args:
         model: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_small_patch16_224")``,
             deit, with registers, ``no_embed_class``, ``dynamic_img_size``).
-        encoding: a name from :func:`encoding_from_name` (dims, heads and grid size are taken
-            from the model; ``kwargs`` override them, e.g. ``base=10000.0``), an encoding
-            module (rotary/bias modules are shared by all blocks), a sequence of one rotary or
-            bias module per block, or None (no position encoding).
+        encoding: a name from :data:`posenc.spatial.ENCODINGS` (dims, heads and grid size are
+            taken from the model; ``kwargs`` override them, e.g. ``base=10000.0``; learnable
+            rotary/bias names get one module per block, parameter-free ones one shared module:
+            :func:`posenc.spatial.one_module_per_block`), an encoding module (rotary/bias
+            modules are shared by all blocks), a sequence of one rotary or bias module per
+            block, or None (no position encoding).
 
     The model's own position encoding is replaced: ``"learned"`` starts from the model's
     ``pos_embed`` (same outputs at the training size; resampled like timm's

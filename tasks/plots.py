@@ -200,16 +200,16 @@ def _run(kind: str, args: argparse.Namespace) -> Path:
             model = load_checkpoint_module(args.checkpoint)
             enc = _find(model, lambda m: getattr(m, "kind", None) == "additive"
                         and hasattr(m, "encode_grid"),
-                        "additive 2D encoding (learned, sincos2d, factorized)", args.checkpoint)
+                        f"additive 2D encoding ({', '.join(GRID_ENCODINGS)})", args.checkpoint)
             grid = grid or _checkpoint_grid(model) or (7, 7)
             name, title = args.checkpoint.stem, (
                 f"Position embedding similarity, {grid[0]}x{grid[1]} grid\n{describe(enc)} "
                 f"from {args.checkpoint.name}")
         else:
             grid = grid or (7, 7)
-            kwargs = {"sincos2d": {}, "learned": {"grid_size": grid},
-                      "factorized": {"max_grid_size": grid}}[args.encoding]
-            enc = spatial.encoding_from_name(args.encoding, dim=args.dim, **kwargs)
+            spec = spatial.encoding_spec(args.encoding)
+            enc = spec.build(**spec.arguments(spatial.size_arguments(dim=args.dim,
+                                                                     grid_size=grid)))
             name, title = args.encoding, None
             if args.encoding != "sincos2d":
                 title = (f"Position embedding similarity, {grid[0]}x{grid[1]} grid\n"

@@ -10,13 +10,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from posenc.spatial import ENCODINGS
 from torch import Tensor, nn
 
 from .plots_figure import cosine_matrix, describe, new_figure, save_png
 
 __all__ = ["GRID_ENCODINGS", "plot_grid_similarity", "plot_rope_mixed_frequencies"]
 
-GRID_ENCODINGS = ("sincos2d", "learned", "factorized")
+#: The names whose encodings have a grid to plot: the additive ones of the spatial registry.
+GRID_ENCODINGS = tuple(name for name, spec in ENCODINGS.items() if spec.kind == "additive")
 
 
 def plot_grid_similarity(encoding: nn.Module, path: str | Path,

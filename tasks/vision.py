@@ -1,10 +1,12 @@
 """``ImageClassifier``: a timm Vision Transformer with a posenc spatial encoding attached.
 
-The encoding is a config value: a name from :func:`posenc.spatial.encoding_from_name`
+The encoding is a config value: a name from :data:`posenc.spatial.ENCODINGS`
 (``encoding: rope_mixed``; sizes are inferred from the ViT) or a dict
-``{class_path: posenc.spatial.RoPE2D, init_args: {...}}`` whose missing ``dim``,
-``head_dim``, ``num_heads`` and ``grid_size`` are filled in from the ViT. Validation and test
-run at every image size the data module provides (one loader per size) and log
+``{class_path: posenc.spatial.RoPE2D, init_args: {...}}`` whose missing size arguments
+(:func:`posenc.spatial.size_arguments`: ``dim``, ``head_dim``, ``num_heads``, the grid) are
+filled in from the ViT; either way learnable rotary/bias encodings get one module per block
+and parameter-free ones are shared (:func:`posenc.spatial.one_module_per_block`). Validation
+and test run at every image size the data module provides (one loader per size) and log
 ``{stage}/acc_{size}`` and ``{stage}/loss_{size}``; ``{stage}/acc`` and ``{stage}/loss`` are
 at the training size.
 """
@@ -69,17 +71,11 @@ def build_vit(
         raise ValueError(f"model_name={model_name!r}: {err}") from err
     if isinstance(encoding, str):
         return spatial.attach(model, encoding)
-    grid = img_size // patch_size
-    defaults = {"dim": embed_dim, "head_dim": embed_dim // num_heads, "num_heads": num_heads,
-                "grid_size": (grid, grid), "max_grid_size": (grid, grid),
-                "ref_grid_size": (grid, grid)}
-    module = instantiate(encoding, {}, "encoding", defaults=defaults)
-    if spatial.encoding_kind(module) in ("rotary", "bias") and any(
-            p.requires_grad for p in module.parameters()):
-        # Learnable attention encodings get one instance per block, as attach does by name.
-        module = [module] + [instantiate(encoding, {}, "encoding", defaults=defaults)
-                             for _ in model.blocks[1:]]
-    return spatial.attach(model, module)
+    # A class path is filled in and placed as attach places a name: the same inferred sizes,
+    # the same per-block rule.
+    defaults = spatial.vit_size_arguments(model)
+    return spatial.attach(model, spatial.encodings_for_blocks(
+        lambda: instantiate(encoding, {}, "encoding", defaults=defaults), len(model.blocks)))
 
 
 # timm VisionTransformer's pooling modes.
@@ -124,8 +120,9 @@ class ImageClassifier(LightningModule):
     Args:
         model_name: timm ViT architecture (``vit_*``, ``deit_*``); built with
             ``pretrained=False`` and the sizes below overriding the architecture's.
-        encoding: spatial encoding: a name (``none, learned, sincos2d, factorized,
-            rope_axial, rope_mixed, relbias, cpb, alibi2d``) or ``{class_path, init_args}``.
+        encoding: spatial encoding: a name from ``posenc.spatial.ENCODINGS`` (``none``,
+            ``learned``, ``rope_mixed``, ...; a wrong one lists them) or
+            ``{class_path, init_args}``.
         num_classes: output classes.
         in_chans: image channels.
         img_size: training image size (the model runs at any multiple of ``patch_size``).
