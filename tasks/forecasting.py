@@ -57,6 +57,7 @@ _KNOWN_INPUTS = {
     "ContinuousSinusoidal": "elapsed",
     "Time2Vec": "elapsed",
     "TimeDelta": "deltas",
+    "IndexSinusoidal": "deltas",
 }
 
 
@@ -92,6 +93,7 @@ TIME_ENCODINGS: dict[str, Any] = {
     "continuous": _continuous,
     "time2vec": _time2vec,
     "timedelta": _timedelta,
+    "index_sinusoidal": temporal.IndexSinusoidal,
 }
 
 

@@ -10,6 +10,7 @@ Encodings (torch modules over those coordinates):
   :class:`CalendarEmbedding` (Informer-style learned/fixed tables);
 - absolute time: :class:`FourierSeasonality` (Prophet-style, exact integer phases);
 - elapsed time: :class:`ContinuousSinusoidal`, :class:`Time2Vec`, :class:`TimeDelta`;
+  token index (the equally-spaced baseline): :class:`IndexSinusoidal`;
 - relative time in attention: core's ``RotaryEncoding`` / ``ALiBi`` /
   ``MultiheadAttention`` with ``time_positions(...)`` as positions.
 """
@@ -31,6 +32,7 @@ from .fourier import (
     FourierSeasonality,
     fourier_features,
 )
+from .index_sinusoidal import IndexSinusoidal
 from .time2vec import Time2Vec
 from .time_delta import TimeDelta, time_delta_features
 from .timestamps import (
@@ -55,6 +57,7 @@ __all__ = [
     "CalendarFeatures",
     "ContinuousSinusoidal",
     "FourierSeasonality",
+    "IndexSinusoidal",
     "Time2Vec",
     "TimeDelta",
     "Timestamps",

@@ -19,11 +19,13 @@ EXPECTED_KINDS = {
     temporal.CalendarFeatures: "additive", temporal.CalendarEmbedding: "additive",
     temporal.FourierSeasonality: "additive", temporal.ContinuousSinusoidal: "additive",
     temporal.Time2Vec: "additive", temporal.TimeDelta: "additive",
+    temporal.IndexSinusoidal: "additive",
 }
 EXPECTED_READS = {
     temporal.CalendarFeatures: "fields", temporal.CalendarEmbedding: "fields",
     temporal.FourierSeasonality: "timestamps", temporal.ContinuousSinusoidal: "elapsed",
     temporal.Time2Vec: "elapsed", temporal.TimeDelta: "deltas",
+    temporal.IndexSinusoidal: "deltas",
 }
 
 
