@@ -189,6 +189,27 @@ def test_partial_rotary_leaves_tail_untouched(layout):
     torch.testing.assert_close(out[..., :16].norm(dim=-1), x[..., :16].norm(dim=-1))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_partial_interleaved_writes_in_place_only_without_autograd_and_agrees(dtype):
+    # Without autograd the product is written straight into the output (out=, no cat);
+    # under autograd the cat path runs. Both must give the same bits, in x's dtype.
+    rope = RotaryEncoding(64, rotary_dim=24, layout="interleaved")
+    x = torch.randn(2, 3, 9, 64).to(dtype)
+    rotation = rope.rotation(torch.arange(9) * 7)
+    fast = apply_rotation(x, rotation)
+    tracked = apply_rotation(x.clone().requires_grad_(), rotation)
+    assert tracked.requires_grad and fast.dtype == tracked.dtype == dtype
+    assert torch.equal(fast, tracked.detach())
+    assert torch.equal(fast[..., 24:], x[..., 24:])
+
+
+def test_partial_interleaved_traces_without_a_graph_break():
+    # The out= fast path is eager-only: Dynamo breaks the graph on a strided out=.
+    rotation = RotaryEncoding(16, rotary_dim=8, layout="interleaved").rotation(torch.arange(5))
+    explain = torch._dynamo.explain(lambda x: apply_rotation(x, rotation))(torch.randn(1, 2, 5, 16))
+    assert explain.graph_break_count == 0
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_rotation_at_position_zero_is_identity(layout):
     x = torch.randn(1, 2, 1, 32)
