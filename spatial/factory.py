@@ -96,7 +96,7 @@ class SpatialEncodingSpec:
     name: str
     cls: type[PositionEncoding]
     infers: tuple[str, ...] = ()
-    fixed: Mapping[str, Any] = field(default_factory=dict)
+    fixed: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.infers) - set(SIZE_ARGUMENTS))

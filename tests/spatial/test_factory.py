@@ -120,3 +120,8 @@ def test_kind_is_declared_not_guessed_from_methods():
 
     with pytest.raises(TypeError, match=r"^Rotating does not declare how it enters"):
         encoding_kind(Rotating())
+
+
+def test_specs_hash_and_compare_as_values():
+    assert hash(ENCODINGS["rope_axial"]) == hash(ENCODINGS["rope_axial"])
+    assert ENCODINGS["rope_axial"] != ENCODINGS["rope_mixed"]

@@ -50,3 +50,10 @@ def test_a_name_and_its_class_path_build_the_same_model(name):
 def test_a_class_path_without_a_kind_is_refused_naming_it():
     with pytest.raises(TypeError, match=r"^Identity does not declare how it enters"):
         _build({"class_path": "torch.nn.Identity"})
+
+
+def test_plots_offer_the_registry_additive_names():
+    from posenc.tasks.plots_spatial import GRID_ENCODINGS
+
+    assert set(GRID_ENCODINGS) == {"learned", "sincos2d", "factorized"}
+    assert all(ENCODINGS[name].kind == "additive" for name in GRID_ENCODINGS)
