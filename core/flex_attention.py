@@ -220,11 +220,15 @@ def use_flex(backend: str, bias: object, attn_mask: object, q: Tensor, k: Tensor
     return True
 
 
-def _check_block_mask(mask: BlockMask, batch: int, num_q: int, num_k: int) -> None:
+def _check_block_mask(mask: BlockMask, q: Tensor, num_k: int) -> None:
+    batch, num_q = q.shape[0], q.shape[-2]
     mask_batch, _, mask_q, mask_k = mask.shape
     if (mask_q, mask_k) != (num_q, num_k) or mask_batch not in (1, batch):
         raise ValueError(f"attn_mask is a BlockMask of shape {tuple(mask.shape)}, expected "
                          f"(1 or B={batch}, 1 or H, Nq={num_q}, Nk={num_k})")
+    if mask.kv_num_blocks.device != q.device:
+        raise ValueError(f"attn_mask is a BlockMask on {mask.kv_num_blocks.device} for queries "
+                         f"on {q.device}: build it with device= the queries' device")
 
 
 def flex_attend(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None = None, *,
@@ -240,9 +244,9 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None = No
     Returns:
         ``(B, H, Nq, head_dim)``. A query whose keys are all masked gets 0 (SDPA gives NaN).
     """
-    batch, num_q, num_k = q.shape[0], q.shape[-2], k.shape[-2]
+    num_q, num_k = q.shape[-2], k.shape[-2]
     if block_mask is not None:
-        _check_block_mask(block_mask, batch, num_q, num_k)
+        _check_block_mask(block_mask, q, num_k)
     if is_causal:
         block_mask = causal_block_mask(num_q, num_k, q.device) if block_mask is None else \
             create_block_mask(and_masks(block_mask.mask_mod, _causal(num_q, num_k)),

@@ -141,6 +141,13 @@ def test_a_block_mask_needs_the_flex_path():
 
 
 @pytest.mark.slow  # BLOCK_MASKS
+def test_block_mask_on_another_device_than_the_queries_is_refused():
+    q = torch.empty(1, HEADS, 5, 8, device="meta")
+    with pytest.raises(ValueError, match="BlockMask on cpu for queries on meta"):
+        flex_attend(q, q, q, block_mask=packed_block_mask([2, 3]))
+
+
+@pytest.mark.slow  # BLOCK_MASKS
 def test_packed_block_mask_equals_packed_attention_mask():
     lengths = [3, 1, 4]
     dense = packed_attention_mask(lengths)
