@@ -1,11 +1,12 @@
-"""Float64 buffers that follow a module across devices but never across dtypes."""
+"""Float64 buffers (and fixed-dtype parameters) that follow a module across devices but never
+across dtypes: the one ``_apply`` override in posenc."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .encoding import PositionEncoding
 
@@ -26,7 +27,15 @@ class Float64Buffers(PositionEncoding):
     ``to_empty(device=...)`` recomputes them on the new device, and, as for every posenc
     encoding and torchtune's modules, ``reset_parameters()`` after ``to_empty`` restores the
     whole encoding (learned parameters included).
+
+    Learnable frequencies follow the same rule: the parameters named in
+    :attr:`fixed_dtype_parameters` (e.g. RoPE2D's mixed ``freqs``, float32) move with the
+    module across devices, in place (an optimizer keeps holding them), but keep their dtype
+    under ``.to(torch.bfloat16)``/``.half()``; unlike the buffers they are in the state dict.
     """
+
+    #: Names of parameters that move across devices but keep their dtype.
+    fixed_dtype_parameters: tuple[str, ...] = ()
 
     def float64_buffers(self) -> dict[str, Tensor]:
         """The float64 buffers, computed from the constructor's arguments (it runs under a CPU
@@ -62,10 +71,15 @@ class Float64Buffers(PositionEncoding):
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True):
         names = getattr(self, "_float64_buffer_names", ())
         kept = {n: self._buffers.pop(n) for n in names}
-        super()._apply(fn, recurse)
+        params = {n: self._parameters.pop(n) for n in self.fixed_dtype_parameters
+                  if n in self._parameters}
+        try:
+            super()._apply(fn, recurse)
+        finally:  # an _apply that fails leaves these unchanged, not missing
+            self._buffers.update(kept)
+            self._parameters.update(params)
         rebuild_on = None
         for n, t in kept.items():
-            self._buffers[n] = t
             if t is None:
                 continue
             device = _target_device(fn, t)
@@ -76,7 +90,23 @@ class Float64Buffers(PositionEncoding):
                 self._buffers[n] = t.to(device)
         if rebuild_on is not None:
             self._rebuild(rebuild_on)
+        for n, p in params.items():
+            if p is not None:
+                self._parameters[n] = _move_parameter(p, _target_device(fn, p))
         return self
+
+
+def _move_parameter(p: nn.Parameter, device: torch.device) -> nn.Parameter:
+    """``p`` on ``device`` with its dtype, moved in place (optimizers hold the object)."""
+    if p.is_meta and device.type != "meta":
+        # No values to copy (to_empty after a meta-device build), and a meta tensor cannot
+        # become a real parameter's .data: reset_parameters() fills the new one.
+        return nn.Parameter(torch.empty_like(p, device=device), requires_grad=p.requires_grad)
+    if device != p.device:
+        p.data = p.data.to(device)
+        if p.grad is not None:
+            p.grad = p.grad.to(device)
+    return p
 
 
 def _target_device(fn: Callable[[Tensor], Tensor], t: Tensor) -> torch.device:

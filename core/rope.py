@@ -18,7 +18,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .angles import angles
+from .angles import LAYOUTS, angles
 from .buffers import Float64Buffers
 from .rope_scaling import RopeScaling
 from .validation import (
@@ -37,8 +37,6 @@ __all__ = [
     "rotary_layout_permutation",
     "convert_rotary_layout",
 ]
-
-LAYOUTS = ("half", "interleaved")
 
 
 class Rotation(NamedTuple):

@@ -25,6 +25,7 @@ __all__ = [
     "check_base",
     "check_even",
     "check_choice",
+    "check_output_dtype",
 ]
 
 # Positions keep float32 or float64: bfloat16 has 8 significant bits (1001 rounds to 1000) and
@@ -109,11 +110,26 @@ def check_even(value: object, name: str) -> int:
     return value
 
 
-def check_choice(value: str, name: str, choices: tuple[str, ...]) -> str:
-    """Return ``value`` if it is one of ``choices``, else raise listing them."""
+def check_choice(value: object, name: str, choices: tuple[object, ...]) -> object:
+    """Return ``value`` if it is one of ``choices``, else raise listing them: ``TypeError``
+    when its type is none of the choices' types (``variant=["axial"]``, ``normalize=1``;
+    ``None`` is of the right type only where it is a choice), ``ValueError`` otherwise."""
+    types = tuple({type(c) for c in choices})
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        raise TypeError(f"{name} must be one of {list(choices)}, got {type(value).__name__} "
+                        f"({value!r})")
     if value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
     return value
+
+
+def check_output_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
+    """Return ``dtype`` if it is a floating ``torch.dtype``: an integer output would round
+    every sin/cos feature to -1, 0 or 1."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating torch.dtype (e.g. torch.float32), got "
+                        f"{dtype!r}")
+    return dtype
 
 
 def check_finite(tensor: Tensor, name: str) -> Tensor:

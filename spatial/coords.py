@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable
 from typing import NamedTuple, TypeVar
 
 import torch
-from posenc.core import check_choice, check_positions
+from posenc.core import check_choice, check_int, check_positions
 from torch import Tensor
 
 __all__ = [
@@ -35,16 +35,22 @@ T = TypeVar("T")
 def check_grid_size(grid_size: object, name: str = "grid_size") -> tuple[int, int]:
     """``int`` or ``(rows, cols)`` -> ``(rows, cols)``, each a positive int.
 
-    Symbolic sizes (``torch.SymInt``, from ``torch.export``/``torch.compile``) pass unchecked.
+    ``TypeError`` for anything but an int or a pair of ints (``3.0``, ``("a", 3)``, a bool,
+    three sizes); ``ValueError`` for sizes < 1. Symbolic sizes
+    (``torch.SymInt``, from ``torch.export``/``torch.compile``) pass unchecked.
     """
     if isinstance(grid_size, (int, torch.SymInt)) and not isinstance(grid_size, bool):
         grid_size = (grid_size, grid_size)
     if not isinstance(grid_size, (tuple, list, torch.Size)) or len(grid_size) != 2:
-        raise TypeError(f"{name} must be an int or a (rows, cols) pair, got {grid_size!r}")
+        raise TypeError(f"{name} must be an int or a (rows, cols) pair, got "
+                        f"{type(grid_size).__name__} ({grid_size!r})")
     for value in grid_size:
         if isinstance(value, torch.SymInt):
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must hold ints, got {type(value).__name__} in "
+                            f"{tuple(grid_size)!r}")
+        if value < 1:
             raise ValueError(f"{name} must hold positive ints, got {tuple(grid_size)!r}")
     return grid_size[0], grid_size[1]
 
@@ -126,9 +132,7 @@ def as_grid_positions(positions: Tensor | GridPositions, name: str = "positions"
             given, coords = check()
         if positions.grid_size is not None:
             check_grid_size(positions.grid_size, f"{name}.grid_size")
-        prefix = positions.num_prefix_tokens
-        if isinstance(prefix, bool) or not isinstance(prefix, int) or prefix < 0:
-            raise ValueError(f"{name}.num_prefix_tokens must be an int >= 0, got {prefix!r}")
+        check_int(positions.num_prefix_tokens, f"{name}.num_prefix_tokens", ge=0)
         return positions if coords is positions.coords else positions._replace(coords=coords)
     return GridPositions(check_positions(positions, name, trailing=(2,)))
 

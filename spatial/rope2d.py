@@ -16,7 +16,6 @@ In both, the attention score of a query and a key depends only on their 2D offse
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +23,7 @@ from posenc.core import (
     Float64Buffers,
     Rotation,
     angles,
+    apply_rotation,
     check_base,
     check_bool,
     check_choice,
@@ -31,6 +31,7 @@ from posenc.core import (
     rope_inv_freq,
     rotation_from_angles,
 )
+from posenc.core.angles import LAYOUTS
 from torch import Tensor, nn
 
 from .coords import NORMALIZE, GridPositions, as_grid_positions, cached
@@ -38,7 +39,6 @@ from .coords import NORMALIZE, GridPositions, as_grid_positions, cached
 __all__ = ["RoPE2D", "init_mixed_freqs"]
 
 VARIANTS = ("axial", "mixed")
-LAYOUTS = ("half", "interleaved")
 DEFAULT_BASE = {"axial": 100.0, "mixed": 10.0}
 
 
@@ -78,7 +78,8 @@ class RoPE2D(Float64Buffers):
     """2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``.
 
     Use it as the ``rotary`` of :class:`posenc.core.MultiheadAttention` with ``(N, 2)``/
-    ``(B, N, 2)`` patch coordinates or a :class:`GridPositions` as positions.
+    ``(B, N, 2)`` patch coordinates or a :class:`GridPositions` as positions, or call it
+    (:meth:`rotate`, as :class:`posenc.core.RotaryEncoding`) on q or k.
 
     Args:
         head_dim: channels per head (divisible by 4); all of them rotate.
@@ -98,6 +99,8 @@ class RoPE2D(Float64Buffers):
     """
 
     kind = "rotary"
+    # A bf16 frequency is off by up to 0.4%, i.e. whole radians a few hundred patches away.
+    fixed_dtype_parameters = ("freqs",)
 
     def __init__(self, head_dim: int, num_heads: int, variant: str = "axial",
                  base: float | None = None, *, normalize: str | None = None,
@@ -155,24 +158,25 @@ class RoPE2D(Float64Buffers):
 
         return cached(positions, (id(self), "rotation"), compute)
 
-    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True):
-        # Keep the learnable frequencies float32 under .to(bfloat16)/.half(): a bf16 frequency
-        # is off by up to 0.4%, i.e. whole radians a few hundred patches away.
-        freqs = self._parameters.pop("freqs", None)
-        super()._apply(fn, recurse)
-        if freqs is not None:
-            device = fn(torch.empty(0, device=freqs.device)).device
-            if freqs.is_meta and device != freqs.device:
-                # No values to copy (to_empty after a meta-device build), and a meta tensor
-                # cannot become a real parameter's .data: reset_parameters() draws them.
-                freqs = nn.Parameter(torch.empty_like(freqs, device=device),
-                                     requires_grad=freqs.requires_grad)
-            elif device != freqs.device:
-                freqs.data = freqs.data.to(device)
-                if freqs.grad is not None:
-                    freqs.grad = freqs.grad.to(device)
-        self._parameters["freqs"] = freqs
-        return self
+    def rotate(self, x: Tensor, positions: Tensor | GridPositions) -> Tensor:
+        """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 2)``/``(B, N, 2)``
+        coordinates or a :class:`GridPositions` with ``P`` prefix tokens (left unrotated)."""
+        positions = as_grid_positions(positions)
+        tokens = positions.num_prefix_tokens + positions.coords.shape[-2]
+        if x.ndim != 4 or x.shape[-1] != self.head_dim or (
+                self.freqs is not None and x.shape[1] != self.num_heads):
+            heads = "H" if self.freqs is None else f"H={self.num_heads}"
+            raise ValueError(f"x must have shape (B, {heads}, N, head_dim={self.head_dim}), got "
+                             f"{tuple(x.shape)}")
+        coords = positions.coords
+        if tokens != x.shape[-2] or (coords.ndim == 3 and coords.shape[0] not in (1, x.shape[0])):
+            raise ValueError(f"positions of shape {tuple(coords.shape)} with "
+                             f"{positions.num_prefix_tokens} prefix tokens do not match x of "
+                             f"shape {tuple(x.shape)}: expected (N, 2) or (B, N, 2) with "
+                             f"prefix + N = {x.shape[-2]}, B = {x.shape[0]}")
+        return apply_rotation(x, self.rotation(positions))
+
+    forward = rotate
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, num_heads={self.num_heads}, "

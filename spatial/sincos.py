@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import torch
 from posenc.core import (
     Float64Buffers,
     check_base,
     check_choice,
+    check_output_dtype,
     check_positions,
     check_positive_int,
     sinusoidal_encoding,
@@ -17,14 +19,16 @@ from .coords import NORMALIZE, patch_coords
 
 __all__ = ["SinCos2D"]
 
-LAYOUTS = ("rows_cols", "cols_rows", "timm")
+# The words of posenc.core.angles' layout vocabulary, with the order of the two axes.
+LAYOUTS = ("rows_cols", "cols_rows", "half")
 
 
 class SinCos2D(Float64Buffers):
     """Additive 2D sin-cos encoding (MAE, timm's ``build_sincos2d_pos_embed``).
 
     Each axis gets ``dim / 4`` frequencies ``base ** (-4i / dim)``, i.e. the 1D sinusoidal
-    encoding of width ``dim / 2``; the channel order is named by ``layout``:
+    encoding of width ``dim / 2``; the channel order is named by ``layout`` (in the vocabulary
+    of :mod:`posenc.core.angles`):
 
     - ``"rows_cols"``: ``[sin(row f), cos(row f), sin(col f), cos(col f)]``, half the channels
       for rows then half for columns; equals timm ``build_sincos2d_pos_embed(...,
@@ -32,8 +36,10 @@ class SinCos2D(Float64Buffers):
     - ``"cols_rows"``: ``[sin(col f), cos(col f), sin(row f), cos(row f)]``; exactly MAE's
       ``get_2d_sincos_pos_embed``. (timm's ``reverse_coord=True`` is not this: it also
       transposes the token order.)
-    - ``"timm"``: ``[sin(row f), sin(col f), cos(row f), cos(col f)]``; timm's
-      ``build_sincos2d_pos_embed`` with its default arguments.
+    - ``"half"``: ``[sin(row f), sin(col f), cos(row f), cos(col f)]``, the 1D ``"half"``
+      layout over the angles of both axes (channel ``i`` and ``i + dim/2`` hold the sin and
+      cos of one angle); timm's ``build_sincos2d_pos_embed`` with its default arguments
+      (``interleave_sin_cos=False``).
 
     Args:
         dim: embedding width (divisible by 4).
@@ -60,20 +66,24 @@ class SinCos2D(Float64Buffers):
     def float64_buffers(self) -> dict[str, Tensor]:
         return {"inv_freq64": sinusoidal_inv_freq(self.dim // 2, self.base)}
 
-    def forward(self, coords: Tensor) -> Tensor:
-        """``(N, 2)``/``(B, N, 2)`` (row, col) coordinates -> ``(..., N, dim)`` float32."""
+    def forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        """``(N, 2)``/``(B, N, 2)`` (row, col) coordinates -> ``(..., N, dim)`` of ``dtype``
+        (pass the dtype of the tokens it is added to)."""
         coords = check_positions(coords, "coords", trailing=(2,))
+        check_output_dtype(dtype)
         if self.layout == "cols_rows":
             coords = coords.flip(-1)
         # (..., N, axis, [sin f.., cos f..]) -> (..., N, axis, sin|cos, F)
-        enc = sinusoidal_encoding(coords, self.inv_freq64, "concat").unflatten(-1, (2, -1))
-        if self.layout == "timm":
+        enc = sinusoidal_encoding(coords, self.inv_freq64, "half").unflatten(-1, (2, -1))
+        if self.layout == "half":
             enc = enc.transpose(-3, -2)
-        return enc.flatten(-3)
+        return enc.flatten(-3).to(dtype)
 
-    def encode_grid(self, grid_size: int | tuple[int, int]) -> Tensor:
-        """``(rows * cols, dim)`` encoding of a whole grid in row-major order."""
-        return self(patch_coords(grid_size, self.normalize, device=self.inv_freq64.device))
+    def encode_grid(self, grid_size: int | tuple[int, int], *,
+                    dtype: torch.dtype = torch.float32) -> Tensor:
+        """``(rows * cols, dim)`` encoding of a whole grid in row-major order, of ``dtype``."""
+        return self(patch_coords(grid_size, self.normalize, device=self.inv_freq64.device),
+                    dtype=dtype)
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, base={self.base}, layout={self.layout!r}, "

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from posenc.core.angles import LAYOUTS
 from torch import nn
 
 from .plots_core import plot_additive_1d, plot_bias_vs_distance, plot_rope_scores
@@ -128,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--positions", type=int, default=128)
         if name == "sinusoidal":
             p.add_argument("--base", type=float, default=10000.0)
-            p.add_argument("--layout", default="interleaved", choices=("interleaved", "concat"))
+            p.add_argument("--layout", default="interleaved", choices=LAYOUTS)
     p = add("rope", "1D RoPE: q.k score vs relative distance")
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--base", type=float, default=10000.0)

@@ -1,5 +1,5 @@
-"""Sinusoidal encoding of real elapsed time (core's sinusoidal encoding, periods in time
-units instead of token steps)."""
+"""Sinusoidal encoding of real elapsed time: core's :func:`~posenc.core.sinusoidal_encoding`
+(the one sin/cos implementation), with periods in time units instead of token steps."""
 
 from __future__ import annotations
 
@@ -16,14 +16,11 @@ from posenc.core import (
     check_positive_int,
     sinusoidal_encoding,
 )
+from posenc.core.angles import LAYOUTS
+from posenc.core.validation import check_output_dtype
 from torch import Tensor
 
-from .timestamps import check_output_dtype
-
 __all__ = ["ContinuousSinusoidal", "geometric_periods"]
-
-LAYOUTS = ("interleaved", "concat")
-
 
 def geometric_periods(count: int, min_period: float, max_period: float) -> Tensor:
     """``(count,)`` float64 periods from ``min_period`` to ``max_period``, evenly spaced in
@@ -49,7 +46,8 @@ class ContinuousSinusoidal(Float64Buffers):
         dim: output width (even).
         min_period: shortest period, in the unit of the times passed in.
         max_period: longest period; make it exceed the span to be told apart.
-        layout: ``"interleaved"`` ([sin p0, cos p0, sin p1, ...]) or ``"concat"``.
+        layout: ``"interleaved"`` ([sin p0, cos p0, sin p1, ...]) or ``"half"`` ([sin p0, sin
+            p1, ..., cos p0, ...]), as :class:`~posenc.core.SinusoidalEncoding`.
     """
 
     kind = "additive"
@@ -70,7 +68,8 @@ class ContinuousSinusoidal(Float64Buffers):
 
     def forward(self, times: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
         """``(N,)`` or ``(B, N)`` elapsed times (float64 from :func:`time_positions` keeps
-        full precision far from the origin) -> ``(..., dim)``."""
+        full precision far from the origin) -> ``(..., dim)`` of ``dtype`` (pass the dtype of
+        the tokens it is added to)."""
         times = check_positions(times, "times")
         check_output_dtype(dtype)
         return sinusoidal_encoding(times, self.inv_freq64, self.layout).to(dtype)

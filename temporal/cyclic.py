@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -22,6 +21,7 @@ from posenc.core import check_bool
 from torch import Tensor
 
 from .calendar import FIELDS, check_field_range, field_column
+from .frequencies import frequency_fields
 from .timestamps import check_output_dtype
 
 __all__ = [
@@ -51,53 +51,6 @@ DEFAULT_FIELDS = ("hour", "day_of_week", "day_of_month", "month")
 _MAX_TABLE_ROWS = 2**18
 # Elements per block of the numpy path: a block's int32 fields and index fit in L2.
 _BLOCK = 2**15
-
-# GluonTS's ``time_features_from_frequency_str``: offset family -> features, in its order.
-_DAY = ("day_of_week", "day_of_month", "day_of_year")
-_GLUONTS_FIELDS: dict[str, tuple[str, ...]] = {
-    "year": (),
-    "quarter": ("month",),
-    "month": ("month",),
-    "week": ("day_of_month", "week_of_year"),
-    "day": _DAY,
-    "business_day": _DAY,
-    "hour": ("hour", *_DAY),
-    "minute": ("minute", "hour", *_DAY),
-    "second": ("second", "minute", "hour", *_DAY),
-}
-# pandas 3 aliases and the ones pandas < 2.2 used (case matters: "MS" month start, "ms"
-# milliseconds, old "S" seconds). Business year/quarter/month ends and sub-second
-# frequencies have no GluonTS feature set, as in GluonTS.
-_ALIASES: dict[str, str] = {
-    **dict.fromkeys(("YE", "YS", "Y", "A", "AS"), "year"),
-    **dict.fromkeys(("QE", "QS", "Q"), "quarter"),
-    **dict.fromkeys(("ME", "MS", "M"), "month"),
-    "W": "week",
-    "D": "day",
-    "d": "day",
-    "B": "business_day",
-    "C": "business_day",
-    **dict.fromkeys(("h", "H"), "hour"),
-    **dict.fromkeys(("min", "T"), "minute"),
-    **dict.fromkeys(("s", "S"), "second"),
-}
-_FREQUENCY = re.compile(r"^\s*(\d*)\s*([A-Za-z]+)(-[A-Za-z]+)?\s*$")
-
-
-def frequency_fields(freq: str) -> tuple[str, ...]:
-    """Fields GluonTS's ``time_features_from_frequency_str(freq)`` uses, in its order.
-
-    Parsed without pandas' offset machinery, so old (``"H"``, ``"T"``, ``"M"``, ``"A"``) and
-    new (``"h"``, ``"min"``, ``"ME"``, ``"YE"``) aliases both work, with multiples
-    (``"15min"``) and anchors (``"W-SUN"``, ``"QE-NOV"``).
-    """
-    match = _FREQUENCY.match(freq) if isinstance(freq, str) else None
-    if match is None or match.group(2) not in _ALIASES:
-        raise ValueError(f"freq must be a pandas frequency string with a GluonTS feature set "
-                         f"(multiple + one of {sorted(_ALIASES)}, e.g. '15min', 'W-SUN'), "
-                         f"got {freq!r}")
-    return _GLUONTS_FIELDS[_ALIASES[match.group(2)]]
-
 
 class _Axis(NamedTuple):
     column: str   # the calendar field indexing this axis

@@ -26,6 +26,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import pandas as pd
 import torch
+from posenc.core.validation import check_output_dtype  # noqa: F401 (its old import path)
 from torch import Tensor
 
 __all__ = [
@@ -182,15 +183,6 @@ def _check_tz(tz: Any) -> Any:
         raise TypeError(f"tz must be a time zone name or tzinfo (e.g. 'Europe/Berlin'), got "
                         f"{type(tz).__name__} {tz!r}")
     return tz
-
-
-def check_output_dtype(dtype: Any, name: str = "dtype") -> torch.dtype:
-    """Return ``dtype`` if it is a floating ``torch.dtype``: an integer output would round
-    every sin/cos feature to -1, 0 or 1."""
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"{name} must be a floating torch.dtype (e.g. torch.float32), got "
-                        f"{dtype!r}")
-    return dtype
 
 
 def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timestamps"

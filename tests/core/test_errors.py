@@ -95,8 +95,8 @@ CASES = {
     # bad layout / encoding names (the valid ones are listed)
     "rope layout": (lambda: RotaryEncoding(8, layout="neox"), ValueError,
                     r"layout must be one of \['half', 'interleaved'\], got 'neox'"),
-    "sinusoidal layout": (lambda: SinusoidalEncoding(8, layout="half"), ValueError,
-                          r"layout must be one of \['interleaved', 'concat'\], got 'half'"),
+    "sinusoidal layout": (lambda: SinusoidalEncoding(8, layout="concat"), ValueError,
+                          r"layout must be one of \['half', 'interleaved'\], got 'concat'"),
     "sinusoidal_encoding layout": (
         lambda: sinusoidal_encoding(torch.arange(3), sinusoidal_inv_freq(4), "cat"),
         ValueError, "layout must be one of"),

@@ -52,7 +52,8 @@ def test_shift_map_is_unique_least_squares_fit():
 @core_settings
 @given(st.lists(st.floats(-1e7, 1e7, allow_nan=False), min_size=1, max_size=20))
 def test_values_lie_in_unit_interval(values):
-    out = SinusoidalEncoding(64)(torch.tensor(values, dtype=torch.float64))
+    out = SinusoidalEncoding(64)(torch.tensor(values, dtype=torch.float64),
+                                 dtype=torch.float64)
     assert out.abs().max() <= 1.0
     # Each (sin, cos) pair lies on the unit circle.
     pairs = out.unflatten(-1, (32, 2))
@@ -88,10 +89,10 @@ def test_hand_worked_values():
     torch.testing.assert_close(out, expected, atol=5e-7, rtol=0)
 
 
-def test_concat_layout_is_sin_block_then_cos_block():
+def test_half_layout_is_sin_block_then_cos_block():
     p = torch.arange(100) * 13
     theta = ref_angles(p, ref_inv_freq(32))
-    out = SinusoidalEncoding(32, layout="concat")(p).double()
+    out = SinusoidalEncoding(32, layout="half")(p).double()
     torch.testing.assert_close(out, torch.cat((theta.sin(), theta.cos()), -1), atol=1e-6, rtol=0)
     interleaved = SinusoidalEncoding(32)(p)
     assert torch.equal(out.float(), torch.cat((interleaved[:, 0::2], interleaved[:, 1::2]), -1))
@@ -127,7 +128,7 @@ def test_precision_within_1e6_up_to_position_1e6():
 def test_batched_positions_shape_and_float64_output():
     enc = SinusoidalEncoding(8)
     assert enc(torch.zeros(3, 5, dtype=torch.long)).shape == (3, 5, 8)
-    out = enc(torch.tensor([1e9 + 0.5], dtype=torch.float64))
+    out = enc(torch.tensor([1e9 + 0.5], dtype=torch.float64), dtype=torch.float64)
     assert out.dtype == torch.float64
     theta = (1e9 + 0.5) * ref_inv_freq(8)
     torch.testing.assert_close(out[0, 0::2], theta.sin(), atol=1e-9, rtol=0)

@@ -113,3 +113,27 @@ def test_check_int_names_the_argument_and_the_bound(value, error, match):
 def test_check_int_returns_values_within_bounds():
     assert check_int(0, "workers", ge=0) == 0
     assert check_int(-5, "offset") == -5
+
+
+@pytest.mark.parametrize("value, choices, type_name", [
+    (["axial"], ("axial", "mixed"), "list"),
+    (1, (None, "unit"), "int"),
+    (None, ("half", "interleaved"), "NoneType"),
+    (True, ("half", "interleaved"), "bool"),
+    (True, (1, 2), "bool"),
+])
+def test_check_choice_refuses_a_value_of_another_type_with_type_error(value, choices, type_name):
+    from posenc.core.validation import check_choice
+
+    with pytest.raises(TypeError, match=rf"^layout must be one of .*, got {type_name} "):
+        check_choice(value, "layout", choices)
+
+
+def test_check_choice_refuses_an_unknown_value_with_value_error_and_accepts_listed_ones():
+    from posenc.core.validation import check_choice
+
+    with pytest.raises(ValueError, match=r"^layout must be one of \['half', 'interleaved'\], "
+                                         r"got 'concat'$"):
+        check_choice("concat", "layout", ("half", "interleaved"))
+    assert check_choice(None, "normalize", (None, "unit")) is None
+    assert check_choice(np.str_("unit"), "normalize", (None, "unit")) == "unit"

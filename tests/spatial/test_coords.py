@@ -75,3 +75,23 @@ def test_a_cache_shared_with_other_coordinates_does_not_hand_back_the_first_ones
     second = GridPositions(patch_coords(2).int().flip(0), (2, 2), 0, cache)
     torch.testing.assert_close(as_grid_positions(second).coords, second.coords.long())
     assert not torch.equal(first.coords, second.coords.long())
+
+
+@pytest.mark.parametrize("grid_size, type_name", [
+    (("a", 3), "str"), ((3.0, 3), "float"), ((True, 3), "bool"), (3.0, "float"), ("3", "str"),
+])
+def test_grid_size_of_the_wrong_type_is_a_type_error(grid_size, type_name):
+    with pytest.raises(TypeError, match=rf"^grid_size must .*{type_name}"):
+        check_grid_size(grid_size)
+
+
+def test_grid_size_below_one_is_a_value_error():
+    with pytest.raises(ValueError, match=r"^grid_size must hold positive ints, got \(3, 0\)"):
+        check_grid_size((3, 0))
+
+
+def test_num_prefix_tokens_of_the_wrong_type_is_a_type_error():
+    with pytest.raises(TypeError, match=r"positions.num_prefix_tokens must be an int, got bool"):
+        as_grid_positions(GridPositions(patch_coords(2), (2, 2), True))
+    with pytest.raises(TypeError, match=r"positions.num_prefix_tokens must be an int, got float"):
+        as_grid_positions(GridPositions(patch_coords(2), (2, 2), 1.0))

@@ -182,3 +182,53 @@ def test_init_mixed_freqs_rejects_bad_rotate_and_generator():
         init_mixed_freqs(8, 2, rotate="no")
     with pytest.raises(TypeError, match="generator must be a torch.Generator or None, got str"):
         init_mixed_freqs(8, 2, generator="seed")
+
+
+@pytest.mark.parametrize("variant", ["axial", "mixed"])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rotate_and_forward_apply_the_rotation_as_rotary_encoding_does(variant, layout):
+    torch.manual_seed(0)
+    enc = RoPE2D(HEAD_DIM, HEADS, variant, layout=layout)
+    coords = patch_coords((2, 3))
+    positions = GridPositions(coords, (2, 3), num_prefix_tokens=1)
+    x = torch.randn(2, HEADS, 7, HEAD_DIM, dtype=torch.bfloat16)
+    out = enc(x, positions)
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(out, apply_rotation(x, enc.rotation(positions)))
+    assert torch.equal(out, enc.rotate(x, positions))
+    assert torch.equal(out[:, :, 0], x[:, :, 0])  # the prefix token is not rotated
+    # Batched coordinates, one row per batch element, give each element its own rotation.
+    batched = enc(x[:, :, 1:], torch.stack((coords, coords.flip(0))))
+    torch.testing.assert_close(batched[1], enc(x[1:, :, 1:], coords.flip(0))[0])
+
+
+def test_rotate_names_what_does_not_fit():
+    axial, mixed = RoPE2D(HEAD_DIM, HEADS), RoPE2D(HEAD_DIM, HEADS, "mixed")
+    coords = patch_coords(2)
+    with pytest.raises(ValueError, match=r"x must have shape \(B, H, N, head_dim=16\), got "
+                                         r"\(4, 16\)"):
+        axial(torch.zeros(4, HEAD_DIM), coords)
+    with pytest.raises(ValueError, match=r"x must have shape \(B, H=3, N, head_dim=16\)"):
+        mixed(torch.zeros(1, 2, 4, HEAD_DIM), coords)
+    with pytest.raises(ValueError, match=r"with 1 prefix tokens do not match x of shape "
+                                         r"\(1, 3, 4, 16\).*prefix \+ N = 4, B = 1"):
+        axial(torch.zeros(1, HEADS, 4, HEAD_DIM), GridPositions(coords, num_prefix_tokens=1))
+    with pytest.raises(ValueError, match=r"positions of shape \(3, 4, 2\)"):
+        axial(torch.zeros(2, HEADS, 4, HEAD_DIM), coords.expand(3, 4, 2))
+
+
+def test_mixed_freqs_move_in_place_keep_float32_and_rebuild_after_meta_init():
+    enc = RoPE2D(HEAD_DIM, HEADS, "mixed")
+    freqs = enc.freqs
+    enc.to(torch.float16).to("cpu")
+    assert enc.freqs is freqs and freqs.dtype == torch.float32  # an optimizer still holds it
+    with torch.device("meta"):
+        meta = RoPE2D(HEAD_DIM, HEADS, "mixed")
+    assert meta.freqs.is_meta
+    meta.to_empty(device="cpu")
+    assert not meta.freqs.is_meta and meta.freqs.dtype == torch.float32
+    torch.manual_seed(0)
+    meta.reset_parameters()
+    torch.manual_seed(0)
+    torch.testing.assert_close(meta.freqs.detach(), init_mixed_freqs(HEAD_DIM, HEADS))
+    assert set(meta.state_dict()) == {"freqs"}

@@ -9,7 +9,7 @@ from timm.layers import build_sincos2d_pos_embed
 
 @pytest.mark.parametrize("layout, timm_kwargs", [
     ("rows_cols", {"interleave_sin_cos": True}),
-    ("timm", {}),
+    ("half", {}),
 ])
 @pytest.mark.parametrize("grid", [(4, 4), (3, 7)])
 def test_sincos2d_equals_timm_build_sincos2d_pos_embed(layout, timm_kwargs, grid):
