@@ -215,9 +215,10 @@ def main() -> None:
               f"{'met' if ok else 'MISSED'} ({t / floor:.2f}x floor, {t / timm_t:.2f}x timm)")
     swap = medians["ref: swap-halves copy of q, k (half's extra pass)"]
     as_inter = medians["posenc half as interleaved (convert_rotary_layout + apply)"]
-    print(f"half: one cross-half move alone is {swap / floor:.2f}x floor, so an eager half "
-          f"rotation cannot reach {TARGET}x; a half checkpoint with its q/k projections "
-          f"converted runs at {as_inter / floor:.2f}x floor")
+    # Eager half >= one pass that writes the output (the floor) + one cross-half move.
+    print(f"half, measured eager floor: floor + one cross-half move = "
+          f"{1 + swap / floor:.2f}x floor (> {TARGET}x); a half checkpoint run as interleaved "
+          f"(q/k projections converted every forward) is {as_inter / floor:.2f}x floor")
     print()
     for line in check_compile(args.inductor):
         print(line)
