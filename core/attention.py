@@ -17,7 +17,15 @@ from .flex_attention import check_backend, flex_attend, use_flex
 from .nope import NoPE
 from .positions import incremental_positions
 from .rope import apply_rotation
-from .validation import check_bool, check_float, check_positive_int
+from .validation import (
+    assume_finite,
+    check_bool,
+    check_finite,
+    check_float,
+    check_position_dtype,
+    check_positive_int,
+    finite_assumed,
+)
 
 __all__ = ["KVCache", "MultiheadAttention"]
 
@@ -104,6 +112,16 @@ def _shape(positions: object) -> str:
     posenc.spatial's GridPositions, whose tensor is ``.coords``)."""
     tensor = getattr(positions, "coords", positions)
     return str(tuple(tensor.shape)) if isinstance(tensor, Tensor) else type(positions).__name__
+
+
+def _read_positions(name: str, positions: object) -> None:
+    """Refuse non-finite (and half-precision) ``positions``: a tensor, or an object carrying
+    one as ``.coords`` (GridPositions); other objects are left to the encodings."""
+    tensor = getattr(positions, "coords", positions)
+    if isinstance(tensor, Tensor):
+        name = name if tensor is positions else f"{name}.coords"
+        check_position_dtype(tensor, name)  # a dtype error comes before a read of values
+        check_finite(tensor, name)
 
 
 def _check_fit(name: str, positions: object, encoded_tokens: int, tokens: int) -> None:
@@ -245,6 +263,7 @@ class MultiheadAttention(nn.Module):
         attn_mask: Tensor | None = None,
         is_causal: bool = False,
         kv_cache: KVCache | None = None,
+        positions_checked: bool = False,
     ) -> Tensor:
         """Attend from ``x`` to ``context`` (``x`` itself when None).
 
@@ -262,10 +281,30 @@ class MultiheadAttention(nn.Module):
                 so it also holds with a KV cache).
             kv_cache: a :class:`KVCache`; new keys/values are appended and attention covers
                 all of them.
+            positions_checked: True when the caller made the positions finite by
+                construction or read them once already (posenc's ViT makes them from the
+                image shape, the Forecaster from int64 timestamps): the call then reads no
+                values, so a block on a GPU never waits for the host. False: each distinct
+                positions tensor is read once per call (a NaN or inf raises ``ValueError``).
+                Encodings only check shapes and dtypes either way.
 
         Returns:
             ``(B, Nq, dim)``.
         """
+        check_bool(positions_checked, "positions_checked")
+        if not finite_assumed():  # eager, outside assume_finite: not yet read in this call
+            if not positions_checked:
+                _read_positions("query_positions", query_positions)
+                if key_positions is not query_positions:
+                    _read_positions("key_positions", key_positions)
+            # The encodings (rotations, biases, each called per block) skip their reads.
+            # MultiheadAttention's own forward: a subclass's (GridAttention) has another
+            # signature.
+            with assume_finite():
+                return MultiheadAttention.forward(
+                    self, x, context, query_positions=query_positions,
+                    key_positions=key_positions, attn_mask=attn_mask, is_causal=is_causal,
+                    kv_cache=kv_cache, positions_checked=True)
         dim = self.qkv.in_features
         _check_tokens("x", x, dim)
         batch, num_q, _ = x.shape

@@ -6,7 +6,10 @@ what was expected, so a bad call fails where it is made rather than deep inside 
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
+from collections.abc import Iterator
 from numbers import Real
 
 import torch
@@ -18,6 +21,8 @@ __all__ = [
     "check_position_dtype",
     "widen_positions",
     "check_finite",
+    "assume_finite",
+    "finite_assumed",
     "check_positive_int",
     "check_positive_float",
     "check_float",
@@ -136,14 +141,47 @@ def check_finite(tensor: Tensor, name: str) -> Tensor:
     """Return ``tensor`` if every value is finite, else raise ``ValueError`` naming ``name``.
 
     The check reads the values (a host synchronisation, and a graph break under
-    ``torch.compile``), so it is skipped while compiling: call it where the data is made
-    (the model's edge: a data module, or a forward that runs before the compiled blocks),
-    outside compiled code. Integer tensors are always finite.
+    ``torch.compile``), so it is skipped while compiling and inside :func:`assume_finite`:
+    call it where the data is made (the model's edge: a data module, or a forward that runs
+    before the blocks), not once per block. Integer tensors are always finite.
     """
-    if tensor.is_floating_point() and not torch.compiler.is_compiling():
+    if tensor.is_floating_point() and not finite_assumed():
         if not bool(torch.isfinite(tensor).all()):
             raise ValueError(f"{name} must be finite, got NaN or inf values")
     return tensor
+
+
+# Per thread, as autograd and DataParallel run modules in threads of their own.
+_FINITE = threading.local()
+
+
+@contextlib.contextmanager
+def assume_finite() -> Iterator[None]:
+    """Within this context :func:`check_finite` (so :func:`check_positions` too) does not read
+    values: shape and dtype checks still run, the finiteness read (a host synchronisation per
+    call on a GPU) does not.
+
+    For callers whose tensors are finite by construction or already checked once: posenc's
+    models make positions from image shapes and int64 timestamps, and
+    :class:`~posenc.core.MultiheadAttention` reads each positions tensor once per call, then
+    runs its encodings in this context. Like sklearn's ``config_context(assume_finite=True)``.
+    Nothing changes under ``torch.compile``, where the reads are skipped anyway.
+    """
+    if torch.compiler.is_compiling():  # no thread-local state in a traced graph
+        yield
+        return
+    previous = getattr(_FINITE, "assumed", False)
+    _FINITE.assumed = True
+    try:
+        yield
+    finally:
+        _FINITE.assumed = previous
+
+
+def finite_assumed() -> bool:
+    """Whether :func:`check_finite` skips its read here: inside :func:`assume_finite` or while
+    ``torch.compile`` traces."""
+    return torch.compiler.is_compiling() or getattr(_FINITE, "assumed", False)
 
 
 def widen_positions(positions: Tensor, name: str = "positions") -> Tensor:
@@ -185,10 +223,12 @@ def check_positions(
     ``ValueError``. Encodings compute their angles from the returned tensor in float64, so
     integer positions are exact at any dtype of the tensor the encoding is applied to.
 
-    Under ``torch.compile`` the finiteness check (a data-dependent read) is skipped, so the
-    blocks compile without graph breaks. Positions are then validated once, where they are
-    made: the model's edge (data module, Forecaster, ViT forward before the blocks) calls
-    :func:`check_finite` (or this function) eagerly.
+    The finiteness check reads the values (a host synchronisation); it is skipped under
+    ``torch.compile`` and inside :func:`assume_finite`, so positions are read once, where they
+    are made (the model's edge), and blocks check only shapes and dtypes: the attached ViT and
+    the Forecaster make their positions finite by construction (image shapes, int64
+    timestamps), and a direct :class:`~posenc.core.MultiheadAttention` call reads each
+    positions tensor once.
 
     Args:
         positions: the coordinates.

@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import torch
 from posenc.core import MultiheadAttention
+from posenc.core.validation import assume_finite
 from timm.layers import Attention, PatchDropout, PatchEmbed
 from timm.layers.patch_dropout import patch_dropout_forward
 from timm.models._features import feature_take_indices
@@ -119,9 +120,11 @@ class GridAttention(MultiheadAttention):
                 f"{type(attn_mask).__name__}; call the model (forward, forward_features or "
                 f"forward_intermediates), which passes it to every block")
         context = attn_mask
+        # The model made the positions from the image shape (finite by construction), so the
+        # block reads no values: nothing in it waits for the host.
         return super().forward(x, query_positions=context.positions,
                                attn_mask=context.attn_mask,
-                               is_causal=is_causal or context.is_causal)
+                               is_causal=is_causal or context.is_causal, positions_checked=True)
 
 
 def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions,
@@ -188,7 +191,8 @@ class GridVisionTransformer(VisionTransformer):
             x = x.flatten(1, 2)
         encoding = self.patch_embed.pos_encoding
         if encoding is not None:
-            x = x + encoding.encode_grid(grid).to(x.dtype)
+            with assume_finite():  # the grid's positions come from the image shape
+                x = x + encoding.encode_grid(grid).to(x.dtype)
         # Prefix tokens are prepended here, not by timm's _pos_embed: without a pos_embed, timm
         # <= 1.0.25 returns before prepending them.
         prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token)
@@ -207,7 +211,8 @@ class GridVisionTransformer(VisionTransformer):
         if not needs_positions:
             return x, attn_mask, grid, dropped
         positions = GridPositions(coords, grid, self.num_prefix_tokens, {})
-        _encode_positions(blocks, positions, x)
+        with assume_finite():  # patch_coords of the grid: finite by construction
+            _encode_positions(blocks, positions, x)
         return x, GridContext(positions, attn_mask, is_causal), grid, dropped
 
     def _block(self, block: nn.Module, x: Tensor, mask: GridContext | Tensor | None,
