@@ -34,31 +34,25 @@ from posenc.core import (
     check_positive_int,
     wide_dtype,
 )
+from posenc.core.validation import assume_finite
 from torch import Tensor, nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError
 
 from .losses import LOSSES, MeanAbsoluteScaledError, masked_point_loss, quantile_loss
 from .optim import check_optim_args, configure_adamw_from_hparams
 from .specs import instantiate
+from .timeseries_data import local_time_fields
 
 __all__ = ["Forecaster", "ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
-           "RELATIVE_ENCODINGS", "input_kind"]
+           "RELATIVE_ENCODINGS", "READS", "encoding_reads"]
 
-# What each additive encoding reads (a class can declare its own with ``posenc_input``):
-#   "fields":     calendar fields of local wall-clock time, ``{name: (B, N) int tensor}``;
+# What an additive encoding reads, declared by its class as ``reads``:
+#   "fields":     calendar fields of local wall-clock time, ``{name: (B, N) int tensor}``
+#                 (computed by the data pipeline: the batch's ``*_fields``);
 #   "timestamps": local wall-clock time as a (B, N) int64 ns tensor (seasonal features);
 #   "elapsed":    (B, N) float elapsed time from the forecast origin, in ``time_unit``;
 #   "deltas":     elapsed time plus the (B, N) bool mask of observed tokens.
-INPUT_KINDS = ("fields", "timestamps", "elapsed", "deltas")
-_KNOWN_INPUTS = {
-    "CalendarFeatures": "fields",
-    "CalendarEmbedding": "fields",
-    "FourierSeasonality": "timestamps",
-    "ContinuousSinusoidal": "elapsed",
-    "Time2Vec": "elapsed",
-    "TimeDelta": "deltas",
-    "IndexSinusoidal": "deltas",
-}
+READS = ("fields", "timestamps", "elapsed", "deltas")
 
 
 def _calendar():
@@ -108,11 +102,15 @@ def _alibi(num_heads: int):
 RELATIVE_ENCODINGS: dict[str, Any] = {"rope": _rope, "alibi": _alibi}
 
 
-def input_kind(module: nn.Module) -> str:
-    """What an additive temporal encoding reads: its ``posenc_input`` attribute, else the
-    known posenc.temporal classes' kind, else ``"elapsed"``."""
-    return getattr(module, "posenc_input", None) or _KNOWN_INPUTS.get(
-        type(module).__name__, "elapsed")
+def encoding_reads(module: nn.Module, name: str = "encoding") -> str:
+    """What an additive temporal encoding reads (one of :data:`READS`): the ``reads``
+    attribute its class declares (posenc.temporal's encodings do; so must a class of your
+    own), else ``TypeError`` naming the class."""
+    reads = getattr(module, "reads", None)
+    if reads not in READS:
+        raise TypeError(f"{name} {type(module).__name__} does not declare what it reads: give "
+                        f"the class a reads attribute, one of {list(READS)}, got {reads!r}")
+    return reads
 
 
 class TimeFeatures(nn.Module):
@@ -120,52 +118,45 @@ class TimeFeatures(nn.Module):
 
     Args:
         encodings: the temporal encoding modules.
-        kinds: per encoding, which coordinate it reads (see ``INPUT_KINDS``).
+        reads: per encoding, what it reads (one of :data:`READS`).
     """
 
-    def __init__(self, encodings: list[nn.Module], kinds: list[str]) -> None:
+    def __init__(self, encodings: list[nn.Module], reads: list[str]) -> None:
         super().__init__()
-        for kind in kinds:
-            if kind not in INPUT_KINDS:
-                raise ValueError(f"input kind must be one of {list(INPUT_KINDS)}, got {kind!r}")
+        for i, value in enumerate(reads):
+            check_choice(value, f"reads[{i}]", READS)
         self.encodings = nn.ModuleList(encodings)
-        self.kinds = list(kinds)
-        # The calendar fields to compute per batch: what the encodings need, or all of them.
-        needed: set[str] | None = set()
-        for encoding, kind in zip(encodings, kinds, strict=True):
-            if kind != "fields":
-                continue
-            fields = getattr(encoding, "required_fields", None) or getattr(
-                encoding, "fields", None)
-            needed = None if fields is None or needed is None else needed | set(fields)
-        self.calendar_fields = sorted(needed) if needed else None
+        self.reads = list(reads)
+        self.reads_fields = "fields" in self.reads
         self.width = self._probe_width()
 
     def _probe_width(self) -> int:
-        if not self.kinds:
+        if not self.reads:
             return 0
         start = pd.Timestamp("2020-01-01").value
         local = torch.tensor([[start, start + 3600 * 10**9]], dtype=torch.int64)
         elapsed = torch.tensor([[-1.0, 0.0]])
         with torch.no_grad():
-            return self(local, elapsed, torch.ones(1, 2, dtype=torch.bool)).shape[-1]
+            return self(local_time_fields(local), local, elapsed,
+                        torch.ones(1, 2, dtype=torch.bool)).shape[-1]
 
-    def forward(self, local: Tensor, elapsed: Tensor, observed: Tensor) -> Tensor:
-        """Per token: ``local`` ``(B, N)`` int64 wall-clock ns, ``elapsed`` ``(B, N)`` float
-        time from the forecast origin in ``time_unit``, ``observed`` ``(B, N)`` bool (a value
-        is present). -> ``(B, N, F)`` float32."""
-        fields = None
+    def forward(self, fields: Tensor | None, local: Tensor, elapsed: Tensor,
+                observed: Tensor) -> Tensor:
+        """Per token: ``fields`` ``(B, N, len(FIELDS))`` int calendar fields of the local time
+        (:func:`~posenc.tasks.timeseries_data.local_time_fields`; None when no encoding reads
+        them), ``local`` ``(B, N)`` int64 wall-clock ns, ``elapsed`` ``(B, N)`` float time
+        from the forecast origin in ``time_unit``, ``observed`` ``(B, N)`` bool (a value is
+        present). -> ``(B, N, F)`` float32, on the inputs' device (no host round trip)."""
+        columns = None
         features = []
-        for encoding, kind in zip(self.encodings, self.kinds, strict=True):
-            if kind == "fields":
-                if fields is None:  # numpy on the host; a few thousand timestamps per batch
-                    fields = {name: torch.from_numpy(column).to(local.device)
-                              for name, column in temporal.calendar_fields(
-                                  local, fields=self.calendar_fields).items()}
-                out = encoding(fields)
-            elif kind == "timestamps":
+        for encoding, reads in zip(self.encodings, self.reads, strict=True):
+            if reads == "fields":
+                if columns is None:
+                    columns = dict(zip(temporal.FIELDS, fields.unbind(-1), strict=True))
+                out = encoding(columns)
+            elif reads == "timestamps":
                 out = encoding(local)
-            elif kind == "elapsed":
+            elif reads == "elapsed":
                 out = encoding(elapsed)
             else:
                 out = encoding(elapsed, observed)
@@ -188,7 +179,10 @@ class Block(nn.Module):
                                  nn.Linear(hidden, dim), nn.Dropout(dropout))
 
     def forward(self, x: Tensor, positions: Tensor | None, mask: Tensor) -> Tensor:
-        x = x + self.attn(self.norm1(x), query_positions=positions, attn_mask=mask)
+        # positions: elapsed time made from int64 timestamps, finite by construction, so the
+        # attention reads no values (nothing in a block waits for the host).
+        x = x + self.attn(self.norm1(x), query_positions=positions, attn_mask=mask,
+                          positions_checked=True)
         return x + self.mlp(self.norm2(x))
 
 
@@ -225,13 +219,49 @@ class ForecastTransformer(nn.Module):
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_targets * num_outputs)
 
+    def _check_batch(self, batch: Mapping[str, Tensor]) -> None:
+        """Keys, dtypes and shapes only: nothing here reads values."""
+        if not isinstance(batch, Mapping):
+            raise TypeError(f"batch must be a dict of tensors (collate_windows, make_batch), "
+                            f"got {type(batch).__name__}")
+        keys = ["context_time", "target_time", "context_local", "target_local",
+                "context_valid", "target_valid", "context_value", "context_observed"]
+        keys += ["context_fields", "target_fields"] if self.time_features.reads_fields else []
+        missing = [key for key in keys if key not in batch]
+        if missing:
+            raise ValueError(f"batch has no {missing}; make batches with "
+                             f"posenc.tasks.collate_windows or make_batch (they add the "
+                             f"calendar fields of the local times as *_fields)")
+        for side in ("context", "target"):
+            valid = batch[f"{side}_valid"]
+            for key in (f"{side}_time", f"{side}_local"):
+                if batch[key].dtype != torch.int64:
+                    raise TypeError(f"batch[{key!r}] must be int64 nanoseconds, got "
+                                    f"{batch[key].dtype}")
+            key = f"{side}_fields"
+            if key in keys:
+                fields = batch[key]
+                if fields.is_floating_point() or fields.dtype == torch.bool \
+                        or fields.shape != (*valid.shape, len(temporal.FIELDS)):
+                    raise ValueError(
+                        f"batch[{key!r}] must be the {(*valid.shape, len(temporal.FIELDS))} "
+                        f"int calendar fields of batch['{side}_local'] (local_time_fields), "
+                        f"got {fields.dtype} of shape {tuple(fields.shape)}")
+
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         """Batch dict (see :mod:`posenc.tasks.timeseries_data`) -> ``(B, Nh, C, outputs)``
-        predictions in scaled units."""
+        predictions in scaled units.
+
+        Nothing in it reads values on the host: calendar fields come with the batch, and
+        elapsed time, made here from int64 timestamps, is finite by construction.
+        """
+        self._check_batch(batch)
         ctx_valid, tgt_valid = batch["context_valid"], batch["target_valid"]
         num_ctx = ctx_valid.shape[1]
         time = torch.cat((batch["context_time"], batch["target_time"]), dim=1)
         local = torch.cat((batch["context_local"], batch["target_local"]), dim=1)
+        fields = torch.cat((batch["context_fields"], batch["target_fields"]), dim=1) \
+            if self.time_features.reads_fields else None
         valid = torch.cat((ctx_valid, tgt_valid), dim=1)
         # Forecast origin: the last real observation of each window. Differences are taken in
         # int64 ns (exact) before the one conversion to float64 (float32 on MPS).
@@ -257,7 +287,9 @@ class ForecastTransformer(nn.Module):
         if self.time_proj is not None:
             has_value = torch.cat((ctx_valid & observed.any(-1), torch.zeros_like(tgt_valid)),
                                   dim=1)
-            x = x + self.time_proj(self.time_features(local, elapsed, has_value))
+            with assume_finite():  # elapsed time is made from int64 timestamps
+                features = self.time_features(fields, local, elapsed, has_value)
+            x = x + self.time_proj(features)
 
         # Keys: real observations; every token also sees itself (no empty rows).
         total = valid.shape[1]
@@ -286,8 +318,8 @@ class Forecaster(LightningModule):
             ``continuous``, ``time2vec``, ``timedelta``) or ``{class_path, init_args}`` dicts
             (a missing ``dim`` is filled in). Calendar and Fourier features read local
             wall-clock time; the others elapsed time from the forecast origin in
-            ``time_unit``; a class of your own says which with ``posenc_input`` (see
-            ``INPUT_KINDS``). ``[]`` for none.
+            ``time_unit``; each class declares which as its ``reads`` attribute (one of
+            :data:`READS`; a class of your own must too). ``[]`` for none.
         relative: relative-time attention: ``rope``, ``alibi``, None, or a dict such as
             ``{class_path: posenc.core.RotaryEncoding, init_args: {base: 1000.0}}`` (missing
             ``head_dim``/``num_heads`` filled in); one instance per block.
@@ -361,11 +393,11 @@ class Forecaster(LightningModule):
 
         head_dim = dim // num_heads
         defaults = {"dim": dim, "head_dim": head_dim, "num_heads": num_heads}
-        modules, kinds = [], []
+        modules, reads = [], []
         for i, spec in enumerate(encodings):
             module = instantiate(spec, TIME_ENCODINGS, f"encodings[{i}]", defaults)
             modules.append(module)
-            kinds.append(input_kind(module))
+            reads.append(encoding_reads(module, f"encodings[{i}]"))
         relative_modules = []
         for _ in range(depth):
             if relative is None or relative == "none":
@@ -378,7 +410,7 @@ class Forecaster(LightningModule):
         self.register_buffer("quantiles", torch.tensor(quantiles or [0.5]), persistent=False)
         self.model = ForecastTransformer(
             num_targets, len(quantiles or [0.5]), dim, depth, num_heads, mlp_ratio, dropout,
-            TimeFeatures(modules, kinds), relative_modules, unit_seconds, instance_norm)
+            TimeFeatures(modules, reads), relative_modules, unit_seconds, instance_norm)
         self.point_index = int((self.quantiles - 0.5).abs().argmin())
         self.metrics = nn.ModuleDict({
             stage: nn.ModuleDict({"mae": MeanAbsoluteError(),

@@ -20,9 +20,15 @@ key                   shape / dtype    meaning
 ``context_value``     (B, Nc, C) f32   scaled values (0 where missing)
 ``context_observed``  (B, Nc, C) bool  value present
 ``context_valid``     (B, Nc) bool     real token (False = padding)
+``context_fields``    (B, Nc, F) i32   calendar fields of the local time, one column per
+                                       name of ``posenc.temporal.FIELDS`` (in its order)
 ``target_*``          same, ``Nh``     the horizon: its timestamps are the query times
 ``loc``, ``scale``    (B, C) f32       ``value = scaled * scale + loc``
 ====================  ===============  ===============================================
+
+The calendar fields depend on the timestamps only, so they are computed here, once per series
+(:func:`local_time_fields`), and reach the model as tensors: its forward never leaves the
+device for them.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from .splits import check_split_fractions
 __all__ = [
     "WindowDataset",
     "collate_windows",
+    "local_time_fields",
     "make_batch",
     "parse_timestamps",
     "TimeSeriesDataModule",
@@ -356,6 +363,25 @@ def _target_values(column: pd.Series, name: str, source: str | None) -> np.ndarr
     return values
 
 
+def local_time_fields(local: np.ndarray | Tensor) -> Tensor:
+    """Calendar fields of local wall-clock times, as the batches carry them.
+
+    Args:
+        local: ``(...)`` int64 naive local wall-clock nanoseconds (``*_local`` of a batch).
+
+    Returns:
+        ``(..., F)`` int32, column ``i`` the field ``posenc.temporal.FIELDS[i]`` (hour, day of
+        week, ..., with the periods the cyclic features need).
+    """
+    if isinstance(local, Tensor):
+        local = local.numpy(force=True)
+    if not isinstance(local, np.ndarray) or local.dtype != np.int64:
+        raise TypeError(f"local must be int64 nanoseconds (a numpy array or tensor), got "
+                        f"{getattr(local, 'dtype', type(local).__name__)}")
+    fields = temporal.calendar_fields(local)
+    return torch.from_numpy(np.stack([fields[name] for name in temporal.FIELDS], axis=-1))
+
+
 class WindowDataset(Dataset):
     """Windows over one multivariate series; item ``i`` is a dict (see the module docstring).
 
@@ -365,10 +391,13 @@ class WindowDataset(Dataset):
         windows: ``(W, 4)`` int64 ``[context_start, context_end, target_start, target_end)``
             row ranges, ``context_end <= target_start``.
         loc, scale: ``(C,)`` scaling of ``values``.
+        fields: ``(N, F)`` :func:`local_time_fields` of ``local``, if already computed (the
+            data module computes them once for all its splits).
     """
 
     def __init__(self, utc: np.ndarray, local: np.ndarray, values: np.ndarray,
-                 windows: np.ndarray, loc: np.ndarray, scale: np.ndarray) -> None:
+                 windows: np.ndarray, loc: np.ndarray, scale: np.ndarray,
+                 fields: Tensor | None = None) -> None:
         utc = np.ascontiguousarray(utc, np.int64)
         local = np.ascontiguousarray(local, np.int64)
         values = np.ascontiguousarray(values, np.float32)
@@ -396,8 +425,15 @@ class WindowDataset(Dataset):
             raise ValueError(f"windows[{i}] = {windows[i].tolist()} must satisfy 0 <= "
                              f"context_start < context_end <= target_start < target_end <= "
                              f"{n} rows")
+        if fields is None:
+            fields = local_time_fields(local)
+        elif not isinstance(fields, Tensor) or fields.shape != (n, len(temporal.FIELDS)):
+            raise ValueError(f"fields must be the ({n}, {len(temporal.FIELDS)}) tensor "
+                             f"local_time_fields(local), got "
+                             f"{tuple(fields.shape) if isinstance(fields, Tensor) else fields!r}")
         self.utc = torch.from_numpy(utc)
         self.local = torch.from_numpy(local)
+        self.fields = fields
         self.observed = torch.from_numpy(~np.isnan(values))
         self.values = torch.from_numpy(np.nan_to_num(values, nan=0.0))
         self.windows = torch.from_numpy(windows)
@@ -413,6 +449,7 @@ class WindowDataset(Dataset):
         for prefix, (a, b) in (("context", (c0, c1)), ("target", (t0, t1))):
             item[f"{prefix}_time"] = self.utc[a:b]
             item[f"{prefix}_local"] = self.local[a:b]
+            item[f"{prefix}_fields"] = self.fields[a:b]
             item[f"{prefix}_value"] = self.values[a:b]
             item[f"{prefix}_observed"] = self.observed[a:b]
         return item
@@ -434,9 +471,9 @@ def _pad(tensors: Sequence[Tensor], length: int, edge: bool) -> Tensor:
 def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
     """Stack window dicts, right-padding each side to the longest in the batch.
 
-    Padded timestamps repeat the last real one (they stay finite and in range); padded values
-    are 0 and unobserved; ``*_valid`` marks the real tokens. Every item needs a non-empty
-    context and horizon and the same channels ``C``.
+    Padded timestamps (and their calendar fields) repeat the last real one (they stay finite
+    and in range); padded values are 0 and unobserved; ``*_valid`` marks the real tokens.
+    Every item needs a non-empty context and horizon and the same channels ``C``.
     """
     if not len(items):
         raise ValueError("collate_windows needs at least one window, got none")
@@ -455,7 +492,7 @@ def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
         lengths = [i[f"{prefix}_time"].shape[0] for i in items]
         n = max(lengths)
         batch[f"{prefix}_valid"] = torch.arange(n)[None] < torch.tensor(lengths)[:, None]
-        for key in ("time", "local"):
+        for key in ("time", "local", "fields"):
             batch[f"{prefix}_{key}"] = _pad([i[f"{prefix}_{key}"] for i in items], n, True)
         for key in ("value", "observed"):
             batch[f"{prefix}_{key}"] = _pad([i[f"{prefix}_{key}"] for i in items], n, False)
@@ -569,9 +606,11 @@ def make_batch(
     item = {"loc": torch.from_numpy(loc.astype(np.float32)),
             "scale": torch.from_numpy(scale.astype(np.float32)),
             "context_time": torch.from_numpy(ctx[0]), "context_local": torch.from_numpy(ctx[1]),
+            "context_fields": local_time_fields(ctx[1]),
             "context_value": torch.from_numpy(np.nan_to_num(scaled, nan=0.0)),
             "context_observed": torch.from_numpy(~np.isnan(scaled)),
             "target_time": torch.from_numpy(qry[0]), "target_local": torch.from_numpy(qry[1]),
+            "target_fields": local_time_fields(qry[1]),
             "target_value": torch.zeros(nh, channels),
             "target_observed": torch.zeros(nh, channels, dtype=torch.bool)}
     return collate_windows([item])
@@ -928,6 +967,7 @@ class TimeSeriesDataModule(LightningDataModule):
         if self.by_time:
             self._check_cost(utc, bounds)
         datasets = {}
+        fields = local_time_fields(local)  # once for every split
         for split, (lo, hi) in bounds.items():
             windows = self._windows(utc, lo, hi)
             if not len(windows):
@@ -938,7 +978,8 @@ class TimeSeriesDataModule(LightningDataModule):
                     f"context_length={self._given('context_length')!r} and horizon="
                     f"{self._given('horizon')!r} make windows of up to {rows} rows in the {split} "
                     f"split, above the limit of MAX_WINDOW_ROWS={MAX_WINDOW_ROWS}")
-            datasets[split] = WindowDataset(utc, local, scaled, windows, self.loc, self.scale)
+            datasets[split] = WindowDataset(utc, local, scaled, windows, self.loc, self.scale,
+                                            fields)
         self.datasets = datasets
 
     def _no_window(self, split: str, utc: np.ndarray, lo: int, hi: int) -> str:

@@ -3,6 +3,8 @@ independent, losses and metrics equal their formulas, checkpoints reload exactly
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,7 +20,9 @@ from posenc.tasks import (
     masked_point_loss,
     quantile_loss,
 )
+from posenc.tasks.forecasting import encoding_reads
 from posenc.tasks.losses import naive_scale
+from posenc.tasks.timeseries_data import local_time_fields
 
 from .conftest import synthetic_series
 
@@ -82,8 +86,33 @@ def test_future_values_never_reach_the_prediction(batch):
 def test_predictions_depend_on_query_timestamps(batch):
     seed_everything(0)
     model = Forecaster(encodings=["calendar"], relative=None, **TINY).eval()
-    moved = dict(batch, target_local=batch["target_local"] + 5 * 3600 * 10**9)
+    later = batch["target_local"] + 5 * 3600 * 10**9
+    moved = dict(batch, target_local=later, target_fields=local_time_fields(later))
     assert not torch.allclose(model(batch), model(moved))
+
+
+def test_calendar_encodings_read_the_fields_the_batch_carries(batch):
+    """The data pipeline computes the calendar fields; the model reads them, not the local
+    times (whose calendar it no longer computes in forward)."""
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar"], relative=None, **TINY).eval()
+    later = batch["target_local"] + 5 * 3600 * 10**9
+    torch.testing.assert_close(model(dict(batch, target_local=later)), model(batch))
+    moved = dict(batch, target_fields=local_time_fields(later))
+    assert not torch.allclose(model(moved), model(batch))
+    with pytest.raises(ValueError, match=r"^batch has no \['context_fields'\]; make batches "
+                                         r"with posenc.tasks.collate_windows or make_batch"):
+        model({k: v for k, v in batch.items() if k != "context_fields"})
+    expected = re.escape(str((*batch["target_valid"].shape, 11)))
+    with pytest.raises(ValueError, match=rf"^batch\['target_fields'\] must be the {expected} "
+                                         r"int calendar fields of batch\['target_local'\]"):
+        model(dict(batch, target_fields=batch["target_fields"][:, :, :4]))
+    with pytest.raises(TypeError, match=r"^batch\['context_time'\] must be int64 nanoseconds, "
+                                        r"got torch.float64"):
+        model(dict(batch, context_time=batch["context_time"].double()))
+    # Encodings that read no fields need none.
+    elapsed_only = Forecaster(encodings=["continuous"], **TINY).eval()
+    elapsed_only({k: v for k, v in batch.items() if not k.endswith("_fields")})
 
 
 def test_each_query_is_independent_of_the_other_queries(batch):
@@ -92,8 +121,8 @@ def test_each_query_is_independent_of_the_other_queries(batch):
     full = model(batch)
     keep = [0, 2]  # ask for a subset of the future times only
     subset = dict(batch)
-    for key in ("target_time", "target_local", "target_valid", "target_value",
-                "target_observed"):
+    for key in ("target_time", "target_local", "target_fields", "target_valid",
+                "target_value", "target_observed"):
         subset[key] = batch[key][:, keep]
     torch.testing.assert_close(model(subset), full[:, keep], rtol=1e-5, atol=1e-5)
 
@@ -270,3 +299,19 @@ def test_instance_norm_makes_forecasts_follow_the_context_level_and_scale(batch)
     torch.testing.assert_close(model(moved), model(batch) * 3.0 + 5.0, rtol=1e-3, atol=1e-3)
     plain = Forecaster(encodings=["calendar"], instance_norm=False, **TINY).eval()
     assert not torch.allclose(plain(moved), plain(batch) * 3.0 + 5.0, atol=1e-2)
+
+
+def test_what_an_encoding_reads_comes_from_its_class():
+    """The forecaster asks each encoding's class what it reads (``reads``); a class that
+    declares nothing is refused by name, never guessed."""
+    model = Forecaster(encodings=["calendar", "fourier", "time2vec", "timedelta"], **TINY)
+    assert model.model.time_features.reads == ["fields", "timestamps", "elapsed", "deltas"]
+    with pytest.raises(TypeError, match=r"^encodings\[1\] SinusoidalEncoding does not declare "
+                                        r"what it reads: give the class a reads attribute, one "
+                                        r"of \['fields', 'timestamps', 'elapsed', 'deltas'\], "
+                                        r"got None"):
+        Forecaster(encodings=["calendar", {"class_path": "posenc.core.SinusoidalEncoding"}],
+                   **TINY)
+    with pytest.raises(TypeError, match=r"^encoding Time2Vec does not declare what it reads: "
+                                        r".* got 'calendar'"):
+        encoding_reads(type("Time2Vec", (torch.nn.Module,), {"reads": "calendar"})())

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from posenc import temporal
 from posenc.tasks import (
     SeattleTempsDataModule,
     TaylorDataModule,
@@ -14,6 +15,7 @@ from posenc.tasks import (
     collate_windows,
     make_batch,
 )
+from posenc.tasks.timeseries_data import local_time_fields
 
 from .conftest import HOUR, setup_series, synthetic_series
 
@@ -200,6 +202,53 @@ def test_make_batch_for_irregular_queries():
     assert not batch["target_observed"].any()
     with pytest.raises(ValueError, match="after the last context timestamp"):
         make_batch(ctx, np.arange(10.0), ctx[-2:])
+
+
+def _pandas_fields(local: np.ndarray) -> np.ndarray:
+    """``(N,)`` naive local ns -> ``(N, len(FIELDS))`` from pandas' own accessors."""
+    index = pd.DatetimeIndex(local)
+    iso = index.isocalendar()
+    weeks = pd.DatetimeIndex((iso.year.astype(str) + "-12-28").to_numpy()).isocalendar().week
+    columns = {"second": index.second, "minute": index.minute, "hour": index.hour,
+               "day_of_week": index.day_of_week, "day_of_month": index.day,
+               "day_of_year": index.day_of_year, "month": index.month,
+               "week_of_year": iso.week, "days_in_month": index.days_in_month,
+               "days_in_year": 365 + index.is_leap_year, "weeks_in_year": weeks}
+    return np.stack([np.asarray(columns[name], np.int64) for name in temporal.FIELDS], -1)
+
+
+def test_batches_carry_the_calendar_fields_of_their_local_times():
+    """Computed once in the data pipeline (pandas' accessors as the reference), padded like
+    the timestamps, and the same keys from make_batch, so a model's forward never computes a
+    calendar on the host."""
+    frame = synthetic_series(200, freq="37min", start="2021-03-27 20:00")
+    frame = frame[np.random.default_rng(1).random(200) < 0.7].reset_index(drop=True)
+    frame["timestamp"] = frame["timestamp"].dt.tz_localize("UTC")
+    dm = setup_series(frame, context_length="6h", horizon="3h", stride="2h",
+                      tz="Europe/Berlin")  # local time across the DST change of 2021-03-28
+    items = _windows(dm, "train")
+    batch = collate_windows(items)
+    for side in ("context", "target"):
+        fields = batch[f"{side}_fields"]
+        assert fields.dtype == torch.int32
+        assert fields.shape == (*batch[f"{side}_valid"].shape, len(temporal.FIELDS))
+        local = batch[f"{side}_local"].numpy()  # padding repeats the last real time
+        np.testing.assert_array_equal(fields.reshape(-1, len(temporal.FIELDS)).numpy(),
+                                      _pandas_fields(local.reshape(-1)))
+    ctx = pd.date_range("2024-02-28 22:00", periods=5, freq="1h")
+    one = make_batch(ctx, np.arange(5.0), pd.DatetimeIndex(["2024-03-01 00:30"]))
+    assert set(one) == set(batch)
+    np.testing.assert_array_equal(one["target_fields"][0].numpy(),
+                                  _pandas_fields(one["target_local"][0].numpy()))
+    assert one["target_fields"][0, 0, list(temporal.FIELDS).index("day_of_year")] == 61  # leap year
+
+
+def test_local_time_fields_refuse_what_is_not_int64_nanoseconds():
+    with pytest.raises(TypeError, match=r"^local must be int64 nanoseconds \(a numpy array or "
+                                        r"tensor\), got float64"):
+        local_time_fields(np.zeros(3))
+    with pytest.raises(TypeError, match=r"got list"):
+        local_time_fields([0, 1])
 
 
 # -- bad input ---------------------------------------------------------------------------------
