@@ -20,157 +20,29 @@ A study config (YAML) holds ``seeds``, ``encodings`` (name -> the model argument
 that encoding), ``model`` and ``data`` (``init_args`` of the model / data module, shared by
 every run), ``trainer`` (``lightning.pytorch.Trainer`` arguments) and the study's own axis
 (``eval_image_sizes`` or ``keep``). Training is the tasks' own Lightning code.
+
+This module holds the two studies and the command line; :mod:`posenc.tasks.study_runs` runs
+them (resume, process pool) and :mod:`posenc.tasks.study_results` reads and writes their rows.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import hashlib
-import json
-import math
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 from posenc.core import check_positive_int
-from torch import Tensor, nn
 
-from .plots_figure import new_figure, require_matplotlib, save_png
+# Configs and checkpoints written before IndexSinusoidal moved to the library name it here.
+from posenc.temporal import IndexSinusoidal  # noqa: F401
 
-__all__ = ["IndexSinusoidal", "STUDIES", "main", "run_study", "summarize"]
+from .plots_figure import new_figure, save_png
+from .study_results import format_mean_std, mean_std, metric
+from .study_runs import Study, fit_and_test, run_missing, summarize
 
-
-class IndexSinusoidal(nn.Module):
-    """Sinusoidal encoding of each token's *index*, as if samples were equally spaced.
-
-    Context observations get ``0, -1, -2, ...`` counting back from the last one, query tokens
-    ``1, 2, ...`` in time order: the gaps of irregular sampling are invisible to it (the
-    baseline that continuous-time encodings are compared with). A ``"deltas"`` input of the
-    :class:`~posenc.tasks.Forecaster` (elapsed time and the observed-token mask).
-
-    Args:
-        dim: even output width.
-        base: wavelength base of the sinusoids.
-    """
-
-    posenc_input = "deltas"
-
-    def __init__(self, dim: int, base: float = 10000.0) -> None:
-        super().__init__()
-        from posenc.core import SinusoidalEncoding
-
-        self.encoding = SinusoidalEncoding(dim, base=base)
-
-    def forward(self, elapsed: Tensor, observed: Tensor) -> Tensor:
-        """``elapsed`` ``(B, N)`` float, ``observed`` ``(B, N)`` bool -> ``(B, N, dim)``."""
-        later = elapsed[:, None, :] > elapsed[:, :, None]  # [b, i, j]: token j after token i
-        earlier = elapsed[:, None, :] < elapsed[:, :, None]
-        future = (elapsed > 0) & ~observed
-        back = -(later & observed[:, None, :]).sum(-1)
-        ahead = 1 + (earlier & future[:, None, :]).sum(-1)
-        index = torch.where(future, ahead, back).to(torch.float32)
-        return self.encoding(index)
-
-
-# -- shared runner ----------------------------------------------------------------------------
-
-def _fmt(values: Sequence[float], scale: float, digits: int) -> str:
-    values = [v * scale for v in values if v == v]
-    if not values:
-        return "–"
-    mean = sum(values) / len(values)
-    if len(values) == 1:
-        return f"{mean:.{digits}f}"
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def _read_rows(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
-
-
-def _append_row(path: Path, row: dict[str, Any]) -> None:
-    rows = _read_rows(path)
-    fields = list(rows[0]) if rows else []
-    fields += [k for k in row if k not in fields]
-    rows.append({k: str(v) for k, v in row.items()})
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(path)  # atomic: an interrupted study never leaves a half-written CSV
-
-
-def _trainer(config: dict, seed: int):
-    from lightning.pytorch import Trainer, seed_everything
-
-    seed_everything(seed, workers=True)
-    kwargs = dict(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                  enable_progress_bar=False, enable_model_summary=False,
-                  num_sanity_val_steps=0, limit_val_batches=0)
-    kwargs.update(config.get("trainer") or {})
-    return Trainer(**kwargs)
-
-
-class Study:
-    """One study: its runs (a key per run), how to do one, and how to summarize them."""
-
-    name: str
-    key_columns: tuple[str, ...]
-
-    def __init__(self, config: dict) -> None:
-        self.config = config
-
-    def runs(self) -> list[dict[str, Any]]:
-        raise NotImplementedError
-
-    def run(self, key: dict[str, Any]) -> dict[str, float]:
-        raise NotImplementedError
-
-    def model_args(self, encoding: str) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def table(self, rows: list[dict[str, str]]) -> str:
-        raise NotImplementedError
-
-    def plot(self, rows: list[dict[str, str]], path: Path) -> None:
-        raise NotImplementedError
-
-    def encodings(self) -> list[str]:
-        return list(self.config["encodings"])
-
-    def fingerprints(self) -> tuple[str, dict[str, str]]:
-        """Hashes of what a run's result depends on besides its key: the shared settings
-        (model, data, trainer, test sizes: everything but the run axes and the worker
-        settings) and each encoding's spec. Stored with every row, so a resumed study never
-        mixes in rows of a changed configuration."""
-        shared = {k: v for k, v in self.config.items() if k not in _NOT_FINGERPRINTED}
-        return _fingerprint(shared), {name: _fingerprint(spec)
-                                      for name, spec in self.config["encodings"].items()}
-
-    def _by_encoding(self, rows: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
-        groups: dict[str, list[dict[str, str]]] = {}
-        for name in self.encodings() + [r["encoding"] for r in rows]:
-            groups.setdefault(name, [])
-        for row in rows:
-            groups[row["encoding"]].append(row)
-        return {k: v for k, v in groups.items() if v}
-
-
-# Run axes (a changed list adds or drops runs, it does not change them) and how runs are
-# scheduled: not part of a run's configuration.
-_NOT_FINGERPRINTED = frozenset({"seeds", "encodings", "keep", "threads", "workers"})
-
-
-def _fingerprint(value: Any) -> str:
-    return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
+__all__ = ["STUDIES", "IrregularStudy", "ResolutionStudy", "Study", "main", "run_study",
+           "summarize"]
 
 
 def _size_label(size: int | Sequence[int]) -> str:
@@ -178,6 +50,13 @@ def _size_label(size: int | Sequence[int]) -> str:
         return str(size)
     height, width = size
     return str(height) if height == width else f"{height}x{width}"
+
+
+def _errorbars(ax: Any, x: Sequence[float], values: Sequence[Sequence[float]], label: str
+               ) -> None:
+    """One line of mean ± std over seeds: ``values[i]`` are the seeds' values at ``x[i]``."""
+    means, stds = zip(*(mean_std(v) for v in values), strict=True)
+    ax.errorbar(x, means, yerr=stds, marker="o", capsize=3, label=label)
 
 
 class ResolutionStudy(Study):
@@ -206,14 +85,17 @@ class ResolutionStudy(Study):
         from .vision import ImageClassifier
         from .vision_data import MNISTDataModule
 
-        trainer = _trainer(self.config, key["seed"])
-        model = ImageClassifier(**self.model_args(key["encoding"]))
-        data = MNISTDataModule(**{**(self.config.get("data") or {}),
-                                  "eval_image_sizes": self.config["eval_image_sizes"]})
-        trainer.fit(model, datamodule=data)
-        results = trainer.test(model, datamodule=data, verbose=False)
-        merged = {k: v for result in results for k, v in result.items()}
-        return {f"acc_{s}": float(merged.get(f"test/acc_{s}", math.nan)) for s in self.sizes()}
+        def build():
+            return (ImageClassifier(**self.model_args(key["encoding"])),
+                    MNISTDataModule(**{**(self.config.get("data") or {}),
+                                       "eval_image_sizes": self.config["eval_image_sizes"]}))
+
+        return fit_and_test(self.config, key["seed"], build,
+                            {f"acc_{s}": f"test/acc_{s}" for s in self.sizes()})
+
+    def _accuracies(self, group: list[dict[str, str]]) -> list[list[float]]:
+        """Per test size, the accuracy (%) of each row of ``group``."""
+        return [[100 * metric(r, f"acc_{s}") for r in group] for s in self.sizes()]
 
     def table(self, rows: list[dict[str, str]]) -> str:
         sizes = self.sizes()
@@ -221,9 +103,8 @@ class ResolutionStudy(Study):
         head = [f"{s} (train)" if s == train else s for s in sizes]
         lines = ["| encoding | seeds | " + " | ".join(head) + " |",
                  "|---|---|" + "---|" * len(sizes)]
-        for name, group in self._by_encoding(rows).items():
-            cells = [_fmt([float(r.get(f"acc_{s}") or "nan") for r in group], 100, 1)
-                     for s in sizes]
+        for name, group in self.by_encoding(rows).items():
+            cells = [format_mean_std(values, 1, 1) for values in self._accuracies(group)]
             lines.append(f"| {name} | {len(group)} | " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n\nTest accuracy (%), mean ± std over seeds.\n"
 
@@ -231,15 +112,8 @@ class ResolutionStudy(Study):
         sizes = self.sizes()
         fig = new_figure((7, 4.5), dpi=100)
         ax = fig.subplots()
-        for name, group in self._by_encoding(rows).items():
-            means, stds = [], []
-            for s in sizes:
-                vals = [100 * float(r.get(f"acc_{s}") or "nan") for r in group]
-                vals = [v for v in vals if v == v] or [math.nan]
-                mean = sum(vals) / len(vals)
-                means.append(mean)
-                stds.append(math.sqrt(sum((v - mean) ** 2 for v in vals) / max(len(vals) - 1, 1)))
-            ax.errorbar(range(len(sizes)), means, yerr=stds, marker="o", capsize=3, label=name)
+        for name, group in self.by_encoding(rows).items():
+            _errorbars(ax, range(len(sizes)), self._accuracies(group), name)
         ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
         ax.set_xlabel("test image size (px); trained at "
                       f"{self.config.get('model', {}).get('img_size', 28)}")
@@ -255,6 +129,8 @@ class IrregularStudy(Study):
 
     name = "irregular"
     key_columns = ("encoding", "keep", "seed")
+    metrics = ("mae", "rmse", "mase")  # results columns, logged as test/<name>
+    shown = ("mae", "rmse")  # in the table and the plot
 
     def runs(self) -> list[dict[str, Any]]:
         return [{"encoding": e, "keep": float(k), "seed": s} for s in self.config["seeds"]
@@ -268,32 +144,33 @@ class IrregularStudy(Study):
         from .forecasting import Forecaster
         from .timeseries_data import SeattleTempsDataModule
 
-        trainer = _trainer(self.config, key["seed"])
-        model = Forecaster(**self.model_args(key["encoding"]))
         keep = key["keep"]
-        # The dropped observations differ per seed (and so does the training seed).
-        data = SeattleTempsDataModule(**{**(self.config.get("data") or {}),
-                                         "irregular": None if keep >= 1 else keep,
-                                         "seed": key["seed"]})
-        trainer.fit(model, datamodule=data)
-        results = trainer.test(model, datamodule=data, verbose=False)
-        merged = {k: v for result in results for k, v in result.items()}
-        return {m: float(merged.get(f"test/{m}", math.nan)) for m in ("mae", "rmse", "mase")}
+
+        def build():
+            # The dropped observations differ per seed (and so does the training seed).
+            return (Forecaster(**self.model_args(key["encoding"])),
+                    SeattleTempsDataModule(**{**(self.config.get("data") or {}),
+                                              "irregular": None if keep >= 1 else keep,
+                                              "seed": key["seed"]}))
+
+        return fit_and_test(self.config, key["seed"], build,
+                            {m: f"test/{m}" for m in self.metrics})
 
     def _keeps(self) -> list[float]:
         return [float(k) for k in self.config["keep"]]
 
+    def _errors(self, group: list[dict[str, str]], name: str) -> list[list[float]]:
+        """Per keep fraction, metric ``name`` of each row of ``group`` run at it."""
+        return [[metric(r, name) for r in group if float(r["keep"]) == k]
+                for k in self._keeps()]
+
     def table(self, rows: list[dict[str, str]]) -> str:
-        keeps = self._keeps()
-        head = [f"{m} @ {k:.0%}" for m in ("MAE", "RMSE") for k in keeps]
+        head = [f"{m.upper()} @ {k:.0%}" for m in self.shown for k in self._keeps()]
         lines = ["| encoding | seeds | " + " | ".join(head) + " |",
                  "|---|---|" + "---|" * len(head)]
-        for name, group in self._by_encoding(rows).items():
-            cells = []
-            for metric in ("mae", "rmse"):
-                for k in keeps:
-                    sel = [float(r[metric]) for r in group if float(r["keep"]) == k]
-                    cells.append(_fmt(sel, 1, 2))
+        for name, group in self.by_encoding(rows).items():
+            cells = [format_mean_std(values, 1, 2) for m in self.shown
+                     for values in self._errors(group, m)]
             seeds = len({r["seed"] for r in group})
             lines.append(f"| {name} | {seeds} | " + " | ".join(cells) + " |")
         return "\n".join(lines) + (
@@ -301,24 +178,15 @@ class IrregularStudy(Study):
             "mean ± std over seeds.\n")
 
     def plot(self, rows: list[dict[str, str]], path: Path) -> None:
-        keeps = self._keeps()
+        percent = [100 * k for k in self._keeps()]
         fig = new_figure((10, 4.2), dpi=100)
-        axes = fig.subplots(1, 2)
-        for name, group in self._by_encoding(rows).items():
-            for ax, metric in zip(axes, ("mae", "rmse"), strict=True):
-                means, stds = [], []
-                for k in keeps:
-                    vals = [float(r[metric]) for r in group if float(r["keep"]) == k]
-                    vals = vals or [math.nan]
-                    mean = sum(vals) / len(vals)
-                    means.append(mean)
-                    stds.append(math.sqrt(sum((v - mean) ** 2 for v in vals)
-                                          / max(len(vals) - 1, 1)))
-                ax.errorbar([100 * k for k in keeps], means, yerr=stds, marker="o", capsize=3,
-                            label=name)
-        for ax, metric in zip(axes, ("MAE", "RMSE"), strict=True):
+        axes = fig.subplots(1, len(self.shown))
+        for name, group in self.by_encoding(rows).items():
+            for ax, m in zip(axes, self.shown, strict=True):
+                _errorbars(ax, percent, self._errors(group, m), name)
+        for ax, m in zip(axes, self.shown, strict=True):
             ax.set_xlabel("observations kept (%)")
-            ax.set_ylabel(f"test {metric} (°F)")
+            ax.set_ylabel(f"test {m.upper()} (°F)")
             ax.grid(alpha=0.3)
         axes[0].legend(fontsize=8)
         fig.suptitle("Seattle hourly temperature, irregular sampling: error vs keep fraction")
@@ -328,92 +196,18 @@ class IrregularStudy(Study):
 STUDIES: dict[str, type[Study]] = {"resolution": ResolutionStudy, "irregular": IrregularStudy}
 
 
-def _key_of(row: dict[str, Any], columns: Sequence[str]) -> tuple[str, ...]:
-    return tuple(str(float(row[c])) if c == "keep" else str(row[c]) for c in columns)
-
-
-def summarize(study: Study, out: Path, plot: bool = True) -> None:
-    """(Re)write ``table.md`` and ``plot.png`` from ``results.csv``."""
-    rows = _read_rows(out / "results.csv")
-    (out / "table.md").write_text(study.table(rows))
-    if plot and rows:
-        study.plot(rows, out / "plot.png")
-
-
-def _run_one(name: str, config: dict, key: dict[str, Any], threads: int | None
-             ) -> tuple[dict[str, float], float]:
-    """One run with ``threads`` torch threads (restored after): ``(metrics, seconds)``."""
-    previous = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        start = time.perf_counter()
-        metrics = STUDIES[name](config).run(key)
-        return metrics, time.perf_counter() - start
-    finally:
-        torch.set_num_threads(previous)
-
-
 def run_study(name: str, config: dict, out: str | Path,
               log: Callable[[str], None] = print, plot: bool = True, workers: int = 1,
               threads: int | None = None) -> Path:
     """Run every missing (encoding, [keep,] seed) of study ``name``; -> the out folder.
 
-    ``workers`` > 1 trains that many runs at once in spawned processes, each with
-    ``threads`` torch threads (on a small CPU, one single-threaded run per core finishes a
-    study sooner than one run using every core: these models are too small to scale). Rows
-    are appended by this process as runs finish, so ``results.csv`` stays consistent.
+    ``workers`` > 1 trains that many runs at once in spawned processes, each with ``threads``
+    torch threads; see :func:`~posenc.tasks.study_runs.run_missing`.
     """
     if name not in STUDIES:
         raise ValueError(f"study must be one of {sorted(STUDIES)}, got {name!r}")
-    workers = check_positive_int(workers, "workers")
-    if plot:
-        require_matplotlib()  # now, not after the last run
-    study = STUDIES[name](config)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path = out / "results.csv"
-    shared, specs = study.fingerprints()
-    rows = _read_rows(csv_path)
-    stale = sorted({r["encoding"] for r in rows if r.get("config") != shared
-                    or (r["encoding"] in specs and r.get("spec") != specs[r["encoding"]])})
-    if stale:
-        raise ValueError(f"{csv_path} holds results of another configuration (encodings "
-                         f"{stale}: the model, data, trainer, test or encoding settings "
-                         f"changed since they ran); write to a new --out, or delete {out} "
-                         f"to run them again")
-    done = {_key_of(r, study.key_columns) for r in rows}
-    runs = study.runs()
-    todo = []
-    for i, key in enumerate(runs, 1):
-        if _key_of(key, study.key_columns) in done:
-            log(f"[{i}/{len(runs)}] {key}: already in {csv_path}, skipped")
-        else:
-            todo.append((i, key))
-
-    def record(i: int, key: dict[str, Any], metrics: dict[str, float], seconds: float) -> None:
-        _append_row(csv_path, {**key, **metrics, "seconds": round(seconds, 1),
-                               "config": shared, "spec": specs[key["encoding"]]})
-        shown = ", ".join(f"{k}={v:.4f}" for k, v in metrics.items())
-        log(f"[{i}/{len(runs)}] {key}: {shown} ({seconds:.0f} s)")
-        summarize(study, out, plot=False)
-
-    if workers == 1:
-        for i, key in todo:
-            record(i, key, *_run_one(name, config, key, threads))
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        # spawn, not fork: a forked child inherits the parent's OpenMP thread pool state.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = {pool.submit(_run_one, name, config, key, threads): (i, key)
-                       for i, key in todo}
-            for future in as_completed(futures):
-                record(*futures[future], *future.result())
-    summarize(study, out, plot=plot)
-    return out
+    return run_missing(STUDIES[name], config, out, log=log, plot=plot, workers=workers,
+                       threads=threads)
 
 
 # What each study's config must list (after the command-line overrides).

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from posenc.core import SinusoidalEncoding
 from posenc.tasks import ResizeCollate
 from posenc.tasks.cli import main as posenc_main
-from posenc.tasks.studies import IndexSinusoidal, IrregularStudy, ResolutionStudy, run_study
+from posenc.tasks.studies import IrregularStudy, ResolutionStudy, run_study
 
 pytest.importorskip("matplotlib")
 
@@ -93,7 +92,8 @@ def test_rows_of_a_changed_configuration_are_refused_not_reused(tmp_path, monkey
 def test_missing_matplotlib_fails_before_the_first_run_not_after_the_last(tmp_path,
                                                                           monkeypatch):
     ran = []
-    monkeypatch.setattr(ResolutionStudy, "run", lambda self, key: ran.append(key) or {})
+    monkeypatch.setattr(ResolutionStudy, "run", lambda self, key: ran.append(key) or {
+        "acc_28": 0.9, "acc_36": 0.8, "acc_28x44": 0.7})
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     with pytest.raises(ImportError, match=r"posenc\[plot\]"):
         run_study("resolution", _resolution_config(), tmp_path, log=lambda _: None)
@@ -141,9 +141,8 @@ def test_irregular_study_through_the_posenc_cli(tmp_path):
         "seeds": [0, 1, 2],
         "keep": [0.5, 1.0],
         "encodings": {"none": {"encodings": [], "relative": None},
-                      "index_sinusoidal": {"encodings": [
-                          {"class_path": "posenc.tasks.studies.IndexSinusoidal"}],
-                          "relative": None},
+                      "index_sinusoidal": {"encodings": ["index_sinusoidal"],
+                                           "relative": None},
                       "rope_time": {"encodings": [], "relative": "rope"}},
         "trainer": {"max_epochs": 3},
         "model": {"dim": 16, "depth": 1, "num_heads": 2},
@@ -189,18 +188,6 @@ def test_shipped_study_configs_build_every_encoding(name):
         assert sum(p.numel() for p in model.parameters()) > 0, encoding
 
 
-def test_index_sinusoidal_counts_tokens_not_time():
-    # Context at -5 h, -2 h, 0 h (the last observation), a padded context token repeating 0,
-    # queries at +1.5 h and +3 h: indices -2, -1, 0, (0), 1, 2 whatever the gaps.
-    elapsed = torch.tensor([[-5.0, -2.0, 0.0, 0.0, 1.5, 3.0]], dtype=torch.float64)
-    observed = torch.tensor([[True, True, True, False, False, False]])
-    out = IndexSinusoidal(8)(elapsed, observed)
-    expected = SinusoidalEncoding(8)(torch.tensor([-2.0, -1.0, 0.0, 0.0, 1.0, 2.0]))
-    torch.testing.assert_close(out[0], expected)
-    # Stretching the gaps changes nothing: it does not see time.
-    torch.testing.assert_close(IndexSinusoidal(8)(elapsed * 7, observed), out)
-
-
 def test_resize_collate_makes_non_square_batches():
     items = [(torch.rand(1, 28, 28), 3), (torch.rand(1, 28, 28), 5)]
     images, labels = ResizeCollate((28, 44))(items)
@@ -208,3 +195,94 @@ def test_resize_collate_makes_non_square_batches():
     assert ResizeCollate([28, 28]).size == 28
     with pytest.raises(ValueError, match="size"):
         ResizeCollate((28, 44, 2))
+
+
+# -- results: one mean ± std, metrics by name (a missing one is an error) ----------------------
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "studies"
+
+
+@pytest.mark.parametrize("name", ["resolution", "irregular"])
+def test_the_published_tables_are_rebuilt_from_their_csv_exactly(name):
+    """docs/studies/*_table.md came out of the study: the same rows give the same table."""
+    from posenc.tasks.studies import STUDIES, _load_config
+    from posenc.tasks.study_results import read_rows
+
+    study = STUDIES[name](_load_config(str(CONFIGS / f"study_{name}.yaml")))
+    rows = read_rows(DOCS / f"{name}_results.csv")
+    assert study.table(rows) == (DOCS / f"{name}_table.md").read_text()
+
+
+def test_mean_std_is_the_sample_std_and_one_value_has_none():
+    from posenc.tasks.study_results import format_mean_std, mean_std
+
+    assert mean_std([0.5, 0.9]) == pytest.approx((0.7, 0.2828427), abs=1e-7)
+    assert mean_std([0.5]) == (0.5, 0.0)
+    assert format_mean_std([0.5, 0.9], 100, 1) == "70.0 ± 28.3"
+    assert format_mean_std([0.5], 100, 1) == "50.0" and format_mean_std([], 100, 1) == "–"
+    # A diverged run is shown, not averaged away.
+    assert format_mean_std([1.0, float("nan")], 1, 2) == "nan ± nan"
+
+
+def test_a_metric_missing_from_the_results_is_an_error_naming_it():
+    row = {"encoding": "learned", "seed": "0", "acc_28": "0.9", "acc_36": "", "seconds": "1"}
+    config = {**_resolution_config(), "eval_image_sizes": [28, 36]}
+    with pytest.raises(ValueError, match=r"results row \{'encoding': 'learned', 'seed': '0'\} "
+                                         r"has no value for metric 'acc_36'; its columns: "
+                                         r"\['acc_28', 'encoding', 'seconds', 'seed'\]"):
+        ResolutionStudy(config).table([row])
+    with pytest.raises(ValueError, match="no value for metric 'rmse'"):
+        IrregularStudy({"keep": [0.5], "encodings": {"none": {}}}).table(
+            [{"encoding": "none", "keep": "0.5", "seed": "0", "mae": "1.5"}])
+
+
+class _FakeTrainer:
+    """Stands in for lightning's Trainer: records the weights it is given, logs ``LOGGED``."""
+
+    LOGGED = [{"test/acc_28": 0.9, "test/accuracy_36": 0.8}]
+    fitted: list[torch.Tensor] = []
+
+    def __init__(self, **kwargs):
+        pass
+
+    def fit(self, model, datamodule):
+        self.fitted.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+
+    def test(self, model, datamodule, verbose):
+        return self.LOGGED
+
+
+def test_a_metric_the_test_run_did_not_log_is_an_error_not_nan(monkeypatch):
+    """A renamed metric used to become NaN in every row; now the run stops and says so."""
+    import lightning.pytorch
+
+    monkeypatch.setattr(lightning.pytorch, "Trainer", _FakeTrainer)
+    config = {**_resolution_config(), "eval_image_sizes": [28, 36]}
+    with pytest.raises(ValueError, match=r"the test run logged no metric 'test/acc_36' \(wanted "
+                                         r"\['test/acc_28', 'test/acc_36'\]\); it logged "
+                                         r"\['test/acc_28', 'test/accuracy_36'\]"):
+        ResolutionStudy(config).run({"encoding": "learned", "seed": 0})
+
+
+def test_the_run_seed_fixes_the_initial_weights(monkeypatch):
+    """The model is built after seeding, so a run in a pool worker starts from the weights
+    the same run starts from in this process."""
+    import lightning.pytorch
+
+    monkeypatch.setattr(lightning.pytorch, "Trainer", _FakeTrainer)
+    monkeypatch.setattr(_FakeTrainer, "LOGGED", [{"test/acc_28": 0.5}])
+    monkeypatch.setattr(_FakeTrainer, "fitted", [])
+    study = ResolutionStudy({**_resolution_config(), "eval_image_sizes": [28]})
+    for seed in (0, 0, 1):
+        assert study.run({"encoding": "learned", "seed": seed}) == {"acc_28": 0.5}
+    first, again, other = _FakeTrainer.fitted
+    assert torch.equal(first, again) and not torch.equal(first, other)
+
+
+def test_configs_naming_index_sinusoidal_in_its_old_module_still_build():
+    from posenc.tasks import Forecaster
+    from posenc.temporal import IndexSinusoidal
+
+    old = {"class_path": "posenc.tasks.studies.IndexSinusoidal"}
+    model = Forecaster(dim=16, depth=1, num_heads=2, encodings=[old], relative=None)
+    [encoding] = model.model.time_features.encodings
+    assert type(encoding) is IndexSinusoidal and encoding.encoding.dim == 16
