@@ -50,6 +50,9 @@ def angles(positions: Tensor, inv_freq: Tensor) -> Tensor:
         ``(..., F)`` float32 angles reduced to ``[0, 2*pi)``; float64 (unreduced) when
         ``positions`` is float64, so callers that need float64 sin/cos get them.
     """
+    for name, t in (("positions", positions), ("inv_freq", inv_freq)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     check_position_dtype(positions)
     wide = wide_dtype(positions.device)
     theta = positions.to(wide)[..., None] * inv_freq.to(device=positions.device, dtype=wide)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable
 from typing import NamedTuple, TypeVar
 
 import torch
-from posenc.core import check_choice, check_int, check_positions
+from posenc.core import check_choice, check_int, check_output_dtype, check_positions
 from torch import Tensor
 
 __all__ = [
@@ -79,8 +79,7 @@ def patch_coords(
     """
     rows, cols = check_grid_size(grid_size)
     check_choice(normalize, "normalize", NORMALIZE)
-    if not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating dtype, got {dtype}")
+    check_output_dtype(dtype)
     axes = []
     for size in (rows, cols):
         axis = torch.arange(size, device=device, dtype=dtype)

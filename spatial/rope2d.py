@@ -161,6 +161,8 @@ class RoPE2D(Float64Buffers):
     def rotate(self, x: Tensor, positions: Tensor | GridPositions) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 2)``/``(B, N, 2)``
         coordinates or a :class:`GridPositions` with ``P`` prefix tokens (left unrotated)."""
+        if not isinstance(x, Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         positions = as_grid_positions(positions)
         tokens = positions.num_prefix_tokens + positions.coords.shape[-2]
         if x.ndim != 4 or x.shape[-1] != self.head_dim or (

@@ -149,3 +149,10 @@ def test_bf16_attention_with_integer_positions_keeps_the_dtype():
     x = torch.randn(2, 5, 16, dtype=torch.bfloat16)
     out = attn(x, query_positions=torch.arange(1000, 1005, dtype=torch.int16))
     assert out.dtype == torch.bfloat16 and bool(torch.isfinite(out).all())
+
+
+@pytest.mark.parametrize("positions, inv_freq, name", [
+    ([1, 2], torch.ones(2), "positions"), (torch.arange(3), [1.0], "inv_freq")])
+def test_angles_refuses_non_tensors_naming_the_argument(positions, inv_freq, name):
+    with pytest.raises(TypeError, match=rf"^{name} must be a torch.Tensor, got list"):
+        core.angles(positions, inv_freq)

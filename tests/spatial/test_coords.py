@@ -95,3 +95,9 @@ def test_num_prefix_tokens_of_the_wrong_type_is_a_type_error():
         as_grid_positions(GridPositions(patch_coords(2), (2, 2), True))
     with pytest.raises(TypeError, match=r"positions.num_prefix_tokens must be an int, got float"):
         as_grid_positions(GridPositions(patch_coords(2), (2, 2), 1.0))
+
+
+@pytest.mark.parametrize("dtype", ["float32", torch.int64, float])
+def test_patch_coords_dtype_must_be_a_floating_torch_dtype(dtype):
+    with pytest.raises(TypeError, match=r"^dtype must be a floating torch.dtype"):
+        patch_coords(3, dtype=dtype)

@@ -232,3 +232,8 @@ def test_mixed_freqs_move_in_place_keep_float32_and_rebuild_after_meta_init():
     torch.manual_seed(0)
     torch.testing.assert_close(meta.freqs.detach(), init_mixed_freqs(HEAD_DIM, HEADS))
     assert set(meta.state_dict()) == {"freqs"}
+
+
+def test_rotate_refuses_a_non_tensor_x():
+    with pytest.raises(TypeError, match="^x must be a torch.Tensor, got list"):
+        RoPE2D(HEAD_DIM, HEADS)([1.0], patch_coords(2))
