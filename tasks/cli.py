@@ -1,7 +1,7 @@
 """The ``posenc`` command: Lightning's CLI over every posenc task and data module.
 
     posenc fit --config configs/quickstart.yaml
-    posenc fit --config configs/vit_mnist_rope_mixed.yaml --model.init_args.encoding=relbias
+    posenc fit --config configs/vit_mnist.yaml --model.init_args.encoding=relbias
     posenc test --config configs/quickstart.yaml --ckpt_path=path/to/last.ckpt
     posenc fit --config configs/quickstart.yaml --print_config
     posenc plot --help

@@ -35,9 +35,24 @@ def _checkpoints(root):
 
 def test_the_required_configs_exist():
     names = {p.stem for p in ALL_CONFIGS}
-    for encoding in ("learned", "sincos2d", "rope_axial", "rope_mixed", "relbias"):
-        assert f"vit_mnist_{encoding}" in names
-    assert {"quickstart", "forecast_seattle", "forecast_seattle_irregular"} <= names
+    assert {"quickstart", "vit_mnist", "forecast_seattle", "forecast_seattle_irregular"} <= names
+
+
+# configs/vit_mnist.yaml's header: one config, the encoding (and the log folder) overridden.
+VIT_MNIST_RELBIAS = ["--config", str(CONFIGS / "vit_mnist.yaml"),
+                     "--model.init_args.encoding=relbias",
+                     "--trainer.logger.init_args.name=vit_mnist_relbias"]
+
+
+@pytest.mark.parametrize("encoding", ["learned", "sincos2d", "rope_axial", "rope_mixed",
+                                      "relbias"])
+def test_vit_mnist_runs_each_encoding_by_one_override(encoding, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    override = [] if encoding == "learned" else [f"--model.init_args.encoding={encoding}"]
+    cli = posenc_cli(["--config", str(CONFIGS / "vit_mnist.yaml"), *override,
+                      f"--trainer.logger.init_args.name=vit_mnist_{encoding}"], run=False)
+    assert cli.model.hparams.encoding == encoding
+    assert cli.trainer.logger.name == f"vit_mnist_{encoding}"
 
 
 @pytest.mark.parametrize("config", ALL_CONFIGS, ids=lambda p: p.stem)
@@ -97,7 +112,7 @@ def test_vision_config_fits_resumes_and_reloads_identically(tmp_path, monkeypatc
     """In-process ``main(["fit", ...])``: the same code path as the console script, without
     paying the interpreter start-up again."""
     monkeypatch.chdir(tmp_path)
-    config = ["--config", str(CONFIGS / "vit_mnist_relbias.yaml"), *DIGITS, *TINY_VIT]
+    config = [*VIT_MNIST_RELBIAS, *DIGITS, *TINY_VIT]
     assert main(["fit", *config, *ONE_EPOCH]) is None  # the console script exits with 0
     reported = dict(re.findall(r"^\s+(test/\S+)\s+([0-9.]+)$", capsys.readouterr().out, re.M))
     runs = tmp_path / "lightning_logs" / "vit_mnist_relbias"

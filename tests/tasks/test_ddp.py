@@ -47,7 +47,8 @@ def _validate(model, data, tmp_path) -> dict[str, float]:
 
 def test_image_classifier_ddp(tmp_path):
     out = tmp_path / "metrics"
-    run_cli(["fit", "--config", str(CONFIGS / "vit_mnist_relbias.yaml"),
+    run_cli(["fit", "--config", str(CONFIGS / "vit_mnist.yaml"),
+             "--model.init_args.encoding=relbias",
              "--data=posenc.tasks.DigitsDataModule", "--data.eval_image_sizes=[8, 16]",
              "--data.batch_size=64", *TINY_VIT, *DDP, *_probe(out)],
             cwd=tmp_path, extra_path=HERE)
