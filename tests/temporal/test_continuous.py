@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from posenc.core import SinusoidalEncoding
+from posenc.core import SinusoidalEncoding, sinusoidal_encoding
 from posenc.temporal import ContinuousSinusoidal, geometric_periods, time_positions
 
 
@@ -104,3 +104,11 @@ def test_meta_device_build_then_to_empty_equals_a_normal_build():
     assert torch.equal(meta.inv_freq64, normal.inv_freq64)
     times = torch.tensor([0.0, 1.5, 1e6], dtype=torch.float64)
     assert torch.equal(meta(times), normal(times))
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_is_core_sinusoidal_encoding_of_time_at_geometric_periods(layout):
+    times = torch.tensor([[0.0, 0.25, 1e9 + 0.5]], dtype=torch.float64)
+    inv_freq = 2 * math.pi / geometric_periods(4, 1.0, 100.0)
+    got = ContinuousSinusoidal(8, 1.0, 100.0, layout=layout)(times, dtype=torch.float64)
+    assert torch.equal(got, sinusoidal_encoding(times, inv_freq, layout))
