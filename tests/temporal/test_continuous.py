@@ -20,7 +20,8 @@ def classic(dim: int) -> ContinuousSinusoidal:
 def test_matches_core_sinusoidal_on_token_steps():
     positions = torch.arange(0, 3000, 7, dtype=torch.float64)
     torch.testing.assert_close(classic(32)(positions, dtype=torch.float64),
-                               SinusoidalEncoding(32)(positions, dtype=torch.float64), rtol=0, atol=1e-9)
+                               SinusoidalEncoding(32)(positions, dtype=torch.float64),
+                               rtol=0, atol=1e-9)
     half = ContinuousSinusoidal(8, 1.0, 100.0, layout="half")(positions)
     interleaved = ContinuousSinusoidal(8, 1.0, 100.0)(positions)
     torch.testing.assert_close(half[:, :4], interleaved[:, 0::2])
