@@ -427,10 +427,12 @@ class WindowDataset(Dataset):
                              f"{n} rows")
         if fields is None:
             fields = local_time_fields(local)
-        elif not isinstance(fields, Tensor) or fields.shape != (n, len(temporal.FIELDS)):
+        elif not isinstance(fields, Tensor):
+            raise TypeError(f"fields must be the tensor local_time_fields(local), got "
+                            f"{type(fields).__name__}")
+        elif fields.shape != (n, len(temporal.FIELDS)):
             raise ValueError(f"fields must be the ({n}, {len(temporal.FIELDS)}) tensor "
-                             f"local_time_fields(local), got "
-                             f"{tuple(fields.shape) if isinstance(fields, Tensor) else fields!r}")
+                             f"local_time_fields(local), got shape {tuple(fields.shape)}")
         self.utc = torch.from_numpy(utc)
         self.local = torch.from_numpy(local)
         self.fields = fields

@@ -15,7 +15,7 @@ from posenc.tasks import (
     collate_windows,
     make_batch,
 )
-from posenc.tasks.timeseries_data import local_time_fields
+from posenc.tasks.timeseries_data import WindowDataset, local_time_fields
 
 from .conftest import HOUR, setup_series, synthetic_series
 
@@ -249,6 +249,20 @@ def test_local_time_fields_refuse_what_is_not_int64_nanoseconds():
         local_time_fields(np.zeros(3))
     with pytest.raises(TypeError, match=r"got list"):
         local_time_fields([0, 1])
+
+
+def test_window_dataset_takes_precomputed_fields_of_its_rows_only():
+    utc = np.arange(10, dtype=np.int64) * HOUR
+    values, ok = np.zeros((10, 1), np.float32), np.array([[0, 4, 4, 6]])
+    fields = local_time_fields(utc)
+    item = WindowDataset(utc, utc, values, ok, np.zeros(1), np.ones(1), fields)[0]
+    assert torch.equal(item["target_fields"], fields[4:6])
+    with pytest.raises(ValueError, match=r"^fields must be the \(10, 11\) tensor "
+                                         r"local_time_fields\(local\), got shape \(9, 11\)"):
+        WindowDataset(utc, utc, values, ok, np.zeros(1), np.ones(1), fields[:9])
+    with pytest.raises(TypeError, match=r"^fields must be the tensor local_time_fields\(local\), "
+                                        r"got ndarray"):
+        WindowDataset(utc, utc, values, ok, np.zeros(1), np.ones(1), fields.numpy())
 
 
 # -- bad input ---------------------------------------------------------------------------------
