@@ -11,21 +11,25 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from posenc.core import PositionEncoding, check_bool
+from posenc.core import Float64Buffers, check_bool
 from torch import Tensor
 
+from .calendar import field_column
 from .cyclic import (
     CYCLE_PERIODS,
     DEFAULT_FIELDS,
+    _field_table,
+    _joint_index,
     calendar_features,
     check_calendar_fields,
     frequency_fields,
 )
+from .timestamps import check_output_dtype
 
 __all__ = ["CalendarFeatures"]
 
 
-class CalendarFeatures(PositionEncoding):
+class CalendarFeatures(Float64Buffers):
     """Fixed features of calendar fields (no parameters).
 
     ``cyclic=True``: each field becomes ``(sin, cos)`` of ``2*pi*(value - first) / period``
@@ -52,6 +56,18 @@ class CalendarFeatures(PositionEncoding):
         super().__init__()
         self.fields = check_calendar_fields(fields)
         self.cyclic = check_bool(cyclic, "cyclic")
+        self._axes = {name: _field_table(name, self.cyclic)[0] for name in self.fields}
+        self.reset_float64_buffers()
+
+    def float64_buffers(self) -> dict[str, Tensor]:
+        """Each field's features for every value (and period value): ``table_<field>`` of
+        shape ``(values, width)``, a few hundred numbers; the compiled path gathers from them
+        (the eager path's joint tables and numpy gather cannot be traced)."""
+        tables = {}
+        for name in self.fields:
+            table = _field_table(name, self.cyclic)[1]
+            tables[f"table_{name}"] = torch.from_numpy(table.reshape(-1, table.shape[-1]))
+        return tables
 
     @classmethod
     def from_frequency(cls, freq: str, *, cyclic: bool = False) -> CalendarFeatures:
@@ -88,8 +104,21 @@ class CalendarFeatures(PositionEncoding):
 
     def forward(self, fields: Mapping[str, np.ndarray | Tensor], *,
                 dtype: torch.dtype = torch.float32) -> Tensor:
-        """``{name: (...) ints}`` -> ``(..., dim)`` features (see :func:`calendar_features`)."""
-        return calendar_features(fields, self.fields, cyclic=self.cyclic, dtype=dtype)
+        """``{name: (...) ints}`` -> ``(..., dim)`` features (see :func:`calendar_features`).
+
+        Under ``torch.compile`` the features are gathered per field from this module's
+        tables (same float64 values, rounded once to ``dtype``), in one graph; the range
+        checks that read values are then the data pipeline's (see ``check_field_range``).
+        """
+        if not torch.compiler.is_compiling():
+            return calendar_features(fields, self.fields, cyclic=self.cyclic, dtype=dtype)
+        check_output_dtype(dtype)
+        parts = []
+        for name in self.fields:
+            axes = self._axes[name]
+            columns = {a.column: field_column(fields, a.column).long() for a in axes}
+            parts.append(getattr(self, f"table_{name}")[_joint_index(columns, axes)])
+        return torch.cat(parts, dim=-1).to(dtype)
 
     def extra_repr(self) -> str:
         return f"fields={list(self.fields)}, cyclic={self.cyclic}"

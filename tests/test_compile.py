@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import timm
 import torch
-from posenc import spatial
+from posenc import spatial, temporal
 from posenc.tasks import Forecaster, TimeSeriesDataModule
 from posenc.tasks.forecasting import TIME_ENCODINGS
 
@@ -65,15 +65,7 @@ def batch() -> dict[str, torch.Tensor]:
     return next(iter(dm.train_dataloader()))
 
 
-# CalendarFeatures looks its features up with numpy on CPU tensors and builds its tables in
-# an lru_cache'd numpy function (posenc.temporal.cyclic.calendar_features), which dynamo
-# cannot trace; strict, so this fails once it compiles and the mark must go.
-_NUMPY_LOOKUP = pytest.mark.xfail(
-    raises=torch._dynamo.exc.Unsupported, strict=True,
-    reason="temporal.cyclic.calendar_features: numpy lookup and lru_cache'd numpy tables")
-CASES = [pytest.param([name], "rope", id=f"{name}-rope",
-                      marks=[_NUMPY_LOOKUP] if name == "calendar" else [])
-         for name in TIME_ENCODINGS]
+CASES = [pytest.param([name], "rope", id=f"{name}-rope") for name in TIME_ENCODINGS]
 CASES += [pytest.param(["continuous", "timedelta"], relative, id=f"elapsed-{relative}")
           for relative in ("alibi", None)]
 
@@ -86,3 +78,16 @@ def test_forecaster_compiles_in_one_graph_and_matches_eager(batch, encodings, re
     compiled = torch.compile(model, backend="eager", fullgraph=True)
     with torch.no_grad():
         torch.testing.assert_close(compiled(batch), model(batch), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cyclic", [True, False])
+def test_calendar_features_compile_in_one_graph_and_equal_eager(cyclic):
+    stamps = pd.date_range("2020-12-28", periods=500, freq="7h13min", tz="America/New_York")
+    names = ("minute", "hour", "day_of_week", "day_of_month", "day_of_year", "week_of_year",
+             "month")
+    encoding = temporal.CalendarFeatures(names, cyclic=cyclic).to(torch.bfloat16)
+    fields = {k: torch.from_numpy(v).reshape(5, 100) for k, v in temporal.calendar_fields(
+        stamps, fields=encoding.required_fields).items()}
+    compiled = torch.compile(encoding, backend="eager", fullgraph=True)
+    for dtype in (torch.float32, torch.float64):
+        assert torch.equal(compiled(fields, dtype=dtype), encoding(fields, dtype=dtype))
