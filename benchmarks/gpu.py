@@ -41,7 +41,7 @@ from torch import nn
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_spatial import BASELINE, PEER, TARGETS  # noqa: E402
-from run_all import machine, table  # noqa: E402
+from run_all import report  # noqa: E402
 
 ROPE_TARGET = "<= 1.30"  # issue 12's target for the "half" layout on CPU, same terms
 
@@ -255,15 +255,11 @@ def main(argv: list[str] | None = None) -> int:
         vit_table, vit_failed = vit_rows(sizes, device, time_call)
         rows += vit_table
         failed += vit_failed
-    print("\n".join(machine()))
-    if device.type == "cuda":
-        print(f"GPU: {torch.cuda.get_device_name(device)} | CUDA {torch.version.cuda}")
-    print(f"Mode: {'dry run (CPU, tiny sizes)' if args.dry_run else 'full'} on {device}; "
-          f"{time.perf_counter() - start:.0f} s; time ratio = posenc / baseline\n")
-    print(table(rows))
-    if failed:
-        print(f"\nFAILED (see the tracebacks above): {', '.join(failed)}")
-    return 1 if failed else 0
+    gpu = ([f"GPU: {torch.cuda.get_device_name(device)} | CUDA {torch.version.cuda}"]
+           if device.type == "cuda" else [])
+    return report(rows, failed, f"Mode: {'dry run (CPU, tiny sizes)' if args.dry_run else 'full'}"
+                  f" on {device}; {time.perf_counter() - start:.0f} s; time ratio = posenc / "
+                  "baseline", gpu)
 
 
 if __name__ == "__main__":

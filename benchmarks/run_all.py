@@ -27,6 +27,7 @@ import platform
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -164,12 +165,19 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # one broken suite must not hide the others' numbers
             failed.append(suite)
             traceback.print_exc()
-    print("\n".join(machine()))
-    print(f"Mode: {'quick' if args.quick else 'full'}; {time.perf_counter() - start:.0f} s; "
-          "time ratio = posenc / baseline (< 1: faster than the baseline)\n")
+    return report(rows, failed, f"Mode: {'quick' if args.quick else 'full'}; "
+                  f"{time.perf_counter() - start:.0f} s; time ratio = posenc / baseline "
+                  "(< 1: faster than the baseline)")
+
+
+def report(rows: list[dict], failed: list[str], mode: str, extra: Sequence[str] = ()) -> int:
+    """Print the machine, ``extra`` lines, the ``mode`` line and the ratio table; the exit
+    status: 1 when any suite or case in ``failed`` did not run."""
+    print("\n".join([*machine(), *extra]))
+    print(mode + "\n")
     print(table(rows))
     if failed:
-        print(f"\nFAILED suites (see the traceback above): {', '.join(failed)}")
+        print(f"\nFAILED (see the tracebacks above): {', '.join(failed)}")
     return 1 if failed else 0
 
 
