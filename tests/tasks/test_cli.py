@@ -246,28 +246,38 @@ def test_plot_errors_are_one_line(tmp_path, capsys):
     assert "argument --head-dim: invalid int value: 'many'" in capsys.readouterr().err
 
 
-def test_ckpt_path_naming_a_class_that_is_not_imported_is_refused(tmp_path, capsys,
-                                                                 monkeypatch):
-    """Lightning merges the checkpoint's hyperparameters into the config; its _class_path
-    would be imported by jsonargparse (running the module's code) before any check."""
+def _refused_evil_checkpoint(tmp_path, monkeypatch, capsys, module: str,
+                             hyper_parameters: dict) -> str:
+    """``posenc test --ckpt_path`` on a checkpoint whose hyperparameters name ``module``, a
+    module on sys.path whose import would create a file: asserts the CLI refused it (exit 2)
+    without importing it, and returns what it printed to stderr."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "evil_model.py").write_text(
+    (tmp_path / f"{module}.py").write_text(
         f"import pathlib\npathlib.Path({str(tmp_path / 'pwned')!r}).touch()\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     model = ImageClassifier(img_size=8, patch_size=4, embed_dim=16, depth=1, num_heads=2)
     ckpt = tmp_path / "evil.ckpt"
     torch.save({"state_dict": model.state_dict(),
-                "hyper_parameters": {**dict(model.hparams), "_class_path": "evil_model.Model",
+                "hyper_parameters": {**dict(model.hparams), **hyper_parameters,
                                      "_instantiator": "lightning.pytorch.cli.instantiate_module"},
                 "pytorch-lightning_version": "2.6.0"}, ckpt)
     with pytest.raises(SystemExit) as exit_info:
         main(["test", "--config", str(CONFIGS / "quickstart.yaml"), "--trainer.logger=false",
               f"--ckpt_path={ckpt}"])
     assert exit_info.value.code == 2
-    assert ("names the model class 'evil_model.Model', which is not an imported "
-            "LightningModule subclass") in capsys.readouterr().err
     assert not (tmp_path / "pwned").exists()
-    assert "evil_model" not in sys.modules
+    assert module not in sys.modules
+    return capsys.readouterr().err
+
+
+def test_ckpt_path_naming_a_class_that_is_not_imported_is_refused(tmp_path, capsys,
+                                                                 monkeypatch):
+    """Lightning merges the checkpoint's hyperparameters into the config; its _class_path
+    would be imported by jsonargparse (running the module's code) before any check."""
+    err = _refused_evil_checkpoint(tmp_path, monkeypatch, capsys, "evil_model",
+                                   {"_class_path": "evil_model.Model"})
+    assert ("names the model class 'evil_model.Model', which is not an imported "
+            "LightningModule subclass") in err
 
 
 def test_a_config_may_name_the_users_own_encoding(tmp_path, monkeypatch):
@@ -289,23 +299,8 @@ def test_a_config_may_name_the_users_own_encoding(tmp_path, monkeypatch):
 def test_ckpt_path_naming_an_encoding_module_that_is_not_imported_is_refused(
         tmp_path, capsys, monkeypatch):
     """jsonargparse imports the class paths nested in the merged hyperparameters too."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "evil_encoding.py").write_text(
-        f"import pathlib\npathlib.Path({str(tmp_path / 'pwned')!r}).touch()\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    model = ImageClassifier(img_size=8, patch_size=4, embed_dim=16, depth=1, num_heads=2)
-    ckpt = tmp_path / "evil.ckpt"
-    torch.save({"state_dict": model.state_dict(),
-                "hyper_parameters": {**dict(model.hparams),
-                                     "encoding": {"class_path": "evil_encoding.Enc"},
-                                     "_class_path": "posenc.tasks.vision.ImageClassifier",
-                                     "_instantiator": "lightning.pytorch.cli.instantiate_module"},
-                "pytorch-lightning_version": "2.6.0"}, ckpt)
-    with pytest.raises(SystemExit) as exit_info:
-        main(["test", "--config", str(CONFIGS / "quickstart.yaml"), "--trainer.logger=false",
-              f"--ckpt_path={ckpt}"])
-    assert exit_info.value.code == 2
-    assert ("encoding: class_path 'evil_encoding.Enc': module 'evil_encoding' is not imported"
-            in capsys.readouterr().err)
-    assert not (tmp_path / "pwned").exists()
-    assert "evil_encoding" not in sys.modules
+    err = _refused_evil_checkpoint(
+        tmp_path, monkeypatch, capsys, "evil_encoding",
+        {"encoding": {"class_path": "evil_encoding.Enc"},
+         "_class_path": "posenc.tasks.vision.ImageClassifier"})
+    assert "encoding: class_path 'evil_encoding.Enc': module 'evil_encoding' is not imported" in err
