@@ -11,16 +11,13 @@ Encodings are config values (a name or ``{class_path, init_args}``), so checkpoi
 plain hyperparameters and reload with ``Model.load_from_checkpoint(path)``.
 """
 
-from .forecasting import RELATIVE_ENCODINGS, TIME_ENCODINGS, Forecaster, ForecastTransformer
+from posenc.temporal import parse_timestamps
+
+from .forecast_network import RELATIVE_ENCODINGS, TIME_ENCODINGS, ForecastTransformer
+from .forecasting import Forecaster
 from .losses import MeanAbsoluteScaledError, masked_point_loss, quantile_loss
-from .timeseries_data import (
-    SeattleTempsDataModule,
-    TaylorDataModule,
-    TimeSeriesDataModule,
-    collate_windows,
-    make_batch,
-    parse_timestamps,
-)
+from .timeseries_data import TimeSeriesDataModule
+from .timeseries_datasets import SeattleTempsDataModule, TaylorDataModule
 from .vision import ImageClassifier, build_vit
 from .vision_data import (
     DigitsDataModule,
@@ -30,6 +27,7 @@ from .vision_data import (
     ResizeCollate,
     stratified_split,
 )
+from .windows import collate_windows, make_batch
 
 __all__ = [
     "RELATIVE_ENCODINGS",

@@ -27,7 +27,13 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.saving import _is_imported_subclass
 
 # Imported so that short class names resolve in configs and checkpoints find their classes.
-from . import forecasting, timeseries_data, vision, vision_data  # noqa: F401
+from . import (  # noqa: F401
+    forecasting,
+    timeseries_data,
+    timeseries_datasets,
+    vision,
+    vision_data,
+)
 from .specs import check_class_path
 
 __all__ = ["EXTRA_COMMANDS", "PosencCLI", "main", "posenc_cli"]

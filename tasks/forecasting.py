@@ -1,310 +1,36 @@
-"""``Forecaster``: a transformer over observed (value, timestamp) tokens and future query times.
-
-Each observation is a token (its values, which are present, and its timestamp); each time to
-predict is a query token that carries only its timestamp. Timestamps enter in two ways:
-
-- additive: features of each token's time summed into its embedding after one linear map:
-  calendar features of local time (also for the future: they come from the query timestamps),
-  Fourier seasonality, continuous sinusoids / Time2Vec of elapsed time, time deltas;
-- relative: RoPE or ALiBi inside :class:`posenc.core.MultiheadAttention`, driven by elapsed
-  time in ``time_unit`` (hours by default), so attention sees real gaps.
-
-Observation tokens attend to every observation; a query token attends to every observation
-and to itself only, so the forecast at a time does not depend on which other times are asked.
-"""
+"""``Forecaster``: the LightningModule that trains, evaluates and serves a
+:class:`~posenc.tasks.forecast_network.ForecastTransformer`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from numbers import Real
-from typing import Any
 
 import pandas as pd
 import torch
 from lightning.pytorch import LightningModule
-from posenc import temporal
 from posenc.core import (
-    ALiBi,
-    MultiheadAttention,
-    RotaryEncoding,
     check_bool,
     check_choice,
     check_float,
     check_positive_float,
     check_positive_int,
-    wide_dtype,
 )
-from posenc.core.validation import assume_finite
 from torch import Tensor, nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError
 
+from .forecast_network import (
+    RELATIVE_ENCODINGS,
+    TIME_ENCODINGS,
+    ForecastTransformer,
+    TimeFeatures,
+    encoding_reads,
+)
 from .losses import LOSSES, MeanAbsoluteScaledError, masked_point_loss, quantile_loss
 from .optim import check_optim_args, configure_adamw_from_hparams
 from .specs import instantiate
-from .timeseries_data import local_time_fields
 
-__all__ = ["Forecaster", "ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
-           "RELATIVE_ENCODINGS", "READS", "encoding_reads"]
-
-# What an additive encoding reads, declared by its class as ``reads``:
-#   "fields":     calendar fields of local wall-clock time, ``{name: (B, N) int tensor}``
-#                 (computed by the data pipeline: the batch's ``*_fields``);
-#   "timestamps": local wall-clock time as a (B, N) int64 ns tensor (seasonal features);
-#   "elapsed":    (B, N) float elapsed time from the forecast origin, in ``time_unit``;
-#   "deltas":     elapsed time plus the (B, N) bool mask of observed tokens.
-READS = ("fields", "timestamps", "elapsed", "deltas")
-
-
-def _calendar():
-    return temporal.CalendarFeatures(cyclic=True)
-
-
-def _calendar_embedding(dim: int):
-    return temporal.CalendarEmbedding(dim)
-
-
-def _fourier():
-    return temporal.FourierSeasonality()
-
-
-def _continuous(dim: int):
-    return temporal.ContinuousSinusoidal(dim, min_period=1.0, max_period=1000.0)
-
-
-def _time2vec(dim: int):
-    return temporal.Time2Vec(dim)
-
-
-def _timedelta():
-    return temporal.TimeDelta(log=True)
-
-
-# name -> factory; factories take what they need of the model's sizes (dim, ...).
-TIME_ENCODINGS: dict[str, Any] = {
-    "calendar": _calendar,
-    "calendar_embedding": _calendar_embedding,
-    "fourier": _fourier,
-    "continuous": _continuous,
-    "time2vec": _time2vec,
-    "timedelta": _timedelta,
-    "index_sinusoidal": temporal.IndexSinusoidal,
-}
-
-
-def _rope(head_dim: int, base: float = 10000.0):
-    return RotaryEncoding(head_dim, base=base)
-
-
-def _alibi(num_heads: int):
-    return ALiBi(num_heads, causal=False)
-
-
-RELATIVE_ENCODINGS: dict[str, Any] = {"rope": _rope, "alibi": _alibi}
-
-
-def encoding_reads(module: nn.Module, name: str = "encoding") -> str:
-    """What an additive temporal encoding reads (one of :data:`READS`): the ``reads``
-    attribute its class declares (posenc.temporal's encodings do; so must a class of your
-    own), else ``TypeError`` naming the class."""
-    reads = getattr(module, "reads", None)
-    if reads not in READS:
-        raise TypeError(f"{name} {type(module).__name__} does not declare what it reads: give "
-                        f"the class a reads attribute, one of {list(READS)}, got {reads!r}")
-    return reads
-
-
-class TimeFeatures(nn.Module):
-    """Concatenated additive temporal features of every token, as one ``(B, N, F)`` tensor.
-
-    Args:
-        encodings: the temporal encoding modules.
-        reads: per encoding, what it reads (one of :data:`READS`).
-    """
-
-    def __init__(self, encodings: list[nn.Module], reads: list[str]) -> None:
-        super().__init__()
-        for i, value in enumerate(reads):
-            check_choice(value, f"reads[{i}]", READS)
-        self.encodings = nn.ModuleList(encodings)
-        self.reads = list(reads)
-        self.reads_fields = "fields" in self.reads
-        self.width = self._probe_width()
-
-    def _probe_width(self) -> int:
-        if not self.reads:
-            return 0
-        start = pd.Timestamp("2020-01-01").value
-        local = torch.tensor([[start, start + 3600 * 10**9]], dtype=torch.int64)
-        elapsed = torch.tensor([[-1.0, 0.0]])
-        with torch.no_grad():
-            return self(local_time_fields(local), local, elapsed,
-                        torch.ones(1, 2, dtype=torch.bool)).shape[-1]
-
-    def forward(self, fields: Tensor | None, local: Tensor, elapsed: Tensor,
-                observed: Tensor) -> Tensor:
-        """Per token: ``fields`` ``(B, N, len(FIELDS))`` int calendar fields of the local time
-        (:func:`~posenc.tasks.timeseries_data.local_time_fields`; None when no encoding reads
-        them), ``local`` ``(B, N)`` int64 wall-clock ns, ``elapsed`` ``(B, N)`` float time
-        from the forecast origin in ``time_unit``, ``observed`` ``(B, N)`` bool (a value is
-        present). -> ``(B, N, F)`` float32, on the inputs' device (no host round trip)."""
-        columns = None
-        features = []
-        for encoding, reads in zip(self.encodings, self.reads, strict=True):
-            if reads == "fields":
-                if columns is None:
-                    columns = dict(zip(temporal.FIELDS, fields.unbind(-1), strict=True))
-                out = encoding(columns)
-            elif reads == "timestamps":
-                out = encoding(local)
-            elif reads == "elapsed":
-                out = encoding(elapsed)
-            else:
-                out = encoding(elapsed, observed)
-            features.append(out.to(device=elapsed.device, dtype=torch.float32))
-        return torch.cat(features, dim=-1)
-
-
-class Block(nn.Module):
-    """Pre-norm transformer block around the core attention."""
-
-    def __init__(self, dim: int, num_heads: int, mlp_ratio: float, dropout: float,
-                 rotary: nn.Module | None, bias: nn.Module | None) -> None:
-        super().__init__()
-        self.norm1 = nn.LayerNorm(dim)
-        self.attn = MultiheadAttention(dim, num_heads, rotary=rotary, bias=bias,
-                                       proj_drop=dropout)
-        self.norm2 = nn.LayerNorm(dim)
-        hidden = int(dim * mlp_ratio)
-        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout),
-                                 nn.Linear(hidden, dim), nn.Dropout(dropout))
-
-    def forward(self, x: Tensor, positions: Tensor | None, mask: Tensor) -> Tensor:
-        # positions: elapsed time made from int64 timestamps, finite by construction, so the
-        # attention reads no values (nothing in a block waits for the host).
-        x = x + self.attn(self.norm1(x), query_positions=positions, attn_mask=mask,
-                          positions_checked=True)
-        return x + self.mlp(self.norm2(x))
-
-
-class ForecastTransformer(nn.Module):
-    """The forecasting network; see the module docstring.
-
-    Args:
-        num_targets: target channels ``C``.
-        num_outputs: outputs per channel (1 for a point forecast, ``Q`` for quantiles).
-        dim, depth, num_heads, mlp_ratio, dropout: transformer size.
-        time_features: the additive encodings (may hold none).
-        relative: per block, ``(rotary, bias)`` modules (each may be None).
-        unit_seconds: seconds per position unit for the relative encodings.
-        instance_norm: standardize each window's values by its context's mean and standard
-            deviation and undo it at the output (RevIN, Kim et al. 2022).
-    """
-
-    def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
-                 num_heads: int, mlp_ratio: float, dropout: float, time_features: TimeFeatures,
-                 relative: list[tuple[nn.Module | None, nn.Module | None]],
-                 unit_seconds: float, instance_norm: bool = True) -> None:
-        super().__init__()
-        self.instance_norm = instance_norm
-        self.num_targets, self.num_outputs = num_targets, num_outputs
-        self.unit_seconds = unit_seconds
-        self.value_embed = nn.Linear(2 * num_targets, dim)
-        self.query_token = nn.Parameter(torch.zeros(dim))
-        nn.init.trunc_normal_(self.query_token, std=0.02)
-        self.time_features = time_features
-        self.time_proj = nn.Linear(time_features.width, dim) if time_features.width else None
-        self.blocks = nn.ModuleList(
-            Block(dim, num_heads, mlp_ratio, dropout, rotary, bias) for rotary, bias in relative)
-        self.use_positions = any(r is not None or b is not None for r, b in relative)
-        self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, num_targets * num_outputs)
-
-    def _check_batch(self, batch: Mapping[str, Tensor]) -> None:
-        """Keys, dtypes and shapes only: nothing here reads values."""
-        if not isinstance(batch, Mapping):
-            raise TypeError(f"batch must be a dict of tensors (collate_windows, make_batch), "
-                            f"got {type(batch).__name__}")
-        keys = ["context_time", "target_time", "context_local", "target_local",
-                "context_valid", "target_valid", "context_value", "context_observed"]
-        keys += ["context_fields", "target_fields"] if self.time_features.reads_fields else []
-        missing = [key for key in keys if key not in batch]
-        if missing:
-            raise ValueError(f"batch has no {missing}; make batches with "
-                             f"posenc.tasks.collate_windows or make_batch (they add the "
-                             f"calendar fields of the local times as *_fields)")
-        for side in ("context", "target"):
-            valid = batch[f"{side}_valid"]
-            for key in (f"{side}_time", f"{side}_local"):
-                if batch[key].dtype != torch.int64:
-                    raise TypeError(f"batch[{key!r}] must be int64 nanoseconds, got "
-                                    f"{batch[key].dtype}")
-            key = f"{side}_fields"
-            if key in keys:
-                fields = batch[key]
-                if fields.is_floating_point() or fields.dtype == torch.bool \
-                        or fields.shape != (*valid.shape, len(temporal.FIELDS)):
-                    raise ValueError(
-                        f"batch[{key!r}] must be the {(*valid.shape, len(temporal.FIELDS))} "
-                        f"int calendar fields of batch['{side}_local'] (local_time_fields), "
-                        f"got {fields.dtype} of shape {tuple(fields.shape)}")
-
-    def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
-        """Batch dict (see :mod:`posenc.tasks.timeseries_data`) -> ``(B, Nh, C, outputs)``
-        predictions in scaled units.
-
-        Nothing in it reads values on the host: calendar fields come with the batch, and
-        elapsed time, made here from int64 timestamps, is finite by construction.
-        """
-        self._check_batch(batch)
-        ctx_valid, tgt_valid = batch["context_valid"], batch["target_valid"]
-        num_ctx = ctx_valid.shape[1]
-        time = torch.cat((batch["context_time"], batch["target_time"]), dim=1)
-        local = torch.cat((batch["context_local"], batch["target_local"]), dim=1)
-        fields = torch.cat((batch["context_fields"], batch["target_fields"]), dim=1) \
-            if self.time_features.reads_fields else None
-        valid = torch.cat((ctx_valid, tgt_valid), dim=1)
-        # Forecast origin: the last real observation of each window. Differences are taken in
-        # int64 ns (exact) before the one conversion to float64 (float32 on MPS).
-        last = ctx_valid.sum(1, keepdim=True).clamp_min(1) - 1
-        origin = batch["context_time"].gather(1, last)
-        # float64 (float32 on MPS) keeps sub-second precision over years of elapsed time.
-        elapsed = (time - origin).to(wide_dtype(time.device)) / (self.unit_seconds * 1e9)
-
-        observed = batch["context_observed"]
-        context = batch["context_value"].float()
-        if self.instance_norm:
-            # RevIN-style: standardize each window by its own context, restore at the output.
-            weight = observed.float()
-            count = weight.sum(1, keepdim=True).clamp_min(1)
-            window_loc = (context * weight).sum(1, keepdim=True) / count
-            window_var = ((context - window_loc).square() * weight).sum(1, keepdim=True) / count
-            window_scale = (window_var + 1e-5).sqrt()
-            context = (context - window_loc) / window_scale
-        values = torch.cat((context * observed, observed.float()), dim=-1)
-        ctx_tokens = self.value_embed(values)
-        tgt_tokens = self.query_token.expand(tgt_valid.shape[0], tgt_valid.shape[1], -1)
-        x = torch.cat((ctx_tokens, tgt_tokens.to(ctx_tokens.dtype)), dim=1)
-        if self.time_proj is not None:
-            has_value = torch.cat((ctx_valid & observed.any(-1), torch.zeros_like(tgt_valid)),
-                                  dim=1)
-            with assume_finite():  # elapsed time is made from int64 timestamps
-                features = self.time_features(fields, local, elapsed, has_value)
-            x = x + self.time_proj(features)
-
-        # Keys: real observations; every token also sees itself (no empty rows).
-        total = valid.shape[1]
-        key_ok = torch.zeros_like(valid)
-        key_ok[:, :num_ctx] = ctx_valid
-        eye = torch.eye(total, dtype=torch.bool, device=valid.device)
-        mask = (key_ok[:, None, :] | eye)[:, None]
-        positions = elapsed if self.use_positions else None
-        for block in self.blocks:
-            x = block(x, positions, mask)
-        out = self.head(self.norm(x[:, num_ctx:]))
-        out = out.unflatten(-1, (self.num_targets, self.num_outputs))
-        if self.instance_norm:
-            out = out * window_scale[..., None] + window_loc[..., None]
-        return out
+__all__ = ["Forecaster"]
 
 
 class Forecaster(LightningModule):

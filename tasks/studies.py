@@ -142,7 +142,7 @@ class IrregularStudy(Study):
 
     def run(self, key: dict[str, Any]) -> dict[str, float]:
         from .forecasting import Forecaster
-        from .timeseries_data import SeattleTempsDataModule
+        from .timeseries_datasets import SeattleTempsDataModule
 
         keep = key["keep"]
 

@@ -2,7 +2,7 @@
 
 Conversion (numpy, pandas-compatible, DST-correct):
 :func:`to_seconds`, :func:`to_nanoseconds`, :func:`time_positions`, :func:`localize`,
-:func:`calendar_fields`.
+:func:`calendar_fields`; table columns: :func:`parse_timestamps`, :func:`utc_and_local`.
 
 Encodings (torch modules over those coordinates):
 
@@ -18,6 +18,7 @@ Encodings (torch modules over those coordinates):
 from .calendar import FIELDS, calendar_fields, check_field_range, field_column
 from .calendar_embedding import CalendarEmbedding
 from .calendar_features import CalendarFeatures
+from .columns import parse_timestamps, utc_and_local
 from .continuous import ContinuousSinusoidal, geometric_periods
 from .cyclic import (
     CYCLE_PERIODS,
@@ -72,8 +73,10 @@ __all__ = [
     "geometric_periods",
     "local_wall_time",
     "localize",
+    "parse_timestamps",
     "time_delta_features",
     "time_positions",
     "to_nanoseconds",
     "to_seconds",
+    "utc_and_local",
 ]

@@ -15,7 +15,7 @@ from posenc.tasks import (
     collate_windows,
     make_batch,
 )
-from posenc.tasks.timeseries_data import WindowDataset, local_time_fields
+from posenc.tasks.windows import WindowDataset, local_time_fields
 
 from .conftest import HOUR, setup_series, synthetic_series
 

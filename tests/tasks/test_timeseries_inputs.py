@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 from posenc.tasks import TimeSeriesDataModule, collate_windows, make_batch, parse_timestamps
-from posenc.tasks.timeseries_data import WindowDataset
+from posenc.tasks.windows import WindowDataset
 
 from .conftest import HOUR, setup_series, synthetic_series
 
