@@ -5,15 +5,16 @@ Context and horizon lengths are counts of observations (``168``) or durations wi
 timestamps share one format: the first row's, or ``timestamp_format``; a row in another format
 is an error naming it, never a guess. Splits are by time: a window belongs to the split that
 holds its whole horizon, so no training target lies in the validation or test period, and
-every context ends before its horizon starts. Scaling statistics come from the training
-period only. Batches: see :mod:`posenc.tasks.windows`.
+every context ends before its horizon starts. Scaling statistics are per series and come
+from the training period only. A panel (many series, ``series_column``) is split at the same
+times for all series. Batches: see :mod:`posenc.tasks.windows`; the table is read by
+:func:`posenc.tasks.panel.read_panel`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-import warnings
 from collections.abc import Sequence
 from numbers import Real
 from typing import Any
@@ -26,16 +27,21 @@ from posenc.temporal.columns import (
     AMBIGUOUS,
     NONEXISTENT,
     check_tz_name,
-    parse_timestamps,
-    row_label,
-    utc_and_local,
 )
 from torch.utils.data import DataLoader
 
 from .hparams import make_hparams_plain, plain
-from .series_frame import check_unique_columns, numeric_column, parse_length, read_table
+from .panel import Panel, SeriesSchema, read_panel, scale_panel
+from .series_frame import check_unique_columns, parse_length, read_table
 from .splits import check_split_fractions
-from .windows import WindowDataset, collate_windows, local_time_fields
+from .windows import (
+    WindowDataset,
+    WindowIndex,
+    batched,
+    count_windows,
+    duration_windows,
+    time_origins,
+)
 
 __all__ = ["MAX_ORIGINS_PER_ROW", "MAX_WINDOW_ROWS", "TimeSeriesDataModule"]
 
@@ -49,6 +55,39 @@ MAX_ORIGINS_PER_ROW = 10
 _RELATIVE = ("now", "today", "yesterday", "tomorrow")
 
 
+def _columns(value: Any, name: str, required: bool = False) -> list[str]:
+    """A column name or a list of names -> a list of unique names."""
+    if value is None and required:
+        raise TypeError(f"{name} must be a column name or a list of names, got None")
+    if value is None:
+        value = []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (Sequence, pd.Index, np.ndarray)):
+        raise TypeError(f"{name} must be a column name or a list of names, got "
+                        f"{type(value).__name__} ({value!r})")
+    names = list(value)
+    for i, item in enumerate(names):
+        if not isinstance(item, str):
+            raise TypeError(f"{name}[{i}] must be a column name (str), got "
+                            f"{type(item).__name__} ({item!r})")
+        if item in names[:i]:
+            raise ValueError(f"{name} repeats {item!r}: {names}")
+    if required and not names:
+        raise ValueError(f"{name} must name at least one column")
+    return names
+
+
+def _keep_rows(panel: Panel, keep: np.ndarray) -> Panel:
+    """The panel without the rows where ``keep`` is False (series stay, maybe shorter)."""
+    series = panel.series_of_rows()[keep]
+    counts = np.bincount(series, minlength=panel.num_series)
+    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    return Panel(utc=panel.utc[keep], local=panel.local[keep], values=panel.values[keep],
+                 starts=starts, rows=panel.rows[keep], static_real=panel.static_real,
+                 static_cat=panel.static_cat, schema=panel.schema)
+
+
 class TimeSeriesDataModule(LightningDataModule):
     """Sliding-window forecasting data from a CSV/Parquet file or a DataFrame.
 
@@ -60,6 +99,18 @@ class TimeSeriesDataModule(LightningDataModule):
             timestamps (the same instant, whatever its offset) are an error.
         target_columns: numeric column(s) to forecast (one channel each); NaN = missing. A
             channel that is constant over the training period gets ``scale`` 1.
+        series_column: column(s) whose values name the series of a long-format panel (one
+            row per series and timestamp); None: the table is one series. Windows never
+            cross series; series may start and end at different times, have gaps and be
+            irregular.
+        past_covariates: numeric (or bool) columns known only up to the forecast origin (a
+            measured temperature): the model sees them in the context; NaN = missing.
+        future_covariates: numeric (or bool) columns known at the times to predict too (a
+            workday flag, a temperature forecast); a missing value is an error naming its
+            column and row.
+        static_columns: one value per series (constant within it, else an error): text,
+            categorical or bool columns are categories (embedded), numbers are standardized
+            across series.
         tz: IANA time zone. Naive timestamps are local times there (localized with
             ``ambiguous``/``nonexistent``, in wall-clock order); aware ones are converted to
             it. Calendar features use this local time; elapsed time is always real (UTC) time.
@@ -79,6 +130,9 @@ class TimeSeriesDataModule(LightningDataModule):
         val_start, test_start: explicit split times (text or ``datetime``) in the form of the
             timestamps: naive for naive data (read in ``tz`` where given), with a UTC offset
             for aware data (naive ones are accepted there only with ``tz``).
+        season: the seasonal-naive baseline's season: a duration (``"7D"``), a count of
+            median sampling steps, or None for the default of the data's step
+            (:func:`~posenc.tasks.evaluation.season_for_step`).
         irregular: keep a random fraction of observations (seeded), for irregular sampling;
             None keeps all.
         seed: seed of ``irregular``.
@@ -93,6 +147,10 @@ class TimeSeriesDataModule(LightningDataModule):
         data: str | os.PathLike | Any = None,
         timestamp_column: str = "timestamp",
         target_columns: str | list[str] = "value",
+        series_column: str | list[str] | None = None,
+        past_covariates: list[str] | None = None,
+        future_covariates: list[str] | None = None,
+        static_columns: list[str] | None = None,
         tz: str | None = None,
         ambiguous: str = "raise",
         nonexistent: str = "raise",
@@ -103,6 +161,7 @@ class TimeSeriesDataModule(LightningDataModule):
         test_fraction: float = 0.15,
         val_start: str | None = None,
         test_start: str | None = None,
+        season: int | str | None = None,
         irregular: float | None = None,
         seed: int = 0,
         batch_size: int = 64,
@@ -121,19 +180,22 @@ class TimeSeriesDataModule(LightningDataModule):
         if timestamp_column is None:
             raise TypeError("timestamp_column must name a column, got None")
         self.timestamp_column = timestamp_column
-        if target_columns is None or not isinstance(
-                target_columns, (str, Sequence, pd.Index, np.ndarray)):
-            raise TypeError(f"target_columns must be a column name or a list of names, got "
-                            f"{type(target_columns).__name__} ({target_columns!r})")
-        self.target_columns = ([target_columns] if isinstance(target_columns, str)
-                               else list(target_columns))
-        if not self.target_columns:
-            raise ValueError("target_columns must name at least one column")
-        for i, name in enumerate(self.target_columns):
-            if name in self.target_columns[:i]:
-                raise ValueError(f"target_columns repeats {name!r}: {self.target_columns}")
-            if name == timestamp_column:
-                raise ValueError(f"{name!r} is both the timestamp column and a target column")
+        self.target_columns = _columns(target_columns, "target_columns", required=True)
+        self.series_columns = _columns(series_column, "series_column")
+        self.past_covariates = _columns(past_covariates, "past_covariates")
+        self.future_covariates = _columns(future_covariates, "future_covariates")
+        self.static_columns = _columns(static_columns, "static_columns")
+        roles = {"timestamp_column": [timestamp_column], "target_columns": self.target_columns,
+                 "series_column": self.series_columns, "past_covariates": self.past_covariates,
+                 "future_covariates": self.future_covariates,
+                 "static_columns": self.static_columns}
+        seen: dict[str, str] = {}
+        for role, names in roles.items():
+            for name in names:
+                if name in seen:
+                    raise ValueError(f"column {name!r} is in both {seen[name]} and {role}; "
+                                     "a column has one role")
+                seen[name] = role
         if timestamp_format is not None and not isinstance(timestamp_format, str):
             raise TypeError(f"timestamp_format must be a str or None, got "
                             f"{type(timestamp_format).__name__} ({timestamp_format!r})")
@@ -163,6 +225,7 @@ class TimeSeriesDataModule(LightningDataModule):
             raise ValueError(f"irregular is the fraction of observations kept, in (0, 1], "
                              f"got {irregular!r}")
         self.irregular = irregular
+        self.season = None if season is None else parse_length(season, "season")
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
         self.seed = int(seed)
@@ -172,6 +235,7 @@ class TimeSeriesDataModule(LightningDataModule):
                                                         "eval_batch_size"))
         self.num_workers = check_int(plain(num_workers), "num_workers", ge=0)
         self.datasets: dict[str, WindowDataset] = {}
+        self._panel: Panel | None = None
 
     @staticmethod
     def _split_argument(value: Any, name: str) -> pd.Timestamp | None:
@@ -225,51 +289,117 @@ class TimeSeriesDataModule(LightningDataModule):
             return f"data={source!r}"
         return "data (a DataFrame)" if isinstance(self.data, pd.DataFrame) else type(self).__name__
 
-    def _read(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """-> sorted (utc ns, local ns, values (N, C) float64 with NaN, rows: each one's row
-        in the table) after all checks."""
+    def _schema(self) -> SeriesSchema:
+        return SeriesSchema(
+            timestamp_column=self.timestamp_column, target_columns=list(self.target_columns),
+            series_columns=list(self.series_columns),
+            past_covariates=list(self.past_covariates),
+            future_covariates=list(self.future_covariates),
+            static_columns=list(self.static_columns), tz=self.tz, ambiguous=self.ambiguous,
+            nonexistent=self.nonexistent, timestamp_format=self.timestamp_format,
+            context_length=self._given("context_length"), horizon=self._given("horizon"))
+
+    def panel(self) -> Panel:
+        """The checked, sorted and scaled table (read once; see :mod:`posenc.tasks.panel`).
+
+        The model sizes the CLI links (:attr:`static_cardinalities`, ...) need it, so it is
+        read when first asked for, before ``setup``."""
+        if self._panel is not None:
+            return self._panel
         frame = self.load_frame()
-        source = self._source()
         check_unique_columns(list(frame.columns), self._describe_data())
         if not len(frame):
             raise ValueError(f"{self._describe_data()} has no rows (columns "
                              f"{[str(c) for c in frame.columns]})")
-        columns = [str(c) for c in frame.columns]
-        for name in (self.timestamp_column, *self.target_columns):
-            if name not in frame.columns:
-                hint = ("; the DataFrame's index is a DatetimeIndex: reset_index() it into a "
-                        "column" if isinstance(frame.index, pd.DatetimeIndex) else "")
-                raise ValueError(f"column {name!r} not found; the data has columns "
-                                 f"{columns}{hint}")
-        stamps = frame[self.timestamp_column]
-        index = parse_timestamps(stamps, self.timestamp_column, source, self.timestamp_format)
-        values = np.empty((len(frame), self.num_targets))
-        for c, name in enumerate(self.target_columns):
-            values[:, c] = numeric_column(frame[name], name, source)
-        # Localize in wall-clock order: ambiguous="infer" reads the repeated hour's order.
-        order = np.argsort(index.asi8, kind="stable")
-        utc, local = utc_and_local(index[order], self.tz, self.ambiguous, self.nonexistent,
-                               self.timestamp_column)
-        again = np.argsort(utc, kind="stable")  # shifted nonexistent times may reorder
-        order, utc, local = order[again], utc[again], local[again]
-        values = values[order]
-        dup = np.flatnonzero(np.diff(utc) == 0)
-        if len(dup):
-            first, second = sorted((int(order[dup[0]]), int(order[dup[0] + 1])))
-            raise ValueError(f"timestamp column {self.timestamp_column!r}: "
-                             f"{row_label(second, source)} repeats the timestamp of "
-                             f"{row_label(first, source)} "
-                             f"({stamps.iloc[first]!r})")
-        self._aware = index.tz is not None
-        return utc, local, values, order
+        panel = read_panel(frame, self._schema(), self._source())
+        if self.irregular is not None and self.irregular < 1:
+            keep = np.random.default_rng(self.seed).random(len(panel.utc)) < self.irregular
+            panel = _keep_rows(panel, keep)
+        if len(panel.utc) < 2:
+            raise ValueError(f"the series in {self._describe_data()} has {len(panel.utc)} "
+                             "observation(s); forecasting needs many more")
+        within = np.diff(panel.utc)[np.diff(panel.series_of_rows()) == 0]
+        panel.schema.step_ns = int(np.median(within)) if len(within) else 0
+        t_val, t_test = self._split_times(panel.utc, panel.schema.aware)
+        scale_panel(panel, t_val, self._source())
+        self.split_times = {"val": t_val, "test": t_test}
+        self._panel = panel
+        return panel
 
-    def _split_times(self, utc: np.ndarray) -> tuple[int, int]:
-        start, end = int(utc[0]), int(utc[-1])
+    @property
+    def schema(self) -> SeriesSchema:
+        """How the table was read and scaled (what a trained model stores)."""
+        return self.panel().schema
+
+    @property
+    def series_keys(self) -> list[tuple]:
+        """One key per series (its values of ``series_column``; ``[()]`` for one series)."""
+        return self.schema.series_keys
+
+    @property
+    def num_series(self) -> int:
+        return len(self.series_keys)
+
+    @property
+    def num_past_covariates(self) -> int:
+        return len(self.past_covariates)
+
+    @property
+    def num_future_covariates(self) -> int:
+        return len(self.future_covariates)
+
+    @property
+    def static_cardinalities(self) -> list[int]:
+        """Codes per categorical static column (its training values + 1 for unknown)."""
+        schema = self.schema
+        return [len(schema.static_categories[c]) + 1 for c in schema.static_cat_columns]
+
+    @property
+    def num_static_real(self) -> int:
+        return len(self.schema.static_real_columns)
+
+    @property
+    def loc(self) -> np.ndarray:
+        """``(S, C)`` per-series target means of the training span (``(C,)`` for one
+        series)."""
+        loc = np.asarray(self.schema.loc, np.float32)[:, :self.num_targets]
+        return loc[0] if not self.series_columns else loc
+
+    @property
+    def scale(self) -> np.ndarray:
+        """``(S, C)`` per-series target standard deviations (``(C,)`` for one series)."""
+        scale = np.asarray(self.schema.scale, np.float32)[:, :self.num_targets]
+        return scale[0] if not self.series_columns else scale
+
+    @property
+    def naive_season(self) -> str:
+        """The seasonal-naive season, a duration: ``season`` if given (a count is in median
+        sampling steps), else :func:`~posenc.tasks.evaluation.season_for_step` of the step."""
+        from .evaluation import season_for_step
+
+        step = pd.Timedelta(self.schema.step_ns)
+        if self.season is None:
+            season = season_for_step(step)
+        elif isinstance(self.season, pd.Timedelta):
+            season = self.season
+        else:
+            season = step * self.season
+        return str(season)
+
+    @property
+    def mase_season(self) -> int:
+        """The season in median sampling steps (the MASE denominator's lag), at least 1."""
+        step = max(self.schema.step_ns, 1)
+        return max(1, round(pd.Timedelta(self.naive_season).value / step))
+
+    def _split_times(self, utc: np.ndarray, aware: bool) -> tuple[int, int]:
+        """One ``(val_start, test_start)`` in UTC ns for every series: the split is by time."""
+        start, end = int(utc.min()), int(utc.max())
 
         def explicit(stamp: pd.Timestamp, name: str) -> int:
             given = self._given(name)
             if stamp.tzinfo is None:
-                if self._aware and self.tz is None:
+                if aware and self.tz is None:
                     raise ValueError(f"{name}={given!r} has no UTC offset but the timestamps "
                                      "are tz-aware: add an offset, or set tz to read it in")
                 if self.tz is not None:
@@ -282,7 +412,7 @@ class TimeSeriesDataModule(LightningDataModule):
                     except (ValueError, TypeError) as err:
                         raise ValueError(f"{name}={given!r} is not a single local time in "
                                          f"tz={self.tz!r}: {err}") from err
-            elif not self._aware and self.tz is None:
+            elif not aware and self.tz is None:
                 raise ValueError(f"{name}={given!r} has a UTC offset but the timestamps are "
                                  "tz-naive (their own clock): drop the offset, or set tz")
             try:
@@ -302,106 +432,69 @@ class TimeSeriesDataModule(LightningDataModule):
                              f"data from {pd.Timestamp(start)} to {pd.Timestamp(end)} (UTC)")
         return t_val, t_test
 
-    def _origins(self, utc: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
-        """Time mode: (first origin ns, number of origins) of windows in ``[lo, hi)``."""
-        ctx, hor, stride = (int(v.value) for v in (self.context_length, self.horizon,
-                                                    self.stride))
-        origin = max(lo, int(utc[0]) + ctx)
-        return origin, max(0, (hi - hor - origin) // stride + 1)
-
-    def _windows(self, utc: np.ndarray, lo: int, hi: int) -> np.ndarray:
-        """``(W, 4)`` windows whose whole horizon lies in ``[lo, hi)`` (ns)."""
-        n = len(utc)
-        if not self.by_time:
-            ctx, hor, stride = self.context_length, self.horizon, self.stride
-            first = max(ctx, int(np.searchsorted(utc, lo, "left")))
-            t0 = np.arange(first, max(first, n - hor + 1), stride, dtype=np.int64)
-            t0 = t0[utc[t0 + hor - 1] < hi]  # utc is sorted: a prefix of the origins
-            return np.stack((t0 - ctx, t0, t0, t0 + hor), 1).reshape(-1, 4)
-        ctx, hor, stride = (int(v.value) for v in (self.context_length, self.horizon,
-                                                    self.stride))
-        first, count = self._origins(utc, lo, hi)
-        origins = first + stride * np.arange(count, dtype=np.int64)
-        c0 = np.searchsorted(utc, origins - ctx, "left")
-        t0 = np.searchsorted(utc, origins, "left")
-        t1 = np.searchsorted(utc, origins + hor, "left")
-        keep = (t0 > c0) & (t1 > t0)
-        return np.stack((c0, t0, t0, t1), 1)[keep].astype(np.int64).reshape(-1, 4)
-
-    def _check_cost(self, utc: np.ndarray, bounds: dict[str, tuple[int, int]]) -> None:
+    def _check_cost(self, panel: Panel, bounds: dict[str, tuple[int, int]]) -> None:
         """Time mode: refuse strides and lengths whose windows would not fit, before the work."""
-        origins = sum(self._origins(utc, lo, hi)[1] for lo, hi in bounds.values())
-        if origins > MAX_ORIGINS_PER_ROW * len(utc):
-            spacing = pd.Timedelta(int(np.median(np.diff(utc))))
+        ctx, hor, stride = (int(v.value) for v in (self.context_length, self.horizon,
+                                                    self.stride))
+        origins = sum(int(time_origins(panel.starts, panel.utc, lo, hi, ctx, hor, stride)[1]
+                          .sum()) for lo, hi in bounds.values())
+        if origins > MAX_ORIGINS_PER_ROW * len(panel.utc):
+            spacing = pd.Timedelta(panel.schema.step_ns)
             raise ValueError(
                 f"stride={self._given('stride') or self._given('horizon')!r} places about "
-                f"{origins:.2g} forecast origins in data of {len(utc)} observations (more than "
-                f"MAX_ORIGINS_PER_ROW={MAX_ORIGINS_PER_ROW} per observation): windows would "
-                f"repeat the same rows; use a stride of at least the sampling interval "
+                f"{origins:.2g} forecast origins in data of {len(panel.utc)} observations (more "
+                f"than MAX_ORIGINS_PER_ROW={MAX_ORIGINS_PER_ROW} per observation): windows "
+                f"would repeat the same rows; use a stride of at least the sampling interval "
                 f"(median {spacing} here)")
+
+    def windows(self, split: str) -> WindowIndex:
+        """The lazy index of one split's windows (``train``, ``val`` or ``test``)."""
+        check_choice(split, "split", ("train", "val", "test"))
+        panel = self.panel()
+        utc = panel.utc
+        t_val, t_test = self.split_times["val"], self.split_times["test"]
+        lo, hi = {"train": (int(utc.min()), t_val), "val": (t_val, t_test),
+                  "test": (t_test, int(utc.max()) + 1)}[split]
+        if self.by_time:
+            ctx, hor, stride = (int(v.value) for v in (self.context_length, self.horizon,
+                                                        self.stride))
+            return duration_windows(panel.starts, utc, lo, hi, ctx, hor, stride)
+        return count_windows(panel.starts, utc, lo, hi, self.context_length, self.horizon,
+                             self.stride)
 
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
             return
-        utc, local, values, rows = self._read()
-        if self.irregular is not None and self.irregular < 1:
-            keep = np.random.default_rng(self.seed).random(len(utc)) < self.irregular
-            utc, local, values, rows = utc[keep], local[keep], values[keep], rows[keep]
-        if len(utc) < 2:
-            raise ValueError(f"the series in {self._describe_data()} has {len(utc)} "
-                             "observation(s); forecasting needs many more")
-        t_val, t_test = self._split_times(utc)
-        train = utc < t_val
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN channel: checked below
-            loc = np.nanmean(values[train], axis=0)
-            scale = np.nanstd(values[train], axis=0)
-        for c, name in enumerate(self.target_columns):
-            if not np.isfinite(loc[c]):
-                raise ValueError(f"target column {name!r} has no observed value in the training "
-                                 f"period (before {pd.Timestamp(t_val)} UTC)"
-                                 if np.isnan(loc[c]) else
-                                 f"target column {name!r}: values too large to average")
-        # A constant channel has no spread to divide by; it is only centred.
-        scale = np.where(scale > 0, scale, 1.0)
-        with np.errstate(over="ignore", invalid="ignore"):
-            scaled = ((values - loc) / scale).astype(np.float32)
-        overflow = np.argwhere(np.isinf(scaled) | (np.isnan(scaled) & ~np.isnan(values)))
-        if len(overflow):
-            row, c = (int(v) for v in overflow[0])
-            raise ValueError(f"target column {self.target_columns[c]!r}: "
-                             f"{row_label(int(rows[row]), self._source())} value "
-                             f"{float(values[row, c])!r} does not fit float32 once scaled by "
-                             f"loc={loc[c]:.3g}, scale={scale[c]:.3g} (the training spread is "
-                             "too small for it)")
-        self.loc, self.scale = loc.astype(np.float32), scale.astype(np.float32)
-        self.split_times = {"val": t_val, "test": t_test}
-        bounds = {"train": (int(utc[0]), t_val), "val": (t_val, t_test),
-                  "test": (t_test, int(utc[-1]) + 1)}
+        panel = self.panel()
+        utc = panel.utc
+        bounds = {"train": (int(utc.min()), self.split_times["val"]),
+                  "val": (self.split_times["val"], self.split_times["test"]),
+                  "test": (self.split_times["test"], int(utc.max()) + 1)}
         if self.by_time:
-            self._check_cost(utc, bounds)
+            self._check_cost(panel, bounds)
         datasets = {}
-        fields = local_time_fields(local)  # once for every split
         for split, (lo, hi) in bounds.items():
-            windows = self._windows(utc, lo, hi)
+            windows = self.windows(split)
             if not len(windows):
-                raise ValueError(self._no_window(split, utc, lo, hi))
-            rows = int((windows[:, 3] - windows[:, 0]).max())
-            if rows > MAX_WINDOW_ROWS:
-                raise ValueError(
-                    f"context_length={self._given('context_length')!r} and horizon="
-                    f"{self._given('horizon')!r} make windows of up to {rows} rows in the {split} "
-                    f"split, above the limit of MAX_WINDOW_ROWS={MAX_WINDOW_ROWS}")
-            datasets[split] = WindowDataset(utc, local, scaled, windows, self.loc, self.scale,
-                                            fields)
+                raise ValueError(self._no_window(split, panel, lo, hi))
+            if windows.rows is not None:
+                rows = int((windows.rows[:, 2] - windows.rows[:, 0]).max())
+                if rows > MAX_WINDOW_ROWS:
+                    raise ValueError(
+                        f"context_length={self._given('context_length')!r} and horizon="
+                        f"{self._given('horizon')!r} make windows of up to {rows} rows in the "
+                        f"{split} split, above the limit of MAX_WINDOW_ROWS={MAX_WINDOW_ROWS}")
+            datasets[split] = WindowDataset(panel, windows)
         self.datasets = datasets
 
-    def _no_window(self, split: str, utc: np.ndarray, lo: int, hi: int) -> str:
+    def _no_window(self, split: str, panel: Panel, lo: int, hi: int) -> str:
+        utc = panel.utc
         count = int(((utc >= lo) & (utc < hi)).sum())
+        what = "series" if panel.num_series == 1 else f"{panel.num_series} series"
         message = (f"the {split} split ({pd.Timestamp(lo)} to {pd.Timestamp(hi)} UTC, {count} "
-                   f"observations) fits no window of context_length="
+                   f"observations in {what}) fits no window of context_length="
                    f"{self._given('context_length')!r} and horizon={self._given('horizon')!r}")
-        spacing = pd.Timedelta(int(np.median(np.diff(utc))))
+        spacing = pd.Timedelta(panel.schema.step_ns)
         if self.by_time and min(self.context_length, self.horizon) < spacing:
             return (message + f": a window needs an observation in its context and in its "
                     f"horizon, and these durations are shorter than the median sampling "
@@ -416,7 +509,7 @@ class TimeSeriesDataModule(LightningDataModule):
                                "data loaders")
         return DataLoader(self.datasets[split],
                           batch_size=self.batch_size if shuffle else self.eval_batch_size,
-                          shuffle=shuffle, collate_fn=collate_windows,
+                          shuffle=shuffle, collate_fn=batched,
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:

@@ -25,6 +25,7 @@ device for them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +37,8 @@ from posenc.temporal.columns import check_tz_name, parse_timestamps, utc_and_loc
 from torch import Tensor
 from torch.utils.data import Dataset
 
-__all__ = ["WindowDataset", "collate_windows", "local_time_fields", "make_batch"]
+__all__ = ["WindowDataset", "WindowIndex", "batched", "collate_windows", "count_windows",
+           "duration_windows", "local_time_fields", "make_batch", "time_origins"]
 
 
 def local_time_fields(local: np.ndarray | Tensor) -> Tensor:
@@ -58,79 +60,170 @@ def local_time_fields(local: np.ndarray | Tensor) -> Tensor:
     return torch.from_numpy(np.stack([fields[name] for name in temporal.FIELDS], axis=-1))
 
 
-class WindowDataset(Dataset):
-    """Windows over one multivariate series; item ``i`` is a dict (see the module docstring).
+@dataclasses.dataclass
+class WindowIndex:
+    """The windows of one split, indexed lazily: memory grows with the series, not the windows.
 
-    Args:
-        utc, local: ``(N,)`` int64 ns, sorted by ``utc``.
-        values: ``(N, C)`` float32 scaled values, NaN where missing.
-        windows: ``(W, 4)`` int64 ``[context_start, context_end, target_start, target_end)``
-            row ranges, ``context_end <= target_start``.
-        loc, scale: ``(C,)`` scaling of ``values``.
-        fields: ``(N, F)`` :func:`local_time_fields` of ``local``, if already computed (the
-            data module computes them once for all its splits).
+    Count mode (lengths in observations): series ``s`` has ``counts[s]`` windows whose
+    horizons start at rows ``first[s] + k * stride``; nothing per window is stored. Time mode
+    (durations): windows are stored as ``(W, 3)`` row triples ``[c0, t0, t1)`` (a gap may
+    leave a window without context or horizon rows, so they are filtered when built).
+
+    Attributes:
+        offsets: ``(S + 1,)`` int64 cumulative window counts per series.
+        first: ``(S,)`` int64 first horizon row per series (count mode).
+        context, horizon, stride: in rows (count mode).
+        rows: ``(W, 3)`` int64 ``[context_start, horizon_start, horizon_end)`` (time mode).
     """
 
-    def __init__(self, utc: np.ndarray, local: np.ndarray, values: np.ndarray,
-                 windows: np.ndarray, loc: np.ndarray, scale: np.ndarray,
-                 fields: Tensor | None = None) -> None:
-        utc = np.ascontiguousarray(utc, np.int64)
-        local = np.ascontiguousarray(local, np.int64)
-        values = np.ascontiguousarray(values, np.float32)
-        windows = np.asarray(windows, np.int64).reshape(-1, 4)
-        loc, scale = np.asarray(loc, np.float32), np.asarray(scale, np.float32)
-        n = len(utc)
-        if utc.ndim != 1 or local.shape != utc.shape:
-            raise ValueError(f"utc and local must be (N,) arrays of one length, got shapes "
-                             f"{utc.shape} and {local.shape}")
-        if values.ndim != 2 or len(values) != n:
-            raise ValueError(f"values must be (N, C); values has {len(values)} rows but utc "
-                             f"has {n}" if values.ndim == 2 else
-                             f"values must be (N, C), got shape {values.shape}")
-        channels = values.shape[1]
-        for key, array in (("loc", loc), ("scale", scale)):
-            if array.shape != (channels,):
-                raise ValueError(f"{key} has shape {array.shape} but values has {channels} "
-                                 "channel(s)")
-        if n > 1 and not (np.diff(utc) > 0).all():
-            raise ValueError("utc must be strictly increasing (sorted, no repeated timestamp)")
-        c0, c1, t0, t1 = windows.T
-        ok = (0 <= c0) & (c0 < c1) & (c1 <= t0) & (t0 < t1) & (t1 <= n)
-        if not ok.all():
-            i = int(np.flatnonzero(~ok)[0])
-            raise ValueError(f"windows[{i}] = {windows[i].tolist()} must satisfy 0 <= "
-                             f"context_start < context_end <= target_start < target_end <= "
-                             f"{n} rows")
-        if fields is None:
-            fields = local_time_fields(local)
-        elif not isinstance(fields, Tensor):
-            raise TypeError(f"fields must be the tensor local_time_fields(local), got "
-                            f"{type(fields).__name__}")
-        elif fields.shape != (n, len(temporal.FIELDS)):
-            raise ValueError(f"fields must be the ({n}, {len(temporal.FIELDS)}) tensor "
-                             f"local_time_fields(local), got shape {tuple(fields.shape)}")
-        self.utc = torch.from_numpy(utc)
-        self.local = torch.from_numpy(local)
-        self.fields = fields
-        self.observed = torch.from_numpy(~np.isnan(values))
-        self.values = torch.from_numpy(np.nan_to_num(values, nan=0.0))
-        self.windows = torch.from_numpy(windows)
-        self.loc = torch.from_numpy(loc)
-        self.scale = torch.from_numpy(scale)
+    offsets: np.ndarray
+    first: np.ndarray | None = None
+    context: int = 0
+    horizon: int = 0
+    stride: int = 1
+    rows: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def locate(self, index: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``(B,)`` window indexes -> ``(series, c0, t0, t1)``, each ``(B,)`` int64."""
+        index = np.asarray(index, np.int64)
+        if index.size and (index.min() < 0 or index.max() >= len(self)):
+            bad = index[(index < 0) | (index >= len(self))][0]
+            raise IndexError(f"window {int(bad)} out of range for {len(self)} windows")
+        series = np.searchsorted(self.offsets, index, "right") - 1
+        if self.rows is None:
+            t0 = self.first[series] + (index - self.offsets[series]) * self.stride
+            return series, t0 - self.context, t0, t0 + self.horizon
+        c0, t0, t1 = self.rows[index].T
+        return series, c0, t0, t1
+
+
+def count_windows(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context: int,
+                  horizon: int, stride: int) -> WindowIndex:
+    """Count mode: windows of ``context`` + ``horizon`` rows whose whole horizon lies in
+    ``[lo, hi)`` (UTC ns), origins every ``stride`` rows, within each series.
+
+    Args:
+        starts: ``(S + 1,)`` row offsets of the series (rows sorted by series, then time).
+        utc: ``(N,)`` int64 UTC ns.
+    """
+    series = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
+    num = len(starts) - 1
+    # Rows of each series before lo / before hi (utc is sorted within a series).
+    before_lo = np.bincount(series, utc < lo, num).astype(np.int64)
+    before_hi = np.bincount(series, utc < hi, num).astype(np.int64)
+    first = np.maximum(starts[:-1] + context, starts[:-1] + before_lo)
+    last = np.minimum(starts[1:] - horizon, starts[:-1] + before_hi - horizon)
+    counts = np.where(last >= first, (last - first) // stride + 1, 0)
+    return WindowIndex(offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+                       first=first.astype(np.int64), context=context, horizon=horizon,
+                       stride=stride)
+
+
+def time_origins(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context: int,
+                 horizon: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """Time mode: ``(first origin ns, number of origins)`` per series (``(S,)`` each) of the
+    windows whose horizon ``[origin, origin + horizon)`` lies in ``[lo, hi)``."""
+    first = np.maximum(lo, utc[starts[:-1]] + context)
+    return first, np.maximum(0, (hi - horizon - first) // stride + 1)
+
+
+def duration_windows(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context: int,
+                     horizon: int, stride: int) -> WindowIndex:
+    """Time mode: windows ``[origin - context, origin)`` / ``[origin, origin + horizon)`` (ns)
+    with origins every ``stride`` ns from the first time a full context exists, whose horizon
+    lies in ``[lo, hi)``; a window without a row on either side (a gap) is left out."""
+    first, counts = time_origins(starts, utc, lo, hi, context, horizon, stride)
+    rows, offsets = [], [0]
+    for s in range(len(starts) - 1):
+        a, b = int(starts[s]), int(starts[s + 1])
+        origins = first[s] + stride * np.arange(counts[s], dtype=np.int64)
+        times = utc[a:b]
+        c0 = np.searchsorted(times, origins - context, "left")
+        t0 = np.searchsorted(times, origins, "left")
+        t1 = np.searchsorted(times, origins + horizon, "left")
+        keep = (t0 > c0) & (t1 > t0)
+        rows.append(np.stack((c0, t0, t1), 1)[keep] + a)
+        offsets.append(offsets[-1] + int(keep.sum()))
+    return WindowIndex(offsets=np.asarray(offsets, np.int64),
+                       rows=np.concatenate(rows).astype(np.int64).reshape(-1, 3))
+
+
+def _gather(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row ranges ``[start, end)`` -> ``(B, L)`` rows (the last real row repeated as padding)
+    and the ``(B, L)`` mask of real ones, ``L`` the longest range."""
+    length = int((end - start).max()) if len(start) else 0
+    rows = start[:, None] + np.arange(length)
+    valid = rows < end[:, None]
+    return np.minimum(rows, end[:, None] - 1), valid
+
+
+class WindowDataset(Dataset):
+    """The windows of one split of a :class:`~posenc.tasks.panel.Panel` (scaled).
+
+    Item ``i`` is a dict of unbatched tensors; a list of indexes (what a ``DataLoader`` asks
+    for, :meth:`__getitems__`) gives a whole padded batch at once, gathered with array
+    indexing instead of one Python call per window. Keys: see the module docstring.
+
+    Args:
+        panel: the scaled panel (:func:`~posenc.tasks.panel.scale_panel`).
+        windows: this split's :class:`WindowIndex`.
+        targets: the number ``C`` of target channels among ``panel.values``' columns (the
+            rest are ``P`` past then ``K`` future covariates, from ``panel.schema``).
+    """
+
+    def __init__(self, panel: Any, windows: WindowIndex) -> None:
+        schema = panel.schema
+        self.num_targets = len(schema.target_columns)
+        self.num_past = len(schema.past_covariates)
+        self.utc, self.local = panel.utc, panel.local
+        self.values = np.ascontiguousarray(panel.values, np.float32)
+        self.loc = np.asarray(schema.loc, np.float32)[:, :self.num_targets]
+        self.scale = np.asarray(schema.scale, np.float32)[:, :self.num_targets]
+        self.static_real = np.asarray(panel.static_real, np.float32)
+        self.static_cat = np.asarray(panel.static_cat, np.int64)
+        self.windows = windows
 
     def __len__(self) -> int:
         return len(self.windows)
 
+    def __getitems__(self, indexes: Sequence[int]) -> dict[str, Tensor]:
+        series, c0, t0, t1 = self.windows.locate(np.asarray(indexes, np.int64))
+        c, p = self.num_targets, self.num_past
+        batch = {"series": torch.from_numpy(series),
+                 "loc": torch.from_numpy(self.loc[series]),
+                 "scale": torch.from_numpy(self.scale[series]),
+                 "static_real": torch.from_numpy(self.static_real[series]),
+                 "static_cat": torch.from_numpy(self.static_cat[series])}
+        for side, (a, b) in (("context", (c0, t0)), ("target", (t0, t1))):
+            rows, valid = _gather(a, b)
+            local = self.local[rows]
+            values = self.values[rows]
+            present = ~np.isnan(values) & valid[..., None]
+            values = np.where(present, values, 0.0).astype(np.float32)
+            batch[f"{side}_valid"] = torch.from_numpy(valid)
+            batch[f"{side}_time"] = torch.from_numpy(self.utc[rows])
+            batch[f"{side}_local"] = torch.from_numpy(local)
+            batch[f"{side}_fields"] = local_time_fields(local)
+            batch[f"{side}_value"] = torch.from_numpy(values[..., :c])
+            batch[f"{side}_observed"] = torch.from_numpy(present[..., :c])
+            batch[f"{side}_future"] = torch.from_numpy(values[..., c + p:])
+            if side == "context":
+                batch["context_past"] = torch.from_numpy(values[..., c:c + p])
+                batch["context_past_observed"] = torch.from_numpy(present[..., c:c + p])
+        return batch
+
     def __getitem__(self, index: int) -> dict[str, Tensor]:
-        c0, c1, t0, t1 = self.windows[index].tolist()
-        item = {"loc": self.loc, "scale": self.scale}
-        for prefix, (a, b) in (("context", (c0, c1)), ("target", (t0, t1))):
-            item[f"{prefix}_time"] = self.utc[a:b]
-            item[f"{prefix}_local"] = self.local[a:b]
-            item[f"{prefix}_fields"] = self.fields[a:b]
-            item[f"{prefix}_value"] = self.values[a:b]
-            item[f"{prefix}_observed"] = self.observed[a:b]
-        return item
+        batch = self.__getitems__([index])
+        return {key: value[0] for key, value in batch.items() if not key.endswith("_valid")}
+
+
+def batched(batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    """``collate_fn`` for a :class:`WindowDataset` loader: its ``__getitems__`` already made
+    the batch."""
+    return batch
 
 
 def _pad(tensors: Sequence[Tensor], length: int, edge: bool) -> Tensor:
@@ -164,16 +257,20 @@ def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
             if not item[f"{prefix}_time"].shape[0]:
                 raise ValueError(f"items[{i}] has an empty {what}: a window needs at least one "
                                  "row on each side")
-    batch = {"loc": torch.stack([i["loc"] for i in items]),
-             "scale": torch.stack([i["scale"] for i in items])}
+        if set(item) != set(items[0]):
+            raise ValueError(f"items[{i}] has keys {sorted(item)} but items[0] has "
+                             f"{sorted(items[0])}")
+    # Per-window keys (loc, scale, series, static_*) are stacked, per-token ones padded.
+    batch = {key: torch.stack([i[key] for i in items]) for key in items[0]
+             if not key.startswith(("context_", "target_"))}
     for prefix in ("context", "target"):
         lengths = [i[f"{prefix}_time"].shape[0] for i in items]
         n = max(lengths)
         batch[f"{prefix}_valid"] = torch.arange(n)[None] < torch.tensor(lengths)[:, None]
-        for key in ("time", "local", "fields"):
-            batch[f"{prefix}_{key}"] = _pad([i[f"{prefix}_{key}"] for i in items], n, True)
-        for key in ("value", "observed"):
-            batch[f"{prefix}_{key}"] = _pad([i[f"{prefix}_{key}"] for i in items], n, False)
+        for key in items[0]:
+            if key.startswith(f"{prefix}_"):
+                edge = key.endswith(("_time", "_local", "_fields"))
+                batch[key] = _pad([i[key] for i in items], n, edge)
     return batch
 
 
@@ -290,5 +387,11 @@ def make_batch(
             "target_time": torch.from_numpy(qry[0]), "target_local": torch.from_numpy(qry[1]),
             "target_fields": local_time_fields(qry[1]),
             "target_value": torch.zeros(nh, channels),
-            "target_observed": torch.zeros(nh, channels, dtype=torch.bool)}
+            "target_observed": torch.zeros(nh, channels, dtype=torch.bool),
+            # One series, no covariates, no static attributes.
+            "series": torch.zeros((), dtype=torch.int64),
+            "static_real": torch.zeros(0), "static_cat": torch.zeros(0, dtype=torch.int64),
+            "context_past": torch.zeros(len(ctx[0]), 0),
+            "context_past_observed": torch.zeros(len(ctx[0]), 0, dtype=torch.bool),
+            "context_future": torch.zeros(len(ctx[0]), 0), "target_future": torch.zeros(nh, 0)}
     return collate_windows([item])

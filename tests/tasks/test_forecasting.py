@@ -22,7 +22,7 @@ from posenc.tasks import (
 )
 from posenc.tasks.forecasting import encoding_reads
 from posenc.tasks.losses import naive_scale
-from posenc.tasks.timeseries_data import local_time_fields
+from posenc.tasks.windows import local_time_fields
 
 from .conftest import synthetic_series
 

@@ -1,0 +1,434 @@
+"""A long-format table of many series -> one checked, sorted, scaled :class:`Panel`.
+
+One row per (series, timestamp): the series id in one or several columns, the timestamp, the
+targets, and optionally past covariates (known up to the forecast origin), future covariates
+(known at the times to predict) and static columns (one value per series). Rows are sorted by
+series, then by real (UTC) time; every series is one contiguous block of rows.
+
+Timestamps go through :func:`posenc.temporal.parse_timestamps` and
+:func:`posenc.temporal.utc_and_local`, the path every table reader in posenc takes. Scaling is
+per series and per channel, fitted on the training span only (times before ``val_start``);
+a series with no observation there takes the training statistics pooled over all series.
+
+:class:`SeriesSchema` is what a trained model needs to read new data the same way: column
+roles, the zone, the series and their scaling, the category vocabularies. It is plain data
+(lists, numbers, strings), stored in the ``Forecaster``'s checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from posenc.temporal.columns import parse_timestamps, row_label, utc_and_local
+
+from .series_frame import numeric_column
+
+__all__ = ["Panel", "SeriesSchema", "read_panel", "scale_panel"]
+
+
+@dataclasses.dataclass
+class SeriesSchema:
+    """How a table's columns are read; plain data (:meth:`to_dict` / :meth:`from_dict`).
+
+    ``loc``/``scale`` are per series (rows of ``series_keys``) and per channel, in the
+    order targets, past covariates, future covariates. ``static_categories`` maps each
+    categorical static column to its values (code ``i + 1``; code 0 is a value not seen in
+    training); ``static_stats`` maps each numeric static column to ``(mean, std)``.
+    """
+
+    timestamp_column: str
+    target_columns: list[str]
+    series_columns: list[str] = dataclasses.field(default_factory=list)
+    past_covariates: list[str] = dataclasses.field(default_factory=list)
+    future_covariates: list[str] = dataclasses.field(default_factory=list)
+    static_columns: list[str] = dataclasses.field(default_factory=list)
+    tz: str | None = None
+    ambiguous: str = "raise"
+    nonexistent: str = "raise"
+    timestamp_format: str | None = None
+    aware: bool = False
+    series_keys: list[tuple] = dataclasses.field(default_factory=lambda: [()])
+    loc: list[list[float]] = dataclasses.field(default_factory=list)
+    scale: list[list[float]] = dataclasses.field(default_factory=list)
+    static_categories: dict[str, list] = dataclasses.field(default_factory=dict)
+    static_stats: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    step_ns: int = 0
+    context_length: int | str = 168
+    horizon: int | str = 24
+
+    @property
+    def channels(self) -> list[str]:
+        """Every scaled column: targets, past covariates, future covariates."""
+        return [*self.target_columns, *self.past_covariates, *self.future_covariates]
+
+    @property
+    def channel_roles(self) -> list[str]:
+        """``"target column"``, ``"past covariate"`` or ``"future covariate"`` per channel."""
+        return (["target column"] * len(self.target_columns)
+                + ["past covariate"] * len(self.past_covariates)
+                + ["future covariate"] * len(self.future_covariates))
+
+    @property
+    def static_real_columns(self) -> list[str]:
+        return [c for c in self.static_columns if c not in self.static_categories]
+
+    @property
+    def static_cat_columns(self) -> list[str]:
+        return [c for c in self.static_columns if c in self.static_categories]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["series_keys"] = [list(key) for key in self.series_keys]
+        out["static_stats"] = {k: list(v) for k, v in self.static_stats.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SeriesSchema:
+        if not isinstance(data, dict):
+            raise TypeError(f"a series schema must be a dict, got {type(data).__name__}")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - fields)
+        if unknown:
+            raise ValueError(f"series schema has unknown keys {unknown}")
+        data = dict(data)
+        data["series_keys"] = [tuple(key) for key in data.get("series_keys", [()])]
+        data["static_stats"] = {k: tuple(v) for k, v in data.get("static_stats", {}).items()}
+        return cls(**data)
+
+    def series_index(self) -> dict[tuple, int]:
+        """Series key -> its row in ``series_keys``."""
+        return {key: i for i, key in enumerate(self.series_keys)}
+
+    def local_times(self, utc_ns: np.ndarray) -> pd.DatetimeIndex:
+        """``(N,)`` int64 UTC ns -> timestamps as the data had them: in ``tz`` (or UTC for aware
+        data without one), naive for naive data without a zone."""
+        index = pd.DatetimeIndex(np.asarray(utc_ns, np.int64).view("M8[ns]"))
+        if self.tz is not None:
+            return index.tz_localize("UTC").tz_convert(self.tz)
+        return index.tz_localize("UTC") if self.aware else index
+
+    def series_frame(self, series: np.ndarray) -> pd.DataFrame:
+        """``(N,)`` series indexes -> the ``(N, len(series_columns))`` id columns."""
+        series = np.asarray(series, np.int64)
+        columns = {}
+        for j, name in enumerate(self.series_columns):
+            values = np.array([key[j] for key in self.series_keys], dtype=object)
+            columns[name] = values[series]
+        return pd.DataFrame(columns, index=pd.RangeIndex(len(series)))
+
+
+@dataclasses.dataclass
+class Panel:
+    """Sorted, checked arrays of a long-format table (``N`` rows, ``S`` series).
+
+    Attributes:
+        utc, local: ``(N,)`` int64 ns: real time, and local wall-clock time.
+        values: ``(N, C + P + K)`` float64 raw targets, past and future covariates (NaN =
+            missing; future covariates are never missing); float32 and scaled after
+            :func:`scale_panel`.
+        starts: ``(S + 1,)`` int64: series ``s`` is rows ``starts[s]:starts[s + 1]``.
+        rows: ``(N,)`` int64: each row's position in the table (for messages).
+        static_real: ``(S, Sr)`` float32 standardized numeric static columns.
+        static_cat: ``(S, Sc)`` int64 category codes (0 = not seen in training).
+        schema: the columns' roles and (after scaling) the per-series scaling.
+    """
+
+    utc: np.ndarray
+    local: np.ndarray
+    values: np.ndarray
+    starts: np.ndarray
+    rows: np.ndarray
+    static_real: np.ndarray
+    static_cat: np.ndarray
+    schema: SeriesSchema
+
+    @property
+    def num_series(self) -> int:
+        return len(self.starts) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.starts)
+
+    def series_of_rows(self) -> np.ndarray:
+        """``(N,)`` int64 series index of every row."""
+        return np.repeat(np.arange(self.num_series), self.lengths)
+
+
+def _series_codes(frame: pd.DataFrame, columns: list[str], known: list[tuple] | None,
+                  source: str | None) -> tuple[np.ndarray, list[tuple]]:
+    """-> (``(N,)`` int64 code per row, the series keys in code order)."""
+    if not columns:
+        return np.zeros(len(frame), np.int64), [()]
+    for name in columns:
+        missing = np.flatnonzero(frame[name].isna().to_numpy())
+        if len(missing):
+            raise ValueError(f"series column {name!r}: {row_label(int(missing[0]), source)} "
+                             f"has no series id (missing)")
+    if known is not None:
+        # A trained model's series keep their codes; new ones are numbered after them.
+        lookup = {key: i for i, key in enumerate(known)}
+        keys = list(zip(*(frame[c].map(_plain_key).tolist() for c in columns), strict=True))
+        new: dict[tuple, int] = {}
+        for key in keys:
+            if key not in lookup and key not in new:
+                new[key] = len(known) + len(new)
+        lookup.update(new)
+        return np.array([lookup[key] for key in keys], np.int64), known + list(new)
+    # Sorted keys: the same table gives the same codes whatever its row order.
+    if len(columns) == 1:
+        codes, uniques = pd.factorize(frame[columns[0]], sort=True)
+        return codes.astype(np.int64), [(_plain_key(v),) for v in uniques]
+    index = pd.MultiIndex.from_frame(frame[columns])
+    codes, uniques = index.factorize(sort=True)
+    return codes.astype(np.int64), [tuple(_plain_key(v) for v in key) for key in uniques]
+
+
+def _plain_key(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _covariate(column: pd.Series, name: str, role: str, source: str | None) -> np.ndarray:
+    if pd.api.types.is_bool_dtype(column):
+        column = column.astype("float64")
+    elif not (pd.api.types.is_numeric_dtype(column) or column.dtype == object):
+        raise TypeError(f"{role} column {name!r} holds {column.dtype} values, expected numbers "
+                        f"(encode categories as 0/1 columns)")
+    try:
+        return numeric_column(column, name, source)
+    except (ValueError, TypeError) as err:
+        raise type(err)(str(err).replace("target column", f"{role} column")) from err
+
+
+def _static(frame: pd.DataFrame, columns: list[str], codes: np.ndarray, starts: np.ndarray,
+            order: np.ndarray, schema: SeriesSchema, fit: bool, source: str | None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Per-series static attributes: constant within each series, else an error."""
+    first_rows = order[starts[:-1]]
+    real, cat = [], []
+    for name in columns:
+        column = frame[name]
+        sorted_values = column.to_numpy()[order]
+        missing = np.flatnonzero(pd.isna(sorted_values))
+        if len(missing):
+            raise ValueError(f"static column {name!r}: {row_label(int(order[missing[0]]), source)}"
+                             f" is missing; every row of a series holds its static value")
+        codes_sorted, uniques = pd.factorize(sorted_values)
+        segment_first = codes_sorted[starts[:-1]]
+        changed = np.flatnonzero(codes_sorted != np.repeat(segment_first, np.diff(starts)))
+        if len(changed):
+            row = int(order[changed[0]])
+            series = int(np.searchsorted(starts, changed[0], "right") - 1)
+            raise ValueError(
+                f"static column {name!r} changes within series {schema.series_keys[series]!r}: "
+                f"{row_label(row, source)} is {column.iloc[row]!r} but "
+                f"{row_label(int(first_rows[series]), source)} is "
+                f"{column.iloc[int(first_rows[series])]!r}; a static value is one per series "
+                f"(use a covariate for values that change)")
+        values = column.to_numpy()[first_rows]
+        categorical = not (pd.api.types.is_numeric_dtype(column)
+                           and not pd.api.types.is_bool_dtype(column))
+        if fit:
+            if categorical:
+                schema.static_categories[name] = sorted({_plain_key(v) for v in values}, key=str)
+            else:
+                numbers = values.astype(np.float64)
+                std = float(numbers.std())
+                schema.static_stats[name] = (float(numbers.mean()), std if std > 0 else 1.0)
+        if name in schema.static_categories:
+            lookup = {v: i + 1 for i, v in enumerate(schema.static_categories[name])}
+            cat.append(np.array([lookup.get(_plain_key(v), 0) for v in values], np.int64))
+        else:
+            if categorical:
+                raise TypeError(f"static column {name!r} was numeric in training, got "
+                                f"{column.dtype} values")
+            mean, std = schema.static_stats[name]
+            real.append(((values.astype(np.float64) - mean) / std).astype(np.float32))
+    s = len(starts) - 1
+    return (np.stack(real, 1) if real else np.zeros((s, 0), np.float32),
+            np.stack(cat, 1) if cat else np.zeros((s, 0), np.int64))
+
+
+def read_panel(frame: pd.DataFrame, schema: SeriesSchema, source: str | None = None,
+               fit: bool = True, require_targets: bool = True) -> Panel:
+    """Check and sort a long-format table.
+
+    Args:
+        frame: the table; column names must be unique.
+        schema: the column roles and reading options. With ``fit`` the series keys and static
+            vocabularies are taken from ``frame`` (written into ``schema``); without it they
+            are the schema's (new series get codes after the known ones, new categories code
+            0), as when a trained model reads new data.
+        source: the file the table came from (messages name its lines).
+        require_targets: False reads a table of query rows (no target columns needed).
+
+    Raises ``ValueError``/``TypeError`` naming the column and the first bad row: missing
+    columns, unparseable or missing timestamps, a timestamp repeated within a series,
+    non-numeric values, a missing future covariate, a static value that changes within a
+    series.
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"data must be a pandas DataFrame, got {type(frame).__name__}")
+    needed = [schema.timestamp_column, *schema.series_columns,
+              *(schema.target_columns if require_targets else []), *schema.past_covariates,
+              *schema.future_covariates, *schema.static_columns]
+    if not require_targets:
+        needed = [c for c in needed if c not in schema.past_covariates]
+    for name in needed:
+        if name not in frame.columns:
+            hint = ("; the DataFrame's index is a DatetimeIndex: reset_index() it into a column"
+                    if isinstance(frame.index, pd.DatetimeIndex) else "")
+            raise ValueError(f"column {name!r} not found; the data has columns "
+                             f"{[str(c) for c in frame.columns]}{hint}")
+    if not len(frame):
+        raise ValueError(f"the data has no rows (columns {[str(c) for c in frame.columns]})")
+    frame = frame.reset_index(drop=True)
+    stamps = frame[schema.timestamp_column]
+    index = parse_timestamps(stamps, schema.timestamp_column, source, schema.timestamp_format)
+    if fit:
+        schema.aware = index.tz is not None
+    elif (index.tz is not None) != schema.aware and schema.tz is None:
+        kinds = ["tz-naive", "tz-aware"]
+        raise ValueError(f"timestamp column {schema.timestamp_column!r} is "
+                         f"{kinds[index.tz is not None]} but the model was trained on "
+                         f"{kinds[schema.aware]} timestamps; use one form")
+    codes, keys = _series_codes(frame, schema.series_columns,
+                                None if fit else schema.series_keys, source)
+    if fit:
+        schema.series_keys = keys
+    channels = []
+    if require_targets:
+        channels += [numeric_column(frame[c], c, source) for c in schema.target_columns]
+    else:
+        channels += [np.full(len(frame), np.nan)] * len(schema.target_columns)
+    channels += [_covariate(frame[c], c, "past covariate", source)
+                 if c in frame.columns and require_targets else np.full(len(frame), np.nan)
+                 for c in schema.past_covariates]
+    for c in schema.future_covariates:
+        values = _covariate(frame[c], c, "future covariate", source)
+        missing = np.flatnonzero(np.isnan(values))
+        if len(missing):
+            raise ValueError(f"future covariate {c!r}: {row_label(int(missing[0]), source)} "
+                             f"({stamps.iloc[int(missing[0])]!r}) is missing; a future "
+                             f"covariate must be known at every time, including the times to "
+                             f"predict")
+        channels.append(values)
+    values = np.stack(channels, 1) if channels else np.zeros((len(frame), 0))
+    # Localize in wall-clock order per series: ambiguous="infer" reads the repeated hour's
+    # order, and the order of a series' rows in the table is not trusted.
+    order = np.lexsort((index.asi8, codes))
+    sorted_index, sorted_codes = index[order], codes[order]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1], True])
+    if schema.ambiguous == "infer" and len(starts) > 2 and index.tz is None and schema.tz:
+        parts = [utc_and_local(sorted_index[a:b], schema.tz, "infer", schema.nonexistent,
+                               schema.timestamp_column) for a, b in zip(starts[:-1], starts[1:],
+                                                                        strict=True)]
+        utc = np.concatenate([p[0] for p in parts])
+        local = np.concatenate([p[1] for p in parts])
+    else:
+        utc, local = utc_and_local(sorted_index, schema.tz, schema.ambiguous,
+                                   schema.nonexistent, schema.timestamp_column)
+    step = np.diff(utc)
+    if (step[np.diff(sorted_codes) == 0] < 0).any():  # shifted nonexistent times reordered
+        again = np.lexsort((utc, sorted_codes))
+        order, utc, local = order[again], utc[again], local[again]
+        sorted_codes = sorted_codes[again]
+    repeat = np.flatnonzero((np.diff(utc) == 0) & (np.diff(sorted_codes) == 0))
+    if len(repeat):
+        first, second = sorted((int(order[repeat[0]]), int(order[repeat[0] + 1])))
+        where = (f" in series {keys[int(sorted_codes[repeat[0]])]!r}"
+                 if schema.series_columns else "")
+        raise ValueError(f"timestamp column {schema.timestamp_column!r}: "
+                         f"{row_label(second, source)} repeats the timestamp of "
+                         f"{row_label(first, source)} ({stamps.iloc[first]!r}){where}; one row "
+                         f"per series and time (merge the rows, or name the series columns)")
+    # Known series absent from this table keep their code, with no rows.
+    present = np.bincount(sorted_codes, minlength=len(keys))
+    starts = np.concatenate(([0], np.cumsum(present))).astype(np.int64)
+    static_real, static_cat = _static(frame, schema.static_columns, codes, starts, order,
+                                      schema, fit, source) \
+        if (present > 0).all() else _static_sparse(frame, schema, codes, order, present, fit,
+                                                   source)
+    return Panel(utc=utc, local=local, values=values[order], starts=starts, rows=order,
+                 static_real=static_real, static_cat=static_cat, schema=schema)
+
+
+def _static_sparse(frame: pd.DataFrame, schema: SeriesSchema, codes: np.ndarray,
+                   order: np.ndarray, present: np.ndarray, fit: bool, source: str | None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Static attributes when some known series have no rows here (their rows stay zero)."""
+    if not schema.static_columns:
+        s = len(present)
+        return np.zeros((s, 0), np.float32), np.zeros((s, 0), np.int64)
+    held = np.flatnonzero(present)
+    starts = np.concatenate(([0], np.cumsum(present[held]))).astype(np.int64)
+    real, cat = _static(frame, schema.static_columns, codes, starts, order, schema, fit,
+                        source)
+    full_real = np.zeros((len(present), real.shape[1]), np.float32)
+    full_cat = np.zeros((len(present), cat.shape[1]), np.int64)
+    full_real[held], full_cat[held] = real, cat
+    return full_real, full_cat
+
+
+def scale_panel(panel: Panel, train_end: int | None, source: str | None = None) -> None:
+    """Fit per-series, per-channel ``loc``/``scale`` on rows before ``train_end`` (UTC ns;
+    None: all rows) into ``panel.schema`` and scale ``panel.values`` to float32, in place.
+    A schema that already holds scaling for a series (a trained model's) keeps it."""
+    schema = panel.schema
+    values = panel.values
+    num_series, channels = panel.num_series, values.shape[1]
+    series = panel.series_of_rows()
+    train = np.ones(len(values), bool) if train_end is None else panel.utc < train_end
+    known = len(schema.loc)
+    loc = np.full((num_series, channels), np.nan)
+    scale = np.full((num_series, channels), np.nan)
+    if known:
+        loc[:known], scale[:known] = np.asarray(schema.loc), np.asarray(schema.scale)
+    count = np.zeros((num_series, channels))
+    mean = np.zeros((num_series, channels))
+    std = np.zeros((num_series, channels))
+    pooled = np.zeros((2, channels))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN channels: checked below
+        for c in range(channels):
+            used = train & ~np.isnan(values[:, c])
+            x = np.where(used, values[:, c], 0.0)
+            count[:, c] = np.bincount(series, used, num_series)
+            mean[:, c] = np.bincount(series, x, num_series) / count[:, c]
+            centred = np.where(used, x - mean[series, c], 0.0)
+            std[:, c] = np.sqrt(np.bincount(series, centred**2, num_series) / count[:, c])
+            pooled[0, c] = x.sum() / used.sum()
+            pooled[1, c] = np.sqrt((np.where(used, x - pooled[0, c], 0.0) ** 2).sum()
+                                   / used.sum())
+    pooled_mean, pooled_std = pooled
+    for c, (name, role) in enumerate(zip(schema.channels, schema.channel_roles, strict=True)):
+        if not np.isfinite(pooled_mean[c]) and not known:
+            where = f" (before {pd.Timestamp(train_end)} UTC)" if train_end is not None else ""
+            raise ValueError(f"{role} {name!r} has no observed value in the training period"
+                             f"{where}" if np.isnan(pooled_mean[c]) else
+                             f"{role} {name!r}: values too large to average")
+    new = np.arange(num_series) >= known
+    no_train = new[:, None] & (count == 0)
+    mean = np.where(no_train, pooled_mean, mean)
+    std = np.where(no_train, pooled_std, std)
+    loc[new], scale[new] = mean[new], std[new]
+    # A constant channel has no spread to divide by; it is only centred.
+    scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+    loc = np.where(np.isfinite(loc), loc, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = ((values - loc[series]) / scale[series]).astype(np.float32)
+    overflow = np.argwhere(np.isinf(scaled) | (np.isnan(scaled) & ~np.isnan(values)))
+    if len(overflow):
+        row, c = (int(v) for v in overflow[0])
+        s = int(series[row])
+        raise ValueError(f"{schema.channel_roles[c]} {schema.channels[c]!r}: "
+                         f"{row_label(int(panel.rows[row]), source)} value "
+                         f"{float(values[row, c])!r} does not fit float32 once scaled by "
+                         f"loc={loc[s, c]:.3g}, scale={scale[s, c]:.3g} (the training spread "
+                         "is too small for it)")
+    schema.loc, schema.scale = loc.tolist(), scale.tolist()
+    panel.values = scaled
