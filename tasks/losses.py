@@ -7,8 +7,8 @@ from posenc.core import check_positive_int
 from torch import Tensor
 from torchmetrics import Metric
 
-__all__ = ["LOSSES", "masked_point_loss", "quantile_loss", "naive_scale",
-           "MeanAbsoluteScaledError"]
+__all__ = ["LOSSES", "masked_point_loss", "pinball", "quantile_loss", "naive_scale",
+           "scaled_errors", "MeanAbsoluteScaledError"]
 
 LOSSES = ("mae", "mse", "quantile")
 
@@ -33,6 +33,22 @@ def masked_point_loss(pred: Tensor, target: Tensor, mask: Tensor, kind: str) -> 
     raise ValueError(f"kind must be 'mae' or 'mse', got {kind!r}")
 
 
+def pinball(pred: Tensor, target: Tensor, quantiles: Tensor) -> Tensor:
+    """Elementwise pinball loss ``max(q * e, (q - 1) * e)``, ``e = target - pred``.
+
+    Args:
+        pred: ``(..., Q)`` predicted quantiles.
+        target: ``(...)``.
+        quantiles: ``(Q,)`` levels in (0, 1).
+
+    Returns:
+        ``(..., Q)``.
+    """
+    error = target[..., None] - pred
+    q = quantiles.to(pred.dtype)
+    return torch.maximum(q * error, (q - 1) * error)
+
+
 def quantile_loss(pred: Tensor, target: Tensor, mask: Tensor, quantiles: Tensor) -> Tensor:
     """Pinball loss ``max(q * e, (q - 1) * e)``, ``e = target - pred``, averaged over the
     observed targets and the quantiles.
@@ -43,10 +59,7 @@ def quantile_loss(pred: Tensor, target: Tensor, mask: Tensor, quantiles: Tensor)
         mask: ``(...)`` bool observed.
         quantiles: ``(Q,)`` levels in (0, 1).
     """
-    error = target[..., None] - pred
-    q = quantiles.to(pred.dtype)
-    loss = torch.maximum(q * error, (q - 1) * error).mean(-1)
-    return _masked_mean(loss, mask)
+    return _masked_mean(pinball(pred, target, quantiles).mean(-1), mask)
 
 
 def naive_scale(context: Tensor, observed: Tensor, season: int = 1) -> tuple[Tensor, Tensor]:
@@ -70,7 +83,8 @@ def naive_scale(context: Tensor, observed: Tensor, season: int = 1) -> tuple[Ten
             empty = context.new_zeros(context.shape[0], context.shape[2])
             return empty, empty.long()
         pair = observed[:, lag:] & observed[:, :-lag]
-        diff = (context[:, lag:] - context[:, :-lag]).abs() * pair
+        # where, not a product: a NaN left at a missing value must not reach the sum
+        diff = (context[:, lag:] - context[:, :-lag]).abs().where(pair, 0)
         count = pair.sum(1)
         return diff.sum(1) / count.clamp_min(1), count
 
@@ -80,6 +94,29 @@ def naive_scale(context: Tensor, observed: Tensor, season: int = 1) -> tuple[Ten
         scale_1, count_1 = lagged(1)
         scale, count = scale.where(count > 0, scale_1), count.where(count > 0, count_1)
     return scale, count
+
+
+def scaled_errors(pred: Tensor, target: Tensor, target_observed: Tensor, context: Tensor,
+                  context_observed: Tensor, season: int = 1) -> tuple[Tensor, Tensor]:
+    """Each window's MASE per channel: its MAE over the horizon divided by its context's
+    seasonal-naive MAE (:func:`naive_scale`).
+
+    Args:
+        pred, target: ``(B, Nh, C)``; target_observed: ``(B, Nh, C)`` bool.
+        context: ``(B, Nc, C)`` in the units of ``target``; context_observed: ``(B, Nc, C)``.
+        season: lag in observations of the denominator.
+
+    Returns:
+        ``(ratio, defined)`` of shape ``(B, C)``: ``defined`` is False (and ``ratio`` 0) where
+        the horizon has no observed target or the denominator is undefined or zero (a
+        constant context), as no finite scaled error exists there.
+    """
+    scale, pairs = naive_scale(context, context_observed, season)
+    n = target_observed.sum(1)
+    mae = (pred - target).abs().where(target_observed, 0).sum(1) / n.clamp_min(1)
+    defined = (n > 0) & (pairs > 0) & (scale > 0)
+    ratio = (mae / scale.where(defined, torch.ones_like(scale))).where(defined, 0)
+    return ratio, defined
 
 
 class MeanAbsoluteScaledError(Metric):
@@ -100,14 +137,10 @@ class MeanAbsoluteScaledError(Metric):
     def update(self, pred: Tensor, target: Tensor, target_observed: Tensor, context: Tensor,
                context_observed: Tensor) -> None:
         """``pred``/``target``/``target_observed``: ``(B, Nh, C)``; context ones ``(B, Nc, C)``."""
-        pred, target, context = pred.float(), target.float(), context.float()
-        scale, pairs = naive_scale(context, context_observed, self.season)
-        observed = target_observed.to(pred.dtype)
-        n = observed.sum(1)
-        mae = ((pred - target).abs() * observed).sum(1) / n.clamp_min(1)
-        keep = (n > 0) & (pairs > 0) & (scale > 0)
-        self.total += (mae / scale.where(keep, torch.ones_like(scale)))[keep].sum()
-        self.count += keep.sum()
+        ratio, defined = scaled_errors(pred.float(), target.float(), target_observed,
+                                       context.float(), context_observed, self.season)
+        self.total += ratio.sum()
+        self.count += defined.sum()
 
     def compute(self) -> Tensor:
         return self.total / self.count
