@@ -200,7 +200,9 @@ class ForecastMetrics(Metric):
     number of series) and summed per series (a weighted ``bincount``) when computed:
 
     - ``mae`` = sum ``|y - yhat|`` / observed points; ``rmse`` = sqrt(sum ``(y - yhat)^2`` /
-      points): pooled over every observed (window, time, channel) point.
+      points): pooled over every observed (window, time, channel) point (GluonTS's
+      ``RMSE`` is the root of the mean per-forecast MSE: the same when every window has as
+      many observed points).
     - ``mase``: GluonTS's ``mase`` (gluonts/evaluation/metrics.py: ``mean(|Y - Yhat|) /
       seasonal_error``, ``seasonal_error = mean(|Y[t] - Y[t-m]|)`` of the past, lag 1 when the
       past is shorter than the season) per window and channel, the past being the window's
