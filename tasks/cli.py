@@ -36,7 +36,11 @@ from . import (  # noqa: F401
 )
 from .specs import check_class_path
 
-__all__ = ["EXTRA_COMMANDS", "PosencCLI", "main", "posenc_cli"]
+__all__ = ["EXTRA_COMMANDS", "LINKED_SIZES", "PosencCLI", "main", "posenc_cli"]
+
+# Data module properties passed to the model's argument of the same name on instantiation.
+LINKED_SIZES = ("num_targets", "num_past_covariates", "num_future_covariates",
+                "static_cardinalities", "num_static_real", "mase_season", "naive_season")
 
 # Subcommands that are not Lightning's: name -> module whose ``main(argv)`` runs them.
 EXTRA_COMMANDS = {"plot": "posenc.tasks.plots", "study": "posenc.tasks.studies"}
@@ -45,7 +49,8 @@ EXTRA_HELP = {"plot": "Write PNG plots of what position encodings do.",
 
 
 class PosencCLI(LightningCLI):
-    """``LightningCLI`` in subclass mode with one extra option, ``test_after_fit``.
+    """``LightningCLI`` in subclass mode with one extra option, ``test_after_fit``, and the
+    model's data sizes (:data:`LINKED_SIZES`) linked from the data module.
 
     ``test_after_fit: true`` in a config makes ``fit`` finish by testing the trained weights
     on the data module's test split, so one command reports a held-out score.
@@ -99,6 +104,11 @@ class PosencCLI(LightningCLI):
         super()._parse_ckpt_path()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        # The model's sizes follow the data: read from the instantiated data module, so a
+        # config never repeats them. A model or data module without the name is left alone.
+        for name in LINKED_SIZES:
+            parser.link_arguments(f"data.{name}", f"model.init_args.{name}",
+                                  apply_on="instantiate")
         parser.add_argument(
             "--test_after_fit", type=bool, default=False,
             help="After fit, run the test loop with the final weights (fit only).")

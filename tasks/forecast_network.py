@@ -188,17 +188,34 @@ class ForecastTransformer(nn.Module):
         unit_seconds: seconds per position unit for the relative encodings.
         instance_norm: standardize each window's values by its context's mean and standard
             deviation and undo it at the output (RevIN, Kim et al. 2022).
+        num_past: past covariates ``P``: with their observed flags, part of each context
+            token's input (``context_past``, ``context_past_observed``).
+        num_future: future covariates ``K``: one linear map of ``*_future`` added to every
+            context and query token (the same covariate means the same on both sides).
+        static_cardinalities: codes per categorical static column (``static_cat``): one
+            embedding each, summed into every token of the window.
+        num_static_real: numeric static columns (``static_real``): one linear map, summed
+            into every token.
     """
 
     def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
                  num_heads: int, mlp_ratio: float, dropout: float, time_features: TimeFeatures,
                  relative: list[tuple[nn.Module | None, nn.Module | None]],
-                 unit_seconds: float, instance_norm: bool = True) -> None:
+                 unit_seconds: float, instance_norm: bool = True, num_past: int = 0,
+                 num_future: int = 0, static_cardinalities: list[int] | None = None,
+                 num_static_real: int = 0) -> None:
         super().__init__()
+        self.num_past, self.num_future, self.num_static_real = num_past, num_future, \
+            num_static_real
+        self.static_cardinalities = list(static_cardinalities or [])
+        self.future_proj = nn.Linear(num_future, dim) if num_future else None
+        self.static_embeds = nn.ModuleList(nn.Embedding(n, dim)
+                                           for n in self.static_cardinalities)
+        self.static_proj = nn.Linear(num_static_real, dim) if num_static_real else None
         self.instance_norm = instance_norm
         self.num_targets, self.num_outputs = num_targets, num_outputs
         self.unit_seconds = unit_seconds
-        self.value_embed = nn.Linear(2 * num_targets, dim)
+        self.value_embed = nn.Linear(2 * (num_targets + num_past), dim)
         self.query_token = nn.Parameter(torch.zeros(dim))
         nn.init.trunc_normal_(self.query_token, std=0.02)
         self.time_features = time_features
@@ -209,6 +226,19 @@ class ForecastTransformer(nn.Module):
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_targets * num_outputs)
 
+    def _static(self, batch: Mapping[str, Tensor]) -> Tensor | None:
+        """``(B, dim)`` sum of the window's static embeddings, or None without any."""
+        static = None
+        if self.static_embeds:
+            codes = batch["static_cat"]
+            for j, embed in enumerate(self.static_embeds):
+                term = embed(codes[:, j])
+                static = term if static is None else static + term
+        if self.static_proj is not None:
+            term = self.static_proj(batch["static_real"].float())
+            static = term if static is None else static + term
+        return static
+
     def _check_batch(self, batch: Mapping[str, Tensor]) -> None:
         """Keys, dtypes and shapes only: nothing here reads values."""
         if not isinstance(batch, Mapping):
@@ -217,11 +247,23 @@ class ForecastTransformer(nn.Module):
         keys = ["context_time", "target_time", "context_local", "target_local",
                 "context_valid", "target_valid", "context_value", "context_observed"]
         keys += ["context_fields", "target_fields"] if self.time_features.reads_fields else []
+        keys += ["context_past", "context_past_observed"] if self.num_past else []
+        keys += ["context_future", "target_future"] if self.num_future else []
+        keys += ["static_cat"] if self.static_embeds else []
+        keys += ["static_real"] if self.num_static_real else []
         missing = [key for key in keys if key not in batch]
         if missing:
-            raise ValueError(f"batch has no {missing}; make batches with "
-                             f"posenc.tasks.collate_windows or make_batch (they add the "
-                             f"calendar fields of the local times as *_fields)")
+            raise ValueError(f"batch has no {missing}; make batches with a "
+                             f"TimeSeriesDataModule, Forecaster.forecast or make_batch (they "
+                             f"add the calendar fields of the local times as *_fields, and "
+                             f"the covariates and static attributes the model was built for)")
+        sizes = {"context_past": self.num_past, "context_future": self.num_future,
+                 "target_future": self.num_future, "static_real": self.num_static_real,
+                 "static_cat": len(self.static_embeds)}
+        for key, size in sizes.items():
+            if key in keys and batch[key].shape[-1] != size:
+                raise ValueError(f"batch[{key!r}] has {batch[key].shape[-1]} columns but the "
+                                 f"model was built for {size}")
         for side in ("context", "target"):
             valid = batch[f"{side}_valid"]
             for key in (f"{side}_time", f"{side}_local"):
@@ -270,10 +312,19 @@ class ForecastTransformer(nn.Module):
             window_var = ((context - window_loc).square() * weight).sum(1, keepdim=True) / count
             window_scale = (window_var + 1e-5).sqrt()
             context = (context - window_loc) / window_scale
-        values = torch.cat((context * observed, observed.float()), dim=-1)
-        ctx_tokens = self.value_embed(values)
+        parts = [context * observed, observed.float()]
+        if self.num_past:
+            past_observed = batch["context_past_observed"]
+            parts += [batch["context_past"].float() * past_observed, past_observed.float()]
+        ctx_tokens = self.value_embed(torch.cat(parts, dim=-1))
         tgt_tokens = self.query_token.expand(tgt_valid.shape[0], tgt_valid.shape[1], -1)
         x = torch.cat((ctx_tokens, tgt_tokens.to(ctx_tokens.dtype)), dim=1)
+        if self.future_proj is not None:
+            future = torch.cat((batch["context_future"], batch["target_future"]), dim=1)
+            x = x + self.future_proj(future.float())
+        static = self._static(batch)
+        if static is not None:
+            x = x + static[:, None]
         if self.time_proj is not None:
             has_value = torch.cat((ctx_valid & observed.any(-1), torch.zeros_like(tgt_valid)),
                                   dim=1)

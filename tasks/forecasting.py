@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from numbers import Real
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch import LightningModule
@@ -13,12 +15,13 @@ from posenc.core import (
     check_bool,
     check_choice,
     check_float,
+    check_int,
     check_positive_float,
     check_positive_int,
 )
 from torch import Tensor, nn
-from torchmetrics import MeanAbsoluteError, MeanSquaredError
 
+from .evaluation import ForecastMetrics, seasonal_naive
 from .forecast_network import (
     RELATIVE_ENCODINGS,
     TIME_ENCODINGS,
@@ -26,11 +29,26 @@ from .forecast_network import (
     TimeFeatures,
     encoding_reads,
 )
-from .losses import LOSSES, MeanAbsoluteScaledError, masked_point_loss, quantile_loss
+from .forecast_writer import forecast_frame
+from .losses import LOSSES, masked_point_loss, quantile_loss
 from .optim import check_optim_args, configure_adamw_from_hparams
+from .panel import SeriesSchema
+from .requests import request_dataset
 from .specs import instantiate
 
 __all__ = ["Forecaster"]
+
+
+def _duration_ns(value: Any, name: str) -> int:
+    """A positive duration (``"1h"``, ``"7 days"``) -> nanoseconds."""
+    try:
+        ns = pd.Timedelta(value).value
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{name} must be a duration such as '1h' or '30min', got "
+                         f"{value!r}") from err
+    if pd.isna(pd.Timedelta(value)) or not ns > 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return int(ns)
 
 
 class Forecaster(LightningModule):
@@ -38,6 +56,12 @@ class Forecaster(LightningModule):
 
     Args:
         num_targets: target columns of the data (``C``).
+        num_past_covariates, num_future_covariates: covariate columns (``P``, ``K``).
+        static_cardinalities: codes per categorical static column (values + 1 for unknown).
+        num_static_real: numeric static columns.
+            These sizes follow the data: ``posenc fit`` links them from the data module
+            (:class:`~posenc.tasks.TimeSeriesDataModule`'s properties of the same names), so a
+            config does not write them; in Python, ``setup`` checks them against the data.
         dim, depth, num_heads, mlp_ratio, dropout: transformer size.
         encodings: additive temporal encodings (default ``[calendar, continuous]``): names
             from ``TIME_ENCODINGS`` (``calendar``, ``calendar_embedding``, ``fourier``,
@@ -53,7 +77,11 @@ class Forecaster(LightningModule):
             inputs), a pandas duration (``"1h"``); pick the typical sampling step.
         loss: ``mae``, ``mse`` or ``quantile``.
         quantiles: levels for the quantile loss; the one closest to 0.5 is the point forecast.
-        mase_season: seasonal lag (observations) of the MASE denominator.
+        mase_season: seasonal lag (observations) of the MASE denominator (linked from the
+            data module's ``mase_season`` by the CLI).
+        naive_season: the season of the seasonal-naive baseline, a duration (``"7D"``; linked
+            from the data module's ``naive_season``); evaluation logs its metrics beside the
+            model's on the same windows (``test/mae_naive``, ...). None: no baseline.
         instance_norm: standardize each window by its own context (RevIN) before the
             transformer and undo it on the output; helps with level shifts.
         lr, weight_decay, warmup, scheduler, min_lr_ratio: AdamW and schedule.
@@ -62,6 +90,10 @@ class Forecaster(LightningModule):
     def __init__(
         self,
         num_targets: int = 1,
+        num_past_covariates: int = 0,
+        num_future_covariates: int = 0,
+        static_cardinalities: list[int] | None = None,
+        num_static_real: int = 0,
         dim: int = 64,
         depth: int = 2,
         num_heads: int = 4,
@@ -73,6 +105,7 @@ class Forecaster(LightningModule):
         loss: str = "mae",
         quantiles: list[float] | None = None,
         mase_season: int = 1,
+        naive_season: str | None = None,
         instance_norm: bool = True,
         lr: float = 1e-3,
         weight_decay: float = 0.01,
@@ -86,6 +119,18 @@ class Forecaster(LightningModule):
         for name, value in (("num_targets", num_targets), ("dim", dim), ("depth", depth),
                             ("num_heads", num_heads), ("mase_season", mase_season)):
             check_positive_int(value, name)
+        for name, value in (("num_past_covariates", num_past_covariates),
+                            ("num_future_covariates", num_future_covariates),
+                            ("num_static_real", num_static_real)):
+            check_int(value, name, ge=0)
+        if static_cardinalities is not None and not isinstance(static_cardinalities,
+                                                               (list, tuple)):
+            raise TypeError(f"static_cardinalities must be a list of ints, got "
+                            f"{type(static_cardinalities).__name__} ({static_cardinalities!r})")
+        for i, value in enumerate(static_cardinalities or []):
+            check_positive_int(value, f"static_cardinalities[{i}]")
+        self.naive_season_ns = None if naive_season is None else _duration_ns(naive_season,
+                                                                              "naive_season")
         if dim % num_heads:
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
         check_positive_float(mlp_ratio, "mlp_ratio")
@@ -108,13 +153,7 @@ class Forecaster(LightningModule):
                                  f"{quantiles}")
         elif quantiles:
             raise ValueError(f"quantiles={quantiles} need loss='quantile', got loss={loss!r}")
-        try:
-            unit_seconds = pd.Timedelta(time_unit).total_seconds()
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"time_unit must be a duration such as '1h' or '30min', got "
-                             f"{time_unit!r}") from err
-        if not unit_seconds > 0:
-            raise ValueError(f"time_unit must be positive, got {time_unit!r}")
+        unit_seconds = _duration_ns(time_unit, "time_unit") / 1e9
         encodings = ["calendar", "continuous"] if encodings is None else list(encodings)
 
         head_dim = dim // num_heads
@@ -136,21 +175,51 @@ class Forecaster(LightningModule):
         self.register_buffer("quantiles", torch.tensor(quantiles or [0.5]), persistent=False)
         self.model = ForecastTransformer(
             num_targets, len(quantiles or [0.5]), dim, depth, num_heads, mlp_ratio, dropout,
-            TimeFeatures(modules, reads), relative_modules, unit_seconds, instance_norm)
+            TimeFeatures(modules, reads), relative_modules, unit_seconds, instance_norm,
+            num_past=num_past_covariates, num_future=num_future_covariates,
+            static_cardinalities=static_cardinalities, num_static_real=num_static_real)
+        # How the training data was read (columns, zone, series, scaling): taken from the
+        # data module at fit, stored in checkpoints, used by forecast().
+        self.schema: SeriesSchema | None = None
         self.point_index = int((self.quantiles - 0.5).abs().argmin())
+        # The model's and the seasonal-naive baseline's errors on the same windows.
+        levels = quantiles if loss == "quantile" else None
         self.metrics = nn.ModuleDict({
-            stage: nn.ModuleDict({"mae": MeanAbsoluteError(),
-                                  "rmse": MeanSquaredError(squared=False),
-                                  "mase": MeanAbsoluteScaledError(mase_season)})
+            stage: nn.ModuleDict({"model": ForecastMetrics(levels, mase_season),
+                                  "naive": ForecastMetrics(levels, mase_season)})
             for stage in ("val", "test")})
+        self.test_per_series: pd.DataFrame | None = None
+
+    def data_sizes(self) -> dict[str, Any]:
+        """The sizes this model was built for, by the data module property they match."""
+        hp = self.hparams
+        return {"num_targets": hp.num_targets, "num_past_covariates": hp.num_past_covariates,
+                "num_future_covariates": hp.num_future_covariates,
+                "static_cardinalities": list(hp.static_cardinalities or []),
+                "num_static_real": hp.num_static_real}
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
-        theirs = getattr(datamodule, "num_targets", None)
-        if theirs is not None and theirs != self.hparams.num_targets:
-            raise ValueError(f"model num_targets={self.hparams.num_targets} does not match the "
-                             f"data's {theirs} target column(s) "
-                             f"({getattr(datamodule, 'target_columns', '?')})")
+        if datamodule is None:
+            return
+        for name, ours in self.data_sizes().items():
+            theirs = getattr(datamodule, name, None)
+            if theirs is not None and list(np.atleast_1d(theirs)) != list(np.atleast_1d(ours)):
+                raise ValueError(
+                    f"model {name}={ours} does not match the data's {theirs} "
+                    f"({type(datamodule).__name__}); posenc fit links these sizes from the "
+                    f"data module, in Python pass datamodule.{name}")
+        schema = getattr(datamodule, "schema", None)
+        if isinstance(schema, SeriesSchema):
+            self.schema = schema
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.schema is not None:
+            checkpoint["series_schema"] = self.schema.to_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if "series_schema" in checkpoint:
+            self.schema = SeriesSchema.from_dict(checkpoint["series_schema"])
 
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         """-> ``(B, Nh, C, Q)`` predictions in scaled units (``Q = 1`` for point losses)."""
@@ -177,19 +246,61 @@ class Forecaster(LightningModule):
     def _eval_step(self, stage: str, batch: Mapping[str, Tensor]) -> None:
         pred = self(batch).float()
         loss = self._loss(pred, batch)
+        size = batch["target_valid"].shape[0]
         self.log(f"{stage}/loss", loss, sync_dist=True, prog_bar=stage == "val",
-                 batch_size=batch["target_valid"].shape[0])
-        point = pred[..., self.point_index]
-        observed = batch["target_observed"]
+                 batch_size=size)
+        pred = self._unscale(pred, batch)
+        target = self._unscale(batch["target_value"], batch)
+        context = self._unscale(batch["context_value"], batch)
+        observed, context_observed = batch["target_observed"], batch["context_observed"]
+        series = batch.get("series", torch.zeros(size, dtype=torch.int64, device=pred.device))
         metrics = self.metrics[stage]
-        metrics["mae"].update(self._unscale(point, batch)[observed],
-                              self._unscale(batch["target_value"], batch)[observed])
-        metrics["rmse"].update(self._unscale(point, batch)[observed],
-                               self._unscale(batch["target_value"], batch)[observed])
-        metrics["mase"].update(point, batch["target_value"], observed, batch["context_value"],
-                               batch["context_observed"])
-        for name, metric in metrics.items():
-            self.log(f"{stage}/{name}", metric, prog_bar=stage == "val" and name == "mae")
+        metrics["model"].update(pred[..., self.point_index], target, observed, series, context,
+                                context_observed,
+                                pred if self.hparams.loss == "quantile" else None)
+        if self.naive_season_ns is not None:
+            naive = seasonal_naive(batch["context_time"], context, context_observed,
+                                   batch["context_valid"], batch["target_time"],
+                                   self.naive_season_ns)
+            # Every quantile at the naive value: its wQL is comparable with the model's.
+            metrics["naive"].update(naive, target, observed, series, context, context_observed,
+                                    naive[..., None].expand_as(pred)
+                                    if self.hparams.loss == "quantile" else None)
+
+    def _log_metrics(self, stage: str) -> None:
+        """Aggregated metrics of the epoch: ``{stage}/mae`` ... and ``{stage}/mae_naive`` ...
+        (the seasonal-naive forecast on the same windows)."""
+        metrics = self.metrics[stage]
+        for who, suffix in (("model", ""), ("naive", "_naive")):
+            if who == "naive" and self.naive_season_ns is None:
+                continue
+            for name, value in metrics[who].compute().items():
+                self.log(f"{stage}/{name}{suffix}", value, prog_bar=stage == "val"
+                         and name == "mae" and who == "model")
+        if stage == "test":
+            self.test_per_series = self._per_series(metrics)
+        for metric in metrics.values():
+            metric.reset()
+
+    def _per_series(self, metrics: nn.ModuleDict) -> pd.DataFrame | None:
+        """The test metrics per series (model, then ``*_naive``), one row per series."""
+        schema = self.schema
+        if schema is None:
+            return None
+        frames = []
+        for who, suffix in (("model", ""), ("naive", "_naive")):
+            if who == "naive" and self.naive_season_ns is None:
+                continue
+            frame = metrics[who].per_series_frame(schema.series_keys, schema.series_columns)
+            frames.append(frame if not suffix else
+                          frame.drop(columns=schema.series_columns).add_suffix(suffix))
+        return pd.concat(frames, axis=1)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_metrics("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_metrics("test")
 
     def validation_step(self, batch, batch_idx: int) -> None:
         self._eval_step("val", batch)
@@ -199,11 +310,60 @@ class Forecaster(LightningModule):
 
     def predict_step(self, batch, batch_idx: int = 0, dataloader_idx: int = 0
                      ) -> dict[str, Tensor]:
-        """Forecasts in data units: ``{"time": (B, Nh) int64 UTC ns, "valid": (B, Nh),
-        "prediction": (B, Nh, C) point, "quantiles": (B, Nh, C, Q)}``."""
+        """Forecasts in data units: ``{"series": (B,) int64 (rows of ``schema.series_keys``),
+        "origin": (B,) int64 UTC ns of the last context observation, "time": (B, Nh) int64
+        UTC ns, "valid": (B, Nh), "prediction": (B, Nh, C) point, "quantiles":
+        (B, Nh, C, Q)}``."""
         pred = self._unscale(self(batch).float(), batch)
-        return {"time": batch["target_time"], "valid": batch["target_valid"],
+        last = batch["context_valid"].sum(1, keepdim=True).clamp_min(1) - 1
+        series = batch.get("series")
+        if series is None:
+            series = torch.zeros(len(last), dtype=torch.int64, device=last.device)
+        return {"series": series, "origin": batch["context_time"].gather(1, last)[:, 0],
+                "time": batch["target_time"], "valid": batch["target_valid"],
                 "prediction": pred[..., self.point_index], "quantiles": pred}
+
+    @torch.no_grad()
+    def forecast(self, history: pd.DataFrame, future: pd.DataFrame | int | None = None, *,
+                 batch_size: int = 256) -> pd.DataFrame:
+        """History in, forecasts out: one row per series and time to predict.
+
+        Args:
+            history: long-format table with the training data's columns (series, timestamp,
+                targets, covariates, static columns), read exactly as in training (same zone,
+                DST options, per-series scaling; a series new to the model is scaled by its
+                own history). Each series' context is its last ``context_length``.
+            future: the times to predict: a table of the series and timestamp columns (plus
+                the future covariates), times after each series' history in any order, or an
+                int number of sampling steps, or None for the trained horizon.
+            batch_size: series per forward pass.
+
+        Returns:
+            The table of :func:`~posenc.tasks.forecast_writer.forecast_frame`: series
+            columns, the timestamp in the data's zone, ``origin``, the point forecast per
+            target and, when trained with quantiles, one column per target and level.
+
+        Needs the schema of the training data: present after ``fit`` with a
+        :class:`~posenc.tasks.TimeSeriesDataModule` and in every checkpoint written then
+        (``Forecaster.load_from_checkpoint(path).forecast(history)``).
+        """
+        if self.schema is None:
+            raise RuntimeError("this Forecaster has no data schema: fit it with a "
+                               "TimeSeriesDataModule, or load a checkpoint written by such a "
+                               "fit")
+        check_positive_int(batch_size, "batch_size")
+        dataset = request_dataset(self.schema, history, future)
+        was_training = self.training
+        self.eval()
+        outputs = []
+        try:
+            for start in range(0, len(dataset), batch_size):
+                batch = dataset.__getitems__(range(start, min(start + batch_size, len(dataset))))
+                batch = {k: v.to(self.device) for k, v in batch.items()}
+                outputs.append({k: v.cpu() for k, v in self.predict_step(batch).items()})
+        finally:
+            self.train(was_training)
+        return forecast_frame(outputs, dataset.schema, self.quantile_levels)
 
     def configure_optimizers(self) -> dict:
         return configure_adamw_from_hparams(self)

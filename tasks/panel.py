@@ -254,7 +254,7 @@ def _static(frame: pd.DataFrame, columns: list[str], codes: np.ndarray, starts: 
 
 
 def read_panel(frame: pd.DataFrame, schema: SeriesSchema, source: str | None = None,
-               fit: bool = True, require_targets: bool = True) -> Panel:
+               fit: bool = True, queries: bool = False) -> Panel:
     """Check and sort a long-format table.
 
     Args:
@@ -264,7 +264,9 @@ def read_panel(frame: pd.DataFrame, schema: SeriesSchema, source: str | None = N
             are the schema's (new series get codes after the known ones, new categories code
             0), as when a trained model reads new data.
         source: the file the table came from (messages name its lines).
-        require_targets: False reads a table of query rows (no target columns needed).
+        queries: read a table of times to predict: the series and timestamp columns and the
+            future covariates only (targets and past covariates are NaN, static columns
+            come from the history).
 
     Raises ``ValueError``/``TypeError`` naming the column and the first bad row: missing
     columns, unparseable or missing timestamps, a timestamp repeated within a series,
@@ -273,11 +275,9 @@ def read_panel(frame: pd.DataFrame, schema: SeriesSchema, source: str | None = N
     """
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"data must be a pandas DataFrame, got {type(frame).__name__}")
-    needed = [schema.timestamp_column, *schema.series_columns,
-              *(schema.target_columns if require_targets else []), *schema.past_covariates,
-              *schema.future_covariates, *schema.static_columns]
-    if not require_targets:
-        needed = [c for c in needed if c not in schema.past_covariates]
+    needed = [schema.timestamp_column, *schema.series_columns, *schema.future_covariates]
+    if not queries:
+        needed += [*schema.target_columns, *schema.past_covariates, *schema.static_columns]
     for name in needed:
         if name not in frame.columns:
             hint = ("; the DataFrame's index is a DatetimeIndex: reset_index() it into a column"
@@ -298,16 +298,12 @@ def read_panel(frame: pd.DataFrame, schema: SeriesSchema, source: str | None = N
                          f"{kinds[schema.aware]} timestamps; use one form")
     codes, keys = _series_codes(frame, schema.series_columns,
                                 None if fit else schema.series_keys, source)
-    if fit:
-        schema.series_keys = keys
-    channels = []
-    if require_targets:
-        channels += [numeric_column(frame[c], c, source) for c in schema.target_columns]
-    else:
-        channels += [np.full(len(frame), np.nan)] * len(schema.target_columns)
-    channels += [_covariate(frame[c], c, "past covariate", source)
-                 if c in frame.columns and require_targets else np.full(len(frame), np.nan)
-                 for c in schema.past_covariates]
+    schema.series_keys = keys  # without fit: the known series, then any new ones
+    unknown = [np.full(len(frame), np.nan)] * (len(schema.target_columns)
+                                               + len(schema.past_covariates))
+    channels = unknown if queries else (
+        [numeric_column(frame[c], c, source) for c in schema.target_columns]
+        + [_covariate(frame[c], c, "past covariate", source) for c in schema.past_covariates])
     for c in schema.future_covariates:
         values = _covariate(frame[c], c, "future covariate", source)
         missing = np.flatnonzero(np.isnan(values))
@@ -349,10 +345,15 @@ def read_panel(frame: pd.DataFrame, schema: SeriesSchema, source: str | None = N
     # Known series absent from this table keep their code, with no rows.
     present = np.bincount(sorted_codes, minlength=len(keys))
     starts = np.concatenate(([0], np.cumsum(present))).astype(np.int64)
-    static_real, static_cat = _static(frame, schema.static_columns, codes, starts, order,
-                                      schema, fit, source) \
-        if (present > 0).all() else _static_sparse(frame, schema, codes, order, present, fit,
-                                                   source)
+    if queries:
+        static_real = np.zeros((len(keys), len(schema.static_real_columns)), np.float32)
+        static_cat = np.zeros((len(keys), len(schema.static_cat_columns)), np.int64)
+    elif (present > 0).all():
+        static_real, static_cat = _static(frame, schema.static_columns, codes, starts, order,
+                                          schema, fit, source)
+    else:
+        static_real, static_cat = _static_sparse(frame, schema, codes, order, present, fit,
+                                                 source)
     return Panel(utc=utc, local=local, values=values[order], starts=starts, rows=order,
                  static_real=static_real, static_cat=static_cat, schema=schema)
 

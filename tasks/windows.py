@@ -176,6 +176,7 @@ class WindowDataset(Dataset):
 
     def __init__(self, panel: Any, windows: WindowIndex) -> None:
         schema = panel.schema
+        self.schema = schema
         self.num_targets = len(schema.target_columns)
         self.num_past = len(schema.past_covariates)
         self.utc, self.local = panel.utc, panel.local

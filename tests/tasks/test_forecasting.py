@@ -101,7 +101,7 @@ def test_calendar_encodings_read_the_fields_the_batch_carries(batch):
     moved = dict(batch, target_fields=local_time_fields(later))
     assert not torch.allclose(model(moved), model(batch))
     with pytest.raises(ValueError, match=r"^batch has no \['context_fields'\]; make batches "
-                                         r"with posenc.tasks.collate_windows or make_batch"):
+                                         r"with a TimeSeriesDataModule, Forecaster.forecast"):
         model({k: v for k, v in batch.items() if k != "context_fields"})
     expected = re.escape(str((*batch["target_valid"].shape, 11)))
     with pytest.raises(ValueError, match=rf"^batch\['target_fields'\] must be the {expected} "

@@ -1,0 +1,145 @@
+"""Forecast requests: a history table and the times to predict -> one window per series.
+
+The history and the query rows are read by :func:`~posenc.tasks.panel.read_panel` with the
+trained model's :class:`~posenc.tasks.panel.SeriesSchema` (its columns, zone and scaling), so
+new data means exactly what the training data meant. The windows are then gathered by the
+same :class:`~posenc.tasks.windows.WindowDataset` as in training.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+from posenc.core import check_positive_int
+
+from .panel import Panel, SeriesSchema, read_panel, scale_panel
+from .windows import WindowDataset, WindowIndex
+
+__all__ = ["future_times", "request_dataset"]
+
+
+def future_times(panel: Panel, steps: int) -> pd.DataFrame:
+    """The next ``steps`` times of every series of a history panel, one sampling step
+    (``schema.step_ns``) apart after its last observation: ``(S * steps)`` rows of the
+    series and timestamp columns. Steps of whole days follow the local calendar (a day
+    is 23 or 25 hours across DST); shorter ones are real time."""
+    schema = panel.schema
+    step = pd.Timedelta(schema.step_ns)
+    if step <= pd.Timedelta(0):
+        raise ValueError("the training data had no sampling step (a single observation per "
+                         "series): give the times to predict as a DataFrame")
+    held = np.flatnonzero(panel.lengths > 0)
+    last = panel.utc[panel.starts[held + 1] - 1]
+    stamps = []
+    for end in last:
+        start = schema.local_times(np.array([end]))[0]
+        if step % pd.Timedelta("1D") == pd.Timedelta(0) and start.tzinfo is not None:
+            # Calendar days: the wall-clock time of day stays, whatever DST does.
+            wall = pd.date_range(start.tz_localize(None), periods=steps + 1,
+                                 freq=f"{step.days}D")[1:]
+            stamps.append(wall.tz_localize(start.tz, ambiguous=True,
+                                           nonexistent="shift_forward"))
+        else:
+            stamps.append(pd.DatetimeIndex([start + step * (k + 1) for k in range(steps)]))
+    frame = schema.series_frame(np.repeat(held, steps))
+    times = pd.DatetimeIndex(np.concatenate([s.asi8 for s in stamps]).view("M8[ns]"))
+    if schema.tz is not None or schema.aware:
+        times = times.tz_localize("UTC").tz_convert(schema.tz or "UTC")
+    frame[schema.timestamp_column] = times
+    return frame
+
+
+def _combine(history: Panel, future: Panel) -> tuple[Panel, np.ndarray]:
+    """History and query rows of each series in one panel (history first); ``(S,)`` the row
+    where each series' queries start."""
+    schema = history.schema
+    num = max(history.num_series, future.num_series)
+    hist_series = np.repeat(np.arange(history.num_series), history.lengths)
+    fut_series = np.repeat(np.arange(future.num_series), future.lengths)
+    for s in np.flatnonzero(np.bincount(fut_series, minlength=num)
+                            > 0):
+        if s >= history.num_series or history.lengths[s] == 0:
+            raise ValueError(f"series {schema.series_keys[s]!r} has times to predict but no "
+                             "history; give its past observations in the history table")
+    last = np.full(num, np.iinfo(np.int64).min)
+    held = np.flatnonzero(history.lengths > 0)
+    last[held] = history.utc[history.starts[held + 1] - 1]
+    early = np.flatnonzero(future.utc <= last[fut_series])
+    if len(early):
+        i = int(early[0])
+        s = int(fut_series[i])
+        raise ValueError(f"future row {int(future.rows[i])} ({pd.Timestamp(future.utc[i])} UTC)"
+                         f" of series {schema.series_keys[s]!r} is not after its last history "
+                         f"time ({pd.Timestamp(last[s])} UTC); the times to predict must be "
+                         "in the future of each series")
+    series = np.concatenate((hist_series, fut_series))
+    utc = np.concatenate((history.utc, future.utc))
+    order = np.lexsort((utc, series))
+    counts = np.bincount(series, minlength=num)
+    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    hist_counts = np.bincount(hist_series, minlength=num)
+    static_real = history.static_real if len(history.static_real) >= num else \
+        np.pad(history.static_real, ((0, num - len(history.static_real)), (0, 0)))
+    static_cat = history.static_cat if len(history.static_cat) >= num else \
+        np.pad(history.static_cat, ((0, num - len(history.static_cat)), (0, 0)))
+    panel = Panel(utc=utc[order], local=np.concatenate((history.local, future.local))[order],
+                  values=np.concatenate((history.values, future.values))[order],
+                  starts=starts, rows=np.concatenate((history.rows, future.rows))[order],
+                  static_real=static_real, static_cat=static_cat, schema=schema)
+    return panel, starts[:-1] + hist_counts
+
+
+def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
+                    future: pd.DataFrame | int | None = None) -> WindowDataset:
+    """A forecast request -> a dataset of one window per series that has times to predict.
+
+    Args:
+        schema: the trained model's schema (not modified: new series and their scaling,
+            fitted on their own history, live in a copy).
+        history: long-format table with the training data's columns (series, timestamp,
+            targets, covariates, static columns); each series' context is its last
+            ``context_length`` observations (or duration).
+        future: the times to predict: a table of the series and timestamp columns plus the
+            future covariates (any times after each series' history, in any order); an int:
+            that many steps after each series' last observation (only without future
+            covariates); None: the trained ``horizon`` in steps (a duration horizon: as many
+            median steps as fit in it).
+    """
+    schema = copy.deepcopy(schema)
+    past = read_panel(history, schema, fit=False)
+    if isinstance(future, pd.DataFrame):
+        queries = read_panel(future, schema, fit=False, queries=True)
+    else:
+        if schema.future_covariates:
+            raise ValueError(f"the model reads future covariates {schema.future_covariates}: "
+                             "give the times to predict as a DataFrame holding them")
+        if future is None:
+            horizon = schema.horizon
+            future = horizon if isinstance(horizon, int) else max(
+                1, pd.Timedelta(horizon).value // max(schema.step_ns, 1))
+        steps = check_positive_int(future, "future")
+        queries = read_panel(future_times(past, steps), schema, fit=False,
+                             queries=True)
+    # Series new to the model extend schema.series_keys in either table; align both.
+    num = len(schema.series_keys)
+    past.starts = np.pad(past.starts, (0, num + 1 - len(past.starts)), mode="edge")
+    queries.starts = np.pad(queries.starts, (0, num + 1 - len(queries.starts)), mode="edge")
+    panel, first_query = _combine(past, queries)
+    scale_panel(panel, None)
+    wanted = np.flatnonzero(panel.lengths > 0)
+    wanted = wanted[first_query[wanted] < panel.starts[wanted + 1]]
+    context = schema.context_length
+    if isinstance(context, int):
+        c0 = np.maximum(panel.starts[wanted], first_query[wanted] - context)
+    else:
+        span = pd.Timedelta(context).value
+        c0 = np.array([panel.starts[s] + np.searchsorted(
+            panel.utc[panel.starts[s]:first_query[s]], panel.utc[first_query[s] - 1] - span,
+            "right") for s in wanted], np.int64)
+    rows = np.stack((c0, first_query[wanted], panel.starts[wanted + 1]), 1)
+    offsets = np.zeros(panel.num_series + 1, np.int64)
+    offsets[wanted + 1] = 1
+    index = WindowIndex(offsets=np.cumsum(offsets), rows=rows.astype(np.int64))
+    return WindowDataset(panel, index)
