@@ -13,9 +13,12 @@ canvas (no pyplot, no global backend change) and returns the path:
   (RoPE-Mixed frequency vectors per head).
 - Time: :func:`plot_calendar_features` and :func:`plot_fourier_features` over a week and a
   year in a time zone, with DST changes marked.
+- Forecasts: :func:`plot_forecast` (history, truth, forecast and quantile band per series,
+  from a :class:`~posenc.tasks.ForecastWriter` file; ``posenc plot forecast``).
 
-They live in :mod:`.plots_core` (1D), :mod:`.plots_spatial` (2D) and :mod:`.plots_temporal`
-(time), over the shared plumbing of :mod:`.plots_figure`, and are all importable from here.
+They live in :mod:`.plots_core` (1D), :mod:`.plots_spatial` (2D), :mod:`.plots_temporal`
+(time) and :mod:`.plots_forecast`, over the shared plumbing of :mod:`.plots_figure`, and are
+all importable from here.
 
 :func:`main` is the command line, ``posenc plot KIND --out DIR [options]``
 (``python -m posenc.tasks.plots --help``).
@@ -35,6 +38,7 @@ from torch import nn
 
 from .plots_core import plot_additive_1d, plot_bias_vs_distance, plot_rope_scores
 from .plots_figure import describe
+from .plots_forecast import add_forecast_arguments, plot_forecast, run_forecast
 from .plots_spatial import GRID_ENCODINGS, plot_grid_similarity, plot_rope_mixed_frequencies
 from .plots_temporal import dst_changes, plot_calendar_features, plot_fourier_features
 
@@ -46,6 +50,7 @@ __all__ = [
     "plot_additive_1d",
     "plot_bias_vs_distance",
     "plot_calendar_features",
+    "plot_forecast",
     "plot_fourier_features",
     "plot_grid_similarity",
     "plot_rope_mixed_frequencies",
@@ -112,7 +117,8 @@ def _checkpoint_grid(model: nn.Module) -> tuple[int, int] | None:
 # -- command line ------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="posenc plot", description="Write PNG plots of what position encodings do.")
+        prog="posenc plot",
+        description="Write PNG plots of what position encodings do, and of forecasts.")
     sub = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
 
     def add(name: str, help: str) -> argparse.ArgumentParser:
@@ -166,7 +172,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--days", type=int, default=7, help="length of the short window")
         if name == "fourier":
             p.add_argument("--harmonics", type=int, default=3)
-    add("all", "every plot above with default settings")
+    add_forecast_arguments(add("forecast", "history, truth, forecast and quantile band of "
+                                           "chosen series, from a ForecastWriter file"))
+    add("all", "every plot above but forecast (it needs your files) with default settings")
     return parser
 
 
@@ -227,6 +235,8 @@ def _run(kind: str, args: argparse.Namespace) -> Path:
         else:
             enc = spatial.RoPE2D(args.head_dim, args.heads, "mixed", args.base)
         return plot_rope_mixed_frequencies(enc, out / "rope-mixed.png", dpi=dpi, title=title)
+    if kind == "forecast":
+        return run_forecast(args)
     if kind == "calendar":
         return plot_calendar_features(args.tz, out / "calendar.png", start=args.start,
                                       days=args.days, dpi=dpi)
