@@ -32,7 +32,7 @@ from posenc.temporal.columns import check_tz_name, parse_timestamps, utc_and_loc
 from .forecast_writer import ORIGIN_COLUMN, quantile_columns
 from .panel import SeriesSchema
 from .plots_figure import new_figure, save_png
-from .series_frame import read_table
+from .series_frame import numeric_column, read_table
 
 __all__ = ["add_forecast_arguments", "forecast_layout", "plot_forecast", "run_forecast"]
 
@@ -57,12 +57,21 @@ def _key_text(key: Any, width: int, argument: str) -> tuple[str, ...]:
     return parts
 
 
-def _row_keys(frame: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
-    """Each row's series key as a tuple of text (one shared form for any two files)."""
+def _series_keys(frame: pd.DataFrame, columns: Sequence[str]) -> list[tuple[str, ...]]:
+    """The series keys of ``frame`` in order of appearance, as text (one shared form for any
+    two files: a CSV's ``1`` and a Parquet file's ``1``)."""
     if not columns:
-        return pd.Series([()] * len(frame), index=frame.index, dtype=object)
-    text = [frame[c].astype(str).tolist() for c in columns]
-    return pd.Series(list(zip(*text, strict=True)), index=frame.index, dtype=object)
+        return [()]
+    unique = frame[list(columns)].drop_duplicates()
+    return list(zip(*(unique[c].astype(str) for c in columns), strict=True))
+
+
+def _in_series(frame: pd.DataFrame, columns: Sequence[str], key: tuple[str, ...]) -> np.ndarray:
+    """``(N,)`` bool: the rows of series ``key``."""
+    mask = np.ones(len(frame), bool)
+    for name, value in zip(columns, key, strict=True):
+        mask &= (frame[name].astype(str) == value).to_numpy()
+    return mask
 
 
 def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
@@ -80,6 +89,15 @@ def _utc_ns(frame: pd.DataFrame, column: str, source: str | None, tz: str | None
     index = parse_timestamps(frame[column].reset_index(drop=True), column, source,
                              timestamp_format)
     return utc_and_local(index, tz, ambiguous, nonexistent, column)[0], index.tz
+
+
+def _numbers(frame: pd.DataFrame, column: str, what: str) -> np.ndarray:
+    """``(N,)`` float64 values of a column (NaN = missing); text that is no number raises."""
+    source = what if what.lower().endswith(".csv") else None
+    try:
+        return numeric_column(frame[column].reset_index(drop=True), column, source)
+    except (ValueError, TypeError) as err:
+        raise type(err)(f"{what}: {err}") from None
 
 
 def forecast_layout(forecasts: pd.DataFrame, data_columns: Sequence[str],
@@ -167,8 +185,9 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
     _require(history, [*series_columns, timestamp_column, target], data_name)
     if not len(forecasts):
         raise ValueError(f"{fc_name} has no rows")
-    fc_keys = _row_keys(forecasts, series_columns)
-    available = list(dict.fromkeys(fc_keys))
+    available = _series_keys(forecasts, series_columns)
+    if isinstance(series, (str, tuple)):
+        series = [series]
     if series is None or len(series) == 0:
         chosen = available[:max_series]
     else:
@@ -189,11 +208,13 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
     fc_origin = (_utc_ns(forecasts, ORIGIN_COLUMN, fc_name)[0]
                  if ORIGIN_COLUMN in forecasts.columns else None)
     aware = fc_zone is not None
-    hist_keys = _row_keys(history, series_columns)
+    values = _numbers(history, target, data_name)
+    fc_values = {name: _numbers(forecasts, name, fc_name)
+                 for name in [target, *(name for _, name in band or ())]}
     zone = tz or (str(fc_zone) if aware and str(fc_zone) != "UTC" else None)
     panels = []
     for key in chosen:
-        rows = np.flatnonzero((fc_keys == key).to_numpy())
+        rows = np.flatnonzero(_in_series(forecasts, series_columns, key))
         if fc_origin is not None:
             origins = np.unique(fc_origin[rows])
             if not -len(origins) <= origin < len(origins):
@@ -202,7 +223,8 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
                                  f"{-len(origins)}..{len(origins) - 1})")
             rows = rows[fc_origin[rows] == origins[origin]]
         rows = rows[np.argsort(fc_time[rows], kind="stable")]
-        hist = history[(hist_keys == key).to_numpy()]
+        in_series = _in_series(history, series_columns, key)
+        hist = history[in_series]
         if not len(hist):
             raise ValueError(f"series {','.join(key)!r} has no rows in {data_name}")
         # Rows of one series: not the file's rows, so messages name no line.
@@ -217,8 +239,7 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
                    "tz)" if aware else ""))
         zone = zone or (str(h_zone) if h_zone is not None else None)
         order = np.argsort(h_time, kind="stable")
-        h_time, h_value = h_time[order], pd.to_numeric(hist[target], errors="coerce"
-                                                        ).to_numpy(np.float64)[order]
+        h_time, h_value = h_time[order], values[in_series][order]
         start = fc_origin[rows[0]] if fc_origin is not None else fc_time[rows[0]] - 1
         before = np.flatnonzero(h_time <= start)
         before = before[-(history_length or 3 * len(rows)):]
@@ -243,11 +264,9 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
         x = when(fc_time[rows])
         if band is not None:
             (lo_level, lo), (hi_level, hi) = band
-            ax.fill_between(x, forecasts[lo].to_numpy(np.float64)[rows],
-                            forecasts[hi].to_numpy(np.float64)[rows], color="C0", alpha=0.25,
+            ax.fill_between(x, fc_values[lo][rows], fc_values[hi][rows], color="C0", alpha=0.25,
                             lw=0, label=f"q{lo_level:g}-q{hi_level:g}")
-        ax.plot(x, forecasts[target].to_numpy(np.float64)[rows], color="C0", lw=1.5,
-                label="forecast")
+        ax.plot(x, fc_values[target][rows], color="C0", lw=1.5, label="forecast")
         if fc_origin is not None:
             ax.axvline(when(np.array([panel["start"]]))[0], color="0.5", ls=":", lw=1,
                        label="origin")

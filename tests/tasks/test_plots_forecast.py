@@ -59,7 +59,8 @@ def _lines(ax) -> dict[str, tuple[list, list]]:
 
 
 def test_plot_two_series_from_files(tmp_path, figures):
-    write_forecasts(_forecasts(), tmp_path / "f.csv")
+    # Origin 01:00 CET on 31 March; the first forecast step is at 03:00 CEST, an hour later.
+    write_forecasts(_forecasts(origins=(13,)), tmp_path / "f.csv")
     _history().to_csv(tmp_path / "data.csv", index=False)
     [png] = plots.main(["forecast", "--forecasts", str(tmp_path / "f.csv"), "--data",
                         str(tmp_path / "data.csv"), "--tz", ZONE, "--out",
@@ -71,10 +72,11 @@ def test_plot_two_series_from_files(tmp_path, figures):
     axes = fig.axes
     assert [ax.get_title() for ax in axes] == ["site=a: load", "site=b: load"]
     lines = _lines(axes[1])
-    assert lines["history"][1] == [125.0, 126.0, 127.0, 128.0, 129.0]  # up to the origin
-    assert lines["truth"][1] == [130.0 + k for k in range(6)]
-    assert lines["forecast"][1] == [129.5 + k for k in range(6)]
-    # Times are instants: the forecast starts one hour after the origin, DST or not.
+    assert lines["history"][1] == [109.0, 110.0, 111.0, 112.0, 113.0]  # up to the origin
+    assert lines["truth"][1] == [114.0 + k for k in range(6)]
+    assert lines["forecast"][1] == [113.5 + k for k in range(6)]
+    # Times are instants: the forecast starts one hour after the origin, across DST.
+    assert lines["forecast"][0][0].isoformat() == "2024-03-31T03:00:00+02:00"
     origin = lines["origin"][0][0]
     assert mdates.date2num(lines["forecast"][0][0]) - mdates.date2num(origin) == (
         pytest.approx(1 / 24))
@@ -82,7 +84,7 @@ def test_plot_two_series_from_files(tmp_path, figures):
     [band] = axes[1].collections
     assert band.get_label() == "q0.1-q0.9"
     lows = band.get_paths()[0].vertices[:, 1]
-    assert lows.min() == pytest.approx(127.5) and lows.max() == pytest.approx(136.5)
+    assert lows.min() == pytest.approx(111.5) and lows.max() == pytest.approx(120.5)
     assert axes[-1].get_xlabel() == f"time ({ZONE})"
 
 
@@ -127,6 +129,12 @@ def test_plot_errors_name_what_is_missing(tmp_path):
     with pytest.raises(ValueError, match="series 'b' has no rows in the data"):
         plots_forecast.plot_forecast(forecasts, history[history.site == "a"],
                                      tmp_path / "x.png", timestamp_column="ts",
+                                     target="load", series_columns=["site"], tz=ZONE)
+    bad = history.astype({"load": object})
+    bad.loc[3, "load"] = "n/a"
+    with pytest.raises(ValueError, match="the data: target column 'load': row 3 value 'n/a' is "
+                                         "not numeric"):
+        plots_forecast.plot_forecast(forecasts, bad, tmp_path / "x.png", timestamp_column="ts",
                                      target="load", series_columns=["site"], tz=ZONE)
     assert not (tmp_path / "x.png").exists()
 
