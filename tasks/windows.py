@@ -125,9 +125,14 @@ def count_windows(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context
 def time_origins(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context: int,
                  horizon: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
     """Time mode: ``(first origin ns, number of origins)`` per series (``(S,)`` each) of the
-    windows whose horizon ``[origin, origin + horizon)`` lies in ``[lo, hi)``."""
-    first = np.maximum(lo, utc[starts[:-1]] + context)
-    return first, np.maximum(0, (hi - horizon - first) // stride + 1)
+    windows whose horizon ``[origin, origin + horizon)`` lies in ``[lo, hi)``; a series
+    without rows (``irregular`` may empty one) has none."""
+    held = np.diff(starts) > 0
+    # An empty series' start is its successor's (or past the end): read no time for it.
+    first_time = utc[np.where(held, starts[:-1], 0)] if len(utc) else np.zeros(len(held),
+                                                                              np.int64)
+    first = np.maximum(lo, first_time + context)
+    return first, np.where(held, np.maximum(0, (hi - horizon - first) // stride + 1), 0)
 
 
 def duration_windows(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context: int,

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import torch
 from posenc.tasks import TimeSeriesDataModule, collate_windows
-from posenc.tasks.panel import SeriesSchema, read_panel, scale_panel
-from posenc.tasks.windows import WindowDataset, count_windows, duration_windows
+from posenc.tasks.panel import SeriesSchema, read_panel
+from posenc.tasks.windows import count_windows, duration_windows, time_origins
 
 HOUR = 3600 * 10**9
 
@@ -18,7 +18,8 @@ HOUR = 3600 * 10**9
 def hourly(key, start, n, offset=0.0, drop=()):
     """One series: ``value`` = ``offset + row`` (its series and row can be read back)."""
     stamps = pd.date_range(start, periods=n, freq="1h")
-    frame = pd.DataFrame({"id": key, "timestamp": stamps, "value": offset + np.arange(n, dtype=float)})
+    frame = pd.DataFrame({"id": key, "timestamp": stamps,
+                          "value": offset + np.arange(n, dtype=float)})
     return frame.drop(index=list(drop))
 
 
@@ -132,6 +133,31 @@ def test_a_series_too_short_for_any_window_has_none_and_the_others_keep_theirs(r
     assert dm.windows("train").offsets[-2] == dm.windows("train").offsets[-1]
     assert 3 not in set(whole(dm.datasets["train"])["series"].tolist())
     assert len(dm.datasets["train"]) == len(module(ragged).datasets["train"])
+
+
+@pytest.mark.parametrize("starts", [[0, 5, 10, 10], [0, 5, 5, 10], [0, 0, 5, 10]],
+                         ids=["last", "middle", "first"])
+def test_a_series_without_rows_has_no_windows_in_either_mode(starts):
+    # irregular= can leave a series without rows; its neighbours keep their windows.
+    starts = np.array(starts)
+    utc = np.r_[np.arange(5), np.arange(5)] * HOUR
+    first, counts = time_origins(starts, utc, 0, 10 * HOUR, 2 * HOUR, HOUR, HOUR)
+    empty = np.diff(starts) == 0
+    assert (counts[empty] == 0).all() and (counts[~empty] == 8).all()  # origins 2h..9h
+    index = duration_windows(starts, utc, 0, 10 * HOUR, 2 * HOUR, HOUR, HOUR)
+    assert np.diff(index.offsets).tolist() == np.where(empty, 0, 3).tolist()
+    index = count_windows(starts, utc, 0, 10 * HOUR, 2, 1, 1)
+    assert np.diff(index.offsets).tolist() == np.where(empty, 0, 3).tolist()
+
+
+def test_irregular_may_empty_a_series_of_a_panel_in_duration_mode():
+    frame = pd.concat([hourly("a", "2021-01-01", 200), hourly("b", "2021-01-01", 200, 1000),
+                       hourly("z", "2021-01-01", 1, 2000)], ignore_index=True)
+    dm = TimeSeriesDataModule(frame, series_column="id", context_length="5h", horizon="3h",
+                              irregular=0.5, seed=1)
+    dm.setup("fit")
+    assert dm.panel().lengths[2] == 0 and dm.series_keys[2] == ("z",)
+    assert 2 not in set(whole(dm.datasets["train"])["series"].tolist())
 
 
 # -- scaling -------------------------------------------------------------------------------
