@@ -3,8 +3,12 @@
 - :class:`ImageClassifier` (timm ViT + a posenc spatial encoding, multi-size evaluation) with
   :class:`MNISTDataModule`, :class:`DigitsDataModule`, :class:`ImageFolderDataModule`;
 - :class:`Forecaster` (transformer over (value, timestamp) tokens and future query times)
-  with :class:`TimeSeriesDataModule`, :class:`SeattleTempsDataModule`,
-  :class:`TaylorDataModule`;
+  with :class:`TimeSeriesDataModule` (one series or a long-format panel with covariates) and
+  the offline real data :class:`BirthdaysDataModule`, :class:`ElecDemandDataModule`,
+  :class:`NYCWeatherDataModule`, :class:`GlucoseDataModule`, :class:`SeattleTempsDataModule`,
+  :class:`TaylorDataModule`; forecasts out with ``Forecaster.forecast`` or
+  ``posenc predict`` + :class:`ForecastWriter`; seasonal-naive baseline metrics
+  (:class:`ForecastMetrics`) beside the model's;
 - ``posenc`` = :func:`posenc.tasks.cli.main` (``LightningCLI`` in subclass mode).
 
 Encodings are config values (a name or ``{class_path, init_args}``), so checkpoints hold
@@ -13,11 +17,21 @@ plain hyperparameters and reload with ``Model.load_from_checkpoint(path)``.
 
 from posenc.temporal import parse_timestamps
 
+from .evaluation import ForecastMetrics, season_for_step, seasonal_naive
 from .forecast_network import RELATIVE_ENCODINGS, TIME_ENCODINGS, ForecastTransformer
+from .forecast_writer import ForecastWriter, forecast_frame
 from .forecasting import Forecaster
 from .losses import MeanAbsoluteScaledError, masked_point_loss, quantile_loss
+from .panel import SeriesSchema
 from .timeseries_data import TimeSeriesDataModule
-from .timeseries_datasets import SeattleTempsDataModule, TaylorDataModule
+from .timeseries_datasets import (
+    BirthdaysDataModule,
+    ElecDemandDataModule,
+    GlucoseDataModule,
+    NYCWeatherDataModule,
+    SeattleTempsDataModule,
+    TaylorDataModule,
+)
 from .vision import ImageClassifier, build_vit
 from .vision_data import (
     DigitsDataModule,
@@ -30,6 +44,16 @@ from .vision_data import (
 from .windows import collate_windows, make_batch
 
 __all__ = [
+    "BirthdaysDataModule",
+    "ElecDemandDataModule",
+    "ForecastMetrics",
+    "ForecastWriter",
+    "GlucoseDataModule",
+    "NYCWeatherDataModule",
+    "SeriesSchema",
+    "forecast_frame",
+    "season_for_step",
+    "seasonal_naive",
     "RELATIVE_ENCODINGS",
     "TIME_ENCODINGS",
     "DigitsDataModule",

@@ -35,16 +35,16 @@ from . import (  # noqa: F401
     vision_data,
 )
 from .specs import check_class_path
+from .timeseries_data import MODEL_SIZES
 
 __all__ = ["EXTRA_COMMANDS", "LINKED_SIZES", "PosencCLI", "main", "posenc_cli"]
 
 # Data module properties passed to the model's argument of the same name on instantiation.
-LINKED_SIZES = ("num_targets", "num_past_covariates", "num_future_covariates",
-                "static_cardinalities", "num_static_real", "mase_season", "naive_season")
+LINKED_SIZES = MODEL_SIZES
 
 # Subcommands that are not Lightning's: name -> module whose ``main(argv)`` runs them.
 EXTRA_COMMANDS = {"plot": "posenc.tasks.plots", "study": "posenc.tasks.studies"}
-EXTRA_HELP = {"plot": "Write PNG plots of what position encodings do.",
+EXTRA_HELP = {"plot": "Write PNG plots of what position encodings do, and of forecasts.",
               "study": "Run a study (several encodings x seeds) and tabulate the results."}
 
 

@@ -298,7 +298,13 @@ class ForecastWriter(BasePredictionWriter):
 
     def write_on_epoch_end(self, trainer: Any, pl_module: Any, predictions: Sequence[Any],
                            batch_indices: Sequence[Any]) -> None:
-        schema = getattr(pl_module, "schema", None)
+        # A forecast request's dataset knows series new to the model; else the model's.
+        loaders = getattr(trainer, "predict_dataloaders", None)
+        loaders = loaders if isinstance(loaders, (list, tuple)) else [loaders]
+        schema = getattr(getattr(loaders[0], "dataset", None), "schema", None) if loaders \
+            else None
+        if not isinstance(schema, SeriesSchema):
+            schema = getattr(pl_module, "schema", None)
         if not isinstance(schema, SeriesSchema):
             raise ValueError(
                 f"ForecastWriter needs pl_module.schema, a SeriesSchema; "

@@ -340,8 +340,9 @@ class Forecaster(LightningModule):
 
         Returns:
             The table of :func:`~posenc.tasks.forecast_writer.forecast_frame`: series
-            columns, the timestamp in the data's zone, ``origin``, the point forecast per
-            target and, when trained with quantiles, one column per target and level.
+            columns, the timestamp in the data's zone, ``forecast_origin``, the point
+            forecast per target and, when trained with quantiles, one column per target and
+            level.
 
         Needs the schema of the training data: present after ``fit`` with a
         :class:`~posenc.tasks.TimeSeriesDataModule` and in every checkpoint written then

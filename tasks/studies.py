@@ -2,12 +2,15 @@
 
     posenc study resolution --config configs/study_resolution.yaml
     posenc study irregular --config configs/study_irregular.yaml
+    posenc study forecast --config configs/study_forecast.yaml
     posenc study resolution --config configs/study_resolution.yaml --seeds 1 --max_epochs 1
 
 - ``resolution``: a small ViT (:class:`~posenc.tasks.ImageClassifier`) trained on MNIST at
   28x28 and tested at larger and non-square sizes, one column per test size.
 - ``irregular``: the :class:`~posenc.tasks.Forecaster` on the Seattle hourly temperatures
   with a random fraction of the observations kept; test MAE / RMSE per keep fraction.
+- ``forecast``: the Forecaster on real data (a panel, covariates, irregular sampling; see
+  :mod:`posenc.tasks.study_forecast`), each encoding's skill against seasonal naive.
 
 Each study writes to ``--out`` (default ``runs/study_<name>/``): ``results.csv`` (one row per
 run and seed, appended as each run finishes), ``table.md`` (mean ± std over seeds) and
@@ -38,11 +41,12 @@ from posenc.core import check_positive_int
 from posenc.temporal import IndexSinusoidal  # noqa: F401
 
 from .plots_figure import new_figure, save_png
+from .study_forecast import ForecastStudy
 from .study_results import format_mean_std, mean_std, metric
 from .study_runs import Study, fit_and_test, run_missing, summarize
 
-__all__ = ["STUDIES", "IrregularStudy", "ResolutionStudy", "Study", "main", "run_study",
-           "summarize"]
+__all__ = ["STUDIES", "ForecastStudy", "IrregularStudy", "ResolutionStudy", "Study", "main",
+           "run_study", "summarize"]
 
 
 def _size_label(size: int | Sequence[int]) -> str:
@@ -193,7 +197,8 @@ class IrregularStudy(Study):
         save_png(fig, path)
 
 
-STUDIES: dict[str, type[Study]] = {"resolution": ResolutionStudy, "irregular": IrregularStudy}
+STUDIES: dict[str, type[Study]] = {"resolution": ResolutionStudy, "irregular": IrregularStudy,
+                                   "forecast": ForecastStudy}
 
 
 def run_study(name: str, config: dict, out: str | Path,
@@ -211,7 +216,8 @@ def run_study(name: str, config: dict, out: str | Path,
 
 
 # What each study's config must list (after the command-line overrides).
-_REQUIRED = {"resolution": ("seeds", "eval_image_sizes"), "irregular": ("seeds", "keep")}
+_REQUIRED = {"resolution": ("seeds", "eval_image_sizes"), "irregular": ("seeds", "keep"),
+             "forecast": ("seeds", "datasets")}
 
 
 def _load_config(path: str) -> dict:
@@ -249,6 +255,13 @@ def _apply_overrides(config: dict, args: argparse.Namespace) -> dict:
         config["encodings"] = {n: config["encodings"][n] for n in names}
     if args.keep:
         config["keep"] = [float(k) for k in args.keep.split(",")]
+    if args.datasets:
+        names = [n.strip() for n in args.datasets.split(",") if n.strip()]
+        unknown = sorted(set(names) - set(config.get("datasets") or {}))
+        if unknown:
+            raise ValueError(f"--datasets {unknown} not in the config's datasets "
+                             f"{sorted(config.get('datasets') or {})}")
+        config["datasets"] = {n: config["datasets"][n] for n in names}
     for name in ("max_epochs", "limit_train_batches", "limit_test_batches"):
         value = getattr(args, name)
         if value is not None:
@@ -262,7 +275,7 @@ def _limit(text: str) -> int | float:
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
-    """``posenc study {resolution,irregular} --config FILE [overrides]``."""
+    """``posenc study {resolution,irregular,forecast} --config FILE [overrides]``."""
     parser = argparse.ArgumentParser(
         prog="posenc study", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -272,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--seeds", type=int, help="use only the first N seeds")
     parser.add_argument("--encodings", help="comma-separated subset of the config's encodings")
     parser.add_argument("--keep", help="irregular: comma-separated keep fractions")
+    parser.add_argument("--datasets", help="forecast: comma-separated subset of the datasets")
     parser.add_argument("--max_epochs", type=int)
     parser.add_argument("--limit_train_batches", type=_limit)
     parser.add_argument("--limit_test_batches", type=_limit)

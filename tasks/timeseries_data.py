@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader
 
 from .hparams import make_hparams_plain, plain
 from .panel import Panel, SeriesSchema, read_panel, scale_panel
+from .requests import request_dataset
 from .series_frame import check_unique_columns, parse_length, read_table
 from .splits import check_split_fractions
 from .windows import (
@@ -43,7 +44,12 @@ from .windows import (
     time_origins,
 )
 
-__all__ = ["MAX_ORIGINS_PER_ROW", "MAX_WINDOW_ROWS", "TimeSeriesDataModule"]
+__all__ = ["MAX_ORIGINS_PER_ROW", "MAX_WINDOW_ROWS", "MODEL_SIZES", "TimeSeriesDataModule"]
+
+# Properties of the data module that a Forecaster takes as arguments of the same names: the
+# CLI links them (posenc.tasks.cli), Python code passes dm.model_sizes().
+MODEL_SIZES = ("num_targets", "num_past_covariates", "num_future_covariates",
+               "static_cardinalities", "num_static_real", "mase_season", "naive_season")
 
 # A window with more rows than this could not be attended to anyway; a duration long for the
 # data's sampling (years of seconds) is refused before its windows are built.
@@ -137,6 +143,13 @@ class TimeSeriesDataModule(LightningDataModule):
             None keeps all.
         seed: seed of ``irregular``.
         batch_size, eval_batch_size, num_workers: loader settings.
+        predict_split: what ``predict`` (``posenc predict``, ``trainer.predict``) forecasts:
+            ``future`` (default): the times after each series' end, from the whole table as
+            history (:meth:`~posenc.tasks.Forecaster.forecast`'s path); ``test`` or ``val``:
+            that split's rolling windows (backtest forecasts, their truth in the table).
+        future_data: with ``predict_split="future"``, the times to predict: a CSV/Parquet path
+            or DataFrame of the series and timestamp columns and the future covariates; None:
+            the trained horizon after each series' last observation.
         timestamp_format: ``pd.to_datetime`` format of text timestamps (``"%d/%m/%Y %H:%M"``,
             ``"ISO8601"``, ``"mixed"``). None: the format pandas infers from the first row,
             which every row must match (a row in another format is an error, not a guess).
@@ -168,11 +181,14 @@ class TimeSeriesDataModule(LightningDataModule):
         eval_batch_size: int | None = None,
         num_workers: int = 0,
         timestamp_format: str | None = None,
+        predict_split: str = "future",
+        future_data: str | os.PathLike | Any = None,
     ) -> None:
         super().__init__()
         # A DataFrame is data, not a hyperparameter: keep it out of the checkpoint.
-        self.save_hyperparameters(ignore=[] if isinstance(data, (str, os.PathLike, type(None)))
-                                  else ["data"])
+        frames = [name for name, value in (("data", data), ("future_data", future_data))
+                  if not isinstance(value, (str, os.PathLike, type(None)))]
+        self.save_hyperparameters(ignore=frames)
         # Paths, numpy scalars, timestamps and timedeltas as builtins: a checkpoint that
         # pickled them would not load with torch.load(weights_only=True).
         make_hparams_plain(self.hparams)
@@ -234,6 +250,13 @@ class TimeSeriesDataModule(LightningDataModule):
                                 else check_positive_int(plain(eval_batch_size),
                                                         "eval_batch_size"))
         self.num_workers = check_int(plain(num_workers), "num_workers", ge=0)
+        self.predict_split = check_choice(predict_split, "predict_split",
+                                          ("future", "test", "val"))
+        if future_data is not None and not isinstance(future_data,
+                                                      (str, os.PathLike, pd.DataFrame)):
+            raise TypeError(f"future_data must be a path or a pandas DataFrame, got "
+                            f"{type(future_data).__name__}")
+        self.future_data = future_data
         self.datasets: dict[str, WindowDataset] = {}
         self._panel: Panel | None = None
 
@@ -335,6 +358,11 @@ class TimeSeriesDataModule(LightningDataModule):
     def series_keys(self) -> list[tuple]:
         """One key per series (its values of ``series_column``; ``[()]`` for one series)."""
         return self.schema.series_keys
+
+    def model_sizes(self) -> dict[str, Any]:
+        """The :data:`MODEL_SIZES` of this data, as ``Forecaster`` arguments:
+        ``Forecaster(**dm.model_sizes(), dim=64, ...)``."""
+        return {name: getattr(self, name) for name in MODEL_SIZES}
 
     @property
     def num_series(self) -> int:
@@ -522,4 +550,16 @@ class TimeSeriesDataModule(LightningDataModule):
         return self._loader("test", False)
 
     def predict_dataloader(self) -> DataLoader:
-        return self._loader("test", False)
+        if self.predict_split != "future":
+            return self._loader(self.predict_split, False)
+        # A restored model's schema (its training scaling and series) reads the history.
+        model = self.trainer.lightning_module if self.trainer is not None else None
+        schema = getattr(model, "schema", None)
+        schema = schema if isinstance(schema, SeriesSchema) else self.schema
+        future = self.future_data
+        if isinstance(future, (str, os.PathLike)):
+            future = read_table(future)
+        dataset = request_dataset(schema, self.load_frame(), future)
+        return DataLoader(dataset, batch_size=self.eval_batch_size, shuffle=False,
+                          collate_fn=batched, num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0)
