@@ -169,6 +169,7 @@ def _series_codes(frame: pd.DataFrame, columns: list[str], known: list[tuple] | 
         if len(missing):
             raise ValueError(f"series column {name!r}: {row_label(int(missing[0]), source)} "
                              f"has no series id (missing)")
+        _check_plain(frame[name], name, "series column", source)
     if known is not None:
         # A trained model's series keep their codes; new ones are numbered after them.
         lookup = {key: i for i, key in enumerate(known)}
@@ -190,6 +191,41 @@ def _series_codes(frame: pd.DataFrame, columns: list[str], known: list[tuple] | 
 
 def _plain_key(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _check_plain(column: pd.Series, name: str, role: str, source: str | None) -> None:
+    """Series ids and category values are stored in the schema, hence in checkpoints that
+    load with ``weights_only=True``: they must be text, integers, floats or booleans."""
+    dtype = column.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        values: Any = dtype.categories
+    elif pd.api.types.is_object_dtype(dtype):
+        try:
+            values = pd.unique(column)
+        except TypeError:  # unhashable values (lists, dicts)
+            row = next(i for i, v in enumerate(column) if not _hashable(v))
+            raise TypeError(f"{role} {name!r} holds {type(column.iloc[row]).__name__} values "
+                            f"({row_label(row, source)} is {column.iloc[row]!r}); expected "
+                            "text, integers, floats or booleans") from None
+    elif pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype) or (
+            pd.api.types.is_string_dtype(dtype)):
+        return
+    else:
+        values = column.iloc[:1]
+    for value in values:
+        if not isinstance(_plain_key(value), (str, int, float, bool)):
+            raise TypeError(f"{role} {name!r} holds {type(value).__name__} values (e.g. "
+                            f"{value!r}); expected text, integers, floats or booleans (they are "
+                            "stored in checkpoints as plain data): convert the column, e.g. "
+                            "with .astype(str)")
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _covariate(column: pd.Series, name: str, role: str, source: str | None) -> np.ndarray:
@@ -217,6 +253,10 @@ def _static(frame: pd.DataFrame, columns: list[str], codes: np.ndarray, starts: 
         if len(missing):
             raise ValueError(f"static column {name!r}: {row_label(int(order[missing[0]]), source)}"
                              f" is missing; every row of a series holds its static value")
+        categorical = not (pd.api.types.is_numeric_dtype(column)
+                           and not pd.api.types.is_bool_dtype(column))
+        if categorical:
+            _check_plain(column, name, "static column", source)
         codes_sorted, uniques = pd.factorize(sorted_values)
         segment_first = codes_sorted[starts[:-1]]
         changed = np.flatnonzero(codes_sorted != np.repeat(segment_first, np.diff(starts)))
@@ -230,8 +270,6 @@ def _static(frame: pd.DataFrame, columns: list[str], codes: np.ndarray, starts: 
                 f"{column.iloc[int(first_rows[series])]!r}; a static value is one per series "
                 f"(use a covariate for values that change)")
         values = column.to_numpy()[first_rows]
-        categorical = not (pd.api.types.is_numeric_dtype(column)
-                           and not pd.api.types.is_bool_dtype(column))
         if fit:
             if categorical:
                 schema.static_categories[name] = sorted({_plain_key(v) for v in values}, key=str)

@@ -369,3 +369,20 @@ def test_ambiguous_infer_localizes_each_series_of_a_panel_on_its_own():
         rows = slice(panel.starts[s], panel.starts[s + 1])
         np.testing.assert_array_equal(panel.utc[rows], expected.as_unit("ns").asi8)
         np.testing.assert_array_equal(panel.values[rows, 0], np.arange(6.0) + 100 * s)
+
+
+@pytest.mark.parametrize("role", ["series_column", "static_columns"])
+@pytest.mark.parametrize("values, kind", [
+    (pd.to_datetime(["2020-01-01", "2020-02-01"]), "Timestamp"),
+    ([[1], [2]], "list"),
+])
+def test_ids_and_categories_must_be_plain_values(ragged, role, values, kind):
+    # The schema goes into checkpoints that load with weights_only=True: a Timestamp there
+    # would make the checkpoint unloadable, a list cannot be a key at all.
+    frame = ragged[ragged.id != "c"].copy()
+    frame["odd"] = [values[0] if k == "a" else values[1] for k in frame["id"]]
+    kwargs = ({"series_column": "odd"} if role == "series_column"
+              else {"static_columns": ["odd"]})
+    with pytest.raises(TypeError, match=rf"column 'odd' holds {kind} values"):
+        module(frame, **kwargs)
+
