@@ -270,13 +270,25 @@ def _static(frame: pd.DataFrame, columns: list[str], codes: np.ndarray, starts: 
                 f"{column.iloc[int(first_rows[series])]!r}; a static value is one per series "
                 f"(use a covariate for values that change)")
         values = column.to_numpy()[first_rows]
+        if not categorical:
+            numbers = values.astype(np.float64)
+            bad = np.flatnonzero(~np.isfinite(numbers))
+            if len(bad):
+                raise ValueError(f"static column {name!r}: "
+                                 f"{row_label(int(first_rows[bad[0]]), source)} is "
+                                 f"{float(numbers[bad[0]])!r}; a numeric static value must be "
+                                 "finite")
         if fit:
             if categorical:
                 schema.static_categories[name] = sorted({_plain_key(v) for v in values}, key=str)
             else:
-                numbers = values.astype(np.float64)
-                std = float(numbers.std())
-                schema.static_stats[name] = (float(numbers.mean()), std if std > 0 else 1.0)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    mean, std = float(numbers.mean()), float(numbers.std())
+                if not (np.isfinite(mean) and np.isfinite(std)):
+                    raise ValueError(f"static column {name!r}: values from "
+                                     f"{float(numbers.min())!r} to {float(numbers.max())!r} "
+                                     "are too large to standardize")
+                schema.static_stats[name] = (mean, std if std > 0 else 1.0)
         if name in schema.static_categories:
             lookup = {v: i + 1 for i, v in enumerate(schema.static_categories[name])}
             cat.append(np.array([lookup.get(_plain_key(v), 0) for v in values], np.int64))
@@ -285,7 +297,15 @@ def _static(frame: pd.DataFrame, columns: list[str], codes: np.ndarray, starts: 
                 raise TypeError(f"static column {name!r} was numeric in training, got "
                                 f"{column.dtype} values")
             mean, std = schema.static_stats[name]
-            real.append(((values.astype(np.float64) - mean) / std).astype(np.float32))
+            with np.errstate(over="ignore"):
+                z = ((numbers - mean) / std).astype(np.float32)
+            bad = np.flatnonzero(~np.isfinite(z))
+            if len(bad):
+                raise ValueError(f"static column {name!r}: "
+                                 f"{row_label(int(first_rows[bad[0]]), source)} value "
+                                 f"{float(numbers[bad[0]])!r} does not fit float32 once "
+                                 f"standardized by mean={mean:.3g}, std={std:.3g}")
+            real.append(z)
     s = len(starts) - 1
     return (np.stack(real, 1) if real else np.zeros((s, 0), np.float32),
             np.stack(cat, 1) if cat else np.zeros((s, 0), np.int64))

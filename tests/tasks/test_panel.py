@@ -386,3 +386,10 @@ def test_ids_and_categories_must_be_plain_values(ragged, role, values, kind):
     with pytest.raises(TypeError, match=rf"column 'odd' holds {kind} values"):
         module(frame, **kwargs)
 
+
+@pytest.mark.parametrize("values", [[np.inf, 1.0], [1e300, -1e300]], ids=["inf", "huge"])
+def test_numeric_static_values_must_be_finite_once_standardized(ragged, values):
+    frame = ragged.copy()
+    frame["size"] = frame["id"].map({"a": values[0], "b": values[1], "c": 0.0})
+    with pytest.raises(ValueError, match=r"static column 'size'"):
+        module(frame, static_columns=["size"])
