@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 from lightning.pytorch import Trainer
-from posenc.tasks import DigitsDataModule, Forecaster, ImageClassifier, SeattleTempsDataModule
+from posenc.tasks import (
+    BirthdaysDataModule,
+    DigitsDataModule,
+    Forecaster,
+    ImageClassifier,
+    SeattleTempsDataModule,
+)
 
 from .conftest import CONFIGS, TINY_FORECASTER, TINY_VIT, run_cli
 
@@ -80,4 +86,31 @@ def test_forecaster_ddp(tmp_path):
     assert len(data.datasets["val"]) % 2 == 0
     single = _validate(model, data, tmp_path)
     for key in ("val/mae", "val/rmse", "val/mase", "val/loss"):
+        assert single[key] == pytest.approx(metrics[key], rel=1e-5), key
+
+
+@pytest.mark.slow
+def test_forecaster_ddp_on_a_panel(tmp_path):
+    """A panel (4 states' daily births) under DDP: the ranks end with the same model and
+    seasonal-naive metrics, and they equal one process's validation of the checkpoint (the
+    per-window sums are gathered, whichever rank saw which series)."""
+    out = tmp_path / "metrics"
+    data = ["--data.init_args.states=[CA, TX, NY, FL]", "--data.init_args.start=1987",
+            "--data.init_args.end=1988", "--data.init_args.context_length=28",
+            "--data.init_args.horizon=7", "--data.init_args.stride=7",
+            "--data.init_args.batch_size=16"]
+    run_cli(["fit", "--config", str(CONFIGS / "forecast_birthdays.yaml"), *TINY_FORECASTER,
+             *data, *DDP, *_probe(out)], cwd=tmp_path, extra_path=HERE)
+    metrics = _rank_metrics(out)
+    keys = ("val/mae", "val/rmse", "val/mase", "val/mae_naive", "val/mase_naive")
+    assert set(keys) <= set(metrics)
+    [ckpt] = tmp_path.rglob("*.ckpt")
+    model = Forecaster.load_from_checkpoint(ckpt, weights_only=True)
+    assert model.schema.series_keys == [("CA",), ("FL",), ("NY",), ("TX",)]
+    dm = BirthdaysDataModule(states=["CA", "TX", "NY", "FL"], start=1987, end=1988,
+                             context_length=28, horizon=7, stride=7, batch_size=16)
+    dm.setup()
+    assert len(dm.datasets["val"]) % 2 == 0
+    single = _validate(model, dm, tmp_path)
+    for key in keys:
         assert single[key] == pytest.approx(metrics[key], rel=1e-5), key
