@@ -12,7 +12,10 @@ Each row is a posenc case and the baseline it is measured against in the same ru
   own learned ``pos_embed`` ViT (timm's eva02 RoPE ViT as a peer), timed on this process's
   CPU clock with one thread (as the script's default; with more, OpenMP spin-waits count as
   CPU time); the ratio is the median of per-round ratios;
-- temporal (bench_temporal.py): calendar fields / cyclic features vs pandas + numpy.
+- temporal (bench_temporal.py): calendar fields / cyclic features vs pandas + numpy;
+- panel (panel_scale.py): set-up of a long-format panel (10M rows, 10k series) vs reading /
+  sorting it with pandas, its peak memory vs the frame's own, and drawing a training batch vs
+  a Forecaster training step (each set-up in a fresh child process).
 
 ``time ratio`` is posenc time / baseline time: below 1 is faster than the baseline. ``target``
 is the issue's goal in the same terms. Every script also runs alone with its own table.
@@ -132,15 +135,38 @@ def temporal_rows(quick: bool) -> list[dict]:
     return rows
 
 
-SUITES = {"core": core_rows, "spatial": spatial_rows, "temporal": temporal_rows}
+def panel_rows(quick: bool) -> list[dict]:
+    import panel_scale
+
+    rows, series, rounds = (200_000, 200, 5) if quick else (10_000_000, 10_000, 20)
+    return panel_scale.rows_of(panel_scale.measure(rows, series, rounds))
+
+
+SUITES = {"core": core_rows, "spatial": spatial_rows, "temporal": temporal_rows,
+          "panel": panel_rows}
+
+
+def _cell(row: dict, which: str) -> str:
+    """A row's posenc or baseline measure: seconds (``posenc_s``) printed as ms, or an amount
+    in the row's own ``unit`` (``posenc_amount``, e.g. memory in MB)."""
+    if "unit" in row:
+        return f"{row[which + '_amount']:,.1f} {row['unit']}"
+    return f"{row[which + '_s'] * 1e3:.2f}"
+
+
+def _ratio(row: dict) -> float:
+    if "ratio" in row:
+        return row["ratio"]
+    key = "_amount" if "unit" in row else "_s"
+    return row["posenc" + key] / row["baseline" + key]
 
 
 def table(rows: list[dict]) -> str:
+    """Rows -> a markdown table; ``time ratio`` is the ratio of the row's measures (a memory
+    row's is a memory ratio)."""
     head = ("suite", "case", "baseline", "posenc ms", "baseline ms", "time ratio", "target")
-    body = [(r["suite"], r["case"], r["baseline"], f"{r['posenc_s'] * 1e3:.2f}",
-             f"{r['baseline_s'] * 1e3:.2f}",
-             f"{r.get('ratio', r['posenc_s'] / r['baseline_s']):.3f}", r["target"])
-            for r in rows]
+    body = [(r["suite"], r["case"], r["baseline"], _cell(r, "posenc"), _cell(r, "baseline"),
+             f"{_ratio(r):.3f}", r["target"]) for r in rows]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(cells) + " |" for cells in body]
     return "\n".join(lines)

@@ -1,0 +1,99 @@
+"""benchmarks/panel_scale.py: its synthetic panel is what the benchmark says it measures, its
+memory probe sees a known allocation, and the whole script runs on a tiny panel
+(``--dry-run``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"posenc_benchmarks_{name}",
+                                                  BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_synthetic_panel_is_ragged_gappy_and_ordered_by_time(tmp_path):
+    bench = _load("panel_scale")
+    path = tmp_path / "panel.parquet"
+    bench.write_panel(path, 40_000, 30)
+    frame = pd.read_parquet(path)
+    assert len(frame) == 40_000 and frame[bench.SERIES].nunique() == 30
+    assert list(frame.columns) == [bench.TIMESTAMP, bench.SERIES, bench.TARGET, bench.PAST,
+                                   bench.FUTURE]
+    assert str(frame[bench.TIMESTAMP].dt.tz) == "UTC"
+    assert frame[bench.TIMESTAMP].is_monotonic_increasing  # set-up must sort by series
+    by_series = frame.groupby(bench.SERIES)[bench.TIMESTAMP]
+    assert by_series.size().nunique() > 20  # lengths differ
+    assert by_series.min().nunique() > 20  # so do start times
+    steps = frame.sort_values([bench.SERIES, bench.TIMESTAMP]).groupby(bench.SERIES)[
+        bench.TIMESTAMP].diff().dropna()
+    assert steps.min() == pd.Timedelta("1h") and steps.max() > pd.Timedelta("1h")  # gaps
+    assert frame[bench.FUTURE].notna().all()
+    assert 0 < frame[bench.PAST].isna().mean() < 0.1
+
+
+def test_panel_needs_two_rows_a_series(tmp_path):
+    with pytest.raises(ValueError, match=r"rows=10 must be at least 2 \* series=6"):
+        _load("panel_scale").write_panel(tmp_path / "p.parquet", 10, 6)
+
+
+@pytest.mark.parametrize("use_tracemalloc", [False, True])
+def test_peak_memory_sees_a_known_allocation(use_tracemalloc):
+    bench = _load("panel_scale")
+    size = 64 * bench.MB
+    with bench.PeakMemory(use_tracemalloc) as memory:
+        block = np.ones(size, np.uint8)  # written, so resident
+        del block
+    assert memory.method == ("tracemalloc" if use_tracemalloc else "RSS")
+    # the resident set moves by a few pages of its own (the interpreter, the counters' lag)
+    assert abs(memory.peak - size) < 4 * bench.MB
+    assert abs(memory.kept) < 4 * bench.MB
+
+
+def test_memory_rows_print_their_unit_and_ratio():
+    run_all = _load("run_all")
+    row = {"suite": "panel", "case": "c", "baseline": "frame", "posenc_amount": 300.0,
+           "baseline_amount": 100.0, "unit": "MB", "target": "<= 3"}
+    assert run_all.table([row]).splitlines()[-1] == \
+        "| panel | c | frame | 300.0 MB | 100.0 MB | 3.000 | <= 3 |"
+
+
+def test_arguments_are_checked(capsys):
+    bench = _load("panel_scale")
+    with pytest.raises(SystemExit):
+        bench.main(["--rounds", "0"])
+    assert "--rounds must be >= 1, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["--rows", "100", "--series", "60"])
+    assert "--rows=100 must be at least 2 * --series=60" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a tiny panel set up twice and four training steps: about 5 s of CPU
+def test_dry_run_prints_every_row(capsys):
+    assert _load("panel_scale").main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| panel |")]
+    assert len(rows) == 5
+    times = [r for r in rows if "s per M rows) |" in r]
+    assert [("file read included" in r, "frame given" in r) for r in times] == [
+        (True, False), (False, True)]
+    assert "| pd.read_parquet (the read alone) |" in times[0]
+    assert "| frame.sort_values([series, time]) |" in times[1]
+    memory = [r for r in rows if r.startswith("| panel | set-up memory")]
+    assert [r.endswith(" | <= 5 |") for r in memory] == [True, False]
+    assert "file read included" in memory[0] and memory[1].endswith(" | <= 3 |")
+    assert all(r.count(" MB | ") == 2 and "| the frame's own memory |" in r for r in memory)
+    assert sum("loader: draw a train batch of 16" in r and "train step" in r for r in rows) == 1
+    assert "FAILED" not in out
