@@ -1,0 +1,182 @@
+"""Forecasts out of a trained panel model: one row per series and query time in the data's
+zone, the same numbers from a weights-only checkpoint, new series scaled by their own history,
+clear refusals; the seasonal-naive baseline logged beside the model's test metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from lightning.pytorch import Trainer, seed_everything
+from posenc.tasks import Forecaster, TimeSeriesDataModule
+from posenc.tasks.requests import request_dataset
+
+TINY = {"dim": 16, "depth": 1, "num_heads": 2}
+ZONE = "Europe/Paris"
+
+
+def _trainer(tmp_path, **kwargs) -> Trainer:
+    return Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                   enable_model_summary=False, enable_checkpointing=False,
+                   default_root_dir=tmp_path, num_sanity_val_steps=0, **kwargs)
+
+
+def panel_frame(n=72, keys=("a", "b"), start="2021-01-01", freq="1h") -> pd.DataFrame:
+    """Hourly naive wall-clock times; ``b`` is ``a`` shifted up by 50 and doubled."""
+    stamps = pd.date_range(start, periods=n, freq=freq)
+    base = 10 + 3 * np.sin(2 * np.pi * np.arange(n) / 24)
+    parts = [pd.DataFrame({"site": key, "ts": stamps, "load": base * (1 + j) + 50 * j,
+                           "temp": np.cos(np.arange(n) / 5.0) + j,
+                           "kind": ["house", "shop", "farm"][j % 3]})
+             for j, key in enumerate(keys)]
+    return pd.concat(parts, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A quantile model fitted for two steps on a two-series panel, and its checkpoint."""
+    tmp = tmp_path_factory.mktemp("forecast")
+    seed_everything(0)
+    frame = panel_frame()
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
+                              series_column="site", past_covariates=["temp"],
+                              static_columns=["kind"], tz=ZONE, context_length=12, horizon=4,
+                              stride=4, batch_size=8)
+    model = Forecaster(loss="quantile", quantiles=[0.1, 0.5, 0.9], **dm.model_sizes(), **TINY)
+    trainer = _trainer(tmp, max_steps=2, limit_val_batches=1)
+    trainer.fit(model, dm)
+    path = tmp / "model.ckpt"
+    trainer.save_checkpoint(path)
+    return model.eval(), path, frame, dm
+
+
+def test_forecast_is_one_row_per_series_and_time_in_the_data_zone(trained):
+    model, _, frame, _ = trained
+    future = pd.DataFrame({"site": ["b", "a", "a"],
+                           "ts": pd.to_datetime(["2021-01-04 05:00", "2021-01-04 00:00",
+                                                 "2021-01-04 09:30"])})
+    out = model.forecast(frame, future)
+    assert list(out.columns) == ["site", "ts", "forecast_origin", "load", "load_q0.1",
+                                 "load_q0.5", "load_q0.9"]
+    assert out["site"].tolist() == ["a", "a", "b"]
+    expected = pd.to_datetime(["2021-01-04 00:00", "2021-01-04 09:30", "2021-01-04 05:00"])
+    assert (out["ts"] == expected.tz_localize(ZONE)).all()
+    assert str(out["ts"].dt.tz) == ZONE
+    last = pd.Timestamp("2021-01-03 23:00", tz=ZONE)
+    assert (out["forecast_origin"] == last).all()
+    np.testing.assert_array_equal(out["load"], out["load_q0.5"])  # point = median
+    assert np.isfinite(out[["load", "load_q0.1", "load_q0.9"]].to_numpy()).all()
+
+
+def test_a_weights_only_checkpoint_forecasts_the_same_numbers(trained):
+    model, path, frame, _ = trained
+    loaded = Forecaster.load_from_checkpoint(path, weights_only=True)
+    assert loaded.schema == model.schema
+    pd.testing.assert_frame_equal(loaded.forecast(frame, 5), model.forecast(frame, 5))
+
+
+def test_future_none_is_the_trained_horizon_and_an_int_that_many_steps(trained):
+    model, _, frame, _ = trained
+    default = model.forecast(frame)
+    assert len(default) == 2 * 4
+    first = default[default.site == "a"]["ts"]
+    expected = pd.date_range("2021-01-04 00:00", periods=4, freq="1h", tz=ZONE)
+    assert first.tolist() == expected.tolist()
+    assert len(model.forecast(frame, 7)) == 2 * 7
+    with pytest.raises(ValueError, match="future must be >= 1"):
+        model.forecast(frame, 0)
+
+
+def test_query_times_not_after_the_history_are_refused(trained):
+    model, _, frame, _ = trained
+    future = pd.DataFrame({"site": ["a", "b"],
+                           "ts": pd.to_datetime(["2021-01-04 01:00", "2021-01-03 23:00"])})
+    with pytest.raises(ValueError, match=r"future row 1 .* of series \('b',\) is not after its "
+                                         r"last history time"):
+        model.forecast(frame, future)
+
+
+def test_a_new_series_is_scaled_by_its_own_history_and_gets_unknown_categories(trained):
+    model, _, frame, _ = trained
+    new = panel_frame(keys=("c",))
+    new["load"] = new["load"] * 4.0 + 1000.0
+    new["kind"] = "factory"                               # not seen in training
+    history = pd.concat([frame, new], ignore_index=True)
+    dataset = request_dataset(model.schema, history, 3)
+    assert dataset.schema.series_keys == [("a",), ("b",), ("c",)]
+    assert model.schema.series_keys == [("a",), ("b",)]  # the model's schema is untouched
+    assert dataset.schema.loc[2][0] == pytest.approx(new["load"].mean())
+    assert dataset.schema.scale[2][0] == pytest.approx(new["load"].std(ddof=0))
+    assert dataset.schema.loc[:2] == model.schema.loc
+    batch = dataset.__getitems__(list(range(len(dataset))))
+    assert batch["series"].tolist() == [0, 1, 2]
+    assert batch["static_cat"][:, 0].tolist() == [1, 2, 0]  # house, shop; 0 = unknown
+    out = model.forecast(history, 3)
+    assert out["site"].tolist() == ["a"] * 3 + ["b"] * 3 + ["c"] * 3
+    assert out[out.site == "c"]["load"].min() > 900      # in its own units
+
+
+def test_history_row_order_does_not_change_the_forecast(trained):
+    model, _, frame, _ = trained
+    shuffled = frame.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    pd.testing.assert_frame_equal(model.forecast(shuffled, 3), model.forecast(frame, 3))
+
+
+def test_daily_steps_keep_the_wall_clock_time_across_dst(tmp_path):
+    stamps = pd.date_range("2021-01-01 09:00", "2021-03-26 09:00", freq="1D")
+    frame = pd.DataFrame({"ts": stamps, "load": np.sin(np.arange(len(stamps)))})
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load", tz=ZONE,
+                              context_length=14, horizon=3)
+    dm.setup("fit")
+    model = Forecaster(**TINY).eval()
+    model.schema = dm.schema
+    out = model.forecast(frame)                           # 26 March + 3 days: DST on the 28th
+    assert out["ts"].tolist() == [pd.Timestamp(f"2021-03-{d} 09:00", tz=ZONE)
+                                  for d in (27, 28, 29)]
+
+
+def test_a_model_with_future_covariates_needs_a_future_table(tmp_path):
+    frame = panel_frame()
+    frame["holiday"] = (frame["ts"].dt.hour == 3).astype(float)
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
+                              series_column="site", future_covariates=["holiday"],
+                              context_length=12, horizon=4)
+    dm.setup("fit")
+    model = Forecaster(num_future_covariates=1, **TINY).eval()
+    model.schema = dm.schema
+    with pytest.raises(ValueError, match=r"future covariates \['holiday'\]: give the times to "
+                                         r"predict as a DataFrame"):
+        model.forecast(frame)
+    future = pd.DataFrame({"site": ["a", "b"], "ts": pd.to_datetime(["2021-01-04"] * 2)})
+    with pytest.raises(ValueError, match=r"column 'holiday' not found"):
+        model.forecast(frame, future)
+    future["holiday"] = [1.0, np.nan]
+    with pytest.raises(ValueError, match=r"future covariate 'holiday': row 1 .*is missing"):
+        model.forecast(frame, future)
+    future["holiday"] = [1.0, 0.0]
+    assert len(model.forecast(frame, future)) == 2
+
+
+# -- the seasonal-naive baseline -----------------------------------------------------------
+def test_test_metrics_log_the_seasonal_naive_baseline_per_series(tmp_path):
+    # "periodic" repeats every 24 h: its seasonal-naive error is 0. "trend" rises 0.5 an
+    # hour: the value 24 h earlier is off by exactly 12 at every horizon step.
+    stamps = pd.date_range("2021-01-01", periods=240, freq="1h")
+    hours = np.arange(240)
+    frame = pd.concat([
+        pd.DataFrame({"id": "periodic", "ts": stamps, "y": np.sin(2 * np.pi * hours / 24)}),
+        pd.DataFrame({"id": "trend", "ts": stamps, "y": 0.5 * hours}),
+    ], ignore_index=True)
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="y",
+                              series_column="id", context_length=30, horizon=6, stride=6,
+                              batch_size=16)
+    assert dm.naive_season == str(pd.Timedelta("1D")) and dm.mase_season == 24
+    model = Forecaster(**dm.model_sizes(), **TINY)
+    [result] = _trainer(tmp_path).test(model, dm, verbose=False)
+    assert result["test/mae_naive"] == pytest.approx(6.0, abs=1e-3)   # (0 + 12) / 2
+    assert result["test/rmse_naive"] == pytest.approx(np.sqrt(72.0), abs=1e-3)
+    per_series = model.test_per_series
+    assert per_series["id"].tolist() == ["periodic", "trend"]
+    assert per_series["mae_naive"].tolist() == pytest.approx([0.0, 12.0], abs=1e-3)
+    assert result["test/mae"] == pytest.approx(per_series["mae"].mean(), rel=1e-5)
+
