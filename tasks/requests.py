@@ -91,6 +91,14 @@ def _combine(history: Panel, future: Panel) -> tuple[Panel, np.ndarray]:
     return panel, starts[:-1] + hist_counts
 
 
+def _read(frame: pd.DataFrame, schema: SeriesSchema, what: str, queries: bool) -> Panel:
+    """``read_panel`` without fitting; its errors say which table (``history``/``future``)."""
+    try:
+        return read_panel(frame, schema, fit=False, queries=queries)
+    except (ValueError, TypeError) as err:
+        raise type(err)(f"{what}: {err}") from err
+
+
 def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
                     future: pd.DataFrame | int | None = None) -> WindowDataset:
     """A forecast request -> a dataset of one window per series that has times to predict.
@@ -107,10 +115,15 @@ def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
             covariates); None: the trained ``horizon`` in steps (a duration horizon: as many
             median steps as fit in it).
     """
+    if not isinstance(history, pd.DataFrame):
+        raise TypeError(f"history must be a pandas DataFrame, got {type(history).__name__}")
+    if not (future is None or isinstance(future, (pd.DataFrame, int))):
+        raise TypeError(f"future must be a DataFrame of the times to predict, an int number of "
+                        f"steps or None, got {type(future).__name__} ({future!r})"[:300])
     schema = copy.deepcopy(schema)
-    past = read_panel(history, schema, fit=False)
+    past = _read(history, schema, "history", queries=False)
     if isinstance(future, pd.DataFrame):
-        queries = read_panel(future, schema, fit=False, queries=True)
+        queries = _read(future, schema, "future", queries=True)
     else:
         if schema.future_covariates:
             raise ValueError(f"the model reads future covariates {schema.future_covariates}: "

@@ -180,3 +180,17 @@ def test_test_metrics_log_the_seasonal_naive_baseline_per_series(tmp_path):
     assert per_series["mae_naive"].tolist() == pytest.approx([0.0, 12.0], abs=1e-3)
     assert result["test/mae"] == pytest.approx(per_series["mae"].mean(), rel=1e-5)
 
+
+def test_bad_requests_name_the_argument(trained):
+    model, _, frame, _ = trained
+    with pytest.raises(TypeError, match=r"history must be a pandas DataFrame, got dict"):
+        model.forecast(frame.to_dict())
+    with pytest.raises(TypeError, match=r"future must be a DataFrame of the times to predict, "
+                                        r"an int number of steps or None, got list"):
+        model.forecast(frame, [1, 2])
+    with pytest.raises(ValueError, match=r"^future: column 'ts' not found"):
+        model.forecast(frame, pd.DataFrame({"site": ["a"], "time": ["2021-01-05"]}))
+    with pytest.raises(ValueError, match=r"^future: the data has no rows"):
+        model.forecast(frame, pd.DataFrame({"site": [], "ts": []}))
+    with pytest.raises(ValueError, match=r"^history: column 'load' not found"):
+        model.forecast(frame.drop(columns="load"))
