@@ -9,42 +9,74 @@ same :class:`~posenc.tasks.windows.WindowDataset` as in training.
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import pandas as pd
+from pandas.tseries.frequencies import to_offset
 from posenc.core import check_positive_int
 
 from .panel import Panel, SeriesSchema, read_panel, scale_panel
 from .windows import WindowDataset, WindowIndex
 
-__all__ = ["future_times", "request_dataset"]
+__all__ = ["RHYTHM_POINTS", "future_times", "request_dataset"]
+
+
+# The last observations of a series whose calendar rhythm (days, business days, weeks,
+# months...) its future times continue.
+RHYTHM_POINTS = 8
+
+
+def _calendar_offset(local: np.ndarray) -> pd.DateOffset | None:
+    """The calendar frequency of ``(N,)`` int64 naive wall-clock ns (``pd.infer_freq``), or
+    None: fewer than 3 times, no single frequency, or a fixed duration (hours, minutes)."""
+    if len(local) < 3:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pandas 4 will return an offset, not its text
+            freq = pd.infer_freq(pd.DatetimeIndex(local.view("M8[ns]")))
+    except (ValueError, TypeError):
+        return None
+    offset = None if freq is None else to_offset(freq)
+    return None if offset is None or isinstance(offset, pd.offsets.Tick) else offset
 
 
 def future_times(panel: Panel, steps: int) -> pd.DataFrame:
-    """The next ``steps`` times of every series of a history panel, one sampling step
-    (``schema.step_ns``) apart after its last observation: ``(S * steps)`` rows of the
-    series and timestamp columns. Steps of whole days follow the local calendar (a day
-    is 23 or 25 hours across DST); shorter ones are real time."""
+    """The next ``steps`` times of every series of a history panel after its last
+    observation: ``(S * steps)`` rows of the series and timestamp columns.
+
+    A series whose last :data:`RHYTHM_POINTS` local times follow a calendar frequency (days,
+    business days, weeks, month starts or ends, ...) continues it in wall-clock time (a day
+    is 23 or 25 hours across DST, a month 28 to 31 days); otherwise the step is the training
+    data's median one (``schema.step_ns``): whole days in wall-clock time, shorter ones in
+    real time."""
     schema = panel.schema
     step = pd.Timedelta(schema.step_ns)
     if step <= pd.Timedelta(0):
         raise ValueError("the training data had no sampling step (a single observation per "
                          "series): give the times to predict as a DataFrame")
+    days = to_offset(f"{step.days}D") if step % pd.Timedelta("1D") == pd.Timedelta(0) else None
     held = np.flatnonzero(panel.lengths > 0)
-    last = panel.utc[panel.starts[held + 1] - 1]
     stamps = []
-    for end in last:
-        start = schema.local_times(np.array([end]))[0]
-        if step % pd.Timedelta("1D") == pd.Timedelta(0) and start.tzinfo is not None:
-            # Calendar days: the wall-clock time of day stays, whatever DST does.
-            wall = pd.date_range(start.tz_localize(None), periods=steps + 1,
-                                 freq=f"{step.days}D")[1:]
-            stamps.append(wall.tz_localize(start.tz, ambiguous=True,
-                                           nonexistent="shift_forward"))
-        else:
+    for s in held:
+        a, b = int(panel.starts[s]), int(panel.starts[s + 1])
+        start = schema.local_times(panel.utc[b - 1:b])[0]
+        offset = _calendar_offset(panel.local[max(a, b - RHYTHM_POINTS):b]) or days
+        if offset is None:
             stamps.append(pd.DatetimeIndex([start + step * (k + 1) for k in range(steps)]))
+            continue
+        # Calendar steps: the wall-clock time of day stays, whatever DST does.
+        wall_start = start.tz_localize(None) if start.tzinfo is not None else start
+        if offset.is_on_offset(wall_start):
+            wall = pd.date_range(wall_start, periods=steps + 1, freq=offset)[1:]
+        else:
+            wall = pd.DatetimeIndex([wall_start + offset * (k + 1) for k in range(steps)])
+        stamps.append(wall if start.tzinfo is None else wall.tz_localize(
+            start.tz, ambiguous=True, nonexistent="shift_forward"))
     frame = schema.series_frame(np.repeat(held, steps))
-    times = pd.DatetimeIndex(np.concatenate([s.asi8 for s in stamps]).view("M8[ns]"))
+    times = pd.DatetimeIndex(np.concatenate([s.as_unit("ns").asi8 for s in stamps])
+                             .view("M8[ns]"))
     if schema.tz is not None or schema.aware:
         times = times.tz_localize("UTC").tz_convert(schema.tz or "UTC")
     frame[schema.timestamp_column] = times

@@ -194,3 +194,24 @@ def test_bad_requests_name_the_argument(trained):
         model.forecast(frame, pd.DataFrame({"site": [], "ts": []}))
     with pytest.raises(ValueError, match=r"^history: column 'load' not found"):
         model.forecast(frame.drop(columns="load"))
+
+
+@pytest.mark.parametrize("freq, tz, expected", [
+    ("MS", None, ["2010-01-01", "2010-02-01", "2010-03-01"]),
+    ("MS", ZONE, ["2010-01-01", "2010-02-01", "2010-03-01"]),
+    ("ME", None, ["2010-01-31", "2010-02-28", "2010-03-31"]),
+    ("B", None, ["2010-01-04", "2010-01-05", "2010-01-06"]),  # after Friday 1 January
+], ids=["month-start", "month-start-zone", "month-end", "business-days"])
+def test_future_steps_follow_the_calendar_rhythm_of_the_history(freq, tz, expected):
+    # The median step of monthly data is 31 days: adding it drifts off the month starts.
+    end = {"MS": "2009-12-01", "ME": "2009-12-31", "B": "2010-01-01"}[freq]
+    stamps = pd.date_range(end=end, periods=60, freq=freq)
+    frame = pd.DataFrame({"ts": stamps, "load": np.arange(60.0)})
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load", tz=tz,
+                              context_length=12, horizon=3)
+    dm.setup("fit")
+    model = Forecaster(**TINY).eval()
+    model.schema = dm.schema
+    got = model.forecast(frame)["ts"]
+    want = pd.DatetimeIndex(expected)
+    assert got.tolist() == (want.tz_localize(tz) if tz else want).tolist()
