@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from lightning.pytorch import Trainer, seed_everything
 from posenc.tasks import Forecaster, TimeSeriesDataModule
 from posenc.tasks.requests import request_dataset
@@ -215,3 +216,23 @@ def test_future_steps_follow_the_calendar_rhythm_of_the_history(freq, tz, expect
     got = model.forecast(frame)["ts"]
     want = pd.DatetimeIndex(expected)
     assert got.tolist() == (want.tz_localize(tz) if tz else want).tolist()
+
+
+def test_multi_column_series_ids_are_sorted_keys_and_survive_a_checkpoint(tmp_path):
+    stamps = pd.date_range("2021-01-01", periods=60, freq="1h")
+    frame = pd.concat([pd.DataFrame({"state": s, "store": k, "ts": stamps,
+                                     "y": np.arange(60.0) + 100.0 * j})
+                       for j, (s, k) in enumerate([("NY", 2), ("NY", 1), ("CA", 1)])],
+                      ignore_index=True)
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="y",
+                              series_column=["state", "store"], context_length=8, horizon=2)
+    dm.setup("fit")
+    assert dm.series_keys == [("CA", 1), ("NY", 1), ("NY", 2)]
+    model = Forecaster(**TINY).eval()
+    model.schema = dm.schema
+    path = tmp_path / "schema.pt"
+    torch.save(dm.schema.to_dict(), path)
+    assert type(dm.schema).from_dict(torch.load(path, weights_only=True)) == dm.schema
+    # store read back as floats (a CSV with a gap) still names the trained series
+    out = model.forecast(frame.assign(store=frame["store"].astype(float)), 1)
+    assert list(zip(out["state"], out["store"], strict=True)) == dm.series_keys
