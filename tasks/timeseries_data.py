@@ -341,7 +341,9 @@ class TimeSeriesDataModule(LightningDataModule):
         if len(panel.utc) < 2:
             raise ValueError(f"the series in {self._describe_data()} has {len(panel.utc)} "
                              "observation(s); forecasting needs many more")
-        within = np.diff(panel.utc)[np.diff(panel.series_of_rows()) == 0]
+        # The step of the local clock: monthly data in a DST zone is 30 days 23 h apart in
+        # UTC at the median, which is no calendar step (and no yearly season).
+        within = np.diff(panel.local)[np.diff(panel.series_of_rows()) == 0]
         panel.schema.step_ns = int(np.median(within)) if len(within) else 0
         t_val, t_test = self._split_times(panel.utc, panel.schema.aware)
         scale_panel(panel, t_val, self._source())

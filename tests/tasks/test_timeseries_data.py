@@ -344,3 +344,15 @@ def test_bad_window_arguments(series):
         TimeSeriesDataModule(series, tz="Mars/Olympus")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         TimeSeriesDataModule("no/such/file.csv").setup()
+
+
+def test_monthly_data_in_a_dst_zone_gets_the_yearly_season():
+    # UTC steps between Paris month starts are 28-31 days +- 1 h; the median landed on
+    # 30 days 23 h, so the season became one step (naive) and mase_season 1.
+    stamps = pd.date_range(end="2009-12-01", periods=60, freq="MS")
+    frame = pd.DataFrame({"ts": stamps, "load": np.arange(60.0)})
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
+                              tz="Europe/Paris", context_length=12, horizon=3)
+    dm.setup("fit")
+    assert dm.naive_season == "365 days 00:00:00"
+    assert dm.mase_season == 12
