@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from pandas.tseries.frequencies import to_offset
 from posenc.core import check_positive_int
+from posenc.temporal import localize
 
 from .panel import Panel, SeriesSchema, read_panel, scale_panel
 from .windows import WindowDataset, WindowIndex
@@ -72,8 +73,8 @@ def future_times(panel: Panel, steps: int) -> pd.DataFrame:
             wall = pd.date_range(wall_start, periods=steps + 1, freq=offset)[1:]
         else:
             wall = pd.DatetimeIndex([wall_start + offset * (k + 1) for k in range(steps)])
-        stamps.append(wall if start.tzinfo is None else wall.tz_localize(
-            start.tz, ambiguous=True, nonexistent="shift_forward"))
+        stamps.append(wall if start.tzinfo is None else localize(
+            wall, start.tz, ambiguous=True, nonexistent="shift_forward"))
     frame = schema.series_frame(np.repeat(held, steps))
     times = pd.DatetimeIndex(np.concatenate([s.as_unit("ns").asi8 for s in stamps])
                              .view("M8[ns]"))

@@ -27,6 +27,7 @@ from posenc.temporal.columns import (
     AMBIGUOUS,
     NONEXISTENT,
     check_tz_name,
+    utc_and_local,
 )
 from torch.utils.data import DataLoader
 
@@ -433,15 +434,16 @@ class TimeSeriesDataModule(LightningDataModule):
                     raise ValueError(f"{name}={given!r} has no UTC offset but the timestamps "
                                      "are tz-aware: add an offset, or set tz to read it in")
                 if self.tz is not None:
-                    amb: Any = {"earliest": True, "latest": False}.get(self.ambiguous,
-                                                                       self.ambiguous)
+                    # The timestamps' own path (posenc.temporal.localize, exact DST shifts);
+                    # one split time cannot be inferred from an order.
+                    ambiguous = "raise" if self.ambiguous == "infer" else self.ambiguous
                     try:
-                        stamp = stamp.tz_localize(
-                            self.tz, ambiguous="raise" if amb == "infer" else amb,
-                            nonexistent=self.nonexistent)
-                    except (ValueError, TypeError) as err:
+                        utc, _ = utc_and_local(pd.DatetimeIndex([stamp]), self.tz, ambiguous,
+                                               self.nonexistent, name)
+                    except ValueError as err:
                         raise ValueError(f"{name}={given!r} is not a single local time in "
                                          f"tz={self.tz!r}: {err}") from err
+                    return int(utc[0])
             elif not aware and self.tz is None:
                 raise ValueError(f"{name}={given!r} has a UTC offset but the timestamps are "
                                  "tz-naive (their own clock): drop the offset, or set tz")
