@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from numbers import Real
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -279,6 +280,13 @@ class Forecaster(LightningModule):
                          and name == "mae" and who == "model")
         if stage == "test":
             self.test_per_series = self._per_series(metrics)
+            trainer = self._trainer
+            if (self.test_per_series is not None and trainer is not None and trainer.loggers
+                    and trainer.is_global_zero and trainer.log_dir):
+                # The backtest per series, beside the logger's metrics (posenc test/fit).
+                path = Path(trainer.log_dir) / "test_per_series.csv"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.test_per_series.to_csv(path, index=False)
         for metric in metrics.values():
             metric.reset()
 

@@ -61,6 +61,12 @@ def test_fit_then_predict_a_forecasts_file_from_a_panel_csv(tmp_path, monkeypatc
             "test/wql_naive"} <= set(reported)
     per_series = cli.model.test_per_series
     assert list(per_series["site"]) == ["site0", "site1", "site2"]
+    # ... and beside the logged metrics, for command-line users
+    [written] = (tmp_path / "lightning_logs").rglob("test_per_series.csv")
+    table = pd.read_csv(written)
+    assert list(table["site"]) == ["site0", "site1", "site2"]
+    assert {"mae", "mase", "wql", "mae_naive", "windows"} <= set(table)
+    np.testing.assert_allclose(table["mae"], per_series["mae"])
     # predict: the checkpoint alone plus the table; the future covariate is known at the
     # times to predict, so they come as a table.
     last = frame.assign(t=pd.to_datetime(frame["when"], utc=True)).groupby("site")["t"].max()
