@@ -1,14 +1,27 @@
-"""Frequency strings (``"15min"``, ``"h"``, ``"W-SUN"``, ``"ME"``) and what they imply.
+"""Frequency strings (``"15min"``, ``"1h30min"``, ``"1.5h"``, ``"W-SUN"``, ``"ME"``) and what
+they imply.
 
 Parsed here, without pandas' offset machinery (its aliases changed in pandas 3), so a
-frequency means the same thing whatever pandas is installed.
+frequency means the same thing whatever pandas is installed; the meaning is pandas 3's
+``pandas.tseries.frequencies.to_offset`` (which GluonTS calls), checked string by string
+against it in tests/temporal/test_frequency_strings.py:
+
+- fixed-length units ``D, h, min, s, ms, us, ns`` take decimal multiples (``"1.5h"`` is 90
+  minutes) and combine (``"1h30min"``, ``"2D12h"``); the result's unit is pandas', e.g.
+  ``"1h30min"`` -> 90 ``min``, ``"2D12h"`` -> 60 ``h``, ``"1D24h"`` -> 2 ``D``;
+- calendar offsets (``W``, ``ME``, ``MS``, ``QE``, ``YE``, ``B``, ...) take whole multiples
+  and an anchor (``"2W-MON"``, ``"QE-NOV"``) and do not combine;
+- the aliases pandas < 2.2 used (``H, T, S, A, AS, Q, Y``) keep their old meaning; ``"M"``
+  is refused as ambiguous (month end to pandas < 2.2, refused by pandas 3, minutes to
+  many readers).
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-__all__ = ["frequency_fields"]
+__all__ = ["Frequency", "frequency_fields", "frequency_nanoseconds", "parse_frequency"]
 
 # GluonTS's ``time_features_from_frequency_str``: offset family -> features, in its order.
 _DAY = ("day_of_week", "day_of_month", "day_of_year")
@@ -23,38 +36,184 @@ _GLUONTS_FIELDS: dict[str, tuple[str, ...]] = {
     "minute": ("minute", "hour", *_DAY),
     "second": ("second", "minute", "hour", *_DAY),
 }
-# pandas 3 aliases and the ones pandas < 2.2 used (case matters: "MS" month start, "ms"
-# milliseconds, old "S" seconds). Business year/quarter/month ends and sub-second
-# frequencies have no GluonTS feature set, as in GluonTS.
-_ALIASES: dict[str, str] = {
-    **dict.fromkeys(("YE", "YS", "Y", "A", "AS"), "year"),
-    **dict.fromkeys(("QE", "QS", "Q"), "quarter"),
-    **dict.fromkeys(("ME", "MS", "M"), "month"),
-    "W": "week",
-    "D": "day",
-    "d": "day",
-    "B": "business_day",
-    "C": "business_day",
-    **dict.fromkeys(("h", "H"), "hour"),
-    **dict.fromkeys(("min", "T"), "minute"),
-    **dict.fromkeys(("s", "S"), "second"),
+# Fixed-length units (pandas' Tick offsets) in pandas 3 spelling, coarse to fine.
+_TICK_NS: dict[str, int] = {"D": 86400 * 10**9, "h": 3600 * 10**9, "min": 60 * 10**9,
+                            "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+_TICK_FAMILY = {"D": "day", "h": "hour", "min": "minute", "s": "second"}
+_TICK_ALIASES: dict[str, str] = {
+    **{unit: unit for unit in _TICK_NS},
+    "d": "D", "Min": "min", "MIN": "min",  # pandas 3 still reads these (some deprecated)
+    "H": "h", "T": "min", "S": "s", "L": "ms", "U": "us", "N": "ns",  # pandas < 2.2
 }
-_FREQUENCY = re.compile(r"^\s*(\d*)\s*([A-Za-z]+)(-[A-Za-z]+)?\s*$")
+# Calendar offsets: alias -> (family, anchors it takes). Case matters: "MS" month start,
+# "ms" milliseconds. Business year/quarter/month ends have no GluonTS feature set.
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
+_CALENDAR: dict[str, tuple[str, tuple[str, ...]]] = {
+    **dict.fromkeys(("YE", "YS", "Y", "A", "AS"), ("year", _MONTHS)),
+    **dict.fromkeys(("QE", "QS", "Q"), ("quarter", _MONTHS)),
+    **dict.fromkeys(("ME", "MS"), ("month", ())),
+    "W": ("week", _WEEKDAYS),
+    "B": ("business_day", ()),
+    "C": ("business_day", ()),
+}
+_AMBIGUOUS = {"M": "'M' is month end to pandas < 2.2, refused by pandas 3 and minutes to many "
+                   "readers: write 'ME' (month end), 'MS' (month start) or 'min' (minutes)",
+              "m": "'m' is minutes to pd.Timedelta but refused by pandas' to_offset: write "
+                   "'min' (minutes) or 'ME' (month end)"}
+# One component: an optional multiple (whole or decimal) and an alias with an anchor.
+_COMPONENT = re.compile(r"\s*(\d*\.?\d*)\s*([A-Za-z]+)(?:-([A-Za-z]+))?")
+_NOT_CLOSE = 1e-8  # pandas: np.isclose(n % 1, 0), i.e. |n % 1| <= 1e-8
 
 
-def frequency_fields(freq: str) -> tuple[str, ...]:
-    """Fields GluonTS's ``time_features_from_frequency_str(freq)`` uses, in its order.
+class Frequency(NamedTuple):
+    """A parsed frequency: ``n`` steps of ``alias`` (pandas 3 spelling), as ``to_offset``
+    gives it: ``Frequency(90, "min", None)`` for ``"1h30min"``, ``Frequency(2, "W", "MON")``
+    for ``"2W-MON"``."""
 
-    Parsed without pandas' offset machinery, so old (``"H"``, ``"T"``, ``"M"``, ``"A"``) and
-    new (``"h"``, ``"min"``, ``"ME"``, ``"YE"``) aliases both work, with multiples
-    (``"15min"``) and anchors (``"W-SUN"``, ``"QE-NOV"``).
+    n: int
+    alias: str
+    anchor: str | None = None
+
+    @property
+    def fixed(self) -> bool:
+        """Whether the step has a fixed length (pandas' Tick offsets)."""
+        return self.alias in _TICK_NS
+
+
+def _scaled_tick(multiple: str, unit: str, freq: str, name: str) -> tuple[int, str]:
+    """pandas' ``Tick(1) * float(multiple)``: the first unit, from ``unit`` down, in which
+    the multiple is whole (to pandas' tolerance), e.g. 1.5 h -> 90 min."""
+    value, units = float(multiple), list(_TICK_NS)
+    for finer in units[units.index(unit):]:
+        product = value * (_TICK_NS[unit] // _TICK_NS[finer])
+        if abs(product % 1) <= _NOT_CLOSE:
+            return int(product), finer
+    raise ValueError(f"{name}={freq!r} is not a whole number of nanoseconds")
+
+
+def _tick_of(total_ns: int) -> tuple[int, str]:
+    """pandas' ``delta_to_tick``: the coarsest unit (days down) dividing ``total_ns``."""
+    for unit, size in _TICK_NS.items():
+        if total_ns % size == 0:
+            return total_ns // size, unit
+    raise AssertionError("unreachable: every int is whole nanoseconds")
+
+
+def _type_error(freq: object, name: str) -> TypeError:
+    return TypeError(f"{name} must be a pandas frequency string (e.g. '15min', '1h30min', "
+                     f"'W-SUN'), got {type(freq).__name__} ({freq!r})")
+
+
+def parse_frequency(freq: str, name: str = "freq") -> Frequency:
+    """``freq`` as pandas 3's ``to_offset(freq)`` reads it: ``(n, alias, anchor)``.
+
+    Args:
+        freq: a frequency string (see the module docstring).
+        name: argument name used in error messages.
+
+    Raises:
+        TypeError: ``freq`` is not a string.
+        ValueError: unknown alias or anchor, the ambiguous ``"M"``, a zero or negative step
+            (pandas allows them; no series is sampled so), a decimal or combined calendar
+            offset (``"1.5W"``, ``"1W1D"``, which pandas cannot represent either).
     """
     if not isinstance(freq, str):
-        raise TypeError(f"freq must be a pandas frequency string (e.g. '15min', 'W-SUN'), got "
-                        f"{type(freq).__name__} ({freq!r})")
-    match = _FREQUENCY.match(freq)
-    if match is None or match.group(2) not in _ALIASES:
-        raise ValueError(f"freq must be a pandas frequency string with a GluonTS feature set "
-                         f"(multiple + one of {sorted(_ALIASES)}, e.g. '15min', 'W-SUN'), "
-                         f"got {freq!r}")
-    return _GLUONTS_FIELDS[_ALIASES[match.group(2)]]
+        raise _type_error(freq, name)
+    text, position, parts = freq.strip(), 0, []
+    if text.startswith("-"):
+        raise ValueError(f"{name}={freq!r} must be a positive step (a negative frequency "
+                         f"samples no series)")
+    text = text[1:] if text.startswith("+") else text
+    while position < len(text):
+        match = _COMPONENT.match(text, position)
+        if match is None or not match.group(0).strip():
+            break
+        parts.append(match.groups())
+        position = match.end()
+    known = sorted({*_TICK_ALIASES, *_CALENDAR} - {"MIN", "L", "U", "N"})
+
+    def unknown(detail: str) -> ValueError:
+        return ValueError(f"{name} must be a pandas frequency string (a multiple and one of "
+                          f"{known}; fixed-length units combine and take decimals: "
+                          f"'1h30min', '1.5h'; GluonTS's feature sets cover these units), "
+                          f"got {freq!r}{detail}")
+
+    if position < len(text) or not parts:
+        raise unknown("")
+    for multiple, alias, _anchor in parts:
+        if alias in _AMBIGUOUS:
+            raise ValueError(f"{name}={freq!r} is ambiguous: {_AMBIGUOUS[alias]}")
+        if alias not in _TICK_ALIASES and alias not in _CALENDAR:
+            raise unknown(f" (unknown unit {alias!r})")
+        if multiple == ".":
+            raise ValueError(f"{name}={freq!r} has a multiple without digits")
+    if len(parts) == 1 and parts[0][1] in _CALENDAR:
+        multiple, alias, anchor = parts[0]
+        anchors = _CALENDAR[alias][1]
+        if "." in multiple:
+            raise ValueError(f"{name}={freq!r}: the calendar offset {alias!r} takes whole "
+                             f"multiples only (as in pandas); use a fixed unit, e.g. '36h'")
+        if anchor is not None and anchor not in anchors:
+            raise ValueError(f"{name}={freq!r} has anchor {anchor!r}; {alias!r} takes "
+                             f"{'one of ' + str(list(anchors)) if anchors else 'no anchor'}")
+        n = int(multiple) if multiple else 1
+        if n < 1:
+            raise ValueError(f"{name}={freq!r} must be a positive step, got {n} steps")
+        return Frequency(n, alias, anchor)
+    total_ns, result = 0, None
+    for multiple, alias, anchor in parts:
+        if alias in _CALENDAR:
+            raise ValueError(f"{name}={freq!r} combines the calendar offset {alias!r} with "
+                             f"other units, which pandas cannot add; give one offset or "
+                             f"fixed units only (e.g. '1D12h')")
+        if anchor is not None:
+            raise ValueError(f"{name}={freq!r}: the fixed unit {alias!r} takes no anchor "
+                             f"(-{anchor})")
+        unit = _TICK_ALIASES[alias]
+        if "." in multiple:
+            part = _scaled_tick(multiple, unit, freq, name)
+        else:
+            part = (int(multiple) if multiple else 1, unit)
+        total_ns += part[0] * _TICK_NS[part[1]]
+        # pandas adds two ticks of one unit as they are, others through delta_to_tick.
+        if result is None or result[1] == part[1]:
+            result = part if result is None else (result[0] + part[0], part[1])
+        else:
+            result = _tick_of(total_ns)
+    if total_ns <= 0:
+        raise ValueError(f"{name}={freq!r} must be a positive step, got {total_ns} ns")
+    return Frequency(result[0], result[1])
+
+
+def frequency_nanoseconds(freq: str, name: str = "freq") -> int:
+    """Length of one step of a fixed-length ``freq`` in nanoseconds (pandas'
+    ``to_offset(freq).nanos``): 5_400_000_000_000 for ``"1h30min"`` and ``"1.5h"``.
+
+    Calendar offsets (weeks, months, business days, ...) have no fixed length and raise, as
+    in pandas (a week is fixed-length there only as ``"7D"``).
+    """
+    frequency = parse_frequency(freq, name)
+    if not frequency.fixed:
+        raise ValueError(f"{name}={freq!r} has no fixed length (a calendar offset); give a "
+                         f"fixed unit, e.g. '7D' for weeks")
+    return frequency.n * _TICK_NS[frequency.alias]
+
+
+def frequency_fields(freq: str, name: str = "freq") -> tuple[str, ...]:
+    """Fields GluonTS's ``time_features_from_frequency_str(freq)`` uses, in its order.
+
+    GluonTS dispatches on the class of ``to_offset(freq)``, so a combined or decimal
+    frequency takes the fields of pandas' resulting unit: ``"1h30min"`` and ``"1.5h"`` (90
+    minutes) the minute fields, ``"2D12h"`` (60 hours) the hour fields. Old (``"H"``,
+    ``"T"``, ``"A"``) and new (``"h"``, ``"min"``, ``"ME"``, ``"YE"``) aliases both work,
+    with multiples (``"15min"``) and anchors (``"W-SUN"``, ``"QE-NOV"``).
+    """
+    frequency = parse_frequency(freq, name)
+    family = (_TICK_FAMILY.get(frequency.alias) if frequency.fixed
+              else _CALENDAR[frequency.alias][0])
+    if family is None:
+        raise ValueError(f"{name}={freq!r} is {frequency.n} {frequency.alias} steps, which "
+                         f"have no GluonTS feature set (sub-second frequencies); GluonTS "
+                         f"covers units from seconds to years")
+    return _GLUONTS_FIELDS[family]

@@ -92,7 +92,7 @@ def test_gluonts_ramps_equal_gluonts_formulas():
     assert out[2, ALL.index("week_of_year")] == 0.5
 
 
-NEW_TO_OLD = {"YE": "A", "YS": "AS", "QE": "Q", "QS": "QS", "ME": "M", "MS": "MS",
+NEW_TO_OLD = {"YE": "A", "YS": "AS", "QE": "Q", "QS": "QS", "ME": "ME", "MS": "MS",
               "W": "W", "W-MON": "W-MON", "D": "D", "B": "B", "h": "H", "4h": "4H",
               "min": "T", "15min": "15T", "s": "S", "30s": "30S", "QE-NOV": "Q-NOV"}
 
