@@ -20,7 +20,7 @@ from torch import Tensor
 
 from .angles import LAYOUTS, angles
 from .buffers import Float64Buffers
-from .rope_scaling import RopeScaling
+from .rope_scaling import LongRopeScaling, RopeScaling
 from .validation import (
     check_base,
     check_choice,
@@ -161,7 +161,11 @@ class RotaryEncoding(Float64Buffers):
         self.reset_float64_buffers()
 
     def float64_buffers(self) -> dict[str, Tensor]:
-        return {"inv_freq64": self.scaling.inv_freq(self.rotary_dim, self.base)}
+        buffers = {"inv_freq64": self.scaling.inv_freq(self.rotary_dim, self.base)}
+        if isinstance(self.scaling, LongRopeScaling):
+            # Both factor sets live on the device: the forward's length switch copies nothing.
+            buffers["long_inv_freq64"] = self.scaling.long_inv_freq(self.rotary_dim, self.base)
+        return buffers
 
     @property
     def inv_freq(self) -> Tensor:
@@ -180,7 +184,10 @@ class RotaryEncoding(Float64Buffers):
         inv_freq = self.inv_freq64
         if self.scaling.dynamic and positions.numel():
             seq_len = positions.detach().max() + 1
-            inv_freq = self.scaling.dynamic_inv_freq(self.rotary_dim, self.base, seq_len)
+            if isinstance(self.scaling, LongRopeScaling):
+                inv_freq = self.scaling.select_inv_freq(seq_len, inv_freq, self.long_inv_freq64)
+            else:
+                inv_freq = self.scaling.dynamic_inv_freq(self.rotary_dim, self.base, seq_len)
         return rotation_from_angles(angles(positions, inv_freq), self.layout,
                                     self.attention_scaling)
 

@@ -1,20 +1,22 @@
 """Context extension for RoPE: frequency rescaling methods.
 
 Each method maps the base inverse frequencies of a rotary encoding to new ones (and, for
-YaRN, an attention scaling). The formulas follow Hugging Face transformers'
-``modeling_rope_utils`` (``linear``, ``dynamic``, ``yarn``, ``llama3``); the static NTK-aware
-rule is bloc97's ``base * factor ** (dim / (dim - 2))``. Everything is computed in float64.
+YaRN and LongRoPE, an attention scaling). The formulas follow Hugging Face transformers'
+``modeling_rope_utils`` (``linear``, ``dynamic``, ``yarn``, ``llama3``, ``longrope``,
+``proportional``); the static NTK-aware rule is bloc97's ``base * factor ** (dim / (dim - 2))``.
+Everything is computed in float64.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from .validation import check_base, check_even, check_float, check_positive_int
+from .validation import check_base, check_bool, check_even, check_float, check_positive_int
 
 __all__ = [
     "RopeScaling",
@@ -23,6 +25,8 @@ __all__ = [
     "DynamicNTKScaling",
     "YarnScaling",
     "Llama3Scaling",
+    "LongRopeScaling",
+    "ProportionalScaling",
     "rope_inv_freq",
 ]
 
@@ -36,9 +40,11 @@ def rope_inv_freq(rotary_dim: int, base: float | Tensor) -> Tensor:
     check_even(rotary_dim, "rotary_dim")
     if not isinstance(base, Tensor):
         base = check_base(base)
-    exponent = torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim
+    # Made on the base's device: a CPU arange copied to a GPU in every forward (dynamic NTK)
+    # would wait for the GPU each time.
+    device = base.device if isinstance(base, Tensor) else None
+    exponent = torch.arange(0, rotary_dim, 2, dtype=torch.float64, device=device) / rotary_dim
     if isinstance(base, Tensor):
-        exponent = exponent.to(base.device)
         base = base.to(torch.float64)
     return 1.0 / base**exponent
 
@@ -163,6 +169,11 @@ class YarnScaling(RopeScaling):
     and > 0 (Hugging Face reads 0 as "not given"; posenc asks for None). ``beta_fast`` and
     ``beta_slow`` are rotation counts over the original context (Hugging Face's defaults 32
     and 1), finite with ``beta_fast > beta_slow > 0``.
+
+    ``truncate=False`` (gpt-oss) keeps the ramp's ends where the rotation counts put them
+    instead of flooring/ceiling them to whole pairs. ``attention_factor`` (finite, > 0), when
+    given, is the attention scaling as is, whatever ``mscale``/``mscale_all_dim`` say (as in
+    Hugging Face).
     """
 
     factor: float
@@ -171,10 +182,15 @@ class YarnScaling(RopeScaling):
     beta_slow: float = 1.0
     mscale: float | None = None
     mscale_all_dim: float | None = None
+    truncate: bool = True
+    attention_factor: float | None = None
 
     def __post_init__(self) -> None:
         _check_factor(self.factor)
         _check_original(self.original_max_positions)
+        check_bool(self.truncate, "truncate")
+        if self.attention_factor is not None:
+            check_float(self.attention_factor, "attention_factor", gt=0)
         check_float(self.beta_fast, "beta_fast", gt=0)
         check_float(self.beta_slow, "beta_slow", gt=0)
         if not self.beta_fast > self.beta_slow:
@@ -188,6 +204,8 @@ class YarnScaling(RopeScaling):
 
     @property
     def attention_scaling(self) -> float:
+        if self.attention_factor is not None:
+            return float(self.attention_factor)
         if self.mscale is not None and self.mscale_all_dim is not None:
             return _yarn_mscale(self.factor, self.mscale) / _yarn_mscale(
                 self.factor, self.mscale_all_dim)
@@ -198,8 +216,10 @@ class YarnScaling(RopeScaling):
             turns = self.original_max_positions / (num_rotations * 2 * math.pi)
             return rotary_dim * math.log(turns) / (2 * math.log(base))
 
-        low = max(math.floor(correction_dim(self.beta_fast)), 0)
-        high = min(math.ceil(correction_dim(self.beta_slow)), rotary_dim - 1)
+        low, high = correction_dim(self.beta_fast), correction_dim(self.beta_slow)
+        if self.truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, rotary_dim - 1)
         if low == high:
             high += 0.001  # the ramp would divide by zero
         ramp = (torch.arange(rotary_dim // 2, dtype=torch.float64) - low) / (high - low)
@@ -245,3 +265,160 @@ class Llama3Scaling(RopeScaling):
         medium = (wavelen >= original / self.high_freq_factor) & (
             wavelen <= original / self.low_freq_factor)
         return torch.where(medium, blended, scaled)
+
+
+def _check_factor_list(value: object, name: str) -> tuple[float, ...]:
+    """``value`` (a list/tuple of numbers, or a 1-D tensor/array) as a tuple of finite floats
+    > 0; a frozen dataclass keeps a tuple (hashable, and a caller's list cannot change it)."""
+    if hasattr(value, "ndim") and hasattr(value, "tolist"):  # torch / numpy arrays
+        if value.ndim != 1:
+            raise ValueError(f"{name} must be 1-D (one factor per rotary pair), got shape "
+                             f"{tuple(value.shape)}")
+        value = value.tolist()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a sequence of numbers (one factor per rotary pair), "
+                        f"got {type(value).__name__} ({value!r})")
+    if not value:
+        raise ValueError(f"{name} must hold one factor per rotary pair, got an empty sequence")
+    return tuple(check_float(v, f"{name}[{i}]", gt=0) for i, v in enumerate(value))
+
+
+@dataclass(frozen=True)
+class LongRopeScaling(RopeScaling):
+    """LongRoPE (Ding et al. 2024; Phi-3 "su", Hugging Face ``"longrope"``): a searched
+    rescale factor per rotary pair, one set for short and one for long sequences.
+
+    Pair ``i`` turns at ``base ** (-2i / rotary_dim) / f_i`` with ``f = short_factor`` while
+    the sequence fits the original context, ``f = long_factor`` once it is longer: a sequence
+    of ``seq_len = max(positions) + 1`` tokens uses the long set when ``seq_len >
+    original_max_positions``, for every token and every row of the batch (Hugging Face's
+    Phi-3 switch). ``inv_freq`` are the short ones.
+
+    Both sets scale cos and sin by ``attention_factor``; when not given it is Hugging Face's
+    default ``sqrt(1 + ln(factor) / ln(original_max_positions))`` (1 for ``factor == 1``),
+    with ``factor`` the context ratio: given as is, or as ``max_positions /
+    original_max_positions`` (Phi-3 configs give ``max_position_embeddings`` instead of a
+    factor). Give one of the two (both only when they agree), or ``attention_factor``.
+
+    Args:
+        short_factor, long_factor: ``rotary_dim // 2`` finite factors > 0 each (lists,
+            tuples or 1-D tensors; stored as tuples).
+        original_max_positions: the pre-training context (Phi-3's
+            ``original_max_position_embeddings``).
+        factor: context extension ratio (>= 1), for the default attention factor.
+        max_positions: the extended context (``max_position_embeddings``), >= the original.
+        attention_factor: the cos/sin scaling as is (finite, > 0).
+    """
+
+    short_factor: tuple[float, ...]
+    long_factor: tuple[float, ...]
+    original_max_positions: int
+    factor: float | None = None
+    max_positions: int | None = None
+    attention_factor: float | None = None
+    dynamic = True
+
+    def __post_init__(self) -> None:
+        for name in ("short_factor", "long_factor"):
+            object.__setattr__(self, name, _check_factor_list(getattr(self, name), name))
+        if len(self.short_factor) != len(self.long_factor):
+            raise ValueError(
+                f"short_factor and long_factor must have the same length (one factor per "
+                f"rotary pair), got {len(self.short_factor)} and {len(self.long_factor)}")
+        original = _check_original(self.original_max_positions)
+        if self.factor is not None:
+            _check_factor(self.factor)
+        if self.max_positions is not None:
+            check_positive_int(self.max_positions, "max_positions")
+            if self.max_positions < original:
+                raise ValueError(f"max_positions must be >= original_max_positions={original} "
+                                 f"(it extends the context), got {self.max_positions}")
+            if self.factor is not None and not math.isclose(
+                    self.factor, self.max_positions / original, rel_tol=1e-12):
+                raise ValueError(
+                    f"factor={self.factor!r} disagrees with max_positions / "
+                    f"original_max_positions = {self.max_positions} / {original}: give one")
+        if self.attention_factor is not None:
+            check_float(self.attention_factor, "attention_factor", gt=0)
+        elif self.factor is None and self.max_positions is None:
+            raise ValueError("LongRopeScaling needs factor or max_positions (for the default "
+                             "attention factor), or attention_factor itself")
+        elif self._context_ratio() > 1 and original < 2:
+            raise ValueError("original_max_positions must be >= 2 for the default attention "
+                             "factor (it divides by ln(original_max_positions)), got 1")
+
+    def _context_ratio(self) -> float:
+        if self.factor is not None:
+            return float(self.factor)
+        return self.max_positions / self.original_max_positions
+
+    @property
+    def attention_scaling(self) -> float:
+        if self.attention_factor is not None:
+            return float(self.attention_factor)
+        ratio = self._context_ratio()
+        if ratio <= 1:
+            return 1.0
+        return math.sqrt(1 + math.log(ratio) / math.log(self.original_max_positions))
+
+    def _scaled(self, factors: tuple[float, ...], rotary_dim: int, base: float) -> Tensor:
+        check_even(rotary_dim, "rotary_dim")
+        if len(factors) != rotary_dim // 2:
+            raise ValueError(
+                f"short_factor and long_factor must have rotary_dim // 2 = {rotary_dim // 2} "
+                f"values (one per rotary pair), got {len(factors)}: the factors were made "
+                f"for rotary_dim={2 * len(factors)}")
+        return rope_inv_freq(rotary_dim, base) / torch.tensor(factors, dtype=torch.float64)
+
+    def inv_freq(self, rotary_dim: int, base: float) -> Tensor:
+        """``(rotary_dim // 2,)`` float64 frequencies of the short factors."""
+        return self._scaled(self.short_factor, rotary_dim, base)
+
+    def long_inv_freq(self, rotary_dim: int, base: float) -> Tensor:
+        """``(rotary_dim // 2,)`` float64 frequencies of the long factors."""
+        return self._scaled(self.long_factor, rotary_dim, base)
+
+    def select_inv_freq(self, seq_len: Tensor, short: Tensor, long: Tensor) -> Tensor:
+        """``long`` if ``seq_len > original_max_positions`` else ``short``; ``seq_len`` is a
+        0-d tensor, so this is traceable and needs no host synchronisation."""
+        return torch.where(seq_len > self.original_max_positions, long, short)
+
+    def dynamic_inv_freq(self, rotary_dim: int, base: float, seq_len: Tensor) -> Tensor:
+        # RotaryEncoding keeps both sets as buffers (no copy per forward); this builds them.
+        short = self.inv_freq(rotary_dim, base).to(seq_len.device)
+        long = self.long_inv_freq(rotary_dim, base).to(seq_len.device)
+        return self.select_inv_freq(seq_len, short, long)
+
+
+@dataclass(frozen=True)
+class ProportionalScaling(RopeScaling):
+    """Hugging Face's ``"proportional"`` RoPE (Gemma 4's global layers): only the first
+    ``int(partial_rotary_factor * rotary_dim // 2)`` pairs turn, at the frequencies they have
+    in a full ``rotary_dim`` rotation, ``base ** (-2i / rotary_dim) / factor``; the other
+    pairs get frequency 0 (they pass through).
+
+    Unlike ``RotaryEncoding(rotary_dim=...)`` (partial rotary: the rotating pairs spread over
+    ``base ** (-2i / rotary_dim)`` up to ``1 / base``, channels past ``rotary_dim`` pass
+    through), the spectrum is cut, not squeezed, and in the ``"half"`` layout the pairs are
+    channels ``(i, i + rotary_dim / 2)`` of the whole rotation. Use it with ``rotary_dim``
+    left to ``head_dim``. ``partial_rotary_factor`` is in ``[0, 1]``; ``factor`` >= 1 divides
+    every frequency (linear interpolation; Hugging Face's default 1).
+    """
+
+    partial_rotary_factor: float
+    factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        fraction = check_float(self.partial_rotary_factor, "partial_rotary_factor", ge=0)
+        if fraction > 1:
+            raise ValueError("partial_rotary_factor must be a finite number >= 0 and <= 1 (the "
+                             "fraction of the pairs that turn), got "
+                             f"{self.partial_rotary_factor!r}")
+        _check_factor(self.factor)
+
+    def inv_freq(self, rotary_dim: int, base: float) -> Tensor:
+        inv_freq = rope_inv_freq(rotary_dim, base)
+        # Hugging Face's own expression, so the count of turning pairs rounds the same way.
+        turning = int(self.partial_rotary_factor * rotary_dim // 2)
+        inv_freq[turning:] = 0.0
+        return inv_freq / self.factor
