@@ -8,19 +8,27 @@ Rotary and bias encodings also accept :class:`GridPositions`, which adds two fac
 tensor cannot carry: how many prefix tokens (cls, registers) precede the patch tokens, and
 the regular grid the coordinates lie on (which lets grid-based tables resize and lets bias
 encodings evaluate each distinct offset once).
+
+:class:`CoordAugment` is DINOv3's training-time coordinate augmentation (a random shift,
+per-axis scale and shared scale of all coordinates), as timm's ``shift_coords``,
+``jitter_coords`` and ``rescale_coords``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable
 from typing import NamedTuple, TypeVar
 
 import torch
-from posenc.core import check_choice, check_int, check_output_dtype, check_positions
-from torch import Tensor
+from posenc.core import check_choice, check_float, check_int, check_output_dtype, check_positions
+from posenc.core.validation import check_position_dtype
+from torch import Tensor, nn
 
 __all__ = [
+    "COORD_NORMALIZE",
     "NORMALIZE",
+    "CoordAugment",
     "GridPositions",
     "as_grid_positions",
     "cached",
@@ -28,7 +36,11 @@ __all__ = [
     "patch_coords",
 ]
 
+#: The coordinate systems every 2D encoding takes: patch indices or DINOv3's unit coordinates.
 NORMALIZE = (None, "unit")
+#: Every coordinate system :func:`patch_coords` makes (RoPE2D takes them all): NORMALIZE, the
+#: unit coordinates with DINOv3's ``normalize_coords="min"``/``"max"``, and ``"pixel"``.
+COORD_NORMALIZE = (*NORMALIZE, "unit_min", "unit_max", "pixel")
 T = TypeVar("T")
 
 
@@ -69,22 +81,36 @@ def patch_coords(
 
     Args:
         grid_size: ``rows`` (square) or ``(rows, cols)``.
-        normalize: ``None`` gives patch indices ``0 .. rows-1``; ``"unit"`` maps patch centres
-            to ``(2 * (i + 0.5) / rows) - 1`` in ``[-1, 1]`` per axis (DINOv3), so an image at two
-            resolutions gets the same coordinates.
+        normalize: one of :data:`COORD_NORMALIZE`:
+
+            - ``None``: patch indices ``0 .. rows-1``.
+            - ``"unit"``: patch centres ``2 * (i + 0.5) / rows - 1`` in ``[-1, 1]`` per axis
+              (DINOv3, ``normalize_coords="separate"``), so an image at two resolutions gets
+              the same coordinates.
+            - ``"unit_min"``/``"unit_max"``: the same with both axes divided by the smaller /
+              larger side (DINOv3 ``"min"``/``"max"``): a non-square grid keeps its aspect
+              ratio; the longer (``"min"``) axis then reaches past 1, the shorter
+              (``"max"``) one stays inside.
+            - ``"pixel"``: ``linspace(-1, 1, rows)`` per axis, the first and last patch at -1
+              and 1 (timm's ``grid_type="pixel"``, ``in_pixels=True``; rotary-embedding-torch's
+              ``freqs_for="pixel"``); a single patch sits at -1, as there.
         device, dtype: of the result (a floating dtype).
 
     Returns:
         ``(rows * cols, 2)`` tensor; column 0 is the row, column 1 the column.
     """
     rows, cols = check_grid_size(grid_size)
-    check_choice(normalize, "normalize", NORMALIZE)
+    check_choice(normalize, "normalize", COORD_NORMALIZE)
     check_output_dtype(dtype)
+    denominator = {"unit_min": min(rows, cols), "unit_max": max(rows, cols)}.get(normalize)
     axes = []
     for size in (rows, cols):
-        axis = torch.arange(size, device=device, dtype=dtype)
-        if normalize == "unit":
-            axis = (axis + 0.5) * (2.0 / size) - 1.0
+        if normalize == "pixel":
+            axis = torch.linspace(-1.0, 1.0, size, device=device, dtype=dtype)
+        else:
+            axis = torch.arange(size, device=device, dtype=dtype)
+        if normalize in ("unit", "unit_min", "unit_max"):
+            axis = (axis + 0.5) * (2.0 / (denominator or size)) - 1.0
         axes.append(axis)
     grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)
     return grid.reshape(-1, 2)
@@ -156,3 +182,96 @@ def cached(positions: GridPositions, key: Hashable, compute: Callable[[], T]) ->
     if key not in cache:
         cache[key] = compute()
     return cache[key]
+
+
+class CoordAugment(nn.Module):
+    """DINOv3's coordinate augmentation: one random transform of all patch coordinates per
+    call in training mode, the identity in eval mode.
+
+    In order (DINOv3's and timm's ``_apply_coord_augs``, drawing from the same generator in
+    the same order, so a seed gives timm's transform):
+
+    1. shift: ``coords + s`` with ``s ~ U[-shift_coords, shift_coords]`` per axis, in the
+       coordinates' units (unit coordinates: a shift of 1 is half the image);
+    2. jitter: ``coords * j`` with ``log j ~ U[-log J, log J]`` per axis (``J = jitter_coords``):
+       an independent scale of rows and columns, i.e. a random aspect ratio;
+    3. rescale: ``coords * r`` with ``log r ~ U[-log R, log R]`` shared by both axes
+       (``R = rescale_coords``): a random zoom.
+
+    An argument left None skips its step (and draws nothing). The transform is shared by every
+    token and every image of the call, as in DINOv3 and timm: positions stay consistent within
+    an image, and relative offsets move with it.
+
+    Args:
+        shift_coords: largest shift, a finite number >= 0, or None.
+        jitter_coords: largest per-axis scale factor ``J >= 1`` (scales in ``[1/J, J]``), or None.
+        rescale_coords: largest shared scale factor ``R >= 1`` (scales in ``[1/R, R]``), or None.
+    """
+
+    def __init__(self, shift_coords: float | None = None, jitter_coords: float | None = None,
+                 rescale_coords: float | None = None) -> None:
+        super().__init__()
+        self.shift_coords = None if shift_coords is None else \
+            check_float(shift_coords, "shift_coords", ge=0)
+        # Factors, not amounts: J and 1/J are the extreme scales, so J < 1 names the same
+        # range as 1/J and is refused rather than silently inverted.
+        self.jitter_coords = None if jitter_coords is None else \
+            check_float(jitter_coords, "jitter_coords", ge=1)
+        self.rescale_coords = None if rescale_coords is None else \
+            check_float(rescale_coords, "rescale_coords", ge=1)
+
+    @property
+    def active(self) -> bool:
+        """Whether any step is configured (in training mode the call then transforms)."""
+        return self.config != (None, None, None)
+
+    @property
+    def config(self) -> tuple[float | None, float | None, float | None]:
+        """``(shift_coords, jitter_coords, rescale_coords)``."""
+        return self.shift_coords, self.jitter_coords, self.rescale_coords
+
+    def forward(self, coords: Tensor, *, generator: torch.Generator | None = None) -> Tensor:
+        """Transform ``(N, 2)``/``(B, N, 2)`` coordinates (training mode; else returned as
+        given).
+
+        Args:
+            coords: int, float32 or float64 coordinates; integer ones become float32 (timm's
+                grids are float32) when transformed.
+            generator: a ``torch.Generator`` on ``coords``' device; None uses the global one
+                (as timm). The draws are made on ``coords``' device in its dtype: nothing waits
+                for the host.
+
+        Returns:
+            Coordinates of ``coords``' shape, float32 or float64.
+        """
+        if not isinstance(coords, Tensor):
+            raise TypeError(f"coords must be a torch.Tensor, got {type(coords).__name__}")
+        if coords.dtype == torch.bool or coords.is_complex():
+            raise TypeError(f"coords must be an integer or floating tensor, got {coords.dtype}")
+        check_position_dtype(coords, "coords")
+        if coords.ndim not in (2, 3) or coords.shape[-1] != 2:
+            raise ValueError(f"coords must have shape (N, 2) or (B, N, 2), got "
+                             f"{tuple(coords.shape)}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got "
+                            f"{type(generator).__name__}")
+        if not self.training or not self.active:
+            return coords
+        if not coords.is_floating_point():
+            coords = coords.float()
+
+        def draw(count: int, bound: float) -> Tensor:
+            return torch.empty(count, device=coords.device, dtype=coords.dtype).uniform_(
+                -bound, bound, generator=generator)
+
+        if self.shift_coords is not None:
+            coords = coords + draw(2, self.shift_coords)
+        if self.jitter_coords is not None:
+            coords = coords * draw(2, math.log(self.jitter_coords)).exp()
+        if self.rescale_coords is not None:
+            coords = coords * draw(1, math.log(self.rescale_coords)).exp()
+        return coords
+
+    def extra_repr(self) -> str:
+        return (f"shift_coords={self.shift_coords}, jitter_coords={self.jitter_coords}, "
+                f"rescale_coords={self.rescale_coords}")
