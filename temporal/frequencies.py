@@ -58,7 +58,8 @@ _CALENDAR: dict[str, tuple[str, tuple[str, ...]]] = {
     "C": ("business_day", ()),
 }
 _AMBIGUOUS = {"M": "'M' is month end to pandas < 2.2, refused by pandas 3 and minutes to many "
-                   "readers: write 'ME' (month end), 'MS' (month start) or 'min' (minutes)",
+                   "readers: write 'ME' (month end), 'MS' (month start) or 'min' (minutes); "
+                   "a PeriodIndex spells months 'M': pass its .freq.freqstr ('ME')",
               "m": "'m' is minutes to pd.Timedelta but refused by pandas' to_offset: write "
                    "'min' (minutes) or 'ME' (month end)"}
 # One component: an optional multiple (whole or decimal) and an alias with an anchor.

@@ -4,6 +4,11 @@ Accepted everywhere a ``timestamps`` argument appears:
 
 - ``pandas.DatetimeIndex`` or a datetime ``pandas.Series``, tz-naive or tz-aware, any
   resolution (pandas 3 parses strings to microseconds, numpy gives seconds for dates);
+- ``pandas.PeriodIndex`` or a period ``pandas.Series`` (GluonTS's index type): each period
+  is the instant it starts, its ``start_time`` (what ``to_timestamp()`` gives), as naive
+  wall-clock time. pandas' (and so GluonTS's) own fields of a period longer than a day are
+  those of its *last* day (``Period("2020-01", "M").day`` is 31); pass
+  ``periods.asfreq("D", "end").to_timestamp()`` to encode those days instead;
 - a ``numpy`` ``datetime64`` array of any shape;
 - int64 nanoseconds since the Unix epoch, as a numpy array or a torch tensor of any shape
   (other integers, e.g. a list of ints or an int32 array, have no known unit and raise);
@@ -39,7 +44,8 @@ __all__ = [
     "time_positions",
 ]
 
-Timestamps: TypeAlias = pd.DatetimeIndex | pd.Series | np.ndarray | Tensor | Sequence[Any]
+Timestamps: TypeAlias = (pd.DatetimeIndex | pd.PeriodIndex | pd.Series | np.ndarray | Tensor
+                         | Sequence[Any])
 
 # Length of each unit in nanoseconds; the names are pandas 3's.
 UNITS: dict[str, int] = {
@@ -80,10 +86,11 @@ def _from_objects(values: np.ndarray, name: str) -> pd.DatetimeIndex:
             if isinstance(value, str | bytes | dt.date | np.datetime64) or value is None or (
                     value is pd.NaT or isinstance(value, float) and math.isnan(value)):
                 continue  # missing values are reported as NaT by the caller
-            # pandas would read an int as nanoseconds and a Period as its start: guesses.
+            # pandas would read an int as nanoseconds (a guess); Periods of one frequency
+            # come as a PeriodIndex, whose frequency is checked.
             raise TypeError(f"{name} must hold datetimes or date strings, but flat position "
                             f"{i} holds {type(value).__name__} ({value!r}); convert it first "
-                            f"(e.g. pd.to_datetime(values, unit='s'), period.to_timestamp())")
+                            f"(e.g. pd.to_datetime(values, unit='s'), pd.PeriodIndex(values))")
     # One zone per array keeps "local time" well defined; pandas' own message for a mix
     # ("unless utc=True") suggests a silent conversion instead.
     kinds = {getattr(v, "tzinfo", None) is not None for v in values if isinstance(v, dt.datetime)}
@@ -133,6 +140,10 @@ def datetime_index(timestamps: Timestamps, name: str = "timestamps"
         ValueError: NaT values (the position of the first is named), unparsable values,
             dates beyond pandas' range.
     """
+    if isinstance(getattr(timestamps, "dtype", None), pd.PeriodDtype):
+        # PeriodIndex, period Series or PeriodArray: a period is the instant it starts.
+        periods = pd.PeriodIndex(timestamps)
+        timestamps = periods.start_time
     if isinstance(timestamps, Tensor):
         if timestamps.dtype != torch.int64:
             raise TypeError(f"{name} as a tensor must hold int64 nanoseconds since the epoch, "

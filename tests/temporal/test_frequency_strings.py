@@ -5,18 +5,29 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+import pandas as pd
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pandas.tseries.frequencies import to_offset
-from posenc.temporal import CalendarFeatures
+from posenc.temporal import (
+    CalendarFeatures,
+    FourierSeasonality,
+    calendar_fields,
+    datetime_index,
+    localize,
+    to_nanoseconds,
+    to_seconds,
+)
 from posenc.temporal.frequencies import (
     Frequency,
     frequency_fields,
     frequency_nanoseconds,
     parse_frequency,
 )
-from temporal_refs import gluonts_fields
+from temporal_refs import GLUONTS_FEATURES, gluonts_fields
 
 # pandas' Tick classes and their pandas 3 aliases.
 TICK_ALIAS = {"Day": "D", "Hour": "h", "Minute": "min", "Second": "s", "Milli": "ms",
@@ -149,3 +160,68 @@ def test_non_strings_are_type_errors_naming_the_argument(freq, type_name):
     with pytest.raises(TypeError, match=rf"^step must be a pandas frequency string .*got "
                                         rf"{type_name}"):
         parse_frequency(freq, "step")
+
+
+def test_monthly_period_freqstr_is_refused_but_its_offset_alias_works():
+    periods = pd.period_range("2020-01", periods=3, freq="M")
+    with pytest.raises(ValueError, match=r"PeriodIndex spells months 'M': pass its "
+                                         r"\.freq\.freqstr \('ME'\)"):
+        frequency_fields(periods.freqstr)
+    assert frequency_fields(periods.freq.freqstr) == gluonts_fields("ME")
+
+
+# PeriodIndex input (GluonTS's index type): each period is the instant it starts.
+
+
+@pytest.mark.parametrize("freq", ["M", "W-WED", "Q-NOV", "Y", "D", "h", "2h", "90min", "s",
+                                  "ns"])
+def test_a_period_index_is_its_start_times(freq):
+    periods = pd.period_range("2019-12-30 01:00", periods=5, freq=freq)
+    for value in (periods, pd.Series(periods), periods.array):
+        index, shape = datetime_index(value)
+        pd.testing.assert_index_equal(index, periods.start_time)
+        assert shape == (5,)
+    np.testing.assert_array_equal(to_nanoseconds(periods),
+                                  periods.start_time.as_unit("ns").asi8)
+
+
+def test_everything_reading_timestamps_reads_periods_as_their_starts():
+    periods = pd.period_range("2021-03-27", periods=48, freq="h")
+    starts = periods.start_time
+    np.testing.assert_array_equal(to_seconds(periods, "2021-03-27", unit="h"), np.arange(48.0))
+    fields = calendar_fields(periods)
+    for name, values in calendar_fields(starts).items():
+        np.testing.assert_array_equal(fields[name], values)
+    enc = FourierSeasonality()
+    torch.testing.assert_close(enc(periods), enc(starts), rtol=0, atol=0)
+    # Naive wall-clock times, localized like any: Berlin's 02:00 of 2021-03-28 is missing.
+    with pytest.raises(ValueError, match="nonexistent"):
+        localize(periods, "Europe/Berlin")
+
+
+def test_hourly_periods_give_gluonts_features_of_the_period_index():
+    periods = pd.period_range("2021-03-01", periods=50, freq="7h")
+    enc = CalendarFeatures.from_frequency(periods.freq.freqstr)
+    out = enc(calendar_fields(periods, fields=enc.required_fields), dtype=torch.float64)
+    expected = np.stack([GLUONTS_FEATURES[n](periods) for n in enc.fields], axis=-1)
+    np.testing.assert_array_equal(out.numpy(), expected)
+
+
+def test_long_periods_start_on_their_first_day_and_the_documented_recipe_gives_pandas_fields():
+    # pandas' (so GluonTS's) fields of a month are those of its last day; posenc encodes
+    # the instant a period starts, and asfreq("D", "end") gives the last days when wanted.
+    periods = pd.period_range("2020-01", periods=14, freq="M")
+    fields = calendar_fields(periods)
+    np.testing.assert_array_equal(fields["day_of_month"], np.ones(14))
+    np.testing.assert_array_equal(fields["month"], periods.month)
+    last_days = calendar_fields(periods.asfreq("D", "end").to_timestamp())
+    np.testing.assert_array_equal(last_days["day_of_month"], periods.day)
+    np.testing.assert_array_equal(last_days["day_of_week"], periods.day_of_week)
+    np.testing.assert_array_equal(last_days["day_of_year"], periods.day_of_year)
+    assert periods.day[1] == 29 and last_days["day_of_month"][1] == 29  # leap February
+
+
+def test_periods_with_nat_are_refused_naming_the_position():
+    periods = pd.PeriodIndex(["2020-01", None, "2020-03"], freq="M")
+    with pytest.raises(ValueError, match=r"timestamps contains NaT \(first at flat position 1\)"):
+        to_seconds(periods)
