@@ -70,11 +70,16 @@ def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
 
     Args:
         x: ``(B, H, N, head_dim)`` queries or keys, any floating dtype.
-        rotation: from :meth:`RotaryEncoding.rotation` (or a 2D encoding).
+        rotation: from :meth:`RotaryEncoding.rotation` (or a 2D encoding), or a rotation that
+            is not made of channel pairs and applies itself through its ``apply(x)`` method
+            (e.g. :class:`posenc.spatial.BlockRotation`, LieRE's ``b x b`` blocks); it too has
+            a ``cos`` of shape ``(B or 1, H or 1, N, ...)``.
 
     Returns:
         Tensor shaped and typed like ``x``. The arithmetic runs in at least float32.
     """
+    if not isinstance(rotation, Rotation) and callable(getattr(rotation, "apply", None)):
+        return rotation.apply(x)
     cos, sin, layout = rotation
     half = cos.shape[-1]
     rot = 2 * half

@@ -1,0 +1,284 @@
+"""Learned-rotation 2D rotary encodings: LieRE and ComRoPE.
+
+Both rotate q and k of head ``h`` at patch coordinate ``p = (row, col)`` by
+
+    R_h(p) = exp(p_row * A_h,row + p_col * A_h,col)
+
+block by block: the ``head_dim`` channels form ``head_dim / b`` blocks of ``b`` consecutive
+channels, and each block has its own ``b x b`` skew-symmetric generators ``A``, so ``R`` is
+block-diagonal and orthogonal (norms are kept).
+
+- ``"liere"`` (Ostmeier et al. 2024, "LieRE: Generalizing Rotary Position Encodings"): the
+  generators are free, ``A = P - P^T`` for a learned ``P`` per head, axis and block.
+- ``"comrope"`` (ComRoPE-LD, Yu et al. 2025, "ComRoPE: Scalable and Robust Rotary Position
+  Embedding Parameterized by Trainable Commuting Angle Matrices"): the two axes share one
+  direction per block, ``A_axis = theta[axis, block] * (P - P^T)`` with ``P`` per head and
+  block and ``theta`` per axis and block (shared by the heads, as in the paper's code).
+
+What the relative-position property ``score(q at p, k at p') = f(q, k, p - p')`` needs:
+``R(p)^T R(p') = R(p' - p)`` holds for every ``p, p'`` exactly when the two axes' generators
+commute. ComRoPE's always do, so its score depends only on the offset (to rounding). LieRE's
+generators are free: the default ``init="mixed"`` starts them as RoPE-Mixed's (``2 x 2``
+rotations in the same planes, which commute: at initialisation LieRE *is* RoPE-Mixed,
+``RoPE2D(variant="mixed", layout="interleaved")`` with the same random draw, and exactly
+relative), and training moves them off that set, where LieRE is no longer a relative
+encoding: the score then also depends on where the pair sits. ``init="random"`` (the papers'
+``randn * init_std``) is not relative from the start.
+
+Commuting skew-symmetric matrices share an orthogonal eigenbasis, so ComRoPE equals RoPE-Mixed
+applied in a learned orthogonal basis per head and block; only LieRE's non-commuting case goes
+beyond what RoPE-Mixed with learned q/k projections can express.
+
+Numerics: ``sum p_a A_a`` and its exponential are formed in float64 (float32 on MPS) and never
+under autocast; the rotations are float32 (float64 for float64 coordinates). The exponential is
+:func:`skew_expm`, not ``torch.linalg.matrix_exp``, whose CUDA kernel copies the per-matrix
+squaring counts to the host (a synchronisation per call); a generator sum whose 1-norm exceeds
+``2**20`` (e.g. RoPE-Mixed's frequencies a million patches away) gives NaN, not a wrong rotation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from posenc.core import (
+    Float64Buffers,
+    check_base,
+    check_choice,
+    check_positive_float,
+    check_positive_int,
+    wide_dtype,
+)
+from torch import Tensor, nn
+
+from .coords import NORMALIZE, GridPositions, as_grid_positions, cached
+from .rope2d import init_mixed_freqs
+
+__all__ = ["BlockRotation", "LieRE", "skew_expm"]
+
+VARIANTS = ("liere", "comrope")
+INITS = ("mixed", "random")
+
+# Scaling and squaring: ``G / 2**s`` with 1-norm <= 1 goes through the degree-16 Taylor
+# polynomial (truncation <= 1/17! ~ 3e-15), evaluated with 6 matrix products
+# (Paterson-Stockmeyer in x**4), then is squared s times. s is per matrix but the loop runs a
+# fixed _MAX_SQUARINGS times (masked), so nothing is read back to the host.
+_MAX_SQUARINGS = 20  # exact up to a 1-norm of 2**20 ~ 1e6 rad; beyond that: NaN
+_TAYLOR = [1 / math.factorial(k) for k in range(17)]
+
+
+def skew_expm(g: Tensor) -> Tensor:
+    """``exp(g)`` of a batch ``(..., b, b)`` of (skew-symmetric) matrices, in ``g``'s dtype.
+
+    Scaling and squaring with a Taylor polynomial, without a host synchronisation: every
+    matrix is scaled by its own ``2**-s`` and squared ``s`` times inside a fixed-length loop.
+    Matrices whose 1-norm exceeds ``2**20`` come back NaN rather than inaccurate.
+    """
+    # The 1-norm bounds the spectral radius. Detached: s only picks the scaling, and
+    # log2's gradient at a zero generator (prefix tokens) would be 0 * inf = NaN.
+    norm = g.detach().abs().sum(-2).amax(-1)
+    s = torch.ceil(torch.log2(norm)).clamp(min=0)
+    x = g * torch.exp2(-s)[..., None, None]
+    eye = torch.eye(g.shape[-1], dtype=g.dtype, device=g.device)
+    x2 = x @ x
+    x3 = x2 @ x
+    x4 = x2 @ x2
+    c = _TAYLOR
+
+    def chunk(i: int) -> Tensor:  # sum_{k < 4} c[4i + k] x**k
+        return c[4 * i] * eye + c[4 * i + 1] * x + c[4 * i + 2] * x2 + c[4 * i + 3] * x3
+
+    r = chunk(3) + c[16] * x4
+    for i in (2, 1, 0):
+        r = chunk(i) + x4 @ r
+    for step in range(_MAX_SQUARINGS):
+        r = torch.where((s > step)[..., None, None], r @ r, r)
+    return torch.where((s > _MAX_SQUARINGS)[..., None, None], torch.nan, r)
+
+
+class BlockRotation(NamedTuple):
+    """Per-token block-diagonal rotation (LieRE, ComRoPE), ready to apply to q or k.
+
+    Every ``b x b`` block ``R`` is stored as its symmetric and skew-symmetric parts,
+    ``cos = (R + R^T) / 2`` and ``sin = (R - R^T) / 2`` (for ``b = 2`` exactly RoPE's
+    ``cos(t) I`` and ``sin(t) J``), flattened per token: both are float32 (float64 for float64
+    coordinates) of shape ``(B or 1, H, N, num_blocks * b * b)``, so code that reads a
+    rotation's token and batch extent from ``cos`` (as :class:`posenc.core.Rotation`'s) reads
+    this one alike. :func:`posenc.core.apply_rotation` calls :meth:`apply`.
+    """
+
+    cos: Tensor
+    sin: Tensor
+    block_size: int
+
+    def apply(self, x: Tensor) -> Tensor:
+        """Rotate ``x`` of shape ``(B, H, N, num_blocks * b)``; shaped and typed like ``x``
+        (the arithmetic runs in at least float32)."""
+        b = self.block_size
+        cos, sin = self.cos, self.sin
+        blocks = cos.shape[-1] // (b * b)
+        if x.ndim != 4 or x.shape[-1] != blocks * b or cos.ndim != 4 \
+                or cos.shape[-2] != x.shape[-2] or any(
+                    r not in (1, n) for r, n in zip(cos.shape[:2], x.shape[:2], strict=True)):
+            raise ValueError(f"a block rotation of shape {tuple(cos.shape)} (B or 1, H or 1, N, "
+                             f"{blocks} blocks * {b} * {b}) does not fit x of shape "
+                             f"{tuple(x.shape)} (B, H, N, head_dim={blocks * b})")
+        if cos.device != x.device:
+            raise ValueError(f"the rotation is on {cos.device} but x is on {x.device}: make the "
+                             "positions on the device of the queries and keys")
+        work = torch.promote_types(x.dtype, torch.float32)
+        r = (cos + sin).to(work).unflatten(-1, (blocks, b, b))
+        y = torch.einsum("...jxy,...jy->...jx", r, x.to(work).unflatten(-1, (blocks, b)))
+        return y.flatten(-2).to(x.dtype)
+
+
+def _skew_pairs(freqs: Tensor, block_size: int) -> Tensor:
+    """RoPE pair frequencies ``(..., D/2)`` -> the skew generators ``(..., D/b, b, b)`` that
+    turn channels ``2i, 2i + 1`` by ``freqs[..., i]`` (``exp(t J) = [[cos, -sin], [sin,
+    cos]]``, the interleaved layout of :class:`posenc.core.Rotation`)."""
+    pairs = freqs.unflatten(-1, (-1, block_size // 2))  # (..., blocks, b/2)
+    g = freqs.new_zeros(*pairs.shape, 2, block_size // 2, 2)  # (..., blocks, b/2, 2, b/2, 2)
+    index = torch.arange(block_size // 2, device=freqs.device)
+    g[..., index, 1, index, 0] = pairs
+    g[..., index, 0, index, 1] = -pairs
+    return g.flatten(-4, -3).flatten(-2)
+
+
+class LieRE(Float64Buffers):
+    """Learned-rotation 2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``.
+
+    Use it as the ``rotary`` of :class:`posenc.core.MultiheadAttention` with ``(N, 2)``/
+    ``(B, N, 2)`` patch coordinates or a :class:`GridPositions` (prefix tokens are not rotated),
+    through :func:`posenc.spatial.attach` (one module per block, as a learnable encoding), or
+    call :meth:`rotate` on q or k. See the module docstring for the formulas and when the score
+    depends only on the offset.
+
+    Args:
+        head_dim: channels per head, divisible by ``block_size``; all of them rotate.
+        num_heads: attention heads (each has its own generators).
+        variant: ``"liere"`` (free generators) or ``"comrope"`` (ComRoPE-LD, commuting).
+        block_size: ``b``, the size of the rotated blocks (>= 2): ``b = 2`` is RoPE-Mixed's
+            pairs (LieRE with ``b = 2`` stays RoPE-Mixed: 2 x 2 generators always commute);
+            the papers use larger blocks.
+        init: ``"mixed"`` (LieRE only, its default): RoPE-Mixed's frequencies
+            (:func:`init_mixed_freqs` with ``base``, drawn as RoPE2D does) on the 2 x 2
+            diagonal of each block; needs an even ``block_size``. ``"random"`` (ComRoPE's
+            default, and the papers'): ``P`` entries ``~ N(0, init_std**2)`` (and ComRoPE's
+            ``theta ~ N(0, 1)``).
+        init_std: standard deviation of the random init. The papers' code uses 1.0 with
+            coordinates in [0, 1]; with patch-index coordinates (``normalize=None``) choose it
+            about ``1 / grid size``.
+        base: RoPE-Mixed frequency base of the mixed init.
+        normalize: coordinate system, as :class:`RoPE2D`'s: ``None`` (patch indices) or
+            ``"unit"`` (``[-1, 1]``, for which the mixed init folds RoPE2D's ``2 pi`` into the
+            generators). :func:`attach` makes the coordinates it names.
+
+    Parameters (float32 under any ``.to(dtype)``, none weight-decayed): ``generators``, the
+    ``P``: ``(H, 2, D/b, b, b)`` for LieRE (``[:, 0]`` rows, ``[:, 1]`` columns), ``(H, D/b, b,
+    b)`` for ComRoPE; ``axis_scales`` (ComRoPE only), the ``theta``: ``(2, D/b)``.
+    """
+
+    kind = "rotary"
+    # bf16 generators would be off by ~0.4%, i.e. whole radians a few hundred patches away.
+    fixed_dtype_parameters = ("generators", "axis_scales")
+
+    def __init__(self, head_dim: int, num_heads: int, variant: str = "liere", *,
+                 block_size: int = 8, init: str | None = None, init_std: float = 1.0,
+                 base: float = 10.0, normalize: str | None = None) -> None:
+        super().__init__()
+        self.head_dim = check_positive_int(head_dim, "head_dim")
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.variant = check_choice(variant, "variant", VARIANTS)
+        self.block_size = check_positive_int(block_size, "block_size")
+        if block_size < 2 or head_dim % block_size:
+            raise ValueError(f"block_size must be >= 2 and divide head_dim={head_dim}, got "
+                             f"{block_size}")
+        init = ("mixed" if variant == "liere" else "random") if init is None else init
+        self.init = check_choice(init, "init", INITS)
+        if init == "mixed" and (variant != "liere" or block_size % 2):
+            raise ValueError(f"init='mixed' (RoPE-Mixed's 2 x 2 rotations) needs "
+                             f"variant='liere' and an even block_size, got variant={variant!r}, "
+                             f"block_size={block_size}; use init='random'")
+        self.init_std = check_positive_float(init_std, "init_std")
+        self.base = check_base(base)
+        self.normalize = check_choice(normalize, "normalize", NORMALIZE)
+        blocks = head_dim // block_size
+        shape = (num_heads, 2) if variant == "liere" else (num_heads,)
+        self.generators = nn.Parameter(torch.empty(*shape, blocks, block_size, block_size))
+        if variant == "comrope":
+            self.axis_scales = nn.Parameter(torch.empty(2, blocks))
+        else:
+            self.register_parameter("axis_scales", None)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Draw the initial generators (as the constructor does; after ``to_empty()``)."""
+        if self.init == "mixed":
+            freqs = init_mixed_freqs(self.head_dim, self.num_heads, self.base).double()
+            if self.normalize == "unit":
+                freqs = freqs * (2 * torch.pi)  # RoPE2D turns unit coordinates by 2 pi freq
+            # P = A / 2 gives P - P^T = A for a skew A. (2, H, D/2) -> (H, 2, D/b, b, b).
+            skew = _skew_pairs(freqs.transpose(0, 1), self.block_size)
+            self.generators.copy_(skew / 2)
+            return
+        self.generators.normal_(0.0, self.init_std)
+        if self.axis_scales is not None:
+            self.axis_scales.normal_(0.0, 1.0)
+
+    def axis_generators(self) -> Tensor:
+        """The skew-symmetric generators ``A``: ``(H, 2, D/b, b, b)``, axis 0 rows, 1 columns."""
+        skew = self.generators - self.generators.mT
+        if self.axis_scales is None:
+            return skew
+        return skew[:, None] * self.axis_scales[None, :, :, None, None]
+
+    def rotation(self, positions: Tensor | GridPositions) -> BlockRotation:
+        """Coordinates -> :class:`BlockRotation` over ``num_prefix_tokens + N`` tokens
+        (``(B or 1, H, P + N, ...)``); prefix tokens get the identity."""
+        positions = as_grid_positions(positions)
+
+        def compute() -> BlockRotation:
+            coords = positions.coords
+            if coords.ndim == 2:
+                coords = coords[None]
+            wide = wide_dtype(coords.device)
+            with torch.autocast(coords.device.type, enabled=False):
+                a = self.axis_generators().to(wide)
+                g = torch.einsum("bna,hajxy->bhnjxy", coords.to(wide), a)
+                if positions.num_prefix_tokens:  # exp(0) = I exactly
+                    g = F.pad(g, (0, 0, 0, 0, 0, 0, positions.num_prefix_tokens, 0))
+                r = skew_expm(g)
+            out = torch.float64 if coords.dtype == torch.float64 else torch.float32
+            r = r.to(out)
+            cos, sin = (r + r.mT) / 2, (r - r.mT) / 2
+            return BlockRotation(cos.flatten(-3), sin.flatten(-3), self.block_size)
+
+        return cached(positions, (id(self), "rotation"), compute)
+
+    def rotate(self, x: Tensor, positions: Tensor | GridPositions) -> Tensor:
+        """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 2)``/``(B, N, 2)``
+        coordinates or a :class:`GridPositions` with ``P`` prefix tokens (left unrotated)."""
+        if not isinstance(x, Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        positions = as_grid_positions(positions)
+        if x.ndim != 4 or x.shape[1] != self.num_heads or x.shape[-1] != self.head_dim:
+            raise ValueError(f"x must have shape (B, H={self.num_heads}, N, "
+                             f"head_dim={self.head_dim}), got {tuple(x.shape)}")
+        coords = positions.coords
+        tokens = positions.num_prefix_tokens + coords.shape[-2]
+        if tokens != x.shape[-2] or (coords.ndim == 3 and coords.shape[0] not in (1, x.shape[0])):
+            raise ValueError(f"positions of shape {tuple(coords.shape)} with "
+                             f"{positions.num_prefix_tokens} prefix tokens do not match x of "
+                             f"shape {tuple(x.shape)}: expected (N, 2) or (B, N, 2) with "
+                             f"prefix + N = {x.shape[-2]}, B = {x.shape[0]}")
+        return self.rotation(positions).apply(x)
+
+    forward = rotate
+
+    def extra_repr(self) -> str:
+        return (f"head_dim={self.head_dim}, num_heads={self.num_heads}, "
+                f"variant={self.variant!r}, block_size={self.block_size}, init={self.init!r}, "
+                f"normalize={self.normalize!r}")

@@ -1,0 +1,259 @@
+"""LieRE / ComRoPE (posenc.spatial.liere): learned block rotations exp(sum_a p_a A_a).
+
+No library ships either encoding, so the checks are the papers' properties, checked against
+independent references: ``torch.linalg.matrix_exp`` for the exponential, posenc's RoPE2D
+(itself checked against timm's ``init_random_2d_freqs``) for LieRE at initialisation, and the
+relative-position property where the generators commute.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from posenc.core import MultiheadAttention, apply_rotation, no_weight_decay_names
+from posenc.spatial import GridPositions, RoPE2D, attach, patch_coords
+from posenc.spatial.liere import BlockRotation, LieRE, skew_expm
+from spatial_models import make_vit
+
+HEAD_DIM, HEADS = 16, 3
+
+
+def _score(enc: LieRE, q: torch.Tensor, k: torch.Tensor, pq, pk) -> torch.Tensor:
+    """Per-head (R(pq) q) . (R(pk) k) for q, k of shape (H, D): (H,)."""
+    rot = enc.rotation(torch.tensor([pq, pk], dtype=torch.float32))
+    r = rot.apply(torch.stack([q, k], dim=1)[None])[0]
+    return (r[:, 0] * r[:, 1]).sum(-1)
+
+
+def _shift_gap(enc: LieRE, shift=(5.0, -3.0)) -> float:
+    """Largest change of the score when both positions move by ``shift``."""
+    torch.manual_seed(1)
+    gap = 0.0
+    for _ in range(4):
+        q, k = torch.randn(HEADS, HEAD_DIM), torch.randn(HEADS, HEAD_DIM)
+        pq, pk = torch.randn(2).tolist(), (torch.randn(2) * 3).tolist()
+        moved = [(a + shift[0], b + shift[1]) for a, b in (pq, pk)]
+        change = _score(enc, q, k, *moved) - _score(enc, q, k, pq, pk)
+        gap = max(gap, change.abs().max().item())
+    return gap
+
+
+def _random_skew(*shape: int) -> torch.Tensor:
+    p = torch.randn(*shape, dtype=torch.float64)
+    return p - p.mT
+
+
+def test_skew_expm_matches_torch_matrix_exp_without_reading_values():
+    for scale in (1e-3, 0.3, 3.0, 100.0):
+        g = _random_skew(64, 8, 8) * scale
+        ref = torch.linalg.matrix_exp(g)
+        torch.testing.assert_close(skew_expm(g), ref, rtol=0, atol=1e-13 * max(scale, 1.0) * 8)
+    g = _random_skew(10, 4, 4) * 2
+    torch.testing.assert_close(skew_expm(g.float()), torch.linalg.matrix_exp(g).float(), rtol=0,
+                               atol=1e-5)  # float32 in, float32 out
+    assert torch.equal(skew_expm(torch.zeros(3, 4, 4)), torch.eye(4).expand(3, 4, 4))
+    # Past 2**20 (1-norm) the fixed squaring loop would be inaccurate: NaN, not a wrong matrix.
+    huge = _random_skew(2, 4, 4) * 1e7
+    assert skew_expm(huge).isnan().all()
+
+
+@pytest.mark.parametrize("normalize", [None, "unit"])
+@pytest.mark.parametrize("block_size", [2, 4, 16])
+def test_liere_at_init_is_rope_mixed_with_the_same_draw(normalize, block_size):
+    torch.manual_seed(3)
+    liere = LieRE(HEAD_DIM, HEADS, block_size=block_size, normalize=normalize)
+    torch.manual_seed(3)
+    mixed = RoPE2D(HEAD_DIM, HEADS, "mixed", normalize=normalize, layout="interleaved")
+    coords = patch_coords((5, 7), normalize)
+    x = torch.randn(2, HEADS, 35, HEAD_DIM)
+    torch.testing.assert_close(liere(x, coords), mixed(x, coords), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("block_size", [2, 4, 8])
+def test_comrope_score_depends_only_on_the_offset(block_size):
+    torch.manual_seed(0)
+    enc = LieRE(HEAD_DIM, HEADS, "comrope", block_size=block_size, init_std=0.5)
+    assert _shift_gap(enc) < 1e-4
+    q, k = torch.randn(HEADS, HEAD_DIM), torch.randn(HEADS, HEAD_DIM)
+    base = _score(enc, q, k, (0.0, 0.0), (0.0, 0.0))
+    for offset in [(2.0, 0.0), (0.0, 2.0)]:  # ... and does depend on it, along both axes
+        assert (_score(enc, q, k, (0.0, 0.0), offset) - base).abs().max() > 1e-2
+
+
+def test_liere_is_relative_when_its_generators_commute():
+    enc = LieRE(HEAD_DIM, HEADS, block_size=8)
+    assert _shift_gap(enc) < 1e-4  # the mixed init: 2 x 2 rotations in shared planes
+    # Dense commuting generators: one orthogonal basis U per head and block, A_a = U L_a U^T.
+    blocks = HEAD_DIM // 8
+    u = torch.linalg.qr(torch.randn(HEADS, blocks, 8, 8, dtype=torch.float64))[0]
+    planes = torch.zeros(HEADS, 2, blocks, 8, 8, dtype=torch.float64)
+    for i in range(4):
+        t = torch.randn(HEADS, 2, blocks, dtype=torch.float64)
+        planes[..., 2 * i + 1, 2 * i], planes[..., 2 * i, 2 * i + 1] = t, -t
+    a = u[:, None] @ planes @ u[:, None].mT
+    with torch.no_grad():
+        enc.generators.copy_(a / 2)
+    assert (a[:, 0] @ a[:, 1] - a[:, 1] @ a[:, 0]).abs().max() < 1e-12
+    assert (a[:, 0] @ a[:, 1]).abs().max() > 1e-1  # dense: not RoPE-Mixed's planes
+    assert _shift_gap(enc) < 1e-4
+
+
+def test_liere_with_non_commuting_generators_is_not_relative():
+    # The general case (the papers' random init, or LieRE after training): the score also
+    # depends on where the pair sits, not only on its offset.
+    torch.manual_seed(0)
+    enc = LieRE(HEAD_DIM, HEADS, init="random", init_std=0.3)
+    a = enc.axis_generators().detach()
+    assert (a[:, 0] @ a[:, 1] - a[:, 1] @ a[:, 0]).abs().max() > 1e-1
+    assert _shift_gap(enc) > 1e-1
+
+
+@pytest.mark.parametrize("variant", ["liere", "comrope"])
+def test_rotations_are_orthogonal_and_keep_norms(variant):
+    enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random")
+    rot = enc.rotation(patch_coords((3, 4)) * 1.7)
+    r = (rot.cos + rot.sin).unflatten(-1, (HEAD_DIM // 4, 4, 4)).double()
+    eye = torch.eye(4, dtype=torch.float64).expand_as(r)
+    torch.testing.assert_close(r.mT @ r, eye, rtol=0, atol=1e-6)
+    torch.testing.assert_close(rot.cos, rot.cos.unflatten(-1, (4, 4, 4)).mT.flatten(-3))
+    x = torch.randn(2, HEADS, 12, HEAD_DIM)
+    out = enc(x, patch_coords((3, 4)) * 1.7)
+    torch.testing.assert_close(out.unflatten(-1, (4, 4)).norm(dim=-1),
+                               x.unflatten(-1, (4, 4)).norm(dim=-1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["liere", "comrope"])
+def test_zero_generators_and_prefix_tokens_are_the_identity(variant):
+    enc = LieRE(HEAD_DIM, HEADS, variant)
+    x = torch.randn(2, HEADS, 10, HEAD_DIM)
+    positions = GridPositions(patch_coords(3), (3, 3), num_prefix_tokens=1)
+    assert torch.equal(enc(x, positions)[:, :, 0], x[:, :, 0])
+    assert not torch.allclose(enc(x, positions)[:, :, 1:], x[:, :, 1:])
+    with torch.no_grad():
+        enc.generators.zero_()
+    assert torch.equal(enc(x, positions), x)
+
+
+@pytest.mark.parametrize("variant", ["liere", "comrope"])
+def test_generators_are_learned_through_attention_with_prefix_tokens(variant):
+    enc = LieRE(HEAD_DIM, HEADS, variant)
+    attn = MultiheadAttention(HEAD_DIM * HEADS, HEADS, rotary=enc)
+    positions = GridPositions(patch_coords((2, 3)), (2, 3), num_prefix_tokens=1)
+    out = attn(torch.randn(2, 7, HEAD_DIM * HEADS), query_positions=positions)
+    out.square().sum().backward()
+    for p in enc.parameters():
+        assert p.grad is not None and p.grad.isfinite().all() and p.grad.abs().sum() > 0
+    names = {"generators"} | ({"axis_scales"} if variant == "comrope" else set())
+    assert enc.no_weight_decay() == names == set(enc.state_dict())
+    assert no_weight_decay_names(attn) == {f"rotary.{n}" for n in names}
+
+
+def test_shapes_and_dtypes():
+    enc = LieRE(HEAD_DIM, HEADS, block_size=4).to(torch.bfloat16)
+    assert enc.generators.dtype == torch.float32  # kept under a module cast
+    rot = enc.rotation(GridPositions(patch_coords(2), num_prefix_tokens=2))
+    assert isinstance(rot, BlockRotation) and rot.block_size == 4
+    assert rot.cos.shape == rot.sin.shape == (1, HEADS, 6, 4 * 4 * 4)
+    assert rot.cos.dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert enc.rotation(patch_coords(2)).cos.dtype == torch.float32
+    x = torch.randn(2, HEADS, 4, HEAD_DIM, dtype=torch.bfloat16)
+    out = enc(x, patch_coords(2))
+    assert out.dtype == torch.bfloat16 and out.shape == x.shape
+    assert torch.equal(out, apply_rotation(x, enc.rotation(patch_coords(2))))
+    wide = enc.rotation(patch_coords(2, dtype=torch.float64))
+    assert wide.cos.dtype == torch.float64
+    # Batched coordinates: one rotation per batch element.
+    coords = torch.stack((patch_coords(2), patch_coords(2).flip(0) * 3))
+    x = torch.randn(2, HEADS, 4, HEAD_DIM)
+    batched = enc(x, coords)
+    torch.testing.assert_close(batched[1], enc(x[1:], coords[1])[0])
+
+
+def test_rotation_is_memoised_per_positions_cache():
+    enc = LieRE(HEAD_DIM, HEADS)
+    positions = GridPositions(patch_coords(3), (3, 3), 1, {})
+    assert enc.rotation(positions) is enc.rotation(positions)
+
+
+@pytest.mark.parametrize("variant", ["liere", "comrope"])
+def test_meta_build_then_to_empty_and_reset_parameters_equals_a_normal_build(variant):
+    torch.manual_seed(5)
+    reference = LieRE(HEAD_DIM, HEADS, variant)
+    with torch.device("meta"):
+        meta = LieRE(HEAD_DIM, HEADS, variant)
+    assert all(p.is_meta for p in meta.parameters())
+    meta.to_empty(device="cpu")
+    torch.manual_seed(5)
+    meta.reset_parameters()
+    for name, p in reference.named_parameters():
+        assert torch.equal(getattr(meta, name), p) and getattr(meta, name).dtype == torch.float32
+
+
+def test_attach_gives_a_timm_vit_one_liere_per_block():
+    model = make_vit()
+    attn = model.blocks[0].attn
+    encodings = [LieRE(attn.head_dim, attn.num_heads, "comrope", normalize="unit")
+                 for _ in model.blocks]
+    attach(model, encodings)
+    assert model.coord_normalize == "unit"
+    out = model(torch.randn(2, 3, 32, 32))
+    out.sum().backward()
+    assert encodings[1].generators.grad.abs().sum() > 0
+    assert model(torch.randn(1, 3, 32, 56)).shape == (1, 5)  # another grid, non-square
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="block_size must be >= 2 and divide head_dim=16, got 6"):
+        LieRE(16, 2, block_size=6)
+    with pytest.raises(ValueError, match="block_size must be >= 2"):
+        LieRE(16, 2, block_size=1)
+    with pytest.raises(TypeError, match="block_size must be an int"):
+        LieRE(16, 2, block_size=4.0)
+    with pytest.raises(ValueError, match="variant"):
+        LieRE(16, 2, "comrope_ap")
+    with pytest.raises(ValueError, match="init='mixed'.*variant='comrope'"):
+        LieRE(16, 2, "comrope", init="mixed")
+    with pytest.raises(ValueError, match="init='mixed'.*block_size=3"):
+        LieRE(12, 2, block_size=3)
+    assert LieRE(12, 2, block_size=3, init="random").generators.shape == (2, 2, 4, 3, 3)
+    with pytest.raises(ValueError, match="init"):
+        LieRE(16, 2, init="orthogonal")
+    with pytest.raises(ValueError, match="init_std"):
+        LieRE(16, 2, init="random", init_std=0.0)
+    with pytest.raises(ValueError, match="normalize"):
+        LieRE(16, 2, normalize="pixels")
+    with pytest.raises(ValueError, match="head_dim"):
+        MultiheadAttention(64, 4, rotary=LieRE(8, 4))
+
+
+def test_rotate_names_what_does_not_fit():
+    enc = LieRE(HEAD_DIM, HEADS)
+    coords = patch_coords(2)
+    with pytest.raises(TypeError, match="^x must be a torch.Tensor, got list"):
+        enc([1.0], coords)
+    with pytest.raises(ValueError, match=r"x must have shape \(B, H=3, N, head_dim=16\), got "
+                                         r"\(1, 2, 4, 16\)"):
+        enc(torch.zeros(1, 2, 4, HEAD_DIM), coords)
+    with pytest.raises(ValueError, match=r"with 1 prefix tokens do not match x of shape "
+                                         r"\(1, 3, 4, 16\).*prefix \+ N = 4, B = 1"):
+        enc(torch.zeros(1, HEADS, 4, HEAD_DIM), GridPositions(coords, num_prefix_tokens=1))
+    with pytest.raises(ValueError, match=r"\(N, 2\)"):
+        enc.rotation(torch.zeros(5))
+    with pytest.raises(ValueError, match=r"a block rotation of shape \(1, 3, 4, 128\).*does "
+                                         r"not fit x of shape \(1, 3, 5, 16\)"):
+        enc.rotation(coords).apply(torch.zeros(1, HEADS, 5, HEAD_DIM))
+    attn = MultiheadAttention(HEAD_DIM * HEADS, HEADS, rotary=enc)
+    with pytest.raises(ValueError, match=r"query_positions of shape \(4, 2\) give 4 positions "
+                                         r"for 5 tokens"):
+        attn(torch.zeros(1, 5, HEAD_DIM * HEADS), query_positions=coords)
+
+
+@pytest.mark.slow
+def test_rotation_traces_as_one_graph():
+    # fullgraph=True fails on any graph break, e.g. a .item() (a host synchronisation on GPUs);
+    # the eager backend traces with Dynamo without generating code, which keeps this fast.
+    enc = LieRE(HEAD_DIM, HEADS, "comrope")
+    coords = patch_coords((3, 4))
+    compiled = torch.compile(lambda c: enc.rotation(c).cos, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(coords), enc.rotation(coords).cos)
