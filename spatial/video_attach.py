@@ -1,0 +1,253 @@
+"""A timm ``VisionTransformer`` fed video: per-frame patches, one sequence, 3D positions.
+
+:class:`VideoVisionTransformer` wraps a timm ViT (built with ``pretrained=False`` or loaded
+from an image checkpoint) and runs it on clips. Shapes, for ``B`` clips of ``T`` frames of
+``C x H x W`` pixels, patch size ``p``, ``h = H / p``, ``w = W / p``, ``P`` prefix tokens
+(cls, registers):
+
+=====================================  ==============================================
+``video``                              ``(B, T, C, H, W)``
+``frame_times`` (optional)             ``(T,)`` shared or ``(B, T)`` per clip; default
+                                       the frame indices ``0 .. T-1``
+the ViT's own patch embed, per frame   ``(B * T, h * w, dim)``
+tokens, frame-major then row-major     ``(B, T * h * w, dim)``
+coordinates (:func:`video_coords`)     ``(T * h * w, 3)`` or ``(B, T * h * w, 3)``:
+                                       ``(t, row, col)``, ``t = frame_times * time_scale``
++ prefix tokens, into the blocks       ``(B, P + T * h * w, dim)``
+:meth:`forward_features`               ``(B, P + n, dim)`` (``n`` patches kept by
+                                       patch dropout, ``T * h * w`` in eval)
+:meth:`forward`                        ``(B, num_classes)`` (the ViT's own head)
+=====================================  ==============================================
+
+The position encoding is a 3D one: :class:`SinCos3D` (added to the patch tokens) or a 3D
+rotary encoding (:class:`RoPE3D`, :class:`MRoPE`), with which each ``block.attn`` becomes a
+:class:`posenc.spatial.GridAttention` (posenc's attention holding the block's ``qkv``,
+``q_norm``, ``k_norm``, ``proj``) that receives the clip's :class:`VideoPositions` through
+timm's ``attn_mask`` argument, as :func:`posenc.spatial.attach` does for images. Frames may
+be irregularly timed: give their times (any unit, e.g. ``posenc.temporal.time_positions``)
+and the rotary score of two patches depends on their true time gap. The ViT is changed in
+place: its 2D ``pos_embed`` is dropped (a checkpoint then loads with ``strict=False``,
+reporting only ``pos_embed``), image size checks follow the clip's frame size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+import torch
+from posenc.core import NoPE, check_positions, check_positive_float
+from posenc.core.validation import assume_finite
+from timm.layers import PatchDropout, PatchEmbed
+from timm.layers.patch_dropout import patch_dropout_forward
+from timm.models.vision_transformer import Block, ResPostBlock, VisionTransformer
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from .factory import SpatialEncodingSpec, encoding_kind, encodings_for_blocks
+from .rope3d import MRoPE, RoPE3D, _Rotary3D
+from .sincos3d import SinCos3D
+from .timm_attach import GridAttention, GridContext, GridVisionTransformer
+from .video import VideoPositions, video_coords
+
+__all__ = ["VIDEO_ENCODINGS", "VideoVisionTransformer"]
+
+_SPECS = (
+    SpatialEncodingSpec("none", NoPE),
+    SpatialEncodingSpec("sincos3d", SinCos3D, ("dim",)),
+    SpatialEncodingSpec("rope3d_axial", RoPE3D, ("head_dim", "num_heads"), {"variant": "axial"}),
+    SpatialEncodingSpec("rope3d_mixed", RoPE3D, ("head_dim", "num_heads"), {"variant": "mixed"}),
+    SpatialEncodingSpec("mrope", MRoPE, ("head_dim",)),
+)
+
+#: 3D encoding name -> :class:`SpatialEncodingSpec` (sizes inferred from the ViT), read-only.
+VIDEO_ENCODINGS: Mapping[str, SpatialEncodingSpec] = MappingProxyType(
+    {s.name: s for s in _SPECS})
+
+
+def _video_encoding_spec(name: str) -> SpatialEncodingSpec:
+    if not isinstance(name, str) or name not in VIDEO_ENCODINGS:
+        raise ValueError(f"unknown video encoding {name!r}; valid names: "
+                         f"{list(VIDEO_ENCODINGS)}")
+    return VIDEO_ENCODINGS[name]
+
+
+def _check_vit(vit: object) -> VisionTransformer:
+    if isinstance(vit, GridVisionTransformer):
+        raise ValueError("vit already has a posenc 2D encoding attached (posenc.spatial.attach);"
+                         " wrap a fresh timm VisionTransformer")
+    if type(vit) is not VisionTransformer:
+        raise TypeError(f"vit must be a timm.models.vision_transformer.VisionTransformer, got "
+                        f"{type(vit).__name__}")
+    if type(vit.patch_embed) is not PatchEmbed:
+        raise TypeError(f"vit must use timm's PatchEmbed, got {type(vit.patch_embed).__name__}")
+    if not isinstance(vit.patch_drop, (nn.Identity, PatchDropout)):
+        raise TypeError(f"vit.patch_drop must be timm's PatchDropout or Identity, got "
+                        f"{type(vit.patch_drop).__name__}")
+    return vit
+
+
+class VideoVisionTransformer(nn.Module):
+    """A timm ``VisionTransformer`` over clips, with a 3D position encoding (module docstring
+    gives every shape).
+
+    Args:
+        vit: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_small_patch16_224",
+            pretrained=False)``); changed in place and kept as ``self.vit``, so its parameter
+            names are ``vit.<timm name>``.
+        encoding: a name from :data:`VIDEO_ENCODINGS` (sizes taken from ``vit``; ``kwargs``
+            override them, e.g. ``sections=(4, 6, 6)``), a :class:`SinCos3D` (added to the
+            patch tokens), a 3D rotary module (:class:`RoPE3D`, :class:`MRoPE`; shared by all
+            blocks), a sequence of one 3D rotary module per block, or None (no position).
+        time_scale: multiplies the frame times (or indices) to give ``t`` (see
+            :func:`video_coords`).
+    """
+
+    def __init__(self, vit: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | None,
+                 *, time_scale: float = 1.0, **kwargs) -> None:
+        super().__init__()
+        vit = _check_vit(vit)
+        self.time_scale = check_positive_float(time_scale, "time_scale")
+        if isinstance(encoding, str):
+            spec = _video_encoding_spec(encoding)
+            params = {**spec.infer(vit), **kwargs}
+            encoding = encodings_for_blocks(lambda: spec.build(**params), len(vit.blocks))
+        elif kwargs:
+            raise TypeError(f"keyword arguments {sorted(kwargs)} are only accepted with an "
+                            f"encoding name from {list(VIDEO_ENCODINGS)}")
+        if isinstance(encoding, (list, tuple)) and not encoding:
+            raise ValueError("encoding must not be an empty sequence")
+        first = encoding[0] if isinstance(encoding, (list, tuple)) else encoding
+        kind = encoding_kind(first)
+        self.pos_encoding: SinCos3D | None = None
+        attentions: list[GridAttention] = []
+        if kind == "additive":
+            if not isinstance(encoding, SinCos3D):
+                raise TypeError(f"an additive video encoding must be a SinCos3D, got "
+                                f"{type(encoding).__name__}")
+            if encoding.dim != vit.embed_dim:
+                raise ValueError(f"encoding dim={encoding.dim} does not match the ViT's "
+                                 f"embed_dim={vit.embed_dim}")
+            self.pos_encoding = encoding
+        elif kind == "rotary":
+            depth = len(vit.blocks)
+            per_block = list(encoding) if isinstance(encoding, (list, tuple)) \
+                else [encoding] * depth
+            if len(per_block) != depth:
+                raise ValueError(f"expected one rotary encoding per block ({depth}), got "
+                                 f"{len(per_block)}")
+            for enc in per_block:
+                if not isinstance(enc, _Rotary3D):
+                    raise TypeError(f"a rotary video encoding must be a 3D one (RoPE3D, MRoPE) "
+                                    f"reading (t, row, col) coordinates, got "
+                                    f"{type(enc).__name__}")
+            for block in vit.blocks:
+                if type(block) not in (Block, ResPostBlock):
+                    raise TypeError(f"a rotary video encoding needs timm's Block or "
+                                    f"ResPostBlock (they pass attn_mask to attn), got "
+                                    f"{type(block).__name__}")
+            param = next(vit.parameters())
+            # Built before anything changes, so a refused encoding leaves the ViT as it was.
+            attentions = [GridAttention.from_timm(block.attn, enc.to(param.device), None)
+                          for block, enc in zip(vit.blocks, per_block, strict=True)]
+        elif kind != "none":
+            raise TypeError(f"video encodings are additive (SinCos3D) or rotary (RoPE3D, "
+                            f"MRoPE), got a {kind} encoding {type(first).__name__}")
+        for block, attn in zip(vit.blocks, attentions, strict=False):
+            block.attn = attn
+        vit.pos_embed = None
+        vit.patch_embed.strict_img_size = False
+        self.vit = vit
+
+    def _grid(self, height: int, width: int) -> tuple[int, int]:
+        ph, pw = self.vit.patch_embed.patch_size
+        if self.vit.patch_embed.dynamic_img_pad:
+            grid = (-(-height // ph), -(-width // pw))  # timm pads up to whole patches
+        elif height % ph or width % pw:
+            raise ValueError(f"frame size ({height}, {width}) is not divisible by the patch size "
+                             f"({ph}, {pw}); resize or crop the frames to a multiple of it")
+        else:
+            grid = (height // ph, width // pw)
+        if grid[0] < 1 or grid[1] < 1:
+            raise ValueError(f"frame size ({height}, {width}) holds no patch of size ({ph}, {pw})")
+        return grid
+
+    def _frames(self, video: Tensor, frame_times: Tensor | None) -> Tensor | int:
+        batch, num_frames = video.shape[0], video.shape[1]
+        if frame_times is None:
+            return num_frames
+        times = check_positions(frame_times, "frame_times")  # read once, at the model's edge
+        if times.shape[-1] != num_frames or (times.ndim == 2 and times.shape[0] != batch):
+            raise ValueError(f"frame_times of shape {tuple(times.shape)} do not match video of "
+                             f"shape {tuple(video.shape)}: expected (T,) or (B, T) with "
+                             f"T={num_frames}, B={batch}")
+        if times.device != video.device:
+            raise ValueError(f"frame_times are on {times.device} but video is on "
+                             f"{video.device}")
+        return times
+
+    def _embed(self, video: Tensor, frame_times: Tensor | None,
+               attn_mask: Tensor | None) -> tuple[Tensor, GridContext | Tensor | None]:
+        """Clips -> ``(B, P + n, dim)`` tokens and the blocks' ``attn_mask`` argument."""
+        if not isinstance(video, Tensor) or video.ndim != 5:
+            got = tuple(video.shape) if isinstance(video, Tensor) else type(video).__name__
+            raise ValueError(f"video must be a (B, T, C, H, W) tensor of clips, got {got}")
+        vit = self.vit
+        batch, num_frames = video.shape[:2]
+        if batch < 1 or num_frames < 1:
+            raise ValueError(f"video must hold at least one clip of one frame, got shape "
+                             f"{tuple(video.shape)}")
+        grid = self._grid(video.shape[-2], video.shape[-1])
+        frames = self._frames(video, frame_times)
+        x = vit.patch_embed(video.flatten(0, 1))  # (B * T, h * w, dim), NHWC if dynamic
+        x = x.reshape(batch, num_frames * grid[0] * grid[1], x.shape[-1])
+        rotary = any(isinstance(block.attn, GridAttention) for block in vit.blocks)
+        coords = None
+        with assume_finite():  # frame_times were read once above; the grid is finite
+            if rotary or self.pos_encoding is not None:
+                coords = video_coords(grid, frames, time_scale=self.time_scale, device=x.device)
+            if self.pos_encoding is not None:
+                x = x + self.pos_encoding(coords, dtype=x.dtype)
+        prefix = [t.expand(batch, -1, -1) for t in (vit.cls_token, vit.reg_token)
+                  if t is not None]
+        x = vit.pos_drop(torch.cat([*prefix, x], dim=1) if prefix else x)
+        drop = vit.patch_drop
+        if isinstance(drop, PatchDropout) and drop.training and drop.prob > 0.0:
+            x, keep = patch_dropout_forward(x, drop.prob, vit.num_prefix_tokens, drop.ordered,
+                                            True)
+            if coords is not None:  # (B, kept, 3)
+                coords = coords.expand(batch, *coords.shape[-2:]).gather(
+                    1, keep[..., None].expand(-1, -1, 3))
+        x = vit.norm_pre(x)
+        if not rotary:
+            return x, attn_mask
+        positions = VideoPositions(coords, vit.num_prefix_tokens, {})
+        # Each distinct encoding's rotation is made once, here, into the positions' cache:
+        # never inside a (possibly checkpointed) block, whose recompute must find what its
+        # forward found.
+        with assume_finite():
+            for enc in {id(b.attn.rotary): b.attn.rotary for b in vit.blocks}.values():
+                enc.rotation(positions)
+        return x, GridContext(positions, attn_mask, False)
+
+    def forward_features(self, video: Tensor, frame_times: Tensor | None = None, *,
+                         attn_mask: Tensor | None = None) -> Tensor:
+        """``(B, T, C, H, W)`` clips (frame times ``(T,)``/``(B, T)``, default ``0 .. T-1``)
+        -> ``(B, P + n, dim)`` normed tokens. ``attn_mask``: bool (True = attend) or additive,
+        broadcastable to ``(B, heads, P + n, P + n)``."""
+        x, mask = self._embed(video, frame_times, attn_mask)
+        for block in self.vit.blocks:
+            args = (x,) if mask is None else (x, mask)
+            if self.vit.grad_checkpointing and torch.is_grad_enabled():
+                # Non-reentrant: reentrant checkpointing drops gradients of tensors inside the
+                # context argument (learnable rotations).
+                x = checkpoint(block, *args, use_reentrant=False)
+            else:
+                x = block(*args)
+        return self.vit.norm(x)
+
+    def forward(self, video: Tensor, frame_times: Tensor | None = None, *,
+                attn_mask: Tensor | None = None) -> Tensor:
+        """``(B, T, C, H, W)`` clips -> ``(B, num_classes)`` (the ViT's pooling and head)."""
+        return self.vit.forward_head(self.forward_features(video, frame_times,
+                                                           attn_mask=attn_mask))
