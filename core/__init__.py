@@ -5,7 +5,7 @@ Three kinds, by where an encoding enters a transformer:
 - additive (``positions -> (..., dim)``): :class:`SinusoidalEncoding`, :class:`LearnedEncoding`
 - rotary (``rotation(positions)`` applied to q and k): :class:`RotaryEncoding`
 - bias (``(q_positions, k_positions) -> (B, H, Nq, Nk)``): :class:`ALiBi`,
-  :class:`T5RelativeBias`, :class:`ClippedRelativeBias`
+  :class:`T5RelativeBias`, :class:`ClippedRelativeBias`, :class:`FIRE`, :class:`Kerple`
 
 and :class:`NoPE` (or ``None``) as the baseline. :class:`MultiheadAttention` takes any rotary
 and any bias encoding. Every encoding class (core, spatial, temporal) is a
@@ -37,6 +37,8 @@ from .alibi import ALiBi, alibi_slopes
 from .angles import angles
 from .attention import KVCache, MultiheadAttention
 from .encoding import KINDS, PositionEncoding, encoding_kind, no_weight_decay_names
+from .fire import FIRE
+from .kerple import KERPLE_KERNELS, Kerple, kerple_bias
 from .learned import InputEmbedding, LearnedEncoding
 from .nope import NoPE
 from .positions import (
@@ -63,7 +65,9 @@ from .rope_scaling import (
     DynamicNTKScaling,
     LinearScaling,
     Llama3Scaling,
+    LongRopeScaling,
     NTKScaling,
+    ProportionalScaling,
     RopeScaling,
     YarnScaling,
     rope_inv_freq,
@@ -75,15 +79,20 @@ __all__ = [
     "KINDS",
     "ClippedRelativeBias",
     "DynamicNTKScaling",
+    "FIRE",
     "InputEmbedding",
+    "KERPLE_KERNELS",
     "KVCache",
+    "Kerple",
     "LearnedEncoding",
     "LinearScaling",
     "Llama3Scaling",
+    "LongRopeScaling",
     "MultiheadAttention",
     "NTKScaling",
     "NoPE",
     "PositionEncoding",
+    "ProportionalScaling",
     "RopeScaling",
     "RotaryEncoding",
     "Rotation",
@@ -96,6 +105,7 @@ __all__ = [
     "convert_rotary_layout",
     "encoding_kind",
     "incremental_positions",
+    "kerple_bias",
     "no_weight_decay_names",
     "packed_attention_mask",
     "packed_positions",

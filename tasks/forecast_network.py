@@ -22,7 +22,9 @@ import pandas as pd
 import torch
 from posenc import temporal
 from posenc.core import (
+    FIRE,
     ALiBi,
+    Kerple,
     MultiheadAttention,
     RotaryEncoding,
     check_choice,
@@ -89,7 +91,22 @@ def _alibi(num_heads: int):
     return ALiBi(num_heads, causal=False)
 
 
-RELATIVE_ENCODINGS: dict[str, Any] = {"rope": _rope, "alibi": _alibi}
+def _fire(num_heads: int):
+    return FIRE(num_heads, causal=False)
+
+
+def _kerple_log(num_heads: int):
+    return Kerple(num_heads, "log", causal=False)
+
+
+def _kerple_power(num_heads: int):
+    return Kerple(num_heads, "power", causal=False)
+
+
+# Relative-time attention on real elapsed time: rotary (rope) or a bias of the time gap.
+RELATIVE_ENCODINGS: dict[str, Any] = {"rope": _rope, "alibi": _alibi, "fire": _fire,
+                                      "kerple_log": _kerple_log,
+                                      "kerple_power": _kerple_power}
 
 
 def encoding_reads(module: nn.Module, name: str = "encoding") -> str:

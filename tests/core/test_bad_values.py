@@ -40,6 +40,8 @@ SCALINGS = {
     "DynamicNTKScaling": lambda f: core.DynamicNTKScaling(f, 2048),
     "YarnScaling": lambda f: core.YarnScaling(f, 2048),
     "Llama3Scaling": lambda f: core.Llama3Scaling(f, 8192),
+    "LongRopeScaling": lambda f: core.LongRopeScaling([1.0], [2.0], 64, factor=f),
+    "ProportionalScaling": lambda f: core.ProportionalScaling(0.25, f),
 }
 
 

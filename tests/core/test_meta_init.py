@@ -23,6 +23,8 @@ ENCODINGS = {
     "alibi": (lambda: core.ALiBi(3), lambda m: m(POS, POS)),
     "t5": (lambda: core.T5RelativeBias(3), lambda m: m(POS, POS)),
     "clipped": (lambda: core.ClippedRelativeBias(3, 4), lambda m: m(POS, POS)),
+    "kerple": (lambda: core.Kerple(3), lambda m: m(POS, POS)),
+    "fire": (lambda: core.FIRE(3), lambda m: m(POS, POS)),
     "learned": (lambda: core.LearnedEncoding(1001, 4), lambda m: m(POS)),
     "attention": (
         lambda: core.MultiheadAttention(16, 2, rotary=core.RotaryEncoding(8), bias=core.ALiBi(2)),

@@ -315,3 +315,19 @@ def test_what_an_encoding_reads_comes_from_its_class():
     with pytest.raises(TypeError, match=r"^encoding Time2Vec does not declare what it reads: "
                                         r".* got 'calendar'"):
         encoding_reads(type("Time2Vec", (torch.nn.Module,), {"reads": "calendar"})())
+
+
+@pytest.mark.parametrize("relative", ["fire", "kerple_log", "kerple_power"])
+def test_time_gap_biases_train_the_forecaster(relative):
+    """FIRE and Kerple as biases of real elapsed time: built by name, one block each, and a
+    training step reaches their parameters."""
+    model = Forecaster(dim=16, depth=2, num_heads=2, encodings=[], relative=relative)
+    biases = [block.attn.bias for block in model.model.blocks]
+    assert len({id(b) for b in biases}) == 2 and all(b is not None for b in biases)
+    ctx = pd.date_range("2024-03-30", periods=12, freq="2h", tz="Europe/Berlin")
+    batch = make_batch(ctx, np.sin(np.arange(12.0)), ctx[-1:] + pd.Timedelta("3h"))
+    batch["target_value"] = torch.ones(1, 1, 1)
+    batch["target_observed"] = torch.ones(1, 1, 1, dtype=torch.bool)
+    model.training_step(batch, 0).backward()
+    grads = [p.grad for b in biases for p in b.parameters()]
+    assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
