@@ -1,0 +1,414 @@
+"""Holiday features: is the local date a holiday, and how many days from the nearest one, for
+any country (and subdivision) of the ``holidays`` package or a list of dates of your own.
+
+GluonTS's ``SpecialDateFeatureSet`` (``gluonts.time_feature.holiday``) loops over every
+timestamp and every holiday in Python; here the holiday dates are built once for the years
+spanned, as int64 day numbers, each timestamp's local date becomes a day number by one floor
+division, and ``torch.searchsorted`` finds the holidays around it: 10M timestamps take about
+a second. The kernels (indicator, exponential, squared exponential, with GluonTS's ``alpha``
+and ``tol``) are GluonTS's formulas.
+
+Distances are signed like GluonTS's ``(date - holiday).days``: positive after the holiday,
+negative before it, counted on local calendar days (an hourly timestamp at 23:00 the day
+before Christmas is -1). The nearest holiday is the nearest one; GluonTS takes the earliest
+occurrence within 200 days instead, which for a yearly holiday is the previous one also where
+the next is nearer (165-200 days after it). Ties go to the earlier holiday, as in GluonTS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from posenc.core import (
+    PositionEncoding,
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_positive_float,
+    wide_dtype,
+)
+from torch import Tensor
+
+from .timestamps import UNITS, Timestamps, check_output_dtype, datetime_index, local_wall_time
+
+__all__ = ["KERNELS", "HolidayFeatures", "holiday_dates", "holiday_distance", "holiday_kernel"]
+
+KERNELS = ("indicator", "exponential", "squared_exponential")
+_NS_PER_DAY = UNITS["D"]
+# Day numbers around every table: never the nearest while a table holds a real date, and far
+# enough that no datetime64 day (even in seconds) reaches them; differences fit int64.
+_FAR = 2**62
+_NAT = torch.iinfo(torch.int64).min  # pandas' NaT as int64
+
+
+def _holidays_package() -> Any:
+    try:
+        import holidays
+    except ImportError as err:
+        raise ImportError("holiday features need the holidays package: pip install "
+                          "'posenc[holidays]' (or pip install holidays), or pass dates= "
+                          "yourself") from err
+    return holidays
+
+
+def _country_calendar(country: str, years: Iterable[int], subdiv: str | None, observed: bool,
+                      categories: Any, language: str | None) -> Any:
+    holidays = _holidays_package()
+    if not isinstance(country, str):
+        raise TypeError(f"country must be an ISO 3166 code string (e.g. 'US', 'DE'), got "
+                        f"{type(country).__name__} ({country!r})")
+    if subdiv is not None and not isinstance(subdiv, str):
+        raise TypeError(f"subdiv must be a subdivision code string or None, got "
+                        f"{type(subdiv).__name__} ({subdiv!r})")
+    check_bool(observed, "observed")
+    supported = holidays.list_supported_countries()
+    if country not in supported:
+        raise ValueError(f"country must be a code of holidays.list_supported_countries() "
+                         f"(e.g. 'US', 'GB', 'DE'), got {country!r}")
+    if subdiv is not None and subdiv not in supported[country]:
+        raise ValueError(f"subdiv must be one of {country}'s subdivisions "
+                         f"{supported[country]}, got {subdiv!r}")
+    try:
+        return holidays.country_holidays(country, subdiv=subdiv, years=list(years),
+                                         observed=observed, categories=categories,
+                                         language=language)
+    except (NotImplementedError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"holidays.country_holidays({country!r}, subdiv={subdiv!r}, "
+                         f"categories={categories!r}, language={language!r}) refused: {err}"
+                         ) from err
+
+
+def _name_groups(calendar: Any, names: Sequence[str] | None, check: bool
+                 ) -> dict[str, np.ndarray]:
+    """``{group: sorted unique datetime64[D]}``: one group of every holiday, or one per name
+    (holidays joins the names of one day with "; ")."""
+    by_name: dict[str, list] = {}
+    for day in calendar:
+        for holiday in calendar.get_list(day):
+            by_name.setdefault(holiday, []).append(day)
+    if names is None:
+        return {"holiday": np.unique(np.array(list(calendar), dtype="M8[D]"))}
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names) or not names:
+        raise TypeError(f"names must be a non-empty list of holiday names (strings), got "
+                        f"{names!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"names must not repeat a name, got {list(names)}")
+    missing = [n for n in names if n not in by_name]
+    if check and missing:
+        raise ValueError(f"names {missing} are not holidays of this calendar in the years "
+                         f"spanned; its holidays there are {sorted(by_name)}")
+    return {n: np.unique(np.array(by_name.get(n, []), dtype="M8[D]")) for n in names}
+
+
+def holiday_dates(country: str, years: Iterable[int], *, subdiv: str | None = None,
+                  names: Sequence[str] | None = None, observed: bool = True,
+                  categories: Any = None, language: str | None = None) -> np.ndarray:
+    """The holiday dates of ``country`` (and ``subdiv``) in ``years``, sorted, unique.
+
+    Args:
+        country: ISO 3166 code of ``holidays.list_supported_countries()`` (``"US"``).
+        years: the years (e.g. ``range(2010, 2021)``).
+        subdiv: a subdivision of the country (``"CA"`` for California), or None.
+        names: keep only the holidays of these names (in the calendar's language, e.g.
+            ``["Christmas Day"]``; an observed day is its own name, "... (observed)").
+        observed, categories, language: passed to ``holidays.country_holidays``.
+
+    Returns:
+        ``(H,)`` ``datetime64[D]``.
+    """
+    calendar = _country_calendar(country, years, subdiv, observed, categories, language)
+    groups = _name_groups(calendar, names, check=True)
+    return np.unique(np.concatenate(list(groups.values())))
+
+
+def _day_numbers(timestamps: Timestamps, tz: Any, name: str
+                 ) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Days since 1970-01-01 of each timestamp's local date (flat int64) and the shape."""
+    index, shape = datetime_index(timestamps, name)
+    local = local_wall_time(index, tz, name)
+    return np.floor_divide(local, _NS_PER_DAY // UNITS[index.unit]), shape
+
+
+def _date_groups(dates: Any) -> dict[str, np.ndarray]:
+    """``dates=``: dates, or ``{name: dates}``, as ``{group: sorted unique datetime64[D]}``."""
+    groups = dict(dates) if isinstance(dates, Mapping) else {"holiday": dates}
+    if not groups:
+        raise ValueError("dates must hold at least one group of dates, got an empty mapping")
+    out = {}
+    for key, values in groups.items():
+        label = "dates" if not isinstance(dates, Mapping) else f"dates[{key!r}]"
+        if not isinstance(key, str):
+            raise TypeError(f"dates keys must be names (strings), got {key!r}")
+        if isinstance(values, str):
+            values = [values]
+        index, _ = datetime_index(values, label)
+        if index.tz is not None:
+            raise TypeError(f"{label} must be calendar dates (tz-naive); a holiday is a "
+                            f"local date, got zone {index.tz}")
+        if not len(index):
+            raise ValueError(f"{label} must hold at least one date, got none")
+        if not (index == index.normalize()).all():
+            raise ValueError(f"{label} must be dates at midnight, got times of day (first "
+                             f"{index[index != index.normalize()][0]})")
+        ticks = _NS_PER_DAY // UNITS[index.unit]
+        out[key] = np.unique(index.asi8 // ticks).astype("M8[D]")
+    return out
+
+
+def _table(groups: Mapping[str, np.ndarray]) -> Tensor:
+    """``(G, L)`` int64 day numbers, each row sorted and framed by -FAR ... +FAR."""
+    width = max(len(v) for v in groups.values()) + 2
+    table = np.full((len(groups), width), _FAR, dtype=np.int64)
+    table[:, 0] = -_FAR
+    for row, values in enumerate(groups.values()):
+        table[row, 1:len(values) + 1] = values.astype(np.int64)
+    return torch.from_numpy(table)
+
+
+def _nearest(days: Tensor, table: Tensor) -> Tensor:
+    """``(M,)`` int64 day numbers, ``(G, L)`` framed table -> ``(M, G)`` signed distance to
+    the nearest date of each row (ties: the earlier date)."""
+    query = days.unsqueeze(0).expand(table.shape[0], -1).contiguous()
+    after = torch.searchsorted(table, query, right=True)  # first date later than the day
+    since = query - table.gather(1, after - 1)  # >= 0: the latest date on or before
+    until = table.gather(1, after) - query  # > 0
+    return torch.where(since <= until, since, -until).T
+
+
+def _span(days: Tensor) -> tuple[int, int] | None:
+    """``(first, last)`` day when computing once per day of the span and gathering is
+    cheaper (a CPU series covering few distinct days: 10M minutes span 7000 days)."""
+    if days.device.type != "cpu" or not days.numel() or torch.compiler.is_compiling():
+        return None
+    first, last = int(days.min()), int(days.max())
+    return (first, last) if last - first < days.numel() else None
+
+
+def _distances(days: Tensor, table: Tensor) -> Tensor:
+    """:func:`_nearest`, once per day of the span where that is cheaper."""
+    span = _span(days)
+    if span is None:
+        return _nearest(days, table)
+    per_day = _nearest(torch.arange(span[0], span[1] + 1, dtype=torch.int64), table)
+    return per_day[days - span[0]]
+
+
+def _years_of(first_day: int, last_day: int) -> range:
+    """The years of two day numbers, one more each side (the nearest holiday of Jan 1 may be
+    the Christmas before)."""
+    first, last = (int(np.datetime64(d, "D").astype("M8[Y]").astype(np.int64)) + 1970
+                   for d in (first_day, last_day))
+    return range(first - 1, last + 2)
+
+
+def holiday_distance(timestamps: Timestamps, country: str | None = None, *,
+                     subdiv: str | None = None, names: Sequence[str] | None = None,
+                     dates: Any = None, tz: Any = None, observed: bool = True,
+                     categories: Any = None, language: str | None = None) -> np.ndarray:
+    """Signed days from each timestamp's local date to the nearest holiday.
+
+    Args:
+        timestamps: any accepted timestamp input (:mod:`posenc.temporal.timestamps`); the
+            local date of tz-aware ones is read in their zone (or ``tz``).
+        country, subdiv, observed, categories, language: the calendar (see
+            :func:`holiday_dates`), built for the years spanned (and one either side).
+        names: one output column per holiday name (GluonTS's one feature per holiday);
+            None: one column for every holiday together.
+        dates: instead of a country: dates (strings, ``date``, datetime64 at midnight), or
+            ``{name: dates}`` for one column each. Their nearest is taken among them only.
+        tz: read the wall clock of this zone (tz-aware input only).
+
+    Returns:
+        ``(*timestamps.shape, G)`` int64: ``date - nearest holiday`` in days (> 0 after it,
+        0 on it; GluonTS's sign), ``G`` = 1 or ``len(names)`` (or of ``dates``). The
+        holiday indicator is ``distance == 0``; kernels: :func:`holiday_kernel`.
+    """
+    days, shape = _day_numbers(timestamps, tz, "timestamps")
+    if (country is None) == (dates is None):
+        raise ValueError(f"give exactly one of country (a holidays calendar) and dates (your "
+                         f"own), got country={country!r}, dates={dates!r}"[:300])
+    if dates is not None:
+        if names is not None or subdiv is not None:
+            raise ValueError("names and subdiv select a country's holidays; with dates= give "
+                             "{name: dates} instead")
+        groups = _date_groups(dates)
+    else:
+        span = _years_of(int(days.min()), int(days.max())) if days.size else range(0)
+        calendar = _country_calendar(country, span, subdiv, observed, categories, language)
+        groups = _name_groups(calendar, names, check=bool(days.size))
+        if not all(len(v) for v in groups.values()) and days.size:
+            raise ValueError(f"country {country!r} (subdiv {subdiv!r}) has no holidays in "
+                             f"{span.start}-{span.stop - 1}")
+    if not days.size:
+        return np.zeros((*shape, len(groups)), dtype=np.int64)
+    out = _distances(torch.from_numpy(days), _table(groups)).numpy()
+    return out.reshape(*shape, len(groups))
+
+
+def holiday_kernel(distance: np.ndarray | Tensor, kernel: str = "indicator", *,
+                   alpha: float = 1.0, tol: float = 1e-9) -> np.ndarray | Tensor:
+    """GluonTS's holiday kernels of a distance in days, elementwise.
+
+    - ``"indicator"``: ``1.0 if distance == 0 else 0.0``;
+    - ``"exponential"``: ``exp(-alpha * |distance|)``;
+    - ``"squared_exponential"``: ``exp(-alpha * distance**2)``;
+
+    the last two set to 0 where they are not above ``tol`` (GluonTS's ``tol=1e-9``).
+
+    Args:
+        distance: ``(...)`` ints or floats (:func:`holiday_distance`), numpy or torch.
+
+    Returns:
+        ``(...)`` float64 (float32 on devices without float64), numpy or torch as given.
+    """
+    check_choice(kernel, "kernel", KERNELS)
+    alpha = check_positive_float(alpha, "alpha")
+    tol = check_float(tol, "tol", ge=0)
+    values = distance if isinstance(distance, Tensor) else torch.from_numpy(
+        np.asarray(distance))
+    if values.dtype == torch.bool or values.is_complex() or not (
+            values.is_floating_point() or values.dtype in (torch.int8, torch.int16,
+                                                           torch.int32, torch.int64)):
+        raise TypeError(f"distance must hold int or float days, got dtype {values.dtype}")
+    wide = wide_dtype(values.device)
+    if kernel == "indicator":
+        out = (values == 0).to(wide)
+    else:
+        x = values.to(wide).abs()
+        out = torch.exp(-alpha * (x * x if kernel == "squared_exponential" else x))
+        out = torch.where(out > tol, out, torch.zeros((), dtype=wide, device=out.device))
+    return out if isinstance(distance, Tensor) else out.numpy()
+
+
+class HolidayFeatures(PositionEncoding):
+    """Holiday features of each timestamp's local date (no parameters).
+
+    Per group (every holiday together, or one per name in ``names`` / key of ``dates``): the
+    kernel of the signed distance to the nearest holiday (GluonTS's ``SpecialDateFeatureSet``
+    row; the indicator by default), and with ``distance_scale`` also that distance divided by
+    it (a signed ramp, e.g. ``distance_scale=30`` makes a month 1.0).
+
+    The calendar is built once here for ``years``; timestamps outside them raise (checked for
+    CPU input, where the data pipeline makes them; on an accelerator the check would wait for
+    the device, so it is skipped).
+
+    Args:
+        country, subdiv, names, observed, categories, language: the calendar (see
+            :func:`holiday_dates`).
+        dates: instead of a country, dates or ``{name: dates}`` (see
+            :func:`holiday_distance`); ``years`` is then not checked.
+        kernel, alpha, tol: see :func:`holiday_kernel`.
+        distance_scale: days that make the distance column 1.0; None: no distance column.
+        years: ``(first, last)`` years the timestamps may fall in, inclusive.
+
+    Example::
+
+        enc = HolidayFeatures("US", "CA", kernel="squared_exponential", alpha=0.5)
+        x = enc(local_ns)   # (B, N) int64 wall-clock ns -> (B, N, 1) float32
+    """
+
+    kind = "additive"
+    reads = "timestamps"
+
+    def __init__(self, country: str | None = None, subdiv: str | None = None, *,
+                 names: Sequence[str] | None = None, dates: Any = None,
+                 kernel: str = "indicator", alpha: float = 1.0, tol: float = 1e-9,
+                 distance_scale: float | None = None, years: Sequence[int] = (1970, 2100),
+                 observed: bool = True, categories: Any = None,
+                 language: str | None = None) -> None:
+        super().__init__()
+        self.kernel = check_choice(kernel, "kernel", KERNELS)
+        self.alpha = check_positive_float(alpha, "alpha")
+        self.tol = check_float(tol, "tol", ge=0)
+        self.distance_scale = None if distance_scale is None else check_positive_float(
+            distance_scale, "distance_scale")
+        if (not isinstance(years, Sequence) or isinstance(years, str) or len(years) != 2):
+            raise TypeError(f"years must be (first, last) ints, got {years!r}")
+        first, last = (check_int(y, f"years[{i}]") for i, y in enumerate(years))
+        if not 1 <= first <= last <= 9998:
+            raise ValueError(f"years must be (first, last) with 1 <= first <= last <= 9998, "
+                             f"got {tuple(years)}")
+        self.years = (first, last)
+        if (country is None) == (dates is None):
+            raise ValueError(f"give exactly one of country and dates, got country="
+                             f"{country!r}, dates={dates!r}"[:300])
+        if dates is not None:
+            if names is not None or subdiv is not None:
+                raise ValueError("names and subdiv select a country's holidays; with dates= "
+                                 "give {name: dates} instead")
+            groups = _date_groups(dates)
+            self._range = None
+        else:
+            calendar = _country_calendar(country, range(first - 1, last + 2), subdiv,
+                                         observed, categories, language)
+            groups = _name_groups(calendar, names, check=True)
+            self._range = (int(np.datetime64(f"{first:04d}-01-01", "D").astype(np.int64)),
+                           int(np.datetime64(f"{last:04d}-12-31", "D").astype(np.int64)))
+        self.country, self.subdiv = country, subdiv
+        self.groups = list(groups)
+        # Rebuilt from the arguments, so not in the state dict.
+        self.register_buffer("table", _table(groups), persistent=False)
+
+    @property
+    def dim(self) -> int:
+        """Output width: one or two columns per group."""
+        return len(self.groups) * (1 if self.distance_scale is None else 2)
+
+    @property
+    def feature_names(self) -> list[str]:
+        """e.g. ``["holiday"]``, or ``["Christmas Day", "Christmas Day_distance", ...]``."""
+        suffixes = [""] if self.distance_scale is None else ["", "_distance"]
+        return [f"{g}{s}" for g in self.groups for s in suffixes]
+
+    def _check_range(self, timestamps: Tensor | None, days: Tensor) -> None:
+        if torch.compiler.is_compiling() or days.device.type != "cpu" or not days.numel():
+            return
+        if timestamps is not None and bool((timestamps == _NAT).any()):
+            raise ValueError("timestamps contains NaT (int64 min); drop or fill missing "
+                             "timestamps before encoding them")
+        low, high = int(days.min()), int(days.max())
+        if self._range is not None and (low < self._range[0] or high > self._range[1]):
+            span = np.array([low, high]).astype("M8[D]")
+            raise ValueError(f"timestamps have local dates {span[0]}..{span[1]}, outside "
+                             f"years={self.years} this calendar was built for; widen years")
+
+    def forward(self, timestamps: Timestamps, *, dtype: torch.dtype = torch.float32
+                ) -> Tensor:
+        """``(...)`` timestamps -> ``(..., dim)``.
+
+        An int64 tensor is read as wall-clock nanoseconds since 1970 (the forecaster's local
+        times) and stays on its device; other input goes through :func:`datetime_index`
+        (local dates of tz-aware timestamps in their own zone).
+        """
+        check_output_dtype(dtype)
+        raw = None
+        if isinstance(timestamps, Tensor) and timestamps.dtype == torch.int64:
+            shape, raw = timestamps.shape, timestamps.reshape(-1)
+            days = torch.div(raw, _NS_PER_DAY, rounding_mode="floor")
+        else:
+            flat, shape = _day_numbers(timestamps, None, "timestamps")
+            days = torch.from_numpy(flat)
+        self._check_range(raw, days)
+        span = _span(days)
+        if span is None:
+            return self._features(days).to(dtype).reshape(*shape, self.dim)
+        per_day = self._features(torch.arange(span[0], span[1] + 1, dtype=torch.int64))
+        return per_day.to(dtype)[days - span[0]].reshape(*shape, self.dim)
+
+    def _features(self, days: Tensor) -> Tensor:
+        """``(M,)`` day numbers -> ``(M, dim)`` in the device's wide dtype."""
+        distance = _nearest(days, self.table.to(days.device))  # (M, G)
+        columns = [holiday_kernel(distance, self.kernel, alpha=self.alpha, tol=self.tol)]
+        if self.distance_scale is not None:
+            columns.append(distance.to(columns[0].dtype) / self.distance_scale)
+        return torch.stack(columns, dim=-1).flatten(-2)  # per group: kernel, distance
+
+    def extra_repr(self) -> str:
+        source = (f"country={self.country!r}, subdiv={self.subdiv!r}" if self.country
+                  else f"dates={self.groups}")
+        return (f"{source}, groups={len(self.groups)}, kernel={self.kernel!r}, "
+                f"alpha={self.alpha}, years={self.years}")
