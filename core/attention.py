@@ -1,8 +1,9 @@
 """The one attention module of posenc: multi-head attention with any rotary and bias encoding.
 
-Rotary encodings provide ``rotation(positions) -> Rotation``; bias encodings are called as
-``bias(query_positions, key_positions) -> (B or 1, H, Nq, Nk)``. Positions can be 1D token
-indices, ``(N, 2)`` patch coordinates or seconds: this module only passes them through.
+Rotary encodings provide ``rotation(positions) -> Rotation`` (and ``key_rotation(positions)``
+where keys turn differently from queries, as in :class:`~posenc.core.XPos`); bias encodings
+are called as ``bias(query_positions, key_positions) -> (B or 1, H, Nq, Nk)``. Positions can
+be 1D token indices, ``(N, 2)`` patch coordinates or seconds: this module only passes them through.
 Parameter names (``qkv``, ``q_norm``, ``k_norm``, ``proj``) match timm's ``Attention`` so
 timm checkpoints load into it unchanged.
 """
@@ -173,7 +174,8 @@ class MultiheadAttention(nn.Module):
     Args:
         dim: model width.
         num_heads: attention heads (``dim`` must be divisible by it).
-        rotary: rotary encoding applied to q and k (e.g. ``RotaryEncoding``), or None.
+        rotary: rotary encoding applied to q and k (e.g. ``RotaryEncoding``, ``XPos``), or
+            None.
         bias: attention-bias encoding added to the logits (e.g. ``ALiBi``), or None.
         qkv_bias: bias in the fused q/k/v projection.
         qk_norm: LayerNorm q and k per head (as timm's ``qk_norm``).
@@ -285,7 +287,9 @@ class MultiheadAttention(nn.Module):
                 construction or read them once already (posenc's ViT makes them from the
                 image shape, the Forecaster from int64 timestamps): the call then reads no
                 values, so a block on a GPU never waits for the host. False: each distinct
-                positions tensor is read once per call (a NaN or inf raises ``ValueError``).
+                positions tensor is read once per call (a NaN or inf raises ``ValueError``;
+                so do positions out of a rotary encoding's range in the attention's dtype,
+                for encodings with ``check_range``, e.g. :class:`~posenc.core.XPos`).
                 Encodings only check shapes and dtypes either way.
 
         Returns:
@@ -298,13 +302,17 @@ class MultiheadAttention(nn.Module):
                 if key_positions is not query_positions:
                     _read_positions("key_positions", key_positions)
             # The encodings (rotations, biases, each called per block) skip their reads.
-            # MultiheadAttention's own forward: a subclass's (GridAttention) has another
-            # signature.
             with assume_finite():
-                return MultiheadAttention.forward(
-                    self, x, context, query_positions=query_positions,
-                    key_positions=key_positions, attn_mask=attn_mask, is_causal=is_causal,
-                    kv_cache=kv_cache, positions_checked=True)
+                return self._attend(x, context, query_positions, key_positions, attn_mask,
+                                    is_causal, kv_cache, check_rotary_range=not positions_checked)
+        return self._attend(x, context, query_positions, key_positions, attn_mask, is_causal,
+                            kv_cache, check_rotary_range=False)
+
+    def _attend(self, x: Tensor, context: Tensor | None, query_positions: object,
+                key_positions: object, attn_mask: object, is_causal: bool,
+                kv_cache: KVCache | None, check_rotary_range: bool) -> Tensor:
+        """:meth:`forward` once the positions are read (or vouched for); with
+        ``check_rotary_range`` the rotary encoding's ``check_range`` reads them too."""
         dim = self.qkv.in_features
         _check_tokens("x", x, dim)
         batch, num_q, _ = x.shape
@@ -332,9 +340,21 @@ class MultiheadAttention(nn.Module):
                              else torch.arange(k.shape[-2], device=x.device))
 
         if self.rotary is not None:
+            if check_rotary_range and hasattr(self.rotary, "check_range"):
+                # The dtype q and k are attended in: SDPA runs in the autocast dtype.
+                device = q.device.type
+                work = (torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device)
+                        else q.dtype)
+                self.rotary.check_range(query_positions, work, "query_positions")
+                if key_positions is not query_positions:
+                    self.rotary.check_range(key_positions, work, "key_positions")
+            key_rotation = getattr(self.rotary, "key_rotation", None)
             q_rotation = self.rotary.rotation(query_positions)
-            k_rotation = (q_rotation if key_positions is query_positions
-                          else self.rotary.rotation(key_positions))
+            if key_rotation is not None:  # keys turn differently from queries (xPos)
+                k_rotation = key_rotation(key_positions)
+            else:
+                k_rotation = (q_rotation if key_positions is query_positions
+                              else self.rotary.rotation(key_positions))
             _check_fit("query_positions", query_positions, q_rotation.cos.shape[-2], num_q)
             _check_fit("key_positions", key_positions, k_rotation.cos.shape[-2], k.shape[-2])
             _check_batch("query_positions", (query_positions,), q_rotation.cos.shape[0], batch)

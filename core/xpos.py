@@ -1,0 +1,226 @@
+"""xPos: rotary embedding with a per-channel exponential decay (Sun et al. 2022, "A
+Length-Extrapolatable Transformer").
+
+Queries are rotated and scaled by ``s(m) = zeta ** ((m - c) / scale_base)``, keys rotated and
+scaled by ``1 / s(n)``, with one ``zeta_i = (2i + 0.4 R) / (1.4 R)`` per rotary pair
+(``R = rotary_dim``, ``zeta`` in ``[2/7, 1)``). The logit of a pair turns by the RoPE angle of
+``m - n`` and is damped by ``zeta_i ** ((m - n) / scale_base)``: for causal attention
+(``m >= n``) the damping grows with distance, slowest for the high-frequency pairs. The
+reference implementations use it in causal attention only (x-transformers refuses
+bidirectional xPos): for keys after the query the factor grows instead.
+
+The centre ``c`` cancels in every logit, so it is a numerical choice only: it sets where the
+scales are 1. rotary-embedding-torch centres a sequence of length ``N`` at ``N // 2``,
+x-transformers at ``(max position + 1) // 2``; ``XPos(center=N // 2)`` reproduces their q and
+k values exactly, and any centre gives their logits. Here the centre is fixed at construction
+rather than taken from each call's positions, because queries and keys must share it: keys
+in a :class:`~posenc.core.KVCache` keep the scale of the step that made them, and a centre
+that moved with the sequence would change every cached logit.
+
+Range, without clipping: a scale ``zeta_0 ** (offset / scale_base)`` grows exponentially with
+the offset ``|position - center|``. :meth:`XPos.max_offset` is the largest offset whose scale
+and inverse stay within ``[max ** -0.5, max ** 0.5]`` of a dtype's largest value ``max``, so
+q and k values up to ``max ** 0.5`` (256 in float16) stay finite after scaling: at the
+default ``scale_base=512`` that is 2266 positions either side of the centre in float16 and
+18,130 in bfloat16/float32 (rotations are float32, so float64 gets float32's range). Beyond
+it, posenc raises rather than let a scale overflow to inf or flush to 0: the rotation checks
+float32's range, :class:`~posenc.core.MultiheadAttention` checks the dtype its attention runs
+in (the autocast dtype under autocast), both when they read the positions' values (not under
+``torch.compile`` or ``assume_finite``, where the caller vouches for them). For longer
+contexts in float16, centre the positions, raise ``scale_base`` (a gentler decay: a different
+model) or attend in bfloat16/float32.
+
+Everything is computed in float64 (float32 on MPS) and applied by
+:func:`~posenc.core.apply_rotation` in the dtype of q and k.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from .angles import LAYOUTS, angles, wide_dtype
+from .buffers import Float64Buffers
+from .rope import Rotation, apply_rotation
+from .rope_scaling import rope_inv_freq
+from .validation import (
+    assume_finite,
+    check_base,
+    check_choice,
+    check_even,
+    check_float,
+    check_positions,
+    check_positive_float,
+    finite_assumed,
+)
+
+__all__ = ["XPos", "xpos_zeta"]
+
+# zeta_0 = 0.4 R / (1.4 R) for every R: the fastest-growing scale sets the range.
+_LOG_ZETA_MIN = math.log(1.4 / 0.4)
+
+
+def xpos_zeta(rotary_dim: int) -> Tensor:
+    """``(rotary_dim // 2,)`` float64 per-pair decay bases ``(2i + 0.4 R) / (1.4 R)``, the
+    paper's ``(i / (R/2) + gamma) / (1 + gamma)`` with ``gamma = 0.4``."""
+    check_even(rotary_dim, "rotary_dim")
+    pairs = torch.arange(0, rotary_dim, 2, dtype=torch.float64)
+    return (pairs + 0.4 * rotary_dim) / (1.4 * rotary_dim)
+
+
+class XPos(Float64Buffers):
+    """xPos rotary encoding for q and k of shape ``(B, H, N, head_dim)``; see the module
+    docstring for the formula, the centre and the range.
+
+    Use it as the ``rotary`` of :class:`~posenc.core.MultiheadAttention` (which turns queries
+    with :meth:`rotation` and keys with :meth:`key_rotation`), or directly:
+    ``q, k = xpos(q, k, positions)``.
+
+    Args:
+        head_dim: channels per head.
+        base: wavelength base of the rotation (``theta``), as :class:`RotaryEncoding`.
+        scale_base: decay length ``gamma`` in positions (the references' ``xpos_scale_base``
+            / ``scale_base``, default 512): the scale of pair ``i`` changes by ``zeta_i`` every
+            ``scale_base`` positions.
+        rotary_dim: channels that rotate and scale (even, <= head_dim); the rest pass through
+            unchanged. Defaults to ``head_dim``. ``zeta`` and the frequencies follow
+            ``rotary_dim``, as in both references' partial rotary.
+        layout: ``"half"`` or ``"interleaved"`` channel pairing (both references use
+            ``"interleaved"``).
+        center: position where every scale is 1. It cancels in the logits; put it mid-way
+            through the positions in use (the references use ``seq_len // 2``) to halve the
+            largest offset, which :meth:`max_offset` bounds.
+    """
+
+    kind = "rotary"
+
+    def __init__(
+        self,
+        head_dim: int,
+        base: float = 10000.0,
+        scale_base: float = 512.0,
+        rotary_dim: int | None = None,
+        layout: str = "half",
+        center: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.head_dim = check_even(head_dim, "head_dim")
+        self.rotary_dim = head_dim if rotary_dim is None else check_even(rotary_dim, "rotary_dim")
+        if self.rotary_dim > head_dim:
+            raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got {rotary_dim}")
+        self.base = check_base(base)
+        self.scale_base = check_positive_float(scale_base, "scale_base")
+        self.layout = check_choice(layout, "layout", LAYOUTS)
+        self.center = check_float(center, "center")
+        self.reset_float64_buffers()
+
+    def float64_buffers(self) -> dict[str, Tensor]:
+        return {"inv_freq64": rope_inv_freq(self.rotary_dim, self.base),
+                "log_zeta64": xpos_zeta(self.rotary_dim).log()}
+
+    @property
+    def inv_freq(self) -> Tensor:
+        """``(rotary_dim // 2,)`` float32 inverse frequencies."""
+        return self.inv_freq64.float()
+
+    @property
+    def zeta(self) -> Tensor:
+        """``(rotary_dim // 2,)`` float64 per-pair decay bases (:func:`xpos_zeta`)."""
+        return self.log_zeta64.exp()
+
+    def max_offset(self, dtype: torch.dtype = torch.float16) -> float:
+        """Largest ``|position - center|`` whose scales ``s`` and ``1 / s`` lie within
+        ``[max ** -0.5, max ** 0.5]`` for ``max`` the largest finite value of ``dtype`` (or of
+        float32, which rotations are computed in, if ``dtype`` is wider)."""
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+        largest = min(torch.finfo(dtype).max, torch.finfo(torch.float32).max)
+        return 0.5 * math.log(largest) * self.scale_base / _LOG_ZETA_MIN
+
+    def check_range(self, positions: Tensor, dtype: torch.dtype = torch.float32,
+                    name: str = "positions") -> None:
+        """Raise ``ValueError`` if a position lies more than :meth:`max_offset` (``dtype``)
+        from the centre. Reads the values (a host synchronisation), whatever the context:
+        call it once where positions are made."""
+        limit = self.max_offset(dtype)
+        if not isinstance(positions, Tensor) or positions.numel() == 0:
+            return
+        offset = (positions.to(wide_dtype(positions.device)) - self.center).abs().max()
+        if bool(offset > limit):
+            raise ValueError(
+                f"{name} lie up to {float(offset):g} positions from the xPos center="
+                f"{self.center:g}, beyond max_offset={limit:.1f} for {dtype} (scale_base="
+                f"{self.scale_base:g}): the scales zeta ** (offset / scale_base) would leave "
+                f"{dtype}'s range. Set center= to the middle of the positions (the references "
+                "use seq_len // 2), raise scale_base, or attend in bfloat16/float32")
+
+    def scale(self, positions: Tensor) -> Tensor:
+        """Query-side scales ``zeta ** ((positions - center) / scale_base)``.
+
+        Args:
+            positions: ``(N,)`` or ``(B, N)``, int or float.
+
+        Returns:
+            ``(N, rotary_dim // 2)`` or ``(B, N, rotary_dim // 2)`` float64 (float32 on MPS);
+            keys use the reciprocal.
+        """
+        positions = check_positions(positions)
+        return self._log_scale(positions).exp()
+
+    def _log_scale(self, positions: Tensor) -> Tensor:
+        wide = wide_dtype(positions.device)
+        power = (positions.to(wide) - self.center) / self.scale_base
+        return power[..., None] * self.log_zeta64.to(device=positions.device, dtype=wide)
+
+    def _rotation(self, positions: Tensor, sign: float) -> Rotation:
+        positions = check_positions(positions)
+        if not finite_assumed():  # read with the finiteness check: a float32 rotation's range
+            self.check_range(positions, torch.float32)
+        wide = wide_dtype(positions.device)
+        theta = angles(positions, self.inv_freq64).to(wide)
+        scale = (sign * self._log_scale(positions)).exp()
+        cos, sin = theta.cos() * scale, theta.sin() * scale
+        if cos.ndim == 2:
+            cos, sin = cos[None], sin[None]
+        return Rotation(cos[:, None].float(), sin[:, None].float(), self.layout)
+
+    def rotation(self, positions: Tensor) -> Rotation:
+        """Queries' rotation: ``(N,)`` or ``(B, N)`` positions -> :class:`Rotation` whose
+        ``cos``/``sin`` (``(B or 1, 1, N, rotary_dim // 2)`` float32) include the scale."""
+        return self._rotation(positions, 1.0)
+
+    def key_rotation(self, positions: Tensor) -> Rotation:
+        """Keys' rotation: as :meth:`rotation`, with the reciprocal scale."""
+        return self._rotation(positions, -1.0)
+
+    def forward(self, q: Tensor, k: Tensor, query_positions: Tensor,
+                key_positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Rotate and scale ``(B, H, Nq, head_dim)`` queries and ``(B, H_kv, Nk, head_dim)``
+        keys (``key_positions`` defaults to ``query_positions``); both keep their dtype.
+
+        Positions out of :meth:`max_offset` for the dtype of q and k raise ``ValueError``
+        (when values are read: not under ``torch.compile`` or ``assume_finite``).
+        """
+        key_positions = query_positions if key_positions is None else key_positions
+        for name, x, positions in (("query_positions", q, query_positions),
+                                   ("key_positions", k, key_positions)):
+            if not isinstance(x, Tensor) or x.ndim != 4 or x.shape[-1] != self.head_dim:
+                got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+                raise ValueError(f"{'q' if name[0] == 'q' else 'k'} must have shape (B, H, N, "
+                                 f"head_dim={self.head_dim}), got {got}")
+            positions = check_positions(positions, name)
+            if positions.shape[-1] != x.shape[-2]:
+                raise ValueError(f"{name} of shape {tuple(positions.shape)} do not match "
+                                 f"{tuple(x.shape)}: expected (N,) or (B, N) with "
+                                 f"N={x.shape[-2]}")
+            if not finite_assumed():
+                self.check_range(positions, x.dtype, name)
+        with assume_finite():  # read once above
+            return (apply_rotation(q, self.rotation(query_positions)),
+                    apply_rotation(k, self.key_rotation(key_positions)))
+
+    def extra_repr(self) -> str:
+        return (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, "
+                f"scale_base={self.scale_base}, layout={self.layout!r}, center={self.center}")
