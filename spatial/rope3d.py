@@ -97,17 +97,19 @@ def mrope_axes(sections: tuple[int, int, int], axis_layout: str = "chunked") -> 
     """
     check_choice(axis_layout, "axis_layout", AXIS_LAYOUTS)
     pairs = sum(sections)
+    # Plain Python, on the CPU: a module built under torch.device("meta") checks it too.
     if axis_layout == "chunked":
-        return torch.repeat_interleave(torch.arange(3), torch.tensor(sections))
-    axis = torch.zeros(pairs, dtype=torch.int64)
-    axis[1:3 * sections[1]:3] = 1
-    axis[2:3 * sections[2]:3] = 2
-    counts = tuple(int((axis == a).sum()) for a in range(3))
-    if counts != tuple(sections):
-        raise ValueError(f"sections={tuple(sections)!r} cannot be laid out strided over "
-                         f"{pairs} pairs (t, row, col would get {counts}): the row and col "
-                         f"sections must fit in the first pairs (3 * sections[1] <= {pairs} + 2)")
-    return axis
+        axis = [a for a, s in enumerate(sections) for _ in range(s)]
+    else:
+        axis = [1 if j % 3 == 1 and j < 3 * sections[1] else
+                2 if j % 3 == 2 and j < 3 * sections[2] else 0 for j in range(pairs)]
+        counts = tuple(axis.count(a) for a in range(3))
+        if counts != tuple(sections):
+            raise ValueError(f"sections={tuple(sections)!r} cannot be laid out strided over "
+                             f"{pairs} pairs (t, row, col would get {counts}): the row and col "
+                             f"sections must fit in the first pairs (3 * sections[1] <= "
+                             f"{pairs} + 2)")
+    return torch.tensor(axis, dtype=torch.int64, device="cpu")
 
 
 def init_mixed_freqs_3d(head_dim: int, num_heads: int, base: float = 10.0,
@@ -127,17 +129,22 @@ def init_mixed_freqs_3d(head_dim: int, num_heads: int, base: float = 10.0,
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got "
                         f"{type(generator).__name__}")
-    if check_bool(rotate, "rotate"):
-        q, r = torch.linalg.qr(torch.randn(num_heads, 3, 3, generator=generator,
-                                           dtype=torch.float64))
-        frames = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[:, None, :]
-    else:
-        frames = torch.eye(3, dtype=torch.float64).expand(num_heads, 3, 3)
-    axis = mrope_axes(sections)
-    mag = torch.cat([rope_inv_freq(2 * s, base) for s in sections])  # (pairs,)
-    # frames[h, :, a] is u_a of head h; pair j turns along u_{axis[j]}.
-    directions = frames[:, :, axis]  # (H, 3, pairs)
-    return (directions * mag).permute(1, 0, 2).float()
+    rotate = check_bool(rotate, "rotate")
+    device = torch.get_default_device()
+    # Drawn on the CPU (a CPU generator, QR and indexing need values: not under a meta
+    # device), then placed: 3 * H * head_dim / 2 numbers.
+    with torch.device("cpu"):
+        if rotate:
+            q, r = torch.linalg.qr(torch.randn(num_heads, 3, 3, generator=generator,
+                                               dtype=torch.float64))
+            frames = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[:, None, :]
+        else:
+            frames = torch.eye(3, dtype=torch.float64).expand(num_heads, 3, 3)
+        mag = torch.cat([rope_inv_freq(2 * s, base) for s in sections])  # (pairs,)
+        # frames[h, :, a] is u_a of head h; pair j turns along u_{axis[j]}.
+        directions = frames[:, :, mrope_axes(sections)]  # (H, 3, pairs)
+        freqs = (directions * mag).permute(1, 0, 2).float()
+    return freqs.to(device)
 
 
 def _axial_freqs(axis: Tensor, inv_freq: Tensor) -> Tensor:

@@ -101,6 +101,11 @@ class VideoVisionTransformer(nn.Module):
             blocks), a sequence of one 3D rotary module per block, or None (no position).
         time_scale: multiplies the frame times (or indices) to give ``t`` (see
             :func:`video_coords`).
+
+    With a rotary encoding, prefix tokens (cls, registers) are unrotated, i.e. they sit at
+    ``(0, 0, 0)``: patch-to-patch scores depend only on offsets, but a cls token sees where
+    a clip lies in time, so give frame times from the clip's start
+    (``time_positions(stamps, stamps[0], unit=...)``) unless absolute time should matter.
     """
 
     def __init__(self, vit: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | None,

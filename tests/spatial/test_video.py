@@ -342,3 +342,24 @@ def test_sincos3d_bad_arguments():
     with pytest.raises(ValueError, match="coords must be finite"):
         enc(torch.tensor([[float("nan"), 0.0, 0.0]]))
 
+
+
+@pytest.mark.parametrize("make", [lambda: RoPE3D(HEAD_DIM, HEADS, "mixed"),
+                                  lambda: RoPE3D(HEAD_DIM, HEADS, "axial"),
+                                  lambda: MRoPE(HEAD_DIM, (4, 2, 2), axis_layout="strided"),
+                                  lambda: SinCos3D(32)], ids=["mixed", "axial", "mrope", "sincos"])
+def test_meta_device_build_then_to_empty_and_reset_parameters(make):
+    reference = make()
+    with torch.device("meta"):
+        enc = make()
+    assert all(t.is_meta for t in [*enc.parameters(), *enc.buffers()])
+    enc.to_empty(device="cpu")
+    enc.reset_parameters()
+    if getattr(reference, "freqs", None) is not None:  # a fresh random draw: copy it over
+        assert enc.freqs.shape == reference.freqs.shape and torch.isfinite(enc.freqs).all()
+        enc.load_state_dict(reference.state_dict())
+    coords = video_coords(2, 3)
+    if isinstance(enc, SinCos3D):
+        torch.testing.assert_close(enc(coords), reference(coords))
+    else:
+        torch.testing.assert_close(enc.rotation(coords).cos, reference.rotation(coords).cos)
