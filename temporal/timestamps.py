@@ -315,13 +315,19 @@ def to_seconds(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -
             f"{'the finer of their units' if start.unit != index.unit else index.unit!r} "
             f"({err}); choose an origin nearer the timestamps, at their resolution "
             f"({index.unit!r})") from err
-    ticks, tick_ns = delta.asi8.astype(np.float64), UNITS[delta.unit]
+    return _in_unit(delta.asi8, delta.unit, unit).reshape(shape)
+
+
+def _in_unit(ticks: np.ndarray, tick_unit: str, unit: str) -> np.ndarray:
+    """int64 ``ticks`` of ``tick_unit`` as float64 ``unit`` (both in :data:`UNITS`), converted
+    once: exact while below 2**53 ticks."""
+    out, tick_ns = ticks.astype(np.float64), UNITS[tick_unit]
     # Unit lengths divide one another, so one of these factors is 1 and the other exact.
     if tick_ns > UNITS[unit]:
-        ticks *= tick_ns // UNITS[unit]
+        out *= tick_ns // UNITS[unit]
     elif tick_ns < UNITS[unit]:
-        ticks /= UNITS[unit] // tick_ns
-    return ticks.reshape(shape)
+        out /= UNITS[unit] // tick_ns
+    return out
 
 
 def time_positions(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -> Tensor:

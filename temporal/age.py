@@ -1,0 +1,192 @@
+"""Age features: how long a series has been running at each observation (GluonTS's
+``AddAgeFeature``), in real elapsed time so that irregular sampling ages a series by its gaps.
+
+GluonTS gives observation ``i`` of a series ``log10(2 + i)`` (``log_scale=True``) or ``i``:
+the index, as if samples were equally spaced. Here the age is elapsed time since the series
+start in a ``unit``, then transformed (:data:`TRANSFORMS`):
+
+- ``"gluonts"``: ``log10(2 + age)``, GluonTS's formula: ``log10(2) = 0.301`` at the start,
+  +1 per decade of age; with the index as age (:func:`age_feature` of ``np.arange(n)``, or a
+  ``unit`` equal to a regular sampling step) it equals ``AddAgeFeature``;
+- ``"log1p"``: ``ln(1 + age)``, 0 at the start;
+- ``"linear"``: ``age`` itself (``AddAgeFeature(log_scale=False)``); choose ``unit`` so it
+  stays O(1)-O(100).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from posenc.core import PositionEncoding, check_choice, wide_dtype
+from torch import Tensor
+
+from .timestamps import (
+    _CLOCK_WORDS,
+    UNITS,
+    Timestamps,
+    _clock_word_error,
+    _in_unit,
+    check_output_dtype,
+    datetime_index,
+    to_seconds,
+)
+
+__all__ = ["TRANSFORMS", "AgeFeature", "age_feature", "series_age"]
+
+TRANSFORMS = ("gluonts", "log1p", "linear")
+_NAT = torch.iinfo(torch.int64).min
+
+
+def _check_start(start: Any) -> pd.Timestamp | None:
+    if start is None:
+        return None
+    if isinstance(start, bool | int | float | np.number):
+        raise TypeError(f"start must be a timestamp (string, datetime, Timestamp, "
+                        f"datetime64), got {type(start).__name__} {start!r}, which has no "
+                        f"unit")
+    if isinstance(start, str) and start in _CLOCK_WORDS:
+        raise _clock_word_error("start")
+    try:
+        stamp = pd.Timestamp(start)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"start must be a timestamp, got {start!r}: {err}") from err
+    if stamp is pd.NaT:
+        raise ValueError("start must be a timestamp, got NaT")
+    return stamp
+
+
+def _negative_error(first: int) -> ValueError:
+    return ValueError(f"timestamps must not precede start (a series has no negative age), "
+                      f"but flat position {first} does; give the series' first time as "
+                      f"start, or start=None for the earliest timestamp")
+
+
+def series_age(timestamps: Timestamps, start: Any = None, *, unit: str = "D") -> np.ndarray:
+    """Elapsed time since the series start, as float64 in ``unit``, in the input's shape.
+
+    Args:
+        timestamps: any accepted timestamp input (:mod:`posenc.temporal.timestamps`); for
+            ``(..., N)`` arrays each row along the last axis is one series. tz-aware input
+            gives real elapsed time (a DST change adds no hour), naive input the difference
+            of wall-clock readings.
+        start: the series start (a timestamp of the same naive/aware kind); None: each row's
+            earliest timestamp. Timestamps before it raise.
+        unit: one of :data:`~posenc.temporal.UNITS` (``"s"``, ``"h"``, ``"D"``, ...).
+
+    Returns:
+        float64 ages ``>= 0``, exact to the tick while below 2**53 ticks (formed in int64).
+    """
+    check_choice(unit, "unit", tuple(UNITS))
+    stamp = _check_start(start)
+    if stamp is not None:
+        index, _ = datetime_index(timestamps)
+        if (stamp.tz is not None) != (index.tz is not None):
+            raise TypeError(f"start is tz-{'aware' if stamp.tz is not None else 'naive'} "
+                            f"({start!r}) but timestamps are tz-"
+                            f"{'aware' if index.tz is not None else 'naive'}; give both the "
+                            f"same kind")
+        age = to_seconds(timestamps, stamp, unit=unit)
+        if age.size and age.min() < 0:
+            raise _negative_error(int(np.flatnonzero(age.reshape(-1) < 0)[0]))
+        return age
+    index, shape = datetime_index(timestamps)
+    ticks = index.asi8.reshape(shape)
+    if not ticks.size or not ticks.ndim:
+        return np.zeros(shape, dtype=np.float64)
+    delta = ticks - ticks.min(axis=-1, keepdims=True)
+    if delta.min() < 0:  # wrapped: a row spans more than int64 ticks
+        raise ValueError(f"timestamps span more than int64 {index.unit!r} ticks hold (292 "
+                         f"years in ns); give them a coarser resolution, e.g. .as_unit('s')")
+    return _in_unit(delta, index.unit, unit)
+
+
+def age_feature(age: np.ndarray | Tensor, transform: str = "gluonts") -> np.ndarray | Tensor:
+    """``age`` (``>= 0``, any shape: :func:`series_age`, or ``np.arange(n)`` for GluonTS's
+    index age) transformed by ``transform`` (see the module docstring).
+
+    Returns:
+        float64 (float32 on devices without it), numpy or torch as given.
+    """
+    check_choice(transform, "transform", TRANSFORMS)
+    values = age if isinstance(age, Tensor) else torch.from_numpy(np.asarray(age))
+    if values.dtype == torch.bool or values.is_complex() or not (
+            values.is_floating_point() or values.dtype in (torch.uint8, torch.int8, torch.int16,
+                                                           torch.int32, torch.int64)):
+        raise TypeError(f"age must hold int or float ages, got dtype {values.dtype}")
+    wide = values.to(wide_dtype(values.device))
+    if (values.device.type == "cpu" and values.numel() and not torch.compiler.is_compiling()
+            and not bool((wide >= 0).all())):
+        bad = (~(wide >= 0)).reshape(-1).nonzero()[0, 0]
+        raise ValueError(f"age must be >= 0 and not NaN (time since the series start), got "
+                         f"{wide.reshape(-1)[bad].item()} at flat position {int(bad)}")
+    if transform == "gluonts":
+        out = torch.log10(2 + wide)
+    elif transform == "log1p":
+        out = torch.log1p(wide)
+    else:
+        out = wide
+    return out if isinstance(age, Tensor) else out.numpy()
+
+
+class AgeFeature(PositionEncoding):
+    """Module form of :func:`series_age` + :func:`age_feature` (no parameters): ``(...)``
+    timestamps -> ``(..., 1)``.
+
+    Args:
+        start: the series start (see :func:`series_age`); None: the earliest timestamp of
+            each row (in the forecaster's windows that is the window's first token, so give
+            the data's first time as ``start`` for the age of the series).
+        unit: the unit ages are counted in before ``transform``.
+        transform: one of :data:`TRANSFORMS`.
+
+    An int64 tensor is read as nanoseconds since 1970 on the clock ``start`` is read on (the
+    forecaster's local wall-clock times with a naive ``start``; UTC with a tz-aware one) and
+    stays on its device; the difference is taken in int64, so it is exact.
+    """
+
+    kind = "additive"
+    reads = "timestamps"
+    dim = 1
+
+    def __init__(self, start: Any = None, unit: str = "D", transform: str = "gluonts") -> None:
+        super().__init__()
+        self.start = _check_start(start)
+        self.unit = check_choice(unit, "unit", tuple(UNITS))
+        self.transform = check_choice(transform, "transform", TRANSFORMS)
+        self._start_ns = None if self.start is None else int(self.start.as_unit("ns").value)
+
+    @property
+    def feature_names(self) -> list[str]:
+        return ["age"]
+
+    def forward(self, timestamps: Timestamps, *, dtype: torch.dtype = torch.float32
+                ) -> Tensor:
+        """``(...)`` timestamps -> ``(..., 1)`` of ``dtype``."""
+        check_output_dtype(dtype)
+        if not (isinstance(timestamps, Tensor) and timestamps.dtype == torch.int64):
+            age = torch.from_numpy(series_age(timestamps, self.start, unit=self.unit))
+        else:
+            if timestamps.ndim == 0:
+                raise ValueError("timestamps must have at least one dim (a series), got a "
+                                 "0-d tensor")
+            if not timestamps.numel():
+                return torch.zeros((*timestamps.shape, 1), dtype=dtype,
+                                   device=timestamps.device)
+            checks = (timestamps.device.type == "cpu" and timestamps.numel()
+                      and not torch.compiler.is_compiling())
+            if checks and bool((timestamps == _NAT).any()):
+                raise ValueError("timestamps contains NaT (int64 min); drop or fill missing "
+                                 "timestamps before encoding them")
+            first = (timestamps.amin(dim=-1, keepdim=True) if self._start_ns is None
+                     else self._start_ns)
+            delta = timestamps - first
+            if checks and bool((delta < 0).any()):
+                raise _negative_error(int((delta < 0).reshape(-1).nonzero()[0, 0]))
+            age = delta.to(wide_dtype(timestamps.device)) / UNITS[self.unit]
+        return age_feature(age, self.transform)[..., None].to(dtype)
+
+    def extra_repr(self) -> str:
+        return f"start={self.start}, unit={self.unit!r}, transform={self.transform!r}"
