@@ -28,10 +28,15 @@ its forward did. Cache keys are Python values (module ids and names); sizes trac
 ``torch.SymInt`` are never used as keys (see :func:`posenc.spatial.coords.cached`), so the
 model runs under ``torch.compile`` and ``torch.export`` with dynamic image sizes (nothing
 calls ``.item()``).
+
+``attach(..., ref_grid_size=(h, w))`` is EVA's ``ref_feat_shape`` (timm's
+``RotaryEmbeddingCat(ref_feat_shape=...)``): the patch indices of every grid are rescaled to the
+reference grid, ``coord * ref / grid`` per axis, before any encoding sees them.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -45,9 +50,10 @@ from timm.models.vision_transformer import Block, ResPostBlock, VisionTransforme
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .coords import GridPositions, patch_coords
+from .coords import GridPositions, check_grid_size, patch_coords
 from .factory import ENCODINGS, encoding_kind, encoding_spec, encodings_for_blocks
 from .learned import Learned2D
+from .sincos import SinCos2D
 
 __all__ = ["attach", "GridAttention", "GridContext", "GridVisionTransformer"]
 
@@ -162,10 +168,30 @@ class GridVisionTransformer(VisionTransformer):
     ``forward_features`` and ``forward_intermediates`` take ``(B, C, H, W)`` images of any
     size divisible by the patch size (any size with ``dynamic_img_pad``) and give every block
     the forward's :class:`GridContext`. ``model.coord_normalize`` is the coordinate system of
-    the positions (``patch_coords``'s ``normalize``).
+    the positions (``patch_coords``'s ``normalize``); ``model.ref_grid_size`` the reference grid
+    they are rescaled to, or None (:meth:`grid_coords`).
     """
 
     coord_normalize: str | None
+    ref_grid_size: tuple[int, int] | None = None  # also for models pickled before it existed
+
+    def grid_coords(self, grid_size: tuple[int, int], *,
+                    device: torch.device | str | None = None) -> Tensor:
+        """The ``(rows * cols, 2)`` float32 coordinates this model gives its encodings for a
+        ``(rows, cols)`` patch grid, in row-major order: ``patch_coords(grid_size,
+        coord_normalize)``, and with a ``ref_grid_size`` ``(R, C)`` the patch indices rescaled
+        to it, ``(row / rows * R, col / cols * C)``, in timm's order of operations
+        (``_build_grid`` with ``ref_feat_shape``), so an image at twice the reference size gets
+        half-patch steps spanning the reference grid's range.
+
+        RoPE2D's coordinate augmentation (``shift_coords`` etc., training mode) transforms these
+        coordinates afterwards, as timm augments the rescaled grid."""
+        coords = patch_coords(grid_size, self.coord_normalize, device=device)
+        if self.ref_grid_size is None:
+            return coords
+        (rows, cols), (ref_rows, ref_cols) = grid_size, self.ref_grid_size
+        return torch.stack((coords[:, 0] / rows * ref_rows, coords[:, 1] / cols * ref_cols),
+                           dim=-1)
 
     def _embed(self, x: Tensor, blocks: Sequence[nn.Module], attn_mask: Tensor | None,
                is_causal: bool) -> tuple[Tensor, GridContext | Tensor | None, tuple, bool]:
@@ -192,15 +218,18 @@ class GridVisionTransformer(VisionTransformer):
         encoding = self.patch_embed.pos_encoding
         if encoding is not None:
             with assume_finite():  # the grid's positions come from the image shape
-                x = x + encoding.encode_grid(grid).to(x.dtype)
+                # attach allows a ref_grid_size only for additive encodings of coordinates
+                # (SinCos2D), whose forward takes them.
+                table = encoding.encode_grid(grid) if self.ref_grid_size is None \
+                    else encoding(self.grid_coords(grid, device=x.device))
+                x = x + table.to(x.dtype)
         # Prefix tokens are prepended here, not by timm's _pos_embed: without a pos_embed, timm
         # <= 1.0.25 returns before prepending them.
         prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token)
                   if t is not None]
         x = self.pos_drop(torch.cat([*prefix, x], dim=1) if prefix else x)
         needs_positions = any(isinstance(block.attn, GridAttention) for block in blocks)
-        coords = patch_coords(grid, self.coord_normalize, device=x.device) \
-            if needs_positions else None
+        coords = self.grid_coords(grid, device=x.device) if needs_positions else None
         drop = self.patch_drop
         dropped = isinstance(drop, PatchDropout) and drop.training and drop.prob > 0.0
         if dropped:
@@ -210,7 +239,10 @@ class GridVisionTransformer(VisionTransformer):
         x = self.norm_pre(x)
         if not needs_positions:
             return x, attn_mask, grid, dropped
-        positions = GridPositions(coords, grid, self.num_prefix_tokens, {})
+        # Rescaled coordinates are not integer positions on the grid, which GridPositions'
+        # grid_size promises (bias tables index by it); only rotary encodings read them.
+        positions = GridPositions(coords, grid if self.ref_grid_size is None else None,
+                                  self.num_prefix_tokens, {})
         with assume_finite():  # patch_coords of the grid: finite by construction
             _encode_positions(blocks, positions, x)
         return x, GridContext(positions, attn_mask, is_causal), grid, dropped
@@ -312,11 +344,17 @@ def _check_model(model: nn.Module, kind: str) -> VisionTransformer:
     return model
 
 
-def _from_name(model: VisionTransformer, name: str, kwargs: dict) -> list[nn.Module] | nn.Module:
+def _from_name(model: VisionTransformer, name: str, kwargs: dict,
+               ref_grid_size: tuple[int, int] | None) -> list[nn.Module] | nn.Module:
     """Encodings for ``name`` with sizes inferred from ``model`` (``kwargs`` override), one
     per block or shared as :func:`posenc.spatial.one_module_per_block` rules."""
     spec = encoding_spec(name)
     params = {**spec.infer(model), **kwargs}
+    if ref_grid_size is not None:
+        # On a meta-device build, before "learned" folds the model's pos_embed into its
+        # prefix tokens: a refused name leaves the model as it was.
+        with torch.device("meta"):
+            _check_ref_grid([spec.build(**params)], repr(name))
     if spec.cls is Learned2D and model.pos_embed is not None:
         return _learned_from_model(model, params)
     return encodings_for_blocks(lambda: spec.build(**params), len(model.blocks))
@@ -341,6 +379,47 @@ def _learned_from_model(model: VisionTransformer, params: dict) -> Learned2D:
     return encoding
 
 
+#: Why ``ref_grid_size`` is refused, by encoding class name (others get a generic reason).
+_NO_REF_GRID = {
+    "Learned2D": "a learned table is indexed by patch, and resampled to each grid instead",
+    "Factorized2D": "its learned rows/columns are indexed by patch",
+    "RelativeBias2D": "its table is indexed by integer offsets and resized to each grid instead "
+                      "(RelativeBias2D(..., resize='bicubic' or 'geometric'))",
+    "ContinuousBias2D": "its reference grid is a constructor argument (SwinV2's pretraining "
+                        "window): attach(model, 'cpb', ref_grid_size=...) or "
+                        "ContinuousBias2D(..., ref_grid_size=...)",
+    "ALiBi2D": "its bias is a slope times the patch distance, meant to extrapolate unscaled",
+    "NoPE": "it has no positions",
+    "no encoding": "there are no positions",
+}
+
+
+def _check_ref_grid(encodings: Sequence[nn.Module | None], label: str) -> None:
+    """Raise unless every one of ``encodings`` reads coordinates in which EVA's rescaling means
+    what it does in timm: rotary encodings and SinCos2D on patch indices (``normalize=None``)."""
+    for enc in encodings:
+        kind, cls = encoding_kind(enc), "no encoding" if enc is None else type(enc).__name__
+        normalize = getattr(enc, "normalize", None)
+        if kind == "rotary" or isinstance(enc, SinCos2D):
+            if normalize is not None:
+                raise ValueError(
+                    f"ref_grid_size rescales patch indices to a reference grid, but encoding "
+                    f"{label} ({cls}) uses normalize={normalize!r} coordinates, already relative "
+                    f"to the image size: leave ref_grid_size None, or use normalize=None")
+            continue
+        reason = _NO_REF_GRID.get(cls, f"it is a {kind} encoding")
+        raise ValueError(f"ref_grid_size is not defined for encoding {label} ({cls}): {reason}; "
+                         f"it rescales the coordinates of rotary encodings (RoPE2D) and sincos2d "
+                         f"(EVA's ref_feat_shape)")
+
+
+def _takes_ref_grid(encoding: object) -> bool:
+    """Whether ``encoding`` names a class whose constructor takes ``ref_grid_size`` itself
+    (``"cpb"``: SwinV2's pretraining window), which then gets attach's keyword."""
+    return isinstance(encoding, str) and "ref_grid_size" in inspect.signature(
+        encoding_spec(encoding).cls).parameters
+
+
 def _move(module: nn.Module, like: nn.Module) -> nn.Module:
     param = next(like.parameters(), None)
     if param is None:
@@ -361,6 +440,16 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
             :func:`posenc.spatial.one_module_per_block`), an encoding module (rotary/bias
             modules are shared by all blocks), a sequence of one rotary or bias module per
             block, or None (no position encoding).
+        ref_grid_size (keyword): ``rows`` or ``(rows, cols)``, EVA's ``ref_feat_shape``: every
+            grid's patch indices are rescaled to this reference grid, ``row * R / rows`` and
+            ``col * C / cols`` (:meth:`GridVisionTransformer.grid_coords`), so a model trained
+            at the reference grid and run at another sees the coordinate range it was trained
+            on (position interpolation; timm's ``RotaryEmbeddingCat(in_pixels=False,
+            ref_feat_shape=...)`` values for ``rope_axial`` with ``base=10000``). Defined for
+            rotary encodings and ``sincos2d`` on patch indices (``normalize=None``); any other
+            encoding (or None) is a ValueError naming it. For ``"cpb"`` it is the constructor's
+            ``ref_grid_size`` (SwinV2's pretraining window; the model's grid by default) and no
+            coordinate is rescaled. None (default): patch indices as they are.
 
     The model's own position encoding is replaced: ``"learned"`` starts from the model's
     ``pos_embed`` (same outputs at the training size; resampled like timm's
@@ -375,9 +464,12 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
     if isinstance(encoding, (list, tuple)) and not encoding:
         raise ValueError("encoding must not be an empty sequence")
     kind = encoding_kind(encoding if not isinstance(encoding, (list, tuple)) else encoding[0])
+    ref_grid_size = None if _takes_ref_grid(encoding) else kwargs.pop("ref_grid_size", None)
+    if ref_grid_size is not None:
+        ref_grid_size = check_grid_size(ref_grid_size, "ref_grid_size")
     model = _check_model(model, kind)
     if isinstance(encoding, str):
-        built = _from_name(model, encoding, kwargs)
+        built = _from_name(model, encoding, kwargs, ref_grid_size)
     elif kwargs:
         raise TypeError(f"keyword arguments {sorted(kwargs)} are only accepted with an encoding "
                         f"name from {list(ENCODINGS)}")
@@ -406,6 +498,10 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
     normalize = getattr(per_block[0], "normalize", None) if positional else None
     if positional and any(getattr(e, "normalize", None) != normalize for e in per_block):
         raise ValueError("all blocks' encodings must use the same coordinate normalize")
+    if ref_grid_size is not None and not isinstance(encoding, str):  # names: in _from_name
+        first = encoding[0] if isinstance(encoding, (list, tuple)) else encoding
+        label = "None" if first is None else type(first).__name__
+        _check_ref_grid(per_block if positional else [built], label)
     # Checked before anything changes, so a refused encoding leaves the model as it was.
     attentions = [GridAttention.from_timm(block.attn, *((e, None) if kind == "rotary"
                                                           else (None, e)))
@@ -414,6 +510,7 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
     model.patch_embed.pos_encoding = built if kind == "additive" else None
     model.pos_embed = None
     model.coord_normalize = normalize
+    model.ref_grid_size = ref_grid_size
     for block, attn in zip(model.blocks, attentions, strict=False):
         block.attn = attn
     model.__class__ = GridVisionTransformer
