@@ -17,6 +17,7 @@ the next is nearer (165-200 days after it). Ties go to the earlier holiday, as i
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -55,9 +56,24 @@ def _holidays_package() -> Any:
     return holidays
 
 
-def _country_calendar(country: str, years: Iterable[int], subdiv: str | None, observed: bool,
-                      categories: Any, language: str | None) -> Any:
-    holidays = _holidays_package()
+def _build(holidays: Any, country: str, years: Iterable[int], subdiv: str | None,
+           observed: bool, categories: Any, language: str | None) -> tuple[Any, list[str]]:
+    """``holidays.country_holidays(...)`` and the warnings it gave (e.g. that some holidays
+    exist only in some years: a calendar that is incomplete there)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            calendar = holidays.country_holidays(country, subdiv=subdiv, years=list(years),
+                                                 observed=observed, categories=categories,
+                                                 language=language)
+        except (NotImplementedError, ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"holidays.country_holidays({country!r}, subdiv={subdiv!r}, "
+                             f"categories={categories!r}, language={language!r}) refused: "
+                             f"{err}") from err
+    return calendar, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def _check_country(holidays: Any, country: object, subdiv: object, observed: object) -> None:
     if not isinstance(country, str):
         raise TypeError(f"country must be an ISO 3166 code string (e.g. 'US', 'DE'), got "
                         f"{type(country).__name__} ({country!r})")
@@ -72,14 +88,39 @@ def _country_calendar(country: str, years: Iterable[int], subdiv: str | None, ob
     if subdiv is not None and subdiv not in supported[country]:
         raise ValueError(f"subdiv must be one of {country}'s subdivisions "
                          f"{supported[country]}, got {subdiv!r}")
-    try:
-        return holidays.country_holidays(country, subdiv=subdiv, years=list(years),
-                                         observed=observed, categories=categories,
-                                         language=language)
-    except (NotImplementedError, ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"holidays.country_holidays({country!r}, subdiv={subdiv!r}, "
-                         f"categories={categories!r}, language={language!r}) refused: {err}"
-                         ) from err
+
+
+def _calendar_span(country: str, subdiv: str | None, observed: bool, categories: Any,
+                   language: str | None) -> tuple[int, int]:
+    """The years the holidays package has this calendar for (its start/end_year)."""
+    holidays = _holidays_package()
+    _check_country(holidays, country, subdiv, observed)
+    calendar, _ = _build(holidays, country, (), subdiv, observed, categories, language)
+    return int(calendar.start_year), int(calendar.end_year)
+
+
+def _country_calendar(country: str, years: range, subdiv: str | None, observed: bool,
+                      categories: Any, language: str | None, *, pad: bool = True) -> Any:
+    """The calendar for ``years`` (and, with ``pad``, one year either side where the package
+    has it: the nearest holiday of Jan 1 may be the Christmas before). Years the package does
+    not cover, or covers only in part (it warns), raise: their features would miss holidays."""
+    holidays = _holidays_package()
+    low, high = _calendar_span(country, subdiv, observed, categories, language)
+    if years and (years[0] < low or years[-1] > high):
+        raise ValueError(f"years {years[0]}-{years[-1]} are outside {country}"
+                         f"{'-' + subdiv if subdiv else ''}'s holiday calendar in the holidays "
+                         f"package ({low}-{high}); restrict the timestamps (or years) to it")
+    tries = [years]
+    if pad and years:
+        tries.insert(0, range(max(low, years[0] - 1), min(high, years[-1] + 1) + 1))
+    for span in tries:
+        calendar, messages = _build(holidays, country, span, subdiv, observed, categories,
+                                    language)
+        if not messages:
+            return calendar
+    raise ValueError(f"the holidays package's {country} calendar is incomplete in "
+                     f"{years[0]}-{years[-1]} ({'; '.join(sorted(set(messages)))}); restrict "
+                     f"the timestamps (or years) to the years it covers")
 
 
 def _name_groups(calendar: Any, names: Sequence[str] | None, check: bool
@@ -120,7 +161,11 @@ def holiday_dates(country: str, years: Iterable[int], *, subdiv: str | None = No
     Returns:
         ``(H,)`` ``datetime64[D]``.
     """
-    calendar = _country_calendar(country, years, subdiv, observed, categories, language)
+    chosen = sorted({check_int(y, "years") for y in years})
+    if not chosen:
+        raise ValueError("years must name at least one year, got none")
+    calendar = _country_calendar(country, range(chosen[0], chosen[-1] + 1), subdiv, observed,
+                                 categories, language, pad=False)
     groups = _name_groups(calendar, names, check=True)
     return np.unique(np.concatenate(list(groups.values())))
 
@@ -198,11 +243,10 @@ def _distances(days: Tensor, table: Tensor) -> Tensor:
 
 
 def _years_of(first_day: int, last_day: int) -> range:
-    """The years of two day numbers, one more each side (the nearest holiday of Jan 1 may be
-    the Christmas before)."""
+    """The years from the one of ``first_day`` to the one of ``last_day`` (day numbers)."""
     first, last = (int(np.datetime64(d, "D").astype("M8[Y]").astype(np.int64)) + 1970
                    for d in (first_day, last_day))
-    return range(first - 1, last + 2)
+    return range(first, last + 1)
 
 
 def holiday_distance(timestamps: Timestamps, country: str | None = None, *,
@@ -215,7 +259,8 @@ def holiday_distance(timestamps: Timestamps, country: str | None = None, *,
         timestamps: any accepted timestamp input (:mod:`posenc.temporal.timestamps`); the
             local date of tz-aware ones is read in their zone (or ``tz``).
         country, subdiv, observed, categories, language: the calendar (see
-            :func:`holiday_dates`), built for the years spanned (and one either side).
+            :func:`holiday_dates`), built for the years spanned (and one either side);
+            years the holidays package does not (fully) cover raise.
         names: one output column per holiday name (GluonTS's one feature per holiday);
             None: one column for every holiday together.
         dates: instead of a country: dates (strings, ``date``, datetime64 at midnight), or
@@ -303,7 +348,8 @@ class HolidayFeatures(PositionEncoding):
             :func:`holiday_distance`); ``years`` is then not checked.
         kernel, alpha, tol: see :func:`holiday_kernel`.
         distance_scale: days that make the distance column 1.0; None: no distance column.
-        years: ``(first, last)`` years the timestamps may fall in, inclusive.
+        years: ``(first, last)`` years the timestamps may fall in, inclusive; None: the
+            years the holidays package covers for the country, within 1900-2100.
 
     Example::
 
@@ -317,7 +363,7 @@ class HolidayFeatures(PositionEncoding):
     def __init__(self, country: str | None = None, subdiv: str | None = None, *,
                  names: Sequence[str] | None = None, dates: Any = None,
                  kernel: str = "indicator", alpha: float = 1.0, tol: float = 1e-9,
-                 distance_scale: float | None = None, years: Sequence[int] = (1970, 2100),
+                 distance_scale: float | None = None, years: Sequence[int] | None = None,
                  observed: bool = True, categories: Any = None,
                  language: str | None = None) -> None:
         super().__init__()
@@ -326,6 +372,11 @@ class HolidayFeatures(PositionEncoding):
         self.tol = check_float(tol, "tol", ge=0)
         self.distance_scale = None if distance_scale is None else check_positive_float(
             distance_scale, "distance_scale")
+        if years is None and country is not None:
+            span = _calendar_span(country, subdiv, observed, categories, language)
+            years = (max(1900, span[0]), min(2100, span[1]))
+        elif years is None:
+            years = (1, 9998)
         if (not isinstance(years, Sequence) or isinstance(years, str) or len(years) != 2):
             raise TypeError(f"years must be (first, last) ints, got {years!r}")
         first, last = (check_int(y, f"years[{i}]") for i, y in enumerate(years))
@@ -343,8 +394,8 @@ class HolidayFeatures(PositionEncoding):
             groups = _date_groups(dates)
             self._range = None
         else:
-            calendar = _country_calendar(country, range(first - 1, last + 2), subdiv,
-                                         observed, categories, language)
+            calendar = _country_calendar(country, range(first, last + 1), subdiv, observed,
+                                         categories, language)
             groups = _name_groups(calendar, names, check=True)
             self._range = (int(np.datetime64(f"{first:04d}-01-01", "D").astype(np.int64)),
                            int(np.datetime64(f"{last:04d}-12-31", "D").astype(np.int64)))

@@ -213,3 +213,20 @@ def test_empty_input_gives_empty_output():
         0, 1)
     assert HolidayFeatures("US", years=(2020, 2021))(torch.zeros(0, dtype=torch.int64)).shape \
         == (0, 1)
+
+
+def test_years_the_holidays_package_does_not_fully_cover_are_refused():
+    # Germany's calendar starts at reunification; India's lunar holidays cover 2001-2035 only.
+    with pytest.raises(ValueError, match=r"years 1985-1985 are outside DE's holiday calendar "
+                                         r"in the holidays package \(1991-2100\)"):
+        holiday_distance(["1985-06-01"], "DE")
+    with pytest.raises(ValueError, match=r"IN calendar is incomplete in 1990-1990 .*2001 to "
+                                         r"2035"):
+        holiday_distance(["1990-06-01"], "IN")
+    assert holiday_distance(["2010-01-26"], "IN")[0, 0] == 0  # Republic Day
+    assert HolidayFeatures("DE").years == (1991, 2100)
+    assert HolidayFeatures("US").years == (1900, 2100)
+    with pytest.raises(ValueError, match=r"outside DE's holiday calendar"):
+        HolidayFeatures("DE", years=(1980, 2000))
+    with pytest.raises(ValueError, match=r"outside US-CA's holiday calendar"):
+        holiday_dates("US", [2101], subdiv="CA")
