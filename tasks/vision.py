@@ -122,7 +122,11 @@ class ImageClassifier(LightningModule):
             ``pretrained=False`` and the sizes below overriding the architecture's.
         encoding: spatial encoding: a name from ``posenc.spatial.ENCODINGS`` (``none``,
             ``learned``, ``rope_mixed``, ...; a wrong one lists them) or
-            ``{class_path, init_args}``.
+            ``{class_path, init_args}``, whose ``init_args`` reach the encoding as given,
+            e.g. DINOv3's training-time coordinate augmentation ``{class_path:
+            posenc.spatial.RoPE2D, init_args: {normalize: unit, rescale_coords: 2.0}}``
+            (``shift_coords``/``jitter_coords``/``rescale_coords``: training mode only, so
+            validation and test see the plain coordinates).
         num_classes: output classes.
         in_chans: image channels.
         img_size: training image size (the model runs at any multiple of ``patch_size``).

@@ -4,6 +4,10 @@ Every module trains at one image size and evaluates at each of ``eval_image_size
 validation and test loaders are a list, one loader per size, whose collate resizes the batch
 (bilinear, antialiased). The model never resizes, so what is measured is how its position
 encoding handles a grid it was not trained on.
+
+``train_scale`` turns on scale augmentation of the training split: a random resized crop of
+each image (torchvision's ``RandomResizedCrop``, :mod:`posenc.tasks.image_crop`) at the
+training size, so objects fill a varying fraction of the image during training.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
 from .hparams import make_hparams_plain
+from .image_crop import DEFAULT_RATIO, check_crop_range, random_resized_crop
 from .image_files import (
     IMAGE_EXTENSIONS,
     FolderImages,
@@ -40,6 +45,7 @@ from .image_files import (
 from .splits import check_split_fractions
 
 __all__ = [
+    "RandomResizedCropCollate",
     "ResizeCollate",
     "stratified_split",
     "ImageDataModule",
@@ -115,6 +121,33 @@ class ResizeCollate:
         return images, labels
 
 
+class RandomResizedCropCollate(ResizeCollate):
+    """The training collate with scale augmentation: ``(image, label)`` pairs -> a random
+    resized crop of each image at ``size``, ``(B, C, H, W)``, and ``(B,)`` labels.
+
+    Each image gets its own box (:func:`~posenc.tasks.image_crop.random_resized_crop`). The
+    draws come from torch's global generator, which ``DataLoader`` seeds differently in every
+    worker process (from the main process' generator, itself seeded by ``seed_everything``):
+    a generator stored here would be copied into every worker, which would all crop alike.
+
+    Args:
+        size: output size, an int (square) or ``(height, width)``.
+        scale: ``(low, high)`` area fractions of the crop, ``0 < low <= high <= 1``.
+        ratio: ``(low, high)`` aspect ratios (width / height) of the crop, log-uniform.
+    """
+
+    def __init__(self, size: int | tuple[int, int], scale: Sequence[float],
+                 ratio: Sequence[float] = DEFAULT_RATIO) -> None:
+        super().__init__(size)
+        self.scale = check_crop_range(scale, "scale", at_most_one=True)
+        self.ratio = check_crop_range(ratio, "ratio", at_most_one=False)
+
+    def __call__(self, items: Sequence[tuple[Tensor, Tensor | int]]) -> tuple[Tensor, Tensor]:
+        images = torch.stack([item[0] for item in items])
+        labels = torch.as_tensor([_label(item[1]) for item in items], dtype=torch.long)
+        return random_resized_crop(images, self.size, self.scale, self.ratio), labels
+
+
 def stratified_split(labels: np.ndarray, val_fraction: float, test_fraction: float,
                      seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Disjoint train/val/test index arrays with every class in the same proportions.
@@ -174,6 +207,12 @@ class ImageDataModule(LightningDataModule):
         seed: seed of the split, in ``[0, 2**32)`` (independent of the training seed, so every
             run and every DDP rank sees the same split).
         num_workers: DataLoader worker processes (0: load in the main process).
+        train_scale: scale augmentation of the training split: ``[low, high]`` area fractions
+            of a random resized crop (torchvision's ``RandomResizedCrop`` ``scale``, e.g.
+            ``[0.35, 1.0]``; ``0 < low <= high <= 1``), resized to ``image_size``. None (the
+            default): no crop. Validation, test and predict data are never cropped.
+        train_ratio: ``[low, high]`` aspect ratios (width / height) of the crop, log-uniform
+            (default ``[3/4, 4/3]``, torchvision's); only with ``train_scale``.
 
     The arguments are saved as hyperparameters (``self.hparams``, stored in checkpoints).
     """
@@ -192,6 +231,8 @@ class ImageDataModule(LightningDataModule):
         test_fraction: float = 0.1,
         seed: int = 0,
         num_workers: int = 0,
+        train_scale: tuple[float, float] | None = None,
+        train_ratio: tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
         self.batch_size = check_positive_int(batch_size, "batch_size")
@@ -206,6 +247,13 @@ class ImageDataModule(LightningDataModule):
         self.val_fraction, self.test_fraction = check_split_fractions(val_fraction, test_fraction)
         self.seed = _check_seed(seed)
         self.num_workers = check_int(num_workers, "num_workers", ge=0)
+        self.train_scale = (None if train_scale is None
+                            else check_crop_range(train_scale, "train_scale", at_most_one=True))
+        if train_ratio is not None and train_scale is None:
+            raise ValueError(f"train_ratio={train_ratio!r} shapes the random resized crop, which "
+                             "is off: give train_scale too (e.g. [0.35, 1.0])")
+        self.train_ratio = (None if train_scale is None else DEFAULT_RATIO if train_ratio is None
+                            else check_crop_range(train_ratio, "train_ratio", at_most_one=False))
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
         self.test_set: Dataset | None = None
@@ -224,28 +272,36 @@ class ImageDataModule(LightningDataModule):
         """Validation/test sizes, one loader each, in this order."""
         return list(self._eval_image_sizes or [self.image_size])
 
-    def _loader(self, dataset: Dataset | None, size: int | tuple[int, int], shuffle: bool,
+    def _loader(self, dataset: Dataset | None, collate: ResizeCollate, shuffle: bool,
                 batch: int) -> DataLoader:
         if dataset is None:
             raise RuntimeError(f"{type(self).__name__}.setup() must run before asking for "
                                "data loaders")
         return DataLoader(dataset, batch_size=batch, shuffle=shuffle,
-                          num_workers=self.num_workers, collate_fn=ResizeCollate(size),
+                          num_workers=self.num_workers, collate_fn=collate,
                           persistent_workers=self.num_workers > 0, drop_last=False)
 
+    def train_collate(self) -> ResizeCollate:
+        """The training split's collate: resize to ``image_size``, or with ``train_scale`` a
+        random resized crop to it."""
+        if self.train_scale is None:
+            return ResizeCollate(self.image_size)
+        return RandomResizedCropCollate(self.image_size, self.train_scale, self.train_ratio)
+
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, self.image_size, True, self.batch_size)
+        return self._loader(self.train_set, self.train_collate(), True, self.batch_size)
 
     def val_dataloader(self) -> list[DataLoader]:
-        return [self._loader(self.val_set, s, False, self.eval_batch_size)
+        return [self._loader(self.val_set, ResizeCollate(s), False, self.eval_batch_size)
                 for s in self.eval_image_sizes]
 
     def test_dataloader(self) -> list[DataLoader]:
-        return [self._loader(self.test_set, s, False, self.eval_batch_size)
+        return [self._loader(self.test_set, ResizeCollate(s), False, self.eval_batch_size)
                 for s in self.eval_image_sizes]
 
     def predict_dataloader(self) -> DataLoader:
-        return self._loader(self.test_set, self.image_size, False, self.eval_batch_size)
+        return self._loader(self.test_set, ResizeCollate(self.image_size), False,
+                            self.eval_batch_size)
 
 
 class _ArrayImageDataModule(ImageDataModule):
@@ -360,11 +416,14 @@ class ImageFolderDataModule(ImageDataModule):
         seed: int = 0,
         num_workers: int = 0,
         verify_images: bool = True,
+        train_scale: tuple[float, float] | None = None,
+        train_ratio: tuple[float, float] | None = None,
     ) -> None:
         super().__init__(batch_size=batch_size, eval_batch_size=eval_batch_size,
                          image_size=image_size, eval_image_sizes=eval_image_sizes,
                          val_fraction=val_fraction, test_fraction=test_fraction, seed=seed,
-                         num_workers=num_workers)
+                         num_workers=num_workers, train_scale=train_scale,
+                         train_ratio=train_ratio)
         if not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"root must be a str or os.PathLike, got {type(root).__name__} "
                             f"({root!r})")
