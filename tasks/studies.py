@@ -6,7 +6,9 @@
     posenc study resolution --config configs/study_resolution.yaml --seeds 1 --max_epochs 1
 
 - ``resolution``: a small ViT (:class:`~posenc.tasks.ImageClassifier`) trained on MNIST at
-  28x28 and tested at larger and non-square sizes, one column per test size.
+  28x28 and tested at larger and non-square sizes, one column per test size; optionally per
+  training-data ``augment`` setting (``configs/study_resolution_scale.yaml``: with and without
+  random resized crops).
 - ``irregular``: the :class:`~posenc.tasks.Forecaster` on the Seattle hourly temperatures
   with a random fraction of the observations kept; test MAE / RMSE per keep fraction.
 - ``forecast``: the Forecaster on real data (a panel, covariates, irregular sampling; see
@@ -56,26 +58,66 @@ def _size_label(size: int | Sequence[int]) -> str:
     return str(height) if height == width else f"{height}x{width}"
 
 
-def _errorbars(ax: Any, x: Sequence[float], values: Sequence[Sequence[float]], label: str
-               ) -> None:
+def _errorbars(ax: Any, x: Sequence[float], values: Sequence[Sequence[float]], label: str,
+               color: str | None = None) -> None:
     """One line of mean ± std over seeds: ``values[i]`` are the seeds' values at ``x[i]``."""
     means, stds = zip(*(mean_std(v) for v in values), strict=True)
-    ax.errorbar(x, means, yerr=stds, marker="o", capsize=3, label=label)
+    ax.errorbar(x, means, yerr=stds, marker="o", capsize=3, label=label, color=color)
 
 
 class ResolutionStudy(Study):
-    """Train an :class:`ImageClassifier` at one size, test accuracy at ``eval_image_sizes``."""
+    """Train an :class:`ImageClassifier` at one size, test accuracy at ``eval_image_sizes``.
+
+    An optional ``augment`` mapping in the config (name -> ``MNISTDataModule`` arguments added
+    to ``data`` for those runs, e.g. ``{none: {}, scale: {train_scale: [0.35, 1.0]}}``) is a
+    run axis: every encoding and seed runs once per setting, ``results.csv`` gets an
+    ``augment`` column, the table a block per setting and the plot a panel per setting.
+    """
 
     name = "resolution"
-    key_columns = ("encoding", "seed")
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return ("encoding", "augment", "seed") if self._has_augment() else ("encoding", "seed")
+
+    def _has_augment(self) -> bool:
+        return self.config.get("augment") is not None
+
+    def augments(self) -> dict[str, dict[str, Any]]:
+        """The ``augment`` axis: setting name -> data module arguments (``{}`` for none).
+        A config without ``augment`` has one unnamed setting, ``{"": {}}``."""
+        augment = self.config.get("augment")
+        if augment is None:
+            return {"": {}}
+        if not isinstance(augment, dict) or not augment:
+            raise ValueError(f"augment must be a non-empty mapping of setting names to data "
+                             f"module arguments (e.g. {{none: {{}}, scale: {{train_scale: "
+                             f"[0.35, 1.0]}}}}), got {augment!r}")
+        settings = {}
+        for name, args in augment.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"augment setting names must be non-empty strings, got "
+                                 f"{name!r}")
+            if args is not None and not isinstance(args, dict):
+                raise TypeError(f"augment.{name} must be a mapping of data module arguments "
+                                f"(or empty), got {type(args).__name__} ({args!r})")
+            if args and "eval_image_sizes" in args:
+                raise ValueError(f"augment.{name} may not set eval_image_sizes: the study's "
+                                 "eval_image_sizes are the same for every run")
+            settings[name] = dict(args or {})
+        return settings
 
     def sizes(self) -> list[str]:
         return [_size_label(s) for s in self.config["eval_image_sizes"]]
 
     def runs(self) -> list[dict[str, Any]]:
-        # Seed-major: an interrupted study has every encoding at the same number of seeds.
-        return [{"encoding": e, "seed": s} for s in self.config["seeds"]
-                for e in self.encodings()]
+        # Seed-major: an interrupted study has every encoding (and setting) at the same number
+        # of seeds.
+        if not self._has_augment():
+            return [{"encoding": e, "seed": s} for s in self.config["seeds"]
+                    for e in self.encodings()]
+        return [{"encoding": e, "augment": a, "seed": s} for s in self.config["seeds"]
+                for a in self.augments() for e in self.encodings()]
 
     def model_args(self, encoding: str) -> dict[str, Any]:
         """``ImageClassifier`` arguments of the runs of ``encoding``."""
@@ -85,14 +127,22 @@ class ResolutionStudy(Study):
         args.setdefault("encoding", encoding)
         return args
 
+    def data_args(self, augment: str = "") -> dict[str, Any]:
+        """``MNISTDataModule`` arguments of the runs of setting ``augment``."""
+        settings = self.augments()
+        if augment not in settings:
+            raise ValueError(f"augment={augment!r} is not a setting of the config's augment "
+                             f"{sorted(settings)}")
+        return {**(self.config.get("data") or {}), **settings[augment],
+                "eval_image_sizes": self.config["eval_image_sizes"]}
+
     def run(self, key: dict[str, Any]) -> dict[str, float]:
         from .vision import ImageClassifier
         from .vision_data import MNISTDataModule
 
         def build():
             return (ImageClassifier(**self.model_args(key["encoding"])),
-                    MNISTDataModule(**{**(self.config.get("data") or {}),
-                                       "eval_image_sizes": self.config["eval_image_sizes"]}))
+                    MNISTDataModule(**self.data_args(key.get("augment", ""))))
 
         return fit_and_test(self.config, key["seed"], build,
                             {f"acc_{s}": f"test/acc_{s}" for s in self.sizes()})
@@ -101,31 +151,70 @@ class ResolutionStudy(Study):
         """Per test size, the accuracy (%) of each row of ``group``."""
         return [[100 * metric(r, f"acc_{s}") for r in group] for s in self.sizes()]
 
+    def by_augment(self, rows: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
+        """``rows`` grouped by augment setting (the config's order, then others the CSV
+        holds; settings without rows left out); one group ``""`` without the axis."""
+        if not self._has_augment():
+            return {"": rows} if rows else {}
+        groups: dict[str, list[dict[str, str]]] = {a: [] for a in self.augments()}
+        for row in rows:
+            groups.setdefault(row["augment"], []).append(row)
+        return {k: v for k, v in groups.items() if v}
+
+    def _train_size(self) -> str:
+        return _size_label(self.config.get("model", {}).get("img_size", 28))
+
     def table(self, rows: list[dict[str, str]]) -> str:
         sizes = self.sizes()
-        train = _size_label(self.config.get("model", {}).get("img_size", 28))
+        train = self._train_size()
         head = [f"{s} (train)" if s == train else s for s in sizes]
-        lines = ["| encoding | seeds | " + " | ".join(head) + " |",
-                 "|---|---|" + "---|" * len(sizes)]
-        for name, group in self.by_encoding(rows).items():
-            cells = [format_mean_std(values, 1, 1) for values in self._accuracies(group)]
-            lines.append(f"| {name} | {len(group)} | " + " | ".join(cells) + " |")
-        return "\n".join(lines) + "\n\nTest accuracy (%), mean ± std over seeds.\n"
+        axis = self._has_augment()
+        lines = ["| encoding | " + ("augment | " if axis else "") + "seeds | "
+                 + " | ".join(head) + " |",
+                 "|---|" + ("---|" if axis else "") + "---|" + "---|" * len(sizes)]
+        for augment, block in self.by_augment(rows).items():
+            for name, group in self.by_encoding(block).items():
+                cells = [format_mean_std(values, 1, 1) for values in self._accuracies(group)]
+                lines.append(f"| {name} | " + (f"{augment} | " if axis else "")
+                             + f"{len(group)} | " + " | ".join(cells) + " |")
+        note = "\n\nTest accuracy (%), mean ± std over seeds.\n"
+        if axis:
+            settings = "; ".join(f"{name}: {_describe(args)}"
+                                 for name, args in self.augments().items())
+            note = (f"\n\nTest accuracy (%), mean ± std over seeds. Training-data "
+                    f"augmentation ({settings}).\n")
+        return "\n".join(lines) + note
 
     def plot(self, rows: list[dict[str, str]], path: Path) -> None:
         sizes = self.sizes()
-        fig = new_figure((7, 4.5), dpi=100)
-        ax = fig.subplots()
-        for name, group in self.by_encoding(rows).items():
-            _errorbars(ax, range(len(sizes)), self._accuracies(group), name)
-        ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
-        ax.set_xlabel("test image size (px); trained at "
-                      f"{self.config.get('model', {}).get('img_size', 28)}")
-        ax.set_ylabel("test accuracy (%)")
-        ax.set_title("MNIST ViT: accuracy vs test resolution")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        blocks = self.by_augment(rows)
+        fig = new_figure((7 * len(blocks), 4.5), dpi=100)
+        axes = fig.subplots(1, len(blocks), sharey=True, squeeze=False)[0]
+        # One colour per encoding in every panel, even where a panel lacks one.
+        names = list(self.by_encoding(rows))
+        colors = {n: f"C{i % 10}" for i, n in enumerate(names)}
+        for ax, (augment, block) in zip(axes, blocks.items(), strict=True):
+            for name, group in self.by_encoding(block).items():
+                _errorbars(ax, range(len(sizes)), self._accuracies(group), name, colors[name])
+            ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
+            ax.set_xlabel(f"test image size (px); trained at {self._train_size()}")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+            title = "MNIST ViT: accuracy vs test resolution"
+            if not augment:
+                ax.set_title(title)
+            else:
+                args = self.augments().get(augment)
+                described = f" ({_describe(args)})" if args is not None else ""
+                ax.set_title(f"{title}\naugment: {augment}{described}", fontsize=10)
+        axes[0].set_ylabel("test accuracy (%)")
         save_png(fig, path)
+
+
+def _describe(args: dict[str, Any]) -> str:
+    """``{train_scale: [0.35, 1.0]}`` -> ``"train_scale=[0.35, 1.0]"``; ``{}`` -> ``"none"``."""
+    return ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}"
+                     for k, v in args.items()) or "none"
 
 
 class IrregularStudy(Study):
