@@ -3,7 +3,7 @@
 Three kinds, by where an encoding enters a transformer:
 
 - additive (``positions -> (..., dim)``): :class:`SinusoidalEncoding`, :class:`LearnedEncoding`
-- rotary (``rotation(positions)`` applied to q and k): :class:`RotaryEncoding`
+- rotary (``rotation(positions)`` applied to q and k): :class:`RotaryEncoding`, :class:`XPos`
 - bias (``(q_positions, k_positions) -> (B, H, Nq, Nk)``): :class:`ALiBi`,
   :class:`T5RelativeBias`, :class:`ClippedRelativeBias`, :class:`FIRE`, :class:`Kerple`
 
@@ -73,6 +73,7 @@ from .rope_scaling import (
     rope_inv_freq,
 )
 from .sinusoidal import SinusoidalEncoding, sinusoidal_encoding, sinusoidal_inv_freq
+from .xpos import XPos, xpos_zeta
 
 __all__ = [
     "ALiBi",
@@ -98,6 +99,7 @@ __all__ = [
     "Rotation",
     "SinusoidalEncoding",
     "T5RelativeBias",
+    "XPos",
     "YarnScaling",
     "alibi_slopes",
     "angles",
@@ -117,6 +119,7 @@ __all__ = [
     "sinusoidal_encoding",
     "sinusoidal_inv_freq",
     "t5_relative_bucket",
+    "xpos_zeta",
 ]
 
 # Importable from posenc.core (and their modules) for writing encodings, but not the API.

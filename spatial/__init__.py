@@ -5,7 +5,8 @@ Coordinates are per-token ``(row, col)`` patch positions, ``(N, 2)`` or ``(B, N,
 
 - additive (``coords -> (..., N, dim)``): :class:`SinCos2D`, :class:`Learned2D`,
   :class:`Factorized2D`
-- rotary (``rotation(coords)``): :class:`RoPE2D` (axial, mixed)
+- rotary (``rotation(coords)``): :class:`RoPE2D` (axial, mixed; DINOv3 and pixel-frequency
+  options), :class:`LieRE` (LieRE, ComRoPE-LD: learned rotation generators)
 - bias (``(q_coords, k_coords) -> (B or 1, H, Nq, Nk)``): :class:`RelativeBias2D`,
   :class:`ContinuousBias2D`, :class:`ALiBi2D`
 
@@ -13,10 +14,22 @@ Coordinates are per-token ``(row, col)`` patch positions, ``(N, 2)`` or ``(B, N,
 arguments inferred from a model, one module per block or shared), :func:`encoding_from_name`
 builds any of them by name and :func:`attach` plugs one into a timm ``VisionTransformer``,
 which then runs at any image size divisible by its patch size.
+
+Video and image sequences: ``(t, row, col)`` coordinates (:func:`video_coords`; ``t`` a frame
+index or a real time), :class:`MRoPE` (Qwen2-VL / Qwen3-VL sections), :class:`RoPE3D` (axial,
+mixed), :class:`SinCos3D`, and :class:`VideoVisionTransformer` (a timm ViT fed frames;
+:data:`VIDEO_ENCODINGS` names them).
 """
 
-from .bias2d import ALiBi2D, ContinuousBias2D, RelativeBias2D
-from .coords import GridPositions, as_grid_positions, check_grid_size, patch_coords
+from .bias2d import ALiBi2D, ContinuousBias2D, RelativeBias2D, resize_relative_table
+from .coords import (
+    COORD_NORMALIZE,
+    CoordAugment,
+    GridPositions,
+    as_grid_positions,
+    check_grid_size,
+    patch_coords,
+)
 from .factorized import Factorized2D
 from .factory import (
     ENCODINGS,
@@ -30,13 +43,21 @@ from .factory import (
     vit_size_arguments,
 )
 from .learned import Learned2D
+from .liere import BlockRotation, LieRE, skew_expm
 from .rope2d import RoPE2D, init_mixed_freqs
+from .rope3d import MRoPE, RoPE3D, init_mixed_freqs_3d
 from .sincos import SinCos2D
+from .sincos3d import SinCos3D
 from .timm_attach import GridAttention, GridContext, GridVisionTransformer, attach
+from .video import VideoPositions, as_video_positions, video_coords
+from .video_attach import VIDEO_ENCODINGS, VideoVisionTransformer
 
 __all__ = [
     "ALiBi2D",
+    "BlockRotation",
+    "COORD_NORMALIZE",
     "ContinuousBias2D",
+    "CoordAugment",
     "ENCODINGS",
     "Factorized2D",
     "GridAttention",
@@ -44,11 +65,19 @@ __all__ = [
     "GridPositions",
     "GridVisionTransformer",
     "Learned2D",
+    "LieRE",
+    "MRoPE",
     "RelativeBias2D",
     "RoPE2D",
+    "RoPE3D",
     "SinCos2D",
+    "SinCos3D",
     "SpatialEncodingSpec",
+    "VIDEO_ENCODINGS",
+    "VideoPositions",
+    "VideoVisionTransformer",
     "as_grid_positions",
+    "as_video_positions",
     "attach",
     "check_grid_size",
     "encoding_from_name",
@@ -56,8 +85,12 @@ __all__ = [
     "encoding_spec",
     "encodings_for_blocks",
     "init_mixed_freqs",
+    "init_mixed_freqs_3d",
     "one_module_per_block",
     "patch_coords",
+    "resize_relative_table",
     "size_arguments",
+    "skew_expm",
+    "video_coords",
     "vit_size_arguments",
 ]

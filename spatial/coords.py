@@ -105,10 +105,11 @@ def patch_coords(
     denominator = {"unit_min": min(rows, cols), "unit_max": max(rows, cols)}.get(normalize)
     axes = []
     for size in (rows, cols):
+        axis = torch.arange(size, device=device, dtype=dtype)
         if normalize == "pixel":
-            axis = torch.linspace(-1.0, 1.0, size, device=device, dtype=dtype)
-        else:
-            axis = torch.arange(size, device=device, dtype=dtype)
+            # linspace(-1, 1, size) as arithmetic on arange: torch.export keeps a dynamic
+            # grid size symbolic here, where linspace's step count would specialise it.
+            axis = axis * (2.0 / (size - 1)) - 1.0 if size > 1 else axis - 1.0
         if normalize in ("unit", "unit_min", "unit_max"):
             axis = (axis + 0.5) * (2.0 / (denominator or size)) - 1.0
         axes.append(axis)

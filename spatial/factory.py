@@ -23,6 +23,7 @@ from torch import nn
 from .bias2d import ALiBi2D, ContinuousBias2D, RelativeBias2D
 from .factorized import Factorized2D
 from .learned import Learned2D
+from .liere import LieRE
 from .rope2d import RoPE2D
 from .sincos import SinCos2D
 
@@ -149,6 +150,14 @@ _SPECS = (
     SpatialEncodingSpec("relbias", RelativeBias2D, ("num_heads", "grid_size")),
     SpatialEncodingSpec("cpb", ContinuousBias2D, ("num_heads", "ref_grid_size")),
     SpatialEncodingSpec("alibi2d", ALiBi2D, ("num_heads",)),
+    # DINOv3's RoPE: unit coordinates, optional min/max period and coordinate augmentation.
+    SpatialEncodingSpec("rope_dinov3", RoPE2D, ("head_dim", "num_heads"),
+                        {"variant": "axial", "normalize": "unit"}),
+    SpatialEncodingSpec("rope_pixel", RoPE2D, ("head_dim", "num_heads"),
+                        {"variant": "axial", "freqs_for": "pixel", "normalize": "pixel"}),
+    SpatialEncodingSpec("liere", LieRE, ("head_dim", "num_heads"), {"variant": "liere"}),
+    SpatialEncodingSpec("comrope", LieRE, ("head_dim", "num_heads"),
+                        {"variant": "comrope", "normalize": "unit"}),
 )
 
 #: name -> :class:`SpatialEncodingSpec`, read-only; iterating gives the names.
@@ -170,8 +179,11 @@ def encoding_from_name(name: str, **kwargs) -> nn.Module:
     """Build a spatial encoding by name; ``kwargs`` go to its constructor.
 
     Names: ``none`` (NoPE), ``learned`` (Learned2D), ``sincos2d`` (SinCos2D), ``factorized``
-    (Factorized2D), ``rope_axial`` / ``rope_mixed`` (RoPE2D), ``relbias`` (RelativeBias2D),
-    ``cpb`` (ContinuousBias2D), ``alibi2d`` (ALiBi2D).
+    (Factorized2D), ``rope_axial`` / ``rope_mixed`` / ``rope_dinov3`` (unit coordinates; takes
+    ``normalize_coords``, ``min_period``/``max_period``, ``shift_coords``/``jitter_coords``/
+    ``rescale_coords``) / ``rope_pixel`` (pixel frequencies) (RoPE2D), ``liere`` /
+    ``comrope`` (LieRE), ``relbias`` (RelativeBias2D), ``cpb`` (ContinuousBias2D),
+    ``alibi2d`` (ALiBi2D).
 
     Example: ``encoding_from_name("rope_mixed", head_dim=64, num_heads=6)``.
     """

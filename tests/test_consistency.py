@@ -26,6 +26,11 @@ FIXED = {
     temporal.CalendarFeatures: (temporal.CalendarFeatures, FIELDS),
     temporal.FourierSeasonality: (temporal.FourierSeasonality, NS),
     temporal.TimeDelta: (temporal.TimeDelta, TIMES),
+    temporal.HolidayFeatures: (lambda: temporal.HolidayFeatures("US"), NS),
+    temporal.AgeFeature: (temporal.AgeFeature, NS),
+    spatial.SinCos3D: (lambda: spatial.SinCos3D(8),
+                       torch.tensor([[0., 0., 0.], [1.5, 0., 1.], [3., 1., 0.]],
+                                    dtype=torch.float64)),
 }
 if hasattr(temporal, "IndexSinusoidal"):  # the study's baseline, moving into the library
     FIXED[temporal.IndexSinusoidal] = (lambda: temporal.IndexSinusoidal(8),

@@ -12,20 +12,25 @@ from posenc.core import KINDS, PositionEncoding, encoding_kind
 EXPECTED_KINDS = {
     core.SinusoidalEncoding: "additive", core.LearnedEncoding: "additive",
     core.RotaryEncoding: "rotary", core.ALiBi: "bias", core.T5RelativeBias: "bias",
-    core.ClippedRelativeBias: "bias", core.NoPE: "none",
+    core.ClippedRelativeBias: "bias", core.NoPE: "none", core.XPos: "rotary",
+    core.FIRE: "bias", core.Kerple: "bias",
     spatial.SinCos2D: "additive", spatial.Learned2D: "additive",
     spatial.Factorized2D: "additive", spatial.RoPE2D: "rotary",
     spatial.RelativeBias2D: "bias", spatial.ContinuousBias2D: "bias", spatial.ALiBi2D: "bias",
+    spatial.LieRE: "rotary", spatial.SinCos3D: "additive", spatial.RoPE3D: "rotary",
+    spatial.MRoPE: "rotary",
     temporal.CalendarFeatures: "additive", temporal.CalendarEmbedding: "additive",
     temporal.FourierSeasonality: "additive", temporal.ContinuousSinusoidal: "additive",
     temporal.Time2Vec: "additive", temporal.TimeDelta: "additive",
-    temporal.IndexSinusoidal: "additive",
+    temporal.IndexSinusoidal: "additive", temporal.HolidayFeatures: "additive",
+    temporal.AgeFeature: "additive",
 }
 EXPECTED_READS = {
     temporal.CalendarFeatures: "fields", temporal.CalendarEmbedding: "fields",
     temporal.FourierSeasonality: "timestamps", temporal.ContinuousSinusoidal: "elapsed",
     temporal.Time2Vec: "elapsed", temporal.TimeDelta: "deltas",
-    temporal.IndexSinusoidal: "deltas",
+    temporal.IndexSinusoidal: "deltas", temporal.HolidayFeatures: "timestamps",
+    temporal.AgeFeature: "timestamps",
 }
 
 

@@ -79,7 +79,9 @@ def test_unmodified_timm_checkpoint_loads_reporting_only_position_params(name):
     assert all(_is_position_key(key) for key in result.missing_keys), result.missing_keys
     depth = len(model.blocks)
     expected_missing = {"none": 0, "sincos2d": 0, "rope_axial": 0, "alibi2d": 0, "learned": 1,
-                        "factorized": 2, "rope_mixed": depth, "relbias": depth, "cpb": 3 * depth}
+                        "factorized": 2, "rope_mixed": depth, "relbias": depth, "cpb": 3 * depth,
+                        "rope_dinov3": 0, "rope_pixel": 0, "liere": depth,
+                        "comrope": 2 * depth}
     assert len(result.missing_keys) == expected_missing[name]
     state = model.state_dict()
     for key, value in checkpoint.items():

@@ -8,6 +8,7 @@ from posenc.spatial import (
     ContinuousBias2D,
     Factorized2D,
     Learned2D,
+    LieRE,
     RelativeBias2D,
     RoPE2D,
     SinCos2D,
@@ -16,7 +17,7 @@ from posenc.spatial import (
 )
 
 NAMES = ["none", "learned", "sincos2d", "factorized", "rope_axial", "rope_mixed", "relbias",
-         "cpb", "alibi2d"]
+         "cpb", "alibi2d", "rope_dinov3", "rope_pixel", "liere", "comrope"]
 
 
 def test_names_are_the_contract():
@@ -33,13 +34,19 @@ def test_names_are_the_contract():
     ("relbias", {"num_heads": 2, "grid_size": 3}, RelativeBias2D, "bias"),
     ("cpb", {"num_heads": 2, "hidden": 16}, ContinuousBias2D, "bias"),
     ("alibi2d", {"num_heads": 2}, ALiBi2D, "bias"),
+    ("rope_dinov3", {"head_dim": 8, "num_heads": 2}, RoPE2D, "rotary"),
+    ("rope_pixel", {"head_dim": 8, "num_heads": 2}, RoPE2D, "rotary"),
+    ("liere", {"head_dim": 8, "num_heads": 2}, LieRE, "rotary"),
+    ("comrope", {"head_dim": 8, "num_heads": 2}, LieRE, "rotary"),
 ])
 def test_encoding_from_name(name, kwargs, cls, kind):
     enc = encoding_from_name(name, **kwargs)
     assert type(enc) is cls
     assert encoding_kind(name) == kind == encoding_kind(enc)
-    if name.startswith("rope"):
+    if name in ("rope_axial", "rope_mixed"):
         assert enc.variant == name.split("_")[1]
+    elif name in ("rope_dinov3", "rope_pixel"):
+        assert enc.variant == "axial"
 
 
 def test_unknown_name_lists_valid_ones():
@@ -78,7 +85,8 @@ def test_registry_is_read_only():
 
 def test_per_block_follows_the_one_rule():
     # Learnable rotary/bias encodings: one module per block; parameter-free ones are shared.
-    assert {n for n, s in ENCODINGS.items() if s.per_block} == {"rope_mixed", "relbias", "cpb"}
+    assert {n for n, s in ENCODINGS.items() if s.per_block} == {"rope_mixed", "relbias", "cpb",
+                                                                 "liere", "comrope"}
 
 
 def test_a_name_refuses_to_override_what_it_fixes():
@@ -100,6 +108,9 @@ def test_spec_infers_arguments_from_a_vit():
         "rope_mixed": {"head_dim": 64, "num_heads": 3},
         "relbias": {"num_heads": 3, "grid_size": (4, 4)},
         "cpb": {"num_heads": 3, "ref_grid_size": (4, 4)}, "alibi2d": {"num_heads": 3},
+        "rope_dinov3": {"head_dim": 64, "num_heads": 3},
+        "rope_pixel": {"head_dim": 64, "num_heads": 3},
+        "liere": {"head_dim": 64, "num_heads": 3}, "comrope": {"head_dim": 64, "num_heads": 3},
     }
     assert {name: spec.arguments(sizes) for name, spec in ENCODINGS.items()} == expected
 
