@@ -5,7 +5,9 @@ A config's ``datasets`` maps a name to ``data`` (a posenc.tasks data module clas
 arguments) and ``model`` (``Forecaster`` arguments for that data, e.g. ``time_unit``); each run
 is one (dataset, encoding, seed). The table reports, per dataset, each encoding's test MAE and
 MASE (mean ± std over seeds) and its skill against seasonal naive, ``1 - MAE / MAE_naive``
-(positive: better than the baseline), and the baseline's own MAE.
+(positive: better than the baseline), and the baseline's own MAE. A dataset's ``baseline``
+names its baseline in the table (default "seasonal naive"; the data module's ``season``
+decides what it is, e.g. ``"persistence"``).
 """
 
 from __future__ import annotations
@@ -87,8 +89,9 @@ class ForecastStudy(Study):
             groups = self._group(rows, dataset)
             if not groups:
                 continue
+            baseline = self.config["datasets"][dataset].get("baseline", "seasonal naive")
             lines += [f"**{dataset}**", "",
-                      "| encoding | seeds | MAE | MASE | skill vs seasonal naive |",
+                      f"| encoding | seeds | MAE | MASE | skill vs {baseline} |",
                       "|---|---|---|---|---|"]
             for name, group in groups.items():
                 cells = [format_mean_std([metric(r, m) for r in group], 1, 3)
@@ -97,14 +100,14 @@ class ForecastStudy(Study):
                 lines.append(f"| {name} | {len({r['seed'] for r in group})} | "
                              + " | ".join(cells) + " |")
             naive = [r for group in groups.values() for r in group]
-            lines.append(f"| *seasonal naive* | - | "
+            lines.append(f"| *{baseline}* | - | "
                          f"{format_mean_std([metric(r, 'mae_naive') for r in naive], 1, 3)} | "
                          f"{format_mean_std([metric(r, 'mase_naive') for r in naive], 1, 3)} "
                          f"| 0 % |")
             lines.append("")
         return "\n".join(lines) + (
             "Test MAE in the data's units and MASE (mean ± std over seeds); skill = 1 - MAE / "
-            "MAE of the seasonal-naive forecast on the same windows (positive: better).\n")
+            "MAE of the baseline forecast on the same windows (positive: better).\n")
 
     def plot(self, rows: list[dict[str, str]], path: Path) -> None:
         datasets = [d for d in self.datasets() if self._group(rows, d)]

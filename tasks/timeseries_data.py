@@ -45,10 +45,14 @@ from .windows import (
     time_origins,
 )
 
-__all__ = ["MAX_ORIGINS_PER_ROW", "MAX_WINDOW_ROWS", "MODEL_SIZES", "TimeSeriesDataModule"]
+__all__ = ["MAX_ORIGINS_PER_ROW", "MAX_WINDOW_ROWS", "MODEL_SIZES", "PERSISTENCE",
+           "TimeSeriesDataModule"]
 
 # Properties of the data module that a Forecaster takes as arguments of the same names: the
 # CLI links them (posenc.tasks.cli), Python code passes dm.model_sizes().
+# season= value whose baseline is the last observed value (the naive forecast).
+PERSISTENCE = "persistence"
+
 MODEL_SIZES = ("num_targets", "num_past_covariates", "num_future_covariates",
                "static_cardinalities", "num_static_real", "mase_season", "naive_season")
 
@@ -138,7 +142,9 @@ class TimeSeriesDataModule(LightningDataModule):
             timestamps: naive for naive data (read in ``tz`` where given), with a UTC offset
             for aware data (naive ones are accepted there only with ``tz``).
         season: the seasonal-naive baseline's season: a duration (``"7D"``), a count of
-            median sampling steps, or None for the default of the data's step
+            median sampling steps, ``"persistence"`` (the last observed value: the naive
+            forecast, the usual baseline for horizons far shorter than any season), or None
+            for the default of the data's step
             (:func:`~posenc.tasks.evaluation.season_for_step`).
         irregular: keep a random fraction of observations (seeded), for irregular sampling;
             None keeps all.
@@ -242,7 +248,8 @@ class TimeSeriesDataModule(LightningDataModule):
             raise ValueError(f"irregular is the fraction of observations kept, in (0, 1], "
                              f"got {irregular!r}")
         self.irregular = irregular
-        self.season = None if season is None else parse_length(season, "season")
+        self.season = season if season in (None, PERSISTENCE) else parse_length(season,
+                                                                                 "season")
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
         self.seed = int(seed)
@@ -405,11 +412,16 @@ class TimeSeriesDataModule(LightningDataModule):
     @property
     def naive_season(self) -> str:
         """The seasonal-naive season, a duration: ``season`` if given (a count is in median
-        sampling steps), else :func:`~posenc.tasks.evaluation.season_for_step` of the step."""
+        sampling steps; ``"persistence"``: 1 ns, which makes the baseline the last observed
+        value), else :func:`~posenc.tasks.evaluation.season_for_step` of the step."""
         from .evaluation import season_for_step
 
         step = pd.Timedelta(self.schema.step_ns)
-        if self.season is None:
+        if self.season == PERSISTENCE:
+            # The value at or before origin + 1 ns - k ns for the smallest k that reaches the
+            # origin: the last observed value, exactly.
+            season = pd.Timedelta(1, "ns")
+        elif self.season is None:
             season = season_for_step(step)
         elif isinstance(self.season, pd.Timedelta):
             season = self.season

@@ -328,7 +328,9 @@ class GlucoseDataModule(TimeSeriesDataModule):
     device is unknown and no clock change shows in the data, so none is guessed.
 
     Args:
-        season: the seasonal-naive season (default one day: meals and sleep).
+        season: the baseline's season (default ``"persistence"``, the last observed value:
+            for horizons of an hour it beats the daily season by far, 19 vs 53 mg/dL on the
+            study's test windows; give ``"1D"`` for meals and sleep).
         The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s. The lengths
         are durations, since counts of irregular readings span unequal times: by default
         12 h of context, a 1 h horizon, a new forecast origin every hour.
@@ -343,7 +345,7 @@ class GlucoseDataModule(TimeSeriesDataModule):
         test_fraction: float = 0.15,
         val_start: str | None = None,
         test_start: str | None = None,
-        season: int | str | None = "1D",
+        season: int | str | None = "persistence",
         irregular: float | None = None,
         seed: int = 0,
         batch_size: int = 64,

@@ -236,3 +236,19 @@ def test_multi_column_series_ids_are_sorted_keys_and_survive_a_checkpoint(tmp_pa
     # store read back as floats (a CSV with a gap) still names the trained series
     out = model.forecast(frame.assign(store=frame["store"].astype(float)), 1)
     assert list(zip(out["state"], out["store"], strict=True)) == dm.series_keys
+
+
+def test_persistence_baseline_is_the_last_observed_value(tmp_path):
+    # y rises 0.5 an hour: persisting the last value is off by 0.5 * h at horizon step h
+    # (h = 1..6): a mean absolute error of 0.5 * 3.5 = 1.75, whatever the window.
+    stamps = pd.date_range("2021-01-01", periods=240, freq="1h")
+    frame = pd.DataFrame({"ts": stamps, "y": 0.5 * np.arange(240)})
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="y",
+                              context_length=30, horizon=6, stride=6, batch_size=16,
+                              season="persistence")
+    assert pd.Timedelta(dm.naive_season) == pd.Timedelta(1, "ns") and dm.mase_season == 1
+    model = Forecaster(**dm.model_sizes(), **TINY)
+    [result] = _trainer(tmp_path).test(model, dm, verbose=False)
+    assert result["test/mae_naive"] == pytest.approx(1.75, abs=1e-4)
+    # the in-sample naive error of each context is 0.5: MASE = 1.75 / 0.5
+    assert result["test/mase_naive"] == pytest.approx(3.5, abs=1e-4)
