@@ -1,7 +1,8 @@
 """Built-in forecasting data modules over data that ships offline inside pip packages (the
 ``data`` extra): each wires the columns of one of :mod:`posenc.tasks.series_sources`' tables
 (a panel of 51 states, covariates, 3 airports with gaps, irregular sampling) and picks
-sensible windows.
+sensible windows. The other arguments (lengths, splits, ``season``, loader settings,
+``predict_split``) are :class:`~posenc.tasks.TimeSeriesDataModule`'s.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class SeattleTempsDataModule(TimeSeriesDataModule):
         batch_size: int = 64,
         eval_batch_size: int | None = None,
         num_workers: int = 0,
+        predict_split: str = "future",
     ) -> None:
         super().__init__(
             data=None, timestamp_column="date", target_columns="temp",
@@ -66,7 +68,8 @@ class SeattleTempsDataModule(TimeSeriesDataModule):
             context_length=context_length, horizon=horizon, stride=stride,
             val_fraction=val_fraction, test_fraction=test_fraction, irregular=irregular,
             seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
-            num_workers=num_workers)
+            num_workers=num_workers,
+            predict_split=predict_split)
 
     def load_frame(self) -> pd.DataFrame:
         try:
@@ -97,13 +100,15 @@ class TaylorDataModule(TimeSeriesDataModule):
         batch_size: int = 64,
         eval_batch_size: int | None = None,
         num_workers: int = 0,
+        predict_split: str = "future",
     ) -> None:
         super().__init__(
             data=None, timestamp_column="timestamp", target_columns="demand", tz=None,
             context_length=context_length, horizon=horizon, stride=stride,
             val_fraction=val_fraction, test_fraction=test_fraction, irregular=irregular,
             seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
-            num_workers=num_workers)
+            num_workers=num_workers,
+            predict_split=predict_split)
 
     def load_frame(self) -> pd.DataFrame:
         try:
@@ -183,6 +188,7 @@ class BirthdaysDataModule(TimeSeriesDataModule):
         batch_size: int = 64,
         eval_batch_size: int | None = None,
         num_workers: int = 0,
+        predict_split: str = "future",
     ) -> None:
         chosen = _subset(states, "states", BIRTHDAY_STATES)
         first, last = _year(start, "start"), _year(end, "end")
@@ -193,7 +199,8 @@ class BirthdaysDataModule(TimeSeriesDataModule):
             tz=None, context_length=context_length, horizon=horizon, stride=stride,
             val_fraction=val_fraction, test_fraction=test_fraction, val_start=val_start,
             test_start=test_start, season=season, irregular=irregular, seed=seed,
-            batch_size=batch_size, eval_batch_size=eval_batch_size, num_workers=num_workers)
+            batch_size=batch_size, eval_batch_size=eval_batch_size, num_workers=num_workers,
+            predict_split=predict_split)
         self.states, self.start, self.end = chosen, first, last
 
     def load_frame(self) -> pd.DataFrame:
@@ -247,6 +254,7 @@ class ElecDemandDataModule(TimeSeriesDataModule):
         batch_size: int = 64,
         eval_batch_size: int | None = None,
         num_workers: int = 0,
+        predict_split: str = "future",
     ) -> None:
         role = check_choice(temperature, "temperature", TEMPERATURE_ROLES)
         super().__init__(
@@ -257,7 +265,8 @@ class ElecDemandDataModule(TimeSeriesDataModule):
             stride=stride, val_fraction=val_fraction, test_fraction=test_fraction,
             val_start=val_start, test_start=test_start, season=season, irregular=irregular,
             seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
-            num_workers=num_workers)
+            num_workers=num_workers,
+            predict_split=predict_split)
         self.temperature = role
 
     def load_frame(self) -> pd.DataFrame:
@@ -300,6 +309,7 @@ class NYCWeatherDataModule(TimeSeriesDataModule):
         batch_size: int = 64,
         eval_batch_size: int | None = None,
         num_workers: int = 0,
+        predict_split: str = "future",
     ) -> None:
         chosen = _subset(airports, "airports", NYC_AIRPORTS)
         super().__init__(
@@ -309,7 +319,8 @@ class NYCWeatherDataModule(TimeSeriesDataModule):
             stride=stride, val_fraction=val_fraction, test_fraction=test_fraction,
             val_start=val_start, test_start=test_start, season=season, irregular=irregular,
             seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
-            num_workers=num_workers)
+            num_workers=num_workers,
+            predict_split=predict_split)
         self.airports = chosen
 
     def load_frame(self) -> pd.DataFrame:
@@ -351,6 +362,7 @@ class GlucoseDataModule(TimeSeriesDataModule):
         batch_size: int = 64,
         eval_batch_size: int | None = None,
         num_workers: int = 0,
+        predict_split: str = "future",
     ) -> None:
         super().__init__(
             data=None, timestamp_column="timestamp", target_columns="glucose",
@@ -358,7 +370,8 @@ class GlucoseDataModule(TimeSeriesDataModule):
             stride=stride, val_fraction=val_fraction, test_fraction=test_fraction,
             val_start=val_start, test_start=test_start, season=season, irregular=irregular,
             seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
-            num_workers=num_workers)
+            num_workers=num_workers,
+            predict_split=predict_split)
 
     def load_frame(self) -> pd.DataFrame:
         return glucose_frame()

@@ -329,3 +329,12 @@ def test_loaders_hand_out_independent_copies(elec):
     first = elecdemand_frame()
     first.loc[0, "Demand"] = -1.0
     assert elecdemand_frame().loc[0, "Demand"] == elec.loc[0, "Demand"] != -1.0
+
+
+@pytest.mark.parametrize("cls", [BirthdaysDataModule, ElecDemandDataModule, GlucoseDataModule,
+                                 NYCWeatherDataModule])
+def test_built_in_modules_predict_the_future_or_a_backtest_split(cls):
+    assert cls().predict_split == "future"
+    assert cls(predict_split="test").predict_split == "test"
+    with pytest.raises(ValueError, match="predict_split"):
+        cls(predict_split="train")
