@@ -6,13 +6,18 @@ canvas (no pyplot, no global backend change) and returns the path:
 
 - 1D additive: :func:`plot_additive_1d` (encoding heatmap, position x dimension, and the
   cosine-similarity matrix of positions), for ``SinusoidalEncoding`` / ``LearnedEncoding``.
-- 1D rotary: :func:`plot_rope_scores` (q.k score vs relative distance).
-- 1D bias: :func:`plot_bias_vs_distance` (bias per head vs key - query; T5 adds its buckets).
+- 1D rotary: :func:`plot_rope_scores` (q.k score vs relative distance) and
+  :func:`plot_xpos_decay` (xPos's score and per-pair decay next to RoPE's score).
+- 1D bias: :func:`plot_bias_vs_distance` (bias per head vs key - query; T5 adds its buckets)
+  and :func:`plot_bias_comparison` (ALiBi, KERPLE log/power, FIRE side by side).
 - 2D: :func:`plot_grid_similarity` (the ViT paper's figure: for each patch, the cosine
   similarity of its encoding to every patch) and :func:`plot_rope_mixed_frequencies`
   (RoPE-Mixed frequency vectors per head).
+- Video: :func:`plot_video_similarity` (one (t, row, col) token against every token of every
+  frame: MRoPE chunked / strided, RoPE3D, SinCos3D).
 - Time: :func:`plot_calendar_features` and :func:`plot_fourier_features` over a week and a
-  year in a time zone, with DST changes marked.
+  year in a time zone, with DST changes marked; :func:`plot_holiday_features` (holiday
+  kernels and distances over a year of one country).
 - Forecasts: :func:`plot_forecast` (history, truth, forecast and quantile band per series,
   from a :class:`~posenc.tasks.ForecastWriter` file; ``posenc plot forecast``).
 
@@ -36,11 +41,27 @@ import torch
 from posenc.core.angles import LAYOUTS
 from torch import nn
 
-from .plots_core import plot_additive_1d, plot_bias_vs_distance, plot_rope_scores
+from .plots_core import (
+    plot_additive_1d,
+    plot_bias_comparison,
+    plot_bias_vs_distance,
+    plot_rope_scores,
+    plot_xpos_decay,
+)
 from .plots_figure import describe
 from .plots_forecast import add_forecast_arguments, plot_forecast, run_forecast
-from .plots_spatial import GRID_ENCODINGS, plot_grid_similarity, plot_rope_mixed_frequencies
-from .plots_temporal import dst_changes, plot_calendar_features, plot_fourier_features
+from .plots_spatial import (
+    GRID_ENCODINGS,
+    plot_grid_similarity,
+    plot_rope_mixed_frequencies,
+    plot_video_similarity,
+)
+from .plots_temporal import (
+    dst_changes,
+    plot_calendar_features,
+    plot_fourier_features,
+    plot_holiday_features,
+)
 
 __all__ = [
     "KINDS",
@@ -48,17 +69,22 @@ __all__ = [
     "load_checkpoint_module",
     "main",
     "plot_additive_1d",
+    "plot_bias_comparison",
     "plot_bias_vs_distance",
     "plot_calendar_features",
     "plot_forecast",
     "plot_fourier_features",
     "plot_grid_similarity",
+    "plot_holiday_features",
     "plot_rope_mixed_frequencies",
     "plot_rope_scores",
+    "plot_video_similarity",
+    "plot_xpos_decay",
 ]
 
-KINDS = ("sinusoidal", "learned", "rope", "alibi", "t5", "grid-similarity", "rope-mixed",
-         "calendar", "fourier")
+#: The figures ``posenc plot all`` writes (every kind but ``forecast``), in order.
+KINDS = ("sinusoidal", "learned", "rope", "xpos", "alibi", "t5", "bias-compare",
+         "grid-similarity", "rope-mixed", "video", "calendar", "fourier", "holidays")
 
 
 # -- checkpoints -------------------------------------------------------------------------------
@@ -115,6 +141,14 @@ def _checkpoint_grid(model: nn.Module) -> tuple[int, int] | None:
 
 
 # -- command line ------------------------------------------------------------------------------
+def _strided_sections(head_dim: int) -> tuple[int, int, int]:
+    """Qwen3-VL's interleaved sections: rows and columns ``5 * pairs // 16`` each (its
+    ``[24, 20, 20]`` for head_dim 128), time the rest."""
+    pairs = head_dim // 2
+    space = 5 * pairs // 16
+    return pairs - 2 * space, space, space
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="posenc plot",
@@ -141,6 +175,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--base", type=float, default=10000.0)
     p.add_argument("--max-distance", type=int, default=256)
     p.add_argument("--samples", type=int, default=256, help="random q vectors averaged")
+    p = add("xpos", "xPos: q.k score and per-pair decay vs distance, next to RoPE's score")
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--base", type=float, default=10000.0)
+    p.add_argument("--scale-base", type=float, default=512.0, help="xPos decay length")
+    p.add_argument("--max-distance", type=int, default=1024)
     p = add("alibi", "ALiBi: bias vs distance per head")
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--max-distance", type=int, default=64)
@@ -152,6 +191,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="T5 max_distance: offsets beyond share the last bucket")
     p.add_argument("--max-distance", type=int, default=160, help="largest offset plotted")
     p.add_argument("--unidirectional", action="store_true", help="decoder bucketing")
+    p = add("bias-compare", "ALiBi, KERPLE log/power and FIRE (untrained init): bias per head "
+                            "vs distance, side by side")
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--max-distance", type=int, default=128)
     p = add("grid-similarity", "2D additive encoding: per-patch cosine-similarity grids")
     p.add_argument("--encoding", default="sincos2d", choices=GRID_ENCODINGS)
     p.add_argument("--grid", type=int, nargs=2, metavar=("ROWS", "COLS"), default=None,
@@ -165,6 +208,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--base", type=float, default=10.0)
     p.add_argument("--checkpoint", type=Path, default=None,
                    help="a trained model's checkpoint: plot its learned frequencies")
+    p = add("video", "video encodings (MRoPE chunked/strided, RoPE3D, SinCos3D): similarity "
+                     "of the centre token to every token of every frame")
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--grid", type=int, nargs=2, metavar=("ROWS", "COLS"), default=(8, 8))
+    p.add_argument("--frames", type=int, default=5)
     for name in ("calendar", "fourier"):
         p = add(name, f"{name} features over a week and a year in a time zone, DST marked")
         p.add_argument("--tz", default="America/New_York", help="IANA time zone name")
@@ -172,6 +220,12 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--days", type=int, default=7, help="length of the short window")
         if name == "fourier":
             p.add_argument("--harmonics", type=int, default=3)
+    p = add("holidays", "HolidayFeatures of every day of a year: kernels and distance to the "
+                        "nearest holiday (needs the holidays package)")
+    p.add_argument("--country", default="US", help="holidays package country code")
+    p.add_argument("--subdiv", default=None, help="subdivision code, e.g. CA")
+    p.add_argument("--year", type=int, default=2024)
+    p.add_argument("--alpha", type=float, default=0.5, help="rate of the smooth kernels")
     add_forecast_arguments(add("forecast", "history, truth, forecast and quantile band of "
                                            "chosen series, from a ForecastWriter file"))
     add("all", "every plot above but forecast (it needs your files) with default settings")
@@ -194,6 +248,9 @@ def _run(kind: str, args: argparse.Namespace) -> Path:
         enc = core.RotaryEncoding(args.head_dim, args.base)
         return plot_rope_scores(enc, out / "rope.png", max_distance=args.max_distance,
                                 num_samples=args.samples, seed=args.seed, dpi=dpi)
+    if kind == "xpos":
+        enc = core.XPos(args.head_dim, args.base, args.scale_base)
+        return plot_xpos_decay(enc, out / "xpos.png", max_distance=args.max_distance, dpi=dpi)
     if kind == "alibi":
         enc = core.ALiBi(args.heads, causal=args.causal)
         return plot_bias_vs_distance(enc, out / "alibi.png", max_distance=args.max_distance,
@@ -203,6 +260,17 @@ def _run(kind: str, args: argparse.Namespace) -> Path:
                                   args.bucket_max_distance)
         return plot_bias_vs_distance(enc, out / "t5.png", max_distance=args.max_distance,
                                      dpi=dpi, title=f"{describe(enc)}, untrained init")
+    if kind == "bias-compare":
+        encodings = [core.ALiBi(args.heads), core.Kerple(args.heads, "log"),
+                     core.Kerple(args.heads, "power"), core.FIRE(args.heads)]
+        return plot_bias_comparison(encodings, out / "bias-compare.png",
+                                    max_distance=args.max_distance, dpi=dpi)
+    if kind == "video":
+        grid, dim = tuple(args.grid), args.head_dim
+        encodings = [spatial.MRoPE(dim), spatial.MRoPE(dim, _strided_sections(dim),
+                                                        axis_layout="strided"),
+                     spatial.RoPE3D(dim, 1), spatial.SinCos3D(dim)]
+        return plot_video_similarity(encodings, out / "video.png", grid, args.frames, dpi=dpi)
     if kind == "grid-similarity":
         grid = tuple(args.grid) if args.grid else None
         if args.checkpoint is not None:
@@ -237,6 +305,9 @@ def _run(kind: str, args: argparse.Namespace) -> Path:
         return plot_rope_mixed_frequencies(enc, out / "rope-mixed.png", dpi=dpi, title=title)
     if kind == "forecast":
         return run_forecast(args)
+    if kind == "holidays":
+        return plot_holiday_features(args.country, out / "holidays.png", subdiv=args.subdiv,
+                                     year=args.year, alpha=args.alpha, dpi=dpi)
     if kind == "calendar":
         return plot_calendar_features(args.tz, out / "calendar.png", start=args.start,
                                       days=args.days, dpi=dpi)

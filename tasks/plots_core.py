@@ -2,22 +2,27 @@
 
 - additive: :func:`plot_additive_1d` (encoding heatmap, position x dimension, and the
   cosine-similarity matrix of positions), for ``SinusoidalEncoding`` / ``LearnedEncoding``;
-- rotary: :func:`plot_rope_scores` (q.k score vs relative distance);
-- bias: :func:`plot_bias_vs_distance` (bias per head vs key - query; T5 adds its buckets).
+- rotary: :func:`plot_rope_scores` (q.k score vs relative distance; RoPE or xPos) and
+  :func:`plot_xpos_decay` (xPos's score and per-pair decay next to RoPE's score);
+- bias: :func:`plot_bias_vs_distance` (bias per head vs key - query; T5 adds its buckets) and
+  :func:`plot_bias_comparison` (one panel per bias family, e.g. ALiBi, KERPLE log/power and
+  FIRE at init, bias per head vs query - key).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-from posenc.core import check_positive_int
-from torch import nn
+from posenc.core import apply_rotation, check_positive_int
+from torch import Tensor, nn
 
 from .plots_figure import cosine_matrix, describe, new_figure, save_png
 
-__all__ = ["plot_additive_1d", "plot_rope_scores", "plot_bias_vs_distance"]
+__all__ = ["plot_additive_1d", "plot_rope_scores", "plot_xpos_decay", "plot_bias_vs_distance",
+           "plot_bias_comparison"]
 
 
 def _head_colors(num_heads: int) -> list:
@@ -63,6 +68,21 @@ def plot_additive_1d(encoding: nn.Module, path: str | Path, *, num_positions: in
     return save_png(fig, path)
 
 
+def _rotary_scores(encoding: nn.Module, vectors: Tensor, distance: Tensor) -> Tensor:
+    """``(S, head_dim)`` vectors ``q = k`` -> ``(S, D)`` scores ``q_d . k_0 / head_dim`` of a
+    query at each of the ``(D,)`` positions ``distance`` against the key at position 0.
+
+    Queries turn by ``encoding.rotation``, keys by ``encoding.key_rotation`` where it has one
+    (xPos scales keys by the inverse), as :class:`~posenc.core.MultiheadAttention` turns them.
+    """
+    x = vectors[:, None, None, :]
+    key_rotation = getattr(encoding, "key_rotation", encoding.rotation)
+    with torch.no_grad():
+        q = apply_rotation(x.expand(-1, 1, len(distance), -1), encoding.rotation(distance))
+        k = apply_rotation(x, key_rotation(torch.zeros(1, dtype=torch.long)))
+    return (q * k).sum(-1)[:, 0] / encoding.head_dim
+
+
 def plot_rope_scores(encoding: nn.Module, path: str | Path, *, max_distance: int = 256,
                      num_samples: int = 256, seed: int = 0, title: str | None = None,
                      figsize: tuple[float, float] = (9, 5), dpi: int = 100) -> Path:
@@ -74,23 +94,18 @@ def plot_rope_scores(encoding: nn.Module, path: str | Path, *, max_distance: int
     expectation; the band shows how far one vector strays from it).
 
     Args:
-        encoding: a rotary encoding with ``head_dim`` and ``rotate(x (B, H, N, head_dim),
-            positions (N,))`` (``posenc.core.RotaryEncoding``).
+        encoding: a 1D rotary encoding with ``head_dim`` and ``rotation(positions (N,))``
+            (``posenc.core.RotaryEncoding``; ``XPos``, whose keys turn by ``key_rotation``).
         max_distance: largest relative distance shown.
     """
     check_positive_int(max_distance, "max_distance")
     check_positive_int(num_samples, "num_samples")
     head_dim = encoding.head_dim
     distance = torch.arange(max_distance + 1)
-    origin = torch.zeros(1, dtype=torch.long)
     gen = torch.Generator().manual_seed(seed)
-    random = torch.randn(num_samples, 1, 1, head_dim, generator=gen)
-    with torch.no_grad():
-        ones = torch.ones(1, 1, 1, head_dim)
-        q = encoding.rotate(ones.expand(1, 1, max_distance + 1, head_dim), distance)
-        ones_score = (q * encoding.rotate(ones, origin)).sum(-1)[0, 0] / head_dim
-        q = encoding.rotate(random.expand(-1, -1, max_distance + 1, -1), distance)
-        scores = (q * encoding.rotate(random, origin)).sum(-1)[:, 0] / head_dim
+    ones_score = _rotary_scores(encoding, torch.ones(1, head_dim), distance)[0]
+    scores = _rotary_scores(encoding, torch.randn(num_samples, head_dim, generator=gen),
+                            distance)
     mean, std = scores.mean(0).numpy(), scores.std(0).numpy()
     x = distance.numpy()
     fig = new_figure(figsize, dpi)
@@ -103,9 +118,71 @@ def plot_rope_scores(encoding: nn.Module, path: str | Path, *, max_distance: int
     ax.axhline(0, color="0.5", lw=0.8)
     ax.set(xlabel="relative distance m - n (tokens)", ylabel="q_m . k_n / head_dim",
            xlim=(0, max_distance))
-    ax.set_title(title or f"RoPE score vs relative distance\n{describe(encoding)}",
-                 fontsize="medium")
+    name = "xPos" if hasattr(encoding, "key_rotation") else "RoPE"
+    ax.set_title(title or f"{name} score vs relative distance\n"
+                 f"{describe(encoding)}", fontsize="medium")
     ax.legend()
+    return save_png(fig, path)
+
+
+def plot_xpos_decay(encoding: nn.Module, path: str | Path, *, rope: nn.Module | None = None,
+                    max_distance: int = 1024, title: str | None = None,
+                    figsize: tuple[float, float] = (13, 5), dpi: int = 100) -> Path:
+    """xPos next to RoPE: the ``q = k = ones`` score against the distance ``m - n`` (query
+    after key, the causal case) and the decay ``zeta_i ** ((m - n) / scale_base)`` of every
+    rotary pair.
+
+    Left: RoPE's score (RoFormer's long-term decay, which comes from the rotations alone),
+    xPos's score, and xPos's mean decay over pairs (the score with the rotations taken out:
+    its envelope). Right: each pair's decay, coloured by its wavelength ``2 pi / freq``.
+
+    Args:
+        encoding: a ``posenc.core.XPos``.
+        rope: the RoPE it is compared with; None: ``RotaryEncoding`` of the same
+            ``head_dim``, ``base``, ``rotary_dim`` and ``layout``.
+        max_distance: largest distance shown (within ``encoding.max_offset(torch.float32)``
+            of its centre, else the rotation raises).
+    """
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import LogNorm
+    from posenc.core import RotaryEncoding, XPos
+
+    if not isinstance(encoding, XPos):
+        raise TypeError(f"encoding must be a posenc.core.XPos, got {type(encoding).__name__}")
+    check_positive_int(max_distance, "max_distance")
+    if rope is None:
+        rope = RotaryEncoding(encoding.head_dim, encoding.base, rotary_dim=encoding.rotary_dim,
+                              layout=encoding.layout)
+    distance = torch.arange(max_distance + 1)
+    ones = torch.ones(1, encoding.head_dim)
+    xpos_score = _rotary_scores(encoding, ones, distance)[0].numpy()
+    rope_score = _rotary_scores(rope, ones, distance)[0].numpy()
+    origin = torch.zeros(1, dtype=torch.long)
+    decay = (encoding.scale(distance) / encoding.scale(origin)).numpy()  # (D, pairs)
+    x = distance.numpy()
+    fig = new_figure(figsize, dpi)
+    ax_score, ax_pairs = fig.subplots(1, 2)
+    ax_score.plot(x, rope_score, color="0.55", lw=1.2,
+                  label=f"RoPE (base {float(rope.base):g}), q = k = ones")
+    ax_score.plot(x, xpos_score, color="C0", lw=1.5, label="xPos, q = k = ones")
+    ax_score.plot(x, decay.mean(1), color="C3", ls="--", lw=1.2,
+                  label="xPos mean decay over pairs (its envelope)")
+    ax_score.axhline(0, color="0.5", lw=0.8)
+    ax_score.set(xlabel="relative distance m - n (tokens, query after key)",
+                 ylabel="q_m . k_n / head_dim  (q = k = ones)", xlim=(0, max_distance),
+                 title="score vs distance")
+    ax_score.legend(fontsize="small", loc="upper right")
+    wavelength = (2 * torch.pi / encoding.inv_freq64).numpy()
+    norm = LogNorm(wavelength.min(), wavelength.max())
+    cmap = colormaps["viridis"]
+    for pair in range(decay.shape[1]):
+        ax_pairs.plot(x, decay[:, pair], color=cmap(norm(wavelength[pair])), lw=0.9)
+    ax_pairs.set(xlabel="relative distance m - n (tokens, query after key)",
+                 ylabel="zeta_i ** ((m - n) / scale_base)", xlim=(0, max_distance),
+                 ylim=(0, 1.02), title="decay of each rotary pair")
+    fig.colorbar(ScalarMappable(norm, cmap), ax=ax_pairs, label="wavelength of the pair (tokens)")
+    fig.suptitle(title or describe(encoding), fontsize="medium")
     return save_png(fig, path)
 
 
@@ -171,4 +248,78 @@ def plot_bias_vs_distance(encoding: nn.Module, path: str | Path, *, max_distance
             a.set_xscale("symlog", linthresh=exact)
             a.set_xticks(ticks, [str(t) for t in ticks], fontsize="small")
     fig.suptitle(title or describe(encoding))
+    return save_png(fig, path)
+
+
+def _bias_family(encoding: nn.Module) -> str:
+    """A short panel title: the class and what tells its curves apart."""
+    from posenc.core import FIRE, Kerple
+
+    if isinstance(encoding, Kerple):
+        return f"KERPLE {encoding.kernel}: -r1 log(1 + r2 d)" if encoding.kernel == "log" \
+            else "KERPLE power: -r1 d ** r2"
+    if isinstance(encoding, FIRE):
+        return (f"FIRE at init: MLP(log(1 + c d) / log(1 + c L)), L = "
+                f"{float(encoding.threshold.detach()):g}")
+    return type(encoding).__name__
+
+
+def _head_labels(encoding: nn.Module) -> list[str]:
+    """Legend entry of each head: the parameters that set its curve, where it has few."""
+    from posenc.core import ALiBi, Kerple
+
+    if isinstance(encoding, ALiBi):
+        return [f"head {h}: slope {s:.3g}" for h, s in enumerate(encoding.slopes.tolist())]
+    if isinstance(encoding, Kerple):
+        return [f"head {h}: r1 {r1:.2f}, r2 {r2:.2f}" for h, (r1, r2) in
+                enumerate(zip(encoding.r1.detach().tolist(), encoding.r2.detach().tolist(),
+                                 strict=True))]
+    return [f"head {h}" for h in range(encoding.num_heads)]
+
+
+def plot_bias_comparison(encodings: Sequence[nn.Module], path: str | Path, *,
+                         max_distance: int = 128, title: str | None = None,
+                         figsize: tuple[float, float] | None = None, dpi: int = 100) -> Path:
+    """Bias families side by side: one panel per encoding, its bias per head against the
+    distance ``d = query - key`` of keys at or before the query (``0 .. max_distance``).
+
+    The query sits at position ``max_distance`` and the keys at ``0 .. max_distance``, so a
+    causal encoding masks none of them; symmetric ones (``causal=False`` ALiBi/KERPLE) give
+    the same curves for keys after the query. FIRE depends on the offset alone while
+    ``max_distance <= L`` (its threshold); beyond, on the offset relative to the position.
+
+    Args:
+        encodings: 1D bias encodings ``(q_positions, k_positions) -> (1, H, Nq, Nk)``
+            (``ALiBi``, ``Kerple``, ``FIRE``, ``T5RelativeBias``, ...), at most 6.
+        max_distance: largest distance shown.
+        figsize: default ``(6 * columns, 4 * rows + 0.6)`` for 2 columns.
+    """
+    check_positive_int(max_distance, "max_distance")
+    if isinstance(encodings, nn.Module) or not 1 <= len(encodings) <= 6 or not all(
+            isinstance(e, nn.Module) for e in encodings):
+        raise TypeError(f"encodings must be a list of 1 to 6 bias encodings (nn.Module), got "
+                        f"{encodings!r}"[:300])
+    query = torch.tensor([max_distance])
+    keys = torch.arange(max_distance + 1)
+    distance = (query - keys).numpy()  # max_distance .. 0
+    ncols = min(len(encodings), 2)
+    nrows = -(-len(encodings) // ncols)
+    fig = new_figure(figsize or (6 * ncols, 4 * nrows + 0.6), dpi)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False, sharex=True)).ravel()
+    for ax, encoding in zip(axes, encodings, strict=False):
+        with torch.no_grad():
+            bias = encoding(query, keys)[0, :, 0, :].float().numpy()  # (H, Nk)
+        labels = _head_labels(encoding)
+        for h, color in enumerate(_head_colors(bias.shape[0])):
+            ax.plot(distance, bias[h], color=color, label=labels[h])
+        ax.axhline(0, color="0.5", lw=0.8)
+        ax.set(title=_bias_family(encoding), ylabel="bias added to the logit",
+               xlim=(0, max_distance))
+        ax.legend(fontsize="x-small", ncol=2 if bias.shape[0] > 4 else 1, loc="lower left")
+    for ax in axes[len(encodings):]:
+        ax.set_axis_off()
+    for ax in axes[-ncols:]:
+        ax.set_xlabel("distance query - key (tokens)")
+    fig.suptitle(title or "Relative position biases vs distance (untrained init)",
+                 fontsize="medium")
     return save_png(fig, path)

@@ -1,7 +1,7 @@
-"""Plots of the time features in ``posenc.temporal`` over a week and a year in a time zone,
-with DST changes marked (each renders a PNG and returns its path):
-:func:`plot_calendar_features` and :func:`plot_fourier_features`; :func:`dst_changes` finds
-the changes.
+"""Plots of the time features in ``posenc.temporal`` (each renders a PNG and returns its
+path): :func:`plot_calendar_features` and :func:`plot_fourier_features` over a week and a year
+in a time zone, with DST changes marked (:func:`dst_changes` finds the changes), and
+:func:`plot_holiday_features` (holiday kernels and distances over a year of one country).
 """
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from posenc.core import check_positive_int
 
 from .plots_figure import new_figure, save_png
 
-__all__ = ["dst_changes", "plot_calendar_features", "plot_fourier_features"]
+__all__ = ["dst_changes", "plot_calendar_features", "plot_fourier_features",
+           "plot_holiday_features"]
 
 
 def _start_time(start: Any, tz: str) -> Any:
@@ -198,4 +200,96 @@ def plot_fourier_features(tz: str, path: str | Path, *, start: Any = "2024-03-07
     _draw_time_panels(fig, panels, tz)
     fig.suptitle(title or f"FourierSeasonality({enc.extra_repr()}) in {tz} from "
                  f"{panels[0]['index'][0]}")
+    return save_png(fig, path)
+
+
+def _holiday_names(country: str, subdiv: str | None, year: int) -> dict[Any, str]:
+    """``{datetime64[D]: name}`` of the year's holidays, for labels only (the plotted values
+    come from :class:`~posenc.temporal.HolidayFeatures`)."""
+    import holidays
+
+    calendar = holidays.country_holidays(country, subdiv=subdiv, years=[year])
+    return {np.datetime64(day, "D"): name for day, name in sorted(calendar.items())}
+
+
+def plot_holiday_features(country: str, path: str | Path, *, subdiv: str | None = None,
+                          year: int = 2024, alpha: float = 0.5, zoom_days: int = 10,
+                          title: str | None = None, figsize: tuple[float, float] = (15, 9),
+                          dpi: int = 100) -> Path:
+    """``HolidayFeatures`` of every day of ``year`` in ``country`` (and ``subdiv``).
+
+    Top: the three kernels of the signed distance to the nearest holiday, ``indicator``,
+    ``exponential`` ``exp(-alpha |d|)`` and ``squared_exponential`` ``exp(-alpha d**2)``, with
+    each holiday named. Middle: the signed distance itself (days after the nearest holiday,
+    negative before it; it jumps half-way between two holidays). Bottom: ``zoom_days`` either
+    side of the holiday nearest mid-year and of the year's last holiday, day by day.
+
+    Args:
+        country, subdiv: the calendar (``holidays`` package codes, e.g. ``"US"``, ``"CA"``).
+        year: the year shown (within the package's calendar for the country).
+        alpha: the rate of both smooth kernels (``> 0``).
+        zoom_days: half-width of the bottom windows in days (clipped to the year).
+    """
+    import pandas as pd
+    from posenc.core import check_int
+    from posenc.temporal import HolidayFeatures
+    from posenc.temporal.holidays import KERNELS
+
+    year = check_int(year, "year", ge=1)
+    check_positive_int(zoom_days, "zoom_days")
+    days = pd.date_range(f"{year:04d}-01-01", f"{year:04d}-12-31", freq="D")
+    kernels = {kernel: HolidayFeatures(country, subdiv, kernel=kernel, alpha=alpha,
+                                       distance_scale=1.0 if kernel == "indicator" else None,
+                                       years=(year, year)) for kernel in KERNELS}
+    values = {kernel: enc(days, dtype=torch.float64).numpy() for kernel, enc in kernels.items()}
+    distance = values["indicator"][:, 1]  # distance_scale=1: the signed distance in days
+    names = _holiday_names(country, subdiv, year)
+    x = days.to_numpy().astype("M8[D]")
+    styles = {"indicator": {"color": "k", "lw": 1.0, "drawstyle": "steps-mid"},
+              "exponential": {"color": "C0", "lw": 1.2},
+              "squared_exponential": {"color": "C1", "lw": 1.2}}
+    labels = {"indicator": "indicator (d == 0)", "exponential": f"exponential exp(-{alpha:g} |d|)",
+              "squared_exponential": f"squared_exponential exp(-{alpha:g} d^2)"}
+
+    fig = new_figure(figsize, dpi)
+    grid = fig.add_gridspec(3, 2, height_ratios=(3, 2, 3))
+    ax_year = fig.add_subplot(grid[0, :])
+    ax_dist = fig.add_subplot(grid[1, :], sharex=ax_year)
+    for kernel, style in styles.items():
+        ax_year.plot(x, values[kernel][:, 0], label=labels[kernel], **style)
+    ax_dist.plot(x, distance, color="C2", lw=1.2, drawstyle="steps-mid")
+    ax_year.set(ylabel="kernel of d", ylim=(-0.02, 1.05), xlim=(x[0], x[-1]))
+    for day, name in names.items():
+        for ax in (ax_year, ax_dist):
+            ax.axvline(day, color="0.8", lw=0.8, zorder=0)
+        ax_year.annotate(name, (day, 1.07), rotation=90, fontsize="x-small", ha="center",
+                         va="bottom", annotation_clip=False)
+    ax_year.legend(fontsize="small", loc="center left", bbox_to_anchor=(0.3, 0.5))
+    ax_year.tick_params(labelbottom=False)
+    ax_dist.axhline(0, color="0.5", lw=0.8)
+    ax_dist.set(ylabel="d (days)", xlabel="date",
+                title="signed distance d to the nearest holiday (> 0 after it)")
+    holidays = sorted(names)
+    if holidays:
+        middle = np.datetime64(f"{year:04d}-07-01", "D")
+        centres = [min(holidays, key=lambda d: abs(d - middle)), holidays[-1]]
+        if centres[0] == centres[1]:
+            centres = centres[:1]
+        for col, centre in enumerate(centres):
+            ax = fig.add_subplot(grid[2, col])
+            keep = (x >= centre - zoom_days) & (x <= centre + zoom_days)
+            offsets = (x[keep] - centre).astype(np.int64)
+            for kernel, style in styles.items():
+                ax.plot(offsets, values[kernel][keep, 0], marker="o", ms=3,
+                        **{k: v for k, v in style.items() if k != "drawstyle"},
+                        label=kernel)
+            twin = ax.twinx()
+            twin.plot(offsets, distance[keep], color="C2", ls=":", marker=".", label="d")
+            twin.set_ylabel("d (days)", color="C2")
+            ax.set(xlabel=f"days from {names[centre]} ({centre})", ylabel="feature value",
+                   title=f"around {names[centre]}, day by day", ylim=(-0.05, 1.05))
+            ax.legend(fontsize="x-small", loc="upper left")
+    fig.suptitle(title or f"HolidayFeatures(country={country!r}, subdiv={subdiv!r}, "
+                 f"alpha={alpha:g}) on every day of {year}: kernels of the signed distance d "
+                 "to the nearest holiday")
     return save_png(fig, path)

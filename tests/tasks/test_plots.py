@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 from posenc import core, spatial
-from posenc.tasks import plots
+from posenc.tasks import plots, plots_core, plots_spatial, plots_temporal
 
 pytest.importorskip("matplotlib")
 
@@ -41,6 +41,21 @@ def assert_png(path: Path, figsize: tuple[float, float], dpi: int = DPI) -> None
     assert len(colours) > 10, f"{path} is (nearly) blank: {len(colours)} distinct colours"
 
 
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures the plot functions save, in order (to read back what they drew)."""
+    saved = []
+    original = plots_core.save_png
+
+    def keep(fig, path):
+        saved.append(fig)
+        return original(fig, path)
+
+    for module in (plots_core, plots_spatial, plots_temporal):
+        monkeypatch.setattr(module, "save_png", keep)
+    return saved
+
+
 # -- each plot function ------------------------------------------------------------------------
 def test_additive_1d_renders_heatmap_and_similarity(tmp_path):
     path = plots.plot_additive_1d(core.LearnedEncoding(40, 16), tmp_path / "a.png",
@@ -54,6 +69,104 @@ def test_bias_vs_distance_renders(tmp_path, encoding):
     path = plots.plot_bias_vs_distance(encoding, tmp_path / "b.png", max_distance=20,
                                        figsize=(7, 4), dpi=DPI)
     assert_png(path, (7, 4))
+
+
+def test_bias_comparison_draws_each_familys_formula_per_head(tmp_path, figures):
+    fire = core.FIRE(2, mlp_width=4, init_threshold=64.0)
+    encodings = [core.ALiBi(2), core.Kerple(2, "log", r1=1.5, r2=0.5),
+                 core.Kerple(2, "power", r1=0.5, r2=1.5), fire]
+    path = plots.plot_bias_comparison(encodings, tmp_path / "c.png", max_distance=10,
+                                      figsize=(8, 5), dpi=DPI)
+    assert_png(path, (8, 5))
+    d = np.arange(10, -1, -1.0)  # keys 0..10 against the query at 10
+    c, width = 0.1, 4
+    first, _, second = fire.mlp
+    x = np.log1p(c * d) / (np.log1p(c * 64.0) + 1e-6)
+    hidden = np.maximum(x[:, None] * first.weight.detach().numpy()[:, 0]
+                        + first.bias.detach().numpy(), 0)
+    fire_bias = hidden @ second.weight.detach().numpy().T + second.bias.detach().numpy()
+    assert hidden.shape == (11, width)
+    expected = [[-2**-4 * d, -2**-8 * d],  # ALiBi slopes 2 ** (-8 (h + 1) / H), H = 2
+                [-1.5 * np.log1p(0.5 * d)] * 2, [-0.5 * d**1.5] * 2, fire_bias.T]
+    axes = figures[0].axes
+    for ax, want in zip(axes, expected, strict=True):
+        for line, curve in zip(ax.lines[:2], want, strict=True):
+            np.testing.assert_array_equal(line.get_xdata(), d)
+            np.testing.assert_allclose(line.get_ydata(), curve, rtol=2e-6, atol=1e-6)
+    assert axes[1].get_title() == "KERPLE log: -r1 log(1 + r2 d)"
+    with pytest.raises(TypeError, match="list of 1 to 6 bias encodings"):
+        plots.plot_bias_comparison(core.ALiBi(2), tmp_path / "c.png")
+
+
+def test_xpos_decay_draws_score_envelope_and_pair_decay(tmp_path, figures):
+    xpos = core.XPos(8, scale_base=16.0)
+    path = plots.plot_xpos_decay(xpos, tmp_path / "x.png", max_distance=32, figsize=(8, 4),
+                                 dpi=DPI)
+    assert_png(path, (8, 4))
+    d = np.arange(33.0)[:, None]
+    i = np.arange(4)
+    theta = d * 10000.0 ** (-2 * i / 8)  # (D, pairs)
+    decay = ((2 * i + 0.4 * 8) / (1.4 * 8)) ** (d / 16)  # zeta_i ** (d / scale_base)
+    score, pairs = figures[0].axes[:2]
+    rope_line, xpos_line, envelope = score.lines[:3]
+    np.testing.assert_allclose(rope_line.get_ydata(), np.cos(theta).mean(1), atol=1e-6)
+    np.testing.assert_allclose(xpos_line.get_ydata(), (decay * np.cos(theta)).mean(1),
+                               atol=1e-6)
+    np.testing.assert_allclose(envelope.get_ydata(), decay.mean(1), rtol=1e-12)
+    for pair, line in enumerate(pairs.lines):
+        np.testing.assert_allclose(line.get_ydata(), decay[:, pair], rtol=1e-12)
+    # The highest-frequency pair (shortest wavelength) has the smallest zeta: it decays first.
+    assert pairs.lines[0].get_ydata()[-1] == pytest.approx((2 / 7) ** 2)
+    with pytest.raises(TypeError, match="posenc.core.XPos"):
+        plots.plot_xpos_decay(core.RotaryEncoding(8), tmp_path / "x.png")
+
+
+def test_rope_scores_of_xpos_decay_with_distance(tmp_path, figures):
+    plots.plot_rope_scores(core.XPos(8, scale_base=4.0), tmp_path / "r.png", max_distance=16,
+                           num_samples=2, figsize=(6, 4), dpi=DPI)
+    ones = figures[0].axes[0].lines[1].get_ydata()
+    assert ones[0] == pytest.approx(1.0) and abs(ones[-1]) < (5 / 7) ** 4
+
+
+def test_video_similarity_is_the_ones_score_of_the_3d_offset(tmp_path, figures):
+    encodings = [spatial.MRoPE(16), spatial.SinCos3D(12)]
+    path = plots.plot_video_similarity(encodings, tmp_path / "v.png", (2, 3), 2,
+                                       query=(1, 0, 2), figsize=(6, 5), dpi=DPI)
+    assert_png(path, (6, 5))
+    t, r, c = np.meshgrid(np.arange(2), np.arange(2), np.arange(3), indexing="ij")
+    offset = np.stack([t - 1, r - 0, c - 2])  # (3, T, rows, cols)
+    axis = np.array([0, 0, 1, 1, 1, 2, 2, 2])  # default sections (2, 3, 3), chunked
+    freqs = 10000.0 ** (-2 * np.arange(8) / 16)
+    expected = np.cos(offset[axis] * freqs[:, None, None, None]).mean(0)
+    axes = figures[0].axes
+    for frame in range(2):
+        np.testing.assert_allclose(axes[frame].images[0].get_array(), expected[frame],
+                                   atol=1e-6)
+    assert axes[3].images[0].get_array()[0, 2] == pytest.approx(1.0)  # SinCos3D at the query
+    with pytest.raises(ValueError, match=r"query must be \(t, row, col\)"):
+        plots.plot_video_similarity(encodings, tmp_path / "v.png", 2, 2, query=(2, 0, 0))
+
+
+def test_holiday_features_over_a_year_of_us_holidays(tmp_path, figures):
+    pytest.importorskip("holidays")
+    path = plots.plot_holiday_features("US", tmp_path / "h.png", year=2024, alpha=0.5,
+                                       zoom_days=3, figsize=(10, 6), dpi=DPI)
+    assert_png(path, (10, 6))
+    year, dist = figures[0].axes[:2]
+    indicator, exponential, squared = year.lines[:3]
+    days = indicator.get_xdata()
+    assert len(days) == 366 and days[0] == np.datetime64("2024-01-01")
+    at = {day: int(np.flatnonzero(days == np.datetime64(day))[0])
+          for day in ("2024-07-03", "2024-07-04", "2024-07-05", "2024-07-06")}
+    assert indicator.get_ydata().sum() == 11  # the 11 federal holidays of 2024
+    assert [indicator.get_ydata()[i] for i in at.values()] == [0, 1, 0, 0]
+    np.testing.assert_allclose([exponential.get_ydata()[i] for i in at.values()],
+                               np.exp(-0.5 * np.array([1, 0, 1, 2])), rtol=1e-12)
+    np.testing.assert_allclose([squared.get_ydata()[i] for i in at.values()],
+                               np.exp(-0.5 * np.array([1, 0, 1, 4])), rtol=1e-12)
+    assert [dist.lines[0].get_ydata()[i] for i in at.values()] == [-1, 0, 1, 2]
+    assert dist.lines[0].get_ydata()[0] == 0  # New Year's Day
+    assert "Independence Day" in [text.get_text() for text in year.texts]
 
 
 def test_grid_similarity_renders_a_resampled_grid(tmp_path):
@@ -120,16 +233,31 @@ def test_missing_matplotlib_names_the_plot_extra(tmp_path, monkeypatch):
     (["rope", "--head-dim", "8", "--max-distance", "16", "--samples", "4"], "rope.png", (9, 5)),
     (["alibi", "--heads", "3", "--max-distance", "16"], "alibi.png", (10, 5)),
     (["t5", "--heads", "2", "--max-distance", "16", "--unidirectional"], "t5.png", (10, 5)),
+    (["xpos", "--head-dim", "8", "--max-distance", "64"], "xpos.png", (13, 5)),
+    (["bias-compare", "--heads", "2", "--max-distance", "16"], "bias-compare.png", (12, 8.6)),
+    (["video", "--head-dim", "16", "--grid", "3", "3", "--frames", "2"], "video.png",
+     (6.3, 8.6)),
+    (["holidays", "--country", "US", "--subdiv", "CA", "--year", "2023"], "holidays.png",
+     (15, 9)),
     (["grid-similarity", "--encoding", "sincos2d", "--grid", "3", "3", "--dim", "8"],
      "grid-similarity-sincos2d.png", (8, 7.6)),
     (["calendar", "--tz", "America/New_York", "--start", "2024-03-07", "--days", "4"],
      "calendar.png", (15, 9)),
-], ids=["sinusoidal", "rope", "alibi", "t5", "grid-similarity", "calendar"])
+], ids=["sinusoidal", "rope", "alibi", "t5", "xpos", "bias-compare", "video", "holidays",
+        "grid-similarity", "calendar"])
 def test_main_writes_the_named_png(tmp_path, capsys, argv, name, figsize):
     paths = plots.main([*argv, "--out", str(tmp_path), "--dpi", str(DPI)])
     assert paths == [tmp_path / name]
     assert capsys.readouterr().out.split() == [str(tmp_path / name)]
     assert_png(paths[0], figsize)
+
+
+def test_main_all_runs_every_kind_but_forecast(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(plots, "_run", lambda kind, args: ran.append(kind) or tmp_path / kind)
+    plots.main(["all", "--out", str(tmp_path)])
+    assert ran == list(plots.KINDS) and "forecast" not in ran
+    assert {"xpos", "bias-compare", "video", "holidays"} <= set(ran)
 
 
 def test_main_rejects_unknown_kinds(capsys):
