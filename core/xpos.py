@@ -5,7 +5,8 @@ Queries are rotated and scaled by ``s(m) = zeta ** ((m - c) / scale_base)``, key
 scaled by ``1 / s(n)``, with one ``zeta_i = (2i + 0.4 R) / (1.4 R)`` per rotary pair
 (``R = rotary_dim``, ``zeta`` in ``[2/7, 1)``). The logit of a pair turns by the RoPE angle of
 ``m - n`` and is damped by ``zeta_i ** ((m - n) / scale_base)``: for causal attention
-(``m >= n``) the damping grows with distance, slowest for the high-frequency pairs. The
+(``m >= n``) the damping grows with distance, fastest for the high-frequency pairs (pair 0,
+``zeta_0 = 2/7``) and slowest for the low-frequency ones (``zeta`` near 1). The
 reference implementations use it in causal attention only (x-transformers refuses
 bidirectional xPos): for keys after the query the factor grows instead.
 
