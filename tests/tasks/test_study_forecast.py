@@ -59,3 +59,10 @@ def test_table_reports_skill_against_the_baseline_on_the_same_windows():
     assert "**cgm**" in table and "| *naive* | - | 2.000" in table
     assert "skill vs seasonal naive |" in table and "skill vs naive |" in table
     assert "| rope | 1 | 3.000 | 1.000 | -50.0 % |" in table
+
+
+def test_plot_writes_one_panel_per_dataset(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [_row("births", "none", 0, 12.0, 10.0), _row("cgm", "rope", 0, 3.0, 2.0)]
+    ForecastStudy(CONFIG).plot(rows, tmp_path / "forecast.png")
+    assert (tmp_path / "forecast.png").stat().st_size > 10_000
