@@ -126,6 +126,15 @@ def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
     return out.to(x.dtype)
 
 
+def check_rotary_dim(head_dim: int, rotary_dim: int | None) -> int:
+    """The rotated channels of a head: ``head_dim`` when None, else an even ``rotary_dim``
+    no larger than ``head_dim`` (``ValueError`` otherwise)."""
+    rotary_dim = head_dim if rotary_dim is None else check_even(rotary_dim, "rotary_dim")
+    if rotary_dim > head_dim:
+        raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got {rotary_dim}")
+    return rotary_dim
+
+
 class RotaryEncoding(Float64Buffers):
     """Rotary position embedding for q and k of shape ``(B, H, N, head_dim)``.
 
@@ -154,9 +163,7 @@ class RotaryEncoding(Float64Buffers):
     ) -> None:
         super().__init__()
         self.head_dim = check_even(head_dim, "head_dim")
-        self.rotary_dim = head_dim if rotary_dim is None else check_even(rotary_dim, "rotary_dim")
-        if self.rotary_dim > head_dim:
-            raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got {rotary_dim}")
+        self.rotary_dim = check_rotary_dim(head_dim, rotary_dim)
         self.base = check_base(base)
         if scaling is not None and not isinstance(scaling, RopeScaling):
             raise TypeError(f"scaling must be a RopeScaling (e.g. YarnScaling) or None, got "
@@ -225,9 +232,7 @@ def rotary_layout_permutation(
     ``"interleaved"``; pass-through channels keep their place.
     """
     check_even(head_dim, "head_dim")
-    rotary_dim = head_dim if rotary_dim is None else check_even(rotary_dim, "rotary_dim")
-    if rotary_dim > head_dim:
-        raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got {rotary_dim}")
+    rotary_dim = check_rotary_dim(head_dim, rotary_dim)
     check_choice(src, "src", LAYOUTS)
     check_choice(dst, "dst", LAYOUTS)
     half = rotary_dim // 2

@@ -44,7 +44,7 @@ from torch import Tensor
 
 from .angles import LAYOUTS, angles, wide_dtype
 from .buffers import Float64Buffers
-from .rope import Rotation, apply_rotation
+from .rope import Rotation, apply_rotation, check_rotary_dim
 from .rope_scaling import rope_inv_freq
 from .validation import (
     assume_finite,
@@ -108,9 +108,7 @@ class XPos(Float64Buffers):
     ) -> None:
         super().__init__()
         self.head_dim = check_even(head_dim, "head_dim")
-        self.rotary_dim = head_dim if rotary_dim is None else check_even(rotary_dim, "rotary_dim")
-        if self.rotary_dim > head_dim:
-            raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got {rotary_dim}")
+        self.rotary_dim = check_rotary_dim(head_dim, rotary_dim)
         self.base = check_base(base)
         self.scale_base = check_positive_float(scale_base, "scale_base")
         self.layout = check_choice(layout, "layout", LAYOUTS)

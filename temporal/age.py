@@ -24,13 +24,12 @@ from posenc.core import PositionEncoding, check_choice, wide_dtype
 from torch import Tensor
 
 from .timestamps import (
-    _CLOCK_WORDS,
     UNITS,
     Timestamps,
-    _clock_word_error,
     _in_unit,
     check_output_dtype,
     datetime_index,
+    timestamp_argument,
     to_seconds,
 )
 
@@ -43,19 +42,7 @@ _NAT = torch.iinfo(torch.int64).min
 def _check_start(start: Any) -> pd.Timestamp | None:
     if start is None:
         return None
-    if isinstance(start, bool | int | float | np.number):
-        raise TypeError(f"start must be a timestamp (string, datetime, Timestamp, "
-                        f"datetime64), got {type(start).__name__} {start!r}, which has no "
-                        f"unit")
-    if isinstance(start, str) and start in _CLOCK_WORDS:
-        raise _clock_word_error("start")
-    try:
-        stamp = pd.Timestamp(start)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"start must be a timestamp, got {start!r}: {err}") from err
-    if stamp is pd.NaT:
-        raise ValueError("start must be a timestamp, got NaT")
-    return stamp
+    return timestamp_argument(start, "start")
 
 
 def _negative_error(first: int) -> ValueError:

@@ -257,23 +257,30 @@ def to_nanoseconds(timestamps: Timestamps) -> np.ndarray:
                          f"2262-04-11): {err}") from err
 
 
+def timestamp_argument(value: Any, name: str) -> pd.Timestamp:
+    """One timestamp argument (string, datetime, Timestamp, datetime64) -> a Timestamp;
+    numbers (no unit), the clock words and NaT raise, naming ``name``."""
+    if isinstance(value, bool | int | float | np.number):
+        raise TypeError(f"{name} must be a timestamp (string, datetime, Timestamp, "
+                        f"datetime64), got {type(value).__name__} {value!r}, which has no "
+                        f"unit")
+    if isinstance(value, str) and value in _CLOCK_WORDS:
+        raise _clock_word_error(name)
+    try:
+        stamp = pd.Timestamp(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a timestamp, got {value!r}: {err}") from err
+    if stamp is pd.NaT:
+        raise ValueError(f"{name} must be a timestamp, got NaT")
+    return stamp
+
+
 def _origin(origin: Any, index: pd.DatetimeIndex) -> pd.Timestamp:
     """``origin`` as a Timestamp, at the timestamps' resolution where that is exact (pandas
     subtracts in the finer of the two, which may not reach the timestamps' dates)."""
     if origin is None:
         return pd.Timestamp(0, tz="UTC" if _is_aware(index) else None).as_unit(index.unit)
-    if isinstance(origin, bool | int | float | np.number):
-        raise TypeError(f"origin must be a timestamp (string, datetime, Timestamp, "
-                        f"datetime64), got {type(origin).__name__} {origin!r}, which has no "
-                        f"unit")
-    if isinstance(origin, str) and origin in _CLOCK_WORDS:
-        raise _clock_word_error("origin")
-    try:
-        stamp = pd.Timestamp(origin)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"origin must be a timestamp, got {origin!r}: {err}") from err
-    if stamp is pd.NaT:
-        raise ValueError("origin must be a timestamp, got NaT")
+    stamp = timestamp_argument(origin, "origin")
     if (stamp.tz is not None) != _is_aware(index):
         raise TypeError(
             f"origin is tz-{'aware' if stamp.tz is not None else 'naive'} ({origin!r}) but "
