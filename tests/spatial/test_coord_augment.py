@@ -146,21 +146,28 @@ def test_bad_generator_is_a_type_error():
         CoordAugment(0.5)(patch_coords(2), generator=3)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_draws_on_the_coordinates_device_without_host_sync():
-    coords = patch_coords(4, "unit", device="cuda")
+# Every device this machine has (a GPU where lent): draws stay on the coordinates' device,
+# and on CUDA nothing waits for the host.
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_draws_on_the_coordinates_device_without_host_sync(device):
+    coords = patch_coords(4, "unit", device=device)
     augment = CoordAugment(0.5, 1.5, 2.0)
-    rope = RoPE2D(16, 2, normalize="unit", shift_coords=0.5, jitter_coords=1.5).cuda()
-    torch.cuda.set_sync_debug_mode("error")
+    rope = RoPE2D(16, 2, normalize="unit", shift_coords=0.5, jitter_coords=1.5).to(device)
+    if device == "cuda":
+        torch.cuda.set_sync_debug_mode("error")
     try:
         out = augment(coords)
         with assume_finite():  # as attach: positions made from the grid, read no values
             rotation = rope.rotation(GridPositions(coords, (4, 4), 1, {}))
     finally:
-        torch.cuda.set_sync_debug_mode("default")
+        if device == "cuda":
+            torch.cuda.set_sync_debug_mode("default")
     assert out.device == coords.device and out.dtype == torch.float32
     assert rotation.cos.device == coords.device and rotation.cos.shape == (1, 1, 17, 8)
-    gen = torch.Generator("cuda")
+    gen = torch.Generator(device)
     first = augment(coords, generator=gen.manual_seed(1))
     torch.testing.assert_close(augment(coords, generator=gen.manual_seed(1)), first,
                                rtol=0, atol=0)

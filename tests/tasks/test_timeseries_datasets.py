@@ -320,7 +320,8 @@ def test_glucose_module_windows_by_duration():
     dm = GlucoseDataModule()
     dm.setup("fit")
     assert dm.schema.past_covariates == ["isig"] and dm.schema.tz is None
-    assert dm.season == pd.Timedelta("1D") and dm.mase_season == 288
+    assert dm.season == "persistence" and dm.mase_season == 1
+    assert pd.Timedelta(dm.naive_season) == pd.Timedelta(1, "ns")  # the last value
     assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 3063, "val": 685,
                                                            "test": 696}
 
