@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 from posenc.core import check_choice, check_float, check_int, check_output_dtype, check_positions
@@ -33,6 +33,7 @@ __all__ = [
     "as_grid_positions",
     "cached",
     "check_grid_size",
+    "check_rotate_inputs",
     "patch_coords",
 ]
 
@@ -276,3 +277,24 @@ class CoordAugment(nn.Module):
     def extra_repr(self) -> str:
         return (f"shift_coords={self.shift_coords}, jitter_coords={self.jitter_coords}, "
                 f"rescale_coords={self.rescale_coords}")
+
+
+def check_rotate_inputs(x: Any, coords: Tensor, num_prefix_tokens: int, head_dim: int,
+                        num_heads: int | None) -> None:
+    """A rotary encoding's ``rotate(x, positions)`` inputs: ``x`` a ``(B, H, P + N,
+    head_dim)`` tensor (``H = num_heads`` where the encoding fixes it, else any) and
+    ``coords`` ``(N, D)`` or ``(B or 1, N, D)`` for its ``P + N`` tokens; ``TypeError`` /
+    ``ValueError`` naming what differs."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.ndim != 4 or x.shape[-1] != head_dim or (num_heads and x.shape[1] != num_heads):
+        want = "H" if not num_heads else f"H={num_heads}"
+        raise ValueError(f"x must have shape (B, {want}, N, head_dim={head_dim}), got "
+                         f"{tuple(x.shape)}")
+    tokens = num_prefix_tokens + coords.shape[-2]
+    if tokens != x.shape[-2] or (coords.ndim == 3 and coords.shape[0] not in (1, x.shape[0])):
+        dims = coords.shape[-1]
+        raise ValueError(f"positions of shape {tuple(coords.shape)} with "
+                         f"{num_prefix_tokens} prefix tokens do not match x of "
+                         f"shape {tuple(x.shape)}: expected (N, {dims}) or (B, N, {dims}) with "
+                         f"prefix + N = {x.shape[-2]}, B = {x.shape[0]}")

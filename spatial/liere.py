@@ -53,7 +53,7 @@ from posenc.core import (
 )
 from torch import Tensor, nn
 
-from .coords import NORMALIZE, GridPositions, as_grid_positions, cached
+from .coords import NORMALIZE, GridPositions, as_grid_positions, cached, check_rotate_inputs
 from .rope2d import init_mixed_freqs
 
 __all__ = ["BlockRotation", "LieRE", "skew_expm"]
@@ -261,19 +261,9 @@ class LieRE(Float64Buffers):
     def rotate(self, x: Tensor, positions: Tensor | GridPositions) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 2)``/``(B, N, 2)``
         coordinates or a :class:`GridPositions` with ``P`` prefix tokens (left unrotated)."""
-        if not isinstance(x, Tensor):
-            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         positions = as_grid_positions(positions)
-        if x.ndim != 4 or x.shape[1] != self.num_heads or x.shape[-1] != self.head_dim:
-            raise ValueError(f"x must have shape (B, H={self.num_heads}, N, "
-                             f"head_dim={self.head_dim}), got {tuple(x.shape)}")
-        coords = positions.coords
-        tokens = positions.num_prefix_tokens + coords.shape[-2]
-        if tokens != x.shape[-2] or (coords.ndim == 3 and coords.shape[0] not in (1, x.shape[0])):
-            raise ValueError(f"positions of shape {tuple(coords.shape)} with "
-                             f"{positions.num_prefix_tokens} prefix tokens do not match x of "
-                             f"shape {tuple(x.shape)}: expected (N, 2) or (B, N, 2) with "
-                             f"prefix + N = {x.shape[-2]}, B = {x.shape[0]}")
+        check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
+                            self.num_heads)
         return self.rotation(positions).apply(x)
 
     forward = rotate

@@ -50,7 +50,14 @@ from posenc.core import (
 from posenc.core.angles import LAYOUTS
 from torch import Tensor, nn
 
-from .coords import COORD_NORMALIZE, CoordAugment, GridPositions, as_grid_positions, cached
+from .coords import (
+    COORD_NORMALIZE,
+    CoordAugment,
+    GridPositions,
+    as_grid_positions,
+    cached,
+    check_rotate_inputs,
+)
 
 __all__ = ["RoPE2D", "init_mixed_freqs"]
 
@@ -248,21 +255,10 @@ class RoPE2D(Float64Buffers):
     def rotate(self, x: Tensor, positions: Tensor | GridPositions) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 2)``/``(B, N, 2)``
         coordinates or a :class:`GridPositions` with ``P`` prefix tokens (left unrotated)."""
-        if not isinstance(x, Tensor):
-            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         positions = as_grid_positions(positions)
-        tokens = positions.num_prefix_tokens + positions.coords.shape[-2]
-        if x.ndim != 4 or x.shape[-1] != self.head_dim or (
-                self.freqs is not None and x.shape[1] != self.num_heads):
-            heads = "H" if self.freqs is None else f"H={self.num_heads}"
-            raise ValueError(f"x must have shape (B, {heads}, N, head_dim={self.head_dim}), got "
-                             f"{tuple(x.shape)}")
-        coords = positions.coords
-        if tokens != x.shape[-2] or (coords.ndim == 3 and coords.shape[0] not in (1, x.shape[0])):
-            raise ValueError(f"positions of shape {tuple(coords.shape)} with "
-                             f"{positions.num_prefix_tokens} prefix tokens do not match x of "
-                             f"shape {tuple(x.shape)}: expected (N, 2) or (B, N, 2) with "
-                             f"prefix + N = {x.shape[-2]}, B = {x.shape[0]}")
+        # Only per-head (mixed) frequencies fix the number of heads.
+        check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
+                            self.num_heads if self.freqs is not None else None)
         return apply_rotation(x, self.rotation(positions))
 
     forward = rotate

@@ -46,7 +46,7 @@ from posenc.core import (
 from posenc.core.angles import LAYOUTS
 from torch import Tensor, nn
 
-from .coords import cached
+from .coords import cached, check_rotate_inputs
 from .video import VideoPositions, as_video_positions
 
 __all__ = ["MRoPE", "RoPE3D", "default_sections", "check_sections", "init_mixed_freqs_3d",
@@ -191,22 +191,11 @@ class _Rotary3D(Float64Buffers):
     def rotate(self, x: Tensor, positions: Tensor | VideoPositions) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 3)``/``(B, N, 3)``
         coordinates or a :class:`VideoPositions` with ``P`` prefix tokens."""
-        if not isinstance(x, Tensor):
-            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         positions = as_video_positions(positions)
         # Only per-head (mixed) frequencies fix the number of heads.
         heads = self.num_heads if getattr(self, "freqs", None) is not None else None
-        if x.ndim != 4 or x.shape[-1] != self.head_dim or (heads and x.shape[1] != heads):
-            want = "H" if heads is None else f"H={heads}"
-            raise ValueError(f"x must have shape (B, {want}, N, head_dim={self.head_dim}), got "
-                             f"{tuple(x.shape)}")
-        coords = positions.coords
-        tokens = positions.num_prefix_tokens + coords.shape[-2]
-        if tokens != x.shape[-2] or (coords.ndim == 3 and coords.shape[0] not in (1, x.shape[0])):
-            raise ValueError(f"positions of shape {tuple(coords.shape)} with "
-                             f"{positions.num_prefix_tokens} prefix tokens do not match x of "
-                             f"shape {tuple(x.shape)}: expected (N, 3) or (B, N, 3) with "
-                             f"prefix + N = {x.shape[-2]}, B = {x.shape[0]}")
+        check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
+                            heads)
         return apply_rotation(x, self.rotation(positions))
 
     forward = rotate
