@@ -162,6 +162,25 @@ def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions,
                     f"{attn.num_heads}, {num_tokens}, {'D/2' if rotary else num_tokens})")
 
 
+def patch_grid(patch_embed: nn.Module, height: int, width: int, what: str = "image"
+               ) -> tuple[int, int]:
+    """The ``(rows, cols)`` patch grid timm's ``patch_embed`` makes of a ``height x width``
+    ``what`` (``"image"``, ``"frame"``): padded up to whole patches with
+    ``dynamic_img_pad``, else a size not divisible by the patch is a ``ValueError`` (never
+    silently floored), and so is one holding no patch."""
+    ph, pw = patch_embed.patch_size
+    if patch_embed.dynamic_img_pad:
+        grid = (-(-height // ph), -(-width // pw))  # timm pads up to whole patches
+    elif height % ph or width % pw:
+        raise ValueError(f"{what} size ({height}, {width}) is not divisible by the patch size "
+                         f"({ph}, {pw}); resize or crop the {what}s to a multiple of it")
+    else:
+        grid = (height // ph, width // pw)
+    if grid[0] < 1 or grid[1] < 1:
+        raise ValueError(f"{what} size ({height}, {width}) holds no patch of size ({ph}, {pw})")
+    return grid
+
+
 class GridVisionTransformer(VisionTransformer):
     """A timm ``VisionTransformer`` after :func:`attach` (made by swapping ``__class__``).
 
@@ -201,17 +220,7 @@ class GridVisionTransformer(VisionTransformer):
         if not isinstance(x, Tensor) or x.ndim != 4:
             raise ValueError(f"x must be a (B, C, H, W) image tensor, got "
                              f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
-        height, width = x.shape[-2], x.shape[-1]
-        ph, pw = self.patch_embed.patch_size
-        if self.patch_embed.dynamic_img_pad:
-            grid = (-(-height // ph), -(-width // pw))  # timm pads up to whole patches
-        elif height % ph or width % pw:
-            raise ValueError(f"image size ({height}, {width}) is not divisible by the patch size "
-                             f"({ph}, {pw}); resize or crop the image to a multiple of it")
-        else:
-            grid = (height // ph, width // pw)
-        if grid[0] < 1 or grid[1] < 1:
-            raise ValueError(f"image size ({height}, {width}) holds no patch of size ({ph}, {pw})")
+        grid = patch_grid(self.patch_embed, x.shape[-2], x.shape[-1])
         x = self.patch_embed(x)
         if x.ndim == 4:  # (B, rows, cols, dim) with dynamic_img_size
             x = x.flatten(1, 2)

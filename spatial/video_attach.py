@@ -47,7 +47,7 @@ from torch.utils.checkpoint import checkpoint
 from .factory import SpatialEncodingSpec, encoding_kind, encodings_for_blocks
 from .rope3d import MRoPE, RoPE3D, _Rotary3D
 from .sincos3d import SinCos3D
-from .timm_attach import GridAttention, GridContext, GridVisionTransformer
+from .timm_attach import GridAttention, GridContext, GridVisionTransformer, patch_grid
 from .video import VideoPositions, video_coords
 
 __all__ = ["VIDEO_ENCODINGS", "VideoVisionTransformer"]
@@ -164,19 +164,6 @@ class VideoVisionTransformer(nn.Module):
         vit.patch_embed.strict_img_size = False
         self.vit = vit
 
-    def _grid(self, height: int, width: int) -> tuple[int, int]:
-        ph, pw = self.vit.patch_embed.patch_size
-        if self.vit.patch_embed.dynamic_img_pad:
-            grid = (-(-height // ph), -(-width // pw))  # timm pads up to whole patches
-        elif height % ph or width % pw:
-            raise ValueError(f"frame size ({height}, {width}) is not divisible by the patch size "
-                             f"({ph}, {pw}); resize or crop the frames to a multiple of it")
-        else:
-            grid = (height // ph, width // pw)
-        if grid[0] < 1 or grid[1] < 1:
-            raise ValueError(f"frame size ({height}, {width}) holds no patch of size ({ph}, {pw})")
-        return grid
-
     def _frames(self, video: Tensor, frame_times: Tensor | None) -> Tensor | int:
         batch, num_frames = video.shape[0], video.shape[1]
         if frame_times is None:
@@ -202,7 +189,7 @@ class VideoVisionTransformer(nn.Module):
         if batch < 1 or num_frames < 1:
             raise ValueError(f"video must hold at least one clip of one frame, got shape "
                              f"{tuple(video.shape)}")
-        grid = self._grid(video.shape[-2], video.shape[-1])
+        grid = patch_grid(self.vit.patch_embed, video.shape[-2], video.shape[-1], "frame")
         frames = self._frames(video, frame_times)
         x = vit.patch_embed(video.flatten(0, 1))  # (B * T, h * w, dim), NHWC if dynamic
         x = x.reshape(batch, num_frames * grid[0] * grid[1], x.shape[-1])
