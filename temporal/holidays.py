@@ -204,6 +204,21 @@ def _date_groups(dates: Any) -> dict[str, np.ndarray]:
     return out
 
 
+def _given_dates(country: Any, dates: Any, names: Any, subdiv: Any
+                 ) -> dict[str, np.ndarray] | None:
+    """Exactly one holiday source: the groups of your own ``dates``, or None when
+    ``country`` names a calendar (``names``/``subdiv`` select within a country only)."""
+    if (country is None) == (dates is None):
+        raise ValueError(f"give exactly one of country (a holidays calendar) and dates (your "
+                         f"own), got country={country!r}, dates={dates!r}"[:300])
+    if dates is None:
+        return None
+    if names is not None or subdiv is not None:
+        raise ValueError("names and subdiv select a country's holidays; with dates= give "
+                         "{name: dates} instead")
+    return _date_groups(dates)
+
+
 def _table(groups: Mapping[str, np.ndarray]) -> Tensor:
     """``(G, L)`` int64 day numbers, each row sorted and framed by -FAR ... +FAR."""
     width = max(len(v) for v in groups.values()) + 2
@@ -273,15 +288,8 @@ def holiday_distance(timestamps: Timestamps, country: str | None = None, *,
         holiday indicator is ``distance == 0``; kernels: :func:`holiday_kernel`.
     """
     days, shape = _day_numbers(timestamps, tz, "timestamps")
-    if (country is None) == (dates is None):
-        raise ValueError(f"give exactly one of country (a holidays calendar) and dates (your "
-                         f"own), got country={country!r}, dates={dates!r}"[:300])
-    if dates is not None:
-        if names is not None or subdiv is not None:
-            raise ValueError("names and subdiv select a country's holidays; with dates= give "
-                             "{name: dates} instead")
-        groups = _date_groups(dates)
-    else:
+    groups = _given_dates(country, dates, names, subdiv)
+    if groups is None:
         span = _years_of(int(days.min()), int(days.max())) if days.size else range(0)
         calendar = _country_calendar(country, span, subdiv, observed, categories, language)
         groups = _name_groups(calendar, names, check=bool(days.size))
@@ -384,16 +392,9 @@ class HolidayFeatures(PositionEncoding):
             raise ValueError(f"years must be (first, last) with 1 <= first <= last <= 9998, "
                              f"got {tuple(years)}")
         self.years = (first, last)
-        if (country is None) == (dates is None):
-            raise ValueError(f"give exactly one of country and dates, got country="
-                             f"{country!r}, dates={dates!r}"[:300])
-        if dates is not None:
-            if names is not None or subdiv is not None:
-                raise ValueError("names and subdiv select a country's holidays; with dates= "
-                                 "give {name: dates} instead")
-            groups = _date_groups(dates)
-            self._range = None
-        else:
+        groups = _given_dates(country, dates, names, subdiv)
+        self._range = None
+        if groups is None:
             calendar = _country_calendar(country, range(first, last + 1), subdiv, observed,
                                          categories, language)
             groups = _name_groups(calendar, names, check=True)
