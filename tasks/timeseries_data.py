@@ -478,10 +478,9 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def _check_cost(self, panel: Panel, bounds: dict[str, tuple[int, int]]) -> None:
         """Time mode: refuse strides and lengths whose windows would not fit, before the work."""
-        ctx, hor, stride = (int(v.value) for v in (self.context_length, self.horizon,
-                                                    self.stride))
-        origins = sum(int(time_origins(panel.starts, panel.utc, lo, hi, ctx, hor, stride)[1]
-                          .sum()) for lo, hi in bounds.values())
+        lengths = self._window_lengths()
+        origins = sum(int(time_origins(panel.starts, panel.utc, lo, hi, *lengths)[1].sum())
+                      for lo, hi in bounds.values())
         if origins > MAX_ORIGINS_PER_ROW * len(panel.utc):
             spacing = pd.Timedelta(panel.schema.step_ns)
             raise ValueError(
@@ -491,29 +490,32 @@ class TimeSeriesDataModule(LightningDataModule):
                 f"would repeat the same rows; use a stride of at least the sampling interval "
                 f"(median {spacing} here)")
 
+    def _window_lengths(self) -> tuple[int, int, int]:
+        """``(context, horizon, stride)``: rows in count mode, nanoseconds in time mode."""
+        lengths = (self.context_length, self.horizon, self.stride)
+        return tuple(int(v.value) for v in lengths) if self.by_time else lengths
+
+    def split_bounds(self) -> dict[str, tuple[int, int]]:
+        """Each split's ``[lo, hi)`` in UTC ns: a window belongs to the split that holds its
+        whole horizon."""
+        utc = self.panel().utc
+        t_val, t_test = self.split_times["val"], self.split_times["test"]
+        return {"train": (int(utc.min()), t_val), "val": (t_val, t_test),
+                "test": (t_test, int(utc.max()) + 1)}
+
     def windows(self, split: str) -> WindowIndex:
         """The lazy index of one split's windows (``train``, ``val`` or ``test``)."""
         check_choice(split, "split", ("train", "val", "test"))
         panel = self.panel()
-        utc = panel.utc
-        t_val, t_test = self.split_times["val"], self.split_times["test"]
-        lo, hi = {"train": (int(utc.min()), t_val), "val": (t_val, t_test),
-                  "test": (t_test, int(utc.max()) + 1)}[split]
-        if self.by_time:
-            ctx, hor, stride = (int(v.value) for v in (self.context_length, self.horizon,
-                                                        self.stride))
-            return duration_windows(panel.starts, utc, lo, hi, ctx, hor, stride)
-        return count_windows(panel.starts, utc, lo, hi, self.context_length, self.horizon,
-                             self.stride)
+        lo, hi = self.split_bounds()[split]
+        build = duration_windows if self.by_time else count_windows
+        return build(panel.starts, panel.utc, lo, hi, *self._window_lengths())
 
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
             return
         panel = self.panel()
-        utc = panel.utc
-        bounds = {"train": (int(utc.min()), self.split_times["val"]),
-                  "val": (self.split_times["val"], self.split_times["test"]),
-                  "test": (self.split_times["test"], int(utc.max()) + 1)}
+        bounds = self.split_bounds()
         if self.by_time:
             self._check_cost(panel, bounds)
         datasets = {}
