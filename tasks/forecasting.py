@@ -268,13 +268,17 @@ class Forecaster(LightningModule):
                                     naive[..., None].expand_as(pred)
                                     if self.hparams.loss == "quantile" else None)
 
+    def _compared(self) -> tuple[tuple[str, str], ...]:
+        """``(metrics key, logged-name suffix)`` of what is evaluated: the model, and the
+        seasonal-naive baseline where it has a season."""
+        baseline = (("naive", "_naive"),) if self.naive_season_ns is not None else ()
+        return (("model", ""), *baseline)
+
     def _log_metrics(self, stage: str) -> None:
         """Aggregated metrics of the epoch: ``{stage}/mae`` ... and ``{stage}/mae_naive`` ...
         (the seasonal-naive forecast on the same windows)."""
         metrics = self.metrics[stage]
-        for who, suffix in (("model", ""), ("naive", "_naive")):
-            if who == "naive" and self.naive_season_ns is None:
-                continue
+        for who, suffix in self._compared():
             for name, value in metrics[who].compute().items():
                 self.log(f"{stage}/{name}{suffix}", value, prog_bar=stage == "val"
                          and name == "mae" and who == "model")
@@ -296,9 +300,7 @@ class Forecaster(LightningModule):
         if schema is None:
             return None
         frames = []
-        for who, suffix in (("model", ""), ("naive", "_naive")):
-            if who == "naive" and self.naive_season_ns is None:
-                continue
+        for who, suffix in self._compared():
             frame = metrics[who].per_series_frame(schema.series_keys, schema.series_columns)
             frames.append(frame if not suffix else
                           frame.drop(columns=schema.series_columns).add_suffix(suffix))
