@@ -113,14 +113,11 @@ def _combine(history: Panel, future: Panel) -> tuple[Panel, np.ndarray]:
     counts = np.bincount(series, minlength=num)
     starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     hist_counts = np.bincount(hist_series, minlength=num)
-    static_real = history.static_real if len(history.static_real) >= num else \
-        np.pad(history.static_real, ((0, num - len(history.static_real)), (0, 0)))
-    static_cat = history.static_cat if len(history.static_cat) >= num else \
-        np.pad(history.static_cat, ((0, num - len(history.static_cat)), (0, 0)))
     panel = Panel(utc=utc[order], local=np.concatenate((history.local, future.local))[order],
                   values=np.concatenate((history.values, future.values))[order],
                   starts=starts, rows=np.concatenate((history.rows, future.rows))[order],
-                  static_real=static_real, static_cat=static_cat, schema=schema)
+                  static_real=history.static_real, static_cat=history.static_cat,
+                  schema=schema)
     return panel, starts[:-1] + hist_counts
 
 
