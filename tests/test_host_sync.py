@@ -76,6 +76,13 @@ def _vit(name: str, depth: int) -> torch.nn.Module:
     return spatial.attach(model, name)
 
 
+@pytest.fixture(autouse=True)
+def _as_on_a_gpu(monkeypatch):
+    """LieRE's exponential reads its loop length on the CPU only, where a read costs no
+    synchronisation; count reads on the path a GPU takes."""
+    monkeypatch.setattr("posenc.spatial.liere._reads_are_free", lambda t: False)
+
+
 def _vit_reads(name: str, depth: int, *, checkpointing: bool = False) -> HostReads:
     model = _vit(name, depth).train()
     model.set_grad_checkpointing(checkpointing)

@@ -43,7 +43,7 @@ def _random_skew(*shape: int) -> torch.Tensor:
     return p - p.mT
 
 
-def test_skew_expm_matches_torch_matrix_exp_without_reading_values():
+def test_skew_expm_matches_torch_matrix_exp():
     for scale in (1e-3, 0.3, 3.0, 100.0):
         g = _random_skew(64, 8, 8) * scale
         ref = torch.linalg.matrix_exp(g)
@@ -55,6 +55,55 @@ def test_skew_expm_matches_torch_matrix_exp_without_reading_values():
     # Past 2**20 (1-norm) the fixed squaring loop would be inaccurate: NaN, not a wrong matrix.
     huge = _random_skew(2, 4, 4) * 1e7
     assert skew_expm(huge).isnan().all()
+
+
+def _fixed_loop(monkeypatch) -> None:
+    """Take the path of a GPU and of torch.compile: all 20 masked squarings, no value read."""
+    monkeypatch.setattr("posenc.spatial.liere._reads_are_free", lambda t: False)
+
+
+@pytest.mark.parametrize("scale", [0.0, 1e-3, 0.3, 3.0, 100.0, 3e5, 1e7])
+def test_skew_expm_on_the_cpu_stops_early_with_the_fixed_loops_result_bit_for_bit(
+        scale, monkeypatch):
+    """The CPU runs only as many squarings as its largest matrix needs; the values and the
+    gradients are those of the fixed-length loop exactly (NaN past 2**20 included)."""
+    torch.manual_seed(0)
+    g = (_random_skew(40, 8, 8) * torch.logspace(-3, 0, 40, dtype=torch.float64)[:, None, None]
+         * scale).requires_grad_()
+    weight = torch.randn(40, 8, 8, dtype=torch.float64)
+    early = skew_expm(g)
+    (grad_early,) = torch.autograd.grad((early.nan_to_num() * weight).sum(), g)
+    _fixed_loop(monkeypatch)
+    fixed = skew_expm(g)
+    (grad_fixed,) = torch.autograd.grad((fixed.nan_to_num() * weight).sum(), g)
+    assert torch.equal(early.isnan(), fixed.isnan())
+    assert torch.equal(early.nan_to_num(), fixed.nan_to_num())
+    assert torch.equal(grad_early, grad_fixed)
+
+
+def test_skew_expm_loop_length_follows_the_largest_matrix_on_the_cpu_only(monkeypatch):
+    from posenc.spatial import liere
+
+    def s(*values):
+        return torch.tensor(values, dtype=torch.float64)
+
+    assert liere._squarings(s(0.0, 3.0, 5.0)) == 5
+    assert liere._squarings(s(0.0)) == 0
+    assert liere._squarings(s(25.0)) == 20  # then NaN, as the fixed loop gives
+    assert liere._squarings(torch.empty(0, dtype=torch.float64)) == 0
+    assert liere._squarings(s(3.0).to("meta")) == 20  # off the CPU: never read
+
+    def compiled(x):
+        return torch.full((), float(liere._squarings(x)))
+
+    assert torch.compile(compiled, backend="eager", fullgraph=True)(s(3.0)) == 20
+
+
+def test_skew_expm_off_the_cpu_reads_no_value(monkeypatch):
+    _fixed_loop(monkeypatch)
+    for name in ("item", "__bool__", "__int__", "__float__", "__index__", "tolist"):
+        monkeypatch.setattr(torch.Tensor, name, lambda *a, name=name: pytest.fail(name))
+    assert skew_expm(_random_skew(5, 4, 4)).shape == (5, 4, 4)
 
 
 @pytest.mark.parametrize("normalize", [None, "unit"])
