@@ -11,8 +11,11 @@ canvas (no pyplot, no global backend change) and returns the path:
 - 1D bias: :func:`plot_bias_vs_distance` (bias per head vs key - query; T5 adds its buckets)
   and :func:`plot_bias_comparison` (ALiBi, KERPLE log/power, FIRE side by side).
 - 2D: :func:`plot_grid_similarity` (the ViT paper's figure: for each patch, the cosine
-  similarity of its encoding to every patch) and :func:`plot_rope_mixed_frequencies`
-  (RoPE-Mixed frequency vectors per head).
+  similarity of its encoding to every patch), :func:`plot_rope_mixed_frequencies`
+  (RoPE-Mixed frequency vectors per head), :func:`plot_liere_relative` (LieRE / ComRoPE
+  score maps vs the 2D offset at several anchors: relative or not) and
+  :func:`plot_rope_dinov3_coords` (the patch coordinates of DINOv3's ``normalize_coords``
+  options and draws of its coordinate augmentation).
 - Video: :func:`plot_video_similarity` (one (t, row, col) token against every token of every
   frame: MRoPE chunked / strided, RoPE3D, SinCos3D).
 - Time: :func:`plot_calendar_features` and :func:`plot_fourier_features` over a week and a
@@ -39,6 +42,7 @@ from typing import Any
 
 import torch
 from posenc.core.angles import LAYOUTS
+from posenc.spatial.rope2d import NORMALIZE_COORDS
 from torch import nn
 
 from .plots_core import (
@@ -53,6 +57,8 @@ from .plots_forecast import add_forecast_arguments, plot_forecast, run_forecast
 from .plots_spatial import (
     GRID_ENCODINGS,
     plot_grid_similarity,
+    plot_liere_relative,
+    plot_rope_dinov3_coords,
     plot_rope_mixed_frequencies,
     plot_video_similarity,
 )
@@ -76,6 +82,8 @@ __all__ = [
     "plot_fourier_features",
     "plot_grid_similarity",
     "plot_holiday_features",
+    "plot_liere_relative",
+    "plot_rope_dinov3_coords",
     "plot_rope_mixed_frequencies",
     "plot_rope_scores",
     "plot_video_similarity",
@@ -84,7 +92,8 @@ __all__ = [
 
 #: The figures ``posenc plot all`` writes (every kind but ``forecast``), in order.
 KINDS = ("sinusoidal", "learned", "rope", "xpos", "alibi", "t5", "bias-compare",
-         "grid-similarity", "rope-mixed", "video", "calendar", "fourier", "holidays")
+         "grid-similarity", "rope-mixed", "liere", "rope-dinov3", "video", "calendar",
+         "fourier", "holidays")
 
 
 # -- checkpoints -------------------------------------------------------------------------------
@@ -208,6 +217,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--base", type=float, default=10.0)
     p.add_argument("--checkpoint", type=Path, default=None,
                    help="a trained model's checkpoint: plot its learned frequencies")
+    p = add("liere", "LieRE (RoPE-Mixed and random init) and ComRoPE: q.k score map vs the 2D "
+                     "offset, and how much it changes between anchors")
+    p.add_argument("--head-dim", type=int, default=32)
+    p.add_argument("--block-size", type=int, default=8, help="size of the rotated blocks")
+    p.add_argument("--window", type=int, default=7, help="offsets -window .. window per axis")
+    p.add_argument("--init-std", type=float, default=1 / 16,
+                   help="random init's std (about 1 / grid size for patch indices)")
+    p = add("rope-dinov3", "DINOv3 RoPE coordinates: normalize_coords separate/min/max and "
+                           "draws of the shift/jitter/rescale augmentation")
+    p.add_argument("--grid", type=int, nargs=2, metavar=("ROWS", "COLS"), default=(6, 10))
+    p.add_argument("--shift-coords", type=float, default=0.5)
+    p.add_argument("--jitter-coords", type=float, default=1.5)
+    p.add_argument("--rescale-coords", type=float, default=2.0)
+    p.add_argument("--normalize-coords", default="separate", choices=tuple(NORMALIZE_COORDS),
+                   help="the system the augmentation starts from")
+    p.add_argument("--draws", type=int, default=3, help="augmentation draws per panel")
     p = add("video", "video encodings (MRoPE chunked/strided, RoPE3D, SinCos3D): similarity "
                      "of the centre token to every token of every frame")
     p.add_argument("--head-dim", type=int, default=128)
@@ -303,6 +328,20 @@ def _run(kind: str, args: argparse.Namespace) -> Path:
         else:
             enc = spatial.RoPE2D(args.head_dim, args.heads, "mixed", args.base)
         return plot_rope_mixed_frequencies(enc, out / "rope-mixed.png", dpi=dpi, title=title)
+    if kind == "liere":
+        dim, block, std = args.head_dim, args.block_size, args.init_std
+        encodings = [spatial.LieRE(dim, 1, "liere", block_size=block),
+                     spatial.LieRE(dim, 1, "comrope", block_size=block, init_std=std),
+                     spatial.LieRE(dim, 1, "liere", block_size=block, init="random",
+                                   init_std=std)]
+        return plot_liere_relative(encodings, out / "liere.png", window=args.window,
+                                   seed=args.seed, dpi=dpi)
+    if kind == "rope-dinov3":
+        return plot_rope_dinov3_coords(
+            out / "rope-dinov3.png", tuple(args.grid), shift_coords=args.shift_coords,
+            jitter_coords=args.jitter_coords, rescale_coords=args.rescale_coords,
+            normalize_coords=args.normalize_coords, num_draws=args.draws, seed=args.seed,
+            dpi=dpi)
     if kind == "forecast":
         return run_forecast(args)
     if kind == "holidays":

@@ -188,6 +188,138 @@ def test_rope_mixed_frequencies_renders_one_panel_per_head(tmp_path):
         plots.plot_rope_mixed_frequencies(spatial.RoPE2D(16, 2, "axial"), tmp_path / "x.png")
 
 
+def _block_score_map(encoding, q, anchor, window):
+    """Reference for plot_liere_relative: q^T R(anchor + d)^T R(anchor) q / |q|^2 with R the
+    block-diagonal torch.linalg.matrix_exp of p_row A_row + p_col A_col, in float64."""
+    a = encoding.axis_generators().detach().double()[0]  # head 0: (2, blocks, b, b)
+    blocks = q.double().unflatten(-1, (a.shape[1], -1))
+
+    def turn(row, col):
+        return (torch.linalg.matrix_exp(row * a[0] + col * a[1]) @ blocks[..., None])[..., 0]
+
+    key = turn(*anchor)
+    d = range(-window, window + 1)
+    return np.array([[float((turn(anchor[0] + r, anchor[1] + c) * key).sum()) for c in d]
+                     for r in d]) / float(q.double().norm()) ** 2
+
+
+def test_liere_relative_maps_and_anchor_changes(tmp_path, figures):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        encodings = [spatial.LieRE(8, 1, "liere", block_size=4),
+                     spatial.LieRE(8, 1, "comrope", block_size=4, init_std=0.2),
+                     spatial.LieRE(8, 1, "liere", block_size=4, init="random", init_std=0.2)]
+    anchors = ((0, 0), (4, -2), (-3, 5))
+    path = plots.plot_liere_relative(encodings, tmp_path / "l.png", window=3, anchors=anchors,
+                                     seed=1, figsize=(10, 3.5), dpi=DPI)
+    assert_png(path, (10, 3.5))
+    q = torch.randn(8, generator=torch.Generator().manual_seed(1))
+    *maps, bars, _ = figures[0].axes  # three heat maps, the bar panel, the colour bar
+    refs = [[_block_score_map(e, q, a, 3) for a in anchors] for e in encodings]
+    for ax, ref in zip(maps, refs, strict=True):
+        np.testing.assert_allclose(ax.images[0].get_array(), ref[0], atol=2e-6)
+        assert ax.images[0].get_array()[3, 3] == pytest.approx(1.0)  # offset (0, 0)
+    # LieRE at its RoPE-Mixed init, by RoPE's formula: pair j turns by d_row f_row + d_col f_col.
+    freqs = encodings[0].axis_generators().detach().double()[0, :, :, 1::2, ::2]
+    freqs = torch.diagonal(freqs, dim1=-2, dim2=-1).flatten(1)  # (2, pairs): A[2i+1, 2i]
+    d = torch.arange(-3, 4.0, dtype=torch.float64)
+    angle = d[:, None, None] * freqs[0] + d[None, :, None] * freqs[1]  # (rows, cols, pairs)
+    weight = q.double().unflatten(0, (-1, 2)).square().sum(-1) / q.double().square().sum()
+    np.testing.assert_allclose(maps[0].images[0].get_array(),
+                               (torch.cos(angle) * weight).sum(-1).numpy(), atol=2e-6)
+    heights = np.array([[p.get_height() for p in c] for c in bars.containers])  # (anchor, enc)
+    assert heights.shape == (2, 3)
+    assert (heights[:, :2] < 1e-5).all()  # relative: float32 rounding only
+    want = [np.abs(r - refs[2][0]).max() for r in refs[2][1:]]
+    assert min(want) > 1e-2
+    np.testing.assert_allclose(heights[:, 2], want, atol=1e-5)  # random LieRE: not relative
+    assert maps[2].get_title().startswith("LieRE (random init)")
+
+
+def test_liere_relative_rejects_bad_arguments(tmp_path):
+    liere = [spatial.LieRE(8, 1, block_size=4)]
+    with pytest.raises(TypeError, match="encodings must be a list of 1 to 4 2D rotary"):
+        plots.plot_liere_relative([spatial.SinCos2D(8)], tmp_path / "l.png")
+    with pytest.raises(TypeError, match="encodings must be a list"):
+        plots.plot_liere_relative(liere[0], tmp_path / "l.png")
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        plots.plot_liere_relative(liere, tmp_path / "l.png", window=0)
+    for anchors in [((0, 0),), ((0, 0), (1, 0.5)), 3, ((0, 0, 0), (1, 1))]:
+        with pytest.raises(ValueError, match="anchors must be at least two"):
+            plots.plot_liere_relative(liere, tmp_path / "l.png", anchors=anchors)
+
+
+def test_rope_dinov3_coords_are_what_rope2d_sees(tmp_path, figures):
+    path = plots.plot_rope_dinov3_coords(tmp_path / "d.png", (6, 10), shift_coords=0.5,
+                                         jitter_coords=1.5, rescale_coords=2.0, num_draws=2,
+                                         seed=3, figsize=(12, 8), dpi=DPI)
+    assert_png(path, (12, 8))
+    axes = figures[0].axes
+
+    def points(ax, i=0):  # scatter offsets are (x, y) = (col, row)
+        return np.asarray(ax.collections[i].get_offsets())[:, ::-1].copy()
+
+    def centres(size, side):  # patch centres (i + 0.5) of a side, over `side`, in [-1, 1]
+        return (np.arange(size) + 0.5) * 2 / side - 1
+
+    for ax, (row_side, col_side) in zip(axes[:3], [(6, 10), (6, 6), (10, 10)], strict=True):
+        rows, cols = np.meshgrid(centres(6, row_side), centres(10, col_side), indexing="ij")
+        np.testing.assert_allclose(points(ax), np.stack([rows, cols], -1).reshape(-1, 2),
+                                   atol=1e-6)
+    separate, by_min, by_max = (points(ax) for ax in axes[:3])
+    np.testing.assert_allclose([separate.min(0), separate.max(0)],
+                               [[-5 / 6, -0.9], [5 / 6, 0.9]], atol=1e-6)
+    np.testing.assert_allclose(by_min[:, 1].max(), 13 / 6, atol=1e-6)  # the long side past 1
+    np.testing.assert_allclose([by_max.min(0), by_max.max(0)],  # long side in [-1, 1],
+                               [[-0.9, -0.9], [0.1, 0.9]], atol=1e-6)  # short side inside it
+    for ax, step, value in zip(axes[3:6], ["shift_coords", "jitter_coords", "rescale_coords"],
+                               [0.5, 1.5, 2.0], strict=True):
+        augment = spatial.CoordAugment(**{step: value})
+        gen = torch.Generator().manual_seed(3)
+        base = torch.from_numpy(points(ax, 0)).float()
+        np.testing.assert_allclose(base, separate, atol=0)
+        for i in (1, 2):
+            np.testing.assert_array_equal(points(ax, i), augment(base, generator=gen).numpy())
+        # What RoPE2D turns by in training for the global seed 3 is the first draw's rotation.
+        rope = spatial.RoPE2D(8, 1, normalize="unit", normalize_coords="separate",
+                              **{step: value})
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(3)
+            training = rope.rotation(base)
+        seen = rope.eval().rotation(torch.from_numpy(points(ax, 1)).float())
+        torch.testing.assert_close(training.cos, seen.cos, rtol=0, atol=1e-6)
+        torch.testing.assert_close(training.sin, seen.sin, rtol=0, atol=1e-6)
+    # By hand: a shift moves every point by one offset per axis, within +-0.5; jitter scales
+    # each axis by its own factor in [1/1.5, 1.5]; rescale both axes by one factor in [1/2, 2].
+    shift = points(axes[3], 1) - separate
+    np.testing.assert_allclose(shift, np.broadcast_to(shift[0], shift.shape), atol=1e-6)
+    assert (np.abs(shift[0]) <= 0.5).all() and (shift[0] != 0).all()
+    jitter = points(axes[4], 1) / separate
+    np.testing.assert_allclose(jitter, np.broadcast_to(jitter[0], jitter.shape), rtol=1e-5)
+    assert ((1 / 1.5 <= jitter[0]) & (jitter[0] <= 1.5)).all() and jitter[0, 0] != jitter[0, 1]
+    rescale = points(axes[5], 1) / separate
+    np.testing.assert_allclose(rescale, rescale[0, 0], rtol=1e-5)
+    assert 0.5 <= rescale[0, 0] <= 2
+    legend = [t.get_text() for t in axes[6].get_legend().get_texts()]
+    assert legend[1] == f"draw 1: row {shift[0, 0]:+.2f}, col {shift[0, 1]:+.2f}"
+
+
+def test_rope_dinov3_coords_reject_bad_arguments(tmp_path):
+    path = tmp_path / "d.png"
+    with pytest.raises(TypeError, match="shift_coords must be a number"):
+        plots.plot_rope_dinov3_coords(path, shift_coords=None)
+    with pytest.raises(ValueError, match="jitter_coords"):
+        plots.plot_rope_dinov3_coords(path, jitter_coords=0.5)
+    with pytest.raises(ValueError, match="normalize_coords"):
+        plots.plot_rope_dinov3_coords(path, normalize_coords="both")
+    with pytest.raises(ValueError, match="grid_size must be at least 2 x 2"):
+        plots.plot_rope_dinov3_coords(path, (1, 5))
+    with pytest.raises(ValueError, match="num_draws must be 1 to 6"):
+        plots.plot_rope_dinov3_coords(path, num_draws=7)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        plots.plot_rope_dinov3_coords(path, seed=1.5)
+
+
 def test_fourier_features_render(tmp_path):
     path = plots.plot_fourier_features("Europe/Berlin", tmp_path / "t.png", start="2024-03-28",
                                        days=5, harmonics=2, figsize=(10, 6), dpi=DPI)
@@ -237,14 +369,18 @@ def test_missing_matplotlib_names_the_plot_extra(tmp_path, monkeypatch):
     (["bias-compare", "--heads", "2", "--max-distance", "16"], "bias-compare.png", (12, 8.6)),
     (["video", "--head-dim", "16", "--grid", "3", "3", "--frames", "2"], "video.png",
      (6.3, 8.6)),
+    (["liere", "--head-dim", "8", "--block-size", "4", "--window", "2", "--init-std", "0.2"],
+     "liere.png", (15.8, 4.4)),
+    (["rope-dinov3", "--grid", "3", "4", "--draws", "1", "--normalize-coords", "max"],
+     "rope-dinov3.png", (14, 8.5)),
     (["holidays", "--country", "US", "--subdiv", "CA", "--year", "2023"], "holidays.png",
      (15, 9)),
     (["grid-similarity", "--encoding", "sincos2d", "--grid", "3", "3", "--dim", "8"],
      "grid-similarity-sincos2d.png", (8, 7.6)),
     (["calendar", "--tz", "America/New_York", "--start", "2024-03-07", "--days", "4"],
      "calendar.png", (15, 9)),
-], ids=["sinusoidal", "rope", "alibi", "t5", "xpos", "bias-compare", "video", "holidays",
-        "grid-similarity", "calendar"])
+], ids=["sinusoidal", "rope", "alibi", "t5", "xpos", "bias-compare", "video", "liere",
+        "rope-dinov3", "holidays", "grid-similarity", "calendar"])
 def test_main_writes_the_named_png(tmp_path, capsys, argv, name, figsize):
     paths = plots.main([*argv, "--out", str(tmp_path), "--dpi", str(DPI)])
     assert paths == [tmp_path / name]
@@ -257,7 +393,7 @@ def test_main_all_runs_every_kind_but_forecast(tmp_path, monkeypatch):
     monkeypatch.setattr(plots, "_run", lambda kind, args: ran.append(kind) or tmp_path / kind)
     plots.main(["all", "--out", str(tmp_path)])
     assert ran == list(plots.KINDS) and "forecast" not in ran
-    assert {"xpos", "bias-compare", "video", "holidays"} <= set(ran)
+    assert {"xpos", "bias-compare", "video", "holidays", "liere", "rope-dinov3"} <= set(ran)
 
 
 def test_main_rejects_unknown_kinds(capsys):
