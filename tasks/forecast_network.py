@@ -5,7 +5,8 @@ predict is a query token that carries only its timestamp. Timestamps enter in tw
 
 - additive: features of each token's time summed into its embedding after one linear map:
   calendar features of local time (also for the future: they come from the query timestamps),
-  Fourier seasonality, continuous sinusoids / Time2Vec of elapsed time, time deltas;
+  Fourier seasonality, continuous sinusoids / Time2Vec of elapsed time, time deltas, holiday
+  indicators, the series' age (time since its first observation);
 - relative: RoPE or ALiBi inside :class:`posenc.core.MultiheadAttention`, driven by elapsed
   time in ``time_unit`` (hours by default), so attention sees real gaps.
 
@@ -15,7 +16,7 @@ and to itself only, so the forecast at a time does not depend on which other tim
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -43,8 +44,11 @@ __all__ = ["ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
 #                 (computed by the data pipeline: the batch's ``*_fields``);
 #   "timestamps": local wall-clock time as a (B, N) int64 ns tensor (seasonal features);
 #   "elapsed":    (B, N) float elapsed time from the forecast origin, in ``time_unit``;
-#   "deltas":     elapsed time plus the (B, N) bool mask of observed tokens.
-READS = ("fields", "timestamps", "elapsed", "deltas")
+#   "deltas":     elapsed time plus the (B, N) bool mask of observed tokens;
+#   "series_start": local wall-clock time as for "timestamps", plus the (B, 1) int64
+#                 wall-clock ns of the first observation of each window's series (the
+#                 batch's ``series_start_local``: a window alone does not hold it).
+READS = ("fields", "timestamps", "elapsed", "deltas", "series_start")
 
 
 def _calendar():
@@ -71,6 +75,10 @@ def _timedelta():
     return temporal.TimeDelta(log=True)
 
 
+def _age():
+    return temporal.AgeFeature(unit="D", transform="gluonts")
+
+
 # name -> factory; factories take what they need of the model's sizes (dim, ...).
 TIME_ENCODINGS: dict[str, Any] = {
     "calendar": _calendar,
@@ -80,6 +88,7 @@ TIME_ENCODINGS: dict[str, Any] = {
     "time2vec": _time2vec,
     "timedelta": _timedelta,
     "index_sinusoidal": temporal.IndexSinusoidal,
+    "age": _age,
 }
 
 
@@ -135,40 +144,61 @@ class TimeFeatures(nn.Module):
         self.encodings = nn.ModuleList(encodings)
         self.reads = list(reads)
         self.reads_fields = "fields" in self.reads
+        self.reads_start = "series_start" in self.reads
         self.width = self._probe_width()
 
     def _probe_width(self) -> int:
-        if not self.reads:
-            return 0
+        """The output width: the sum of the encodings' ``dim`` (every posenc.temporal encoding
+        declares it: running one on a made-up time would trip its checks of a fixed origin
+        or of a year range); an encoding without an int ``dim`` runs on two probe tokens."""
+        width = 0
         start = pd.Timestamp("2020-01-01").value
         local = torch.tensor([[start, start + 3600 * 10**9]], dtype=torch.int64)
-        elapsed = torch.tensor([[-1.0, 0.0]])
-        with torch.no_grad():
-            return self(local_time_fields(local), local, elapsed,
-                        torch.ones(1, 2, dtype=torch.bool)).shape[-1]
+        probe = (local_time_fields(local), local, torch.tensor([[-1.0, 0.0]]),
+                 torch.ones(1, 2, dtype=torch.bool), local[:, :1])
+        for encoding, reads in zip(self.encodings, self.reads, strict=True):
+            dim = getattr(encoding, "dim", None)
+            if isinstance(dim, int) and not isinstance(dim, bool):
+                width += dim
+                continue
+            with torch.no_grad():
+                width += _features([encoding], [reads], *probe).shape[-1]
+        return width
 
     def forward(self, fields: Tensor | None, local: Tensor, elapsed: Tensor,
-                observed: Tensor) -> Tensor:
+                observed: Tensor, series_start: Tensor | None = None) -> Tensor:
         """Per token: ``fields`` ``(B, N, len(FIELDS))`` int calendar fields of the local time
         (:func:`~posenc.tasks.timeseries_data.local_time_fields`; None when no encoding reads
         them), ``local`` ``(B, N)`` int64 wall-clock ns, ``elapsed`` ``(B, N)`` float time
         from the forecast origin in ``time_unit``, ``observed`` ``(B, N)`` bool (a value is
-        present). -> ``(B, N, F)`` float32, on the inputs' device (no host round trip)."""
-        columns = None
-        features = []
-        for encoding, reads in zip(self.encodings, self.reads, strict=True):
-            if reads == "fields":
-                if columns is None:
-                    columns = dict(zip(temporal.FIELDS, fields.unbind(-1), strict=True))
-                out = encoding(columns)
-            elif reads == "timestamps":
-                out = encoding(local)
-            elif reads == "elapsed":
-                out = encoding(elapsed)
-            else:
-                out = encoding(elapsed, observed)
-            features.append(out.to(device=elapsed.device, dtype=torch.float32))
-        return torch.cat(features, dim=-1)
+        present); per window: ``series_start`` ``(B, 1)`` int64 wall-clock ns of its series'
+        first observation (None when no encoding reads it). -> ``(B, N, F)`` float32, on the
+        inputs' device (no host round trip)."""
+        return _features(self.encodings, self.reads, fields, local, elapsed, observed,
+                         series_start)
+
+
+def _features(encodings: Sequence[nn.Module], reads: Sequence[str], fields: Tensor | None,
+              local: Tensor, elapsed: Tensor, observed: Tensor, series_start: Tensor | None
+              ) -> Tensor:
+    """:meth:`TimeFeatures.forward` of ``encodings``, each given what it ``reads``."""
+    columns = None
+    features = []
+    for encoding, read in zip(encodings, reads, strict=True):
+        if read == "fields":
+            if columns is None:
+                columns = dict(zip(temporal.FIELDS, fields.unbind(-1), strict=True))
+            out = encoding(columns)
+        elif read == "timestamps":
+            out = encoding(local)
+        elif read == "elapsed":
+            out = encoding(elapsed)
+        elif read == "series_start":
+            out = encoding(local, series_start)
+        else:
+            out = encoding(elapsed, observed)
+        features.append(out.to(device=elapsed.device, dtype=torch.float32))
+    return torch.cat(features, dim=-1)
 
 
 class Block(nn.Module):
@@ -264,6 +294,7 @@ class ForecastTransformer(nn.Module):
         keys = ["context_time", "target_time", "context_local", "target_local",
                 "context_valid", "target_valid", "context_value", "context_observed"]
         keys += ["context_fields", "target_fields"] if self.time_features.reads_fields else []
+        keys += ["series_start_local"] if self.time_features.reads_start else []
         keys += ["context_past", "context_past_observed"] if self.num_past else []
         keys += ["context_future", "target_future"] if self.num_future else []
         keys += ["static_cat"] if self.static_embeds else []
@@ -281,6 +312,14 @@ class ForecastTransformer(nn.Module):
             if key in keys and batch[key].shape[-1] != size:
                 raise ValueError(f"batch[{key!r}] has {batch[key].shape[-1]} columns but the "
                                  f"model was built for {size}")
+        if "series_start_local" in keys and (
+                batch["series_start_local"].dtype != torch.int64
+                or batch["series_start_local"].shape != batch["context_valid"].shape[:1]):
+            start = batch["series_start_local"]
+            raise ValueError(f"batch['series_start_local'] must be the "
+                             f"{tuple(batch['context_valid'].shape[:1])} int64 wall-clock ns of "
+                             f"each window's series' first observation, got {start.dtype} of "
+                             f"shape {tuple(start.shape)}")
         for side in ("context", "target"):
             valid = batch[f"{side}_valid"]
             for key in (f"{side}_time", f"{side}_local"):
@@ -345,8 +384,10 @@ class ForecastTransformer(nn.Module):
         if self.time_proj is not None:
             has_value = torch.cat((ctx_valid & observed.any(-1), torch.zeros_like(tgt_valid)),
                                   dim=1)
+            start = batch["series_start_local"][:, None] if self.time_features.reads_start \
+                else None
             with assume_finite():  # elapsed time is made from int64 timestamps
-                features = self.time_features(fields, local, elapsed, has_value)
+                features = self.time_features(fields, local, elapsed, has_value, start)
             x = x + self.time_proj(features)
 
         # Keys: real observations; every token also sees itself (no empty rows).

@@ -66,11 +66,15 @@ class Forecaster(LightningModule):
         dim, depth, num_heads, mlp_ratio, dropout: transformer size.
         encodings: additive temporal encodings (default ``[calendar, continuous]``): names
             from ``TIME_ENCODINGS`` (``calendar``, ``calendar_embedding``, ``fourier``,
-            ``continuous``, ``time2vec``, ``timedelta``) or ``{class_path, init_args}`` dicts
-            (a missing ``dim`` is filled in). Calendar and Fourier features read local
-            wall-clock time; the others elapsed time from the forecast origin in
-            ``time_unit``; each class declares which as its ``reads`` attribute (one of
-            :data:`READS`; a class of your own must too). ``[]`` for none.
+            ``continuous``, ``time2vec``, ``timedelta``, ``index_sinusoidal``, ``age``) or
+            ``{class_path, init_args}`` dicts (a missing ``dim`` is filled in), e.g.
+            ``{class_path: posenc.temporal.HolidayFeatures, init_args: {country: US}}``.
+            Calendar, Fourier and holiday features read local wall-clock time; ``age``
+            (:class:`~posenc.temporal.AgeFeature`, GluonTS's ``AddAgeFeature``: ``log10(2 +
+            days)`` since the series' first observation, which the batches carry) reads it
+            with the series' start; the others read elapsed time from the forecast origin in
+            ``time_unit``. Each class declares what it reads as its ``reads`` attribute (one
+            of :data:`READS`; a class of your own must too). ``[]`` for none.
         relative: relative-time attention: ``rope``, ``alibi``, None, or a dict such as
             ``{class_path: posenc.core.RotaryEncoding, init_args: {base: 1000.0}}`` (missing
             ``head_dim``/``num_heads`` filled in); one instance per block.

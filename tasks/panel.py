@@ -38,6 +38,10 @@ class SeriesSchema:
     order targets, past covariates, future covariates. ``static_categories`` maps each
     categorical static column to its values (code ``i + 1``; code 0 is a value not seen in
     training); ``static_stats`` maps each numeric static column to ``(mean, std)``.
+    ``series_start`` holds each series' first observation in the data the model was trained
+    on (local wall-clock ns; int64 min for a series without rows): the origin of the series'
+    age (:class:`~posenc.temporal.AgeFeature`), also in forecasts from a shorter history. A
+    schema without it (a checkpoint from before it existed) counts ages from the history.
     """
 
     timestamp_column: str
@@ -56,6 +60,7 @@ class SeriesSchema:
     scale: list[list[float]] = dataclasses.field(default_factory=list)
     static_categories: dict[str, list] = dataclasses.field(default_factory=dict)
     static_stats: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    series_start: list[int] = dataclasses.field(default_factory=list)
     step_ns: int = 0
     context_length: int | str = 168
     horizon: int | str = 24
@@ -157,6 +162,14 @@ class Panel:
     def series_of_rows(self) -> np.ndarray:
         """``(N,)`` int64 series index of every row."""
         return np.repeat(np.arange(self.num_series), self.lengths)
+
+    def series_starts(self) -> np.ndarray:
+        """``(S,)`` int64 local wall-clock ns of each series' first row (rows are sorted by
+        time within a series); int64 min (NaT) for a series without rows."""
+        out = np.full(self.num_series, np.iinfo(np.int64).min, np.int64)
+        held = self.lengths > 0
+        out[held] = self.local[self.starts[:-1][held]]
+        return out
 
 
 def _series_codes(frame: pd.DataFrame, columns: list[str], known: list[tuple] | None,

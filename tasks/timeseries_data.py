@@ -353,6 +353,8 @@ class TimeSeriesDataModule(LightningDataModule):
         # UTC at the median, which is no calendar step (and no yearly season).
         within = np.diff(panel.local)[np.diff(panel.series_of_rows()) == 0]
         panel.schema.step_ns = int(np.median(within)) if len(within) else 0
+        # Each series' first observation, for forecasts from a shorter history (its age).
+        panel.schema.series_start = panel.series_starts().tolist()
         t_val, t_test = self._split_times(panel.utc, panel.schema.aware)
         scale_panel(panel, t_val, self._source())
         self.split_times = {"val": t_val, "test": t_test}

@@ -4,19 +4,22 @@ A window is a forecast origin: the observations before it (the context) and thos
 horizon after it. Batches are dicts of tensors (``B`` windows, ``Nc`` context and ``Nh``
 horizon tokens, ``C`` target columns, padded per batch):
 
-====================  ===============  ===============================================
-key                   shape / dtype    meaning
-====================  ===============  ===============================================
-``context_time``      (B, Nc) int64    UTC nanoseconds since the epoch (real elapsed time)
-``context_local``     (B, Nc) int64    local wall-clock time as naive nanoseconds
-``context_value``     (B, Nc, C) f32   scaled values (0 where missing)
-``context_observed``  (B, Nc, C) bool  value present
-``context_valid``     (B, Nc) bool     real token (False = padding)
-``context_fields``    (B, Nc, F) i32   calendar fields of the local time, one column per
-                                       name of ``posenc.temporal.FIELDS`` (in its order)
-``target_*``          same, ``Nh``     the horizon: its timestamps are the query times
-``loc``, ``scale``    (B, C) f32       ``value = scaled * scale + loc``
-====================  ===============  ===============================================
+======================  ===============  ===============================================
+key                     shape / dtype    meaning
+======================  ===============  ===============================================
+``context_time``        (B, Nc) int64    UTC nanoseconds since the epoch (real elapsed time)
+``context_local``       (B, Nc) int64    local wall-clock time as naive nanoseconds
+``context_value``       (B, Nc, C) f32   scaled values (0 where missing)
+``context_observed``    (B, Nc, C) bool  value present
+``context_valid``       (B, Nc) bool     real token (False = padding)
+``context_fields``      (B, Nc, F) i32   calendar fields of the local time, one column per
+                                         name of ``posenc.temporal.FIELDS`` (in its order)
+``target_*``            same, ``Nh``     the horizon: its timestamps are the query times
+``loc``, ``scale``      (B, C) f32       ``value = scaled * scale + loc``
+``series``              (B,) int64       the window's series (row of ``schema.series_keys``)
+``series_start_local``  (B,) int64       local wall-clock ns of the series' first
+                                         observation (the origin of its age)
+======================  ===============  ===============================================
 
 The calendar fields depend on the timestamps only, so they are computed once per series
 (:func:`local_time_fields`) and reach the model as tensors: its forward never leaves the
@@ -175,11 +178,16 @@ class WindowDataset(Dataset):
     Args:
         panel: the scaled panel (:func:`~posenc.tasks.panel.scale_panel`).
         windows: this split's :class:`WindowIndex`.
-        targets: the number ``C`` of target channels among ``panel.values``' columns (the
-            rest are ``P`` past then ``K`` future covariates, from ``panel.schema``).
+        series_start: ``(S,)`` int64 local wall-clock ns of each series' first observation;
+            None: its first row in ``panel`` (the whole table in training; a forecast request
+            passes the training data's, see :func:`~posenc.tasks.requests.request_dataset`).
+
+    The number ``C`` of targets, ``P`` past and ``K`` future covariates among
+    ``panel.values``' columns come from ``panel.schema``.
     """
 
-    def __init__(self, panel: Any, windows: WindowIndex) -> None:
+    def __init__(self, panel: Any, windows: WindowIndex,
+                 series_start: np.ndarray | None = None) -> None:
         schema = panel.schema
         self.schema = schema
         self.num_targets = len(schema.target_columns)
@@ -190,6 +198,11 @@ class WindowDataset(Dataset):
         self.scale = np.asarray(schema.scale, np.float32)[:, :self.num_targets]
         self.static_real = np.asarray(panel.static_real, np.float32)
         self.static_cat = np.asarray(panel.static_cat, np.int64)
+        self.series_start = (panel.series_starts() if series_start is None
+                             else np.asarray(series_start, np.int64))
+        if self.series_start.shape != (panel.num_series,):
+            raise ValueError(f"series_start must hold one start per series "
+                             f"({panel.num_series}), got shape {self.series_start.shape}")
         self.windows = windows
 
     def __len__(self) -> int:
@@ -202,7 +215,8 @@ class WindowDataset(Dataset):
                  "loc": torch.from_numpy(self.loc[series]),
                  "scale": torch.from_numpy(self.scale[series]),
                  "static_real": torch.from_numpy(self.static_real[series]),
-                 "static_cat": torch.from_numpy(self.static_cat[series])}
+                 "static_cat": torch.from_numpy(self.static_cat[series]),
+                 "series_start_local": torch.from_numpy(self.series_start[series])}
         for side, (a, b) in (("context", (c0, t0)), ("target", (t0, t1))):
             rows, valid = _gather(a, b)
             local = self.local[rows]
@@ -340,6 +354,10 @@ def make_batch(
         loc, scale: ``()`` or ``(C,)``, the data module's scaling (``datamodule.loc``,
             ``datamodule.scale``); ``scale`` finite and > 0.
         timestamp_format: format of text timestamps (see :func:`parse_timestamps`).
+
+    The series' age (:class:`~posenc.temporal.AgeFeature`) counts from the first context
+    time; for an older series set ``batch["series_start_local"]`` to the int64 local
+    wall-clock ns of its first observation.
     """
     check_tz_name(tz)
     ctx_index = _timestamps_argument(context_timestamps, "context_timestamps", timestamp_format)
@@ -396,6 +414,7 @@ def make_batch(
             "target_observed": torch.zeros(nh, channels, dtype=torch.bool),
             # One series, no covariates, no static attributes.
             "series": torch.zeros((), dtype=torch.int64),
+            "series_start_local": torch.from_numpy(ctx[1][:1]).reshape(()),
             "static_real": torch.zeros(0), "static_cat": torch.zeros(0, dtype=torch.int64),
             "context_past": torch.zeros(len(ctx[0]), 0),
             "context_past_observed": torch.zeros(len(ctx[0]), 0, dtype=torch.bool),

@@ -45,10 +45,11 @@ def _check_start(start: Any) -> pd.Timestamp | None:
     return timestamp_argument(start, "start")
 
 
-def _negative_error(first: int) -> ValueError:
-    return ValueError(f"timestamps must not precede start (a series has no negative age), "
-                      f"but flat position {first} does; give the series' first time as "
-                      f"start, or start=None for the earliest timestamp")
+def _negative_error(first: int, origin: str = "start") -> ValueError:
+    hint = ("give the series' first time as start, or start=None for the earliest timestamp"
+            if origin == "start" else "each series' start must be its first observation")
+    return ValueError(f"timestamps must not precede {origin} (a series has no negative age), "
+                      f"but flat position {first} does; {hint}")
 
 
 def series_age(timestamps: Timestamps, start: Any = None, *, unit: str = "D") -> np.ndarray:
@@ -122,20 +123,31 @@ class AgeFeature(PositionEncoding):
     """Module form of :func:`series_age` + :func:`age_feature` (no parameters): ``(...)``
     timestamps -> ``(..., 1)``.
 
+    In a ``Forecaster`` (name ``"age"``) it is GluonTS's ``AddAgeFeature`` in elapsed time:
+    the age of every context and query token since the first observation of its series. A
+    window does not hold its series' start, so the batch carries it (``series_start_local``,
+    from the whole table in training, validation and test; from the schema or the history in
+    ``forecast()``) and the Forecaster passes it as ``series_start`` (``reads =
+    "series_start"``).
+
     Args:
-        start: the series start (see :func:`series_age`); None: the earliest timestamp of
-            each row (in the forecaster's windows that is the window's first token, so give
-            the data's first time as ``start`` for the age of the series).
+        start: a fixed origin for every series (see :func:`series_age`); it wins over
+            ``series_start``, and a series that starts before it raises. In a Forecaster give a
+            naive start: its timestamps are wall-clock times of the data's zone. None: the
+            age counts from ``series_start`` where the caller gives it, else from each row's
+            earliest timestamp.
         unit: the unit ages are counted in before ``transform``.
         transform: one of :data:`TRANSFORMS`.
 
     An int64 tensor is read as nanoseconds since 1970 on the clock ``start`` is read on (the
-    forecaster's local wall-clock times with a naive ``start``; UTC with a tz-aware one) and
-    stays on its device; the difference is taken in int64, so it is exact.
+    forecaster's local wall-clock times with a naive ``start``, so ages are wall-clock
+    differences there; UTC with a tz-aware one) and stays on its device; the difference is
+    taken in int64, so it is exact. Values are checked on CPU only (on an accelerator a check
+    would wait for the device).
     """
 
     kind = "additive"
-    reads = "timestamps"
+    reads = "series_start"
     dim = 1
 
     def __init__(self, start: Any = None, unit: str = "D", transform: str = "gluonts") -> None:
@@ -149,30 +161,61 @@ class AgeFeature(PositionEncoding):
     def feature_names(self) -> list[str]:
         return ["age"]
 
-    def forward(self, timestamps: Timestamps, *, dtype: torch.dtype = torch.float32
-                ) -> Tensor:
-        """``(...)`` timestamps -> ``(..., 1)`` of ``dtype``."""
+    def forward(self, timestamps: Timestamps, series_start: Tensor | None = None, *,
+                dtype: torch.dtype = torch.float32) -> Tensor:
+        """``(...)`` timestamps -> ``(..., 1)`` of ``dtype``.
+
+        Args:
+            timestamps: any accepted timestamp input; an int64 tensor is read as ns (see the
+                class docstring).
+            series_start: ``(..., 1)`` int64 ns on the clock of ``timestamps`` (an int64
+                tensor): the first observation of each row's series, which the age counts
+                from unless ``start`` was given.
+        """
         check_output_dtype(dtype)
         if not (isinstance(timestamps, Tensor) and timestamps.dtype == torch.int64):
+            if series_start is not None:
+                raise TypeError("series_start goes with int64 nanosecond timestamps (a "
+                                "tensor, as the Forecaster passes); for other input give "
+                                "AgeFeature(start=...)")
             age = torch.from_numpy(series_age(timestamps, self.start, unit=self.unit))
-        else:
-            if timestamps.ndim == 0:
-                raise ValueError("timestamps must have at least one dim (a series), got a "
-                                 "0-d tensor")
-            if not timestamps.numel():
-                return torch.zeros((*timestamps.shape, 1), dtype=dtype,
-                                   device=timestamps.device)
-            checks = (timestamps.device.type == "cpu" and timestamps.numel()
-                      and not torch.compiler.is_compiling())
-            if checks and bool((timestamps == _NAT).any()):
-                raise ValueError("timestamps contains NaT (int64 min); drop or fill missing "
+            return age_feature(age, self.transform)[..., None].to(dtype)
+        if timestamps.ndim == 0:
+            raise ValueError("timestamps must have at least one dim (a series), got a 0-d "
+                             "tensor")
+        if series_start is not None and (
+                not isinstance(series_start, Tensor) or series_start.dtype != torch.int64
+                or series_start.shape != (*timestamps.shape[:-1], 1)):
+            raise TypeError(f"series_start must be an int64 tensor of shape "
+                            f"{(*timestamps.shape[:-1], 1)} (one start per row of timestamps), "
+                            f"got {getattr(series_start, 'dtype', type(series_start).__name__)}"
+                            f" of shape {tuple(getattr(series_start, 'shape', ()))}")
+        if not timestamps.numel():
+            return torch.zeros((*timestamps.shape, 1), dtype=dtype, device=timestamps.device)
+        checks = timestamps.device.type == "cpu" and not torch.compiler.is_compiling()
+        for name, value in (("timestamps", timestamps), ("series_start", series_start)):
+            if checks and value is not None and bool((value == _NAT).any()):
+                raise ValueError(f"{name} contains NaT (int64 min); drop or fill missing "
                                  "timestamps before encoding them")
-            first = (timestamps.amin(dim=-1, keepdim=True) if self._start_ns is None
-                     else self._start_ns)
-            delta = timestamps - first
-            if checks and bool((delta < 0).any()):
-                raise _negative_error(int((delta < 0).reshape(-1).nonzero()[0, 0]))
-            age = delta.to(wide_dtype(timestamps.device)) / UNITS[self.unit]
+        origin = "series_start" if self._start_ns is None and series_start is not None \
+            else "start"
+        if self._start_ns is not None:
+            if checks and series_start is not None and bool((series_start < self._start_ns
+                                                             ).any()):
+                earliest = pd.Timestamp(int(series_start.min()), unit="ns")
+                raise ValueError(f"start={self.start} is after the first observation of a "
+                                 f"series ({earliest}); a series has no negative age: give a "
+                                 f"start on or before the data's first time, or start=None for "
+                                 f"the age of each series")
+            first = self._start_ns
+        elif series_start is not None:
+            first = series_start
+        else:
+            first = timestamps.amin(dim=-1, keepdim=True)
+        delta = timestamps - first
+        if checks and bool((delta < 0).any()):
+            raise _negative_error(int((delta < 0).reshape(-1).nonzero()[0, 0]), origin)
+        age = delta.to(wide_dtype(timestamps.device)) / UNITS[self.unit]
         return age_feature(age, self.transform)[..., None].to(dtype)
 
     def extra_repr(self) -> str:

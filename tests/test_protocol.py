@@ -30,7 +30,7 @@ EXPECTED_READS = {
     temporal.FourierSeasonality: "timestamps", temporal.ContinuousSinusoidal: "elapsed",
     temporal.Time2Vec: "elapsed", temporal.TimeDelta: "deltas",
     temporal.IndexSinusoidal: "deltas", temporal.HolidayFeatures: "timestamps",
-    temporal.AgeFeature: "timestamps",
+    temporal.AgeFeature: "series_start",
 }
 
 

@@ -304,12 +304,14 @@ def test_instance_norm_makes_forecasts_follow_the_context_level_and_scale(batch)
 def test_what_an_encoding_reads_comes_from_its_class():
     """The forecaster asks each encoding's class what it reads (``reads``); a class that
     declares nothing is refused by name, never guessed."""
-    model = Forecaster(encodings=["calendar", "fourier", "time2vec", "timedelta"], **TINY)
-    assert model.model.time_features.reads == ["fields", "timestamps", "elapsed", "deltas"]
+    model = Forecaster(encodings=["calendar", "fourier", "time2vec", "timedelta", "age"],
+                       **TINY)
+    assert model.model.time_features.reads == ["fields", "timestamps", "elapsed", "deltas",
+                                               "series_start"]
     with pytest.raises(TypeError, match=r"^encodings\[1\] SinusoidalEncoding does not declare "
                                         r"what it reads: give the class a reads attribute, one "
-                                        r"of \['fields', 'timestamps', 'elapsed', 'deltas'\], "
-                                        r"got None"):
+                                        r"of \['fields', 'timestamps', 'elapsed', 'deltas', "
+                                        r"'series_start'\], got None"):
         Forecaster(encodings=["calendar", {"class_path": "posenc.core.SinusoidalEncoding"}],
                    **TINY)
     with pytest.raises(TypeError, match=r"^encoding Time2Vec does not declare what it reads: "

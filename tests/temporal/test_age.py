@@ -54,7 +54,7 @@ def test_rows_are_series_and_start_can_be_given():
 def test_module_reads_int64_nanoseconds_on_device_and_matches_the_functions():
     enc = AgeFeature(start="2014-01-01", unit="D", transform="gluonts")
     assert (enc.kind, enc.reads, enc.dim, enc.feature_names) == (
-        "additive", "timestamps", 1, ["age"])
+        "additive", "series_start", 1, ["age"])
     stamps = pd.date_range("2014-01-01", periods=48 * 30, freq="30min")
     local = torch.from_numpy(stamps.as_unit("ns").asi8).reshape(30, 48)
     out = enc(local, dtype=torch.float64)
@@ -110,3 +110,51 @@ def test_nat_and_odd_inputs():
     assert series_age([]).shape == (0,)
     assert enc(torch.zeros(2, 0, dtype=torch.int64)).shape == (2, 0, 1)
     assert TRANSFORMS == ("gluonts", "log1p", "linear")
+
+
+def _ns(*stamps: str) -> torch.Tensor:
+    return torch.from_numpy(pd.DatetimeIndex(stamps).as_unit("ns").asi8)
+
+
+def test_series_start_is_the_origin_unless_start_is_given():
+    """What a Forecaster window needs: the age since its series' first observation, which
+    the window's own tokens do not hold."""
+    windows = torch.stack([_ns("2020-01-03", "2020-01-04"), _ns("2020-01-10", "2020-01-12")])
+    series_start = _ns("2020-01-01", "2020-01-05")[:, None]
+    enc = AgeFeature(unit="D", transform="linear")
+    np.testing.assert_array_equal(enc(windows, series_start, dtype=torch.float64)[..., 0],
+                                  [[2.0, 3.0], [5.0, 7.0]])
+    np.testing.assert_array_equal(enc(windows, dtype=torch.float64)[..., 0],
+                                  [[0.0, 1.0], [0.0, 2.0]])  # without it: each row's own
+    fixed = AgeFeature(start="2019-12-31", unit="D", transform="linear")
+    np.testing.assert_array_equal(fixed(windows, series_start, dtype=torch.float64)[..., 0],
+                                  [[3.0, 4.0], [10.0, 12.0]])  # an explicit start wins
+    np.testing.assert_allclose(AgeFeature()(windows, series_start, dtype=torch.float64)[..., 0],
+                               np.log10(2 + np.array([[2.0, 3.0], [5.0, 7.0]])), rtol=1e-15)
+
+
+def test_a_start_after_a_series_first_observation_is_refused():
+    windows = _ns("2020-01-03", "2020-01-04")[None]
+    with pytest.raises(ValueError, match=r"^start=2020-01-02 00:00:00 is after the first "
+                                         r"observation of a series \(2020-01-01 00:00:00\)"):
+        AgeFeature(start="2020-01-02")(windows, _ns("2020-01-01")[:, None])
+
+
+@pytest.mark.parametrize("series_start, error, match", [
+    (_ns("2020-01-01", "2020-01-01"), TypeError, r"series_start must be an int64 tensor of "
+                                                 r"shape \(1, 1\) .*got torch.int64 of shape "
+                                                 r"\(2,\)"),
+    (_ns("2020-01-01")[:, None].double(), TypeError, "got torch.float64"),
+    (torch.tensor([[torch.iinfo(torch.int64).min]]), ValueError, "series_start contains NaT"),
+    (_ns("2020-01-04")[:, None], ValueError, r"timestamps must not precede series_start .*"
+                                             r"flat position 0 does; each series' start must "
+                                             r"be its first observation"),
+])
+def test_bad_series_starts_are_refused_naming_them(series_start, error, match):
+    with pytest.raises(error, match=match):
+        AgeFeature()(_ns("2020-01-03", "2020-01-04")[None], series_start)
+
+
+def test_series_start_needs_nanosecond_tensors():
+    with pytest.raises(TypeError, match=r"series_start goes with int64 nanosecond timestamps"):
+        AgeFeature()(pd.DatetimeIndex(["2020-01-03"]), _ns("2020-01-01")[:, None])
