@@ -253,17 +253,22 @@ def _draw_coords(ax: object, coords: Tensor, color: object, label: str | None) -
                            ec=color, lw=1.2, zorder=2))
 
 
+#: The legend title of each augmentation panel: what its draw labels give.
+_DRAW_LEGEND = {"shift_coords": "draw: shift (row, col)", "jitter_coords": "draw: scale "
+                "(row, col)", "rescale_coords": "draw: scale of both axes"}
+
+
 def _affine_label(step: str, draw: int, base: Tensor, moved: Tensor) -> str:
-    """``draw k: row +s, col +s`` / ``row x j, col x j`` / ``x r``: the per-axis transform
-    that took ``base`` to ``moved``, read back from the points."""
+    """``k: (+s_row, +s_col)`` / ``k: (j_row, j_col)`` / ``k: r``: the per-axis transform that
+    took ``base`` to ``moved`` (a shift, or a scale), read back from the points."""
     base, moved = base.double().numpy(), moved.double().numpy()
     if step == "shift_coords":
         shift = (moved - base).mean(0)
-        return f"draw {draw}: row {shift[0]:+.2f}, col {shift[1]:+.2f}"
+        return f"{draw}: ({shift[0]:+.2f}, {shift[1]:+.2f})"
     slope = np.ptp(moved, 0) / np.ptp(base, 0)
     if step == "jitter_coords":
-        return f"draw {draw}: row x {slope[0]:.2f}, col x {slope[1]:.2f}"
-    return f"draw {draw}: x {slope[0]:.2f}"
+        return f"{draw}: ({slope[0]:.2f}, {slope[1]:.2f})"
+    return f"{draw}: {slope[0]:.2f}"
 
 
 def plot_rope_dinov3_coords(path: str | Path, grid_size: int | tuple[int, int] = (6, 10), *,
@@ -336,7 +341,8 @@ def plot_rope_dinov3_coords(path: str | Path, grid_size: int | tuple[int, int] =
         ax.set_title(f"{step}={value:g}: {ranges[step].format(v=value)}", fontsize="medium")
         key = fig.add_subplot(grid[2, j])
         key.set_axis_off()
-        key.legend(*ax.get_legend_handles_labels(), ncol=2, loc="upper center", frameon=False)
+        key.legend(*ax.get_legend_handles_labels(), ncol=2, loc="upper center", frameon=False,
+                   title=_DRAW_LEGEND[step], fontsize="small", title_fontsize="small")
     for ax in axes.ravel():
         ax.add_patch(Rectangle((-1, -1), 2, 2, fill=False, ec="0.5", ls="--", lw=0.8))
         ax.set_aspect("equal", adjustable="box")

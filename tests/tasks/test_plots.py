@@ -301,7 +301,7 @@ def test_rope_dinov3_coords_are_what_rope2d_sees(tmp_path, figures):
     np.testing.assert_allclose(rescale, rescale[0, 0], rtol=1e-5)
     assert 0.5 <= rescale[0, 0] <= 2
     legend = [t.get_text() for t in axes[6].get_legend().get_texts()]
-    assert legend[1] == f"draw 1: row {shift[0, 0]:+.2f}, col {shift[0, 1]:+.2f}"
+    assert legend[1] == f"1: ({shift[0, 0]:+.2f}, {shift[0, 1]:+.2f})"
 
 
 def test_rope_dinov3_coords_reject_bad_arguments(tmp_path):
