@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import re
 import sys
+from itertools import takewhile
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
+import yaml
 from posenc.tasks.cli import posenc_cli
 
 from .conftest import CONFIGS, ONE_EPOCH, TINY_FORECASTER
@@ -89,3 +92,51 @@ def test_fit_then_predict_a_forecasts_file_from_a_panel_csv(tmp_path, monkeypatc
     # the series' levels (0, 10, 20) are in the forecasts: the scaling was the training one
     means = written.groupby("site")["load"].mean().to_numpy()
     assert (np.diff(means) > 5).all()
+
+
+def test_holiday_features_from_a_yaml_config(tmp_path, monkeypatch, capsys):
+    """HolidayFeatures needs a country, so it has no bare name: a config gives it as a
+    class_path; it fits, tests and reloads from a weights-only checkpoint."""
+    pytest.importorskip("holidays")
+    from posenc.tasks import Forecaster
+    from posenc.temporal import HolidayFeatures
+
+    monkeypatch.chdir(tmp_path)
+    encodings = ["calendar", {"class_path": "posenc.temporal.HolidayFeatures",
+                              "init_args": {"country": "US"}}]
+    (tmp_path / "holidays.yaml").write_text(yaml.safe_dump(
+        {"model": {"init_args": {"encodings": encodings, "relative": None}},
+         "data": {"init_args": {"states": ["CA"], "start": 1987, "context_length": 28,
+                                "horizon": 7, "stride": 7, "batch_size": 16}}}))
+    cli = posenc_cli(["fit", "--config", str(CONFIGS / "forecast_birthdays.yaml"),
+                      "--config", "holidays.yaml", *TINY_FORECASTER, *ONE_EPOCH])
+    holiday = cli.model.model.time_features.encodings[1]
+    assert isinstance(holiday, HolidayFeatures) and holiday.country == "US"
+    assert cli.model.model.time_features.reads == ["fields", "timestamps"]
+    assert re.search(r"^\s+test/mae\s+[0-9.]+$", capsys.readouterr().out, re.M)
+    [ckpt] = tmp_path.rglob("*.ckpt")
+    loaded = Forecaster.load_from_checkpoint(ckpt, weights_only=True)
+    assert loaded.hparams.encodings == encodings
+    batch = next(iter(cli.datamodule.test_dataloader()))
+    torch.testing.assert_close(loaded.eval()(batch), cli.model.eval()(batch))
+
+
+def test_the_birthdays_config_holiday_alternative_builds(tmp_path, monkeypatch):
+    """configs/forecast_birthdays.yaml documents US holidays as a commented alternative:
+    uncommented, it builds (so the comment does not rot)."""
+    pytest.importorskip("holidays")
+    from posenc.temporal import HolidayFeatures
+
+    monkeypatch.chdir(tmp_path)
+    marker = "      # - class_path: posenc.temporal.HolidayFeatures\n"
+    head, tail = (CONFIGS / "forecast_birthdays.yaml").read_text().split(marker)
+    lines = tail.splitlines(keepends=True)
+    block = [marker, *takewhile(lambda line: line.startswith("      #   "), lines)]
+    rest = lines[len(block) - 1:]
+    uncommented = [line.replace("      # ", "      ", 1) for line in block]
+    (tmp_path / "births.yaml").write_text(head + "".join(uncommented + rest))
+    cli = posenc_cli(["--config", "births.yaml", "--trainer.logger=false",
+                      "--data.init_args.states=[CA]"], run=False)
+    holiday = cli.model.model.time_features.encodings[-1]
+    assert isinstance(holiday, HolidayFeatures) and holiday.country == "US"
+    assert len(holiday.groups) == 13 and "Thanksgiving Day" in holiday.groups

@@ -66,3 +66,34 @@ def test_plot_writes_one_panel_per_dataset(tmp_path):
     rows = [_row("births", "none", 0, 12.0, 10.0), _row("cgm", "rope", 0, 3.0, 2.0)]
     ForecastStudy(CONFIG).plot(rows, tmp_path / "forecast.png")
     assert (tmp_path / "forecast.png").stat().st_size > 10_000
+
+
+def test_the_holidays_study_reruns_the_birthdays_setting_and_its_table_is_its_csv():
+    """configs/study_forecast_holidays.yaml: the forecast study's birthdays data, model and
+    trainer (so its calendar row is comparable, seed for seed), every encoding builds, and
+    docs/studies/forecast_holidays_table.md is its results.csv summarized."""
+    pytest.importorskip("holidays")
+    from pathlib import Path
+
+    from posenc.tasks import Forecaster
+    from posenc.tasks.studies import _load_config
+    from posenc.tasks.study_results import read_rows
+
+    root = Path(__file__).resolve().parents[2]
+    config = _load_config(str(root / "configs" / "study_forecast_holidays.yaml"))
+    shipped = _load_config(str(root / "configs" / "study_forecast.yaml"))
+    assert list(config["datasets"]) == ["birthdays"]
+    assert config["datasets"]["birthdays"] == shipped["datasets"]["birthdays"]
+    assert (config["model"], config["trainer"]) == (shipped["model"], shipped["trainer"])
+    assert config["encodings"]["calendar"] == shipped["encodings"]["calendar"]
+    study = ForecastStudy(config)
+    for encoding in study.encodings():
+        assert Forecaster(**study.model_args(encoding, "birthdays")).model.time_proj
+    rows = read_rows(root / "docs" / "studies" / "forecast_holidays_results.csv")
+    assert {r["encoding"] for r in rows} == set(study.encodings())
+    text = (root / "docs" / "studies" / "forecast_holidays_table.md").read_text()
+    assert study.table(rows) == text
+    published = read_rows(root / "docs" / "studies" / "forecast_results.csv")
+    assert ({(r["seed"], r["mae"]) for r in published
+             if (r["dataset"], r["encoding"]) == ("birthdays", "calendar")}
+            == {(r["seed"], r["mae"]) for r in rows if r["encoding"] == "calendar"})
