@@ -87,3 +87,23 @@ def setup_series(frame, **kwargs):
     dm = TimeSeriesDataModule(frame, **{"context_length": 24, "horizon": 6, **kwargs})
     dm.setup("fit")
     return dm
+
+
+def cpu_trainer(tmp_path, **kwargs):
+    """A quiet one-device CPU ``Trainer`` without logger, checkpoints or sanity steps."""
+    from lightning.pytorch import Trainer
+
+    return Trainer(**{"accelerator": "cpu", "devices": 1, "logger": False,
+                      "enable_progress_bar": False, "enable_model_summary": False,
+                      "enable_checkpointing": False, "default_root_dir": tmp_path,
+                      "num_sanity_val_steps": 0, **kwargs})
+
+
+def fit_and_save(model, datamodule, tmp_path, **kwargs):
+    """Fit ``model`` on ``datamodule`` with :func:`cpu_trainer` ``(**kwargs)``; -> the path of
+    the checkpoint saved after it."""
+    trainer = cpu_trainer(tmp_path, **kwargs)
+    trainer.fit(model, datamodule)
+    path = tmp_path / "model.ckpt"
+    trainer.save_checkpoint(path)
+    return path

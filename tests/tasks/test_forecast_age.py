@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from lightning.pytorch import Trainer, seed_everything
+from lightning.pytorch import seed_everything
 from posenc.tasks import Forecaster, TimeSeriesDataModule, make_batch
 from posenc.temporal import AgeFeature, age_feature, series_age
+
+from .conftest import fit_and_save
 
 TINY = {"dim": 16, "depth": 1, "num_heads": 2}
 ZONE = "America/New_York"
@@ -45,12 +47,6 @@ def _expected(frame: pd.DataFrame, site: str, local_ns: np.ndarray) -> np.ndarra
     return age_feature(series_age(wall, first.tz_localize(None), unit="D"))
 
 
-def _trainer(tmp_path, **kwargs) -> Trainer:
-    return Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
-                   enable_model_summary=False, enable_checkpointing=False,
-                   default_root_dir=tmp_path, num_sanity_val_steps=0, **kwargs)
-
-
 class _Ages:
     """Records what a Forecaster's AgeFeature is given and gives."""
 
@@ -73,11 +69,8 @@ def fitted(tmp_path_factory):
                               stride=6, batch_size=16)
     model = Forecaster(encodings=["age"], relative=None, **dm.model_sizes(), **TINY)
     before = model.model.time_proj.weight.detach().clone()
-    trainer = _trainer(tmp, max_steps=1, limit_val_batches=0)
-    trainer.fit(model, dm)
+    path = fit_and_save(model, dm, tmp, max_steps=1, limit_val_batches=0)
     assert not torch.equal(model.model.time_proj.weight, before)  # the step reached it
-    path = tmp / "age.ckpt"
-    trainer.save_checkpoint(path)
     return model.eval(), path, frame, dm
 
 

@@ -8,18 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from lightning.pytorch import Trainer, seed_everything
+from lightning.pytorch import seed_everything
 from posenc.tasks import Forecaster, TimeSeriesDataModule
 from posenc.tasks.requests import request_dataset
 
+from .conftest import cpu_trainer, fit_and_save
+
 TINY = {"dim": 16, "depth": 1, "num_heads": 2}
 ZONE = "Europe/Paris"
-
-
-def _trainer(tmp_path, **kwargs) -> Trainer:
-    return Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
-                   enable_model_summary=False, enable_checkpointing=False,
-                   default_root_dir=tmp_path, num_sanity_val_steps=0, **kwargs)
 
 
 def panel_frame(n=72, keys=("a", "b"), start="2021-01-01", freq="1h") -> pd.DataFrame:
@@ -44,10 +40,7 @@ def trained(tmp_path_factory):
                               static_columns=["kind"], tz=ZONE, context_length=12, horizon=4,
                               stride=4, batch_size=8)
     model = Forecaster(loss="quantile", quantiles=[0.1, 0.5, 0.9], **dm.model_sizes(), **TINY)
-    trainer = _trainer(tmp, max_steps=2, limit_val_batches=1)
-    trainer.fit(model, dm)
-    path = tmp / "model.ckpt"
-    trainer.save_checkpoint(path)
+    path = fit_and_save(model, dm, tmp, max_steps=2, limit_val_batches=1)
     return model.eval(), path, frame, dm
 
 
@@ -173,7 +166,7 @@ def test_test_metrics_log_the_seasonal_naive_baseline_per_series(tmp_path):
                               batch_size=16)
     assert dm.naive_season == str(pd.Timedelta("1D")) and dm.mase_season == 24
     model = Forecaster(**dm.model_sizes(), **TINY)
-    [result] = _trainer(tmp_path).test(model, dm, verbose=False)
+    [result] = cpu_trainer(tmp_path).test(model, dm, verbose=False)
     assert result["test/mae_naive"] == pytest.approx(6.0, abs=1e-3)   # (0 + 12) / 2
     assert result["test/rmse_naive"] == pytest.approx(np.sqrt(72.0), abs=1e-3)
     per_series = model.test_per_series
@@ -248,7 +241,7 @@ def test_persistence_baseline_is_the_last_observed_value(tmp_path):
                               season="persistence")
     assert pd.Timedelta(dm.naive_season) == pd.Timedelta(1, "ns") and dm.mase_season == 1
     model = Forecaster(**dm.model_sizes(), **TINY)
-    [result] = _trainer(tmp_path).test(model, dm, verbose=False)
+    [result] = cpu_trainer(tmp_path).test(model, dm, verbose=False)
     assert result["test/mae_naive"] == pytest.approx(1.75, abs=1e-4)
     # the in-sample naive error of each context is 0.5: MASE = 1.75 / 0.5
     assert result["test/mase_naive"] == pytest.approx(3.5, abs=1e-4)
