@@ -21,7 +21,7 @@ mixed), :class:`SinCos3D`, and :class:`VideoVisionTransformer` (a timm ViT fed f
 :data:`VIDEO_ENCODINGS` names them).
 """
 
-from .bias2d import ALiBi2D, ContinuousBias2D, RelativeBias2D, resize_relative_table
+from .bias2d import ALiBi2D, ContinuousBias2D, RelativeBias2D
 from .coords import (
     COORD_NORMALIZE,
     CoordAugment,
@@ -42,13 +42,15 @@ from .factory import (
     size_arguments,
     vit_size_arguments,
 )
+from .grid_vit import GridAttention, GridContext, GridVisionTransformer
 from .learned import Learned2D
 from .liere import BlockRotation, LieRE, skew_expm
 from .rope2d import RoPE2D, init_mixed_freqs
 from .rope3d import MRoPE, RoPE3D, init_mixed_freqs_3d
 from .sincos import SinCos2D
 from .sincos3d import SinCos3D
-from .timm_attach import GridAttention, GridContext, GridVisionTransformer, attach
+from .table_resize import resize_relative_table
+from .timm_attach import attach
 from .video import VideoPositions, as_video_positions, video_coords
 from .video_attach import VIDEO_ENCODINGS, VideoVisionTransformer
 

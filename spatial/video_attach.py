@@ -45,9 +45,9 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from .factory import SpatialEncodingSpec, encoding_kind, encodings_for_blocks
+from .grid_vit import GridAttention, GridContext, GridVisionTransformer, patch_grid
 from .rope3d import MRoPE, RoPE3D, _Rotary3D
 from .sincos3d import SinCos3D
-from .timm_attach import GridAttention, GridContext, GridVisionTransformer, patch_grid
 from .video import VideoPositions, video_coords
 
 __all__ = ["VIDEO_ENCODINGS", "VideoVisionTransformer"]

@@ -1,0 +1,308 @@
+"""The ViT and attention classes that :func:`posenc.spatial.attach` turns a timm
+``VisionTransformer`` into: :class:`GridVisionTransformer`, :class:`GridAttention` and the
+per-forward :class:`GridContext`.
+
+How positions reach the attention, and why. timm's ``Block.forward(x, attn_mask)`` hands
+``attn_mask`` to ``block.attn`` untouched, so the model passes every block a per-forward
+:class:`GridContext` (the patch positions, with the kept patches of patch dropout, plus the
+caller's own mask) as that argument. Positions travel with the computation: a gradient-
+checkpointed block (``set_grad_checkpointing``) recomputes in backward from the very context
+object of its own forward, whatever other forwards (multi-crop: two image sizes in one step)
+ran in between. Nothing is read from model state at recompute time.
+
+Each distinct rotary/bias encoding of the blocks is computed once per forward, before the
+blocks run, into the context's :class:`GridPositions` cache; blocks (and their recompute) only
+read it. Blocks sharing an encoding (``rope_axial``, ``alibi2d``, one module passed for all
+blocks) thus share its rotation/bias, and no cached value that needs a gradient is ever made
+inside a checkpointed block, whose recompute would find it cached and save fewer tensors than
+its forward did. Cache keys are Python values (module ids and names); sizes traced as
+``torch.SymInt`` are never used as keys (see :func:`posenc.spatial.coords.cached`), so the
+model runs under ``torch.compile`` and ``torch.export`` with dynamic image sizes (nothing
+calls ``.item()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from posenc.core import MultiheadAttention
+from posenc.core.validation import assume_finite
+from timm.layers import Attention, PatchDropout
+from timm.layers.patch_dropout import patch_dropout_forward
+from timm.models._features import feature_take_indices
+from timm.models.vision_transformer import VisionTransformer
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from .coords import GridPositions, patch_coords
+
+__all__ = ["GridAttention", "GridContext", "GridVisionTransformer", "patch_grid"]
+
+SUPPORTED = ("timm.models.vision_transformer.VisionTransformer (vit_*, deit_* without a "
+             "distillation token; with or without class token, reg_tokens, no_embed_class, "
+             "dynamic_img_size, dynamic_img_pad) with timm's PatchEmbed, Block/ResPostBlock and "
+             "Attention")
+
+
+class GridContext(NamedTuple):
+    """What the blocks of one forward need besides their tokens; passed to each block as its
+    ``attn_mask`` argument, which timm's ``Block`` hands to :class:`GridAttention` unchanged.
+
+    Attributes:
+        positions: the ``P + N`` tokens' positions: ``(N, 2)`` (full grid) or ``(B, N, 2)``
+            (kept patches of patch dropout) coordinates, the grid, ``P`` prefix tokens, and
+            the cache holding this forward's rotations/biases.
+        attn_mask: the caller's mask (bool, True = attend, or float additive), broadcastable
+            to ``(B, H, P + N, P + N)``, or None.
+        is_causal: the caller's causal flag.
+    """
+
+    positions: GridPositions
+    attn_mask: Tensor | None = None
+    is_causal: bool = False
+
+
+class GridAttention(MultiheadAttention):
+    """:class:`posenc.core.MultiheadAttention` with timm ``Attention``'s call signature.
+
+    Its ``attn_mask`` argument is the :class:`GridContext` of the current forward, which
+    :class:`GridVisionTransformer` passes to every block.
+    """
+
+    @classmethod
+    def from_timm(cls, attn: Attention, rotary: nn.Module | None,
+                  bias: nn.Module | None) -> GridAttention:
+        """Wrap a timm ``Attention``'s modules (shared, not copied) with an encoding."""
+        if type(attn) is not Attention:
+            raise TypeError(f"attach supports blocks whose attn is timm.layers.Attention, got "
+                            f"{type(attn).__name__}; supported models: {SUPPORTED}")
+        dim = attn.qkv.in_features
+        # gate (timm >= 1.0.28) and attn_dim (>= 1.0.23) are read with defaults, so the check
+        # does not depend on the timm version's attribute set.
+        attn_dim = getattr(attn, "attn_dim", attn.num_heads * attn.head_dim)
+        if getattr(attn, "gate", None) is not None \
+                or not isinstance(getattr(attn, "norm", nn.Identity()), nn.Identity) \
+                or attn_dim != dim or attn.proj.out_features != dim:
+            raise ValueError("attach supports timm Attention without gated, scale_norm, "
+                             "attn_head_dim or dim_out (the settings of vit_*/deit_* models)")
+        for enc in (rotary, bias):
+            heads = getattr(enc, "num_heads", attn.num_heads)
+            if heads != attn.num_heads:
+                raise ValueError(f"{type(enc).__name__} has num_heads={heads}, the model's "
+                                 f"attention has num_heads={attn.num_heads}")
+        with torch.device("meta"):  # the projections are replaced by the timm modules below
+            new = cls(dim, attn.num_heads, rotary, bias, qkv_bias=attn.qkv.bias is not None,
+                      attn_drop=attn.attn_drop.p)
+        new.qkv, new.q_norm, new.k_norm = attn.qkv, attn.q_norm, attn.k_norm
+        new.proj, new.proj_drop = attn.proj, attn.proj_drop
+        new.train(attn.training)
+        return new
+
+    def forward(self, x: Tensor, attn_mask: GridContext | None = None,
+                is_causal: bool = False) -> Tensor:
+        """``(B, P + N, dim)`` tokens -> ``(B, P + N, dim)``, as timm's ``Attention``."""
+        if not isinstance(attn_mask, GridContext):
+            raise TypeError(
+                f"GridAttention takes the GridContext of its model's forward as attn_mask, got "
+                f"{type(attn_mask).__name__}; call the model (forward, forward_features or "
+                f"forward_intermediates), which passes it to every block")
+        context = attn_mask
+        # The model made the positions from the image shape (finite by construction), so the
+        # block reads no values: nothing in it waits for the host.
+        return super().forward(x, query_positions=context.positions,
+                               attn_mask=context.attn_mask,
+                               is_causal=is_causal or context.is_causal, positions_checked=True)
+
+
+def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions,
+                      tokens: Tensor) -> None:
+    """Compute each distinct rotary/bias encoding of ``blocks`` once into ``positions.cache``
+    (posenc's encodings memoise their output there; see the module docstring), checking that
+    it covers the ``(B, P + n, dim)`` ``tokens`` (a wrong one fails here, naming the encoding,
+    rather than inside a block)."""
+    batch, num_tokens = tokens.shape[0], tokens.shape[1]
+    done: list[nn.Module] = []
+    for block in blocks:
+        attn = block.attn
+        if not isinstance(attn, GridAttention):
+            continue
+        for enc, rotary in ((attn.rotary, True), (attn.bias, False)):
+            if enc is None or any(enc is seen for seen in done):
+                continue
+            done.append(enc)
+            out = enc.rotation(positions).cos if rotary else enc(positions, positions)
+            # (B or 1, H or 1, P + n, D/2) cos of a rotation; (B or 1, H or 1, P + n, P + n) bias
+            heads, last = (1, attn.num_heads), (out.shape[-1] if rotary else num_tokens)
+            if out.ndim != 4 or out.shape[0] not in (1, batch) or out.shape[1] not in heads \
+                    or out.shape[2] != num_tokens or out.shape[3] != last:
+                what = "rotation cos" if rotary else "bias"
+                raise ValueError(
+                    f"{type(enc).__name__} gave a {what} of shape {tuple(out.shape)} for "
+                    f"{batch} images of {num_tokens} tokens ({positions.num_prefix_tokens} "
+                    f"prefix + patches) and {attn.num_heads} heads: expected (1 or {batch}, 1 or "
+                    f"{attn.num_heads}, {num_tokens}, {'D/2' if rotary else num_tokens})")
+
+
+def patch_grid(patch_embed: nn.Module, height: int, width: int, what: str = "image"
+               ) -> tuple[int, int]:
+    """The ``(rows, cols)`` patch grid timm's ``patch_embed`` makes of a ``height x width``
+    ``what`` (``"image"``, ``"frame"``): padded up to whole patches with
+    ``dynamic_img_pad``, else a size not divisible by the patch is a ``ValueError`` (never
+    silently floored), and so is one holding no patch."""
+    ph, pw = patch_embed.patch_size
+    if patch_embed.dynamic_img_pad:
+        grid = (-(-height // ph), -(-width // pw))  # timm pads up to whole patches
+    elif height % ph or width % pw:
+        raise ValueError(f"{what} size ({height}, {width}) is not divisible by the patch size "
+                         f"({ph}, {pw}); resize or crop the {what}s to a multiple of it")
+    else:
+        grid = (height // ph, width // pw)
+    if grid[0] < 1 or grid[1] < 1:
+        raise ValueError(f"{what} size ({height}, {width}) holds no patch of size ({ph}, {pw})")
+    return grid
+
+
+class GridVisionTransformer(VisionTransformer):
+    """A timm ``VisionTransformer`` after :func:`attach` (made by swapping ``__class__``).
+
+    ``forward_features`` and ``forward_intermediates`` take ``(B, C, H, W)`` images of any
+    size divisible by the patch size (any size with ``dynamic_img_pad``) and give every block
+    the forward's :class:`GridContext`. ``model.coord_normalize`` is the coordinate system of
+    the positions (``patch_coords``'s ``normalize``); ``model.ref_grid_size`` the reference grid
+    they are rescaled to, or None (:meth:`grid_coords`).
+    """
+
+    coord_normalize: str | None
+    ref_grid_size: tuple[int, int] | None = None  # also for models pickled before it existed
+
+    def grid_coords(self, grid_size: tuple[int, int], *,
+                    device: torch.device | str | None = None) -> Tensor:
+        """The ``(rows * cols, 2)`` float32 coordinates this model gives its encodings for a
+        ``(rows, cols)`` patch grid, in row-major order: ``patch_coords(grid_size,
+        coord_normalize)``, and with a ``ref_grid_size`` ``(R, C)`` the patch indices rescaled
+        to it, ``(row / rows * R, col / cols * C)``, in timm's order of operations
+        (``_build_grid`` with ``ref_feat_shape``), so an image at twice the reference size gets
+        half-patch steps spanning the reference grid's range.
+
+        RoPE2D's coordinate augmentation (``shift_coords`` etc., training mode) transforms these
+        coordinates afterwards, as timm augments the rescaled grid."""
+        coords = patch_coords(grid_size, self.coord_normalize, device=device)
+        if self.ref_grid_size is None:
+            return coords
+        (rows, cols), (ref_rows, ref_cols) = grid_size, self.ref_grid_size
+        return torch.stack((coords[:, 0] / rows * ref_rows, coords[:, 1] / cols * ref_cols),
+                           dim=-1)
+
+    def _embed(self, x: Tensor, blocks: Sequence[nn.Module], attn_mask: Tensor | None,
+               is_causal: bool) -> tuple[Tensor, GridContext | Tensor | None, tuple, bool]:
+        """Images -> ``(B, P + n, dim)`` tokens for the blocks, the blocks' ``attn_mask``
+        argument (a :class:`GridContext` when they hold :class:`GridAttention`), the
+        ``(rows, cols)`` grid, and whether patch dropout dropped patches."""
+        if not isinstance(x, Tensor) or x.ndim != 4:
+            raise ValueError(f"x must be a (B, C, H, W) image tensor, got "
+                             f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
+        grid = patch_grid(self.patch_embed, x.shape[-2], x.shape[-1])
+        x = self.patch_embed(x)
+        if x.ndim == 4:  # (B, rows, cols, dim) with dynamic_img_size
+            x = x.flatten(1, 2)
+        encoding = self.patch_embed.pos_encoding
+        if encoding is not None:
+            with assume_finite():  # the grid's positions come from the image shape
+                # attach allows a ref_grid_size only for additive encodings of coordinates
+                # (SinCos2D), whose forward takes them.
+                table = encoding.encode_grid(grid) if self.ref_grid_size is None \
+                    else encoding(self.grid_coords(grid, device=x.device))
+                x = x + table.to(x.dtype)
+        # Prefix tokens are prepended here, not by timm's _pos_embed: without a pos_embed, timm
+        # <= 1.0.25 returns before prepending them.
+        prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token)
+                  if t is not None]
+        x = self.pos_drop(torch.cat([*prefix, x], dim=1) if prefix else x)
+        needs_positions = any(isinstance(block.attn, GridAttention) for block in blocks)
+        coords = self.grid_coords(grid, device=x.device) if needs_positions else None
+        drop = self.patch_drop
+        dropped = isinstance(drop, PatchDropout) and drop.training and drop.prob > 0.0
+        if dropped:
+            x, keep = patch_dropout_forward(x, drop.prob, self.num_prefix_tokens, drop.ordered,
+                                            True)
+            coords = None if coords is None else coords[keep]  # (B, kept, 2)
+        x = self.norm_pre(x)
+        if not needs_positions:
+            return x, attn_mask, grid, dropped
+        # Rescaled coordinates are not integer positions on the grid, which GridPositions'
+        # grid_size promises (bias tables index by it); only rotary encodings read them.
+        positions = GridPositions(coords, grid if self.ref_grid_size is None else None,
+                                  self.num_prefix_tokens, {})
+        with assume_finite():  # patch_coords of the grid: finite by construction
+            _encode_positions(blocks, positions, x)
+        return x, GridContext(positions, attn_mask, is_causal), grid, dropped
+
+    def _block(self, block: nn.Module, x: Tensor, mask: GridContext | Tensor | None,
+               is_causal: bool) -> Tensor:
+        # is_causal travels in the GridContext; timm's own blocks take it as a keyword (timm
+        # >= 1.0.26), given only when set, so the older Block.forward(x, attn_mask) works too.
+        kwargs = {"is_causal": True} if is_causal and not isinstance(mask, GridContext) else {}
+        args = (x,) if mask is None else (x, mask)  # block(x) alone, as timm's blocks(x) calls
+        if self.grad_checkpointing and torch.is_grad_enabled():
+            # Non-reentrant always (timm's default can be set to reentrant): reentrant
+            # checkpointing drops gradients of tensors inside non-tensor arguments such as the
+            # context's learnable rotations and biases.
+            return checkpoint(block, *args, use_reentrant=False, **kwargs)
+        return block(*args, **kwargs)
+
+    def forward_features(self, x: Tensor, attn_mask: Tensor | None = None,
+                         is_causal: bool = False) -> Tensor:
+        """``(B, C, H, W)`` images -> ``(B, P + n, dim)`` normed tokens (``n`` patches kept)."""
+        x, mask, _, _ = self._embed(x, self.blocks, attn_mask, is_causal)
+        for block in self.blocks:
+            x = self._block(block, x, mask, is_causal)
+        return self.norm(x)
+
+    def forward_intermediates(
+            self,
+            x: Tensor,
+            indices: int | list[int] | None = None,
+            return_prefix_tokens: bool = False,
+            norm: bool = False,
+            stop_early: bool = False,
+            output_fmt: str = "NCHW",
+            intermediates_only: bool = False,
+            output_dict: bool = False,
+            attn_mask: Tensor | None = None,
+            is_causal: bool = False,
+    ) -> list[Tensor] | tuple[Tensor, list[Tensor]] | dict:
+        """timm's ``VisionTransformer.forward_intermediates`` (timm 1.0.31's arguments and
+        outputs) for images of any size; NCHW maps are ``(B, dim, rows, cols)``."""
+        if output_fmt not in ("NCHW", "NLC"):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        blocks = self.blocks[:max_index + 1] if stop_early else self.blocks
+        x, mask, (rows, cols), dropped = self._embed(x, blocks, attn_mask, is_causal)
+        if dropped and output_fmt == "NCHW":
+            raise ValueError("output_fmt='NCHW' needs every patch, but patch dropout (training "
+                             "mode) dropped some: use output_fmt='NLC' or model.eval()")
+        intermediates = []
+        for i, block in enumerate(blocks):
+            x = self._block(block, x, mask, is_causal)
+            if i in take_indices:
+                intermediates.append(self.norm(x) if norm else x)
+        prefix_tokens = [y[:, :self.num_prefix_tokens] for y in intermediates] \
+            if self.num_prefix_tokens else None
+        intermediates = [y[:, self.num_prefix_tokens:] for y in intermediates]
+        if output_fmt == "NCHW":
+            intermediates = [y.reshape(y.shape[0], rows, cols, -1).permute(0, 3, 1, 2)
+                             .contiguous() for y in intermediates]
+        if output_dict:
+            result = {"image_intermediates": intermediates}
+            if prefix_tokens is not None and return_prefix_tokens:
+                result["image_intermediates_prefix"] = prefix_tokens
+            if not intermediates_only:
+                result["image_features"] = self.norm(x)
+            return result
+        if return_prefix_tokens and prefix_tokens is not None:
+            intermediates = list(zip(intermediates, prefix_tokens, strict=True))
+        if intermediates_only:
+            return intermediates
+        return self.norm(x), intermediates
