@@ -24,9 +24,9 @@ canvas (no pyplot, no global backend change) and returns the path:
 - Forecasts: :func:`plot_forecast` (history, truth, forecast and quantile band per series,
   from a :class:`~posenc.tasks.ForecastWriter` file; ``posenc plot forecast``).
 
-They live in :mod:`.plots_core` (1D), :mod:`.plots_spatial` (2D), :mod:`.plots_temporal`
-(time) and :mod:`.plots_forecast`, over the shared plumbing of :mod:`.plots_figure`, and are
-all importable from here.
+They live in :mod:`.plots_core` (1D), :mod:`.plots_spatial` and :mod:`.plots_rotary2d` (2D),
+:mod:`.plots_temporal` (time) and :mod:`.plots_forecast`, over the shared plumbing of
+:mod:`.plots_figure`, and are all importable from here.
 
 :func:`main` is the command line, ``posenc plot KIND --out DIR [options]``
 (``python -m posenc.tasks.plots --help``).
@@ -54,14 +54,12 @@ from .plots_core import (
 )
 from .plots_figure import describe
 from .plots_forecast import add_forecast_arguments, plot_forecast, run_forecast
-from .plots_spatial import (
-    GRID_ENCODINGS,
-    plot_grid_similarity,
+from .plots_rotary2d import (
     plot_liere_relative,
     plot_rope_dinov3_coords,
     plot_rope_mixed_frequencies,
-    plot_video_similarity,
 )
+from .plots_spatial import GRID_ENCODINGS, plot_grid_similarity, plot_video_similarity
 from .plots_temporal import (
     dst_changes,
     plot_calendar_features,

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 from posenc import core, spatial
-from posenc.tasks import plots, plots_core, plots_spatial, plots_temporal
+from posenc.tasks import plots, plots_core, plots_rotary2d, plots_spatial, plots_temporal
 
 pytest.importorskip("matplotlib")
 
@@ -51,7 +51,7 @@ def figures(monkeypatch):
         saved.append(fig)
         return original(fig, path)
 
-    for module in (plots_core, plots_spatial, plots_temporal):
+    for module in (plots_core, plots_rotary2d, plots_spatial, plots_temporal):
         monkeypatch.setattr(module, "save_png", keep)
     return saved
 
