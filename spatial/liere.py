@@ -83,7 +83,9 @@ def _squarings(s: Tensor) -> int:
     """How many masked squaring steps :func:`skew_expm` runs for per-matrix counts ``s``."""
     if not _reads_are_free(s):
         return _MAX_SQUARINGS
-    return min(int(s.max()), _MAX_SQUARINGS) if s.numel() else 0
+    # A NaN count (a NaN generator) is never squared by the masked loop, an infinite one is
+    # squared every step: 0 and the cap give the fixed loop's result.
+    return int(s.nan_to_num(nan=0.0).clamp(max=_MAX_SQUARINGS).max()) if s.numel() else 0
 
 
 def skew_expm(g: Tensor) -> Tensor:

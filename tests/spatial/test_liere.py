@@ -81,6 +81,17 @@ def test_skew_expm_on_the_cpu_stops_early_with_the_fixed_loops_result_bit_for_bi
     assert torch.equal(grad_early, grad_fixed)
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_skew_expm_of_a_non_finite_generator_is_nan_on_both_paths(bad, monkeypatch):
+    g = _random_skew(3, 4, 4)
+    g[1, 0, 1], g[1, 1, 0] = bad, -bad
+    early = skew_expm(g)
+    _fixed_loop(monkeypatch)
+    fixed = skew_expm(g)
+    assert early[1].isnan().all() and torch.equal(early.isnan(), fixed.isnan())
+    assert torch.equal(early.nan_to_num(), fixed.nan_to_num())
+
+
 def test_skew_expm_loop_length_follows_the_largest_matrix_on_the_cpu_only(monkeypatch):
     from posenc.spatial import liere
 
@@ -90,6 +101,8 @@ def test_skew_expm_loop_length_follows_the_largest_matrix_on_the_cpu_only(monkey
     assert liere._squarings(s(0.0, 3.0, 5.0)) == 5
     assert liere._squarings(s(0.0)) == 0
     assert liere._squarings(s(25.0)) == 20  # then NaN, as the fixed loop gives
+    assert liere._squarings(s(float("nan"), 2.0)) == 2
+    assert liere._squarings(s(float("inf"))) == 20
     assert liere._squarings(torch.empty(0, dtype=torch.float64)) == 0
     assert liere._squarings(s(3.0).to("meta")) == 20  # off the CPU: never read
 
