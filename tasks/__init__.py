@@ -12,7 +12,9 @@
 - ``posenc`` = :func:`posenc.tasks.cli.main` (``LightningCLI`` in subclass mode).
 
 Encodings are config values (a name or ``{class_path, init_args}``), so checkpoints hold
-plain hyperparameters and reload with ``Model.load_from_checkpoint(path)``.
+plain hyperparameters and reload with ``Model.load_from_checkpoint(path)``. A ``class_path``
+builds only posenc's own classes and those given to :func:`register_module` (see
+:mod:`posenc.tasks.specs`).
 """
 
 from posenc.temporal import parse_timestamps
@@ -23,6 +25,7 @@ from .forecast_writer import ForecastWriter, forecast_frame
 from .forecasting import Forecaster
 from .losses import MeanAbsoluteScaledError, masked_point_loss, quantile_loss
 from .panel import SeriesSchema
+from .specs import register_module
 from .timeseries_data import TimeSeriesDataModule
 from .timeseries_datasets import (
     BirthdaysDataModule,
@@ -74,5 +77,6 @@ __all__ = [
     "masked_point_loss",
     "parse_timestamps",
     "quantile_loss",
+    "register_module",
     "stratified_split",
 ]

@@ -34,7 +34,7 @@ from . import (  # noqa: F401
     vision,
     vision_data,
 )
-from .specs import check_class_path
+from .specs import import_class, register_module
 from .timeseries_data import MODEL_SIZES
 
 __all__ = ["EXTRA_COMMANDS", "LINKED_SIZES", "PosencCLI", "main", "posenc_cli"]
@@ -72,14 +72,23 @@ class PosencCLI(LightningCLI):
         if subcommand in EXTRA_COMMANDS:
             parser.error(f"{subcommand!r} must come first: posenc {subcommand} ... (see "
                          f"posenc {subcommand} --help)")
+        # The command-line config is the user's (trusted): the module classes it names (its
+        # model, encodings) may be built, also when a --ckpt_path checkpoint names them again.
+        # The parser has imported their modules; what does not resolve is left to it.
+        for _, class_path in _class_paths(self.config.as_dict()):
+            module_name, _, name = str(class_path).rpartition(".")
+            cls = getattr(sys.modules.get(module_name), "__dict__", {}).get(name)
+            if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+                register_module(cls)
 
     def _parse_ckpt_path(self) -> None:
         """Lightning merges the ``--ckpt_path`` checkpoint's hyperparameters into the config,
         and jsonargparse imports every ``class_path`` in them while parsing (running the named
         module's code) before any check. So first: the model's ``_class_path`` must be an
-        already imported ``LightningModule`` (the rule of Lightning's ``load_from_checkpoint``)
-        and every nested ``class_path`` (an encoding) in an already imported or posenc module
-        (:func:`posenc.tasks.specs.check_class_path`)."""
+        already imported ``LightningModule`` (the rule of Lightning's ``load_from_checkpoint``),
+        and it and every nested ``class_path`` (an encoding) must be posenc's or registered
+        (:func:`posenc.tasks.specs.import_class`; the classes named in the command-line config
+        are registered by :meth:`parse_arguments`)."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if ckpt_path and Path(ckpt_path).is_file():
@@ -96,11 +105,16 @@ class PosencCLI(LightningCLI):
                     f"--ckpt_path={ckpt_path!r} names the model class {class_path!r}, which is "
                     f"not an imported LightningModule subclass; it is not imported from a "
                     f"checkpoint (that would run its module's code)")
-            for argument, nested in _class_paths(hparams):
+            checks = [(argument, nested, torch.nn.Module)
+                      for argument, nested in _class_paths(hparams)]
+            if class_path is not None:
+                checks.insert(0, ("_class_path", class_path, LightningModule))
+            for argument, nested, base in checks:
                 try:
-                    check_class_path(nested, argument)
+                    import_class(nested, argument, base)
                 except ValueError as err:
-                    self.parser.error(f"--ckpt_path={ckpt_path!r}: {err}")
+                    self.parser.error(f"--ckpt_path={ckpt_path!r}: {err} (or name the class in "
+                                      f"the --config given to posenc)")
         super()._parse_ckpt_path()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:

@@ -104,6 +104,7 @@ def load_checkpoint_module(path: str | Path) -> nn.Module:
     from lightning.pytorch import LightningModule
 
     from . import cli  # noqa: F401  (imports every task module, so class paths resolve)
+    from .specs import import_class
     from .vision import ImageClassifier
 
     path = Path(path)
@@ -125,6 +126,11 @@ def load_checkpoint_module(path: str | Path) -> nn.Module:
     if not isinstance(hparams, dict):
         raise ValueError(f"checkpoint={str(path)!r} is not a Lightning checkpoint (no "
                          f"hyper_parameters dict)")
+    if "_class_path" in hparams:  # the model's class: posenc's own, or registered
+        try:
+            import_class(hparams["_class_path"], "_class_path", LightningModule)
+        except ValueError as err:
+            raise ValueError(f"checkpoint={str(path)!r}: {err}") from err
     cls = LightningModule if "_instantiator" in hparams else ImageClassifier
     return cls.load_from_checkpoint(path, map_location="cpu", weights_only=True).eval()
 

@@ -5,17 +5,27 @@ stores text, checkpoints load with ``torch.load(weights_only=True)``, and the mo
 rebuilt from the same value on reload.
 
 A checkpoint is untrusted input, and so is its ``class_path``: ``weights_only=True`` only
-stops pickled objects, not a string that names ``os.system``. So a ``class_path`` resolves
-only to a class that subclasses ``torch.nn.Module`` (every encoding is one), never to a
-function, a builtin or another kind of class, and resolving it imports nothing but posenc's
-own modules: importing a module runs its top-level code, so any other module must already be
-imported (``import mypkg.encodings`` before building the model or loading the checkpoint).
-This is Lightning's rule for a checkpoint's ``_class_path`` (it reads ``sys.modules`` only),
-plus the ``nn.Module`` check. (The ``posenc`` CLI's parser imports the modules named in the
-user's own config file; the hyperparameters of a ``--ckpt_path`` checkpoint are checked with
-:func:`check_class_path` before it reads them.) ``init_args`` are passed as plain values: a nested
-``{class_path: ...}`` dict is data to the constructor, which builds it (if at all) through
-:func:`instantiate` again.
+stops pickled objects, not a string that names ``os.system`` or a module class whose
+constructor reads a file or reaches the network (torchmetrics' ``_LPIPS(model_path=...)``,
+``BERTScore(model_name_or_path=...)``). So a ``class_path`` resolves only to a
+``torch.nn.Module`` subclass that posenc defines (its ``__module__`` is ``posenc.*``) or that
+was registered in this process with :func:`register_module`; never to a function, a builtin,
+another kind of class, or a third-party class merely because its library is imported. The
+rule is the same for a dict given to a constructor in Python and one read back from a
+checkpoint (``load_from_checkpoint`` passes the saved hyperparameters to the same
+constructor), so a class of your own is registered once, before building the model or
+loading its checkpoint::
+
+    import mypkg.encodings
+    posenc.tasks.register_module(mypkg.encodings.MyEncoding)
+
+Resolving a ``class_path`` imports nothing but posenc's own modules (importing a module runs
+its top-level code): any other module must already be imported. The ``posenc`` CLI trusts the
+config given on its command line: its parser imports the modules it names and the CLI
+registers the module classes it names; the hyperparameters of a ``--ckpt_path`` checkpoint
+are checked with :func:`import_class` before it reads them. ``init_args`` are passed as plain
+values: a nested ``{class_path: ...}`` dict is data to the constructor, which builds it (if at
+all) through :func:`instantiate` again.
 """
 
 from __future__ import annotations
@@ -28,10 +38,44 @@ from typing import Any
 
 from torch import nn
 
-__all__ = ["check_class_path", "fill_from_defaults", "import_class", "instantiate"]
+__all__ = ["check_class_path", "fill_from_defaults", "import_class", "instantiate",
+           "register_module"]
 
-# Packages whose modules a class_path may import (their imports have no side effects).
+# Packages whose modules a class_path may import (their imports have no side effects) and
+# whose classes it may build.
 IMPORTABLE = ("posenc",)
+
+# Classes outside posenc that a class_path may build (register_module).
+REGISTERED: set[type[nn.Module]] = set()
+
+REGISTER_HINT = "posenc.tasks.register_module(cls)"
+
+
+def register_module(cls: type[nn.Module]) -> type[nn.Module]:
+    """Let a ``class_path`` in configs and checkpoints build ``cls``, a ``torch.nn.Module``
+    subclass that posenc does not define (your own encoding or LightningModule, or a library
+    class you trust), in this process; returns ``cls``, so it also works as a class decorator.
+
+    Registration is of the class object: any dotted path that reaches it (its defining module
+    or a re-export) names it; its subclasses are not registered with it. Register before
+    building the model or loading its checkpoint. (The ``posenc`` CLI registers the classes
+    named in the config given on its command line.)
+    """
+    if not inspect.isclass(cls):
+        raise TypeError(f"register_module(cls) takes a class, got {type(cls).__name__} "
+                        f"({cls!r})")
+    if not issubclass(cls, nn.Module):
+        raise TypeError(f"register_module(cls) takes a torch.nn.Module subclass, got "
+                        f"{cls.__module__}.{cls.__qualname__}")
+    REGISTERED.add(cls)
+    return cls
+
+
+def _is_trusted(cls: type) -> bool:
+    """Whether a ``class_path`` may build ``cls``: posenc defines it, or it is registered."""
+    module = getattr(cls, "__module__", None)
+    package = module.split(".")[0] if isinstance(module, str) else None
+    return package in IMPORTABLE or cls in REGISTERED
 
 
 def check_class_path(class_path: object, argument: str = "class_path") -> tuple[str, str]:
@@ -47,14 +91,16 @@ def check_class_path(class_path: object, argument: str = "class_path") -> tuple[
         raise ValueError(
             f"{argument}: class_path {class_path!r}: module {module_name!r} is not imported, "
             f"and posenc imports only its own modules to resolve a class_path (importing runs "
-            f"the module's code); if you trust it, import {module_name} before building the "
-            f"model or loading the checkpoint")
+            f"the module's code); if you trust it, import {module_name} and call "
+            f"{REGISTER_HINT} before building the model or loading the checkpoint")
     return module_name, parts[-1]
 
 
-def import_class(class_path: str, argument: str = "class_path") -> type[nn.Module]:
-    """``"package.module.Class"`` -> the ``nn.Module`` subclass, with errors that name
-    ``argument`` and the path.
+def import_class(class_path: str, argument: str = "class_path",
+                 base: type[nn.Module] = nn.Module) -> type[nn.Module]:
+    """``"package.module.Class"`` -> the subclass of ``base`` (``torch.nn.Module`` or a
+    subclass) that posenc defines or that is registered (:func:`register_module`), with errors
+    that name ``argument`` and the path.
 
     The module is taken from ``sys.modules``; only modules of :data:`IMPORTABLE` packages are
     imported when missing (:func:`check_class_path`). The class is read from the module's
@@ -75,10 +121,18 @@ def import_class(class_path: str, argument: str = "class_path") -> type[nn.Modul
     if not inspect.isclass(obj):
         raise ValueError(f"{where} names a {type(obj).__name__}, not a class: only "
                          f"torch.nn.Module subclasses can be built from a config or checkpoint")
-    if not issubclass(obj, nn.Module):
-        raise ValueError(f"{where}: {obj.__module__}.{obj.__qualname__} is not a "
-                         f"torch.nn.Module subclass: only those can be built from a config or "
-                         f"checkpoint")
+    found = f"{obj.__module__}.{obj.__qualname__}"
+    if not issubclass(obj, base):
+        expected = "torch.nn.Module" if base is nn.Module else base.__qualname__
+        raise ValueError(f"{where}: {found} is not a {expected} subclass: only those can be "
+                         f"built from a config or checkpoint")
+    if not _is_trusted(obj):
+        raise ValueError(
+            f"{where}: {found} is not defined by posenc and was not registered: a config or "
+            f"checkpoint builds only posenc's classes and those registered in this process "
+            f"(a checkpoint is untrusted; an imported library's module may read files or reach "
+            f"the network when built); if you trust it, call {REGISTER_HINT} before building "
+            f"the model or loading the checkpoint")
     return obj
 
 

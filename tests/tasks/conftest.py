@@ -107,3 +107,12 @@ def fit_and_save(model, datamodule, tmp_path, **kwargs):
     path = tmp_path / "model.ckpt"
     trainer.save_checkpoint(path)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_module_registry(monkeypatch):
+    """Classes registered with ``posenc.tasks.register_module`` (by a test or by the CLI from a
+    config) are process state: each test starts from none."""
+    from posenc.tasks import specs
+
+    monkeypatch.setattr(specs, "REGISTERED", set())

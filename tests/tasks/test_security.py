@@ -1,6 +1,7 @@
 """A checkpoint or config is untrusted input: its ``class_path`` values may only build
-``torch.nn.Module`` classes, never call a function, build another kind of class, or import a
-module (whose top-level code would run) that is neither posenc nor already imported."""
+``torch.nn.Module`` classes defined by posenc or registered with ``register_module``, never call
+a function, build another kind of class, build a third-party class merely because its library
+is imported, or import a module (whose top-level code would run) that is not posenc's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import sys
 import lightning
 import pytest
 import torch
-from posenc.tasks import Forecaster, ImageClassifier
+from posenc.tasks import Forecaster, ImageClassifier, register_module
+from posenc.tasks.cli import posenc_cli
 from posenc.tasks.specs import import_class, instantiate
 from torch import nn
 
@@ -88,9 +90,10 @@ def test_a_module_that_is_not_imported_is_not_imported(tmp_path, monkeypatch):
                                          r"is not imported.*import evil_module"):
         instantiate({"class_path": "evil_module.Thing"}, {}, "encoding")
     assert not (tmp_path / "pwned").exists() and "evil_module" not in sys.modules
-    # Once the user imports it, the class is theirs to name.
-    import evil_module  # noqa: F401
+    # Once the user imports and registers it, the class is theirs to name.
+    import evil_module
 
+    register_module(evil_module.Thing)
     assert type(instantiate({"class_path": "evil_module.Thing"}, {}, "encoding")).__name__ == (
         "Thing")
     monkeypatch.delitem(sys.modules, "evil_module")
@@ -128,7 +131,8 @@ class UserRelative(nn.Module):
             -1, self.num_heads, -1, -1)
 
 
-def test_a_user_module_class_still_builds_and_reloads(tmp_path):
+def test_a_registered_user_module_class_builds_and_reloads(tmp_path):
+    register_module(UserRelative)
     spec = {"class_path": f"{__name__}.UserRelative", "init_args": {"scale": 0.5}}
     model = Forecaster(relative=spec, **TINY_FORECASTER)
     [block] = model.model.blocks
@@ -137,6 +141,141 @@ def test_a_user_module_class_still_builds_and_reloads(tmp_path):
     _save(model, path)
     again = Forecaster.load_from_checkpoint(path, weights_only=True)
     assert again.model.blocks[0].attn.bias.scale == 0.5
+
+
+# Constructors of imported third-party modules that read a path or reach the network.
+IO_MODULES = {"torchmetrics.functional.image.lpips._LPIPS": {"model_path": "/etc/passwd"},
+              "torchmetrics.text.bert.BERTScore": {"model_name_or_path": "evil/repo"}}
+
+
+@pytest.fixture
+def io_modules_must_not_be_built(monkeypatch):
+    """The I/O classes of :data:`IO_MODULES`, imported, with constructors that fail the test."""
+    import torchmetrics.functional.image.lpips
+    import torchmetrics.text.bert
+
+    def built(self, *args, **kwargs):
+        pytest.fail(f"{type(self).__name__} was built from a checkpoint")
+
+    for cls in (torchmetrics.functional.image.lpips._LPIPS, torchmetrics.text.bert.BERTScore):
+        monkeypatch.setattr(cls, "__init__", built)
+
+
+@pytest.mark.usefixtures("io_modules_must_not_be_built")
+@pytest.mark.parametrize("class_path", IO_MODULES)
+@pytest.mark.parametrize("model, argument", [(Forecaster, "relative"),
+                                             (Forecaster, "encodings"),
+                                             (ImageClassifier, "encoding")])
+def test_a_checkpoint_cannot_build_an_imported_third_party_module(tmp_path, model, argument,
+                                                                  class_path):
+    spec = {"class_path": class_path, "init_args": IO_MODULES[class_path]}
+    sizes = TINY_FORECASTER if model is Forecaster else TINY_VIT
+    value = ["calendar", spec] if argument == "encodings" else spec
+    path = _save(model(**sizes), tmp_path / "m.ckpt", **{argument: value})
+    with pytest.raises(ValueError, match=rf"class_path '{class_path}'.*is not defined by "
+                                         r"posenc.*posenc\.tasks\.register_module"):
+        model.load_from_checkpoint(path, weights_only=True)
+
+
+def _posenc_test(path, *args):
+    """``posenc test --ckpt_path=path`` in-process on a tiny Digits run."""
+    from .conftest import CONFIGS, ONE_EPOCH
+
+    return posenc_cli(["test", "--config", str(CONFIGS / "quickstart.yaml"),
+                       "--trainer.logger=false", "--data=posenc.tasks.DigitsDataModule",
+                       "--data.eval_image_sizes=[8]", "--data.batch_size=8", *ONE_EPOCH,
+                       *args, f"--ckpt_path={path}"])
+
+
+def _refused_by_posenc_test(path, capsys) -> str:
+    """Asserts ``posenc test --ckpt_path=path`` exits with a usage error; its stderr."""
+    with pytest.raises(SystemExit) as exit_info:
+        _posenc_test(path)
+    assert exit_info.value.code == 2
+    return " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.usefixtures("io_modules_must_not_be_built")
+@pytest.mark.parametrize("class_path", IO_MODULES)
+def test_ckpt_path_cannot_build_an_imported_third_party_module(tmp_path, capsys, monkeypatch,
+                                                               class_path):
+    """``posenc test --ckpt_path``: checked before Lightning merges the hyperparameters."""
+    monkeypatch.setattr(sys, "argv", ["posenc"])
+    monkeypatch.chdir(tmp_path)
+    spec = {"class_path": class_path, "init_args": IO_MODULES[class_path]}
+    path = _save(ImageClassifier(**TINY_VIT), tmp_path / "m.ckpt", encoding=spec,
+                 _class_path="posenc.tasks.vision.ImageClassifier",
+                 _instantiator="lightning.pytorch.cli.instantiate_module")
+    err = _refused_by_posenc_test(path, capsys)
+    assert (f"--ckpt_path='{path}': encoding: class_path '{class_path}'" in err
+            and "is not defined by posenc and was not registered" in err
+            and "call posenc.tasks.register_module(cls)" in err)
+
+
+class UserClassifier(ImageClassifier):
+    """A user's own LightningModule: imported (this module), not registered."""
+
+
+def test_ckpt_path_builds_an_imported_model_class_only_if_the_config_names_it(
+        tmp_path, capsys, monkeypatch):
+    """The command-line config is trusted (the classes it names are registered); the same
+    class named only by the checkpoint is refused."""
+    monkeypatch.setattr(sys, "argv", ["posenc"])
+    monkeypatch.chdir(tmp_path)
+    path = _save(ImageClassifier(**TINY_VIT), tmp_path / "m.ckpt",
+                 _class_path=f"{__name__}.UserClassifier",
+                 _instantiator="lightning.pytorch.cli.instantiate_module")
+    err = _refused_by_posenc_test(path, capsys)
+    assert (f"--ckpt_path='{path}': _class_path: class_path '{__name__}.UserClassifier'" in err
+            and "call posenc.tasks.register_module(cls)" in err)
+    cli = _posenc_test(path, f"--model={__name__}.UserClassifier")
+    assert type(cli.model) is UserClassifier and "test/acc_8" in cli.trainer.callback_metrics
+
+
+def test_plot_checkpoint_cannot_name_an_imported_third_party_model(tmp_path,
+                                                                   io_modules_must_not_be_built):
+    from posenc.tasks import plots
+
+    path = _save(ImageClassifier(**TINY_VIT), tmp_path / "v.ckpt",
+                 _class_path="torchmetrics.text.bert.BERTScore",
+                 _instantiator="lightning.pytorch.cli.instantiate_module")
+    with pytest.raises(ValueError, match=r"_class_path: class_path "
+                                         r"'torchmetrics.text.bert.BERTScore'.*not a "
+                                         r"LightningModule subclass"):
+        plots.load_checkpoint_module(path)
+
+
+def test_a_registered_class_is_named_by_any_path_that_reaches_it():
+    """Registration is of the class object: a re-export finds it too; its subclasses are not
+    registered with it."""
+    register_module(nn.Identity)
+    assert import_class("torch.nn.Identity") is nn.Identity
+    assert import_class("torch.nn.modules.linear.Identity") is nn.Identity
+    with pytest.raises(ValueError, match="torch.nn.modules.linear.Linear is not defined by "
+                                         "posenc"):
+        import_class("torch.nn.Linear")
+
+
+def test_the_classes_posenc_defines_need_no_registration():
+    from posenc.spatial import RoPE2D
+
+    assert import_class("posenc.spatial.RoPE2D") is RoPE2D
+
+
+@pytest.mark.parametrize("cls, match", [(len, "a class"), (dict, "torch.nn.Module subclass"),
+                                        ("torch.nn.Identity", "a class")])
+def test_register_module_takes_module_classes_only(cls, match):
+    with pytest.raises(TypeError, match=rf"register_module\(cls\).*{match}"):
+        register_module(cls)
+
+
+def test_register_module_returns_the_class_so_it_decorates(monkeypatch):
+    @register_module
+    class Mine(nn.Identity):
+        pass
+
+    monkeypatch.setattr(sys.modules[__name__], "Mine", Mine, raising=False)
+    assert import_class(f"{__name__}.Mine") is Mine
 
 
 def test_weights_only_refuses_pickled_objects(tmp_path):
