@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.saving import _is_imported_subclass
+from lightning.pytorch.utilities.model_registry import _is_registry
 
 # Imported so that short class names resolve in configs and checkpoints find their classes.
 from . import (  # noqa: F401
@@ -34,6 +34,7 @@ from . import (  # noqa: F401
     vision,
     vision_data,
 )
+from .hparams import read_checkpoint
 from .specs import import_class, register_module
 from .timeseries_data import MODEL_SIZES
 
@@ -82,21 +83,26 @@ class PosencCLI(LightningCLI):
                 register_module(cls)
 
     def _parse_ckpt_path(self) -> None:
-        """Lightning merges the ``--ckpt_path`` checkpoint's hyperparameters into the config,
-        and jsonargparse imports every ``class_path`` in them while parsing (running the named
-        module's code) before any check. So first: the model's ``_class_path`` must be an
-        already imported ``LightningModule`` (the rule of Lightning's ``load_from_checkpoint``),
-        and it and every nested ``class_path`` (an encoding) must be posenc's or registered
+        """A ``--ckpt_path`` file that is missing, a directory or not a torch checkpoint is a
+        usage error naming it (:func:`posenc.tasks.hparams.read_checkpoint`).
+
+        Lightning merges the checkpoint's hyperparameters into the config, and jsonargparse
+        imports every ``class_path`` in them while parsing (running the named module's code)
+        before any check. So first: the model's ``_class_path`` must be an already imported
+        ``LightningModule`` (the rule of Lightning's ``load_from_checkpoint``), and it and every
+        nested ``class_path`` (an encoding) must be posenc's or registered
         (:func:`posenc.tasks.specs.import_class`; the classes named in the command-line config
         are registered by :meth:`parse_arguments`)."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if ckpt_path and Path(ckpt_path).is_file():
+        # Lightning's names for checkpoints it finds itself, and remote paths, are its own.
+        if ckpt_path and not (ckpt_path in ("best", "last", "hpc") or _is_registry(ckpt_path)
+                              or "://" in str(ckpt_path)):
             try:
-                ckpt = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True)
-            except RuntimeError:  # the legacy (non-zip) format cannot be memory-mapped
-                ckpt = torch.load(ckpt_path, weights_only=True, map_location="cpu")
-            hparams = ckpt.get("hyper_parameters") if isinstance(ckpt, dict) else None
+                ckpt = read_checkpoint(ckpt_path, "--ckpt_path")
+            except ValueError as err:
+                self.parser.error(str(err))
+            hparams = ckpt.get("hyper_parameters")
             hparams = hparams if isinstance(hparams, dict) else {}
             class_path = hparams.get("_class_path")
             if class_path is not None and not _is_imported_subclass(class_path,

@@ -1,4 +1,5 @@
-"""Hyperparameters as builtins, so that checkpoints load with ``torch.load(weights_only=True)``.
+"""Hyperparameters as builtins, so that checkpoints load with ``torch.load(weights_only=True)``;
+and reading such a checkpoint, with errors that name the file.
 
 ``save_hyperparameters()`` stores the constructor's arguments as given; a ``pathlib.Path``, a
 numpy scalar or a ``pd.Timestamp`` among them would be pickled into the checkpoint, which
@@ -10,12 +11,14 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import MutableMapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
-__all__ = ["plain", "make_hparams_plain"]
+__all__ = ["plain", "make_hparams_plain", "read_checkpoint"]
 
 
 def plain(value: Any) -> Any:
@@ -41,3 +44,36 @@ def make_hparams_plain(hparams: MutableMapping[str, Any]) -> None:
     """Replace every value of a module's ``hparams`` by :func:`plain` of it, in place."""
     for key, value in list(hparams.items()):
         hparams[key] = plain(value)
+
+
+def read_checkpoint(path: str | os.PathLike, argument: str) -> dict[str, Any]:
+    """The dict saved in the checkpoint file ``path``, loaded on CPU with
+    ``weights_only=True`` (tensors and plain values only; memory-mapped when the file's format
+    allows, so a large checkpoint is not read whole).
+
+    Raises ``ValueError`` naming ``argument`` and the path when it is missing or a directory,
+    not a torch file (empty, text, CSV, ...), holds pickled objects, or holds no dict.
+    """
+    where = f"{argument}={os.fspath(path)!r}"
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{where} is a directory, not a checkpoint file")
+    if not path.is_file():
+        raise ValueError(f"{where} is not a file")
+    try:
+        try:
+            ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # not the zip format (legacy or not torch): cannot be mapped
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # EOFError, KeyError, IndexError, UnpicklingError...
+        why = next((line.strip() for line in str(err).splitlines()
+                    if "Unsupported global" in line), "")
+        if why:  # a real pickle of objects that weights_only refuses
+            raise ValueError(f"{where} holds objects other than tensors and plain values, "
+                             f"which are not loaded (weights_only=True). {why}") from err
+        raise ValueError(f"{where} is not a readable torch checkpoint "
+                         f"({type(err).__name__}: {err})") from err
+    if not isinstance(ckpt, dict):
+        raise ValueError(f"{where} is not a Lightning checkpoint (a dict), it holds a "
+                         f"{type(ckpt).__name__}")
+    return ckpt

@@ -35,7 +35,6 @@ They live in :mod:`.plots_core` (1D), :mod:`.plots_spatial` and :mod:`.plots_rot
 from __future__ import annotations
 
 import argparse
-import pickle
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -104,25 +103,14 @@ def load_checkpoint_module(path: str | Path) -> nn.Module:
     from lightning.pytorch import LightningModule
 
     from . import cli  # noqa: F401  (imports every task module, so class paths resolve)
+    from .hparams import read_checkpoint
     from .specs import import_class
     from .vision import ImageClassifier
 
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"checkpoint={str(path)!r} is not a file")
     # A checkpoint is untrusted input: tensors and plain values only (posenc's hyperparameters
     # are plain config values), and its class paths go through Lightning's and posenc's checks.
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        why = next((line.strip() for line in str(err).splitlines()
-                    if "Unsupported global" in line), "")
-        raise ValueError(f"checkpoint={str(path)!r} holds objects other than tensors and plain "
-                         f"values, which are not loaded (weights_only=True). {why}") from err
-    except Exception as err:  # KeyError, EOFError, RuntimeError...: not a torch checkpoint
-        raise ValueError(f"checkpoint={str(path)!r} is not a readable torch checkpoint "
-                         f"({type(err).__name__}: {err})") from err
-    hparams = ckpt.get("hyper_parameters", {}) if isinstance(ckpt, dict) else None
+    ckpt = read_checkpoint(path, "checkpoint")
+    hparams = ckpt.get("hyper_parameters", {})
     if not isinstance(hparams, dict):
         raise ValueError(f"checkpoint={str(path)!r} is not a Lightning checkpoint (no "
                          f"hyper_parameters dict)")

@@ -274,6 +274,51 @@ def _refused_evil_checkpoint(tmp_path, monkeypatch, capsys, module: str,
     return capsys.readouterr().err
 
 
+def _write_bad_checkpoint(path, kind: str) -> None:
+    """A ``--ckpt_path`` that is not a readable Lightning checkpoint, of the given kind."""
+    import argparse
+
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "pickled object":
+        torch.save({"state_dict": {}, "hyper_parameters": {"x": argparse.Namespace(a=1)}},
+                   path)
+    elif kind == "list":
+        torch.save([1, 2], path)
+    elif kind != "missing":
+        path.write_text({"empty": "", "text": "hello", "json": '{"a": 1}',
+                         "csv": "timestamp,value\n2020-01-01,1\n2020-01-02,2\n"}[kind])
+
+
+@pytest.mark.parametrize("subcommand", ["test", "predict"])
+@pytest.mark.parametrize("kind, why", [
+    ("missing", "is not a file"), ("directory", "is a directory, not a checkpoint file"),
+    ("empty", "is not a readable torch checkpoint"), ("text", "is not a readable torch"),
+    ("csv", "is not a readable torch"), ("json", "is not a readable torch"),
+    ("pickled object", "holds objects other than tensors and plain values"),
+    ("list", "is not a Lightning checkpoint"),
+])
+def test_ckpt_path_that_is_not_a_checkpoint_is_a_usage_error(tmp_path, monkeypatch, capsys,
+                                                             subcommand, kind, why):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "model.ckpt"
+    _write_bad_checkpoint(path, kind)
+    with pytest.raises(SystemExit) as exit_info:
+        main([subcommand, "--config", str(CONFIGS / "quickstart.yaml"), "--trainer.logger=false",
+              f"--ckpt_path={path}"])
+    assert exit_info.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"error: --ckpt_path='{path}' {why}" in err
+
+
+def test_ckpt_path_special_names_are_left_to_lightning(tmp_path, monkeypatch):
+    """``last``/``best``/``hpc`` are Lightning's names for checkpoints it finds, not files."""
+    monkeypatch.chdir(tmp_path)
+    cli = posenc_cli(["fit", *VIT_MNIST_RELBIAS, *DIGITS, *TINY_VIT, *ONE_EPOCH,
+                      "--trainer.logger=false", "--ckpt_path=last"])
+    assert cli.trainer.current_epoch == 1
+
+
 def test_ckpt_path_naming_a_class_that_is_not_imported_is_refused(tmp_path, capsys,
                                                                  monkeypatch):
     """Lightning merges the checkpoint's hyperparameters into the config; its _class_path
