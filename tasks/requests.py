@@ -43,9 +43,10 @@ def _calendar_offset(local: np.ndarray) -> pd.DateOffset | None:
     return None if offset is None or isinstance(offset, pd.offsets.Tick) else offset
 
 
-def future_times(panel: Panel, steps: int) -> pd.DataFrame:
+def future_times(panel: Panel, steps: int, ask: str = "as a DataFrame") -> pd.DataFrame:
     """The next ``steps`` times of every series of a history panel after its last
-    observation: ``(S * steps)`` rows of the series and timestamp columns.
+    observation: ``(S * steps)`` rows of the series and timestamp columns. ``ask`` says how
+    the caller takes the times instead, for the error when there is no step to continue.
 
     A series whose last :data:`RHYTHM_POINTS` local times follow a calendar frequency (days,
     business days, weeks, month starts or ends, ...) continues it in wall-clock time (a day
@@ -55,8 +56,9 @@ def future_times(panel: Panel, steps: int) -> pd.DataFrame:
     schema = panel.schema
     step = pd.Timedelta(schema.step_ns)
     if step <= pd.Timedelta(0):
-        raise ValueError("the training data had no sampling step (a single observation per "
-                         "series): give the times to predict as a DataFrame")
+        raise ValueError(f"the training data had no sampling step (a single observation per "
+                         f"series): give the times to predict {ask} with the series and "
+                         f"timestamp columns")
     days = to_offset(f"{step.days}D") if step % pd.Timedelta("1D") == pd.Timedelta(0) else None
     held = np.flatnonzero(panel.lengths > 0)
     stamps = []
@@ -142,7 +144,8 @@ def _read(frame: pd.DataFrame, schema: SeriesSchema, what: str, queries: bool) -
 
 
 def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
-                    future: pd.DataFrame | int | None = None) -> WindowDataset:
+                    future: pd.DataFrame | int | None = None, *, future_name: str = "future",
+                    future_form: str = "a DataFrame") -> WindowDataset:
     """A forecast request -> a dataset of one window per series that has times to predict.
 
     Args:
@@ -156,6 +159,9 @@ def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
             that many steps after each series' last observation (only without future
             covariates); None: the trained ``horizon`` in steps (a duration horizon: as many
             median steps as fit in it).
+        future_name, future_form: what the caller's argument for ``future`` is called and
+            what it takes, for error messages (``forecast()``: ``future``, a DataFrame; the
+            ``posenc predict`` data module: ``--data.future_data``, a CSV/Parquet file).
 
     Each series' age (:class:`~posenc.temporal.AgeFeature`) counts from its first
     observation in the training data (``schema.series_start``, kept in checkpoints) or in
@@ -167,19 +173,21 @@ def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
         raise TypeError(f"future must be a DataFrame of the times to predict, an int number of "
                         f"steps or None, got {type(future).__name__} ({future!r})"[:300])
     schema = copy.deepcopy(schema)
+    ask = f"as {future_form} ({future_name}=...)"
     past = _read(history, schema, "history", queries=False)
     if isinstance(future, pd.DataFrame):
-        queries = _read(future, schema, "future", queries=True)
+        queries = _read(future, schema, future_name, queries=True)
     else:
         if schema.future_covariates:
             raise ValueError(f"the model reads future covariates {schema.future_covariates}: "
-                             "give the times to predict as a DataFrame holding them")
+                             f"give the times to predict {ask} with the series and timestamp "
+                             f"columns and these covariates")
         if future is None:
             horizon = schema.horizon
             future = horizon if isinstance(horizon, int) else max(
                 1, pd.Timedelta(horizon).value // max(schema.step_ns, 1))
         steps = check_positive_int(future, "future")
-        queries = read_panel(future_times(past, steps), schema, fit=False,
+        queries = read_panel(future_times(past, steps, ask), schema, fit=False,
                              queries=True)
     # Series new to the model extend schema.series_keys in either table; align both.
     num = len(schema.series_keys)

@@ -579,7 +579,9 @@ class TimeSeriesDataModule(LightningDataModule):
         future = self.future_data
         if isinstance(future, (str, os.PathLike)):
             future = read_table(future)
-        dataset = request_dataset(schema, self.load_frame(), future)
+        dataset = request_dataset(schema, self.load_frame(), future,
+                                  future_name="--data.future_data",
+                                  future_form="a CSV/Parquet file or DataFrame")
         return DataLoader(dataset, batch_size=self.eval_batch_size, shuffle=False,
                           collate_fn=batched, num_workers=self.num_workers,
                           persistent_workers=self.num_workers > 0)

@@ -151,6 +151,45 @@ def test_a_model_with_future_covariates_needs_a_future_table(tmp_path):
     assert len(model.forecast(frame, future)) == 2
 
 
+def test_posenc_predict_without_a_future_table_names_the_command_line_option():
+    """``posenc predict`` reads the times to predict from ``--data.future_data``; the
+    error says so (``forecast()`` names its own ``future`` argument, above)."""
+    frame = panel_frame()
+    frame["holiday"] = (frame["ts"].dt.hour == 3).astype(float)
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
+                              series_column="site", future_covariates=["holiday"],
+                              context_length=12, horizon=4)
+    dm.setup("predict")
+    with pytest.raises(ValueError, match=r"future covariates \['holiday'\]: give the times to "
+                                         r"predict as a CSV/Parquet file .*--data.future_data"):
+        dm.predict_dataloader()
+    dm.future_data = pd.DataFrame({"site": ["a"], "ts": pd.to_datetime(["2021-01-04"])})
+    with pytest.raises(ValueError, match=r"^--data.future_data: column 'holiday' not found"):
+        dm.predict_dataloader()
+
+
+def test_without_a_sampling_step_the_times_to_predict_are_asked_for_by_their_argument():
+    """A model whose schema has no sampling step (a single observation per series in
+    training) has no step to continue: the error names the argument the caller takes the
+    times in."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    frame = panel_frame()
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
+                              series_column="site", context_length=12, horizon=4)
+    dm.setup("predict")
+    model = Forecaster(**TINY).eval()
+    model.schema = dataclasses.replace(dm.schema, step_ns=0)
+    dm.trainer = SimpleNamespace(lightning_module=model)  # predict reads the model's schema
+    with pytest.raises(ValueError, match=r"no sampling step .*give the times to predict as a "
+                                         r"CSV/Parquet file .*--data.future_data"):
+        dm.predict_dataloader()
+    with pytest.raises(ValueError, match=r"no sampling step .*give the times to predict as a "
+                                         r"DataFrame \(future="):
+        model.forecast(frame)
+
+
 # -- the seasonal-naive baseline -----------------------------------------------------------
 def test_test_metrics_log_the_seasonal_naive_baseline_per_series(tmp_path):
     # "periodic" repeats every 24 h: its seasonal-naive error is 0. "trend" rises 0.5 an
