@@ -8,7 +8,9 @@ Evaluating a model and its seasonal-naive baseline on the same windows, in data 
             batch["context_observed"])
     metrics.update(point, *args, quantile_prediction=quantiles)          # (B,Nh,C,Q) or None
     naive = seasonal_naive(batch["context_time"], context, batch["context_observed"],
-                           batch["context_valid"], batch["target_time"], season.value)
+                           batch["context_valid"], batch["target_time"], season.value,
+                           context_local=batch["context_local"],
+                           target_local=batch["target_local"])
     naive_metrics.update(naive, *args, quantile_prediction=None if quantiles is None
                          else naive[..., None].expand_as(quantiles))
 
@@ -58,11 +60,14 @@ def _check_shape(value: Tensor, name: str, shape: tuple[int, ...], spec: str) ->
 
 
 _MAX_SEASON_NS = 2**62
+_DAY_NS = 86_400 * 10**9
 
 
 # -- seasonal naive --------------------------------------------------------------------------
 def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed: Tensor,
-                   context_valid: Tensor, target_time: Tensor, season_ns: int) -> Tensor:
+                   context_valid: Tensor, target_time: Tensor, season_ns: int, *,
+                   context_local: Tensor | None = None, target_local: Tensor | None = None
+                   ) -> Tensor:
     """The seasonal-naive forecast at arbitrary query times, per channel.
 
     For a query time ``t`` and the forecast origin ``o`` (the last valid context time) the
@@ -73,6 +78,14 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
     seasons earlier. Where the channel has no observation at or before that time in the
     context, the forecast falls back to the channel's last observed context value (the
     naive forecast); a channel never observed in the context gives NaN (nothing to repeat).
+
+    A season of whole days (``1D``, ``7D``, ``365D``) means the same local day or weekday:
+    given ``context_local``/``target_local``, ``t``, ``o`` and the lookups are local
+    wall-clock times, so a daily series at local midnight repeats the same local day across
+    a DST change (in UTC that day is 23 or 25 hours long). Where the wall clock falls back
+    (a repeated hour) a lookup takes the last context point before the clock first passes
+    it. Shorter seasons (hours) stay in elapsed (UTC) time, as do all seasons without the
+    local times (tz-naive data, whose local times are its UTC times).
 
     Vectorised over the batch (``searchsorted``), no host synchronisation, on any device.
 
@@ -85,6 +98,9 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
         context_valid: ``(B, Nc)`` bool, False on padding.
         target_time: ``(B, Nh)`` int64 UTC ns, the query times.
         season_ns: the season in nanoseconds (``pd.Timedelta.value``), in (0, 2**62].
+        context_local, target_local: ``(B, Nc)`` and ``(B, Nh)`` int64 local wall-clock ns
+            (a batch's ``context_local``/``target_local``), both or neither; read only for a
+            season of whole days.
 
     Returns:
         ``(B, Nh, C)`` in the dtype of ``context_value``.
@@ -107,6 +123,19 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
                          f"shape {tuple(target_time.shape)}")
     if nc == 0:
         raise ValueError("context_time has no context tokens (Nc = 0): nothing to repeat")
+    if (context_local is None) != (target_local is None):
+        raise ValueError("context_local and target_local go together: give both (local "
+                         "wall-clock ns) or neither")
+    if context_local is not None:
+        _check_shape(_check_tensor(context_local, "context_local", "int64", 2),
+                     "context_local", (b, nc), "(B, Nc) as context_time")
+        _check_shape(_check_tensor(target_local, "target_local", "int64", 2),
+                     "target_local", tuple(target_time.shape), "(B, Nh) as target_time")
+        if season_ns % _DAY_NS == 0:
+            # The wall clock repeats an hour at a fall-back: its running maximum is the
+            # non-decreasing key searchsorted needs (equal to it wherever it does not).
+            context_time = context_local.cummax(1).values
+            target_time = target_local
 
     last_valid = (context_valid.sum(1, keepdim=True) - 1).clamp_min(0)
     origin = context_time.gather(1, last_valid)                               # (B, 1)
