@@ -87,7 +87,10 @@ class Forecaster(LightningModule):
         naive_season: the season of the seasonal-naive baseline, a duration (``"7D"``; linked
             from the data module's ``naive_season``; whole days mean the same local day, see
             :func:`~posenc.tasks.seasonal_naive`); evaluation logs its metrics beside the
-            model's on the same windows (``test/mae_naive``, ...). None: no baseline.
+            model's on the same windows (``test/mae_naive``, ...). None: no baseline. Both
+            are scored on the same points: ``{stage}/unscored`` counts the observed targets
+            left out because the window's context never observes their channel (an outage
+            longer than the context; :class:`~posenc.tasks.ForecastMetrics`).
         instance_norm: standardize each window by its own context (RevIN) before the
             transformer and undo it on the output; helps with level shifts.
         lr, weight_decay, warmup, scheduler, min_lr_ratio: AdamW and schedule.

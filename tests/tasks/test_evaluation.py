@@ -347,7 +347,8 @@ def test_metrics_match_hand_computed_values_per_series_and_aggregated():
     assert out["mae"].item() == pytest.approx(9 / 5)
     assert out["rmse"].item() == pytest.approx(math.sqrt(23 / 5))
     assert out["mase"].item() == pytest.approx((2 + 1 + 3) / 3 / (7 / 3))
-    assert set(out) == {"mae", "rmse", "mase", "wql"} and out["mae"].dtype == torch.float32
+    assert set(out) == {"mae", "rmse", "mase", "wql", "unscored"}
+    assert out["mae"].dtype == torch.float32 and out["unscored"].item() == 0
 
 
 def _gluonts_quantile_loss(target, forecast, q):
@@ -447,7 +448,7 @@ def test_per_series_frame_names_each_series_by_its_key():
                   torch.tensor([2, 0]), torch.tensor([[[0.0], [1.0]]] * 2), _ones(2, 2, 1))
     frame = metric.per_series_frame([("CA", 1), ("NY", 1), ("TX", 2)], ["state", "group"])
     assert list(frame.columns) == ["state", "group", "mae", "rmse", "mase", "windows",
-                                   "points"]
+                                   "points", "unscored"]
     assert frame["state"].tolist() == ["CA", "NY", "TX"]
     assert frame["mae"].tolist()[::2] == [3.0, 1.0] and math.isnan(frame["mae"][1])
     assert frame["windows"].tolist() == [1, 0, 1]
@@ -455,7 +456,8 @@ def test_per_series_frame_names_each_series_by_its_key():
     single.update(pred[:1], pred[:1] + 2, _ones(1, 1, 1), torch.tensor([0]),
                   torch.tensor([[[0.0], [1.0]]]), _ones(1, 2, 1))
     assert single.per_series_frame([()], []).to_dict("list") == {
-        "mae": [2.0], "rmse": [2.0], "mase": [2.0], "windows": [1], "points": [1]}
+        "mae": [2.0], "rmse": [2.0], "mase": [2.0], "windows": [1], "points": [1],
+        "unscored": [0]}
 
 
 def test_the_seasonal_naive_baseline_is_scored_on_the_same_windows():
@@ -471,6 +473,74 @@ def test_the_seasonal_naive_baseline_is_scored_on_the_same_windows():
     assert naive[0, :, 0].tolist() == [3.0, 4.0, 5.0]
     assert (out["mae"].item(), out["mase"].item()) == (2.0, 2.0)
     assert out["wql"].item() == pytest.approx(6 / 18)
+
+
+def test_points_without_context_history_are_left_out_of_model_and_naive_alike():
+    # window 0: context observed, MAE 1 (model) and 2 (naive); window 1: the channel is never
+    # observed in its context (an outage longer than the context) -> naive NaN: both drop it
+    context = torch.tensor([[1.0, 2.0], [0.0, 0.0]])[..., None]
+    context_observed = torch.tensor([[True, True], [False, False]])[..., None]
+    target = torch.tensor([[3.0, 4.0], [5.0, 6.0]])[..., None]
+    observed = torch.tensor([[True, True], [True, False]])[..., None]
+    times = EPOCH + torch.arange(4)[None].expand(2, 4) * DAY
+    naive = seasonal_naive(times[:, :2], context, context_observed, _ones(2, 2), times[:, 2:],
+                           DAY)
+    assert naive[0, :, 0].tolist() == [2.0, 2.0] and torch.isnan(naive[1]).all()
+    model = target - 1
+    results = {}
+    for name, pred in (("model", model), ("naive", naive)):
+        metric = ForecastMetrics([0.5])
+        metric.update(pred, target, observed, torch.tensor([0, 1]), context, context_observed,
+                      pred[..., None])
+        results[name] = (metric.compute(), metric.per_series())
+    (model_out, model_per), (naive_out, naive_per) = results["model"], results["naive"]
+    assert (model_out["mae"].item(), naive_out["mae"].item()) == (1.0, 1.5)   # |3-2|, |4-2|
+    assert naive_out["rmse"].item() == pytest.approx(math.sqrt(5 / 2))
+    assert naive_out["wql"].item() == pytest.approx(2 * 0.5 * 3 / 7)        # sum |y| = 7
+    assert model_out["unscored"].item() == naive_out["unscored"].item() == 1.0
+    for per in (model_per, naive_per):
+        assert per["points"].tolist() == [2.0, 0.0] and per["unscored"].tolist() == [0.0, 1.0]
+        assert math.isnan(per["mae"][1]) and per["windows"].tolist() == [1.0, 1.0]
+
+
+def test_an_outage_longer_than_the_context_leaves_naive_test_metrics_finite(tmp_path):
+    from posenc.tasks import Forecaster, TimeSeriesDataModule
+
+    from .conftest import cpu_trainer
+
+    # "gap" (y = day index) misses days 44-51, longer than the 4-day context: the test window
+    # of days 52-53 has no context observation. "full" is y = 2 * day index.
+    days = pd.date_range("2021-01-01", periods=60, freq="D")
+    gap = np.arange(60.0)
+    gap[44:52] = np.nan
+    frame = pd.concat([pd.DataFrame({"id": "gap", "ts": days, "y": gap}),
+                       pd.DataFrame({"id": "full", "ts": days, "y": 2 * np.arange(60.0)})])
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="y",
+                              series_column="id", context_length=4, horizon=2, stride=2,
+                              val_start="2021-02-01", test_start="2021-02-10")
+    model = Forecaster(**dm.model_sizes(), dim=16, depth=1, num_heads=2)
+    [result] = cpu_trainer(tmp_path).test(model, dm, verbose=False)
+    # test horizons start on days 40, 42, ..., 58. The 1-day naive repeats the last observed
+    # context value. full: errors 2, 4 in 10 windows; gap: 1, 2 in the 5 windows with
+    # observed targets and context (40, 42, 54, 56, 58); 52-53 left out (2 points).
+    assert result["test/mae_naive"] == pytest.approx((10 * 6 + 5 * 3) / 30, abs=1e-4)
+    assert result["test/rmse_naive"] == pytest.approx(math.sqrt((10 * 20 + 5 * 5) / 30),
+                                                      abs=1e-4)
+    assert result["test/unscored"] == result["test/unscored_naive"] == 2
+    per = model.test_per_series
+    assert per["id"].tolist() == ["full", "gap"]
+    assert per["points"].tolist() == per["points_naive"].tolist() == [20, 10]
+    assert per["unscored"].tolist() == [0, 2]
+    # the model is scored on the same 30 points
+    errors = []
+    for batch in dm.test_dataloader():
+        pred = model.predict_step(batch)["prediction"]
+        truth = batch["target_value"] * batch["scale"][:, None] + batch["loc"][:, None]
+        scored = batch["target_observed"] & batch["context_observed"].any(1, keepdim=True)
+        errors.append((pred - truth).abs()[scored])
+    errors = torch.cat(errors)
+    assert len(errors) == 30 and result["test/mae"] == pytest.approx(errors.mean().item(),
+                                                                     rel=1e-5)
 
 
 # -- ForecastMetrics under DDP ---------------------------------------------------------------
