@@ -695,6 +695,9 @@ def test_naive_and_update_never_read_tensor_values_on_the_host(monkeypatch):
                  "numpy"):
         monkeypatch.setattr(torch.Tensor, name, refuse)
     naive = seasonal_naive(ct, windows[4], windows[5], _ones(23, 9), tt, 24 * HOUR)
+    local = seasonal_naive(ct, windows[4], windows[5], _ones(23, 9), tt, 24 * HOUR,
+                           context_local=ct - 5 * HOUR, target_local=tt - 5 * HOUR)
     metric.update(naive, *windows[1:6], quantile_prediction=windows[6])
     monkeypatch.undo()
+    torch.testing.assert_close(local, naive)   # a fixed offset: the same lookups
     assert naive.shape == (23, 4, 2) and metric.compute()["mae"] > 0
