@@ -8,7 +8,9 @@ Evaluating a model and its seasonal-naive baseline on the same windows, in data 
             batch["context_observed"])
     metrics.update(point, *args, quantile_prediction=quantiles)          # (B,Nh,C,Q) or None
     naive = seasonal_naive(batch["context_time"], context, batch["context_observed"],
-                           batch["context_valid"], batch["target_time"], season.value)
+                           batch["context_valid"], batch["target_time"], season.value,
+                           context_local=batch["context_local"],
+                           target_local=batch["target_local"])
     naive_metrics.update(naive, *args, quantile_prediction=None if quantiles is None
                          else naive[..., None].expand_as(quantiles))
 
@@ -58,11 +60,14 @@ def _check_shape(value: Tensor, name: str, shape: tuple[int, ...], spec: str) ->
 
 
 _MAX_SEASON_NS = 2**62
+_DAY_NS = 86_400 * 10**9
 
 
 # -- seasonal naive --------------------------------------------------------------------------
 def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed: Tensor,
-                   context_valid: Tensor, target_time: Tensor, season_ns: int) -> Tensor:
+                   context_valid: Tensor, target_time: Tensor, season_ns: int, *,
+                   context_local: Tensor | None = None, target_local: Tensor | None = None
+                   ) -> Tensor:
     """The seasonal-naive forecast at arbitrary query times, per channel.
 
     For a query time ``t`` and the forecast origin ``o`` (the last valid context time) the
@@ -73,6 +78,14 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
     seasons earlier. Where the channel has no observation at or before that time in the
     context, the forecast falls back to the channel's last observed context value (the
     naive forecast); a channel never observed in the context gives NaN (nothing to repeat).
+
+    A season of whole days (``1D``, ``7D``, ``365D``) means the same local day or weekday:
+    given ``context_local``/``target_local``, ``t``, ``o`` and the lookups are local
+    wall-clock times, so a daily series at local midnight repeats the same local day across
+    a DST change (in UTC that day is 23 or 25 hours long). Where the wall clock falls back
+    (a repeated hour) a lookup takes the last context point before the clock first passes
+    it. Shorter seasons (hours) stay in elapsed (UTC) time, as do all seasons without the
+    local times (tz-naive data, whose local times are its UTC times).
 
     Vectorised over the batch (``searchsorted``), no host synchronisation, on any device.
 
@@ -85,6 +98,9 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
         context_valid: ``(B, Nc)`` bool, False on padding.
         target_time: ``(B, Nh)`` int64 UTC ns, the query times.
         season_ns: the season in nanoseconds (``pd.Timedelta.value``), in (0, 2**62].
+        context_local, target_local: ``(B, Nc)`` and ``(B, Nh)`` int64 local wall-clock ns
+            (a batch's ``context_local``/``target_local``), both or neither; read only for a
+            season of whole days.
 
     Returns:
         ``(B, Nh, C)`` in the dtype of ``context_value``.
@@ -107,6 +123,19 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
                          f"shape {tuple(target_time.shape)}")
     if nc == 0:
         raise ValueError("context_time has no context tokens (Nc = 0): nothing to repeat")
+    if (context_local is None) != (target_local is None):
+        raise ValueError("context_local and target_local go together: give both (local "
+                         "wall-clock ns) or neither")
+    if context_local is not None:
+        _check_shape(_check_tensor(context_local, "context_local", "int64", 2),
+                     "context_local", (b, nc), "(B, Nc) as context_time")
+        _check_shape(_check_tensor(target_local, "target_local", "int64", 2),
+                     "target_local", tuple(target_time.shape), "(B, Nh) as target_time")
+        if season_ns % _DAY_NS == 0:
+            # The wall clock repeats an hour at a fall-back: its running maximum is the
+            # non-decreasing key searchsorted needs (equal to it wherever it does not).
+            context_time = context_local.cummax(1).values
+            target_time = target_local
 
     last_valid = (context_valid.sum(1, keepdim=True) - 1).clamp_min(0)
     origin = context_time.gather(1, last_valid)                               # (B, 1)
@@ -190,7 +219,7 @@ def _check_quantiles(quantiles: object) -> list[float] | None:
 
 
 _STATES = ("series", "abs_error", "squared_error", "points", "scaled_error", "scaled_count",
-           "abs_target", "pinball")
+           "abs_target", "pinball", "unscored")
 
 
 class ForecastMetrics(Metric):
@@ -199,10 +228,16 @@ class ForecastMetrics(Metric):
     Each window's sums are kept (``cat`` states, so DDP gathers them without knowing the
     number of series) and summed per series (a weighted ``bincount``) when computed:
 
-    - ``mae`` = sum ``|y - yhat|`` / observed points; ``rmse`` = sqrt(sum ``(y - yhat)^2`` /
-      points): pooled over every observed (window, time, channel) point (GluonTS's
-      ``RMSE`` is the root of the mean per-forecast MSE: the same when every window has as
-      many observed points).
+    - Scored points: the observed (window, time, channel) targets whose channel is observed
+      somewhere in the window's context. Where it is not (an outage longer than the
+      context) no forecast from history exists, the seasonal-naive one is NaN, and the
+      point is left out of every metric below and counted in ``unscored``: a model and its
+      baseline are compared on the same points, as MASE's undefined pairs (the same
+      context's) are left out of both. The rule reads only the window, so the model's
+      metrics do not depend on whether a baseline is evaluated beside it.
+    - ``mae`` = sum ``|y - yhat|`` / points; ``rmse`` = sqrt(sum ``(y - yhat)^2`` /
+      points): pooled over every scored point (GluonTS's ``RMSE`` is the root of the mean
+      per-forecast MSE: the same when every window has as many scored points).
     - ``mase``: GluonTS's ``mase`` (gluonts/evaluation/metrics.py: ``mean(|Y - Yhat|) /
       seasonal_error``, ``seasonal_error = mean(|Y[t] - Y[t-m]|)`` of the past, lag 1 when the
       past is shorter than the season) per window and channel, the past being the window's
@@ -212,7 +247,8 @@ class ForecastMetrics(Metric):
       context) have no finite value and are left out (counted in ``scaled_count``).
     - ``wql`` (GluonTS ``mean_wQuantileLoss``): for each level ``q``, ``quantile_loss = 2 *
       sum |(Y - Yhat_q) * (1[Y <= Yhat_q] - q)|`` (twice the pinball loss) summed over all
-      points, divided by ``sum |Y|``; then the mean over the levels.
+      scored points, divided by their ``sum |Y|``; then the mean over the levels.
+    - ``unscored``: how many observed target points were left out (no context history).
 
     Args:
         quantiles: the levels of ``quantile_prediction``, increasing in (0, 1); None for point
@@ -269,23 +305,26 @@ class ForecastMetrics(Metric):
                 f"{self.quantiles}" if quantile_prediction is None else
                 "quantile_prediction was given but the metric has quantiles=None")
         prediction, target = prediction.float(), target.float()
-        error = (prediction - target).where(observed, 0)
-        ratio, defined = scaled_errors(prediction, target, observed, context_value.float(),
+        # No context observation of the channel: no forecast from history (class docstring).
+        scored = observed & context_observed.any(1, keepdim=True)
+        error = (prediction - target).where(scored, 0)
+        ratio, defined = scaled_errors(prediction, target, scored, context_value.float(),
                                        context_observed, self.mase_season)
         self.series.append(series.long())
         self.abs_error.append(error.abs().sum((1, 2)))
         self.squared_error.append(error.square().sum((1, 2)))
-        self.points.append(observed.sum((1, 2)).float())
+        self.points.append(scored.sum((1, 2)).float())
         self.scaled_error.append(ratio.sum(1))
         self.scaled_count.append(defined.sum(1).float())
-        self.abs_target.append(target.abs().where(observed, 0).sum((1, 2)))
+        self.abs_target.append(target.abs().where(scored, 0).sum((1, 2)))
+        self.unscored.append((observed & ~scored).sum((1, 2)).float())
         if quantile_prediction is not None:
             _check_tensor(quantile_prediction, "quantile_prediction", "float", 4)
             _check_shape(quantile_prediction, "quantile_prediction",
                          (*shape, len(self.quantiles)), f"(B, Nh, C, Q = {len(self.quantiles)})")
             loss = pinball(quantile_prediction.float(), target, self.levels)
             # flat (B * Q,): DDP fills a rank without windows with a 1D empty state
-            self.pinball.append(loss.where(observed[..., None], 0).sum((1, 2)).flatten())
+            self.pinball.append(loss.where(scored[..., None], 0).sum((1, 2)).flatten())
 
     def _sums(self) -> dict[str, Tensor]:
         """The per-window states, float64 on the CPU (exact, deterministic bincount);
@@ -313,12 +352,13 @@ class ForecastMetrics(Metric):
         return out
 
     def compute(self) -> dict[str, Tensor]:
-        """Aggregated over all series and windows: ``{"mae", "rmse", "mase"[, "wql"]}``
-        0-dim float32 tensors on the metric's device (NaN when nothing was observed)."""
+        """Aggregated over all series and windows: ``{"mae", "rmse", "mase"[, "wql"],
+        "unscored"}`` 0-dim float32 tensors on the metric's device (NaN when nothing was
+        scored; ``unscored`` a count)."""
         sums = {name: value.sum(0) for name, value in self._sums().items()
                 if name != "series"}
-        return {name: value.to(self.device, torch.float32)
-                for name, value in self._metrics(sums).items()}
+        out = {**self._metrics(sums), "unscored": sums["unscored"]}
+        return {name: value.to(self.device, torch.float32) for name, value in out.items()}
 
     def per_series(self, num_series: int | None = None) -> dict[str, Tensor]:
         """The metrics of each series (synchronised across processes under DDP).
@@ -328,8 +368,9 @@ class ForecastMetrics(Metric):
                 largest series index seen.
 
         Returns:
-            ``{"mae", "rmse", "mase"[, "wql"], "windows", "points"}``: ``(S,)`` float64 CPU
-            tensors indexed by series (NaN and 0 windows for a series without windows).
+            ``{"mae", "rmse", "mase"[, "wql"], "windows", "points", "unscored"}``: ``(S,)``
+            float64 CPU tensors indexed by series (NaN and 0 windows for a series without
+            windows); ``points`` the scored points, ``unscored`` those left out.
         """
         with self.sync_context(dist_sync_fn=self.dist_sync_fn,
                                should_sync=self._to_sync and not self._is_synced):
@@ -345,6 +386,7 @@ class ForecastMetrics(Metric):
         out = self._metrics(totals)
         out["windows"] = torch.bincount(series, minlength=size).double()
         out["points"] = totals["points"]
+        out["unscored"] = totals["unscored"]
         return out
 
     def per_series_frame(self, series_keys: Sequence[tuple], series_columns: Sequence[str]
@@ -363,6 +405,6 @@ class ForecastMetrics(Metric):
                              index=pd.RangeIndex(len(series_keys), name="series_index"))
         for name, value in values.items():
             frame[name] = value.numpy()
-        frame["windows"] = frame["windows"].astype(np.int64)
-        frame["points"] = frame["points"].astype(np.int64)
+        for count in ("windows", "points", "unscored"):
+            frame[count] = frame[count].astype(np.int64)
         return frame

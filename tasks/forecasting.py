@@ -85,8 +85,12 @@ class Forecaster(LightningModule):
         mase_season: seasonal lag (observations) of the MASE denominator (linked from the
             data module's ``mase_season`` by the CLI).
         naive_season: the season of the seasonal-naive baseline, a duration (``"7D"``; linked
-            from the data module's ``naive_season``); evaluation logs its metrics beside the
-            model's on the same windows (``test/mae_naive``, ...). None: no baseline.
+            from the data module's ``naive_season``; whole days mean the same local day, see
+            :func:`~posenc.tasks.seasonal_naive`); evaluation logs its metrics beside the
+            model's on the same windows (``test/mae_naive``, ...). None: no baseline. Both
+            are scored on the same points: ``{stage}/unscored`` counts the observed targets
+            left out because the window's context never observes their channel (an outage
+            longer than the context; :class:`~posenc.tasks.ForecastMetrics`).
         instance_norm: standardize each window by its own context (RevIN) before the
             transformer and undo it on the output; helps with level shifts.
         lr, weight_decay, warmup, scheduler, min_lr_ratio: AdamW and schedule.
@@ -266,7 +270,8 @@ class Forecaster(LightningModule):
         if self.naive_season_ns is not None:
             naive = seasonal_naive(batch["context_time"], context, context_observed,
                                    batch["context_valid"], batch["target_time"],
-                                   self.naive_season_ns)
+                                   self.naive_season_ns, context_local=batch["context_local"],
+                                   target_local=batch["target_local"])
             # Every quantile at the naive value: its wQL is comparable with the model's.
             metrics["naive"].update(naive, target, observed, series, context, context_observed,
                                     naive[..., None].expand_as(pred)

@@ -138,6 +138,119 @@ def test_batched_naive_matches_a_brute_force_reference_on_random_irregular_windo
         np.testing.assert_array_equal(got[i].numpy(), expected.astype(np.float32))
 
 
+def _daily_at_local_midnight(tz, stride=1, season=None):
+    """Daily rows at local midnight in ``tz`` across both 2021/22 DST changes of New York,
+    y = day index; the test split starts before the fall-back and ends after the
+    spring-forward."""
+    from posenc.tasks import TimeSeriesDataModule
+
+    days = pd.date_range("2021-06-01", "2022-04-30", freq="D")
+    frame = pd.DataFrame({"ts": days, "y": np.arange(len(days), dtype=np.float64)})
+    return TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="y", tz=tz,
+                                context_length=14, horizon=7, stride=stride,
+                                season=season, val_start="2021-09-15",
+                                test_start="2021-10-15", eval_batch_size=512)
+
+
+def _local_day_index(utc_ns, tz):
+    """Days since 2021-06-01 of each UTC instant's local calendar date in ``tz``."""
+    stamps = pd.to_datetime(utc_ns.reshape(-1).numpy(), utc=True).tz_convert(tz)
+    dates = stamps.tz_localize(None).normalize()
+    return torch.from_numpy(((dates - pd.Timestamp("2021-06-01")).days.to_numpy()
+                             .astype(np.float64)).reshape(utc_ns.shape))
+
+
+@pytest.mark.parametrize("season_days", [1, 7])
+def test_day_seasons_repeat_the_same_local_day_across_dst(season_days):
+    tz = "America/New_York"
+    dm = _daily_at_local_midnight(tz)
+    dm.setup("test")
+    [batch] = list(dm.test_dataloader())
+    assert {pd.Timestamp(t, tz="UTC").tz_convert(tz).utcoffset() for t in
+            batch["target_time"].flatten().tolist()} == {pd.Timedelta("-4h"),
+                                                        pd.Timedelta("-5h")}
+    # context values = the local day index of each row, built from the UTC times alone
+    context = _local_day_index(batch["context_time"], tz)[..., None]
+    naive = seasonal_naive(batch["context_time"], context, batch["context_observed"],
+                           batch["context_valid"], batch["target_time"], season_days * DAY,
+                           context_local=batch["context_local"],
+                           target_local=batch["target_local"])[..., 0]
+    target_day = _local_day_index(batch["target_time"], tz)
+    origin_day = context[:, -1, 0][:, None]             # no padding: every window is full
+    ahead = target_day - origin_day                      # 1..7 local days
+    expected = target_day - season_days * torch.ceil(ahead / season_days)
+    assert ahead.min() == 1 and ahead.max() == 7
+    torch.testing.assert_close(naive, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("season, expected", [(None, 4.0), ("7D", 7.0)])
+def test_naive_test_metrics_are_the_same_with_and_without_a_dst_zone(tmp_path, season,
+                                                                       expected):
+    from posenc.tasks import Forecaster
+
+    from .conftest import cpu_trainer
+
+    # y = day index, horizon 7: the value a local day back at the origin is off by h at
+    # step h (mean 4); a local week back, by 7 at every step.
+    results = {}
+    for tz in ("America/New_York", None):
+        dm = _daily_at_local_midnight(tz, stride=7, season=season)
+        model = Forecaster(**dm.model_sizes(), dim=16, depth=1, num_heads=2)
+        [results[tz]] = cpu_trainer(tmp_path).test(model, dm, verbose=False)
+    for tz, result in results.items():
+        assert result["test/mae_naive"] == pytest.approx(expected, abs=1e-4), tz
+        assert result["test/rmse_naive"] == pytest.approx(
+            math.sqrt(np.mean(np.square(np.arange(1, 8)))) if season is None else 7.0,
+            abs=1e-4), tz
+
+
+def test_sub_day_seasons_stay_in_elapsed_time_across_dst():
+    # hourly UTC instants over the New York fall-back: local 01:00 occurs twice
+    utc = pd.date_range("2021-11-06 12:00", periods=24, freq="h", tz="UTC").as_unit("ns")
+    local = utc.tz_convert("America/New_York").tz_localize(None)
+    times = torch.from_numpy(utc.asi8.copy())
+    ct, cv, co, valid = _window(times[:20], torch.arange(20.0))
+    queries = times[None, 20:]
+    kwargs = dict(context_local=torch.from_numpy(local.asi8[:20].copy())[None],
+                  target_local=torch.from_numpy(local.asi8[20:].copy())[None])
+    for season in (HOUR, 6 * HOUR):
+        with_local = seasonal_naive(ct, cv, co, valid, queries, season, **kwargs)
+        torch.testing.assert_close(with_local, seasonal_naive(ct, cv, co, valid, queries,
+                                                              season))
+    # 3 h back in real time from hours 20..23 -> hours 17, 18, 19, 17 (k = 2 for the last)
+    three = seasonal_naive(ct, cv, co, valid, queries, 3 * HOUR, **kwargs)[0, :, 0]
+    assert three.tolist() == [17.0, 18.0, 19.0, 17.0]
+
+
+def test_a_repeated_local_hour_is_looked_up_before_the_clock_first_passes_it():
+    # 30-min rows from local midnight of the New York fall-back (2021-11-07): local times
+    # 00:00 00:30 01:00 01:30 01:00 01:30 02:00 ... (indices 0..6: 01:00 EDT is 2, EST 4)
+    utc = pd.date_range("2021-11-07 04:00", "2021-11-08 05:30", freq="30min",
+                        tz="UTC").as_unit("ns")
+    local = utc.tz_convert("America/New_York").tz_localize(None)
+    assert local[2] == local[4] == pd.Timestamp("2021-11-07 01:00")
+    ct, cv, co, valid = _window(torch.from_numpy(utc.asi8.copy()), torch.arange(len(utc)))
+    query = pd.DatetimeIndex(["2021-11-08 01:00", "2021-11-08 01:30"])    # unambiguous
+    naive = seasonal_naive(
+        ct, cv, co, valid,
+        torch.from_numpy(query.tz_localize("America/New_York").as_unit("ns").asi8.copy())[None],
+        DAY, context_local=torch.from_numpy(local.as_unit("ns").asi8.copy())[None],
+        target_local=torch.from_numpy(query.as_unit("ns").asi8.copy())[None])
+    # 01:00 a local day back: the first 01:00 (EDT); 01:30: the last row before the clock
+    # passes 01:30 (02:00), the EST one. 24 h of elapsed time would give 4 and 5.
+    assert naive[0, :, 0].tolist() == [2.0, 5.0]
+
+
+def test_local_times_must_come_in_pairs_of_int64_tensors_shaped_as_the_times():
+    ct, cv, co, valid, tt = _good()
+    with pytest.raises(ValueError, match="context_local and target_local go together"):
+        seasonal_naive(ct, cv, co, valid, tt, DAY, context_local=ct)
+    with pytest.raises(TypeError, match="target_local must be a int64"):
+        seasonal_naive(ct, cv, co, valid, tt, DAY, context_local=ct, target_local=tt.double())
+    with pytest.raises(ValueError, match=r"context_local must be \(B, Nc\) as context_time"):
+        seasonal_naive(ct, cv, co, valid, tt, DAY, context_local=ct[:, :1], target_local=tt)
+
+
 # -- seasonal_naive: hostile input -----------------------------------------------------------
 def _good():
     return _window([EPOCH, EPOCH + HOUR], [1.0, 2.0]) + (torch.tensor([[EPOCH + 2 * HOUR]]),)
@@ -234,7 +347,8 @@ def test_metrics_match_hand_computed_values_per_series_and_aggregated():
     assert out["mae"].item() == pytest.approx(9 / 5)
     assert out["rmse"].item() == pytest.approx(math.sqrt(23 / 5))
     assert out["mase"].item() == pytest.approx((2 + 1 + 3) / 3 / (7 / 3))
-    assert set(out) == {"mae", "rmse", "mase", "wql"} and out["mae"].dtype == torch.float32
+    assert set(out) == {"mae", "rmse", "mase", "wql", "unscored"}
+    assert out["mae"].dtype == torch.float32 and out["unscored"].item() == 0
 
 
 def _gluonts_quantile_loss(target, forecast, q):
@@ -334,7 +448,7 @@ def test_per_series_frame_names_each_series_by_its_key():
                   torch.tensor([2, 0]), torch.tensor([[[0.0], [1.0]]] * 2), _ones(2, 2, 1))
     frame = metric.per_series_frame([("CA", 1), ("NY", 1), ("TX", 2)], ["state", "group"])
     assert list(frame.columns) == ["state", "group", "mae", "rmse", "mase", "windows",
-                                   "points"]
+                                   "points", "unscored"]
     assert frame["state"].tolist() == ["CA", "NY", "TX"]
     assert frame["mae"].tolist()[::2] == [3.0, 1.0] and math.isnan(frame["mae"][1])
     assert frame["windows"].tolist() == [1, 0, 1]
@@ -342,7 +456,8 @@ def test_per_series_frame_names_each_series_by_its_key():
     single.update(pred[:1], pred[:1] + 2, _ones(1, 1, 1), torch.tensor([0]),
                   torch.tensor([[[0.0], [1.0]]]), _ones(1, 2, 1))
     assert single.per_series_frame([()], []).to_dict("list") == {
-        "mae": [2.0], "rmse": [2.0], "mase": [2.0], "windows": [1], "points": [1]}
+        "mae": [2.0], "rmse": [2.0], "mase": [2.0], "windows": [1], "points": [1],
+        "unscored": [0]}
 
 
 def test_the_seasonal_naive_baseline_is_scored_on_the_same_windows():
@@ -358,6 +473,74 @@ def test_the_seasonal_naive_baseline_is_scored_on_the_same_windows():
     assert naive[0, :, 0].tolist() == [3.0, 4.0, 5.0]
     assert (out["mae"].item(), out["mase"].item()) == (2.0, 2.0)
     assert out["wql"].item() == pytest.approx(6 / 18)
+
+
+def test_points_without_context_history_are_left_out_of_model_and_naive_alike():
+    # window 0: context observed, MAE 1 (model) and 2 (naive); window 1: the channel is never
+    # observed in its context (an outage longer than the context) -> naive NaN: both drop it
+    context = torch.tensor([[1.0, 2.0], [0.0, 0.0]])[..., None]
+    context_observed = torch.tensor([[True, True], [False, False]])[..., None]
+    target = torch.tensor([[3.0, 4.0], [5.0, 6.0]])[..., None]
+    observed = torch.tensor([[True, True], [True, False]])[..., None]
+    times = EPOCH + torch.arange(4)[None].expand(2, 4) * DAY
+    naive = seasonal_naive(times[:, :2], context, context_observed, _ones(2, 2), times[:, 2:],
+                           DAY)
+    assert naive[0, :, 0].tolist() == [2.0, 2.0] and torch.isnan(naive[1]).all()
+    model = target - 1
+    results = {}
+    for name, pred in (("model", model), ("naive", naive)):
+        metric = ForecastMetrics([0.5])
+        metric.update(pred, target, observed, torch.tensor([0, 1]), context, context_observed,
+                      pred[..., None])
+        results[name] = (metric.compute(), metric.per_series())
+    (model_out, model_per), (naive_out, naive_per) = results["model"], results["naive"]
+    assert (model_out["mae"].item(), naive_out["mae"].item()) == (1.0, 1.5)   # |3-2|, |4-2|
+    assert naive_out["rmse"].item() == pytest.approx(math.sqrt(5 / 2))
+    assert naive_out["wql"].item() == pytest.approx(2 * 0.5 * 3 / 7)        # sum |y| = 7
+    assert model_out["unscored"].item() == naive_out["unscored"].item() == 1.0
+    for per in (model_per, naive_per):
+        assert per["points"].tolist() == [2.0, 0.0] and per["unscored"].tolist() == [0.0, 1.0]
+        assert math.isnan(per["mae"][1]) and per["windows"].tolist() == [1.0, 1.0]
+
+
+def test_an_outage_longer_than_the_context_leaves_naive_test_metrics_finite(tmp_path):
+    from posenc.tasks import Forecaster, TimeSeriesDataModule
+
+    from .conftest import cpu_trainer
+
+    # "gap" (y = day index) misses days 44-51, longer than the 4-day context: the test window
+    # of days 52-53 has no context observation. "full" is y = 2 * day index.
+    days = pd.date_range("2021-01-01", periods=60, freq="D")
+    gap = np.arange(60.0)
+    gap[44:52] = np.nan
+    frame = pd.concat([pd.DataFrame({"id": "gap", "ts": days, "y": gap}),
+                       pd.DataFrame({"id": "full", "ts": days, "y": 2 * np.arange(60.0)})])
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="y",
+                              series_column="id", context_length=4, horizon=2, stride=2,
+                              val_start="2021-02-01", test_start="2021-02-10")
+    model = Forecaster(**dm.model_sizes(), dim=16, depth=1, num_heads=2)
+    [result] = cpu_trainer(tmp_path).test(model, dm, verbose=False)
+    # test horizons start on days 40, 42, ..., 58. The 1-day naive repeats the last observed
+    # context value. full: errors 2, 4 in 10 windows; gap: 1, 2 in the 5 windows with
+    # observed targets and context (40, 42, 54, 56, 58); 52-53 left out (2 points).
+    assert result["test/mae_naive"] == pytest.approx((10 * 6 + 5 * 3) / 30, abs=1e-4)
+    assert result["test/rmse_naive"] == pytest.approx(math.sqrt((10 * 20 + 5 * 5) / 30),
+                                                      abs=1e-4)
+    assert result["test/unscored"] == result["test/unscored_naive"] == 2
+    per = model.test_per_series
+    assert per["id"].tolist() == ["full", "gap"]
+    assert per["points"].tolist() == per["points_naive"].tolist() == [20, 10]
+    assert per["unscored"].tolist() == [0, 2]
+    # the model is scored on the same 30 points
+    errors = []
+    for batch in dm.test_dataloader():
+        pred = model.predict_step(batch)["prediction"]
+        truth = batch["target_value"] * batch["scale"][:, None] + batch["loc"][:, None]
+        scored = batch["target_observed"] & batch["context_observed"].any(1, keepdim=True)
+        errors.append((pred - truth).abs()[scored])
+    errors = torch.cat(errors)
+    assert len(errors) == 30 and result["test/mae"] == pytest.approx(errors.mean().item(),
+                                                                     rel=1e-5)
 
 
 # -- ForecastMetrics under DDP ---------------------------------------------------------------
@@ -512,6 +695,9 @@ def test_naive_and_update_never_read_tensor_values_on_the_host(monkeypatch):
                  "numpy"):
         monkeypatch.setattr(torch.Tensor, name, refuse)
     naive = seasonal_naive(ct, windows[4], windows[5], _ones(23, 9), tt, 24 * HOUR)
+    local = seasonal_naive(ct, windows[4], windows[5], _ones(23, 9), tt, 24 * HOUR,
+                           context_local=ct - 5 * HOUR, target_local=tt - 5 * HOUR)
     metric.update(naive, *windows[1:6], quantile_prediction=windows[6])
     monkeypatch.undo()
+    torch.testing.assert_close(local, naive)   # a fixed offset: the same lookups
     assert naive.shape == (23, 4, 2) and metric.compute()["mae"] > 0
