@@ -506,32 +506,38 @@ class TimeSeriesDataModule(LightningDataModule):
                 "test": (t_test, int(utc.max()) + 1)}
 
     def windows(self, split: str) -> WindowIndex:
-        """The lazy index of one split's windows (``train``, ``val`` or ``test``)."""
+        """The lazy index of one split's windows (``train``, ``val`` or ``test``).
+
+        Raises ``ValueError`` before building anything for a stride that places more than
+        :data:`MAX_ORIGINS_PER_ROW` origins per observation, and for windows of more than
+        :data:`MAX_WINDOW_ROWS` rows (durations; counts are checked when given)."""
         check_choice(split, "split", ("train", "val", "test"))
         panel = self.panel()
-        lo, hi = self.split_bounds()[split]
-        build = duration_windows if self.by_time else count_windows
-        return build(panel.starts, panel.utc, lo, hi, *self._window_lengths())
+        bounds = self.split_bounds()
+        lo, hi = bounds[split]
+        if not self.by_time:
+            return count_windows(panel.starts, panel.utc, lo, hi, *self._window_lengths())
+        # Here, not in setup: every caller of windows() must be refused before the work.
+        self._check_cost(panel, bounds)
+        windows = duration_windows(panel.starts, panel.utc, lo, hi, *self._window_lengths())
+        if len(windows):
+            rows = int((windows.rows[:, 2] - windows.rows[:, 0]).max())
+            if rows > MAX_WINDOW_ROWS:
+                raise ValueError(
+                    f"context_length={self._given('context_length')!r} and horizon="
+                    f"{self._given('horizon')!r} make windows of up to {rows} rows in the "
+                    f"{split} split, above the limit of MAX_WINDOW_ROWS={MAX_WINDOW_ROWS}")
+        return windows
 
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
             return
         panel = self.panel()
-        bounds = self.split_bounds()
-        if self.by_time:
-            self._check_cost(panel, bounds)
         datasets = {}
-        for split, (lo, hi) in bounds.items():
+        for split, (lo, hi) in self.split_bounds().items():
             windows = self.windows(split)
             if not len(windows):
                 raise ValueError(self._no_window(split, panel, lo, hi))
-            if windows.rows is not None:
-                rows = int((windows.rows[:, 2] - windows.rows[:, 0]).max())
-                if rows > MAX_WINDOW_ROWS:
-                    raise ValueError(
-                        f"context_length={self._given('context_length')!r} and horizon="
-                        f"{self._given('horizon')!r} make windows of up to {rows} rows in the "
-                        f"{split} split, above the limit of MAX_WINDOW_ROWS={MAX_WINDOW_ROWS}")
             datasets[split] = WindowDataset(panel, windows)
         self.datasets = datasets
 
