@@ -351,8 +351,9 @@ def read_panel(frame: pd.DataFrame, schema: SeriesSchema, source: str | None = N
         needed += [*schema.target_columns, *schema.past_covariates, *schema.static_columns]
     for name in needed:
         if name not in frame.columns:
-            hint = ("; the DataFrame's index is a DatetimeIndex: reset_index() it into a column"
-                    if isinstance(frame.index, pd.DatetimeIndex) else "")
+            hint = (f"; the DataFrame's index is a {type(frame.index).__name__}: reset_index() "
+                    "it into a column"
+                    if isinstance(frame.index, (pd.DatetimeIndex, pd.PeriodIndex)) else "")
             raise ValueError(f"column {name!r} not found; the data has columns "
                              f"{[str(c) for c in frame.columns]}{hint}")
     if not len(frame):

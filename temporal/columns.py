@@ -155,13 +155,20 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
     return pd.DatetimeIndex(parsed)
 
 
+def _first_value(column: pd.Series) -> Any:
+    """The first non-missing value of ``column`` (None if there is none)."""
+    position = np.flatnonzero(column.notna().to_numpy())
+    return column.iloc[int(position[0])] if len(position) else None
+
+
 def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
                      timestamp_format: str | None = None) -> pd.DatetimeIndex:
     """A timestamp column -> ``(N,)`` ``DatetimeIndex`` (naive, or tz-aware in its own zone
     or UTC), at any resolution; ``parsed[i]`` is row ``i``.
 
     Args:
-        column: ``(N,)`` datetime values, ``datetime`` objects or text.
+        column: ``(N,)`` datetime values, periods (read as their start times, naive),
+            ``datetime`` objects or text.
         name: the column's name, for messages.
         source: the file it came from (rows of a ``.csv`` are also named by line).
         timestamp_format: ``pd.to_datetime`` format of text timestamps (``"%d/%m/%Y %H:%M"``,
@@ -177,7 +184,11 @@ def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
     if timestamp_format is not None and not isinstance(timestamp_format, str):
         raise TypeError(f"timestamp_format must be a str or None, got "
                         f"{type(timestamp_format).__name__} ({timestamp_format!r})")
-    if isinstance(column.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(column):
+    if isinstance(column.dtype, pd.PeriodDtype):
+        # A period is the instant it starts, as datetime_index reads every PeriodIndex (its
+        # text, "2020Q1" or "2019-12-30/2020-01-05" for a week, is no timestamp).
+        parsed = pd.PeriodIndex(column).start_time
+    elif isinstance(column.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(column):
         parsed = pd.DatetimeIndex(column)
     elif pd.api.types.is_timedelta64_dtype(column):
         raise TypeError(f"timestamp column {name!r} holds {column.dtype} durations, expected "
@@ -189,6 +200,13 @@ def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
     elif column.dtype == object and len(column) and all(
             isinstance(v, dt.datetime) or v is None or v is pd.NaT for v in column):
         parsed = _parse_objects(column, name, source)
+    elif column.dtype == object and isinstance(_first_value(column), pd.Period):
+        try:
+            parsed = pd.PeriodIndex(column.to_numpy()).start_time
+        except (TypeError, ValueError) as err:  # several frequencies, or other values
+            raise TypeError(f"timestamp column {name!r} holds Period values that form no "
+                            f"single PeriodIndex ({err}); give them one frequency (.asfreq) "
+                            "or convert them to timestamps") from None
     else:
         parsed = _parse_text(column, name, source, timestamp_format)
     missing = np.flatnonzero(parsed.isna())

@@ -181,6 +181,26 @@ def test_parquet_path(tmp_path, series):
     assert len(from_file) == len(setup_series(series).datasets["train"])
 
 
+@pytest.mark.parametrize("freq", ["W-SUN", "Q-DEC", "Y-DEC", "D"])
+def test_period_timestamp_columns_are_read_as_their_start_times(tmp_path, freq):
+    periods = pd.period_range("2020-01-01", periods=40, freq=freq)
+    starts = np.array([p.start_time.value for p in periods], np.int64)  # each Period's own
+    frame = pd.DataFrame({"timestamp": periods, "value": np.arange(40.0)})
+    path = tmp_path / "periods.parquet"
+    frame.to_parquet(path)
+    indexed = frame.set_index("timestamp")
+    assert isinstance(indexed.index, pd.PeriodIndex)
+    for data in (frame, str(path), indexed.reset_index()):
+        dm = setup_series(data, context_length=4, horizon=2)
+        panel = dm.panel()
+        np.testing.assert_array_equal(panel.utc, starts)
+        np.testing.assert_array_equal(panel.local, starts)
+        window = dm.datasets["train"][0]
+        np.testing.assert_array_equal(window["context_time"].numpy(), starts[:4])
+    with pytest.raises(ValueError, match="index is a PeriodIndex: reset_index"):
+        setup_series(indexed)
+
+
 def test_tz_aware_offsets_convert_to_the_zone():
     stamps = pd.date_range("2021-03-10", periods=400, freq="1h", tz="America/New_York")
     frame = pd.DataFrame({"timestamp": stamps.strftime("%Y-%m-%dT%H:%M:%S%z"),
