@@ -63,7 +63,12 @@ def _parse_objects(column: pd.Series, name: str, source: str | None) -> pd.Datet
     naive = [i for i, v in enumerate(values) if isinstance(v, dt.datetime) and not v.tzinfo]
     if aware and naive:
         raise _mixed_zones(name, naive[0], aware[0], column, source)
-    return pd.DatetimeIndex(pd.to_datetime(values, utc=bool(aware)))
+    try:
+        # One zone (or offset) is kept, as a datetime column keeps it: its wall clock is the
+        # local time. Several have no one zone: UTC (pandas refuses them without utc=True).
+        return pd.DatetimeIndex(pd.to_datetime(values))
+    except ValueError:
+        return pd.DatetimeIndex(pd.to_datetime(values, utc=True))
 
 
 def _first_kinds(text: pd.Series, fmt: str) -> dict[bool, int]:
@@ -107,22 +112,20 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
                 f"format such as '%Y-%m-%d %H:%M:%S%z', or 'ISO8601'){hint}. Numbers since the "
                 "epoch: convert them with pd.to_datetime(..., unit='s'/'ms'/'ns')")
     try:
-        if fmt in ("ISO8601", "mixed"):
-            # These take naive and offset rows alike; pandas refuses a column holding both
-            # (or several offsets) unless utc=True, which would read naive rows as UTC.
-            try:
-                parsed = pd.to_datetime(text, format=fmt, errors="coerce")
-            except ValueError:
+        # One UTC offset keeps its fixed-offset zone, as a datetime column (a DataFrame's,
+        # a Parquet file's) holds it: the text's wall clock is the local time in every
+        # format. pandas refuses several offsets unless utc=True: those are read in UTC.
+        try:
+            parsed = pd.to_datetime(text, format=fmt, errors="coerce")
+        except ValueError:
+            if fmt in ("ISO8601", "mixed"):
+                # These take naive and offset rows alike; utc=True would read naive rows as
+                # UTC.
                 kinds = _first_kinds(text[~null_like], fmt)
                 if len(kinds) == 2:
                     raise _mixed_zones(name, kinds[False], kinds[True], column, source
                                        ) from None
-                parsed = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
-            if isinstance(parsed.dtype, pd.DatetimeTZDtype):
-                parsed = parsed.dt.tz_convert("UTC")
-        else:
-            parsed = pd.to_datetime(text, format=fmt, errors="coerce",
-                                    utc="%z" in fmt or "%Z" in fmt)
+            parsed = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
     except (ValueError, TypeError) as err:
         if isinstance(err, ValueError) and str(err).startswith("timestamp column"):
             raise
