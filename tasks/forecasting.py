@@ -188,7 +188,8 @@ class Forecaster(LightningModule):
             num_past=num_past_covariates, num_future=num_future_covariates,
             static_cardinalities=static_cardinalities, num_static_real=num_static_real)
         # How the training data was read (columns, zone, series, scaling): taken from the
-        # data module at fit, stored in checkpoints, used by forecast().
+        # data module while the model has none (its first fit), stored in checkpoints, used by
+        # forecast() and by the data modules it is tested on; never replaced once set.
         self.schema: SeriesSchema | None = None
         self.point_index = int((self.quantiles - 0.5).abs().argmin())
         # The model's and the seasonal-naive baseline's errors on the same windows.
@@ -218,8 +219,10 @@ class Forecaster(LightningModule):
                     f"model {name}={ours} does not match the data's {theirs} "
                     f"({type(datamodule).__name__}); posenc fit links these sizes from the "
                     f"data module, in Python pass datamodule.{name}")
+        # The data's fitted state becomes the model's only while it has none: a trained (or
+        # restored) model keeps its own, and the data module windows with it.
         schema = getattr(datamodule, "schema", None)
-        if isinstance(schema, SeriesSchema):
+        if isinstance(schema, SeriesSchema) and self.schema is None:
             self.schema = schema
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -304,8 +307,11 @@ class Forecaster(LightningModule):
             metric.reset()
 
     def _per_series(self, metrics: nn.ModuleDict) -> pd.DataFrame | None:
-        """The test metrics per series (model, then ``*_naive``), one row per series."""
-        schema = self.schema
+        """The test metrics per series (model, then ``*_naive``), one row per series of the
+        data tested (the model's series, then any new to it)."""
+        datamodule = getattr(self._trainer, "datamodule", None)
+        schema = getattr(datamodule, "schema", None)
+        schema = schema if isinstance(schema, SeriesSchema) else self.schema
         if schema is None:
             return None
         frames = []

@@ -17,6 +17,7 @@ roles, the zone, the series and their scaling, the category vocabularies. It is 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import warnings
 from typing import Any
@@ -27,7 +28,12 @@ from posenc.temporal.columns import parse_timestamps, row_label, utc_and_local
 
 from .series_frame import numeric_column
 
-__all__ = ["Panel", "SeriesSchema", "read_panel", "scale_panel"]
+__all__ = ["FITTED", "Panel", "SeriesSchema", "read_panel", "scale_panel"]
+
+# The fields of a SeriesSchema fitted on the training span (read_panel with fit, the data
+# module's step and starts, scale_panel); the others describe the columns and how to read them.
+FITTED = ("aware", "series_keys", "loc", "scale", "static_categories", "static_stats",
+          "series_start", "step_ns")
 
 
 @dataclasses.dataclass
@@ -103,6 +109,24 @@ class SeriesSchema:
         data["series_keys"] = [tuple(key) for key in data.get("series_keys", [()])]
         data["static_stats"] = {k: tuple(v) for k, v in data.get("static_stats", {}).items()}
         return cls(**data)
+
+    def with_fitted(self, fitted: SeriesSchema) -> SeriesSchema:
+        """This description of columns with ``fitted``'s :data:`FITTED` state (copied): how
+        other data is read for a trained model whose schema is ``fitted``.
+
+        Raises ``ValueError`` when the fitted state cannot apply: other numbers of target,
+        past- or future-covariate columns (the scaling is per channel), or other static
+        columns (the vocabularies and statistics are per column name)."""
+        for role in ("target_columns", "past_covariates", "future_covariates"):
+            ours, theirs = getattr(self, role), getattr(fitted, role)
+            if len(ours) != len(theirs):
+                raise ValueError(f"the model was trained on {len(theirs)} {role} {theirs}; "
+                                 f"this data has {len(ours)}: {ours}")
+        if list(self.static_columns) != list(fitted.static_columns):
+            raise ValueError(f"the model was trained on static_columns {fitted.static_columns}"
+                             f"; this data has {self.static_columns}")
+        state = copy.deepcopy({name: getattr(fitted, name) for name in FITTED})
+        return dataclasses.replace(self, **state)
 
     def series_index(self) -> dict[tuple, int]:
         """Series key -> its row in ``series_keys``."""
@@ -351,8 +375,9 @@ def read_panel(frame: pd.DataFrame, schema: SeriesSchema, source: str | None = N
         needed += [*schema.target_columns, *schema.past_covariates, *schema.static_columns]
     for name in needed:
         if name not in frame.columns:
-            hint = ("; the DataFrame's index is a DatetimeIndex: reset_index() it into a column"
-                    if isinstance(frame.index, pd.DatetimeIndex) else "")
+            hint = (f"; the DataFrame's index is a {type(frame.index).__name__}: reset_index() "
+                    "it into a column"
+                    if isinstance(frame.index, (pd.DatetimeIndex, pd.PeriodIndex)) else "")
             raise ValueError(f"column {name!r} not found; the data has columns "
                              f"{[str(c) for c in frame.columns]}{hint}")
     if not len(frame):

@@ -6,8 +6,12 @@ timestamps share one format: the first row's, or ``timestamp_format``; a row in 
 is an error naming it, never a guess. Splits are by time: a window belongs to the split that
 holds its whole horizon, so no training target lies in the validation or test period, and
 every context ends before its horizon starts. Scaling statistics are per series and come
-from the training period only. A panel (many series, ``series_column``) is split at the same
-times for all series. Batches: see :mod:`posenc.tasks.windows`; the table is read by
+from the training period only. Served to a trained model (``trainer.test/validate/predict``
+or a further ``fit`` of a model with a ``schema``, also one restored from ``ckpt_path``), the
+table is read with that model's fitted state (series, scaling, vocabularies, step, series
+starts), which the model keeps; a series new to it is scaled by its own training period here.
+A panel (many series, ``series_column``) is split at the same times for all series.
+Batches: see :mod:`posenc.tasks.windows`; the table is read by
 :func:`posenc.tasks.panel.read_panel`.
 """
 
@@ -33,7 +37,7 @@ from torch.utils.data import DataLoader
 
 from .hparams import make_hparams_plain, plain
 from .panel import Panel, SeriesSchema, read_panel, scale_panel
-from .requests import request_dataset
+from .requests import _series_start, request_dataset
 from .series_frame import check_unique_columns, parse_length, read_table
 from .splits import check_split_fractions
 from .windows import (
@@ -266,7 +270,9 @@ class TimeSeriesDataModule(LightningDataModule):
                             f"{type(future_data).__name__}")
         self.future_data = future_data
         self.datasets: dict[str, WindowDataset] = {}
-        self._panel: Panel | None = None
+        self._datasets_panel: Panel | None = None  # the panel self.datasets window
+        self._panel: Panel | None = None  # this data's own fit
+        self._model_panel: tuple[SeriesSchema, Panel] | None = None  # a trained model's
 
     @staticmethod
     def _split_argument(value: Any, name: str) -> pd.Timestamp | None:
@@ -334,36 +340,64 @@ class TimeSeriesDataModule(LightningDataModule):
         """The checked, sorted and scaled table (read once; see :mod:`posenc.tasks.panel`).
 
         The model sizes the CLI links (:attr:`static_cardinalities`, ...) need it, so it is
-        read when first asked for, before ``setup``."""
-        if self._panel is not None:
+        read when first asked for, before ``setup``. Served to a trained model (a Trainer's
+        model whose ``schema`` is not this data's own), the table is read with the model's
+        fitted state instead (:meth:`~posenc.tasks.panel.SeriesSchema.with_fitted`)."""
+        fitted = self._model_schema()
+        if fitted is None:
+            if self._panel is None:
+                self._panel = self._read_panel(None)
             return self._panel
+        if self._model_panel is None or self._model_panel[0] is not fitted:
+            self._model_panel = (fitted, self._read_panel(fitted))
+        return self._model_panel[1]
+
+    def _model_schema(self) -> SeriesSchema | None:
+        """The schema of the model this data module serves, if it has one that is not this
+        data's own (a model fitted on other data, or restored from a checkpoint)."""
+        model = self.trainer.lightning_module if self.trainer is not None else None
+        schema = getattr(model, "schema", None)
+        if not isinstance(schema, SeriesSchema) or (self._panel is not None
+                                                    and schema is self._panel.schema):
+            return None
+        return schema
+
+    def _read_panel(self, fitted: SeriesSchema | None) -> Panel:
+        """The table read and scaled: fitting its own state (``fitted`` None), or with a
+        trained model's. There, as ``forecast()`` treats a new series, a series new to the
+        model is scaled on its own training span here and ages from its first row here; a
+        category new to it gets code 0."""
         frame = self.load_frame()
         check_unique_columns(list(frame.columns), self._describe_data())
         if not len(frame):
             raise ValueError(f"{self._describe_data()} has no rows (columns "
                              f"{[str(c) for c in frame.columns]})")
-        panel = read_panel(frame, self._schema(), self._source())
+        schema = self._schema() if fitted is None else self._schema().with_fitted(fitted)
+        panel = read_panel(frame, schema, self._source(), fit=fitted is None)
         if self.irregular is not None and self.irregular < 1:
             keep = np.random.default_rng(self.seed).random(len(panel.utc)) < self.irregular
             panel = _keep_rows(panel, keep)
         if len(panel.utc) < 2:
             raise ValueError(f"the series in {self._describe_data()} has {len(panel.utc)} "
                              "observation(s); forecasting needs many more")
-        # The step of the local clock: monthly data in a DST zone is 30 days 23 h apart in
-        # UTC at the median, which is no calendar step (and no yearly season).
-        within = np.diff(panel.local)[np.diff(panel.series_of_rows()) == 0]
-        panel.schema.step_ns = int(np.median(within)) if len(within) else 0
-        # Each series' first observation, for forecasts from a shorter history (its age).
-        panel.schema.series_start = panel.series_starts().tolist()
-        t_val, t_test = self._split_times(panel.utc, panel.schema.aware)
-        scale_panel(panel, t_val, self._source())
+        if fitted is None:
+            # The step of the local clock: monthly data in a DST zone is 30 days 23 h apart
+            # in UTC at the median, which is no calendar step (and no yearly season).
+            within = np.diff(panel.local)[np.diff(panel.series_of_rows()) == 0]
+            schema.step_ns = int(np.median(within)) if len(within) else 0
+            # Each series' first observation, for forecasts from a shorter history (its age).
+            schema.series_start = panel.series_starts().tolist()
+        else:
+            schema.series_start = _series_start(panel, fitted.series_start).tolist()
+        t_val, t_test = self._split_times(panel.utc, schema.aware)
+        scale_panel(panel, t_val, self._source())  # keeps a trained model's scaling
         self.split_times = {"val": t_val, "test": t_test}
-        self._panel = panel
         return panel
 
     @property
     def schema(self) -> SeriesSchema:
-        """How the table was read and scaled (what a trained model stores)."""
+        """How the table was read and scaled (what a trained model stores); for a trained
+        model's Trainer, this description with the model's fitted state."""
         return self.panel().schema
 
     @property
@@ -506,34 +540,46 @@ class TimeSeriesDataModule(LightningDataModule):
                 "test": (t_test, int(utc.max()) + 1)}
 
     def windows(self, split: str) -> WindowIndex:
-        """The lazy index of one split's windows (``train``, ``val`` or ``test``)."""
+        """The lazy index of one split's windows (``train``, ``val`` or ``test``).
+
+        Raises ``ValueError`` before building anything for a stride that places more than
+        :data:`MAX_ORIGINS_PER_ROW` origins per observation, and for windows of more than
+        :data:`MAX_WINDOW_ROWS` rows (durations; counts are checked when given)."""
         check_choice(split, "split", ("train", "val", "test"))
         panel = self.panel()
-        lo, hi = self.split_bounds()[split]
-        build = duration_windows if self.by_time else count_windows
-        return build(panel.starts, panel.utc, lo, hi, *self._window_lengths())
+        bounds = self.split_bounds()
+        lo, hi = bounds[split]
+        if not self.by_time:
+            return count_windows(panel.starts, panel.utc, lo, hi, *self._window_lengths())
+        # Here, not in setup: every caller of windows() must be refused before the work.
+        self._check_cost(panel, bounds)
+        windows = duration_windows(panel.starts, panel.utc, lo, hi, *self._window_lengths())
+        if len(windows):
+            rows = int((windows.rows[:, 2] - windows.rows[:, 0]).max())
+            if rows > MAX_WINDOW_ROWS:
+                raise ValueError(
+                    f"context_length={self._given('context_length')!r} and horizon="
+                    f"{self._given('horizon')!r} make windows of up to {rows} rows in the "
+                    f"{split} split, above the limit of MAX_WINDOW_ROWS={MAX_WINDOW_ROWS}")
+        return windows
 
     def setup(self, stage: str | None = None) -> None:
-        if self.datasets:
-            return
+        self._build_datasets()
+
+    def _build_datasets(self) -> None:
+        """Each split's :class:`WindowDataset` over :meth:`panel` (kept while it is the
+        same panel)."""
         panel = self.panel()
-        bounds = self.split_bounds()
-        if self.by_time:
-            self._check_cost(panel, bounds)
+        if self.datasets and self._datasets_panel is panel:
+            return
+        series_start = np.asarray(panel.schema.series_start, np.int64)
         datasets = {}
-        for split, (lo, hi) in bounds.items():
+        for split, (lo, hi) in self.split_bounds().items():
             windows = self.windows(split)
             if not len(windows):
                 raise ValueError(self._no_window(split, panel, lo, hi))
-            if windows.rows is not None:
-                rows = int((windows.rows[:, 2] - windows.rows[:, 0]).max())
-                if rows > MAX_WINDOW_ROWS:
-                    raise ValueError(
-                        f"context_length={self._given('context_length')!r} and horizon="
-                        f"{self._given('horizon')!r} make windows of up to {rows} rows in the "
-                        f"{split} split, above the limit of MAX_WINDOW_ROWS={MAX_WINDOW_ROWS}")
-            datasets[split] = WindowDataset(panel, windows)
-        self.datasets = datasets
+            datasets[split] = WindowDataset(panel, windows, series_start)
+        self.datasets, self._datasets_panel = datasets, panel
 
     def _no_window(self, split: str, panel: Panel, lo: int, hi: int) -> str:
         utc = panel.utc
@@ -555,6 +601,8 @@ class TimeSeriesDataModule(LightningDataModule):
         if split not in self.datasets:
             raise RuntimeError(f"{type(self).__name__}.setup() must run before asking for "
                                "data loaders")
+        # Lightning restores a checkpoint (the model's schema) after setup: window with it.
+        self._build_datasets()
         return DataLoader(self.datasets[split],
                           batch_size=self.batch_size if shuffle else self.eval_batch_size,
                           shuffle=shuffle, collate_fn=batched,

@@ -63,7 +63,12 @@ def _parse_objects(column: pd.Series, name: str, source: str | None) -> pd.Datet
     naive = [i for i, v in enumerate(values) if isinstance(v, dt.datetime) and not v.tzinfo]
     if aware and naive:
         raise _mixed_zones(name, naive[0], aware[0], column, source)
-    return pd.DatetimeIndex(pd.to_datetime(values, utc=bool(aware)))
+    try:
+        # One zone (or offset) is kept, as a datetime column keeps it: its wall clock is the
+        # local time. Several have no one zone: UTC (pandas refuses them without utc=True).
+        return pd.DatetimeIndex(pd.to_datetime(values))
+    except ValueError:
+        return pd.DatetimeIndex(pd.to_datetime(values, utc=True))
 
 
 def _first_kinds(text: pd.Series, fmt: str) -> dict[bool, int]:
@@ -107,22 +112,20 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
                 f"format such as '%Y-%m-%d %H:%M:%S%z', or 'ISO8601'){hint}. Numbers since the "
                 "epoch: convert them with pd.to_datetime(..., unit='s'/'ms'/'ns')")
     try:
-        if fmt in ("ISO8601", "mixed"):
-            # These take naive and offset rows alike; pandas refuses a column holding both
-            # (or several offsets) unless utc=True, which would read naive rows as UTC.
-            try:
-                parsed = pd.to_datetime(text, format=fmt, errors="coerce")
-            except ValueError:
+        # One UTC offset keeps its fixed-offset zone, as a datetime column (a DataFrame's,
+        # a Parquet file's) holds it: the text's wall clock is the local time in every
+        # format. pandas refuses several offsets unless utc=True: those are read in UTC.
+        try:
+            parsed = pd.to_datetime(text, format=fmt, errors="coerce")
+        except ValueError:
+            if fmt in ("ISO8601", "mixed"):
+                # These take naive and offset rows alike; utc=True would read naive rows as
+                # UTC.
                 kinds = _first_kinds(text[~null_like], fmt)
                 if len(kinds) == 2:
                     raise _mixed_zones(name, kinds[False], kinds[True], column, source
                                        ) from None
-                parsed = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
-            if isinstance(parsed.dtype, pd.DatetimeTZDtype):
-                parsed = parsed.dt.tz_convert("UTC")
-        else:
-            parsed = pd.to_datetime(text, format=fmt, errors="coerce",
-                                    utc="%z" in fmt or "%Z" in fmt)
+            parsed = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
     except (ValueError, TypeError) as err:
         if isinstance(err, ValueError) and str(err).startswith("timestamp column"):
             raise
@@ -155,13 +158,20 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
     return pd.DatetimeIndex(parsed)
 
 
+def _first_value(column: pd.Series) -> Any:
+    """The first non-missing value of ``column`` (None if there is none)."""
+    position = np.flatnonzero(column.notna().to_numpy())
+    return column.iloc[int(position[0])] if len(position) else None
+
+
 def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
                      timestamp_format: str | None = None) -> pd.DatetimeIndex:
     """A timestamp column -> ``(N,)`` ``DatetimeIndex`` (naive, or tz-aware in its own zone
     or UTC), at any resolution; ``parsed[i]`` is row ``i``.
 
     Args:
-        column: ``(N,)`` datetime values, ``datetime`` objects or text.
+        column: ``(N,)`` datetime values, periods (read as their start times, naive),
+            ``datetime`` objects or text.
         name: the column's name, for messages.
         source: the file it came from (rows of a ``.csv`` are also named by line).
         timestamp_format: ``pd.to_datetime`` format of text timestamps (``"%d/%m/%Y %H:%M"``,
@@ -177,7 +187,11 @@ def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
     if timestamp_format is not None and not isinstance(timestamp_format, str):
         raise TypeError(f"timestamp_format must be a str or None, got "
                         f"{type(timestamp_format).__name__} ({timestamp_format!r})")
-    if isinstance(column.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(column):
+    if isinstance(column.dtype, pd.PeriodDtype):
+        # A period is the instant it starts, as datetime_index reads every PeriodIndex (its
+        # text, "2020Q1" or "2019-12-30/2020-01-05" for a week, is no timestamp).
+        parsed = pd.PeriodIndex(column).start_time
+    elif isinstance(column.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(column):
         parsed = pd.DatetimeIndex(column)
     elif pd.api.types.is_timedelta64_dtype(column):
         raise TypeError(f"timestamp column {name!r} holds {column.dtype} durations, expected "
@@ -189,6 +203,13 @@ def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
     elif column.dtype == object and len(column) and all(
             isinstance(v, dt.datetime) or v is None or v is pd.NaT for v in column):
         parsed = _parse_objects(column, name, source)
+    elif column.dtype == object and isinstance(_first_value(column), pd.Period):
+        try:
+            parsed = pd.PeriodIndex(column.to_numpy()).start_time
+        except (TypeError, ValueError) as err:  # several frequencies, or other values
+            raise TypeError(f"timestamp column {name!r} holds Period values that form no "
+                            f"single PeriodIndex ({err}); give them one frequency (.asfreq) "
+                            "or convert them to timestamps") from None
     else:
         parsed = _parse_text(column, name, source, timestamp_format)
     missing = np.flatnonzero(parsed.isna())

@@ -3,6 +3,7 @@ independent, losses and metrics equal their formulas, checkpoints reload exactly
 
 from __future__ import annotations
 
+import copy
 import re
 
 import numpy as np
@@ -333,3 +334,98 @@ def test_time_gap_biases_train_the_forecaster(relative):
     model.training_step(batch, 0).backward()
     grads = [p.grad for b in biases for p in b.parameters()]
     assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted_state(
+        tmp_path):
+    a = synthetic_series(200)
+    b = a.assign(value=a["value"] * 10 + 50)  # other data, other scaling
+    lengths = {"context_length": 24, "horizon": 6, "stride": 6, "batch_size": 8}
+    dm_a = TimeSeriesDataModule(a, **lengths)
+    seed_everything(0)
+    model = Forecaster(instance_norm=False, **TINY)
+    trainer = _trainer(tmp_path, max_epochs=1, limit_train_batches=2, limit_val_batches=1)
+    trainer.fit(model, dm_a)
+    path = tmp_path / "a.ckpt"
+    trainer.save_checkpoint(path)
+    schema, before = model.schema, model.forecast(a)
+    fitted = copy.deepcopy(schema)
+    # The training span's statistics by pandas: what every reading for this model scales by.
+    train = a.loc[a["timestamp"] < pd.Timestamp(dm_a.split_times["val"]), "value"]
+    loc, scale = train.mean(), train.std(ddof=0)
+    assert schema.loc[0][0] == pytest.approx(loc) and schema.scale[0][0] == pytest.approx(scale)
+
+    dm_b = TimeSeriesDataModule(b, **lengths, predict_split="test")
+    [result] = _trainer(tmp_path).test(model, dm_b, verbose=False)
+    _trainer(tmp_path).validate(model, dm_b, verbose=False)
+    predicted = _trainer(tmp_path).predict(model, dm_b)
+    assert model.schema is schema and model.schema == fitted
+    pd.testing.assert_frame_equal(model.forecast(a), before)
+    # test/mae by hand: B's raw values scaled with A's statistics, the model, unscaled.
+    raw = b.set_index("timestamp")["value"]
+    errors = []
+    model.eval()
+    with torch.no_grad():
+        for batch in dm_b.test_dataloader():
+            context = pd.DatetimeIndex(batch["context_time"].flatten().numpy())
+            values = torch.tensor(((raw[context].to_numpy() - loc) / scale), dtype=torch.float32)
+            batch["context_value"] = values.reshape(batch["context_value"].shape)
+            pred = model(batch)[..., 0, 0] * scale + loc
+            target = pd.DatetimeIndex(batch["target_time"].flatten().numpy())
+            truth = torch.tensor(raw[target].to_numpy()).reshape(pred.shape)
+            errors.append((pred - truth).abs().flatten())
+    assert result["test/mae"] == pytest.approx(torch.cat(errors).mean().item(), rel=1e-4)
+    # predict on B's test windows = forecast() from each window's history (the model's path).
+    first = predicted[0]
+    origin = int(first["origin"][0])
+    history = b[b["timestamp"] <= pd.Timestamp(origin)]
+    future = pd.DataFrame({"timestamp": pd.DatetimeIndex(first["time"][0].numpy())})
+    expected = model.forecast(history, future)["value"].to_numpy()
+    np.testing.assert_allclose(first["prediction"][0, :, 0].numpy(), expected, rtol=1e-5)
+
+    # A checkpoint restored by Trainer.test (after the data module's setup) is used too.
+    fresh = Forecaster(instance_norm=False, **TINY)
+    [again] = _trainer(tmp_path).test(fresh, TimeSeriesDataModule(b, **lengths), ckpt_path=path,
+                                      verbose=False)
+    assert fresh.schema == fitted
+    assert again["test/mae"] == pytest.approx(result["test/mae"], rel=1e-5)
+
+
+def _panel(names: list[str], level: dict[str, float]) -> pd.DataFrame:
+    frames = [synthetic_series(150, seed=i).assign(id=name, value=lambda f, n=name:
+                                                   f["value"] + level[n])
+              for i, name in enumerate(names)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_a_series_new_to_the_model_is_scaled_by_its_own_training_span(tmp_path):
+    lengths = {"context_length": 24, "horizon": 6, "series_column": "id"}
+    a = _panel(["x", "y"], {"x": 0.0, "y": 100.0})
+    dm_a = TimeSeriesDataModule(a, **lengths)
+    model = Forecaster(**TINY)
+    _trainer(tmp_path, max_epochs=1, limit_train_batches=1, limit_val_batches=1).fit(model,
+                                                                                     dm_a)
+    b = _panel(["y", "z"], {"y": 500.0, "z": -40.0})
+    dm_b = TimeSeriesDataModule(b, **lengths)
+    _trainer(tmp_path).test(model, dm_b, verbose=False)
+    assert model.schema.series_keys == [("x",), ("y",)]
+    assert dm_b.schema.series_keys == [("x",), ("y",), ("z",)]
+    assert dm_b.schema.loc[:2] == model.schema.loc  # known series: the model's scaling
+    z = b[b["id"] == "z"]
+    train = z.loc[z["timestamp"] < pd.Timestamp(dm_b.split_times["val"]), "value"]
+    assert dm_b.schema.loc[2][0] == pytest.approx(train.mean())
+    assert dm_b.schema.scale[2][0] == pytest.approx(train.std(ddof=0))
+    per_series = model.test_per_series
+    assert per_series["id"].tolist() == ["x", "y", "z"]
+    assert per_series["windows"].tolist()[0] == 0 and min(per_series["windows"][1:]) > 0
+
+
+def test_other_data_that_the_model_s_fitted_state_cannot_read_is_refused(tmp_path, datamodule):
+    model = Forecaster(**TINY)
+    model.schema = datamodule.schema
+    frame = synthetic_series(200, columns=2)
+    two = TimeSeriesDataModule(frame, target_columns=["value", "value2"], context_length=24,
+                               horizon=6)
+    with pytest.raises(ValueError, match=r"the model was trained on 1 target_columns "
+                                         r"\['value'\]; this data has 2"):
+        _trainer(tmp_path).test(model, two, verbose=False)

@@ -181,6 +181,53 @@ def test_parquet_path(tmp_path, series):
     assert len(from_file) == len(setup_series(series).datasets["train"])
 
 
+@pytest.mark.parametrize("freq", ["W-SUN", "Q-DEC", "Y-DEC", "D"])
+def test_period_timestamp_columns_are_read_as_their_start_times(tmp_path, freq):
+    periods = pd.period_range("2020-01-01", periods=40, freq=freq)
+    starts = np.array([p.start_time.value for p in periods], np.int64)  # each Period's own
+    frame = pd.DataFrame({"timestamp": periods, "value": np.arange(40.0)})
+    path = tmp_path / "periods.parquet"
+    frame.to_parquet(path)
+    indexed = frame.set_index("timestamp")
+    assert isinstance(indexed.index, pd.PeriodIndex)
+    for data in (frame, str(path), indexed.reset_index()):
+        dm = setup_series(data, context_length=4, horizon=2)
+        panel = dm.panel()
+        np.testing.assert_array_equal(panel.utc, starts)
+        np.testing.assert_array_equal(panel.local, starts)
+        window = dm.datasets["train"][0]
+        np.testing.assert_array_equal(window["context_time"].numpy(), starts[:4])
+    with pytest.raises(ValueError, match="index is a PeriodIndex: reset_index"):
+        setup_series(indexed)
+
+
+@pytest.mark.parametrize("offset, offset_ns", [("+02:00", 2 * HOUR), ("-05:30", -5.5 * HOUR),
+                                               ("Z", 0)])
+def test_a_utc_offset_reads_the_same_from_text_csv_datetimes_and_parquet(tmp_path, offset,
+                                                                        offset_ns):
+    wall = pd.date_range("2024-03-10", periods=120, freq="1h")
+    text = pd.DataFrame({"timestamp": wall.strftime("%Y-%m-%d %H:%M:%S") + offset,
+                         "value": np.arange(120.0)})
+    stamps = pd.to_datetime(text["timestamp"])
+    assert isinstance(stamps.dtype, pd.DatetimeTZDtype)
+    datetimes = text.assign(timestamp=stamps)
+    text.to_csv(tmp_path / "a.csv", index=False)
+    datetimes.to_parquet(tmp_path / "a.parquet")
+    objects = text.assign(timestamp=pd.Series(list(stamps), dtype=object))
+    # By hand: the wall clock as written is the local time; the instant is it minus the offset.
+    local = wall.as_unit("ns").asi8
+    for data in (text, tmp_path / "a.csv", datetimes, tmp_path / "a.parquet", objects,
+                 text.assign(timestamp=text["timestamp"].str.replace(" ", "T"))):
+        dm = setup_series(data)
+        np.testing.assert_array_equal(dm.panel().local, local)
+        np.testing.assert_array_equal(dm.panel().utc, local - int(offset_ns))
+        window = dm.datasets["train"][0]
+        np.testing.assert_array_equal(window["context_fields"].numpy(),
+                                      _pandas_fields(local[:24]))
+    iso = setup_series(text, timestamp_format="ISO8601").panel()
+    np.testing.assert_array_equal(iso.local, local)
+
+
 def test_tz_aware_offsets_convert_to_the_zone():
     stamps = pd.date_range("2021-03-10", periods=400, freq="1h", tz="America/New_York")
     frame = pd.DataFrame({"timestamp": stamps.strftime("%Y-%m-%dT%H:%M:%S%z"),

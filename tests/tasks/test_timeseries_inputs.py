@@ -77,6 +77,15 @@ def test_a_stride_far_below_the_sampling_interval_is_refused_before_the_work(ser
         dm.setup()
 
 
+def test_windows_of_any_split_refuse_a_tiny_stride_without_setup(series):
+    # dm.windows() is public: it must refuse before allocating the origins (~1e15 here).
+    dm = TimeSeriesDataModule(series, context_length="1D", horizon="6h", stride="1ns")
+    for split in ("train", "val", "test"):
+        with pytest.raises(ValueError, match=r"stride='1ns' places about 1\.3e\+15 forecast "
+                                             r"origins .* 400 observations"):
+            dm.windows(split)
+
+
 def test_windows_with_too_many_rows_are_refused():
     frame = synthetic_series(1000, freq="1s")
     dm = TimeSeriesDataModule(frame, context_length="300s", horizon="10s",
@@ -88,6 +97,8 @@ def test_windows_with_too_many_rows_are_refused():
         with pytest.raises(ValueError, match=r"windows of up to 310 rows .* limit of "
                                              "MAX_WINDOW_ROWS=100"):
             dm.setup()
+        with pytest.raises(ValueError, match=r"windows of up to 310 rows in the train split"):
+            dm.windows("train")
     finally:
         module.MAX_WINDOW_ROWS = old
 

@@ -13,6 +13,7 @@ from posenc.temporal import (
     UNITS,
     datetime_index,
     localize,
+    parse_timestamps,
     time_positions,
     to_nanoseconds,
     to_seconds,
@@ -216,3 +217,39 @@ def test_relative_words_raise_instead_of_reading_the_clock(words):
         to_seconds(words)
     with pytest.raises(ValueError, match="origin .*'now'/'today'"):
         to_seconds(pd.DatetimeIndex(["2021-01-01"]), origin=str(np.asarray(words)[-1]))
+
+
+PERIOD_STARTS = [("W-SUN", "2019-12-30"), ("Q-DEC", "2020-01-01"), ("Y-DEC", "2020-01-01"),
+                 ("D", "2020-01-01"), ("M", "2020-01-01"), ("h", "2020-01-01")]
+
+
+@pytest.mark.parametrize("freq, first", PERIOD_STARTS)
+def test_period_timestamps_are_their_start_times_in_every_reader(freq, first):
+    periods = pd.period_range("2020-01-01", periods=6, freq=freq)
+    # Each Period's own start_time, and the first by hand (a W-SUN week starts on Monday).
+    starts = pd.DatetimeIndex([p.start_time for p in periods])
+    assert starts[0] == pd.Timestamp(first)
+    column = pd.DataFrame({"when": periods})["when"]
+    assert isinstance(column.dtype, pd.PeriodDtype)
+    for value in (periods, column):
+        index, _ = datetime_index(value)
+        np.testing.assert_array_equal(index.as_unit("ns").asi8, starts.as_unit("ns").asi8)
+    parsed = parse_timestamps(column, "when")
+    assert parsed.tz is None
+    np.testing.assert_array_equal(parsed.as_unit("ns").asi8, starts.as_unit("ns").asi8)
+
+
+def test_periods_with_nat_in_a_column_name_the_row():
+    column = pd.Series(pd.PeriodIndex(["2020Q1", None, "2020Q3"], freq="Q-DEC"))
+    with pytest.raises(ValueError, match=r"timestamp column 'when': row 1 is missing \(NaT\)"):
+        parse_timestamps(column, "when")
+
+
+def test_period_objects_are_read_when_they_share_a_frequency_and_refused_otherwise():
+    same = pd.Series([pd.Period("2020Q1", "Q-DEC"), pd.Period("2020Q3", "Q-DEC")], dtype=object)
+    np.testing.assert_array_equal(parse_timestamps(same, "when"),
+                                  pd.DatetimeIndex(["2020-01-01", "2020-07-01"]))
+    mixed = pd.Series([pd.Period("2020Q1", "Q-DEC"), pd.Period("2020-05", "M")])
+    with pytest.raises(TypeError, match=r"timestamp column 'when' holds Period values that "
+                                        r"form no single PeriodIndex .*freq"):
+        parse_timestamps(mixed, "when")
