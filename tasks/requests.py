@@ -18,6 +18,7 @@ from posenc.core import check_positive_int
 from posenc.temporal import localize
 
 from .panel import Panel, SeriesSchema, read_panel, scale_panel
+from .series_frame import parse_length
 from .windows import WindowDataset, WindowIndex
 
 __all__ = ["RHYTHM_POINTS", "future_times", "request_dataset"]
@@ -177,7 +178,7 @@ def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
         if future is None:
             horizon = schema.horizon
             future = horizon if isinstance(horizon, int) else max(
-                1, pd.Timedelta(horizon).value // max(schema.step_ns, 1))
+                1, parse_length(horizon, "horizon").value // max(schema.step_ns, 1))
         steps = check_positive_int(future, "future")
         queries = read_panel(future_times(past, steps), schema, fit=False,
                              queries=True)
@@ -193,7 +194,7 @@ def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
     if isinstance(context, int):
         c0 = np.maximum(panel.starts[wanted], first_query[wanted] - context)
     else:
-        span = pd.Timedelta(context).value
+        span = parse_length(context, "context_length").value
         c0 = np.array([panel.starts[s] + np.searchsorted(
             panel.utc[panel.starts[s]:first_query[s]], panel.utc[first_query[s] - 1] - span,
             "right") for s in wanted], np.int64)
