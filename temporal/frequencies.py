@@ -317,6 +317,10 @@ def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
     elif isinstance(value, np.timedelta64) and np.datetime_data(value.dtype)[0] == "generic":
         raise ValueError(f"{name}={value!r} has no unit: give np.timedelta64(n, 'h') or a "
                          f"string such as '24h'")
+    elif isinstance(value, np.timedelta64) and np.datetime_data(value.dtype)[0] in ("M", "Y"):
+        raise ValueError(f"{name}={value!r} is in calendar months or years, which have no "
+                         f"fixed length; {name} takes a fixed duration, e.g. "
+                         f"np.timedelta64(30, 'D'){or_else}")
     elif not isinstance(value, (dt.timedelta, np.timedelta64)):
         raise TypeError(f"{name} must be a duration string (e.g. '1h', '7D') or a timedelta, "
                         f"got {type(value).__name__} ({value!r})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from posenc import temporal
 from posenc.temporal import cyclic, frequencies
@@ -50,6 +51,7 @@ def test_fixed_durations_read_as_their_nanoseconds(value, ns):
     (" 12 MS ", "12 calendar month"), ("1YS", "1 calendar year"), ("2QE", "2 calendar quarter"),
     ("5B", "5 calendar business day"), ("1m", "ambiguous"), ("1M", "ambiguous"),
     ("2h30m", "ambiguous"), ("P1M", "ISO 8601 duration in calendar months"),
+    (np.timedelta64(1, "M"), "in calendar months"), (np.timedelta64(2, "Y"), "in calendar months"),
 ])
 def test_calendar_and_ambiguous_units_are_refused_as_durations(value, what):
     # pd.Timedelta reads "12MS" as 12 ms, "1m" and ISO "P1M" as a minute.
