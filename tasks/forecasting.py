@@ -20,6 +20,7 @@ from posenc.core import (
     check_positive_float,
     check_positive_int,
 )
+from posenc.temporal.frequencies import parse_duration
 from torch import Tensor, nn
 
 from .evaluation import ForecastMetrics, seasonal_naive
@@ -38,18 +39,6 @@ from .requests import request_dataset
 from .specs import instantiate
 
 __all__ = ["Forecaster"]
-
-
-def _duration_ns(value: Any, name: str) -> int:
-    """A positive duration (``"1h"``, ``"7 days"``) -> nanoseconds."""
-    try:
-        ns = pd.Timedelta(value).value
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"{name} must be a duration such as '1h' or '30min', got "
-                         f"{value!r}") from err
-    if pd.isna(pd.Timedelta(value)) or not ns > 0:
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    return int(ns)
 
 
 class Forecaster(LightningModule):
@@ -79,7 +68,8 @@ class Forecaster(LightningModule):
             ``{class_path: posenc.core.RotaryEncoding, init_args: {base: 1000.0}}`` (missing
             ``head_dim``/``num_heads`` filled in); one instance per block.
         time_unit: unit of elapsed time (relative positions, continuous/Time2Vec/TimeDelta
-            inputs), a pandas duration (``"1h"``); pick the typical sampling step.
+            inputs), a fixed duration (``"1h"``, ``"30min"``, ``"1D"``; calendar months are
+            refused, they have no fixed length); pick the typical sampling step.
         loss: ``mae``, ``mse`` or ``quantile``.
         quantiles: levels for the quantile loss; the one closest to 0.5 is the point forecast.
         mase_season: seasonal lag (observations) of the MASE denominator (linked from the
@@ -138,8 +128,8 @@ class Forecaster(LightningModule):
                             f"{type(static_cardinalities).__name__} ({static_cardinalities!r})")
         for i, value in enumerate(static_cardinalities or []):
             check_positive_int(value, f"static_cardinalities[{i}]")
-        self.naive_season_ns = None if naive_season is None else _duration_ns(naive_season,
-                                                                              "naive_season")
+        self.naive_season_ns = None if naive_season is None else parse_duration(naive_season,
+                                                                                "naive_season")
         if dim % num_heads:
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
         check_positive_float(mlp_ratio, "mlp_ratio")
@@ -162,7 +152,7 @@ class Forecaster(LightningModule):
                                  f"{quantiles}")
         elif quantiles:
             raise ValueError(f"quantiles={quantiles} need loss='quantile', got loss={loss!r}")
-        unit_seconds = _duration_ns(time_unit, "time_unit") / 1e9
+        unit_seconds = parse_duration(time_unit, "time_unit") / 1e9
         encodings = ["calendar", "continuous"] if encodings is None else list(encodings)
 
         head_dim = dim // num_heads

@@ -18,29 +18,64 @@ from posenc.core import check_positive_int
 from posenc.temporal import localize
 
 from .panel import Panel, SeriesSchema, read_panel, scale_panel
+from .series_frame import parse_length
 from .windows import WindowDataset, WindowIndex
 
-__all__ = ["RHYTHM_POINTS", "future_times", "request_dataset"]
+__all__ = ["future_times", "request_dataset"]
 
 
-# The last observations of a series whose calendar rhythm (days, business days, weeks,
-# months...) its future times continue.
-RHYTHM_POINTS = 8
+# Calendar rules a series may follow with observations missing (a month, a holiday), where
+# pd.infer_freq finds none; the coarsest one holding every observation is its rhythm (ties:
+# the first listed, so month starts are "MS", not two semi-month steps).
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_RULES = tuple(to_offset(rule) for rule in (
+    "D", "B", *(f"W-{day}" for day in ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")),
+    "MS", "ME", "SMS", "SME", "BMS", "BME",
+    *(f"Q{edge}-{month}" for edge in "SE" for month in _MONTHS[:3]),
+    *(f"Y{edge}-{month}" for edge in "SE" for month in _MONTHS)))
+_DAY_NS = 86400 * 10**9
+
+
+def _calendar_rule(times: pd.DatetimeIndex) -> pd.DateOffset | None:
+    """The coarsest of :data:`_RULES` (times its multiple) whose wall-clock grid from the first
+    time holds every one of ``times`` (one time of day, increasing), provided at least half
+    the gaps are one step of it: a rhythm with some observations missing, not irregular
+    sampling."""
+    best, best_count = None, None
+    for rule in _RULES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # some offsets add element by element
+            if not (times + rule * 0).equals(times):  # n=0 rolls forward off-rule times only
+                continue
+            grid = pd.date_range(times[0], times[-1], freq=rule)
+        steps = np.diff(grid.searchsorted(times))
+        multiple = int(np.gcd.reduce(steps))
+        count = int(steps.sum()) // multiple
+        if np.mean(steps == multiple) >= 0.5 and (best_count is None or count < best_count):
+            best, best_count = rule * multiple, count
+    return best
 
 
 def _calendar_offset(local: np.ndarray) -> pd.DateOffset | None:
-    """The calendar frequency of ``(N,)`` int64 naive wall-clock ns (``pd.infer_freq``), or
-    None: fewer than 3 times, no single frequency, or a fixed duration (hours, minutes)."""
+    """The calendar frequency of a series' ``(N,)`` int64 naive wall-clock ns: the one
+    ``pd.infer_freq`` finds on all of them, else the calendar rule they follow with gaps
+    (:func:`_calendar_rule`); None: fewer than 3 times, times of day that differ, irregular
+    sampling, or a fixed duration (hours, minutes)."""
     if len(local) < 3:
         return None
+    times = pd.DatetimeIndex(local.view("M8[ns]"))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # pandas 4 will return an offset, not its text
-            freq = pd.infer_freq(pd.DatetimeIndex(local.view("M8[ns]")))
+            freq = pd.infer_freq(times)
     except (ValueError, TypeError):
-        return None
-    offset = None if freq is None else to_offset(freq)
-    return None if offset is None or isinstance(offset, pd.offsets.Tick) else offset
+        freq = None
+    if freq is not None:
+        offset = to_offset(freq)
+        return None if isinstance(offset, pd.offsets.Tick) else offset
+    same_time_of_day = np.all(local % _DAY_NS == local[0] % _DAY_NS)
+    increasing = np.all(np.diff(local) > 0)
+    return _calendar_rule(times) if same_time_of_day and increasing else None
 
 
 def future_times(panel: Panel, steps: int, ask: str = "as a DataFrame") -> pd.DataFrame:
@@ -48,11 +83,11 @@ def future_times(panel: Panel, steps: int, ask: str = "as a DataFrame") -> pd.Da
     observation: ``(S * steps)`` rows of the series and timestamp columns. ``ask`` says how
     the caller takes the times instead, for the error when there is no step to continue.
 
-    A series whose last :data:`RHYTHM_POINTS` local times follow a calendar frequency (days,
-    business days, weeks, month starts or ends, ...) continues it in wall-clock time (a day
-    is 23 or 25 hours across DST, a month 28 to 31 days); otherwise the step is the training
-    data's median one (``schema.step_ns``): whole days in wall-clock time, shorter ones in
-    real time."""
+    A series whose local times follow a calendar frequency (days, business days, weeks, month
+    starts or ends, ...), also with some observations missing, continues it in wall-clock
+    time (a day is 23 or 25 hours across DST, a month 28 to 31 days); otherwise the step is
+    the training data's median one (``schema.step_ns``): whole days in wall-clock time,
+    shorter ones in real time."""
     schema = panel.schema
     step = pd.Timedelta(schema.step_ns)
     if step <= pd.Timedelta(0):
@@ -65,7 +100,7 @@ def future_times(panel: Panel, steps: int, ask: str = "as a DataFrame") -> pd.Da
     for s in held:
         a, b = int(panel.starts[s]), int(panel.starts[s + 1])
         start = schema.local_times(panel.utc[b - 1:b])[0]
-        offset = _calendar_offset(panel.local[max(a, b - RHYTHM_POINTS):b]) or days
+        offset = _calendar_offset(panel.local[a:b]) or days
         if offset is None:
             stamps.append(pd.DatetimeIndex([start + step * (k + 1) for k in range(steps)]))
             continue
@@ -185,7 +220,7 @@ def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
         if future is None:
             horizon = schema.horizon
             future = horizon if isinstance(horizon, int) else max(
-                1, pd.Timedelta(horizon).value // max(schema.step_ns, 1))
+                1, parse_length(horizon, "horizon").value // max(schema.step_ns, 1))
         steps = check_positive_int(future, "future")
         queries = read_panel(future_times(past, steps, ask), schema, fit=False,
                              queries=True)
@@ -201,7 +236,7 @@ def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
     if isinstance(context, int):
         c0 = np.maximum(panel.starts[wanted], first_query[wanted] - context)
     else:
-        span = pd.Timedelta(context).value
+        span = parse_length(context, "context_length").value
         c0 = np.array([panel.starts[s] + np.searchsorted(
             panel.utc[panel.starts[s]:first_query[s]], panel.utc[first_query[s] - 1] - span,
             "right") for s in wanted], np.int64)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -16,42 +15,24 @@ import numpy as np
 import pandas as pd
 from posenc.core import check_positive_int
 from posenc.temporal.columns import row_label
+from posenc.temporal.frequencies import parse_duration
 
 __all__ = ["check_unique_columns", "numeric_column", "parse_length", "read_table"]
 
-# A count without a unit ("24") is 24 ns to pandas: durations must say their unit.
-_UNITLESS = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
-
 
 def parse_length(value: Any, name: str) -> int | pd.Timedelta:
-    """An observation count (int) or a duration with a unit (str or timedelta)."""
-    expected = (f"{name} must be an int (a count of observations) or a duration with a unit "
-                "such as '7D' or '36h'")
+    """An observation count (int) or a fixed duration with a unit (str or timedelta, read by
+    :func:`~posenc.temporal.frequencies.parse_duration`: calendar months are refused)."""
+    count = "an int (a count of observations)"
+    expected = f"{name} must be {count} or a duration with a unit such as '7D' or '36h'"
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{expected}, got {value!r}")
     # np.timedelta64 is a numpy integer subclass: test it first.
-    if isinstance(value, np.timedelta64) and np.datetime_data(value.dtype)[0] == "generic":
-        raise ValueError(f"{name}={value!r} has no unit: give np.timedelta64(n, 'h') or a "
-                         "string such as '24h'")
     if isinstance(value, (int, np.integer)) and not isinstance(value, np.timedelta64):
         return check_positive_int(int(value), name)
-    if isinstance(value, str):
-        if _UNITLESS.fullmatch(value):
-            raise ValueError(f"{name}={value!r} has no unit (pandas would read it as "
-                             f"nanoseconds): write {value.strip()} as an int for a count of "
-                             f"observations, or a duration such as '{value.strip()}h'")
-    elif not isinstance(value, (dt.timedelta, np.timedelta64)):
+    if not isinstance(value, (str, dt.timedelta, np.timedelta64)):
         raise TypeError(f"{expected}, got {type(value).__name__} ({value!r})")
-    try:
-        delta = pd.Timedelta(value)
-    except (OverflowError, pd.errors.OutOfBoundsTimedelta) as err:
-        raise ValueError(f"{name}={value!r} is out of range (durations reach about 292 "
-                         "years)") from err
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"{expected}, got {value!r}") from err
-    if pd.isna(delta) or delta <= pd.Timedelta(0):
-        raise ValueError(f"{name} must be a positive duration, got {value!r}")
-    return delta
+    return pd.Timedelta(parse_duration(value, name, alternative=count))
 
 
 def check_unique_columns(columns: list[Any], where: str) -> None:

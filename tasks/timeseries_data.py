@@ -145,10 +145,11 @@ class TimeSeriesDataModule(LightningDataModule):
         val_start, test_start: explicit split times (text or ``datetime``) in the form of the
             timestamps: naive for naive data (read in ``tz`` where given), with a UTC offset
             for aware data (naive ones are accepted there only with ``tz``).
-        season: the seasonal-naive baseline's season: a duration (``"7D"``), a count of
-            median sampling steps, ``"persistence"`` (the last observed value: the naive
-            forecast, the usual baseline for horizons far shorter than any season), or None
-            for the default of the data's step
+        season: the seasonal-naive baseline's season: a fixed duration (``"7D"``; the
+            baseline repeats a fixed lag, so calendar months such as ``"12MS"`` are refused:
+            give 12 for monthly data), a count of median sampling steps, ``"persistence"``
+            (the last observed value: the naive forecast, the usual baseline for horizons far
+            shorter than any season), or None for the default of the data's step
             (:func:`~posenc.tasks.evaluation.season_for_step`).
         irregular: keep a random fraction of observations (seeded), for irregular sampling;
             None keeps all.

@@ -37,7 +37,7 @@ from .fourier import (
     FourierSeasonality,
     fourier_features,
 )
-from .frequencies import Frequency, frequency_nanoseconds, parse_frequency
+from .frequencies import Frequency, frequency_nanoseconds, parse_duration, parse_frequency
 from .holidays import KERNELS as HOLIDAY_KERNELS
 from .holidays import HolidayFeatures, holiday_dates, holiday_distance, holiday_kernel
 from .index_sinusoidal import IndexSinusoidal
@@ -90,6 +90,7 @@ __all__ = [
     "holiday_kernel",
     "local_wall_time",
     "localize",
+    "parse_duration",
     "parse_frequency",
     "parse_timestamps",
     "series_age",

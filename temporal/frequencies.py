@@ -14,14 +14,26 @@ against it in tests/temporal/test_frequency_strings.py:
 - the aliases pandas < 2.2 used (``H, T, S, A, AS, Q, Y``) keep their old meaning; ``"M"``
   is refused as ambiguous (month end to pandas < 2.2, refused by pandas 3, minutes to
   many readers).
+
+Durations (a context length, a season, a time unit) are read by :func:`parse_duration` in the
+same vocabulary, plus the spellings of ``pd.Timedelta`` that no frequency uses (``"7 days"``,
+``"0 days 01:00:00"``); there a week is 7 days, and months, quarters, years and business days,
+which have no fixed length, are refused instead of being read as ``pd.Timedelta`` reads them
+(``"12MS"`` as 12 ms, ``"1m"`` as a minute).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
-from typing import NamedTuple
+import warnings
+from typing import Any, NamedTuple
 
-__all__ = ["Frequency", "frequency_fields", "frequency_nanoseconds", "parse_frequency"]
+import numpy as np
+import pandas as pd
+
+__all__ = ["Frequency", "frequency_fields", "frequency_nanoseconds", "parse_duration",
+           "parse_frequency"]
 
 # GluonTS's ``time_features_from_frequency_str``: offset family -> features, in its order.
 _DAY = ("day_of_week", "day_of_month", "day_of_year")
@@ -218,3 +230,109 @@ def frequency_fields(freq: str, name: str = "freq") -> tuple[str, ...]:
                          f"have no GluonTS feature set (sub-second frequencies); GluonTS "
                          f"covers units from seconds to years")
     return _GLUONTS_FIELDS[family]
+
+
+# pd.Timedelta's own spellings beyond the frequency units, lower-cased ("7 days", "1 hour",
+# str(pd.Timedelta) "0 days 01:00:00"); none of them names a calendar unit.
+_DURATION_WORDS = {"day", "days", "hour", "hours", "hr", "minute", "minutes", "second",
+                   "seconds", "sec", "millisecond", "milliseconds", "milli", "millis",
+                   "microsecond", "microseconds", "micro", "micros", "\u00b5s", "nanosecond",
+                   "nanoseconds", "nano", "nanos"}
+_WORD = re.compile(r"[^\W\d_]+")
+# A number without a unit, which pd.Timedelta reads as nanoseconds.
+_UNITLESS = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
+# ISO 8601 durations: pd.Timedelta reads the months of "P1M" as minutes.
+_ISO_CALENDAR = re.compile(r"\s*P[^T]*[YM]", re.IGNORECASE)
+_ISO = re.compile(r"\s*P(?:\d|T\d)", re.IGNORECASE)
+# A calendar family as a duration: its name and about how many days one step is.
+_CALENDAR_DAYS = {"year": ("year", 365), "quarter": ("quarter", 91), "month": ("month", 30),
+                  "business_day": ("business day", 1)}
+
+
+def _no_fixed_length(value: str, name: str, frequency: Frequency, alternative: str) -> ValueError:
+    label, days = _CALENDAR_DAYS[_CALENDAR[frequency.alias][0]]
+    about = (frequency.n * 365) // 12 if label == "month" and frequency.n % 12 == 0 else (
+        frequency.n * days)
+    return ValueError(f"{name}={value!r} is {frequency.n} calendar {label}(s) "
+                      f"({frequency.alias!r}), which have no fixed length; {name} takes a fixed "
+                      f"duration (units W, D, h, min, s, ms, us, ns), e.g. '{about}D' for about "
+                      f"as long{alternative}")
+
+
+def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
+    """A fixed-length, positive duration -> nanoseconds (an int > 0).
+
+    Args:
+        value: a string in the vocabulary of :func:`parse_frequency`'s fixed units (``"1h"``,
+            ``"30min"``, ``"1.5h"``, ``"1h30min"``, ``"7D"``), weeks (``"2W"``: 14 days), or a
+            ``pd.Timedelta`` spelling (``"7 days"``, ``"1 hour 30 minutes"``,
+            ``"0 days 01:00:00"``, ISO ``"P1DT2H"``); or a ``pd.Timedelta``,
+            ``datetime.timedelta`` or ``np.timedelta64`` with a unit.
+        name: argument name used in error messages.
+        alternative: what else the argument takes, appended to the messages for calendar and
+            unitless values (e.g. ``"an int count of observations"``).
+
+    Raises:
+        TypeError: ``value`` is neither a string nor a timedelta.
+        ValueError: a calendar unit (``"MS"``, ``"ME"``, ``"QS"``, ``"YS"``, ``"B"``, ISO
+            ``"P1M"``), the ambiguous ``"m"``/``"M"``, a number without a unit, an unknown
+            unit, a non-positive, NaT or out-of-range duration.
+    """
+    or_else = f", or {alternative}" if alternative else ""
+    unknown = ValueError(f"{name} must be {alternative + ' or ' if alternative else ''}a "
+                         f"duration such as '1h', '30min', '7D' or '7 days', got {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        words = _WORD.findall(text)
+        if _UNITLESS.fullmatch(text):
+            raise ValueError(f"{name}={value!r} has no unit (pandas would read it as "
+                             f"nanoseconds): write a duration such as '{text}h'{or_else}")
+        if text.lower() in ("nat", "nan"):
+            raise ValueError(f"{name} must be a positive duration, got {value!r}")
+        if _ISO.match(text):
+            if _ISO_CALENDAR.match(text):
+                raise ValueError(f"{name}={value!r} is an ISO 8601 duration in calendar months "
+                                 f"or years, which have no fixed length (pandas would read "
+                                 f"'M' as minutes); {name} takes a fixed duration, e.g. "
+                                 f"'P30D'{or_else}")
+            words = []  # "PT1M": ISO designators, read by pd.Timedelta
+        for word in words:
+            if word in _AMBIGUOUS:
+                raise ValueError(f"{name}={value!r} is ambiguous: {word!r} is minutes to "
+                                 f"pd.Timedelta, a month or month end to pandas' frequencies "
+                                 f"and to many readers; {name} takes a fixed duration: write "
+                                 f"'min' for minutes (e.g. '30min'), or about '30D' for a "
+                                 f"month{or_else}")
+            if word in _CALENDAR and word != "W":
+                raise _no_fixed_length(value, name, parse_frequency(text, name), or_else)
+        if words and all(word in _TICK_ALIASES for word in words):
+            ns = frequency_nanoseconds(text, name)
+            if ns > np.iinfo(np.int64).max:
+                raise ValueError(f"{name}={value!r} is out of range (durations reach about "
+                                 f"292 years)")
+            return ns
+        if not all(word in _TICK_ALIASES or word in ("W", "w")
+                   or word.lower() in _DURATION_WORDS for word in words):
+            raise unknown
+    elif isinstance(value, np.timedelta64) and np.datetime_data(value.dtype)[0] == "generic":
+        raise ValueError(f"{name}={value!r} has no unit: give np.timedelta64(n, 'h') or a "
+                         f"string such as '24h'")
+    elif isinstance(value, np.timedelta64) and np.datetime_data(value.dtype)[0] in ("M", "Y"):
+        raise ValueError(f"{name}={value!r} is in calendar months or years, which have no "
+                         f"fixed length; {name} takes a fixed duration, e.g. "
+                         f"np.timedelta64(30, 'D'){or_else}")
+    elif not isinstance(value, (dt.timedelta, np.timedelta64)):
+        raise TypeError(f"{name} must be a duration string (e.g. '1h', '7D') or a timedelta, "
+                        f"got {type(value).__name__} ({value!r})")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pandas 3 deprecates "H", "S", "d" it still reads
+            delta = pd.Timedelta(value)
+    except (OverflowError, pd.errors.OutOfBoundsTimedelta) as err:
+        raise ValueError(f"{name}={value!r} is out of range (durations reach about 292 "
+                         f"years)") from err
+    except (ValueError, TypeError) as err:
+        raise unknown from err
+    if pd.isna(delta) or delta <= pd.Timedelta(0):
+        raise ValueError(f"{name} must be a positive duration, got {value!r}")
+    return int(delta.value)

@@ -100,27 +100,22 @@ def _calendar_span(country: str, subdiv: str | None, observed: bool, categories:
 
 
 def _country_calendar(country: str, years: range, subdiv: str | None, observed: bool,
-                      categories: Any, language: str | None, *, pad: bool = True) -> Any:
-    """The calendar for ``years`` (and, with ``pad``, one year either side where the package
-    has it: the nearest holiday of Jan 1 may be the Christmas before). Years the package does
-    not cover, or covers only in part (it warns), raise: their features would miss holidays."""
+                      categories: Any, language: str | None) -> Any:
+    """The calendar for ``years``. Years the package does not cover, or covers only in part
+    (it warns), raise: their features would miss holidays."""
     holidays = _holidays_package()
     low, high = _calendar_span(country, subdiv, observed, categories, language)
     if years and (years[0] < low or years[-1] > high):
         raise ValueError(f"years {years[0]}-{years[-1]} are outside {country}"
                          f"{'-' + subdiv if subdiv else ''}'s holiday calendar in the holidays "
                          f"package ({low}-{high}); restrict the timestamps (or years) to it")
-    tries = [years]
-    if pad and years:
-        tries.insert(0, range(max(low, years[0] - 1), min(high, years[-1] + 1) + 1))
-    for span in tries:
-        calendar, messages = _build(holidays, country, span, subdiv, observed, categories,
-                                    language)
-        if not messages:
-            return calendar
-    raise ValueError(f"the holidays package's {country} calendar is incomplete in "
-                     f"{years[0]}-{years[-1]} ({'; '.join(sorted(set(messages)))}); restrict "
-                     f"the timestamps (or years) to the years it covers")
+    calendar, messages = _build(holidays, country, years, subdiv, observed, categories,
+                                language)
+    if messages:
+        raise ValueError(f"the holidays package's {country} calendar is incomplete in "
+                         f"{years[0]}-{years[-1]} ({'; '.join(sorted(set(messages)))}); "
+                         f"restrict the timestamps (or years) to the years it covers")
+    return calendar
 
 
 def _name_groups(calendar: Any, names: Sequence[str] | None, check: bool
@@ -165,9 +160,42 @@ def holiday_dates(country: str, years: Iterable[int], *, subdiv: str | None = No
     if not chosen:
         raise ValueError("years must name at least one year, got none")
     calendar = _country_calendar(country, range(chosen[0], chosen[-1] + 1), subdiv, observed,
-                                 categories, language, pad=False)
+                                 categories, language)
     groups = _name_groups(calendar, names, check=True)
     return np.unique(np.concatenate(list(groups.values())))
+
+
+def _holiday_groups(country: str, years: range, subdiv: str | None, names: Sequence[str] | None,
+                    observed: bool, categories: Any, language: str | None, *, check: bool
+                    ) -> dict[str, np.ndarray]:
+    """The groups (:func:`_name_groups`) that hold the nearest holiday of every day of
+    ``years``: the calendar for ``years`` widened (doubling, within the years the package
+    covers fully) until each group has a date on or before their first day and one on or
+    after their last. A yearly holiday needs one year either side; Inauguration Day (every
+    four years) up to four. Where the package's calendar ends first (or is incomplete), the
+    nearest is the nearest it has."""
+    calendar = _country_calendar(country, years, subdiv, observed, categories, language)
+    if not years:
+        return _name_groups(calendar, names, check=False)
+    holidays = _holidays_package()
+    low, high = _calendar_span(country, subdiv, observed, categories, language)
+    first = np.datetime64(f"{years[0]:04d}-01-01", "D")
+    last = np.datetime64(f"{years[-1]:04d}-12-31", "D")
+    # At least one year either side: an observed day may fall in the year before its holiday.
+    before, after, early, late = 0, 0, True, True
+    while early or late:
+        before, after = (max(1, 2 * before) if early else before,
+                         max(1, 2 * after) if late else after)
+        span = range(max(low, years[0] - before), min(high, years[-1] + after) + 1)
+        wider, messages = _build(holidays, country, span, subdiv, observed, categories,
+                                 language)
+        if messages:  # incomplete beyond: the nearest is taken among the complete years
+            break
+        calendar = wider
+        groups = _name_groups(calendar, names, check=False)
+        early = span[0] > low and any(not len(v) or v[0] > first for v in groups.values())
+        late = span[-1] < high and any(not len(v) or v[-1] < last for v in groups.values())
+    return _name_groups(calendar, names, check=check)
 
 
 def _day_numbers(timestamps: Timestamps, tz: Any, name: str
@@ -291,8 +319,8 @@ def holiday_distance(timestamps: Timestamps, country: str | None = None, *,
     groups = _given_dates(country, dates, names, subdiv)
     if groups is None:
         span = _years_of(int(days.min()), int(days.max())) if days.size else range(0)
-        calendar = _country_calendar(country, span, subdiv, observed, categories, language)
-        groups = _name_groups(calendar, names, check=bool(days.size))
+        groups = _holiday_groups(country, span, subdiv, names, observed, categories, language,
+                                 check=bool(days.size))
         if not all(len(v) for v in groups.values()) and days.size:
             raise ValueError(f"country {country!r} (subdiv {subdiv!r}) has no holidays in "
                              f"{span.start}-{span.stop - 1}")
@@ -395,9 +423,8 @@ class HolidayFeatures(PositionEncoding):
         groups = _given_dates(country, dates, names, subdiv)
         self._range = None
         if groups is None:
-            calendar = _country_calendar(country, range(first, last + 1), subdiv, observed,
-                                         categories, language)
-            groups = _name_groups(calendar, names, check=True)
+            groups = _holiday_groups(country, range(first, last + 1), subdiv, names, observed,
+                                     categories, language, check=True)
             self._range = (int(np.datetime64(f"{first:04d}-01-01", "D").astype(np.int64)),
                            int(np.datetime64(f"{last:04d}-12-31", "D").astype(np.int64)))
         self.country, self.subdiv = country, subdiv

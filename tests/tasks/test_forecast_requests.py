@@ -250,6 +250,48 @@ def test_future_steps_follow_the_calendar_rhythm_of_the_history(freq, tz, expect
     assert got.tolist() == (want.tz_localize(tz) if tz else want).tolist()
 
 
+def _future(stamps: pd.DatetimeIndex, tz: str | None, steps: int) -> list[pd.Timestamp]:
+    """The ``steps`` future times a model forecasts after a one-series history at ``stamps``."""
+    frame = pd.DataFrame({"ts": stamps, "load": np.arange(len(stamps), dtype=float)})
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load", tz=tz,
+                              context_length=12, horizon=3)
+    dm.setup("fit")
+    model = Forecaster(**TINY).eval()
+    model.schema = dm.schema
+    return model.forecast(frame, steps)["ts"].tolist()
+
+
+def test_a_missing_month_near_the_end_keeps_the_future_on_month_starts():
+    # The last eight months have a gap: their rhythm is no single frequency, and the median
+    # step (31 days) drifts to 2010-03-04.
+    stamps = pd.date_range(end="2009-12-01", periods=60, freq="MS").delete(-3)
+    assert _future(stamps, None, 3) == list(pd.date_range("2010-01-01", periods=3, freq="MS"))
+
+
+def test_a_holiday_near_the_end_of_business_days_keeps_the_future_on_weekdays():
+    # Friday 25 December is missing; a daily step would forecast Saturday 2 January.
+    stamps = pd.date_range(end="2010-01-01", periods=60, freq="B").drop(
+        pd.Timestamp("2009-12-25"))
+    got = _future(stamps, None, 6)
+    assert got == list(pd.date_range("2010-01-04", periods=6, freq="B"))
+    assert all(t.day_of_week < 5 for t in got)
+
+
+def test_daily_data_with_a_missing_day_stays_at_local_midnight_across_dst():
+    stamps = pd.date_range("2021-01-01", "2021-03-26", freq="D").drop(
+        pd.Timestamp("2021-03-24"))
+    want = [pd.Timestamp(f"2021-03-{d}", tz=ZONE) for d in (27, 28, 29)]  # DST on the 28th
+    assert _future(stamps, ZONE, 3) == want
+
+
+def test_irregular_times_step_by_the_median_interval():
+    rng = np.random.default_rng(0)
+    jitter = pd.to_timedelta(rng.integers(0, 40, 80), unit="min")
+    stamps = pd.date_range("2021-01-01", periods=80, freq="1h") + jitter
+    step = pd.Series(stamps).diff().median()
+    assert _future(stamps, None, 3) == [stamps[-1] + k * step for k in (1, 2, 3)]
+
+
 def test_multi_column_series_ids_are_sorted_keys_and_survive_a_checkpoint(tmp_path):
     stamps = pd.date_range("2021-01-01", periods=60, freq="1h")
     frame = pd.concat([pd.DataFrame({"state": s, "store": k, "ts": stamps,

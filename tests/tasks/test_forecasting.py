@@ -270,6 +270,23 @@ def test_bad_arguments_raise_clear_errors(kwargs, match):
         Forecaster(**{**TINY, **kwargs})
 
 
+@pytest.mark.parametrize("argument", ["time_unit", "naive_season"])
+@pytest.mark.parametrize("value", ["12MS", "1m", "1M", "1MS", "ME", "3600"])
+def test_calendar_and_unitless_durations_are_refused_by_the_forecaster(argument, value):
+    # pd.Timedelta read "1MS" as 0.001 s and "1m" as a minute.
+    with pytest.raises(ValueError, match=rf"^{argument}={value!r} (is|has no unit).*"
+                                         rf"(fixed duration|write a duration)"):
+        Forecaster(**{**TINY, argument: value})
+
+
+@pytest.mark.parametrize("value, seconds", [("1h", 3600), ("30min", 1800), ("7D", 604800),
+                                            ("1W", 604800), ("1 days 00:00:00", 86400)])
+def test_fixed_time_units_are_their_seconds(value, seconds):
+    model = Forecaster(**{**TINY, "time_unit": value, "naive_season": value})
+    assert model.model.unit_seconds == seconds
+    assert model.naive_season_ns == seconds * 10**9
+
+
 def test_bad_sizes_name_the_argument():
     with pytest.raises(ValueError, match="mase_season must be >= 1"):
         Forecaster(**{**TINY, "mase_season": 0})

@@ -49,7 +49,7 @@ def test_forecaster_dropout(value, error, match):
                                                         r"in \(0, 1\), got \[\]"),
     ({"loss": "quantile", "quantiles": [0.1, math.nan]}, ValueError, "increasing levels"),
     ({"loss": "quantile", "quantiles": ["0.5"]}, TypeError, "quantiles must be numbers"),
-    ({"time_unit": "NaT"}, ValueError, "time_unit must be positive"),
+    ({"time_unit": "NaT"}, ValueError, "time_unit must be a positive duration"),
     ({"num_targets": True}, TypeError, "num_targets must be an int"),
 ])
 def test_forecaster_other_arguments(kwargs, error, match):

@@ -64,6 +64,26 @@ def test_window_lengths_need_units_and_integer_counts(series, kwargs, error, mat
         TimeSeriesDataModule(series, **{"context_length": 24, "horizon": 6, **kwargs})
 
 
+@pytest.mark.parametrize("argument", ["context_length", "horizon", "stride", "season"])
+@pytest.mark.parametrize("value", ["12MS", "1m", "1M", "1MS", "ME", "1YS"])
+def test_calendar_units_are_refused_as_window_lengths_and_seasons(series, argument, value):
+    # pd.Timedelta read "12MS" as 12 ms and "1m" as a minute: calendar months have no fixed
+    # length, and the windows and the seasonal-naive lag are fixed durations.
+    kwargs = {"context_length": "1D", "horizon": "6h", argument: value}
+    with pytest.raises(ValueError, match=rf"^{argument}={value!r} is .*(calendar|ambiguous).*"
+                                         rf"takes a fixed duration.*or an int"):
+        TimeSeriesDataModule(series, **kwargs)
+
+
+@pytest.mark.parametrize("value, hours", [("1h", 1), ("30min", 0.5), ("7D", 168), ("1W", 168),
+                                          ("7 days", 168), ("1h30min", 1.5)])
+def test_fixed_spellings_of_window_lengths_and_seasons_are_their_durations(series, value, hours):
+    dm = TimeSeriesDataModule(series, context_length=value, horizon=value, stride=value,
+                              season=value)
+    expected = pd.Timedelta(hours=hours)
+    assert dm.context_length == dm.horizon == dm.stride == dm.season == expected
+
+
 def test_timedelta_objects_are_durations(series):
     dm = setup_series(series, context_length=pd.Timedelta("1D"), horizon=dt.timedelta(hours=6))
     assert len(dm.datasets["train"]) and dm.hparams.horizon == "0 days 06:00:00"

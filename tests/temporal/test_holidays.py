@@ -99,6 +99,21 @@ def test_country_and_subdivision_calendars_of_the_holidays_package():
     assert holiday_distance(epiphany, "DE")[0, 0] == 5
 
 
+def test_the_nearest_of_a_holiday_every_four_years_may_lie_beyond_the_padded_years():
+    # Inauguration Day (US-DC) fell on 2021-01-20 and 2025-01-20; one year of padding around
+    # 2022-2023 holds neither the next one nor, for 2023 alone, any.
+    stamps = pd.DatetimeIndex(["2022-06-01", "2023-06-01", "2023-12-31"])
+    inaugurations = pd.DatetimeIndex(["2021-01-20", "2025-01-20"])
+    gaps = (stamps.values[:, None] - inaugurations.values[None, :]) // np.timedelta64(1, "D")
+    expected = gaps[np.arange(len(stamps)), np.abs(gaps).argmin(1)]
+    assert expected.tolist() == [497, -599, -386]
+    calendar = {"country": "US", "subdiv": "DC", "names": ["Inauguration Day"]}
+    np.testing.assert_array_equal(holiday_distance(stamps, **calendar)[:, 0], expected)
+    assert holiday_distance(stamps[-1:], **calendar)[0, 0] == -386
+    module = HolidayFeatures(**calendar, distance_scale=1.0, years=(2023, 2023))
+    assert module(stamps[1:]).numpy()[:, 1].tolist() == [-599, -386]
+
+
 def test_names_give_one_column_each_like_special_date_feature_set():
     days = pd.date_range("2019-11-20", "2019-12-31", freq="D")
     out = holiday_distance(days, "US", names=["Thanksgiving Day", "Christmas Day"])
