@@ -396,3 +396,40 @@ def test_numpy_numbers_become_plain_hparams(tmp_path):
     assert dm.hparams["eval_image_sizes"] == [28, [28, 44]]
     torch.save(dict(dm.hparams), tmp_path / "hp.pt")
     assert torch.load(tmp_path / "hp.pt", weights_only=True)["val_fraction"] == 0.2
+
+
+# -- stratified split: every part holds every class --------------------------------------------
+def _split_counts(labels: np.ndarray, parts) -> list[list[int]]:
+    classes = np.unique(labels)
+    return [[int((labels[part] == c).sum()) for c in classes] for part in parts]
+
+
+def test_stratified_split_puts_a_small_class_in_every_part():
+    labels = np.repeat(["few", "many", "most"], [3, 100, 100])
+    parts = stratified_split(labels, 0.1, 0.1, seed=0)
+    # 20 of 203 go to test and to val (round(20.3)); by quota 0.3 / 9.85 / 9.85 per class, the
+    # small class is lifted to 1 and the 19 left go to the big classes, 9 + 10 or 10 + 9
+    for part in parts[1:]:
+        counts = _split_counts(labels, [part])[0]
+        assert counts[0] == 1 and sorted(counts[1:]) == [9, 10]
+    assert _split_counts(labels, parts[:1])[0][0] == 1
+    assert sorted(np.concatenate(parts).tolist()) == list(range(203))  # disjoint, complete
+    again = stratified_split(labels, 0.1, 0.1, seed=0)
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again, strict=True))
+    other = stratified_split(labels, 0.1, 0.1, seed=1)
+    assert not all(np.array_equal(a, b) for a, b in zip(parts, other, strict=True))
+
+
+def test_stratified_split_keeps_the_proportions_of_large_classes():
+    labels = np.repeat([0, 1, 2, 3], [400, 300, 200, 100])
+    train, val, test = stratified_split(labels, 0.2, 0.1, seed=3)
+    assert _split_counts(labels, [train, val, test]) == [[280, 210, 140, 70], [80, 60, 40, 20],
+                                                         [40, 30, 20, 10]]
+    assert sorted(np.concatenate([train, val, test]).tolist()) == list(range(1000))
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_stratified_split_refuses_a_class_too_small_for_three_parts(count):
+    labels = np.array(["cat"] * 50 + ["dog"] * 50 + ["owl"] * count)
+    with pytest.raises(ValueError, match=rf"class 'owl' has {count} samples"):
+        stratified_split(labels, 0.1, 0.1, seed=0)
