@@ -1,6 +1,6 @@
 """Reading image files: every PIL mode scaled by its real maximum into 1 or 3 channels, a
-cheap readability check, and the class-folder layout (what counts as an image, what is
-skipped).
+readability check (the loader's own decode), and the class-folder layout (what counts as an
+image, what is skipped).
 
 Used by :class:`posenc.tasks.ImageFolderDataModule`; :func:`load_image` is the same
 preprocessing for images given to a trained model.
@@ -93,14 +93,10 @@ def load_image(path: str | os.PathLike, channels: int) -> Tensor:
         path: the image file.
         channels: 1 (grayscale) or 3 (RGB).
     """
-    from PIL import Image, ImageOps
-
     channels = check_channels(channels)
     name = os.fspath(path)
     try:
-        with Image.open(path) as image:
-            # exif_transpose returns a decoded copy, so decode errors surface here
-            image = ImageOps.exif_transpose(image)
+        image = _decode(path)
     except MemoryError:
         raise
     except Exception as err:  # PIL reports bad files as OSError, SyntaxError, ValueError...
@@ -112,23 +108,25 @@ def load_image(path: str | os.PathLike, channels: int) -> Tensor:
     return torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1)))
 
 
-def why_unreadable(path: str) -> str | None:
-    """Why ``path`` cannot be decoded, or None. PNG: ``verify()`` (every chunk and CRC, no
-    decode); other formats are decoded, JPEG at 1/8 scale: a truncated JPEG passes verify()."""
-    from PIL import Image
+def _decode(path: str | os.PathLike):
+    """The fully decoded PIL image of a file, EXIF orientation applied; PIL's own errors."""
+    from PIL import Image, ImageOps
 
+    with Image.open(path) as image:
+        # exif_transpose returns a decoded copy, so decode errors surface here
+        return ImageOps.exif_transpose(image)
+
+
+def why_unreadable(path: str | os.PathLike) -> str | None:
+    """Why :func:`load_image` would fail on ``path``, or None: the same full decode and the
+    same mode and value checks. A cheaper check misses files that fail mid-epoch: PIL's PNG
+    ``verify()`` passes a corrupt compressed stream with valid CRCs, and it passes a truncated
+    JPEG."""
     try:
-        with Image.open(path) as image:
-            if image.mode not in _MODES:
-                return f"PIL mode {image.mode!r} is not supported"
-            if image.format == "PNG":
-                image.verify()
-            else:
-                image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
-                image.load()
+        _unit_pixels(_decode(path), os.fspath(path))
     except MemoryError:
         raise
-    except Exception as err:
+    except Exception as err:  # PIL reports bad files as OSError, SyntaxError, ValueError...
         return f"{type(err).__name__}: {err}"
     return None
 

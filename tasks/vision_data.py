@@ -427,8 +427,8 @@ class ImageFolderDataModule(ImageDataModule):
         image_size: training size in pixels (required: folders hold images of any size).
         channels: 1 (grayscale) or 3 (RGB).
         mean, std: per-channel normalization (default 0.5 / 0.5).
-        verify_images: at setup, check that every file decodes (PNG: verify(), others: a
-            decode, JPEG at 1/8 scale; ~1 ms per file) and raise naming the bad ones. False
+        verify_images: at setup, decode every file fully, as the loader will, and raise
+            naming the bad ones (~0.1 ms per 28x28 PNG, ~2 ms per 500x375 JPEG). False
             skips it for huge folders: a bad file then fails, named, when it is loaded.
         **kwargs: see :class:`ImageDataModule`.
     """

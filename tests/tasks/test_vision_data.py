@@ -5,6 +5,7 @@ hyperparameters, and hostile arguments of every public class and function."""
 from __future__ import annotations
 
 import math
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -215,6 +216,36 @@ def test_setup_names_every_truncated_file(tmp_path):
     message = str(info.value)
     assert str(root / "a" / "1.png") in message and str(root / "b" / "photo.jpg") in message
     assert "verify_images=False" in message
+
+
+def _corrupt_png_stream(path: Path) -> None:
+    """Overwrite the middle of a PNG's compressed pixel data and recompute the chunk CRCs, so
+    every chunk checks out (PIL's verify() passes) but the pixels do not decode."""
+    data, pos, out = path.read_bytes(), 8, bytearray(path.read_bytes()[:8])
+    while pos < len(data):
+        (size,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        body = bytearray(data[pos + 8:pos + 8 + size])
+        if kind == b"IDAT":
+            body[2:size // 2] = b"\xff" * (size // 2 - 2)  # after the 2-byte zlib header
+        out += (struct.pack(">I", size) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF))
+        pos += 12 + size
+    path.write_bytes(bytes(out))
+
+
+def test_setup_names_a_png_whose_pixels_do_not_decode(tmp_path):
+    root = _folder(tmp_path / "data", pixels=np.random.default_rng(0).integers(
+        0, 255, (32, 32, 3), dtype=np.uint8))
+    bad = root / "b" / "2.png"
+    _corrupt_png_stream(bad)
+    with Image.open(bad) as image:
+        image.verify()  # the chunks and their CRCs are fine: only a decode sees the damage
+    # decodes, but the loader refuses its values: setup sees what the loader will
+    wide = _save(Image.fromarray(np.array([[0, 70000]], np.int32)), root / "a" / "wide.tif")
+    with pytest.raises(ValueError, match=r"2 of 7 image files cannot be read") as info:
+        ImageFolderDataModule(root, image_size=8, val_fraction=0.34, test_fraction=0.34).setup()
+    assert f"{bad}: OSError: broken data stream" in str(info.value)
+    assert re.search(rf"{re.escape(str(wide))}: .*holds values in \[0, 70000\]", str(info.value))
 
 
 def test_unverified_truncated_file_fails_naming_it_when_loaded(tmp_path):
