@@ -136,17 +136,32 @@ def _hidden(name: str) -> bool:
     return name.startswith(".") or name == "__MACOSX"
 
 
+def _raise(err: OSError) -> None:
+    raise err
+
+
 def scan_image_folder(root: Path) -> tuple[list[str], list[tuple[str, int]], list[str]]:
     """Class names, ``(file, label)`` samples (sorted) and skipped non-image files of a folder.
 
-    Class folders may be links; links below them are not followed (no cycles).
+    Links are followed, to files and to folders, as torchvision's ``ImageFolder`` does. Each
+    real folder is read once: one reached again through a link (a loop, or two links to one
+    folder) raises ``ValueError``; broken links raise ``FileNotFoundError`` and a folder that
+    cannot be listed raises its ``OSError``, each naming the path, so no file is dropped
+    unseen.
     """
     entries = sorted(os.scandir(root), key=lambda e: e.name)
     classes = [e.name for e in entries if e.is_dir() and not _hidden(e.name)]
     skipped = [e.path for e in entries if not e.is_dir() and not _hidden(e.name)]
     samples = []
+    # real path -> the path it was first read as; root counts, so a link up to it is a loop
+    read = {os.path.realpath(root): os.fspath(root)}
     for label, name in enumerate(classes):
-        for folder, dirs, files in os.walk(root / name):
+        for folder, dirs, files in os.walk(root / name, followlinks=True, onerror=_raise):
+            real = os.path.realpath(folder)
+            if real in read:
+                raise ValueError(f"folder {folder!r} is {read[real]!r} again (through a link); "
+                                 "each folder is read once: remove the link")
+            read[real] = folder
             dirs[:] = sorted(d for d in dirs if not _hidden(d))
             for file in sorted(f for f in files if not _hidden(f)):
                 path = os.path.join(folder, file)
@@ -154,6 +169,13 @@ def scan_image_folder(root: Path) -> tuple[list[str], list[tuple[str, int]], lis
                     samples.append((path, label))
                 else:
                     skipped.append(path)
+    # os.walk lists a link to nothing as a file: a moved folder or image, never "not an image"
+    broken = [path for path in (*skipped, *(path for path, _ in samples))
+              if os.path.islink(path) and not os.path.exists(path)]
+    if broken:
+        listing = "\n".join(f"  {path} -> {os.readlink(path)}" for path in broken[:10])
+        raise FileNotFoundError(f"{len(broken)} broken links in {os.fspath(root)!r} (first "
+                                f"{min(len(broken), 10)} below); fix or remove them:\n{listing}")
     return classes, samples, skipped
 
 

@@ -464,3 +464,70 @@ def test_stratified_split_refuses_a_class_too_small_for_three_parts(count):
     labels = np.array(["cat"] * 50 + ["dog"] * 50 + ["owl"] * count)
     with pytest.raises(ValueError, match=rf"class 'owl' has {count} samples"):
         stratified_split(labels, 0.1, 0.1, seed=0)
+
+
+# -- links in an image folder: followed as torchvision's ImageFolder does, never dropped ------
+def _linked_folder(tmp_path: Path) -> Path:
+    """``data/a`` (3 images), ``data/b`` a link to ``elsewhere/b`` (3 images), and in ``a`` a
+    link to the folder ``elsewhere/more`` (2 images) and a link to the image ``elsewhere/x.png``."""
+    root = _folder(tmp_path / "data", classes=("a",))
+    _folder(tmp_path / "elsewhere", classes=("b", "more"), per_class=3)
+    (tmp_path / "elsewhere" / "more" / "2.png").unlink()
+    Image.fromarray(U8).save(tmp_path / "elsewhere" / "x.png")
+    (root / "b").symlink_to(tmp_path / "elsewhere" / "b", target_is_directory=True)
+    (root / "a" / "more").symlink_to(tmp_path / "elsewhere" / "more", target_is_directory=True)
+    (root / "a" / "x.png").symlink_to(tmp_path / "elsewhere" / "x.png")
+    return root
+
+
+def test_linked_class_folder_sub_folder_and_file_are_read(tmp_path):
+    root = _linked_folder(tmp_path)
+    dm = ImageFolderDataModule(root, image_size=4, val_fraction=0.25, test_fraction=0.25)
+    dm.setup()
+    assert dm.classes == ["a", "b"]
+    read = sorted(Path(path).relative_to(root).as_posix() for s in (dm.train_set, dm.val_set,
+                                                                     dm.test_set)
+                  for path, _ in s.samples)
+    assert read == ["a/0.png", "a/1.png", "a/2.png", "a/more/0.png", "a/more/1.png", "a/x.png",
+                    "b/0.png", "b/1.png", "b/2.png"]
+
+
+def test_broken_links_are_named(tmp_path):
+    root = _linked_folder(tmp_path)
+    (root / "a" / "gone.png").symlink_to(tmp_path / "nowhere.png")
+    (root / "a" / "lost").symlink_to(tmp_path / "nowhere", target_is_directory=True)
+    (root / "c").symlink_to(tmp_path / "no_class", target_is_directory=True)
+    for verify in (True, False):
+        with pytest.raises(FileNotFoundError, match=r"3 broken links") as info:
+            ImageFolderDataModule(root, image_size=4, verify_images=verify).setup()
+        for link, target in (("a/gone.png", "nowhere.png"), ("a/lost", "nowhere"),
+                             ("c", "no_class")):
+            assert f"{root / link} -> {tmp_path / target}" in str(info.value)
+
+
+@pytest.mark.parametrize("link, target", [("a/up", "a"), ("a/more/loop", "a/more"),
+                                          ("a/top", "."), ("b/twin", "a")])
+def test_a_folder_reached_twice_through_a_link_raises(tmp_path, link, target):
+    root = _folder(tmp_path / "data")
+    (root / "a" / "more").mkdir()
+    (root / link).symlink_to((root / target).resolve(), target_is_directory=True)
+    with pytest.raises(ValueError, match=r"is .* again \(through a link\)") as info:
+        ImageFolderDataModule(root, image_size=4).setup()
+    assert str(root / link) in str(info.value)
+
+
+def test_a_folder_that_cannot_be_listed_raises_naming_it(tmp_path, monkeypatch):
+    import os
+
+    root = _folder(tmp_path / "data")
+    (root / "b" / "locked").mkdir()
+    scandir = os.scandir
+
+    def refuse_locked(path="."):
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refuse_locked)
+    with pytest.raises(PermissionError, match=r"b/locked"):
+        ImageFolderDataModule(root, image_size=4).setup()
