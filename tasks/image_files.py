@@ -1,6 +1,6 @@
 """Reading image files: every PIL mode scaled by its real maximum into 1 or 3 channels, a
-cheap readability check, and the class-folder layout (what counts as an image, what is
-skipped).
+readability check (the loader's own decode), and the class-folder layout (what counts as an
+image, what is skipped).
 
 Used by :class:`posenc.tasks.ImageFolderDataModule`; :func:`load_image` is the same
 preprocessing for images given to a trained model.
@@ -93,14 +93,10 @@ def load_image(path: str | os.PathLike, channels: int) -> Tensor:
         path: the image file.
         channels: 1 (grayscale) or 3 (RGB).
     """
-    from PIL import Image, ImageOps
-
     channels = check_channels(channels)
     name = os.fspath(path)
     try:
-        with Image.open(path) as image:
-            # exif_transpose returns a decoded copy, so decode errors surface here
-            image = ImageOps.exif_transpose(image)
+        image = _decode(path)
     except MemoryError:
         raise
     except Exception as err:  # PIL reports bad files as OSError, SyntaxError, ValueError...
@@ -112,23 +108,25 @@ def load_image(path: str | os.PathLike, channels: int) -> Tensor:
     return torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1)))
 
 
-def why_unreadable(path: str) -> str | None:
-    """Why ``path`` cannot be decoded, or None. PNG: ``verify()`` (every chunk and CRC, no
-    decode); other formats are decoded, JPEG at 1/8 scale: a truncated JPEG passes verify()."""
-    from PIL import Image
+def _decode(path: str | os.PathLike):
+    """The fully decoded PIL image of a file, EXIF orientation applied; PIL's own errors."""
+    from PIL import Image, ImageOps
 
+    with Image.open(path) as image:
+        # exif_transpose returns a decoded copy, so decode errors surface here
+        return ImageOps.exif_transpose(image)
+
+
+def why_unreadable(path: str | os.PathLike) -> str | None:
+    """Why :func:`load_image` would fail on ``path``, or None: the same full decode and the
+    same mode and value checks. A cheaper check misses files that fail mid-epoch: PIL's PNG
+    ``verify()`` passes a corrupt compressed stream with valid CRCs, and it passes a truncated
+    JPEG."""
     try:
-        with Image.open(path) as image:
-            if image.mode not in _MODES:
-                return f"PIL mode {image.mode!r} is not supported"
-            if image.format == "PNG":
-                image.verify()
-            else:
-                image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
-                image.load()
+        _unit_pixels(_decode(path), os.fspath(path))
     except MemoryError:
         raise
-    except Exception as err:
+    except Exception as err:  # PIL reports bad files as OSError, SyntaxError, ValueError...
         return f"{type(err).__name__}: {err}"
     return None
 
@@ -138,17 +136,32 @@ def _hidden(name: str) -> bool:
     return name.startswith(".") or name == "__MACOSX"
 
 
+def _raise(err: OSError) -> None:
+    raise err
+
+
 def scan_image_folder(root: Path) -> tuple[list[str], list[tuple[str, int]], list[str]]:
     """Class names, ``(file, label)`` samples (sorted) and skipped non-image files of a folder.
 
-    Class folders may be links; links below them are not followed (no cycles).
+    Links are followed, to files and to folders, as torchvision's ``ImageFolder`` does. Each
+    real folder is read once: one reached again through a link (a loop, or two links to one
+    folder) raises ``ValueError``; broken links raise ``FileNotFoundError`` and a folder that
+    cannot be listed raises its ``OSError``, each naming the path, so no file is dropped
+    unseen.
     """
     entries = sorted(os.scandir(root), key=lambda e: e.name)
     classes = [e.name for e in entries if e.is_dir() and not _hidden(e.name)]
     skipped = [e.path for e in entries if not e.is_dir() and not _hidden(e.name)]
     samples = []
+    # real path -> the path it was first read as; root counts, so a link up to it is a loop
+    read = {os.path.realpath(root): os.fspath(root)}
     for label, name in enumerate(classes):
-        for folder, dirs, files in os.walk(root / name):
+        for folder, dirs, files in os.walk(root / name, followlinks=True, onerror=_raise):
+            real = os.path.realpath(folder)
+            if real in read:
+                raise ValueError(f"folder {folder!r} is {read[real]!r} again (through a link); "
+                                 "each folder is read once: remove the link")
+            read[real] = folder
             dirs[:] = sorted(d for d in dirs if not _hidden(d))
             for file in sorted(f for f in files if not _hidden(f)):
                 path = os.path.join(folder, file)
@@ -156,6 +169,13 @@ def scan_image_folder(root: Path) -> tuple[list[str], list[tuple[str, int]], lis
                     samples.append((path, label))
                 else:
                     skipped.append(path)
+    # os.walk lists a link to nothing as a file: a moved folder or image, never "not an image"
+    broken = [path for path in (*skipped, *(path for path, _ in samples))
+              if os.path.islink(path) and not os.path.exists(path)]
+    if broken:
+        listing = "\n".join(f"  {path} -> {os.readlink(path)}" for path in broken[:10])
+        raise FileNotFoundError(f"{len(broken)} broken links in {os.fspath(root)!r} (first "
+                                f"{min(len(broken), 10)} below); fix or remove them:\n{listing}")
     return classes, samples, skipped
 
 

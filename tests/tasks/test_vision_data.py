@@ -5,6 +5,7 @@ hyperparameters, and hostile arguments of every public class and function."""
 from __future__ import annotations
 
 import math
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -217,6 +218,36 @@ def test_setup_names_every_truncated_file(tmp_path):
     assert "verify_images=False" in message
 
 
+def _corrupt_png_stream(path: Path) -> None:
+    """Overwrite the middle of a PNG's compressed pixel data and recompute the chunk CRCs, so
+    every chunk checks out (PIL's verify() passes) but the pixels do not decode."""
+    data, pos, out = path.read_bytes(), 8, bytearray(path.read_bytes()[:8])
+    while pos < len(data):
+        (size,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        body = bytearray(data[pos + 8:pos + 8 + size])
+        if kind == b"IDAT":
+            body[2:size // 2] = b"\xff" * (size // 2 - 2)  # after the 2-byte zlib header
+        out += (struct.pack(">I", size) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF))
+        pos += 12 + size
+    path.write_bytes(bytes(out))
+
+
+def test_setup_names_a_png_whose_pixels_do_not_decode(tmp_path):
+    root = _folder(tmp_path / "data", pixels=np.random.default_rng(0).integers(
+        0, 255, (32, 32, 3), dtype=np.uint8))
+    bad = root / "b" / "2.png"
+    _corrupt_png_stream(bad)
+    with Image.open(bad) as image:
+        image.verify()  # the chunks and their CRCs are fine: only a decode sees the damage
+    # decodes, but the loader refuses its values: setup sees what the loader will
+    wide = _save(Image.fromarray(np.array([[0, 70000]], np.int32)), root / "a" / "wide.tif")
+    with pytest.raises(ValueError, match=r"2 of 7 image files cannot be read") as info:
+        ImageFolderDataModule(root, image_size=8, val_fraction=0.34, test_fraction=0.34).setup()
+    assert f"{bad}: OSError: broken data stream" in str(info.value)
+    assert re.search(rf"{re.escape(str(wide))}: .*holds values in \[0, 70000\]", str(info.value))
+
+
 def test_unverified_truncated_file_fails_naming_it_when_loaded(tmp_path):
     root = _folder(tmp_path / "data", per_class=4, pixels=np.random.default_rng(0).integers(
         0, 255, (32, 32, 3), dtype=np.uint8))
@@ -396,3 +427,107 @@ def test_numpy_numbers_become_plain_hparams(tmp_path):
     assert dm.hparams["eval_image_sizes"] == [28, [28, 44]]
     torch.save(dict(dm.hparams), tmp_path / "hp.pt")
     assert torch.load(tmp_path / "hp.pt", weights_only=True)["val_fraction"] == 0.2
+
+
+# -- stratified split: every part holds every class --------------------------------------------
+def _split_counts(labels: np.ndarray, parts) -> list[list[int]]:
+    classes = np.unique(labels)
+    return [[int((labels[part] == c).sum()) for c in classes] for part in parts]
+
+
+def test_stratified_split_puts_a_small_class_in_every_part():
+    labels = np.repeat(["few", "many", "most"], [3, 100, 100])
+    parts = stratified_split(labels, 0.1, 0.1, seed=0)
+    # 20 of 203 go to test and to val (round(20.3)); by quota 0.3 / 9.85 / 9.85 per class, the
+    # small class is lifted to 1 and the 19 left go to the big classes, 9 + 10 or 10 + 9
+    for part in parts[1:]:
+        counts = _split_counts(labels, [part])[0]
+        assert counts[0] == 1 and sorted(counts[1:]) == [9, 10]
+    assert _split_counts(labels, parts[:1])[0][0] == 1
+    assert sorted(np.concatenate(parts).tolist()) == list(range(203))  # disjoint, complete
+    again = stratified_split(labels, 0.1, 0.1, seed=0)
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again, strict=True))
+    other = stratified_split(labels, 0.1, 0.1, seed=1)
+    assert not all(np.array_equal(a, b) for a, b in zip(parts, other, strict=True))
+
+
+def test_stratified_split_keeps_the_proportions_of_large_classes():
+    labels = np.repeat([0, 1, 2, 3], [400, 300, 200, 100])
+    train, val, test = stratified_split(labels, 0.2, 0.1, seed=3)
+    assert _split_counts(labels, [train, val, test]) == [[280, 210, 140, 70], [80, 60, 40, 20],
+                                                         [40, 30, 20, 10]]
+    assert sorted(np.concatenate([train, val, test]).tolist()) == list(range(1000))
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_stratified_split_refuses_a_class_too_small_for_three_parts(count):
+    labels = np.array(["cat"] * 50 + ["dog"] * 50 + ["owl"] * count)
+    with pytest.raises(ValueError, match=rf"class 'owl' has {count} samples"):
+        stratified_split(labels, 0.1, 0.1, seed=0)
+
+
+# -- links in an image folder: followed as torchvision's ImageFolder does, never dropped ------
+def _linked_folder(tmp_path: Path) -> Path:
+    """``data/a`` (3 images), ``data/b`` a link to ``elsewhere/b`` (3 images), and in ``a`` a
+    link to the folder ``elsewhere/more`` (2 images) and a link to the image ``elsewhere/x.png``."""
+    root = _folder(tmp_path / "data", classes=("a",))
+    _folder(tmp_path / "elsewhere", classes=("b", "more"), per_class=3)
+    (tmp_path / "elsewhere" / "more" / "2.png").unlink()
+    Image.fromarray(U8).save(tmp_path / "elsewhere" / "x.png")
+    (root / "b").symlink_to(tmp_path / "elsewhere" / "b", target_is_directory=True)
+    (root / "a" / "more").symlink_to(tmp_path / "elsewhere" / "more", target_is_directory=True)
+    (root / "a" / "x.png").symlink_to(tmp_path / "elsewhere" / "x.png")
+    return root
+
+
+def test_linked_class_folder_sub_folder_and_file_are_read(tmp_path):
+    root = _linked_folder(tmp_path)
+    dm = ImageFolderDataModule(root, image_size=4, val_fraction=0.25, test_fraction=0.25)
+    dm.setup()
+    assert dm.classes == ["a", "b"]
+    read = sorted(Path(path).relative_to(root).as_posix() for s in (dm.train_set, dm.val_set,
+                                                                     dm.test_set)
+                  for path, _ in s.samples)
+    assert read == ["a/0.png", "a/1.png", "a/2.png", "a/more/0.png", "a/more/1.png", "a/x.png",
+                    "b/0.png", "b/1.png", "b/2.png"]
+
+
+def test_broken_links_are_named(tmp_path):
+    root = _linked_folder(tmp_path)
+    (root / "a" / "gone.png").symlink_to(tmp_path / "nowhere.png")
+    (root / "a" / "lost").symlink_to(tmp_path / "nowhere", target_is_directory=True)
+    (root / "c").symlink_to(tmp_path / "no_class", target_is_directory=True)
+    for verify in (True, False):
+        with pytest.raises(FileNotFoundError, match=r"3 broken links") as info:
+            ImageFolderDataModule(root, image_size=4, verify_images=verify).setup()
+        for link, target in (("a/gone.png", "nowhere.png"), ("a/lost", "nowhere"),
+                             ("c", "no_class")):
+            assert f"{root / link} -> {tmp_path / target}" in str(info.value)
+
+
+@pytest.mark.parametrize("link, target", [("a/up", "a"), ("a/more/loop", "a/more"),
+                                          ("a/top", "."), ("b/twin", "a")])
+def test_a_folder_reached_twice_through_a_link_raises(tmp_path, link, target):
+    root = _folder(tmp_path / "data")
+    (root / "a" / "more").mkdir()
+    (root / link).symlink_to((root / target).resolve(), target_is_directory=True)
+    with pytest.raises(ValueError, match=r"is .* again \(through a link\)") as info:
+        ImageFolderDataModule(root, image_size=4).setup()
+    assert str(root / link) in str(info.value)
+
+
+def test_a_folder_that_cannot_be_listed_raises_naming_it(tmp_path, monkeypatch):
+    import os
+
+    root = _folder(tmp_path / "data")
+    (root / "b" / "locked").mkdir()
+    scandir = os.scandir
+
+    def refuse_locked(path="."):
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refuse_locked)
+    with pytest.raises(PermissionError, match=r"b/locked"):
+        ImageFolderDataModule(root, image_size=4).setup()
