@@ -99,19 +99,22 @@ def future_times(panel: Panel, steps: int, ask: str = "as a DataFrame") -> pd.Da
     stamps = []
     for s in held:
         a, b = int(panel.starts[s]), int(panel.starts[s + 1])
-        start = schema.local_times(panel.utc[b - 1:b])[0]
         offset = _calendar_offset(panel.local[a:b]) or days
         if offset is None:
+            start = schema.local_times(panel.utc[b - 1:b])[0]
             stamps.append(pd.DatetimeIndex([start + step * (k + 1) for k in range(steps)]))
             continue
-        # Calendar steps: the wall-clock time of day stays, whatever DST does.
-        wall_start = start.tz_localize(None) if start.tzinfo is not None else start
+        # Calendar steps continue the wall clock the rhythm was read on (the local times):
+        # the time of day stays, whatever DST does.
+        wall_start = pd.Timestamp(int(panel.local[b - 1]))
         if offset.is_on_offset(wall_start):
             wall = pd.date_range(wall_start, periods=steps + 1, freq=offset)[1:]
         else:
             wall = pd.DatetimeIndex([wall_start + offset * (k + 1) for k in range(steps)])
-        stamps.append(wall if start.tzinfo is None else localize(
-            wall, start.tz, ambiguous=True, nonexistent="shift_forward"))
+        if schema.tz is not None:
+            stamps.append(localize(wall, schema.tz, ambiguous=True, nonexistent="shift_forward"))
+        else:  # naive data (local is UTC) or one fixed UTC offset: wall = UTC + the offset
+            stamps.append(wall - pd.Timedelta(int(panel.local[b - 1] - panel.utc[b - 1])))
     frame = schema.series_frame(np.repeat(held, steps))
     times = pd.DatetimeIndex(np.concatenate([s.as_unit("ns").asi8 for s in stamps])
                              .view("M8[ns]"))

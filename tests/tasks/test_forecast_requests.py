@@ -284,6 +284,19 @@ def test_daily_data_with_a_missing_day_stays_at_local_midnight_across_dst():
     assert _future(stamps, ZONE, 3) == want
 
 
+@pytest.mark.parametrize("offset", ["+02:00", "-05:30"])
+def test_calendar_steps_of_data_with_a_utc_offset_continue_its_wall_clock(offset):
+    # Month starts at local midnight in a fixed offset, read without tz=: the rhythm is read
+    # on the offset's wall clock, so the future must continue there too (2024-12-01 22:00 UTC
+    # would be the first of the month at 22:00 in UTC, a month late at +02:00).
+    stamps = pd.DatetimeIndex([f"{t:%Y-%m-%d} 00:00:00{offset}"
+                               for t in pd.date_range("2022-01-01", "2024-10-01", freq="MS")])
+    got = _future(stamps, None, 3)
+    want = [pd.Timestamp(f"{day} 00:00:00{offset}") for day in
+            ("2024-11-01", "2024-12-01", "2025-01-01")]
+    assert [t.value for t in got] == [t.value for t in want]
+
+
 def test_irregular_times_step_by_the_median_interval():
     rng = np.random.default_rng(0)
     jitter = pd.to_timedelta(rng.integers(0, 40, 80), unit="min")
