@@ -9,6 +9,7 @@ preprocessing for images given to a trained model.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -109,9 +110,13 @@ def load_image(path: str | os.PathLike, channels: int) -> Tensor:
 
 
 def _decode(path: str | os.PathLike):
-    """The fully decoded PIL image of a file, EXIF orientation applied; PIL's own errors."""
+    """The fully decoded PIL image of a file, EXIF orientation applied; PIL's own errors,
+    or ``ValueError`` for what is not a regular file (opening a FIFO named ``x.png`` blocks
+    until something writes to it)."""
     from PIL import Image, ImageOps
 
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise ValueError(f"{os.fspath(path)!r} is not a regular file")
     with Image.open(path) as image:
         # exif_transpose returns a decoded copy, so decode errors surface here
         return ImageOps.exif_transpose(image)
@@ -136,6 +141,15 @@ def _hidden(name: str) -> bool:
     return name.startswith(".") or name == "__MACOSX"
 
 
+def _is_dir(entry: os.DirEntry) -> bool:
+    """Whether a folder entry is (a link to) a folder; a link loop is not one (it is then
+    reported as a broken link, as ``os.walk`` lists it below the classes)."""
+    try:
+        return entry.is_dir()
+    except OSError:  # ELOOP: links that point at each other
+        return False
+
+
 def _raise(err: OSError) -> None:
     raise err
 
@@ -150,8 +164,9 @@ def scan_image_folder(root: Path) -> tuple[list[str], list[tuple[str, int]], lis
     unseen.
     """
     entries = sorted(os.scandir(root), key=lambda e: e.name)
-    classes = [e.name for e in entries if e.is_dir() and not _hidden(e.name)]
-    skipped = [e.path for e in entries if not e.is_dir() and not _hidden(e.name)]
+    folders = {e.name for e in entries if _is_dir(e)}
+    classes = [e.name for e in entries if e.name in folders and not _hidden(e.name)]
+    skipped = [e.path for e in entries if e.name not in folders and not _hidden(e.name)]
     samples = []
     # real path -> the path it was first read as; root counts, so a link up to it is a loop
     read = {os.path.realpath(root): os.fspath(root)}

@@ -505,6 +505,32 @@ def test_broken_links_are_named(tmp_path):
             assert f"{root / link} -> {tmp_path / target}" in str(info.value)
 
 
+def test_links_that_point_at_each_other_are_named_as_broken(tmp_path):
+    # is_dir() of such a link raises ELOOP: it was a raw OSError from the folder listing
+    root = _folder(tmp_path / "data")
+    (root / "loop").symlink_to(root / "a" / "x.png")
+    (root / "a" / "x.png").symlink_to(root / "loop")
+    with pytest.raises(FileNotFoundError, match=r"2 broken links") as info:
+        ImageFolderDataModule(root, image_size=4).setup()
+    assert f"{root / 'loop'} -> {root / 'a' / 'x.png'}" in str(info.value)
+
+
+def test_a_fifo_named_like_an_image_is_reported_not_opened(tmp_path):
+    # opening a FIFO blocks until something writes to it: setup hung, so did the loader
+    import os
+
+    from posenc.tasks.image_files import load_image
+
+    root = _folder(tmp_path / "data")
+    fifo = root / "b" / "pipe.png"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=r"1 of 7 image files cannot be read") as info:
+        ImageFolderDataModule(root, image_size=8, val_fraction=0.34, test_fraction=0.34).setup()
+    assert f"{fifo}: ValueError: {str(fifo)!r} is not a regular file" in str(info.value)
+    with pytest.raises(ValueError, match=r"pipe\.png.*is not a regular file"):
+        load_image(fifo, 1)
+
+
 @pytest.mark.parametrize("link, target", [("a/up", "a"), ("a/more/loop", "a/more"),
                                           ("a/top", "."), ("b/twin", "a")])
 def test_a_folder_reached_twice_through_a_link_raises(tmp_path, link, target):
