@@ -102,8 +102,7 @@ class PosencCLI(LightningCLI):
                 ckpt = read_checkpoint(ckpt_path, "--ckpt_path")
             except ValueError as err:
                 self.parser.error(str(err))
-            hparams = ckpt.get("hyper_parameters")
-            hparams = hparams if isinstance(hparams, dict) else {}
+            hparams = ckpt.get("hyper_parameters", {})
             class_path = hparams.get("_class_path")
             if class_path is not None and not _is_imported_subclass(class_path,
                                                                     LightningModule):

@@ -51,10 +51,13 @@ def read_checkpoint(path: str | os.PathLike, argument: str) -> dict[str, Any]:
     ``weights_only=True`` (tensors and plain values only; memory-mapped when the file's format
     allows, so a large checkpoint is not read whole).
 
-    Raises ``ValueError`` naming ``argument`` and the path when it is missing or a directory,
-    not a torch file (empty, text, CSV, ...), holds pickled objects, or holds no dict.
+    Raises ``ValueError`` naming ``argument`` and the path when it is empty, missing or a
+    directory, not a torch file (empty, text, CSV, ...), holds pickled objects, holds no dict,
+    or holds ``hyper_parameters`` that are not a dict (Lightning reads them as one).
     """
     where = f"{argument}={os.fspath(path)!r}"
+    if not os.fspath(path):
+        raise ValueError(f"{where} is an empty path; give the checkpoint file")
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{where} is a directory, not a checkpoint file")
@@ -76,4 +79,8 @@ def read_checkpoint(path: str | os.PathLike, argument: str) -> dict[str, Any]:
     if not isinstance(ckpt, dict):
         raise ValueError(f"{where} is not a Lightning checkpoint (a dict), it holds a "
                          f"{type(ckpt).__name__}")
+    hparams = ckpt.get("hyper_parameters", {})
+    if not isinstance(hparams, dict):
+        raise ValueError(f"{where} is not a Lightning checkpoint: its hyper_parameters are a "
+                         f"{type(hparams).__name__}, not a dict")
     return ckpt

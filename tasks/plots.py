@@ -111,16 +111,24 @@ def load_checkpoint_module(path: str | Path) -> nn.Module:
     # are plain config values), and its class paths go through Lightning's and posenc's checks.
     ckpt = read_checkpoint(path, "checkpoint")
     hparams = ckpt.get("hyper_parameters", {})
-    if not isinstance(hparams, dict):
-        raise ValueError(f"checkpoint={str(path)!r} is not a Lightning checkpoint (no "
-                         f"hyper_parameters dict)")
+    where = f"checkpoint={str(path)!r}"
     if "_class_path" in hparams:  # the model's class: posenc's own, or registered
         try:
             import_class(hparams["_class_path"], "_class_path", LightningModule)
         except ValueError as err:
-            raise ValueError(f"checkpoint={str(path)!r}: {err}") from err
+            raise ValueError(f"{where}: {err}") from err
+    elif "_instantiator" in hparams:  # Lightning would build it from a class path it lacks
+        raise ValueError(f"{where} has an _instantiator but names no model class "
+                         f"(_class_path)")
     cls = LightningModule if "_instantiator" in hparams else ImageClassifier
-    return cls.load_from_checkpoint(path, map_location="cpu", weights_only=True).eval()
+    try:
+        model = cls.load_from_checkpoint(path, map_location="cpu", weights_only=True)
+    except RuntimeError as err:  # another model's weights (a Forecaster saved from Python)
+        first = str(err).splitlines()[0]
+        raise ValueError(f"{where} does not hold {cls.__name__} weights ({first}); posenc "
+                         f"plot reads the checkpoints of ImageClassifier, or of the model "
+                         f"class its _class_path names") from err
+    return model.eval()
 
 
 def _find(model: nn.Module, accept: Any, what: str, path: Path) -> nn.Module:

@@ -72,10 +72,15 @@ def register_module(cls: type[nn.Module]) -> type[nn.Module]:
 
 
 def _is_trusted(cls: type) -> bool:
-    """Whether a ``class_path`` may build ``cls``: posenc defines it, or it is registered."""
+    """Whether a ``class_path`` may build ``cls``: it is registered, or posenc defines it: a
+    posenc module holds it under its name. (``__module__`` alone is a string any code can set:
+    it is checked against the module it names.)"""
+    if cls in REGISTERED:
+        return True
     module = getattr(cls, "__module__", None)
-    package = module.split(".")[0] if isinstance(module, str) else None
-    return package in IMPORTABLE or cls in REGISTERED
+    if not isinstance(module, str) or module.split(".")[0] not in IMPORTABLE:
+        return False
+    return getattr(sys.modules.get(module), "__dict__", {}).get(cls.__qualname__) is cls
 
 
 def check_class_path(class_path: object, argument: str = "class_path") -> tuple[str, str]:

@@ -285,6 +285,8 @@ def _write_bad_checkpoint(path, kind: str) -> None:
                    path)
     elif kind == "list":
         torch.save([1, 2], path)
+    elif kind == "list hyper_parameters":
+        torch.save({"state_dict": {}, "hyper_parameters": [1]}, path)
     elif kind != "missing":
         path.write_text({"empty": "", "text": "hello", "json": '{"a": 1}',
                          "csv": "timestamp,value\n2020-01-01,1\n2020-01-02,2\n"}[kind])
@@ -297,6 +299,7 @@ def _write_bad_checkpoint(path, kind: str) -> None:
     ("csv", "is not a readable torch"), ("json", "is not a readable torch"),
     ("pickled object", "holds objects other than tensors and plain values"),
     ("list", "is not a Lightning checkpoint"),
+    ("list hyper_parameters", "is not a Lightning checkpoint: its hyper_parameters are a list"),
 ])
 def test_ckpt_path_that_is_not_a_checkpoint_is_a_usage_error(tmp_path, monkeypatch, capsys,
                                                              subcommand, kind, why):

@@ -262,6 +262,18 @@ def test_the_classes_posenc_defines_need_no_registration():
     assert import_class("posenc.spatial.RoPE2D") is RoPE2D
 
 
+@pytest.mark.parametrize("module", ["posenc.evil", "posenc.core"])
+def test_a_class_whose_module_string_claims_posenc_is_not_posenc_s(module, monkeypatch):
+    # __module__ is a string any code can set; posenc's classes are the ones its modules hold
+    class Spoof(nn.Identity):
+        pass
+
+    Spoof.__module__ = module
+    monkeypatch.setattr(sys.modules[__name__], "Spoof", Spoof, raising=False)
+    with pytest.raises(ValueError, match=r"is not defined by posenc and was not registered"):
+        import_class(f"{__name__}.Spoof")
+
+
 @pytest.mark.parametrize("cls, match", [(len, "a class"), (dict, "torch.nn.Module subclass"),
                                         ("torch.nn.Identity", "a class")])
 def test_register_module_takes_module_classes_only(cls, match):
@@ -324,6 +336,37 @@ def test_plot_checkpoint_that_is_not_a_checkpoint(tmp_path, content, match):
     torch.save([1, 2], path)
     with pytest.raises(ValueError, match="is not a Lightning checkpoint"):
         plots.load_checkpoint_module(path)
+
+
+def test_plot_checkpoint_of_another_model_without_its_class_is_refused_naming_it(tmp_path):
+    from posenc.tasks import plots
+
+    path = _save(Forecaster(dim=16, depth=1, num_heads=2), tmp_path / "f.ckpt")
+    with pytest.raises(ValueError, match=rf"checkpoint='{path}' does not hold ImageClassifier "
+                                         r"weights \(Error\(s\) in loading state_dict"):
+        plots.load_checkpoint_module(path)
+    path = _save(Forecaster(dim=16, depth=1, num_heads=2), tmp_path / "g.ckpt",
+                 _instantiator="lightning.pytorch.cli.instantiate_module")
+    with pytest.raises(ValueError, match=r"has an _instantiator but names no model class"):
+        plots.load_checkpoint_module(path)
+
+
+@pytest.mark.parametrize("hparams", [[1], "x"])
+def test_checkpoint_hyper_parameters_that_are_not_a_dict_are_refused(tmp_path, hparams):
+    from posenc.tasks import plots
+
+    path = tmp_path / "h.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": hparams}, path)
+    with pytest.raises(ValueError, match=rf"checkpoint='{path}' is not a Lightning checkpoint: "
+                                         rf"its hyper_parameters are a {type(hparams).__name__}"):
+        plots.load_checkpoint_module(path)
+
+
+def test_an_empty_checkpoint_path_is_named_as_empty():
+    from posenc.tasks.hparams import read_checkpoint
+
+    with pytest.raises(ValueError, match=r"^--checkpoint='' is an empty path"):
+        read_checkpoint("", "--checkpoint")
 
 
 def test_plot_checkpoint_loading_still_loads_plain_checkpoints(tmp_path):
