@@ -6,7 +6,8 @@ returns it, :class:`ForecastWriter` writes it). Its columns, in this order:
 - the series id columns (``schema.series_columns``, with the data's values; none for a
   single series);
 - the timestamp column (``schema.timestamp_column``), in the data's time zone
-  (``schema.local_times``: tz-aware in ``schema.tz``, or naive for naive data without one);
+  (``schema.local_times``: tz-aware in ``schema.tz`` or the aware data's own zone, or naive
+  for naive data without one);
 - ``forecast_origin`` (:data:`ORIGIN_COLUMN`), when the outputs carry an ``"origin"``: the
   last context time of the window, in the same zone. A rolling backtest predicts the same
   time from several origins; this column tells the forecasts apart. (Not ``origin``: that is

@@ -32,7 +32,7 @@ __all__ = ["FITTED", "Panel", "SeriesSchema", "read_panel", "scale_panel"]
 
 # The fields of a SeriesSchema fitted on the training span (read_panel with fit, the data
 # module's step and starts, scale_panel); the others describe the columns and how to read them.
-FITTED = ("aware", "series_keys", "loc", "scale", "static_categories", "static_stats",
+FITTED = ("aware", "zone", "series_keys", "loc", "scale", "static_categories", "static_stats",
           "series_start", "step_ns")
 
 
@@ -44,10 +44,14 @@ class SeriesSchema:
     order targets, past covariates, future covariates. ``static_categories`` maps each
     categorical static column to its values (code ``i + 1``; code 0 is a value not seen in
     training); ``static_stats`` maps each numeric static column to ``(mean, std)``.
-    ``series_start`` holds each series' first observation in the data the model was trained
-    on (local wall-clock ns; int64 min for a series without rows): the origin of the series'
-    age (:class:`~posenc.temporal.AgeFeature`), also in forecasts from a shorter history. A
-    schema without it (a checkpoint from before it existed) counts ages from the history.
+    ``aware`` says whether the timestamps were tz-aware, and ``zone`` is the zone they were
+    in when read without ``tz`` (a name such as ``"Europe/Berlin"``, or a fixed offset such as
+    ``"UTC+05:45"``; None for naive data): the wall clock of their calendar, in which future
+    times continue and outputs are given. ``series_start`` holds each series' first
+    observation in the data the model was trained on (local wall-clock ns; int64 min for a
+    series without rows): the origin of the series' age
+    (:class:`~posenc.temporal.AgeFeature`), also in forecasts from a shorter history. A schema
+    without it (a checkpoint from before it existed) counts ages from the history.
     """
 
     timestamp_column: str
@@ -61,6 +65,7 @@ class SeriesSchema:
     nonexistent: str = "raise"
     timestamp_format: str | None = None
     aware: bool = False
+    zone: str | None = None
     series_keys: list[tuple] = dataclasses.field(default_factory=lambda: [()])
     loc: list[list[float]] = dataclasses.field(default_factory=list)
     scale: list[list[float]] = dataclasses.field(default_factory=list)
@@ -133,12 +138,19 @@ class SeriesSchema:
         return {key: i for i, key in enumerate(self.series_keys)}
 
     def local_times(self, utc_ns: np.ndarray) -> pd.DatetimeIndex:
-        """``(N,)`` int64 UTC ns -> timestamps as the data had them: in ``tz`` (or UTC for aware
-        data without one), naive for naive data without a zone."""
+        """``(N,)`` int64 UTC ns -> timestamps as the data had them: in ``tz``, else in the
+        aware data's own :attr:`zone`, naive for naive data without a zone."""
         index = pd.DatetimeIndex(np.asarray(utc_ns, np.int64).view("M8[ns]"))
+        zone = self.clock_zone
+        return index if zone is None else index.tz_localize("UTC").tz_convert(zone)
+
+    @property
+    def clock_zone(self) -> str | None:
+        """The zone of the local wall clock: ``tz``, else the aware data's own zone (UTC for a
+        schema from before ``zone`` was stored); None for naive data without ``tz``."""
         if self.tz is not None:
-            return index.tz_localize("UTC").tz_convert(self.tz)
-        return index.tz_localize("UTC") if self.aware else index
+            return self.tz
+        return (self.zone or "UTC") if self.aware else None
 
     def series_frame(self, series: np.ndarray) -> pd.DataFrame:
         """``(N,)`` series indexes -> the ``(N, len(series_columns))`` id columns."""
@@ -387,6 +399,7 @@ def read_panel(frame: pd.DataFrame, schema: SeriesSchema, source: str | None = N
     index = parse_timestamps(stamps, schema.timestamp_column, source, schema.timestamp_format)
     if fit:
         schema.aware = index.tz is not None
+        schema.zone = None if index.tz is None else str(index.tz)
     elif (index.tz is not None) != schema.aware and schema.tz is None:
         kinds = ["tz-naive", "tz-aware"]
         raise ValueError(f"timestamp column {schema.timestamp_column!r} is "

@@ -111,15 +111,14 @@ def future_times(panel: Panel, steps: int, ask: str = "as a DataFrame") -> pd.Da
             wall = pd.date_range(wall_start, periods=steps + 1, freq=offset)[1:]
         else:
             wall = pd.DatetimeIndex([wall_start + offset * (k + 1) for k in range(steps)])
-        if schema.tz is not None:
-            stamps.append(localize(wall, schema.tz, ambiguous=True, nonexistent="shift_forward"))
-        else:  # naive data (local is UTC) or one fixed UTC offset: wall = UTC + the offset
-            stamps.append(wall - pd.Timedelta(int(panel.local[b - 1] - panel.utc[b - 1])))
+        zone = schema.clock_zone
+        stamps.append(wall if zone is None else localize(
+            wall, zone, ambiguous=True, nonexistent="shift_forward"))
     frame = schema.series_frame(np.repeat(held, steps))
     times = pd.DatetimeIndex(np.concatenate([s.as_unit("ns").asi8 for s in stamps])
                              .view("M8[ns]"))
-    if schema.tz is not None or schema.aware:
-        times = times.tz_localize("UTC").tz_convert(schema.tz or "UTC")
+    if schema.clock_zone is not None:
+        times = times.tz_localize("UTC").tz_convert(schema.clock_zone)
     frame[schema.timestamp_column] = times
     return frame
 

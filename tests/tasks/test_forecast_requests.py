@@ -295,6 +295,15 @@ def test_calendar_steps_of_data_with_a_utc_offset_continue_its_wall_clock(offset
     want = [pd.Timestamp(f"{day} 00:00:00{offset}") for day in
             ("2024-11-01", "2024-12-01", "2025-01-01")]
     assert [t.value for t in got] == [t.value for t in want]
+    assert [t.utcoffset() for t in got] == [t.utcoffset() for t in want]  # the data's offset
+
+
+def test_calendar_steps_of_aware_data_in_a_named_zone_keep_its_wall_clock_across_dst():
+    # tz-aware Berlin month starts read without tz=: the offset is +02:00 in October and
+    # +01:00 after, so continuing at a fixed offset would land at 23:00 on the day before
+    stamps = pd.date_range("2022-01-01", "2024-10-01", freq="MS", tz="Europe/Berlin")
+    got = _future(stamps, None, 3)
+    assert got == list(pd.date_range("2024-11-01", periods=3, freq="MS", tz="Europe/Berlin"))
 
 
 def test_irregular_times_step_by_the_median_interval():
