@@ -267,7 +267,8 @@ def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
             ``"30min"``, ``"1.5h"``, ``"1h30min"``, ``"7D"``), weeks (``"2W"``: 14 days), or a
             ``pd.Timedelta`` spelling (``"7 days"``, ``"1 hour 30 minutes"``,
             ``"0 days 01:00:00"``, ISO ``"P1DT2H"``); or a ``pd.Timedelta``,
-            ``datetime.timedelta`` or ``np.timedelta64`` with a unit.
+            ``datetime.timedelta``, ``np.timedelta64`` with a unit, or a fixed-length pandas
+            offset (``pd.offsets.Hour(2)``).
         name: argument name used in error messages.
         alternative: what else the argument takes, appended to the messages for calendar and
             unitless values (e.g. ``"an int count of observations"``).
@@ -275,8 +276,8 @@ def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
     Raises:
         TypeError: ``value`` is neither a string nor a timedelta.
         ValueError: a calendar unit (``"MS"``, ``"ME"``, ``"QS"``, ``"YS"``, ``"B"``, ISO
-            ``"P1M"``), the ambiguous ``"m"``/``"M"``, a number without a unit, an unknown
-            unit, a non-positive, NaT or out-of-range duration.
+            ``"P1M"``, ``pd.offsets.MonthBegin()``), the ambiguous ``"m"``/``"M"``, a number
+            without a unit, an unknown unit, a non-positive, NaT or out-of-range duration.
     """
     or_else = f", or {alternative}" if alternative else ""
     unknown = ValueError(f"{name} must be {alternative + ' or ' if alternative else ''}a "
@@ -321,6 +322,11 @@ def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
         raise ValueError(f"{name}={value!r} is in calendar months or years, which have no "
                          f"fixed length; {name} takes a fixed duration, e.g. "
                          f"np.timedelta64(30, 'D'){or_else}")
+    elif isinstance(value, pd.offsets.Tick):  # Hour(2), Minute(30): fixed lengths
+        value = pd.Timedelta(value)
+    elif isinstance(value, pd.DateOffset):  # every other pandas offset is a calendar one
+        raise ValueError(f"{name}={value!r} is a calendar offset, which has no fixed length; "
+                         f"{name} takes a fixed duration, e.g. '30D'{or_else}")
     elif not isinstance(value, (dt.timedelta, np.timedelta64)):
         raise TypeError(f"{name} must be a duration string (e.g. '1h', '7D') or a timedelta, "
                         f"got {type(value).__name__} ({value!r})")

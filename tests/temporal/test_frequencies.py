@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 from posenc import temporal
 from posenc.temporal import cyclic, frequencies
@@ -40,7 +41,7 @@ _H = 3600 * 10**9
     ("2W", 14 * 24 * _H), ("1.5h", 3 * _H // 2), ("1h30min", 3 * _H // 2), ("12ms", 12 * 10**6),
     ("1T", 60 * 10**9), ("7 days", 7 * 24 * _H), ("1 hour 30 minutes", 3 * _H // 2),
     ("0 days 01:00:00", _H), ("01:00:00", _H), ("PT1M", 60 * 10**9), ("P1DT2H", 26 * _H),
-    ("1µs", 1000),
+    ("1µs", 1000), (pd.offsets.Hour(2), 2 * _H), (pd.offsets.Minute(90), 3 * _H // 2),
 ])
 def test_fixed_durations_read_as_their_nanoseconds(value, ns):
     assert frequencies.parse_duration(value, "x") == ns
@@ -52,6 +53,8 @@ def test_fixed_durations_read_as_their_nanoseconds(value, ns):
     ("5B", "5 calendar business day"), ("1m", "ambiguous"), ("1M", "ambiguous"),
     ("2h30m", "ambiguous"), ("P1M", "ISO 8601 duration in calendar months"),
     (np.timedelta64(1, "M"), "in calendar months"), (np.timedelta64(2, "Y"), "in calendar months"),
+    (pd.offsets.MonthBegin(), "a calendar offset"),
+    (pd.offsets.BusinessDay(2), "a calendar offset"),
 ])
 def test_calendar_and_ambiguous_units_are_refused_as_durations(value, what):
     # pd.Timedelta reads "12MS" as 12 ms, "1m" and ISO "P1M" as a minute.
