@@ -19,32 +19,41 @@ builds only posenc's own classes and those given to :func:`register_module` (see
 
 from posenc.temporal import parse_timestamps
 
-from .evaluation import ForecastMetrics, season_for_step, seasonal_naive
-from .forecast_network import RELATIVE_ENCODINGS, TIME_ENCODINGS, ForecastTransformer
-from .forecast_writer import ForecastWriter, forecast_frame
-from .forecasting import Forecaster
-from .losses import MeanAbsoluteScaledError, masked_point_loss, quantile_loss
-from .panel import SeriesSchema
-from .specs import register_module
-from .timeseries_data import TimeSeriesDataModule
-from .timeseries_datasets import (
+from .config import register_module
+from .forecasting import (
+    RELATIVE_ENCODINGS,
+    TIME_ENCODINGS,
     BirthdaysDataModule,
     ElecDemandDataModule,
+    Forecaster,
+    ForecastMetrics,
+    ForecastTransformer,
+    ForecastWriter,
     GlucoseDataModule,
+    MeanAbsoluteScaledError,
     NYCWeatherDataModule,
     SeattleTempsDataModule,
+    SeriesSchema,
     TaylorDataModule,
+    TimeSeriesDataModule,
+    collate_windows,
+    forecast_frame,
+    make_batch,
+    masked_point_loss,
+    quantile_loss,
+    season_for_step,
+    seasonal_naive,
 )
-from .vision import ImageClassifier, build_vit
-from .vision_data import (
+from .vision import (
     DigitsDataModule,
+    ImageClassifier,
     ImageDataModule,
     ImageFolderDataModule,
     MNISTDataModule,
     ResizeCollate,
+    build_vit,
     stratified_split,
 )
-from .windows import collate_windows, make_batch
 
 __all__ = [
     "BirthdaysDataModule",

@@ -27,16 +27,10 @@ from lightning.pytorch.core.saving import _is_imported_subclass
 from lightning.pytorch.utilities.model_registry import _is_registry
 
 # Imported so that short class names resolve in configs and checkpoints find their classes.
-from . import (  # noqa: F401
-    forecasting,
-    timeseries_data,
-    timeseries_datasets,
-    vision,
-    vision_data,
-)
+from . import forecasting, vision  # noqa: F401
+from .config import import_class, register_module
+from .forecasting.data import MODEL_SIZES
 from .hparams import read_checkpoint
-from .specs import import_class, register_module
-from .timeseries_data import MODEL_SIZES
 
 __all__ = ["EXTRA_COMMANDS", "LINKED_SIZES", "PosencCLI", "main", "posenc_cli"]
 

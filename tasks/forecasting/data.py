@@ -35,11 +35,11 @@ from posenc.temporal.columns import (
 )
 from torch.utils.data import DataLoader
 
-from .hparams import make_hparams_plain, plain
+from ..hparams import make_hparams_plain, plain
+from ..splits import check_split_fractions
 from .panel import Panel, SeriesSchema, read_panel, scale_panel
 from .requests import _series_start, request_dataset
 from .series_frame import check_unique_columns, parse_length, read_table
-from .splits import check_split_fractions
 from .windows import (
     WindowDataset,
     WindowIndex,
@@ -451,7 +451,7 @@ class TimeSeriesDataModule(LightningDataModule):
         """The seasonal-naive season, a duration: ``season`` if given (a count is in median
         sampling steps; ``"persistence"``: 1 ns, which makes the baseline the last observed
         value), else :func:`~posenc.tasks.evaluation.season_for_step` of the step."""
-        from .evaluation import season_for_step
+        from .metrics import season_for_step
 
         step = pd.Timedelta(self.schema.step_ns)
         if self.season == PERSISTENCE:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from posenc.core import check_choice
 
+from .data import TimeSeriesDataModule
 from .series_sources import (
     BIRTHDAY_STATES,
     BIRTHDAY_YEARS,
@@ -20,7 +21,6 @@ from .series_sources import (
     glucose_frame,
     nycweather_frame,
 )
-from .timeseries_data import TimeSeriesDataModule
 
 __all__ = [
     "BirthdaysDataModule",

@@ -23,20 +23,20 @@ from posenc.core import (
 from posenc.temporal.frequencies import parse_duration
 from torch import Tensor, nn
 
-from .evaluation import ForecastMetrics, seasonal_naive
-from .forecast_network import (
+from ..config import instantiate
+from ..optim import check_optim_args, configure_adamw_from_hparams
+from .losses import LOSSES, masked_point_loss, quantile_loss
+from .metrics import ForecastMetrics, seasonal_naive
+from .network import (
     RELATIVE_ENCODINGS,
     TIME_ENCODINGS,
     ForecastTransformer,
     TimeFeatures,
     encoding_reads,
 )
-from .forecast_writer import forecast_frame
-from .losses import LOSSES, masked_point_loss, quantile_loss
-from .optim import check_optim_args, configure_adamw_from_hparams
+from .output import forecast_frame
 from .panel import SeriesSchema
 from .requests import request_dataset
-from .specs import instantiate
 
 __all__ = ["Forecaster"]
 

@@ -44,22 +44,22 @@ from posenc.core.angles import LAYOUTS
 from posenc.spatial.rope2d import NORMALIZE_COORDS
 from torch import nn
 
-from .plots_core import (
+from .core import (
     plot_additive_1d,
     plot_bias_comparison,
     plot_bias_vs_distance,
     plot_rope_scores,
     plot_xpos_decay,
 )
-from .plots_figure import describe
-from .plots_forecast import add_forecast_arguments, plot_forecast, run_forecast
-from .plots_rotary2d import (
+from .figure import describe
+from .forecast import add_forecast_arguments, plot_forecast, run_forecast
+from .rotary2d import (
     plot_liere_relative,
     plot_rope_dinov3_coords,
     plot_rope_mixed_frequencies,
 )
-from .plots_spatial import GRID_ENCODINGS, plot_grid_similarity, plot_video_similarity
-from .plots_temporal import (
+from .spatial import GRID_ENCODINGS, plot_grid_similarity, plot_video_similarity
+from .temporal import (
     dst_changes,
     plot_calendar_features,
     plot_fourier_features,
@@ -102,10 +102,10 @@ def load_checkpoint_module(path: str | Path) -> nn.Module:
     """
     from lightning.pytorch import LightningModule
 
-    from . import cli  # noqa: F401  (imports every task module, so class paths resolve)
-    from .hparams import read_checkpoint
-    from .specs import import_class
-    from .vision import ImageClassifier
+    from .. import cli  # noqa: F401  (imports every task module, so class paths resolve)
+    from ..config import import_class
+    from ..hparams import read_checkpoint
+    from ..vision import ImageClassifier
 
     # A checkpoint is untrusted input: tensors and plain values only (posenc's hyperparameters
     # are plain config values), and its class paths go through Lightning's and posenc's checks.

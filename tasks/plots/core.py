@@ -19,7 +19,7 @@ import torch
 from posenc.core import apply_rotation, check_positive_int
 from torch import Tensor, nn
 
-from .plots_figure import cosine_matrix, describe, new_figure, save_png
+from .figure import cosine_matrix, describe, new_figure, save_png
 
 __all__ = ["plot_additive_1d", "plot_rope_scores", "plot_xpos_decay", "plot_bias_vs_distance",
            "plot_bias_comparison"]

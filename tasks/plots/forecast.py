@@ -29,10 +29,10 @@ import pandas as pd
 from posenc.core import check_positive_int
 from posenc.temporal.columns import check_tz_name, parse_timestamps, utc_and_local
 
-from .forecast_writer import ORIGIN_COLUMN, quantile_columns
-from .panel import SeriesSchema
-from .plots_figure import new_figure, save_png
-from .series_frame import numeric_column, read_table
+from ..forecasting.output import ORIGIN_COLUMN, quantile_columns
+from ..forecasting.panel import SeriesSchema
+from ..forecasting.series_frame import numeric_column, read_table
+from .figure import new_figure, save_png
 
 __all__ = ["add_forecast_arguments", "forecast_layout", "plot_forecast", "run_forecast"]
 
@@ -342,7 +342,7 @@ def _config_data_module(path: Path) -> Any:
     as ``posenc fit`` reads it: its class is imported)."""
     import yaml
 
-    from .timeseries_data import TimeSeriesDataModule
+    from ..forecasting import TimeSeriesDataModule
 
     try:
         config = yaml.safe_load(path.read_text())

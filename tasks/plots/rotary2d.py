@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .plots_figure import describe, new_figure, save_png
+from .figure import describe, new_figure, save_png
 
 __all__ = ["plot_liere_relative", "plot_rope_dinov3_coords", "plot_rope_mixed_frequencies"]
 

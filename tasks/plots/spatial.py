@@ -15,7 +15,7 @@ import torch
 from posenc.spatial import ENCODINGS
 from torch import Tensor, nn
 
-from .plots_figure import cosine_matrix, describe, new_figure, save_png
+from .figure import cosine_matrix, describe, new_figure, save_png
 
 __all__ = ["GRID_ENCODINGS", "plot_grid_similarity", "plot_video_similarity"]
 

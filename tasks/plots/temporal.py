@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from posenc.core import check_positive_int
 
-from .plots_figure import new_figure, save_png
+from .figure import new_figure, save_png
 
 __all__ = ["dst_changes", "plot_calendar_features", "plot_fourier_features",
            "plot_holiday_features"]

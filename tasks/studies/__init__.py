@@ -42,10 +42,10 @@ from posenc.core import check_positive_int
 # Configs and checkpoints written before IndexSinusoidal moved to the library name it here.
 from posenc.temporal import IndexSinusoidal  # noqa: F401
 
-from .plots_figure import new_figure, save_png
-from .study_forecast import ForecastStudy
-from .study_results import format_mean_std, mean_std, metric
-from .study_runs import Study, fit_and_test, run_missing, summarize
+from ..plots.figure import new_figure, save_png
+from .forecast import ForecastStudy
+from .results import format_mean_std, mean_std, metric
+from .runs import Study, fit_and_test, run_missing, summarize
 
 __all__ = ["STUDIES", "ForecastStudy", "IrregularStudy", "ResolutionStudy", "Study", "main",
            "run_study", "summarize"]
@@ -137,8 +137,7 @@ class ResolutionStudy(Study):
                 "eval_image_sizes": self.config["eval_image_sizes"]}
 
     def run(self, key: dict[str, Any]) -> dict[str, float]:
-        from .vision import ImageClassifier
-        from .vision_data import MNISTDataModule
+        from ..vision import ImageClassifier, MNISTDataModule
 
         def build():
             return (ImageClassifier(**self.model_args(key["encoding"])),
@@ -234,8 +233,7 @@ class IrregularStudy(Study):
         return {**(self.config.get("model") or {}), **(self.config["encodings"][encoding] or {})}
 
     def run(self, key: dict[str, Any]) -> dict[str, float]:
-        from .forecasting import Forecaster
-        from .timeseries_datasets import SeattleTempsDataModule
+        from ..forecasting import Forecaster, SeattleTempsDataModule
 
         keep = key["keep"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .plots_figure import new_figure, save_png
-from .study_results import format_mean_std, mean_std, metric
-from .study_runs import Study, fit_and_test
+from ..plots.figure import new_figure, save_png
+from .results import format_mean_std, mean_std, metric
+from .runs import Study, fit_and_test
 
 __all__ = ["ForecastStudy", "data_module"]
 
@@ -66,7 +66,7 @@ class ForecastStudy(Study):
                 **(self.config["encodings"][encoding] or {})}
 
     def run(self, key: dict[str, Any]) -> dict[str, float]:
-        from .forecasting import Forecaster
+        from ..forecasting import Forecaster
 
         dataset = key["dataset"]
 

@@ -13,8 +13,8 @@ import torch
 from posenc.core import check_positive_int
 from torch import nn
 
-from .plots_figure import require_matplotlib
-from .study_results import append_row, fingerprint, logged_metrics, read_rows, row_key
+from ..plots.figure import require_matplotlib
+from .results import append_row, fingerprint, logged_metrics, read_rows, row_key
 
 __all__ = ["Study", "fit_and_test", "run_missing", "summarize"]
 

@@ -28,8 +28,8 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from .optim import check_optim_args, configure_adamw_from_hparams
-from .specs import instantiate
+from ..config import instantiate
+from ..optim import check_optim_args, configure_adamw_from_hparams
 
 __all__ = ["ImageClassifier", "build_vit"]
 

@@ -33,7 +33,8 @@ from posenc.core import (
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
-from .hparams import make_hparams_plain
+from ..hparams import make_hparams_plain
+from ..splits import check_split_fractions
 from .image_crop import DEFAULT_RATIO, check_crop_range, random_resized_crop
 from .image_files import (
     IMAGE_EXTENSIONS,
@@ -42,7 +43,6 @@ from .image_files import (
     scan_image_folder,
     why_unreadable,
 )
-from .splits import check_split_fractions
 
 __all__ = [
     "RandomResizedCropCollate",

@@ -14,7 +14,7 @@ import pytest
 import torch
 from posenc.tasks import Forecaster, ImageClassifier, register_module
 from posenc.tasks.cli import posenc_cli
-from posenc.tasks.specs import import_class, instantiate
+from posenc.tasks.config import import_class, instantiate
 from torch import nn
 
 TINY_FORECASTER = {"dim": 16, "depth": 1, "num_heads": 2}
@@ -100,9 +100,10 @@ def test_a_module_that_is_not_imported_is_not_imported(tmp_path, monkeypatch):
 
 
 def test_posenc_modules_are_imported_on_demand(monkeypatch):
-    monkeypatch.delitem(sys.modules, "posenc.tasks.losses")
-    cls = import_class("posenc.tasks.losses.MeanAbsoluteScaledError", "encoding")
-    assert cls.__name__ == "MeanAbsoluteScaledError" and "posenc.tasks.losses" in sys.modules
+    module = "posenc.tasks.forecasting.losses"
+    monkeypatch.delitem(sys.modules, module)
+    cls = import_class(f"{module}.MeanAbsoluteScaledError", "encoding")
+    assert cls.__name__ == "MeanAbsoluteScaledError" and module in sys.modules
 
 
 @pytest.mark.parametrize("class_path", ["os..system", " posenc.spatial.RoPE2D", "a.b-c.D",

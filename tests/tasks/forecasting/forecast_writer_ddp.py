@@ -1,5 +1,5 @@
 """``python forecast_writer_ddp.py OUT.csv``: 2-process CPU DDP predict through ForecastWriter
-(run by tests/tasks/test_forecast_writer.py; Lightning relaunches this script for rank 1).
+(run by tests/tasks/forecasting/test_writer.py; Lightning relaunches this script for rank 1).
 
 Window ``w`` (of 7: DDP's predict sampler gives rank 0 four, rank 1 three) is series
 ``w % 3``, its origin ``T0 + w`` hours and its forecasts 3 hourly steps after it; the test
@@ -12,8 +12,8 @@ import sys
 
 import torch
 from lightning.pytorch import Trainer
-from posenc.tasks.forecast_writer import ForecastWriter
-from test_forecast_writer import HOUR, T0, FakeForecaster, _output, _schema
+from posenc.tasks.forecasting.output import ForecastWriter
+from test_writer import HOUR, T0, FakeForecaster, _output, _schema
 from torch.utils.data import DataLoader
 
 

@@ -12,7 +12,7 @@ from lightning.pytorch import seed_everything
 from posenc.tasks import Forecaster, TimeSeriesDataModule, make_batch
 from posenc.temporal import AgeFeature, age_feature, series_age
 
-from .conftest import fit_and_save
+from ..conftest import fit_and_save
 
 TINY = {"dim": 16, "depth": 1, "num_heads": 2}
 ZONE = "America/New_York"

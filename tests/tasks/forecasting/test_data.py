@@ -15,9 +15,9 @@ from posenc.tasks import (
     collate_windows,
     make_batch,
 )
-from posenc.tasks.windows import local_time_fields
+from posenc.tasks.forecasting.windows import local_time_fields
 
-from .conftest import HOUR, setup_series, synthetic_series
+from ..conftest import HOUR, setup_series, synthetic_series
 
 
 def _windows(dm, split):

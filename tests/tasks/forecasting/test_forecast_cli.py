@@ -15,7 +15,7 @@ import torch
 import yaml
 from posenc.tasks.cli import posenc_cli
 
-from .conftest import CONFIGS, ONE_EPOCH, TINY_FORECASTER
+from ..conftest import CONFIGS, ONE_EPOCH, TINY_FORECASTER
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from posenc.tasks.evaluation import ForecastMetrics, season_for_step, seasonal_naive
-from posenc.tasks.losses import MeanAbsoluteScaledError, naive_scale
+from posenc.tasks.forecasting.losses import MeanAbsoluteScaledError, naive_scale
+from posenc.tasks.forecasting.metrics import ForecastMetrics, season_for_step, seasonal_naive
 
 HOUR = 3600 * 10**9
 DAY = 24 * HOUR
@@ -188,7 +188,7 @@ def test_naive_test_metrics_are_the_same_with_and_without_a_dst_zone(tmp_path, s
                                                                        expected):
     from posenc.tasks import Forecaster
 
-    from .conftest import cpu_trainer
+    from ..conftest import cpu_trainer
 
     # y = day index, horizon 7: the value a local day back at the origin is off by h at
     # step h (mean 4); a local week back, by 7 at every step.
@@ -506,7 +506,7 @@ def test_points_without_context_history_are_left_out_of_model_and_naive_alike():
 def test_an_outage_longer_than_the_context_leaves_naive_test_metrics_finite(tmp_path):
     from posenc.tasks import Forecaster, TimeSeriesDataModule
 
-    from .conftest import cpu_trainer
+    from ..conftest import cpu_trainer
 
     # "gap" (y = day index) misses days 44-51, longer than the 4-day context: the test window
     # of days 52-53 has no context observation. "full" is y = 2 * day index.

@@ -21,11 +21,11 @@ from posenc.tasks import (
     masked_point_loss,
     quantile_loss,
 )
-from posenc.tasks.forecasting import encoding_reads
-from posenc.tasks.losses import naive_scale
-from posenc.tasks.windows import local_time_fields
+from posenc.tasks.forecasting.losses import naive_scale
+from posenc.tasks.forecasting.network import encoding_reads
+from posenc.tasks.forecasting.windows import local_time_fields
 
-from .conftest import synthetic_series
+from ..conftest import synthetic_series
 
 TINY = {"dim": 16, "depth": 1, "num_heads": 2}
 

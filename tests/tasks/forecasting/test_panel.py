@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import torch
 from posenc.tasks import TimeSeriesDataModule, collate_windows
-from posenc.tasks.panel import SeriesSchema, read_panel
-from posenc.tasks.windows import count_windows, duration_windows, time_origins
+from posenc.tasks.forecasting.panel import SeriesSchema, read_panel
+from posenc.tasks.forecasting.windows import count_windows, duration_windows, time_origins
 
 HOUR = 3600 * 10**9
 

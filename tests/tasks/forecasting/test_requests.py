@@ -10,9 +10,9 @@ import pytest
 import torch
 from lightning.pytorch import seed_everything
 from posenc.tasks import Forecaster, TimeSeriesDataModule
-from posenc.tasks.requests import request_dataset
+from posenc.tasks.forecasting.requests import request_dataset
 
-from .conftest import cpu_trainer, fit_and_save
+from ..conftest import cpu_trainer, fit_and_save
 
 TINY = {"dim": 16, "depth": 1, "num_heads": 2}
 ZONE = "Europe/Paris"

@@ -13,15 +13,15 @@ import pandas as pd
 import pytest
 import torch
 from lightning.pytorch import LightningModule, Trainer
-from posenc.tasks import forecast_writer
-from posenc.tasks.forecast_writer import (
+from posenc.tasks.forecasting import output
+from posenc.tasks.forecasting.output import (
     ORIGIN_COLUMN,
     ForecastWriter,
     forecast_frame,
     quantile_column,
     quantile_columns,
 )
-from posenc.tasks.panel import SeriesSchema
+from posenc.tasks.forecasting.panel import SeriesSchema
 from torch.utils.data import DataLoader
 
 HOUR = 3_600_000_000_000
@@ -234,7 +234,7 @@ def test_writer_gathers_every_rank_on_rank_zero(tmp_path, monkeypatch):
     """Two ranks: rank 0 writes its rows and rank 1's (sorted together); rank 1 writes none.
     torch.distributed is faked here; the real 2-process run is the slow test below."""
     schema = _schema()
-    rank1 = forecast_writer._rows([_output([0], origin=T0)], schema, None)
+    rank1 = output._rows([_output([0], origin=T0)], schema, None)
     calls = []
 
     def gather_object(obj, object_gather_list=None, dst=0):

@@ -6,9 +6,10 @@ import matplotlib.dates as mdates
 import numpy as np
 import pandas as pd
 import pytest
-from posenc.tasks import plots, plots_forecast
-from posenc.tasks.forecast_writer import forecast_frame, write_forecasts
-from posenc.tasks.panel import SeriesSchema
+from posenc.tasks import plots
+from posenc.tasks.forecasting.output import forecast_frame, write_forecasts
+from posenc.tasks.forecasting.panel import SeriesSchema
+from posenc.tasks.plots import forecast as plots_forecast
 
 HOUR = 3_600_000_000_000
 ZONE = "Europe/Berlin"

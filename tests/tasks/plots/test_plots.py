@@ -12,7 +12,11 @@ import pandas as pd
 import pytest
 import torch
 from posenc import core, spatial
-from posenc.tasks import plots, plots_core, plots_rotary2d, plots_spatial, plots_temporal
+from posenc.tasks import plots
+from posenc.tasks.plots import core as plots_core
+from posenc.tasks.plots import rotary2d as plots_rotary2d
+from posenc.tasks.plots import spatial as plots_spatial
+from posenc.tasks.plots import temporal as plots_temporal
 
 pytest.importorskip("matplotlib")
 

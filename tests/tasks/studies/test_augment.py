@@ -11,7 +11,7 @@ import pytest
 from posenc.tasks import ImageClassifier
 from posenc.tasks.studies import ResolutionStudy, run_study
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 RATIO = (3 / 4, 4 / 3)
 
@@ -98,7 +98,7 @@ def _fake_rows() -> list[dict[str, str]]:
 
 
 def test_table_has_a_block_per_setting_from_a_results_csv(tmp_path):
-    from posenc.tasks.study_results import read_rows
+    from posenc.tasks.studies.results import read_rows
 
     path = tmp_path / "results.csv"
     rows = _fake_rows()

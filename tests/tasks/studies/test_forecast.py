@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from posenc.tasks import BirthdaysDataModule
-from posenc.tasks.study_forecast import METRICS, ForecastStudy, data_module
+from posenc.tasks.studies.forecast import METRICS, ForecastStudy, data_module
 
 CONFIG = {
     "seeds": [0, 1],
@@ -77,9 +77,9 @@ def test_the_holidays_study_reruns_the_birthdays_setting_and_its_table_is_its_cs
 
     from posenc.tasks import Forecaster
     from posenc.tasks.studies import _load_config
-    from posenc.tasks.study_results import read_rows
+    from posenc.tasks.studies.results import read_rows
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     config = _load_config(str(root / "configs" / "study_forecast_holidays.yaml"))
     shipped = _load_config(str(root / "configs" / "study_forecast.yaml"))
     assert list(config["datasets"]) == ["birthdays"]

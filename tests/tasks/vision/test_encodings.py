@@ -55,7 +55,7 @@ def test_a_class_path_without_a_kind_is_refused_naming_it():
 
 
 def test_plots_offer_the_registry_additive_names():
-    from posenc.tasks.plots_spatial import GRID_ENCODINGS
+    from posenc.tasks.plots.spatial import GRID_ENCODINGS
 
     assert set(GRID_ENCODINGS) == {"learned", "sincos2d", "factorized"}
     assert all(ENCODINGS[name].kind == "additive" for name in GRID_ENCODINGS)
