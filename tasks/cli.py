@@ -28,9 +28,8 @@ from lightning.pytorch.utilities.model_registry import _is_registry
 
 # Imported so that short class names resolve in configs and checkpoints find their classes.
 from . import forecasting, vision  # noqa: F401
-from .config import import_class, register_module
+from .config import import_class, read_checkpoint, register_module
 from .forecasting.data import MODEL_SIZES
-from .hparams import read_checkpoint
 
 __all__ = ["EXTRA_COMMANDS", "LINKED_SIZES", "PosencCLI", "main", "posenc_cli"]
 

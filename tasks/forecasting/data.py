@@ -35,7 +35,7 @@ from posenc.temporal.columns import (
 )
 from torch.utils.data import DataLoader
 
-from ..hparams import make_hparams_plain, plain
+from ..config import make_hparams_plain, plain
 from ..splits import check_split_fractions
 from .panel import Panel, SeriesSchema, read_panel, scale_panel
 from .requests import _series_start, request_dataset

@@ -103,8 +103,7 @@ def load_checkpoint_module(path: str | Path) -> nn.Module:
     from lightning.pytorch import LightningModule
 
     from .. import cli  # noqa: F401  (imports every task module, so class paths resolve)
-    from ..config import import_class
-    from ..hparams import read_checkpoint
+    from ..config import import_class, read_checkpoint
     from ..vision import ImageClassifier
 
     # A checkpoint is untrusted input: tensors and plain values only (posenc's hyperparameters

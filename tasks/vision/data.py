@@ -33,7 +33,7 @@ from posenc.core import (
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
-from ..hparams import make_hparams_plain
+from ..config import make_hparams_plain
 from ..splits import check_split_fractions
 from .image_crop import DEFAULT_RATIO, check_crop_range, random_resized_crop
 from .image_files import (
