@@ -7,7 +7,8 @@ rebuilt from the same value on reload. ``save_hyperparameters()`` stores the con
 arguments as given; a ``pathlib.Path``, a numpy scalar or a ``pd.Timestamp`` among them would
 be pickled into the checkpoint, which ``weights_only=True`` then refuses to load: data modules
 pass their ``hparams`` through :func:`make_hparams_plain`. :func:`read_checkpoint` reads such
-a checkpoint, with errors that name the file.
+a checkpoint, with errors that name the file. :func:`check_split_fractions` checks the
+held-out fractions both data modules split by (time for series, stratified for images).
 
 A checkpoint is untrusted input, and so is its ``class_path``: ``weights_only=True`` only
 stops pickled objects, not a string that names ``os.system`` or a module class whose
@@ -47,10 +48,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from posenc.core import check_float
 from torch import nn
 
 __all__ = ["check_class_path", "fill_from_defaults", "import_class", "instantiate",
-           "register_module", "plain", "make_hparams_plain", "read_checkpoint"]
+           "register_module", "plain", "make_hparams_plain", "read_checkpoint",
+           "check_split_fractions"]
 
 # Packages whose modules a class_path may import (their imports have no side effects) and
 # whose classes it may build.
@@ -264,3 +267,14 @@ def read_checkpoint(path: str | os.PathLike, argument: str) -> dict[str, Any]:
         raise ValueError(f"{where} is not a Lightning checkpoint (a dict), it holds a "
                          f"{type(ckpt).__name__}")
     return ckpt
+
+
+def check_split_fractions(val_fraction: object, test_fraction: object) -> tuple[float, float]:
+    """``(val_fraction, test_fraction)`` as floats, each in ``(0, 1)`` and summing to < 1,
+    else raise naming the argument (``TypeError`` for a non-number or bool)."""
+    val_fraction = check_float(val_fraction, "val_fraction", gt=0, lt=1)
+    test_fraction = check_float(test_fraction, "test_fraction", gt=0, lt=1)
+    if val_fraction + test_fraction >= 1:
+        raise ValueError(f"val_fraction + test_fraction must be < 1, got "
+                         f"{val_fraction} + {test_fraction}")
+    return val_fraction, test_fraction

@@ -35,8 +35,7 @@ from posenc.temporal.columns import (
 )
 from torch.utils.data import DataLoader
 
-from ..config import make_hparams_plain, plain
-from ..splits import check_split_fractions
+from ..config import check_split_fractions, make_hparams_plain, plain
 from .panel import Panel, SeriesSchema, read_panel, scale_panel
 from .requests import _series_start, request_dataset
 from .series_frame import check_unique_columns, parse_length, read_table

@@ -33,8 +33,7 @@ from posenc.core import (
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
-from ..config import make_hparams_plain
-from ..splits import check_split_fractions
+from ..config import check_split_fractions, make_hparams_plain
 from .image_crop import DEFAULT_RATIO, check_crop_range, random_resized_crop
 from .image_files import (
     IMAGE_EXTENSIONS,
