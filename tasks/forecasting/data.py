@@ -36,9 +36,16 @@ from posenc.temporal.columns import (
 from torch.utils.data import DataLoader
 
 from ..config import check_split_fractions, make_hparams_plain, plain
-from .panel import Panel, SeriesSchema, read_panel, scale_panel
+from .panel import (
+    Panel,
+    SeriesSchema,
+    check_unique_columns,
+    parse_length,
+    read_panel,
+    read_table,
+    scale_panel,
+)
 from .requests import _series_start, request_dataset
-from .series_frame import check_unique_columns, parse_length, read_table
 from .windows import (
     WindowDataset,
     WindowIndex,

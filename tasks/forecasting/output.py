@@ -33,8 +33,7 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
-from .panel import SeriesSchema
-from .series_frame import check_unique_columns
+from .panel import SeriesSchema, check_unique_columns
 
 __all__ = ["ORIGIN_COLUMN", "ForecastWriter", "forecast_frame", "quantile_column",
            "quantile_columns", "write_forecasts"]

@@ -17,8 +17,7 @@ from pandas.tseries.frequencies import to_offset
 from posenc.core import check_positive_int
 from posenc.temporal import localize
 
-from .panel import Panel, SeriesSchema, read_panel, scale_panel
-from .series_frame import parse_length
+from .panel import Panel, SeriesSchema, parse_length, read_panel, scale_panel
 from .windows import WindowDataset, WindowIndex
 
 __all__ = ["future_times", "request_dataset"]

@@ -30,8 +30,7 @@ from posenc.core import check_positive_int
 from posenc.temporal.columns import check_tz_name, parse_timestamps, utc_and_local
 
 from ..forecasting.output import ORIGIN_COLUMN, quantile_columns
-from ..forecasting.panel import SeriesSchema
-from ..forecasting.series_frame import numeric_column, read_table
+from ..forecasting.panel import SeriesSchema, numeric_column, read_table
 from .figure import new_figure, save_png
 
 __all__ = ["add_forecast_arguments", "forecast_layout", "plot_forecast", "run_forecast"]
