@@ -24,8 +24,14 @@ from .datasets import (
     SeattleTempsDataModule,
     TaylorDataModule,
 )
-from .losses import MeanAbsoluteScaledError, masked_point_loss, quantile_loss
-from .metrics import ForecastMetrics, season_for_step, seasonal_naive
+from .metrics import (
+    ForecastMetrics,
+    MeanAbsoluteScaledError,
+    masked_point_loss,
+    quantile_loss,
+    season_for_step,
+    seasonal_naive,
+)
 from .module import Forecaster
 from .network import RELATIVE_ENCODINGS, TIME_ENCODINGS, ForecastTransformer
 from .output import ForecastWriter, forecast_frame

@@ -25,8 +25,7 @@ from torch import Tensor, nn
 
 from ..config import instantiate
 from ..optim import check_optim_args, configure_adamw_from_hparams
-from .losses import LOSSES, masked_point_loss, quantile_loss
-from .metrics import ForecastMetrics, seasonal_naive
+from .metrics import LOSSES, ForecastMetrics, masked_point_loss, quantile_loss, seasonal_naive
 from .network import (
     RELATIVE_ENCODINGS,
     TIME_ENCODINGS,

@@ -11,8 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from posenc.tasks.forecasting.losses import MeanAbsoluteScaledError, naive_scale
-from posenc.tasks.forecasting.metrics import ForecastMetrics, season_for_step, seasonal_naive
+from posenc.tasks.forecasting.metrics import (
+    ForecastMetrics,
+    MeanAbsoluteScaledError,
+    naive_scale,
+    season_for_step,
+    seasonal_naive,
+)
 
 HOUR = 3600 * 10**9
 DAY = 24 * HOUR

@@ -21,7 +21,7 @@ from posenc.tasks import (
     masked_point_loss,
     quantile_loss,
 )
-from posenc.tasks.forecasting.losses import naive_scale
+from posenc.tasks.forecasting.metrics import naive_scale
 from posenc.tasks.forecasting.network import encoding_reads
 from posenc.tasks.forecasting.windows import local_time_fields
 
