@@ -36,6 +36,7 @@ from posenc.temporal.columns import (
 from torch.utils.data import DataLoader
 
 from ..config import check_split_fractions, make_hparams_plain, plain
+from .output import _series_start, request_dataset
 from .panel import (
     Panel,
     SeriesSchema,
@@ -45,7 +46,6 @@ from .panel import (
     read_table,
     scale_panel,
 )
-from .requests import _series_start, request_dataset
 from .windows import (
     WindowDataset,
     WindowIndex,

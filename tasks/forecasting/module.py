@@ -33,9 +33,8 @@ from .network import (
     TimeFeatures,
     encoding_reads,
 )
-from .output import forecast_frame
+from .output import forecast_frame, request_dataset
 from .panel import SeriesSchema
-from .requests import request_dataset
 
 __all__ = ["Forecaster"]
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from lightning.pytorch import seed_everything
 from posenc.tasks import Forecaster, TimeSeriesDataModule
-from posenc.tasks.forecasting.requests import request_dataset
+from posenc.tasks.forecasting.output import request_dataset
 
 from ..conftest import cpu_trainer, fit_and_save
 
