@@ -24,7 +24,7 @@ from posenc.tasks import (
     ResizeCollate,
     stratified_split,
 )
-from posenc.tasks.vision.image_files import load_image
+from posenc.tasks.vision.data import load_image
 
 LUMA = np.array([0.299, 0.587, 0.114])  # ITU-R 601-2, the weights PIL's convert("L") uses
 
