@@ -8,8 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from posenc.tasks import DigitsDataModule, ImageClassifier, ImageFolderDataModule, ResizeCollate
-from posenc.tasks.vision.data import RandomResizedCropCollate
-from posenc.tasks.vision.image_crop import random_resized_crop, random_resized_crop_box
+from posenc.tasks.vision.data import (
+    RandomResizedCropCollate,
+    random_resized_crop,
+    random_resized_crop_box,
+)
 from torch.utils.data import DataLoader, TensorDataset
 
 RATIO = (3 / 4, 4 / 3)
