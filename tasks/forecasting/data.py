@@ -11,8 +11,8 @@ or a further ``fit`` of a model with a ``schema``, also one restored from ``ckpt
 table is read with that model's fitted state (series, scaling, vocabularies, step, series
 starts), which the model keeps; a series new to it is scaled by its own training period here.
 A panel (many series, ``series_column``) is split at the same times for all series.
-Batches: see :mod:`posenc.tasks.windows`; the table is read by
-:func:`posenc.tasks.panel.read_panel`.
+Batches: see :mod:`posenc.tasks.forecasting.windows`; the table is read by
+:func:`posenc.tasks.forecasting.panel.read_panel`.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class TimeSeriesDataModule(LightningDataModule):
             give 12 for monthly data), a count of median sampling steps, ``"persistence"``
             (the last observed value: the naive forecast, the usual baseline for horizons far
             shorter than any season), or None for the default of the data's step
-            (:func:`~posenc.tasks.evaluation.season_for_step`).
+            (:func:`~posenc.tasks.forecasting.metrics.season_for_step`).
         irregular: keep a random fraction of observations (seeded), for irregular sampling;
             None keeps all.
         seed: seed of ``irregular``.
@@ -344,12 +344,13 @@ class TimeSeriesDataModule(LightningDataModule):
             context_length=self._given("context_length"), horizon=self._given("horizon"))
 
     def panel(self) -> Panel:
-        """The checked, sorted and scaled table (read once; see :mod:`posenc.tasks.panel`).
+        """The checked, sorted and scaled table (read once; see
+        :mod:`posenc.tasks.forecasting.panel`).
 
         The model sizes the CLI links (:attr:`static_cardinalities`, ...) need it, so it is
         read when first asked for, before ``setup``. Served to a trained model (a Trainer's
         model whose ``schema`` is not this data's own), the table is read with the model's
-        fitted state instead (:meth:`~posenc.tasks.panel.SeriesSchema.with_fitted`)."""
+        fitted state instead (:meth:`~posenc.tasks.forecasting.panel.SeriesSchema.with_fitted`)."""
         fitted = self._model_schema()
         if fitted is None:
             if self._panel is None:
@@ -456,7 +457,7 @@ class TimeSeriesDataModule(LightningDataModule):
     def naive_season(self) -> str:
         """The seasonal-naive season, a duration: ``season`` if given (a count is in median
         sampling steps; ``"persistence"``: 1 ns, which makes the baseline the last observed
-        value), else :func:`~posenc.tasks.evaluation.season_for_step` of the step."""
+        value), else :func:`~posenc.tasks.forecasting.metrics.season_for_step` of the step."""
         from .metrics import season_for_step
 
         step = pd.Timedelta(self.schema.step_ns)

@@ -1,5 +1,5 @@
 """``Forecaster``: the LightningModule that trains, evaluates and serves a
-:class:`~posenc.tasks.forecast_network.ForecastTransformer`."""
+:class:`~posenc.tasks.forecasting.network.ForecastTransformer`."""
 
 from __future__ import annotations
 
@@ -352,7 +352,7 @@ class Forecaster(LightningModule):
             batch_size: series per forward pass.
 
         Returns:
-            The table of :func:`~posenc.tasks.forecast_writer.forecast_frame`: series
+            The table of :func:`~posenc.tasks.forecasting.output.forecast_frame`: series
             columns, the timestamp in the data's zone, ``forecast_origin``, the point
             forecast per target and, when trained with quantiles, one column per target and
             level.

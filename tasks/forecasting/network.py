@@ -168,7 +168,7 @@ class TimeFeatures(nn.Module):
     def forward(self, fields: Tensor | None, local: Tensor, elapsed: Tensor,
                 observed: Tensor, series_start: Tensor | None = None) -> Tensor:
         """Per token: ``fields`` ``(B, N, len(FIELDS))`` int calendar fields of the local time
-        (:func:`~posenc.tasks.timeseries_data.local_time_fields`; None when no encoding reads
+        (:func:`~posenc.tasks.forecasting.windows.local_time_fields`; None when no encoding reads
         them), ``local`` ``(B, N)`` int64 wall-clock ns, ``elapsed`` ``(B, N)`` float time
         from the forecast origin in ``time_unit``, ``observed`` ``(B, N)`` bool (a value is
         present); per window: ``series_start`` ``(B, 1)`` int64 wall-clock ns of its series'
@@ -337,7 +337,7 @@ class ForecastTransformer(nn.Module):
                         f"got {fields.dtype} of shape {tuple(fields.shape)}")
 
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
-        """Batch dict (see :mod:`posenc.tasks.timeseries_data`) -> ``(B, Nh, C, outputs)``
+        """Batch dict (see :mod:`posenc.tasks.forecasting.data`) -> ``(B, Nh, C, outputs)``
         predictions in scaled units.
 
         Nothing in it reads values on the host: calendar fields come with the batch, and

@@ -238,7 +238,7 @@ def _table(rows: dict[str, np.ndarray], schema: SeriesSchema,
 def forecast_frame(outputs: Sequence[Mapping[str, Any]], schema: SeriesSchema,
                    quantile_levels: Sequence[float] | None = None) -> pd.DataFrame:
     """Predict-step outputs -> the forecasts table (layout in :mod:`this module's docs
-    <posenc.tasks.forecast_writer>`).
+    <posenc.tasks.forecasting.output>`).
 
     Args:
         outputs: one dict per batch of ``B`` windows and ``Nh`` horizon steps:
@@ -296,8 +296,8 @@ class ForecastWriter(BasePredictionWriter):
     table): ``path`` ending in ``.csv`` or ``.parquet``; its folder is created.
 
     The model gives the table's layout: ``pl_module.schema`` (a
-    :class:`~posenc.tasks.panel.SeriesSchema`) and ``pl_module.quantile_levels`` (list or
-    None). Under DDP each rank's forecasts are gathered to rank 0, which writes the file;
+    :class:`~posenc.tasks.forecasting.panel.SeriesSchema`) and ``pl_module.quantile_levels``
+    (list or None). Under DDP each rank's forecasts are gathered to rank 0, which writes the file;
     every rank waits for it. In a config::
 
         trainer:

@@ -169,18 +169,19 @@ def _gather(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 class WindowDataset(Dataset):
-    """The windows of one split of a :class:`~posenc.tasks.panel.Panel` (scaled).
+    """The windows of one split of a :class:`~posenc.tasks.forecasting.panel.Panel` (scaled).
 
     Item ``i`` is a dict of unbatched tensors; a list of indexes (what a ``DataLoader`` asks
     for, :meth:`__getitems__`) gives a whole padded batch at once, gathered with array
     indexing instead of one Python call per window. Keys: see the module docstring.
 
     Args:
-        panel: the scaled panel (:func:`~posenc.tasks.panel.scale_panel`).
+        panel: the scaled panel (:func:`~posenc.tasks.forecasting.panel.scale_panel`).
         windows: this split's :class:`WindowIndex`.
         series_start: ``(S,)`` int64 local wall-clock ns of each series' first observation;
             None: its first row in ``panel`` (the whole table in training; a forecast request
-            passes the training data's, see :func:`~posenc.tasks.requests.request_dataset`).
+            passes the training data's, see
+            :func:`~posenc.tasks.forecasting.output.request_dataset`).
 
     The number ``C`` of targets, ``P`` past and ``K`` future covariates among
     ``panel.values``' columns come from ``panel.schema``.

@@ -24,12 +24,12 @@ canvas (no pyplot, no global backend change) and returns the path:
 - Forecasts: :func:`plot_forecast` (history, truth, forecast and quantile band per series,
   from a :class:`~posenc.tasks.ForecastWriter` file; ``posenc plot forecast``).
 
-They live in :mod:`.plots_core` (1D), :mod:`.plots_spatial` and :mod:`.plots_rotary2d` (2D),
-:mod:`.plots_temporal` (time) and :mod:`.plots_forecast`, over the shared plumbing of
-:mod:`.plots_figure`, and are all importable from here.
+They live in :mod:`.core` (1D), :mod:`.spatial` and :mod:`.rotary2d` (2D), :mod:`.temporal`
+(time) and :mod:`.forecast`, over the shared plumbing of :mod:`.figure` (which the studies'
+plots use too), and are all importable from here.
 
 :func:`main` is the command line, ``posenc plot KIND --out DIR [options]``
-(``python -m posenc.tasks.plots --help``).
+(``posenc plot --help``).
 """
 
 from __future__ import annotations
@@ -364,6 +364,3 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
         print(path)
     return paths
 
-
-if __name__ == "__main__":
-    main()

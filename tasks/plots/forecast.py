@@ -4,7 +4,7 @@
     posenc plot forecast --forecasts forecasts.csv --data my.yaml --out forecast.png
     posenc plot forecast --forecasts forecasts.csv --data panel.csv --series CA NY
 
-The forecasts file is the :func:`~posenc.tasks.forecast_writer.forecast_frame` table that
+The forecasts file is the :func:`~posenc.tasks.forecasting.output.forecast_frame` table that
 :class:`~posenc.tasks.ForecastWriter` writes. ``--data`` gives the history and the truth: the
 config you trained with (its ``data`` section's data module is built and its table read, so
 built-in data needs no file) or the long-format CSV/Parquet table itself. With a table the
@@ -155,7 +155,7 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
     quantile when the forecasts have quantile columns (``{target}_q{level}``).
 
     Args:
-        forecasts: the :func:`~posenc.tasks.forecast_writer.forecast_frame` table.
+        forecasts: the :func:`~posenc.tasks.forecasting.output.forecast_frame` table.
         history: the long-format data (history and truth), same column names.
         path: the PNG to write.
         series: keys to plot (a value, a tuple for several series columns, or ``"NY,EWR"``);

@@ -2,7 +2,7 @@
 its path): :func:`plot_grid_similarity` (the ViT paper's figure: for each patch, the cosine
 similarity of its encoding to every patch) and :func:`plot_video_similarity` (one
 ``(t, row, col)`` token against every token of every frame, for MRoPE, RoPE3D and SinCos3D).
-The 2D rotary encodings' own plots are in :mod:`.plots_rotary2d`.
+The 2D rotary encodings' own plots are in :mod:`.rotary2d`.
 """
 
 from __future__ import annotations

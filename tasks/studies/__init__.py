@@ -12,7 +12,7 @@
 - ``irregular``: the :class:`~posenc.tasks.Forecaster` on the Seattle hourly temperatures
   with a random fraction of the observations kept; test MAE / RMSE per keep fraction.
 - ``forecast``: the Forecaster on real data (a panel, covariates, irregular sampling; see
-  :mod:`posenc.tasks.study_forecast`), each encoding's skill against seasonal naive.
+  :mod:`posenc.tasks.studies.forecast`), each encoding's skill against seasonal naive.
 
 Each study writes to ``--out`` (default ``runs/study_<name>/``): ``results.csv`` (one row per
 run and seed, appended as each run finishes), ``table.md`` (mean ± std over seeds) and
@@ -26,8 +26,8 @@ that encoding), ``model`` and ``data`` (``init_args`` of the model / data module
 every run), ``trainer`` (``lightning.pytorch.Trainer`` arguments) and the study's own axis
 (``eval_image_sizes`` or ``keep``). Training is the tasks' own Lightning code.
 
-This module holds the two studies and the command line; :mod:`posenc.tasks.study_runs` runs
-them (resume, process pool) and :mod:`posenc.tasks.study_results` reads and writes their rows.
+This package's face holds the two studies and the command line; :mod:`.runs` runs them
+(resume, process pool) and :mod:`.results` reads and writes their rows.
 """
 
 from __future__ import annotations
@@ -294,7 +294,7 @@ def run_study(name: str, config: dict, out: str | Path,
     """Run every missing (encoding, [keep,] seed) of study ``name``; -> the out folder.
 
     ``workers`` > 1 trains that many runs at once in spawned processes, each with ``threads``
-    torch threads; see :func:`~posenc.tasks.study_runs.run_missing`.
+    torch threads; see :func:`~posenc.tasks.studies.runs.run_missing`.
     """
     if name not in STUDIES:
         raise ValueError(f"study must be one of {sorted(STUDIES)}, got {name!r}")
@@ -402,6 +402,3 @@ def main(argv: Sequence[str] | None = None) -> Path:
           + ("" if args.no_plot else f", {out / 'plot.png'}"))
     return out
 
-
-if __name__ == "__main__":
-    main()

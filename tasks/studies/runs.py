@@ -85,7 +85,7 @@ def fit_and_test(config: Mapping[str, Any], seed: int,
     """Seed everything, then ``build()`` the ``(model, data module)`` (so the seed fixes the
     initial weights too), fit with the study's ``trainer`` settings and test: ``{column:
     value}`` of the logged ``metrics`` (column -> logged name; one that was not logged
-    raises, see :func:`~posenc.tasks.study_results.logged_metrics`)."""
+    raises, see :func:`~posenc.tasks.studies.results.logged_metrics`)."""
     from lightning.pytorch import Trainer, seed_everything
 
     seed_everything(seed, workers=True)

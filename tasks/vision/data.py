@@ -692,8 +692,7 @@ class ImageFolderDataModule(ImageDataModule):
     images. Links to files and folders are followed (as torchvision does); a broken link, or a
     folder reached twice through links (a loop), raises naming it. Hidden entries
     (``.DS_Store``, ``._x.png``, ``__MACOSX``) are ignored; other files are skipped with a
-    warning. Images are read by
-    :func:`posenc.tasks.image_files.load_image` (scaled by their real bit depth, in
+    warning. Images are read by :func:`load_image` (scaled by their real bit depth, in
     ``channels``), resized to ``image_size`` (bilinear, antialiased) and normalized; the
     split is stratified and seeded like the built-in data.
 
