@@ -100,7 +100,7 @@ def write_panel(path: Path, rows: int, series: int, seed: int = 0) -> None:
 
 def datamodule(data, batch_size: int = BATCH):
     """The benchmark's ``TimeSeriesDataModule`` over a path or a DataFrame."""
-    from posenc.tasks.timeseries_data import TimeSeriesDataModule
+    from posenc.tasks import TimeSeriesDataModule
 
     return TimeSeriesDataModule(data, timestamp_column=TIMESTAMP, target_columns=TARGET,
                                 series_column=SERIES, past_covariates=[PAST],
@@ -211,7 +211,7 @@ def measure_frame(path: str, rounds: int, batch: int = BATCH, use_tracemalloc: b
                   ) -> dict:
     """Set-up from the DataFrame already read, its peak memory, pandas' sort of that frame,
     then the loader against a training step."""
-    from posenc.tasks.series_frame import read_table
+    from posenc.tasks.forecasting.panel import read_table
 
     frame = read_table(path)
     frame_bytes = int(frame.memory_usage(deep=True).sum())

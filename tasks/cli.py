@@ -27,16 +27,9 @@ from lightning.pytorch.core.saving import _is_imported_subclass
 from lightning.pytorch.utilities.model_registry import _is_registry
 
 # Imported so that short class names resolve in configs and checkpoints find their classes.
-from . import (  # noqa: F401
-    forecasting,
-    timeseries_data,
-    timeseries_datasets,
-    vision,
-    vision_data,
-)
-from .hparams import read_checkpoint
-from .specs import import_class, register_module
-from .timeseries_data import MODEL_SIZES
+from . import forecasting, vision  # noqa: F401
+from .config import import_class, read_checkpoint, register_module
+from .forecasting.data import MODEL_SIZES
 
 __all__ = ["EXTRA_COMMANDS", "LINKED_SIZES", "PosencCLI", "main", "posenc_cli"]
 
@@ -84,14 +77,14 @@ class PosencCLI(LightningCLI):
 
     def _parse_ckpt_path(self) -> None:
         """A ``--ckpt_path`` file that is missing, a directory or not a torch checkpoint is a
-        usage error naming it (:func:`posenc.tasks.hparams.read_checkpoint`).
+        usage error naming it (:func:`posenc.tasks.config.read_checkpoint`).
 
         Lightning merges the checkpoint's hyperparameters into the config, and jsonargparse
         imports every ``class_path`` in them while parsing (running the named module's code)
         before any check. So first: the model's ``_class_path`` must be an already imported
         ``LightningModule`` (the rule of Lightning's ``load_from_checkpoint``), and it and every
         nested ``class_path`` (an encoding) must be posenc's or registered
-        (:func:`posenc.tasks.specs.import_class`; the classes named in the command-line config
+        (:func:`posenc.tasks.config.import_class`; the classes named in the command-line config
         are registered by :meth:`parse_arguments`)."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None

@@ -20,7 +20,7 @@ import timm
 import torch
 from posenc import core, spatial
 from posenc.tasks import Forecaster, TimeSeriesDataModule
-from posenc.tasks.forecast_network import TIME_ENCODINGS
+from posenc.tasks.forecasting.network import TIME_ENCODINGS
 
 # Tensor methods through which values reach the host.
 READS = ("item", "__bool__", "__int__", "__float__", "__index__", "tolist", "cpu", "numpy")

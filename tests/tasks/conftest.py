@@ -113,6 +113,6 @@ def fit_and_save(model, datamodule, tmp_path, **kwargs):
 def _isolated_module_registry(monkeypatch):
     """Classes registered with ``posenc.tasks.register_module`` (by a test or by the CLI from a
     config) are process state: each test starts from none."""
-    from posenc.tasks import specs
+    from posenc.tasks import config
 
-    monkeypatch.setattr(specs, "REGISTERED", set())
+    monkeypatch.setattr(config, "REGISTERED", set())

@@ -14,7 +14,7 @@ import pytest
 import torch
 from posenc.tasks import Forecaster, ImageClassifier, register_module
 from posenc.tasks.cli import posenc_cli
-from posenc.tasks.specs import import_class, instantiate
+from posenc.tasks.config import import_class, instantiate
 from torch import nn
 
 TINY_FORECASTER = {"dim": 16, "depth": 1, "num_heads": 2}
@@ -100,9 +100,10 @@ def test_a_module_that_is_not_imported_is_not_imported(tmp_path, monkeypatch):
 
 
 def test_posenc_modules_are_imported_on_demand(monkeypatch):
-    monkeypatch.delitem(sys.modules, "posenc.tasks.losses")
-    cls = import_class("posenc.tasks.losses.MeanAbsoluteScaledError", "encoding")
-    assert cls.__name__ == "MeanAbsoluteScaledError" and "posenc.tasks.losses" in sys.modules
+    module = "posenc.tasks.forecasting.metrics"
+    monkeypatch.delitem(sys.modules, module)
+    cls = import_class(f"{module}.MeanAbsoluteScaledError", "encoding")
+    assert cls.__name__ == "MeanAbsoluteScaledError" and module in sys.modules
 
 
 @pytest.mark.parametrize("class_path", ["os..system", " posenc.spatial.RoPE2D", "a.b-c.D",
@@ -363,7 +364,7 @@ def test_checkpoint_hyper_parameters_that_are_not_a_dict_are_refused(tmp_path, h
 
 
 def test_an_empty_checkpoint_path_is_named_as_empty():
-    from posenc.tasks.hparams import read_checkpoint
+    from posenc.tasks.config import read_checkpoint
 
     with pytest.raises(ValueError, match=r"^--checkpoint='' is an empty path"):
         read_checkpoint("", "--checkpoint")

@@ -1,0 +1,292 @@
+"""Config values and checkpoints: build a module from a config value (a registered name, or
+``{class_path, init_args}``), keep hyperparameters as builtins, read a checkpoint.
+
+Configs keep encodings as plain values (a string or a dict), so ``save_hyperparameters()``
+stores text, checkpoints load with ``torch.load(weights_only=True)``, and the module is
+rebuilt from the same value on reload. ``save_hyperparameters()`` stores the constructor's
+arguments as given; a ``pathlib.Path``, a numpy scalar or a ``pd.Timestamp`` among them would
+be pickled into the checkpoint, which ``weights_only=True`` then refuses to load: data modules
+pass their ``hparams`` through :func:`make_hparams_plain`. :func:`read_checkpoint` reads such
+a checkpoint, with errors that name the file. :func:`check_split_fractions` checks the
+held-out fractions both data modules split by (time for series, stratified for images).
+
+A checkpoint is untrusted input, and so is its ``class_path``: ``weights_only=True`` only
+stops pickled objects, not a string that names ``os.system`` or a module class whose
+constructor reads a file or reaches the network (torchmetrics' ``_LPIPS(model_path=...)``,
+``BERTScore(model_name_or_path=...)``). So a ``class_path`` resolves only to a
+``torch.nn.Module`` subclass that posenc defines (its ``__module__`` is ``posenc.*``) or that
+was registered in this process with :func:`register_module`; never to a function, a builtin,
+another kind of class, or a third-party class merely because its library is imported. The
+rule is the same for a dict given to a constructor in Python and one read back from a
+checkpoint (``load_from_checkpoint`` passes the saved hyperparameters to the same
+constructor), so a class of your own is registered once, before building the model or
+loading its checkpoint::
+
+    import mypkg.encodings
+    posenc.tasks.register_module(mypkg.encodings.MyEncoding)
+
+Resolving a ``class_path`` imports nothing but posenc's own modules (importing a module runs
+its top-level code): any other module must already be imported. The ``posenc`` CLI trusts the
+config given on its command line: its parser imports the modules it names and the CLI
+registers the module classes it names; the hyperparameters of a ``--ckpt_path`` checkpoint
+are checked with :func:`import_class` before it reads them. ``init_args`` are passed as plain
+values: a nested ``{class_path: ...}`` dict is data to the constructor, which builds it (if at
+all) through :func:`instantiate` again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable, Mapping, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from posenc.core import check_float
+from torch import nn
+
+__all__ = ["check_class_path", "fill_from_defaults", "import_class", "instantiate",
+           "register_module", "plain", "make_hparams_plain", "read_checkpoint",
+           "check_split_fractions"]
+
+# Packages whose modules a class_path may import (their imports have no side effects) and
+# whose classes it may build.
+IMPORTABLE = ("posenc",)
+
+# Classes outside posenc that a class_path may build (register_module).
+REGISTERED: set[type[nn.Module]] = set()
+
+REGISTER_HINT = "posenc.tasks.register_module(cls)"
+
+
+def register_module(cls: type[nn.Module]) -> type[nn.Module]:
+    """Let a ``class_path`` in configs and checkpoints build ``cls``, a ``torch.nn.Module``
+    subclass that posenc does not define (your own encoding or LightningModule, or a library
+    class you trust), in this process; returns ``cls``, so it also works as a class decorator.
+
+    Registration is of the class object: any dotted path that reaches it (its defining module
+    or a re-export) names it; its subclasses are not registered with it. Register before
+    building the model or loading its checkpoint. (The ``posenc`` CLI registers the classes
+    named in the config given on its command line.)
+    """
+    if not inspect.isclass(cls):
+        raise TypeError(f"register_module(cls) takes a class, got {type(cls).__name__} "
+                        f"({cls!r})")
+    if not issubclass(cls, nn.Module):
+        raise TypeError(f"register_module(cls) takes a torch.nn.Module subclass, got "
+                        f"{cls.__module__}.{cls.__qualname__}")
+    REGISTERED.add(cls)
+    return cls
+
+
+def _is_trusted(cls: type) -> bool:
+    """Whether a ``class_path`` may build ``cls``: it is registered, or posenc defines it: a
+    posenc module holds it under its name. (``__module__`` alone is a string any code can set:
+    it is checked against the module it names.)"""
+    if cls in REGISTERED:
+        return True
+    module = getattr(cls, "__module__", None)
+    if not isinstance(module, str) or module.split(".")[0] not in IMPORTABLE:
+        return False
+    return getattr(sys.modules.get(module), "__dict__", {}).get(cls.__qualname__) is cls
+
+
+def check_class_path(class_path: object, argument: str = "class_path") -> tuple[str, str]:
+    """``(module, name)`` of a dotted ``class_path`` whose module may be resolved: already
+    imported, or in an :data:`IMPORTABLE` package; else a ``ValueError`` naming ``argument``.
+    Imports nothing (for checking a checkpoint before anything else reads it)."""
+    parts = class_path.split(".") if isinstance(class_path, str) else []
+    if len(parts) < 2 or not all(part.isidentifier() for part in parts):
+        raise ValueError(f"{argument}: class_path must be a dotted path such as "
+                         f"'posenc.spatial.RoPE2D', got {class_path!r}")
+    module_name = ".".join(parts[:-1])
+    if sys.modules.get(module_name) is None and parts[0] not in IMPORTABLE:
+        raise ValueError(
+            f"{argument}: class_path {class_path!r}: module {module_name!r} is not imported, "
+            f"and posenc imports only its own modules to resolve a class_path (importing runs "
+            f"the module's code); if you trust it, import {module_name} and call "
+            f"{REGISTER_HINT} before building the model or loading the checkpoint")
+    return module_name, parts[-1]
+
+
+def import_class(class_path: str, argument: str = "class_path",
+                 base: type[nn.Module] = nn.Module) -> type[nn.Module]:
+    """``"package.module.Class"`` -> the subclass of ``base`` (``torch.nn.Module`` or a
+    subclass) that posenc defines or that is registered (:func:`register_module`), with errors
+    that name ``argument`` and the path.
+
+    The module is taken from ``sys.modules``; only modules of :data:`IMPORTABLE` packages are
+    imported when missing (:func:`check_class_path`). The class is read from the module's
+    namespace (a module-level ``__getattr__`` hook is not called: it may import).
+    """
+    module_name, name = check_class_path(class_path, argument)
+    where = f"{argument}: class_path {class_path!r}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise ValueError(f"{where}: cannot import module {module_name!r} ({err})") from err
+    namespace = getattr(module, "__dict__", {})
+    if name not in namespace:
+        raise ValueError(f"{where}: module {module_name!r} has no {name!r} class")
+    obj = namespace[name]
+    if not inspect.isclass(obj):
+        raise ValueError(f"{where} names a {type(obj).__name__}, not a class: only "
+                         f"torch.nn.Module subclasses can be built from a config or checkpoint")
+    found = f"{obj.__module__}.{obj.__qualname__}"
+    if not issubclass(obj, base):
+        expected = "torch.nn.Module" if base is nn.Module else base.__qualname__
+        raise ValueError(f"{where}: {found} is not a {expected} subclass: only those can be "
+                         f"built from a config or checkpoint")
+    if not _is_trusted(obj):
+        raise ValueError(
+            f"{where}: {found} is not defined by posenc and was not registered: a config or "
+            f"checkpoint builds only posenc's classes and those registered in this process "
+            f"(a checkpoint is untrusted; an imported library's module may read files or reach "
+            f"the network when built); if you trust it, call {REGISTER_HINT} before building "
+            f"the model or loading the checkpoint")
+    return obj
+
+
+def fill_from_defaults(cls: Callable, init_args: Mapping[str, Any],
+                       defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``init_args`` plus every parameter of ``cls`` that ``defaults`` knows and the config
+    left out (e.g. ``dim``/``num_heads`` inferred from the model)."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return dict(init_args)
+    kwargs = dict(init_args)
+    for name, value in defaults.items():
+        if name in params and name not in kwargs:
+            kwargs[name] = value
+    return kwargs
+
+
+def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument: str,
+                defaults: Mapping[str, Any] | None = None) -> Any:
+    """Build what ``spec`` names.
+
+    Args:
+        spec: a key of ``registry``; or ``{"class_path": ..., "init_args": {...}}`` naming a
+            ``torch.nn.Module`` subclass (see :func:`import_class` and the module docstring),
+            whose missing constructor arguments are taken from ``defaults`` when their names
+            match.
+        registry: name -> factory called with ``defaults`` as keywords it accepts.
+        argument: the config argument's name, for error messages.
+        defaults: values inferred from the surrounding model (``dim``, ``num_heads``, ...).
+    """
+    defaults = dict(defaults or {})
+    if isinstance(spec, str):
+        if spec not in registry:
+            raise ValueError(f"{argument}={spec!r} is not a known name; valid names: "
+                             f"{sorted(registry)}, or a dict with class_path/init_args")
+        factory = registry[spec]
+        return factory(**fill_from_defaults(factory, {}, defaults))
+    if isinstance(spec, Mapping):
+        unknown = set(spec) - {"class_path", "init_args"}
+        if "class_path" not in spec or unknown:
+            raise ValueError(f"{argument} as a dict needs the keys class_path (and optionally "
+                             f"init_args), got keys {sorted(spec)}")
+        init_args = spec.get("init_args") or {}
+        if not isinstance(init_args, Mapping):
+            raise TypeError(f"{argument}.init_args must be a dict, got "
+                            f"{type(init_args).__name__}")
+        if not all(isinstance(key, str) for key in init_args):
+            raise TypeError(f"{argument}.init_args keys must be argument names (str), got "
+                            f"{sorted(map(repr, init_args))}")
+        cls = import_class(spec["class_path"], argument)
+        kwargs = fill_from_defaults(cls, init_args, defaults)
+        try:
+            inspect.signature(cls).bind(**kwargs)
+        except TypeError as err:
+            raise TypeError(f"{argument}: class_path {spec['class_path']!r} does not take "
+                            f"init_args {dict(init_args)} ({err})") from err
+        except ValueError:  # no signature to check against: the call itself will tell
+            pass
+        return cls(**kwargs)
+    raise TypeError(f"{argument} must be a name (str) or a dict with class_path/init_args, got "
+                    f"{type(spec).__name__} ({spec!r})")
+
+
+def plain(value: Any) -> Any:
+    """``value`` as builtins: paths as ``str``, numpy scalars as Python numbers, timestamps as
+    ISO strings, durations as pandas duration strings, arrays and indexes as lists (nested
+    lists and tuples are converted item by item); other values unchanged."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (pd.Timestamp, dt.datetime)):
+        return pd.Timestamp(value).isoformat()
+    if isinstance(value, (dt.timedelta, np.timedelta64)):
+        return str(pd.Timedelta(value))
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (pd.Index, np.ndarray)):
+        return [plain(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    return value
+
+
+def make_hparams_plain(hparams: MutableMapping[str, Any]) -> None:
+    """Replace every value of a module's ``hparams`` by :func:`plain` of it, in place."""
+    for key, value in list(hparams.items()):
+        hparams[key] = plain(value)
+
+
+def read_checkpoint(path: str | os.PathLike, argument: str) -> dict[str, Any]:
+    """The dict saved in the checkpoint file ``path``, loaded on CPU with
+    ``weights_only=True`` (tensors and plain values only; memory-mapped when the file's format
+    allows, so a large checkpoint is not read whole).
+
+    Raises ``ValueError`` naming ``argument`` and the path when it is empty, missing or a
+    directory, not a torch file (empty, text, CSV, ...), holds pickled objects, holds no dict,
+    or holds ``hyper_parameters`` that are not a dict (Lightning reads them as one).
+    """
+    where = f"{argument}={os.fspath(path)!r}"
+    if not os.fspath(path):
+        raise ValueError(f"{where} is an empty path; give the checkpoint file")
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{where} is a directory, not a checkpoint file")
+    if not path.is_file():
+        raise ValueError(f"{where} is not a file")
+    try:
+        try:
+            ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # not the zip format (legacy or not torch): cannot be mapped
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # EOFError, KeyError, IndexError, UnpicklingError...
+        why = next((line.strip() for line in str(err).splitlines()
+                    if "Unsupported global" in line), "")
+        if why:  # a real pickle of objects that weights_only refuses
+            raise ValueError(f"{where} holds objects other than tensors and plain values, "
+                             f"which are not loaded (weights_only=True). {why}") from err
+        raise ValueError(f"{where} is not a readable torch checkpoint "
+                         f"({type(err).__name__}: {err})") from err
+    if not isinstance(ckpt, dict):
+        raise ValueError(f"{where} is not a Lightning checkpoint (a dict), it holds a "
+                         f"{type(ckpt).__name__}")
+    hparams = ckpt.get("hyper_parameters", {})
+    if not isinstance(hparams, dict):
+        raise ValueError(f"{where} is not a Lightning checkpoint: its hyper_parameters are a "
+                         f"{type(hparams).__name__}, not a dict")
+    return ckpt
+
+
+def check_split_fractions(val_fraction: object, test_fraction: object) -> tuple[float, float]:
+    """``(val_fraction, test_fraction)`` as floats, each in ``(0, 1)`` and summing to < 1,
+    else raise naming the argument (``TypeError`` for a non-number or bool)."""
+    val_fraction = check_float(val_fraction, "val_fraction", gt=0, lt=1)
+    test_fraction = check_float(test_fraction, "test_fraction", gt=0, lt=1)
+    if val_fraction + test_fraction >= 1:
+        raise ValueError(f"val_fraction + test_fraction must be < 1, got "
+                         f"{val_fraction} + {test_fraction}")
+    return val_fraction, test_fraction

@@ -1,0 +1,383 @@
+"""``Forecaster``: the LightningModule that trains, evaluates and serves a
+:class:`~posenc.tasks.forecasting.network.ForecastTransformer`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from numbers import Real
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from lightning.pytorch import LightningModule
+from posenc.core import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_positive_float,
+    check_positive_int,
+)
+from posenc.temporal.frequencies import parse_duration
+from torch import Tensor, nn
+
+from ..config import instantiate
+from ..optim import check_optim_args, configure_adamw_from_hparams
+from .metrics import LOSSES, ForecastMetrics, masked_point_loss, quantile_loss, seasonal_naive
+from .network import (
+    RELATIVE_ENCODINGS,
+    TIME_ENCODINGS,
+    ForecastTransformer,
+    TimeFeatures,
+    encoding_reads,
+)
+from .output import forecast_frame, request_dataset
+from .panel import SeriesSchema
+
+__all__ = ["Forecaster"]
+
+
+class Forecaster(LightningModule):
+    """Probabilistic or point forecasting at arbitrary future timestamps.
+
+    Args:
+        num_targets: target columns of the data (``C``).
+        num_past_covariates, num_future_covariates: covariate columns (``P``, ``K``).
+        static_cardinalities: codes per categorical static column (values + 1 for unknown).
+        num_static_real: numeric static columns.
+            These sizes follow the data: ``posenc fit`` links them from the data module
+            (:class:`~posenc.tasks.TimeSeriesDataModule`'s properties of the same names), so a
+            config does not write them; in Python, ``setup`` checks them against the data.
+        dim, depth, num_heads, mlp_ratio, dropout: transformer size.
+        encodings: additive temporal encodings (default ``[calendar, continuous]``): names
+            from ``TIME_ENCODINGS`` (``calendar``, ``calendar_embedding``, ``fourier``,
+            ``continuous``, ``time2vec``, ``timedelta``, ``index_sinusoidal``, ``age``) or
+            ``{class_path, init_args}`` dicts (a missing ``dim`` is filled in), e.g.
+            ``{class_path: posenc.temporal.HolidayFeatures, init_args: {country: US}}``.
+            Calendar, Fourier and holiday features read local wall-clock time; ``age``
+            (:class:`~posenc.temporal.AgeFeature`, GluonTS's ``AddAgeFeature``: ``log10(2 +
+            days)`` since the series' first observation, which the batches carry) reads it
+            with the series' start; the others read elapsed time from the forecast origin in
+            ``time_unit``. Each class declares what it reads as its ``reads`` attribute (one
+            of :data:`READS`; a class of your own must too). ``[]`` for none.
+        relative: relative-time attention: ``rope``, ``alibi``, None, or a dict such as
+            ``{class_path: posenc.core.RotaryEncoding, init_args: {base: 1000.0}}`` (missing
+            ``head_dim``/``num_heads`` filled in); one instance per block.
+        time_unit: unit of elapsed time (relative positions, continuous/Time2Vec/TimeDelta
+            inputs), a fixed duration (``"1h"``, ``"30min"``, ``"1D"``; calendar months are
+            refused, they have no fixed length); pick the typical sampling step.
+        loss: ``mae``, ``mse`` or ``quantile``.
+        quantiles: levels for the quantile loss; the one closest to 0.5 is the point forecast.
+        mase_season: seasonal lag (observations) of the MASE denominator (linked from the
+            data module's ``mase_season`` by the CLI).
+        naive_season: the season of the seasonal-naive baseline, a duration (``"7D"``; linked
+            from the data module's ``naive_season``; whole days mean the same local day, see
+            :func:`~posenc.tasks.seasonal_naive`); evaluation logs its metrics beside the
+            model's on the same windows (``test/mae_naive``, ...). None: no baseline. Both
+            are scored on the same points: ``{stage}/unscored`` counts the observed targets
+            left out because the window's context never observes their channel (an outage
+            longer than the context; :class:`~posenc.tasks.ForecastMetrics`).
+        instance_norm: standardize each window by its own context (RevIN) before the
+            transformer and undo it on the output; helps with level shifts.
+        lr, weight_decay, warmup, scheduler, min_lr_ratio: AdamW and schedule.
+    """
+
+    def __init__(
+        self,
+        num_targets: int = 1,
+        num_past_covariates: int = 0,
+        num_future_covariates: int = 0,
+        static_cardinalities: list[int] | None = None,
+        num_static_real: int = 0,
+        dim: int = 64,
+        depth: int = 2,
+        num_heads: int = 4,
+        mlp_ratio: float = 2.0,
+        dropout: float = 0.0,
+        encodings: list[str | dict] | None = None,
+        relative: str | dict | None = "rope",
+        time_unit: str = "1h",
+        loss: str = "mae",
+        quantiles: list[float] | None = None,
+        mase_season: int = 1,
+        naive_season: str | None = None,
+        instance_norm: bool = True,
+        lr: float = 1e-3,
+        weight_decay: float = 0.01,
+        warmup: float = 0.05,
+        scheduler: str = "cosine",
+        min_lr_ratio: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        check_optim_args(lr, weight_decay, warmup, scheduler, min_lr_ratio)
+        for name, value in (("num_targets", num_targets), ("dim", dim), ("depth", depth),
+                            ("num_heads", num_heads), ("mase_season", mase_season)):
+            check_positive_int(value, name)
+        for name, value in (("num_past_covariates", num_past_covariates),
+                            ("num_future_covariates", num_future_covariates),
+                            ("num_static_real", num_static_real)):
+            check_int(value, name, ge=0)
+        if static_cardinalities is not None and not isinstance(static_cardinalities,
+                                                               (list, tuple)):
+            raise TypeError(f"static_cardinalities must be a list of ints, got "
+                            f"{type(static_cardinalities).__name__} ({static_cardinalities!r})")
+        for i, value in enumerate(static_cardinalities or []):
+            check_positive_int(value, f"static_cardinalities[{i}]")
+        self.naive_season_ns = None if naive_season is None else parse_duration(naive_season,
+                                                                                "naive_season")
+        if dim % num_heads:
+            raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
+        check_positive_float(mlp_ratio, "mlp_ratio")
+        if int(dim * mlp_ratio) < 1:  # Block's MLP width
+            raise ValueError(f"mlp_ratio={mlp_ratio} gives a hidden width of "
+                             f"{int(dim * mlp_ratio)} (dim={dim}); it must be >= 1 / dim")
+        check_float(dropout, "dropout", ge=0, lt=1)
+        check_bool(instance_norm, "instance_norm")
+        if encodings is not None and not isinstance(encodings, (list, tuple)):
+            raise TypeError(f"encodings must be a list of encodings, got "
+                            f"{type(encodings).__name__} ({encodings!r})")
+        check_choice(loss, "loss", LOSSES)
+        if loss == "quantile":
+            quantiles = [0.1, 0.5, 0.9] if quantiles is None else list(quantiles)
+            if any(isinstance(q, bool) or not isinstance(q, Real) for q in quantiles):
+                raise TypeError(f"quantiles must be numbers, got {quantiles}")
+            if (not quantiles or any(not 0 < q < 1 for q in quantiles)
+                    or sorted(set(quantiles)) != quantiles):
+                raise ValueError(f"quantiles must be increasing levels in (0, 1), got "
+                                 f"{quantiles}")
+        elif quantiles:
+            raise ValueError(f"quantiles={quantiles} need loss='quantile', got loss={loss!r}")
+        unit_seconds = parse_duration(time_unit, "time_unit") / 1e9
+        encodings = ["calendar", "continuous"] if encodings is None else list(encodings)
+
+        head_dim = dim // num_heads
+        defaults = {"dim": dim, "head_dim": head_dim, "num_heads": num_heads}
+        modules, reads = [], []
+        for i, spec in enumerate(encodings):
+            module = instantiate(spec, TIME_ENCODINGS, f"encodings[{i}]", defaults)
+            modules.append(module)
+            reads.append(encoding_reads(module, f"encodings[{i}]"))
+        relative_modules = []
+        for _ in range(depth):
+            if relative is None or relative == "none":
+                relative_modules.append((None, None))
+                continue
+            module = instantiate(relative, RELATIVE_ENCODINGS, "relative", defaults)
+            is_rotary = hasattr(module, "rotation")
+            relative_modules.append((module, None) if is_rotary else (None, module))
+        self.quantile_levels = quantiles
+        self.register_buffer("quantiles", torch.tensor(quantiles or [0.5]), persistent=False)
+        self.model = ForecastTransformer(
+            num_targets, len(quantiles or [0.5]), dim, depth, num_heads, mlp_ratio, dropout,
+            TimeFeatures(modules, reads), relative_modules, unit_seconds, instance_norm,
+            num_past=num_past_covariates, num_future=num_future_covariates,
+            static_cardinalities=static_cardinalities, num_static_real=num_static_real)
+        # How the training data was read (columns, zone, series, scaling): taken from the
+        # data module while the model has none (its first fit), stored in checkpoints, used by
+        # forecast() and by the data modules it is tested on; never replaced once set.
+        self.schema: SeriesSchema | None = None
+        self.point_index = int((self.quantiles - 0.5).abs().argmin())
+        # The model's and the seasonal-naive baseline's errors on the same windows.
+        levels = quantiles if loss == "quantile" else None
+        self.metrics = nn.ModuleDict({
+            stage: nn.ModuleDict({"model": ForecastMetrics(levels, mase_season),
+                                  "naive": ForecastMetrics(levels, mase_season)})
+            for stage in ("val", "test")})
+        self.test_per_series: pd.DataFrame | None = None
+
+    def data_sizes(self) -> dict[str, Any]:
+        """The sizes this model was built for, by the data module property they match."""
+        hp = self.hparams
+        return {"num_targets": hp.num_targets, "num_past_covariates": hp.num_past_covariates,
+                "num_future_covariates": hp.num_future_covariates,
+                "static_cardinalities": list(hp.static_cardinalities or []),
+                "num_static_real": hp.num_static_real}
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        if datamodule is None:
+            return
+        for name, ours in self.data_sizes().items():
+            theirs = getattr(datamodule, name, None)
+            if theirs is not None and list(np.atleast_1d(theirs)) != list(np.atleast_1d(ours)):
+                raise ValueError(
+                    f"model {name}={ours} does not match the data's {theirs} "
+                    f"({type(datamodule).__name__}); posenc fit links these sizes from the "
+                    f"data module, in Python pass datamodule.{name}")
+        # The data's fitted state becomes the model's only while it has none: a trained (or
+        # restored) model keeps its own, and the data module windows with it.
+        schema = getattr(datamodule, "schema", None)
+        if isinstance(schema, SeriesSchema) and self.schema is None:
+            self.schema = schema
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.schema is not None:
+            checkpoint["series_schema"] = self.schema.to_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if "series_schema" in checkpoint:
+            self.schema = SeriesSchema.from_dict(checkpoint["series_schema"])
+
+    def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
+        """-> ``(B, Nh, C, Q)`` predictions in scaled units (``Q = 1`` for point losses)."""
+        return self.model(batch)
+
+    def _loss(self, pred: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
+        target, observed = batch["target_value"], batch["target_observed"]
+        if self.hparams.loss == "quantile":
+            return quantile_loss(pred.float(), target, observed, self.quantiles)
+        return masked_point_loss(pred[..., 0].float(), target, observed, self.hparams.loss)
+
+    def _unscale(self, values: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
+        """Scaled ``(B, N, C, ...)`` -> data units."""
+        scale, loc = batch["scale"][:, None], batch["loc"][:, None]
+        if values.ndim == 4:
+            scale, loc = scale[..., None], loc[..., None]
+        return values * scale + loc
+
+    def training_step(self, batch: Mapping[str, Tensor], batch_idx: int) -> Tensor:
+        loss = self._loss(self(batch), batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["target_valid"].shape[0])
+        return loss
+
+    def _eval_step(self, stage: str, batch: Mapping[str, Tensor]) -> None:
+        pred = self(batch).float()
+        loss = self._loss(pred, batch)
+        size = batch["target_valid"].shape[0]
+        self.log(f"{stage}/loss", loss, sync_dist=True, prog_bar=stage == "val",
+                 batch_size=size)
+        pred = self._unscale(pred, batch)
+        target = self._unscale(batch["target_value"], batch)
+        context = self._unscale(batch["context_value"], batch)
+        observed, context_observed = batch["target_observed"], batch["context_observed"]
+        series = batch.get("series", torch.zeros(size, dtype=torch.int64, device=pred.device))
+        metrics = self.metrics[stage]
+        metrics["model"].update(pred[..., self.point_index], target, observed, series, context,
+                                context_observed,
+                                pred if self.hparams.loss == "quantile" else None)
+        if self.naive_season_ns is not None:
+            naive = seasonal_naive(batch["context_time"], context, context_observed,
+                                   batch["context_valid"], batch["target_time"],
+                                   self.naive_season_ns, context_local=batch["context_local"],
+                                   target_local=batch["target_local"])
+            # Every quantile at the naive value: its wQL is comparable with the model's.
+            metrics["naive"].update(naive, target, observed, series, context, context_observed,
+                                    naive[..., None].expand_as(pred)
+                                    if self.hparams.loss == "quantile" else None)
+
+    def _compared(self) -> tuple[tuple[str, str], ...]:
+        """``(metrics key, logged-name suffix)`` of what is evaluated: the model, and the
+        seasonal-naive baseline where it has a season."""
+        baseline = (("naive", "_naive"),) if self.naive_season_ns is not None else ()
+        return (("model", ""), *baseline)
+
+    def _log_metrics(self, stage: str) -> None:
+        """Aggregated metrics of the epoch: ``{stage}/mae`` ... and ``{stage}/mae_naive`` ...
+        (the seasonal-naive forecast on the same windows)."""
+        metrics = self.metrics[stage]
+        for who, suffix in self._compared():
+            for name, value in metrics[who].compute().items():
+                self.log(f"{stage}/{name}{suffix}", value, prog_bar=stage == "val"
+                         and name == "mae" and who == "model")
+        if stage == "test":
+            self.test_per_series = self._per_series(metrics)
+            trainer = self._trainer
+            if (self.test_per_series is not None and trainer is not None and trainer.loggers
+                    and trainer.is_global_zero and trainer.log_dir):
+                # The backtest per series, beside the logger's metrics (posenc test/fit).
+                path = Path(trainer.log_dir) / "test_per_series.csv"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.test_per_series.to_csv(path, index=False)
+        for metric in metrics.values():
+            metric.reset()
+
+    def _per_series(self, metrics: nn.ModuleDict) -> pd.DataFrame | None:
+        """The test metrics per series (model, then ``*_naive``), one row per series of the
+        data tested (the model's series, then any new to it)."""
+        datamodule = getattr(self._trainer, "datamodule", None)
+        schema = getattr(datamodule, "schema", None)
+        schema = schema if isinstance(schema, SeriesSchema) else self.schema
+        if schema is None:
+            return None
+        frames = []
+        for who, suffix in self._compared():
+            frame = metrics[who].per_series_frame(schema.series_keys, schema.series_columns)
+            frames.append(frame if not suffix else
+                          frame.drop(columns=schema.series_columns).add_suffix(suffix))
+        return pd.concat(frames, axis=1)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_metrics("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_metrics("test")
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        self._eval_step("val", batch)
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self._eval_step("test", batch)
+
+    def predict_step(self, batch, batch_idx: int = 0, dataloader_idx: int = 0
+                     ) -> dict[str, Tensor]:
+        """Forecasts in data units: ``{"series": (B,) int64 (rows of ``schema.series_keys``),
+        "origin": (B,) int64 UTC ns of the last context observation, "time": (B, Nh) int64
+        UTC ns, "valid": (B, Nh), "prediction": (B, Nh, C) point, "quantiles":
+        (B, Nh, C, Q)}``."""
+        pred = self._unscale(self(batch).float(), batch)
+        last = batch["context_valid"].sum(1, keepdim=True).clamp_min(1) - 1
+        series = batch.get("series")
+        if series is None:
+            series = torch.zeros(len(last), dtype=torch.int64, device=last.device)
+        return {"series": series, "origin": batch["context_time"].gather(1, last)[:, 0],
+                "time": batch["target_time"], "valid": batch["target_valid"],
+                "prediction": pred[..., self.point_index], "quantiles": pred}
+
+    @torch.no_grad()
+    def forecast(self, history: pd.DataFrame, future: pd.DataFrame | int | None = None, *,
+                 batch_size: int = 256) -> pd.DataFrame:
+        """History in, forecasts out: one row per series and time to predict.
+
+        Args:
+            history: long-format table with the training data's columns (series, timestamp,
+                targets, covariates, static columns), read exactly as in training (same zone,
+                DST options, per-series scaling; a series new to the model is scaled by its
+                own history). Each series' context is its last ``context_length``.
+            future: the times to predict: a table of the series and timestamp columns (plus
+                the future covariates), times after each series' history in any order, or an
+                int number of sampling steps, or None for the trained horizon.
+            batch_size: series per forward pass.
+
+        Returns:
+            The table of :func:`~posenc.tasks.forecasting.output.forecast_frame`: series
+            columns, the timestamp in the data's zone, ``forecast_origin``, the point
+            forecast per target and, when trained with quantiles, one column per target and
+            level.
+
+        Needs the schema of the training data: present after ``fit`` with a
+        :class:`~posenc.tasks.TimeSeriesDataModule` and in every checkpoint written then
+        (``Forecaster.load_from_checkpoint(path).forecast(history)``).
+        """
+        if self.schema is None:
+            raise RuntimeError("this Forecaster has no data schema: fit it with a "
+                               "TimeSeriesDataModule, or load a checkpoint written by such a "
+                               "fit")
+        check_positive_int(batch_size, "batch_size")
+        dataset = request_dataset(self.schema, history, future)
+        was_training = self.training
+        self.eval()
+        outputs = []
+        try:
+            for start in range(0, len(dataset), batch_size):
+                batch = dataset.__getitems__(range(start, min(start + batch_size, len(dataset))))
+                batch = {k: v.to(self.device) for k, v in batch.items()}
+                outputs.append({k: v.cpu() for k, v in self.predict_step(batch).items()})
+        finally:
+            self.train(was_training)
+        return forecast_frame(outputs, dataset.schema, self.quantile_levels)
+
+    def configure_optimizers(self) -> dict:
+        return configure_adamw_from_hparams(self)

@@ -1,0 +1,406 @@
+"""``ForecastTransformer``: a transformer over (value, timestamp) tokens and future query times.
+
+Each observation is a token (its values, which are present, and its timestamp); each time to
+predict is a query token that carries only its timestamp. Timestamps enter in two ways:
+
+- additive: features of each token's time summed into its embedding after one linear map:
+  calendar features of local time (also for the future: they come from the query timestamps),
+  Fourier seasonality, continuous sinusoids / Time2Vec of elapsed time, time deltas, holiday
+  indicators, the series' age (time since its first observation);
+- relative: RoPE or ALiBi inside :class:`posenc.core.MultiheadAttention`, driven by elapsed
+  time in ``time_unit`` (hours by default), so attention sees real gaps.
+
+Observation tokens attend to every observation; a query token attends to every observation
+and to itself only, so the forecast at a time does not depend on which other times are asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import torch
+from posenc import temporal
+from posenc.core import (
+    FIRE,
+    ALiBi,
+    Kerple,
+    MultiheadAttention,
+    RotaryEncoding,
+    check_choice,
+    wide_dtype,
+)
+from posenc.core.validation import assume_finite
+from torch import Tensor, nn
+
+from .windows import local_time_fields
+
+__all__ = ["ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
+           "RELATIVE_ENCODINGS", "READS", "encoding_reads"]
+
+# What an additive encoding reads, declared by its class as ``reads``:
+#   "fields":     calendar fields of local wall-clock time, ``{name: (B, N) int tensor}``
+#                 (computed by the data pipeline: the batch's ``*_fields``);
+#   "timestamps": local wall-clock time as a (B, N) int64 ns tensor (seasonal features);
+#   "elapsed":    (B, N) float elapsed time from the forecast origin, in ``time_unit``;
+#   "deltas":     elapsed time plus the (B, N) bool mask of observed tokens;
+#   "series_start": local wall-clock time as for "timestamps", plus the (B, 1) int64
+#                 wall-clock ns of the first observation of each window's series (the
+#                 batch's ``series_start_local``: a window alone does not hold it).
+READS = ("fields", "timestamps", "elapsed", "deltas", "series_start")
+
+
+def _calendar():
+    return temporal.CalendarFeatures(cyclic=True)
+
+
+def _calendar_embedding(dim: int):
+    return temporal.CalendarEmbedding(dim)
+
+
+def _fourier():
+    return temporal.FourierSeasonality()
+
+
+def _continuous(dim: int):
+    return temporal.ContinuousSinusoidal(dim, min_period=1.0, max_period=1000.0)
+
+
+def _time2vec(dim: int):
+    return temporal.Time2Vec(dim)
+
+
+def _timedelta():
+    return temporal.TimeDelta(log=True)
+
+
+def _age():
+    return temporal.AgeFeature(unit="D", transform="gluonts")
+
+
+# name -> factory; factories take what they need of the model's sizes (dim, ...).
+TIME_ENCODINGS: dict[str, Any] = {
+    "calendar": _calendar,
+    "calendar_embedding": _calendar_embedding,
+    "fourier": _fourier,
+    "continuous": _continuous,
+    "time2vec": _time2vec,
+    "timedelta": _timedelta,
+    "index_sinusoidal": temporal.IndexSinusoidal,
+    "age": _age,
+}
+
+
+def _rope(head_dim: int, base: float = 10000.0):
+    return RotaryEncoding(head_dim, base=base)
+
+
+def _alibi(num_heads: int):
+    return ALiBi(num_heads, causal=False)
+
+
+def _fire(num_heads: int):
+    return FIRE(num_heads, causal=False)
+
+
+def _kerple_log(num_heads: int):
+    return Kerple(num_heads, "log", causal=False)
+
+
+def _kerple_power(num_heads: int):
+    return Kerple(num_heads, "power", causal=False)
+
+
+# Relative-time attention on real elapsed time: rotary (rope) or a bias of the time gap.
+RELATIVE_ENCODINGS: dict[str, Any] = {"rope": _rope, "alibi": _alibi, "fire": _fire,
+                                      "kerple_log": _kerple_log,
+                                      "kerple_power": _kerple_power}
+
+
+def encoding_reads(module: nn.Module, name: str = "encoding") -> str:
+    """What an additive temporal encoding reads (one of :data:`READS`): the ``reads``
+    attribute its class declares (posenc.temporal's encodings do; so must a class of your
+    own), else ``TypeError`` naming the class."""
+    reads = getattr(module, "reads", None)
+    if reads not in READS:
+        raise TypeError(f"{name} {type(module).__name__} does not declare what it reads: give "
+                        f"the class a reads attribute, one of {list(READS)}, got {reads!r}")
+    return reads
+
+
+class TimeFeatures(nn.Module):
+    """Concatenated additive temporal features of every token, as one ``(B, N, F)`` tensor.
+
+    Args:
+        encodings: the temporal encoding modules.
+        reads: per encoding, what it reads (one of :data:`READS`).
+    """
+
+    def __init__(self, encodings: list[nn.Module], reads: list[str]) -> None:
+        super().__init__()
+        for i, value in enumerate(reads):
+            check_choice(value, f"reads[{i}]", READS)
+        self.encodings = nn.ModuleList(encodings)
+        self.reads = list(reads)
+        self.reads_fields = "fields" in self.reads
+        self.reads_start = "series_start" in self.reads
+        self.width = self._probe_width()
+
+    def _probe_width(self) -> int:
+        """The output width: the sum of the encodings' ``dim`` (every posenc.temporal encoding
+        declares it: running one on a made-up time would trip its checks of a fixed origin
+        or of a year range); an encoding without an int ``dim`` runs on two probe tokens."""
+        width = 0
+        start = pd.Timestamp("2020-01-01").value
+        local = torch.tensor([[start, start + 3600 * 10**9]], dtype=torch.int64)
+        probe = (local_time_fields(local), local, torch.tensor([[-1.0, 0.0]]),
+                 torch.ones(1, 2, dtype=torch.bool), local[:, :1])
+        for encoding, reads in zip(self.encodings, self.reads, strict=True):
+            dim = getattr(encoding, "dim", None)
+            if isinstance(dim, int) and not isinstance(dim, bool):
+                width += dim
+                continue
+            with torch.no_grad():
+                width += _features([encoding], [reads], *probe).shape[-1]
+        return width
+
+    def forward(self, fields: Tensor | None, local: Tensor, elapsed: Tensor,
+                observed: Tensor, series_start: Tensor | None = None) -> Tensor:
+        """Per token: ``fields`` ``(B, N, len(FIELDS))`` int calendar fields of the local time
+        (:func:`~posenc.tasks.forecasting.windows.local_time_fields`; None when no encoding reads
+        them), ``local`` ``(B, N)`` int64 wall-clock ns, ``elapsed`` ``(B, N)`` float time
+        from the forecast origin in ``time_unit``, ``observed`` ``(B, N)`` bool (a value is
+        present); per window: ``series_start`` ``(B, 1)`` int64 wall-clock ns of its series'
+        first observation (None when no encoding reads it). -> ``(B, N, F)`` float32, on the
+        inputs' device (no host round trip)."""
+        return _features(self.encodings, self.reads, fields, local, elapsed, observed,
+                         series_start)
+
+
+def _features(encodings: Sequence[nn.Module], reads: Sequence[str], fields: Tensor | None,
+              local: Tensor, elapsed: Tensor, observed: Tensor, series_start: Tensor | None
+              ) -> Tensor:
+    """:meth:`TimeFeatures.forward` of ``encodings``, each given what it ``reads``."""
+    columns = None
+    features = []
+    for encoding, read in zip(encodings, reads, strict=True):
+        if read == "fields":
+            if columns is None:
+                columns = dict(zip(temporal.FIELDS, fields.unbind(-1), strict=True))
+            out = encoding(columns)
+        elif read == "timestamps":
+            out = encoding(local)
+        elif read == "elapsed":
+            out = encoding(elapsed)
+        elif read == "series_start":
+            out = encoding(local, series_start)
+        else:
+            out = encoding(elapsed, observed)
+        features.append(out.to(device=elapsed.device, dtype=torch.float32))
+    return torch.cat(features, dim=-1)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block around the core attention."""
+
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float, dropout: float,
+                 rotary: nn.Module | None, bias: nn.Module | None) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = MultiheadAttention(dim, num_heads, rotary=rotary, bias=bias,
+                                       proj_drop=dropout)
+        self.norm2 = nn.LayerNorm(dim)
+        hidden = int(dim * mlp_ratio)
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout),
+                                 nn.Linear(hidden, dim), nn.Dropout(dropout))
+
+    def forward(self, x: Tensor, positions: Tensor | None, mask: Tensor) -> Tensor:
+        # positions: elapsed time made from int64 timestamps, finite by construction, so the
+        # attention reads no values (nothing in a block waits for the host).
+        x = x + self.attn(self.norm1(x), query_positions=positions, attn_mask=mask,
+                          positions_checked=True)
+        return x + self.mlp(self.norm2(x))
+
+
+class ForecastTransformer(nn.Module):
+    """The forecasting network; see the module docstring.
+
+    Args:
+        num_targets: target channels ``C``.
+        num_outputs: outputs per channel (1 for a point forecast, ``Q`` for quantiles).
+        dim, depth, num_heads, mlp_ratio, dropout: transformer size.
+        time_features: the additive encodings (may hold none).
+        relative: per block, ``(rotary, bias)`` modules (each may be None).
+        unit_seconds: seconds per position unit for the relative encodings.
+        instance_norm: standardize each window's values by its context's mean and standard
+            deviation and undo it at the output (RevIN, Kim et al. 2022).
+        num_past: past covariates ``P``: with their observed flags, part of each context
+            token's input (``context_past``, ``context_past_observed``).
+        num_future: future covariates ``K``: one linear map of ``*_future`` added to every
+            context and query token (the same covariate means the same on both sides).
+        static_cardinalities: codes per categorical static column (``static_cat``): one
+            embedding each, summed into every token of the window.
+        num_static_real: numeric static columns (``static_real``): one linear map, summed
+            into every token.
+    """
+
+    def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
+                 num_heads: int, mlp_ratio: float, dropout: float, time_features: TimeFeatures,
+                 relative: list[tuple[nn.Module | None, nn.Module | None]],
+                 unit_seconds: float, instance_norm: bool = True, num_past: int = 0,
+                 num_future: int = 0, static_cardinalities: list[int] | None = None,
+                 num_static_real: int = 0) -> None:
+        super().__init__()
+        self.num_past, self.num_future, self.num_static_real = num_past, num_future, \
+            num_static_real
+        self.static_cardinalities = list(static_cardinalities or [])
+        self.future_proj = nn.Linear(num_future, dim) if num_future else None
+        self.static_embeds = nn.ModuleList(nn.Embedding(n, dim)
+                                           for n in self.static_cardinalities)
+        self.static_proj = nn.Linear(num_static_real, dim) if num_static_real else None
+        self.instance_norm = instance_norm
+        self.num_targets, self.num_outputs = num_targets, num_outputs
+        self.unit_seconds = unit_seconds
+        self.value_embed = nn.Linear(2 * (num_targets + num_past), dim)
+        self.query_token = nn.Parameter(torch.zeros(dim))
+        nn.init.trunc_normal_(self.query_token, std=0.02)
+        self.time_features = time_features
+        self.time_proj = nn.Linear(time_features.width, dim) if time_features.width else None
+        self.blocks = nn.ModuleList(
+            Block(dim, num_heads, mlp_ratio, dropout, rotary, bias) for rotary, bias in relative)
+        self.use_positions = any(r is not None or b is not None for r, b in relative)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, num_targets * num_outputs)
+
+    def _static(self, batch: Mapping[str, Tensor]) -> Tensor | None:
+        """``(B, dim)`` sum of the window's static embeddings, or None without any."""
+        static = None
+        if self.static_embeds:
+            codes = batch["static_cat"]
+            for j, embed in enumerate(self.static_embeds):
+                term = embed(codes[:, j])
+                static = term if static is None else static + term
+        if self.static_proj is not None:
+            term = self.static_proj(batch["static_real"].float())
+            static = term if static is None else static + term
+        return static
+
+    def _check_batch(self, batch: Mapping[str, Tensor]) -> None:
+        """Keys, dtypes and shapes only: nothing here reads values."""
+        if not isinstance(batch, Mapping):
+            raise TypeError(f"batch must be a dict of tensors (collate_windows, make_batch), "
+                            f"got {type(batch).__name__}")
+        keys = ["context_time", "target_time", "context_local", "target_local",
+                "context_valid", "target_valid", "context_value", "context_observed"]
+        keys += ["context_fields", "target_fields"] if self.time_features.reads_fields else []
+        keys += ["series_start_local"] if self.time_features.reads_start else []
+        keys += ["context_past", "context_past_observed"] if self.num_past else []
+        keys += ["context_future", "target_future"] if self.num_future else []
+        keys += ["static_cat"] if self.static_embeds else []
+        keys += ["static_real"] if self.num_static_real else []
+        missing = [key for key in keys if key not in batch]
+        if missing:
+            raise ValueError(f"batch has no {missing}; make batches with a "
+                             f"TimeSeriesDataModule, Forecaster.forecast or make_batch (they "
+                             f"add the calendar fields of the local times as *_fields, and "
+                             f"the covariates and static attributes the model was built for)")
+        sizes = {"context_past": self.num_past, "context_future": self.num_future,
+                 "target_future": self.num_future, "static_real": self.num_static_real,
+                 "static_cat": len(self.static_embeds)}
+        for key, size in sizes.items():
+            if key in keys and batch[key].shape[-1] != size:
+                raise ValueError(f"batch[{key!r}] has {batch[key].shape[-1]} columns but the "
+                                 f"model was built for {size}")
+        if "series_start_local" in keys and (
+                batch["series_start_local"].dtype != torch.int64
+                or batch["series_start_local"].shape != batch["context_valid"].shape[:1]):
+            start = batch["series_start_local"]
+            raise ValueError(f"batch['series_start_local'] must be the "
+                             f"{tuple(batch['context_valid'].shape[:1])} int64 wall-clock ns of "
+                             f"each window's series' first observation, got {start.dtype} of "
+                             f"shape {tuple(start.shape)}")
+        for side in ("context", "target"):
+            valid = batch[f"{side}_valid"]
+            for key in (f"{side}_time", f"{side}_local"):
+                if batch[key].dtype != torch.int64:
+                    raise TypeError(f"batch[{key!r}] must be int64 nanoseconds, got "
+                                    f"{batch[key].dtype}")
+            key = f"{side}_fields"
+            if key in keys:
+                fields = batch[key]
+                if fields.is_floating_point() or fields.dtype == torch.bool \
+                        or fields.shape != (*valid.shape, len(temporal.FIELDS)):
+                    raise ValueError(
+                        f"batch[{key!r}] must be the {(*valid.shape, len(temporal.FIELDS))} "
+                        f"int calendar fields of batch['{side}_local'] (local_time_fields), "
+                        f"got {fields.dtype} of shape {tuple(fields.shape)}")
+
+    def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
+        """Batch dict (see :mod:`posenc.tasks.forecasting.data`) -> ``(B, Nh, C, outputs)``
+        predictions in scaled units.
+
+        Nothing in it reads values on the host: calendar fields come with the batch, and
+        elapsed time, made here from int64 timestamps, is finite by construction.
+        """
+        self._check_batch(batch)
+        ctx_valid, tgt_valid = batch["context_valid"], batch["target_valid"]
+        num_ctx = ctx_valid.shape[1]
+        time = torch.cat((batch["context_time"], batch["target_time"]), dim=1)
+        local = torch.cat((batch["context_local"], batch["target_local"]), dim=1)
+        fields = torch.cat((batch["context_fields"], batch["target_fields"]), dim=1) \
+            if self.time_features.reads_fields else None
+        valid = torch.cat((ctx_valid, tgt_valid), dim=1)
+        # Forecast origin: the last real observation of each window. Differences are taken in
+        # int64 ns (exact) before the one conversion to float64 (float32 on MPS).
+        last = ctx_valid.sum(1, keepdim=True).clamp_min(1) - 1
+        origin = batch["context_time"].gather(1, last)
+        # float64 (float32 on MPS) keeps sub-second precision over years of elapsed time.
+        elapsed = (time - origin).to(wide_dtype(time.device)) / (self.unit_seconds * 1e9)
+
+        observed = batch["context_observed"]
+        context = batch["context_value"].float()
+        if self.instance_norm:
+            # RevIN-style: standardize each window by its own context, restore at the output.
+            weight = observed.float()
+            count = weight.sum(1, keepdim=True).clamp_min(1)
+            window_loc = (context * weight).sum(1, keepdim=True) / count
+            window_var = ((context - window_loc).square() * weight).sum(1, keepdim=True) / count
+            window_scale = (window_var + 1e-5).sqrt()
+            context = (context - window_loc) / window_scale
+        parts = [context * observed, observed.float()]
+        if self.num_past:
+            past_observed = batch["context_past_observed"]
+            parts += [batch["context_past"].float() * past_observed, past_observed.float()]
+        ctx_tokens = self.value_embed(torch.cat(parts, dim=-1))
+        tgt_tokens = self.query_token.expand(tgt_valid.shape[0], tgt_valid.shape[1], -1)
+        x = torch.cat((ctx_tokens, tgt_tokens.to(ctx_tokens.dtype)), dim=1)
+        if self.future_proj is not None:
+            future = torch.cat((batch["context_future"], batch["target_future"]), dim=1)
+            x = x + self.future_proj(future.float())
+        static = self._static(batch)
+        if static is not None:
+            x = x + static[:, None]
+        if self.time_proj is not None:
+            has_value = torch.cat((ctx_valid & observed.any(-1), torch.zeros_like(tgt_valid)),
+                                  dim=1)
+            start = batch["series_start_local"][:, None] if self.time_features.reads_start \
+                else None
+            with assume_finite():  # elapsed time is made from int64 timestamps
+                features = self.time_features(fields, local, elapsed, has_value, start)
+            x = x + self.time_proj(features)
+
+        # Keys: real observations; every token also sees itself (no empty rows).
+        total = valid.shape[1]
+        key_ok = torch.zeros_like(valid)
+        key_ok[:, :num_ctx] = ctx_valid
+        eye = torch.eye(total, dtype=torch.bool, device=valid.device)
+        mask = (key_ok[:, None, :] | eye)[:, None]
+        positions = elapsed if self.use_positions else None
+        for block in self.blocks:
+            x = block(x, positions, mask)
+        out = self.head(self.norm(x[:, num_ctx:]))
+        out = out.unflatten(-1, (self.num_targets, self.num_outputs))
+        if self.instance_norm:
+            out = out * window_scale[..., None] + window_loc[..., None]
+        return out

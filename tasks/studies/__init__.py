@@ -1,0 +1,404 @@
+"""``posenc study``: train the same model with each encoding over seeds and report the spread.
+
+    posenc study resolution --config configs/study_resolution.yaml
+    posenc study irregular --config configs/study_irregular.yaml
+    posenc study forecast --config configs/study_forecast.yaml
+    posenc study resolution --config configs/study_resolution.yaml --seeds 1 --max_epochs 1
+
+- ``resolution``: a small ViT (:class:`~posenc.tasks.ImageClassifier`) trained on MNIST at
+  28x28 and tested at larger and non-square sizes, one column per test size; optionally per
+  training-data ``augment`` setting (``configs/study_resolution_scale.yaml``: with and without
+  random resized crops).
+- ``irregular``: the :class:`~posenc.tasks.Forecaster` on the Seattle hourly temperatures
+  with a random fraction of the observations kept; test MAE / RMSE per keep fraction.
+- ``forecast``: the Forecaster on real data (a panel, covariates, irregular sampling; see
+  :mod:`posenc.tasks.studies.forecast`), each encoding's skill against seasonal naive.
+
+Each study writes to ``--out`` (default ``runs/study_<name>/``): ``results.csv`` (one row per
+run and seed, appended as each run finishes), ``table.md`` (mean ± std over seeds) and
+``plot.png`` (matplotlib, the ``plot`` extra). A run whose row is already in ``results.csv``
+is skipped, so an interrupted study continues where it stopped; every row records hashes of
+its configuration, and a folder holding rows of a changed configuration is refused rather
+than mixed into the new table.
+
+A study config (YAML) holds ``seeds``, ``encodings`` (name -> the model arguments that make
+that encoding), ``model`` and ``data`` (``init_args`` of the model / data module, shared by
+every run), ``trainer`` (``lightning.pytorch.Trainer`` arguments) and the study's own axis
+(``eval_image_sizes`` or ``keep``). Training is the tasks' own Lightning code.
+
+This package's face holds the two studies and the command line; :mod:`.runs` runs them
+(resume, process pool) and :mod:`.results` reads and writes their rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from posenc.core import check_positive_int
+
+# Configs and checkpoints written before IndexSinusoidal moved to the library name it here.
+from posenc.temporal import IndexSinusoidal  # noqa: F401
+
+from ..plots.figure import new_figure, save_png
+from .forecast import ForecastStudy
+from .results import format_mean_std, mean_std, metric
+from .runs import Study, fit_and_test, run_missing, summarize
+
+__all__ = ["STUDIES", "ForecastStudy", "IrregularStudy", "ResolutionStudy", "Study", "main",
+           "run_study", "summarize"]
+
+
+def _size_label(size: int | Sequence[int]) -> str:
+    if isinstance(size, int):
+        return str(size)
+    height, width = size
+    return str(height) if height == width else f"{height}x{width}"
+
+
+def _errorbars(ax: Any, x: Sequence[float], values: Sequence[Sequence[float]], label: str,
+               color: str | None = None) -> None:
+    """One line of mean ± std over seeds: ``values[i]`` are the seeds' values at ``x[i]``."""
+    means, stds = zip(*(mean_std(v) for v in values), strict=True)
+    ax.errorbar(x, means, yerr=stds, marker="o", capsize=3, label=label, color=color)
+
+
+class ResolutionStudy(Study):
+    """Train an :class:`ImageClassifier` at one size, test accuracy at ``eval_image_sizes``.
+
+    An optional ``augment`` mapping in the config (name -> ``MNISTDataModule`` arguments added
+    to ``data`` for those runs, e.g. ``{none: {}, scale: {train_scale: [0.35, 1.0]}}``) is a
+    run axis: every encoding and seed runs once per setting, ``results.csv`` gets an
+    ``augment`` column, the table a block per setting and the plot a panel per setting.
+    """
+
+    name = "resolution"
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return ("encoding", "augment", "seed") if self._has_augment() else ("encoding", "seed")
+
+    def _has_augment(self) -> bool:
+        return self.config.get("augment") is not None
+
+    def augments(self) -> dict[str, dict[str, Any]]:
+        """The ``augment`` axis: setting name -> data module arguments (``{}`` for none).
+        A config without ``augment`` has one unnamed setting, ``{"": {}}``."""
+        augment = self.config.get("augment")
+        if augment is None:
+            return {"": {}}
+        if not isinstance(augment, dict) or not augment:
+            raise ValueError(f"augment must be a non-empty mapping of setting names to data "
+                             f"module arguments (e.g. {{none: {{}}, scale: {{train_scale: "
+                             f"[0.35, 1.0]}}}}), got {augment!r}")
+        settings = {}
+        for name, args in augment.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"augment setting names must be non-empty strings, got "
+                                 f"{name!r}")
+            if args is not None and not isinstance(args, dict):
+                raise TypeError(f"augment.{name} must be a mapping of data module arguments "
+                                f"(or empty), got {type(args).__name__} ({args!r})")
+            if args and "eval_image_sizes" in args:
+                raise ValueError(f"augment.{name} may not set eval_image_sizes: the study's "
+                                 "eval_image_sizes are the same for every run")
+            settings[name] = dict(args or {})
+        return settings
+
+    def sizes(self) -> list[str]:
+        return [_size_label(s) for s in self.config["eval_image_sizes"]]
+
+    def runs(self) -> list[dict[str, Any]]:
+        # Seed-major: an interrupted study has every encoding (and setting) at the same number
+        # of seeds.
+        if not self._has_augment():
+            return [{"encoding": e, "seed": s} for s in self.config["seeds"]
+                    for e in self.encodings()]
+        return [{"encoding": e, "augment": a, "seed": s} for s in self.config["seeds"]
+                for a in self.augments() for e in self.encodings()]
+
+    def model_args(self, encoding: str) -> dict[str, Any]:
+        """``ImageClassifier`` arguments of the runs of ``encoding``."""
+        spec = self.config["encodings"][encoding]
+        args = {**(self.config.get("model") or {}),
+                **({"encoding": spec} if isinstance(spec, (str, type(None))) else spec)}
+        args.setdefault("encoding", encoding)
+        return args
+
+    def data_args(self, augment: str = "") -> dict[str, Any]:
+        """``MNISTDataModule`` arguments of the runs of setting ``augment``."""
+        settings = self.augments()
+        if augment not in settings:
+            raise ValueError(f"augment={augment!r} is not a setting of the config's augment "
+                             f"{sorted(settings)}")
+        return {**(self.config.get("data") or {}), **settings[augment],
+                "eval_image_sizes": self.config["eval_image_sizes"]}
+
+    def run(self, key: dict[str, Any]) -> dict[str, float]:
+        from ..vision import ImageClassifier, MNISTDataModule
+
+        def build():
+            return (ImageClassifier(**self.model_args(key["encoding"])),
+                    MNISTDataModule(**self.data_args(key.get("augment", ""))))
+
+        return fit_and_test(self.config, key["seed"], build,
+                            {f"acc_{s}": f"test/acc_{s}" for s in self.sizes()})
+
+    def _accuracies(self, group: list[dict[str, str]]) -> list[list[float]]:
+        """Per test size, the accuracy (%) of each row of ``group``."""
+        return [[100 * metric(r, f"acc_{s}") for r in group] for s in self.sizes()]
+
+    def by_augment(self, rows: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
+        """``rows`` grouped by augment setting (the config's order, then others the CSV
+        holds; settings without rows left out); one group ``""`` without the axis."""
+        if not self._has_augment():
+            return {"": rows} if rows else {}
+        groups: dict[str, list[dict[str, str]]] = {a: [] for a in self.augments()}
+        for row in rows:
+            groups.setdefault(row["augment"], []).append(row)
+        return {k: v for k, v in groups.items() if v}
+
+    def _train_size(self) -> str:
+        return _size_label(self.config.get("model", {}).get("img_size", 28))
+
+    def table(self, rows: list[dict[str, str]]) -> str:
+        sizes = self.sizes()
+        train = self._train_size()
+        head = [f"{s} (train)" if s == train else s for s in sizes]
+        axis = self._has_augment()
+        lines = ["| encoding | " + ("augment | " if axis else "") + "seeds | "
+                 + " | ".join(head) + " |",
+                 "|---|" + ("---|" if axis else "") + "---|" + "---|" * len(sizes)]
+        for augment, block in self.by_augment(rows).items():
+            for name, group in self.by_encoding(block).items():
+                cells = [format_mean_std(values, 1, 1) for values in self._accuracies(group)]
+                lines.append(f"| {name} | " + (f"{augment} | " if axis else "")
+                             + f"{len(group)} | " + " | ".join(cells) + " |")
+        note = "\n\nTest accuracy (%), mean ± std over seeds.\n"
+        if axis:
+            settings = "; ".join(f"{name}: {_describe(args)}"
+                                 for name, args in self.augments().items())
+            note = (f"\n\nTest accuracy (%), mean ± std over seeds. Training-data "
+                    f"augmentation ({settings}).\n")
+        return "\n".join(lines) + note
+
+    def plot(self, rows: list[dict[str, str]], path: Path) -> None:
+        sizes = self.sizes()
+        blocks = self.by_augment(rows)
+        fig = new_figure((7 * len(blocks), 4.5), dpi=100)
+        axes = fig.subplots(1, len(blocks), sharey=True, squeeze=False)[0]
+        # One colour per encoding in every panel, even where a panel lacks one.
+        names = list(self.by_encoding(rows))
+        colors = {n: f"C{i % 10}" for i, n in enumerate(names)}
+        for ax, (augment, block) in zip(axes, blocks.items(), strict=True):
+            for name, group in self.by_encoding(block).items():
+                _errorbars(ax, range(len(sizes)), self._accuracies(group), name, colors[name])
+            ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
+            ax.set_xlabel(f"test image size (px); trained at {self._train_size()}")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+            title = "MNIST ViT: accuracy vs test resolution"
+            if not augment:
+                ax.set_title(title)
+            else:
+                args = self.augments().get(augment)
+                described = f" ({_describe(args)})" if args is not None else ""
+                ax.set_title(f"{title}\naugment: {augment}{described}", fontsize=10)
+        axes[0].set_ylabel("test accuracy (%)")
+        save_png(fig, path)
+
+
+def _describe(args: dict[str, Any]) -> str:
+    """``{train_scale: [0.35, 1.0]}`` -> ``"train_scale=[0.35, 1.0]"``; ``{}`` -> ``"none"``."""
+    return ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}"
+                     for k, v in args.items()) or "none"
+
+
+class IrregularStudy(Study):
+    """Train a :class:`Forecaster` per keep fraction; test MAE / RMSE (degrees F)."""
+
+    name = "irregular"
+    key_columns = ("encoding", "keep", "seed")
+    metrics = ("mae", "rmse", "mase")  # results columns, logged as test/<name>
+    shown = ("mae", "rmse")  # in the table and the plot
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [{"encoding": e, "keep": float(k), "seed": s} for s in self.config["seeds"]
+                for k in self.config["keep"] for e in self.encodings()]
+
+    def model_args(self, encoding: str) -> dict[str, Any]:
+        """``Forecaster`` arguments of the runs of ``encoding``."""
+        return {**(self.config.get("model") or {}), **(self.config["encodings"][encoding] or {})}
+
+    def run(self, key: dict[str, Any]) -> dict[str, float]:
+        from ..forecasting import Forecaster, SeattleTempsDataModule
+
+        keep = key["keep"]
+
+        def build():
+            # The dropped observations differ per seed (and so does the training seed).
+            return (Forecaster(**self.model_args(key["encoding"])),
+                    SeattleTempsDataModule(**{**(self.config.get("data") or {}),
+                                              "irregular": None if keep >= 1 else keep,
+                                              "seed": key["seed"]}))
+
+        return fit_and_test(self.config, key["seed"], build,
+                            {m: f"test/{m}" for m in self.metrics})
+
+    def _keeps(self) -> list[float]:
+        return [float(k) for k in self.config["keep"]]
+
+    def _errors(self, group: list[dict[str, str]], name: str) -> list[list[float]]:
+        """Per keep fraction, metric ``name`` of each row of ``group`` run at it."""
+        return [[metric(r, name) for r in group if float(r["keep"]) == k]
+                for k in self._keeps()]
+
+    def table(self, rows: list[dict[str, str]]) -> str:
+        head = [f"{m.upper()} @ {k:.0%}" for m in self.shown for k in self._keeps()]
+        lines = ["| encoding | seeds | " + " | ".join(head) + " |",
+                 "|---|---|" + "---|" * len(head)]
+        for name, group in self.by_encoding(rows).items():
+            cells = [format_mean_std(values, 1, 2) for m in self.shown
+                     for values in self._errors(group, m)]
+            seeds = len({r["seed"] for r in group})
+            lines.append(f"| {name} | {seeds} | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + (
+            "\n\nTest MAE / RMSE in degrees F at each fraction of observations kept, "
+            "mean ± std over seeds.\n")
+
+    def plot(self, rows: list[dict[str, str]], path: Path) -> None:
+        percent = [100 * k for k in self._keeps()]
+        fig = new_figure((10, 4.2), dpi=100)
+        axes = fig.subplots(1, len(self.shown))
+        for name, group in self.by_encoding(rows).items():
+            for ax, m in zip(axes, self.shown, strict=True):
+                _errorbars(ax, percent, self._errors(group, m), name)
+        for ax, m in zip(axes, self.shown, strict=True):
+            ax.set_xlabel("observations kept (%)")
+            ax.set_ylabel(f"test {m.upper()} (°F)")
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=8)
+        fig.suptitle("Seattle hourly temperature, irregular sampling: error vs keep fraction")
+        save_png(fig, path)
+
+
+STUDIES: dict[str, type[Study]] = {"resolution": ResolutionStudy, "irregular": IrregularStudy,
+                                   "forecast": ForecastStudy}
+
+
+def run_study(name: str, config: dict, out: str | Path,
+              log: Callable[[str], None] = print, plot: bool = True, workers: int = 1,
+              threads: int | None = None) -> Path:
+    """Run every missing (encoding, [keep,] seed) of study ``name``; -> the out folder.
+
+    ``workers`` > 1 trains that many runs at once in spawned processes, each with ``threads``
+    torch threads; see :func:`~posenc.tasks.studies.runs.run_missing`.
+    """
+    if name not in STUDIES:
+        raise ValueError(f"study must be one of {sorted(STUDIES)}, got {name!r}")
+    return run_missing(STUDIES[name], config, out, log=log, plot=plot, workers=workers,
+                       threads=threads)
+
+
+# What each study's config must list (after the command-line overrides).
+_REQUIRED = {"resolution": ("seeds", "eval_image_sizes"), "irregular": ("seeds", "keep"),
+             "forecast": ("seeds", "datasets")}
+
+
+def _load_config(path: str) -> dict:
+    import yaml
+
+    try:
+        with open(path) as handle:
+            config = yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise ValueError(f"--config {path!r}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:  # a folder, unreadable, not text
+        raise ValueError(f"--config {path!r} cannot be read: {err}") from None
+    except yaml.YAMLError as err:
+        raise ValueError(f"--config {path!r} is not valid YAML: {' '.join(str(err).split())}"
+                         ) from None
+    if not isinstance(config, dict):
+        got = "an empty file" if config is None else type(config).__name__
+        raise ValueError(f"--config {path!r} must hold a mapping (seeds, encodings, ...), got "
+                         f"{got}")
+    return config
+
+
+def _apply_overrides(config: dict, args: argparse.Namespace) -> dict:
+    config = {**config, "trainer": dict(config.get("trainer") or {})}
+    if args.seeds is not None:
+        listed = list(config.get("seeds") or [])
+        config["seeds"] = (listed + list(range(max(listed, default=-1) + 1,
+                                               args.seeds + 1)))[:args.seeds]
+    if args.encodings:
+        names = [n.strip() for n in args.encodings.split(",") if n.strip()]
+        unknown = sorted(set(names) - set(config["encodings"]))
+        if unknown:
+            raise ValueError(f"--encodings {unknown} not in the config's encodings "
+                             f"{sorted(config['encodings'])}")
+        config["encodings"] = {n: config["encodings"][n] for n in names}
+    if args.keep:
+        config["keep"] = [float(k) for k in args.keep.split(",")]
+    if args.datasets:
+        names = [n.strip() for n in args.datasets.split(",") if n.strip()]
+        unknown = sorted(set(names) - set(config.get("datasets") or {}))
+        if unknown:
+            raise ValueError(f"--datasets {unknown} not in the config's datasets "
+                             f"{sorted(config.get('datasets') or {})}")
+        config["datasets"] = {n: config["datasets"][n] for n in names}
+    for name in ("max_epochs", "limit_train_batches", "limit_test_batches"):
+        value = getattr(args, name)
+        if value is not None:
+            config["trainer"][name] = value
+    return config
+
+
+def _limit(text: str) -> int | float:
+    value = float(text)
+    return int(value) if value.is_integer() and value > 1 else value
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    """``posenc study {resolution,irregular,forecast} --config FILE [overrides]``."""
+    parser = argparse.ArgumentParser(
+        prog="posenc study", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("study", choices=sorted(STUDIES))
+    parser.add_argument("--config", required=True, help="study YAML (configs/study_*.yaml)")
+    parser.add_argument("--out", help="output folder (default runs/study_<name>/)")
+    parser.add_argument("--seeds", type=int, help="use only the first N seeds")
+    parser.add_argument("--encodings", help="comma-separated subset of the config's encodings")
+    parser.add_argument("--keep", help="irregular: comma-separated keep fractions")
+    parser.add_argument("--datasets", help="forecast: comma-separated subset of the datasets")
+    parser.add_argument("--max_epochs", type=int)
+    parser.add_argument("--limit_train_batches", type=_limit)
+    parser.add_argument("--limit_test_batches", type=_limit)
+    parser.add_argument("--threads", type=int,
+                        help="torch threads per run (default: the config's threads)")
+    parser.add_argument("--workers", type=int,
+                        help="runs trained at once, in separate processes (default: the "
+                             "config's workers, else 1)")
+    parser.add_argument("--no_plot", action="store_true", help="skip the PNG")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    config = _load_config(args.config)
+    if not isinstance(config.get("encodings"), dict) or not config["encodings"]:
+        raise ValueError(f"--config {args.config!r} needs 'encodings': a mapping of names to "
+                         f"model arguments, got {config.get('encodings')!r}")
+    config = _apply_overrides(config, args)
+    missing = [k for k in _REQUIRED[args.study] if not config.get(k)]
+    if missing:
+        raise ValueError(f"--config {args.config!r} lacks {missing} (a non-empty list each) "
+                         f"for the {args.study} study")
+    threads = args.threads or config.get("threads")
+    threads = check_positive_int(threads, "threads") if threads is not None else None
+    out = run_study(args.study, config, args.out or f"runs/study_{args.study}",
+                    plot=not args.no_plot, workers=args.workers or config.get("workers", 1),
+                    threads=threads)
+    print((out / "table.md").read_text())
+    print(f"Wrote {out / 'results.csv'}, {out / 'table.md'}"
+          + ("" if args.no_plot else f", {out / 'plot.png'}"))
+    return out
+

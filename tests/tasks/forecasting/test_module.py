@@ -1,0 +1,448 @@
+"""Forecaster: every encoding option builds and runs, no future values leak in, queries are
+independent, losses and metrics equal their formulas, checkpoints reload exactly."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from lightning.pytorch import Trainer, seed_everything
+from posenc.core import RotaryEncoding
+from posenc.tasks import (
+    Forecaster,
+    MeanAbsoluteScaledError,
+    TimeSeriesDataModule,
+    collate_windows,
+    make_batch,
+    masked_point_loss,
+    quantile_loss,
+)
+from posenc.tasks.forecasting.metrics import naive_scale
+from posenc.tasks.forecasting.network import encoding_reads
+from posenc.tasks.forecasting.windows import local_time_fields
+
+from ..conftest import synthetic_series
+
+TINY = {"dim": 16, "depth": 1, "num_heads": 2}
+
+
+@pytest.fixture(scope="module")
+def datamodule() -> TimeSeriesDataModule:
+    frame = synthetic_series(300)
+    frame = frame[np.random.default_rng(0).random(300) < 0.8].reset_index(drop=True)
+    dm = TimeSeriesDataModule(frame, context_length="1D", horizon="6h", stride="4h",
+                              batch_size=8)
+    dm.setup("fit")
+    return dm
+
+
+@pytest.fixture(scope="module")
+def batch(datamodule) -> dict[str, torch.Tensor]:
+    return next(iter(datamodule.train_dataloader()))
+
+
+def _trainer(tmp_path, **kwargs) -> Trainer:
+    return Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                   enable_model_summary=False, default_root_dir=tmp_path,
+                   num_sanity_val_steps=0, **kwargs)
+
+
+@pytest.mark.parametrize("encodings", [
+    ["calendar"], ["calendar_embedding"], ["fourier"], ["continuous"], ["time2vec"],
+    ["timedelta"], [], ["calendar", "fourier", "continuous", "time2vec", "timedelta"],
+    [{"class_path": "posenc.temporal.CalendarFeatures",
+      "init_args": {"fields": ["hour", "day_of_week"], "cyclic": False}}],
+    [{"class_path": "posenc.temporal.ContinuousSinusoidal",
+      "init_args": {"min_period": 2.0, "max_period": 500.0}}],
+])
+@pytest.mark.parametrize("relative", ["rope", "alibi", None])
+def test_every_encoding_runs_forward_and_backward(batch, encodings, relative):
+    model = Forecaster(encodings=encodings, relative=relative, **TINY)
+    out = model(batch)
+    assert out.shape == (*batch["target_valid"].shape, 1, 1)
+    out.sum().backward()
+    assert torch.isfinite(out).all()
+
+
+def test_dict_relative_encoding_gets_head_dim_filled_in(batch):
+    model = Forecaster(relative={"class_path": "posenc.core.RotaryEncoding",
+                                 "init_args": {"base": 100.0}}, **TINY)
+    rotary = model.model.blocks[0].attn.rotary
+    assert isinstance(rotary, RotaryEncoding) and rotary.head_dim == 8 and rotary.base == 100.0
+    assert torch.isfinite(model(batch)).all()
+
+
+def test_future_values_never_reach_the_prediction(batch):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar", "continuous", "timedelta"], **TINY).eval()
+    poisoned = dict(batch, target_value=torch.randn_like(batch["target_value"]) * 100,
+                    target_observed=~batch["target_observed"])
+    assert torch.equal(model(batch), model(poisoned))
+
+
+def test_predictions_depend_on_query_timestamps(batch):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar"], relative=None, **TINY).eval()
+    later = batch["target_local"] + 5 * 3600 * 10**9
+    moved = dict(batch, target_local=later, target_fields=local_time_fields(later))
+    assert not torch.allclose(model(batch), model(moved))
+
+
+def test_calendar_encodings_read_the_fields_the_batch_carries(batch):
+    """The data pipeline computes the calendar fields; the model reads them, not the local
+    times (whose calendar it no longer computes in forward)."""
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar"], relative=None, **TINY).eval()
+    later = batch["target_local"] + 5 * 3600 * 10**9
+    torch.testing.assert_close(model(dict(batch, target_local=later)), model(batch))
+    moved = dict(batch, target_fields=local_time_fields(later))
+    assert not torch.allclose(model(moved), model(batch))
+    with pytest.raises(ValueError, match=r"^batch has no \['context_fields'\]; make batches "
+                                         r"with a TimeSeriesDataModule, Forecaster.forecast"):
+        model({k: v for k, v in batch.items() if k != "context_fields"})
+    expected = re.escape(str((*batch["target_valid"].shape, 11)))
+    with pytest.raises(ValueError, match=rf"^batch\['target_fields'\] must be the {expected} "
+                                         r"int calendar fields of batch\['target_local'\]"):
+        model(dict(batch, target_fields=batch["target_fields"][:, :, :4]))
+    with pytest.raises(TypeError, match=r"^batch\['context_time'\] must be int64 nanoseconds, "
+                                        r"got torch.float64"):
+        model(dict(batch, context_time=batch["context_time"].double()))
+    # Encodings that read no fields need none.
+    elapsed_only = Forecaster(encodings=["continuous"], **TINY).eval()
+    elapsed_only({k: v for k, v in batch.items() if not k.endswith("_fields")})
+
+
+def test_each_query_is_independent_of_the_other_queries(batch):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar", "continuous"], relative="rope", **TINY).eval()
+    full = model(batch)
+    keep = [0, 2]  # ask for a subset of the future times only
+    subset = dict(batch)
+    for key in ("target_time", "target_local", "target_fields", "target_valid",
+                "target_value", "target_observed"):
+        subset[key] = batch[key][:, keep]
+    torch.testing.assert_close(model(subset), full[:, keep], rtol=1e-5, atol=1e-5)
+
+
+def test_padding_does_not_change_a_window_forecast(datamodule):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar", "timedelta"], relative="alibi", **TINY).eval()
+    ds = datamodule.datasets["train"]
+    items = [ds[i] for i in range(len(ds))]
+    short = min(range(len(items)), key=lambda i: len(items[i]["context_time"]))
+    longest = max(range(len(items)), key=lambda i: len(items[i]["context_time"]))
+    assert len(items[short]["context_time"]) < len(items[longest]["context_time"])
+    alone = model(collate_windows([items[short]]))
+    padded = model(collate_windows([items[short], items[longest]]))[:1]
+    n = alone.shape[1]
+    torch.testing.assert_close(padded[:, :n], alone, rtol=1e-5, atol=1e-5)
+
+
+def test_relative_time_encodings_are_shift_invariant(batch):
+    """With only elapsed-time encodings, moving every timestamp by the same amount changes
+    nothing; calendar features (absolute local time) would."""
+    seed_everything(0)
+    model = Forecaster(encodings=["continuous", "time2vec"], relative="rope", **TINY).eval()
+    week = 7 * 86400 * 10**9 + 12345
+    shifted = dict(batch)
+    for key in ("context_time", "context_local", "target_time", "target_local"):
+        shifted[key] = batch[key] + week
+    torch.testing.assert_close(model(shifted), model(batch), rtol=1e-5, atol=1e-5)
+
+
+def test_rope_sees_real_time_gaps(batch):
+    seed_everything(0)
+    model = Forecaster(encodings=[], relative="rope", **TINY).eval()
+    moved = dict(batch)
+    moved["context_time"] = batch["context_time"].clone()
+    moved["context_time"][:, 0] -= 3 * 3600 * 10**9  # an earlier first observation
+    assert not torch.allclose(model(batch), model(moved))
+
+
+# -- losses and metrics against their formulas ---------------------------------------------
+def test_point_losses_are_masked_means():
+    pred = torch.tensor([[1.0, 2.0, 3.0]])
+    target = torch.tensor([[2.0, 0.0, 7.0]])
+    mask = torch.tensor([[True, True, False]])
+    assert masked_point_loss(pred, target, mask, "mae").item() == pytest.approx(1.5)
+    assert masked_point_loss(pred, target, mask, "mse").item() == pytest.approx(2.5)
+
+
+def test_quantile_loss_is_the_pinball_loss():
+    pred = torch.tensor([[[1.0, 2.0, 4.0]]])      # quantiles 0.1, 0.5, 0.9 of one target
+    target = torch.tensor([[3.0]])
+    q = torch.tensor([0.1, 0.5, 0.9])
+    # e = 2, 1, -1 -> 0.1*2, 0.5*1, (0.9-1)*(-1) = 0.2, 0.5, 0.1 -> mean 0.2667
+    loss = quantile_loss(pred, target, torch.tensor([[True]]), q)
+    assert loss.item() == pytest.approx((0.2 + 0.5 + 0.1) / 3)
+
+
+def test_mase_matches_the_seasonal_naive_formula():
+    context = torch.tensor([[[1.0], [3.0], [2.0], [6.0]]])
+    observed = torch.ones_like(context, dtype=torch.bool)
+    scale, count = naive_scale(context, observed, season=1)
+    assert scale.item() == pytest.approx((2 + 1 + 4) / 3) and count.item() == 3
+    metric = MeanAbsoluteScaledError(season=1)
+    pred, target = torch.tensor([[[5.0], [5.0]]]), torch.tensor([[[6.0], [8.0]]])
+    metric.update(pred, target, torch.ones_like(target, dtype=torch.bool), context, observed)
+    # second window: context 0,0,0 has a zero naive error -> skipped
+    metric.update(pred, target, torch.ones_like(target, dtype=torch.bool),
+                  torch.zeros_like(context), observed)
+    assert metric.compute().item() == pytest.approx(2.0 / (7 / 3))
+
+
+def test_logged_metrics_equal_an_independent_computation(datamodule, tmp_path):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar"], loss="quantile", quantiles=[0.2, 0.5, 0.8],
+                       mase_season=2, **TINY)
+    [result] = _trainer(tmp_path).validate(model, datamodule, verbose=False)
+    errors, scaled_ratios, losses = [], [], []
+    model.eval()
+    with torch.no_grad():
+        for batch in datamodule.val_dataloader():
+            pred = model(batch)
+            point = pred[..., 1]                                   # the 0.5 quantile
+            obs = batch["target_observed"]
+            unscaled = point * batch["scale"][:, None] + batch["loc"][:, None]
+            truth = batch["target_value"] * batch["scale"][:, None] + batch["loc"][:, None]
+            errors.append((unscaled - truth)[obs])
+            for b in range(point.shape[0]):
+                ctx = batch["context_value"][b, batch["context_valid"][b], 0].numpy()
+                naive = np.abs(ctx[2:] - ctx[:-2]).mean()
+                tgt = obs[b, :, 0]
+                mae = (point[b, tgt, 0] - batch["target_value"][b, tgt, 0]).abs().mean()
+                scaled_ratios.append(float(mae) / naive)
+            losses.append(quantile_loss(pred, batch["target_value"], obs,
+                                        torch.tensor([0.2, 0.5, 0.8])))
+    errors = torch.cat(errors)
+    assert result["val/mae"] == pytest.approx(errors.abs().mean().item(), rel=1e-4)
+    assert result["val/rmse"] == pytest.approx(errors.square().mean().sqrt().item(), rel=1e-4)
+    assert result["val/mase"] == pytest.approx(np.mean(scaled_ratios), rel=1e-4)
+    assert result["val/mae"] > 0.05  # in data units, not scaled ones
+
+
+def test_checkpoint_reloads_with_weights_only_and_predicts_identically(datamodule, tmp_path):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar", "fourier", "time2vec"], relative="rope",
+                       loss="mse", **TINY)
+    trainer = _trainer(tmp_path, max_epochs=1, limit_train_batches=2, limit_val_batches=1)
+    trainer.fit(model, datamodule)
+    path = tmp_path / "forecaster.ckpt"
+    trainer.save_checkpoint(path)
+    loaded = Forecaster.load_from_checkpoint(path, weights_only=True)
+    assert loaded.hparams.encodings == ["calendar", "fourier", "time2vec"]
+    batch = next(iter(datamodule.test_dataloader()))
+    model.eval(), loaded.eval()
+    torch.testing.assert_close(loaded.predict_step(batch)["prediction"],
+                               model.predict_step(batch)["prediction"], rtol=0, atol=0)
+
+
+def test_predict_at_irregular_future_times_returns_data_units(datamodule):
+    seed_everything(0)
+    model = Forecaster(**TINY).eval()
+    history = synthetic_series(48)
+    future = pd.DatetimeIndex(["2021-01-03 00:10", "2021-01-03 05:00", "2021-01-04 12:00"])
+    batch = make_batch(history["timestamp"], history["value"], future,
+                       loc=datamodule.loc, scale=datamodule.scale)
+    out = model.predict_step(batch)
+    assert out["prediction"].shape == (1, 3, 1)
+    scaled = model(batch)[..., 0, 0]
+    expected = scaled * float(datamodule.scale[0]) + float(datamodule.loc[0])
+    torch.testing.assert_close(out["prediction"][..., 0], expected)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"loss": "huber"}, "loss must be one of"),
+    ({"loss": "quantile", "quantiles": [0.5, 0.1]}, "increasing levels"),
+    ({"quantiles": [0.1, 0.9]}, "need loss='quantile'"),
+    ({"encodings": ["calender"]}, r"encodings\[0\]='calender' is not a known name; valid"),
+    ({"relative": "t5"}, "relative='t5' is not a known name"),
+    ({"relative": {"init_args": {}}}, "needs the keys class_path"),
+    ({"time_unit": "fortnightly"}, "time_unit must be a duration"),
+    ({"dim": 30, "num_heads": 4}, "divisible by num_heads"),
+])
+def test_bad_arguments_raise_clear_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Forecaster(**{**TINY, **kwargs})
+
+
+@pytest.mark.parametrize("argument", ["time_unit", "naive_season"])
+@pytest.mark.parametrize("value", ["12MS", "1m", "1M", "1MS", "ME", "3600"])
+def test_calendar_and_unitless_durations_are_refused_by_the_forecaster(argument, value):
+    # pd.Timedelta read "1MS" as 0.001 s and "1m" as a minute.
+    with pytest.raises(ValueError, match=rf"^{argument}={value!r} (is|has no unit).*"
+                                         rf"(fixed duration|write a duration)"):
+        Forecaster(**{**TINY, argument: value})
+
+
+@pytest.mark.parametrize("value, seconds", [("1h", 3600), ("30min", 1800), ("7D", 604800),
+                                            ("1W", 604800), ("1 days 00:00:00", 86400)])
+def test_fixed_time_units_are_their_seconds(value, seconds):
+    model = Forecaster(**{**TINY, "time_unit": value, "naive_season": value})
+    assert model.model.unit_seconds == seconds
+    assert model.naive_season_ns == seconds * 10**9
+
+
+def test_bad_sizes_name_the_argument():
+    with pytest.raises(ValueError, match="mase_season must be >= 1"):
+        Forecaster(**{**TINY, "mase_season": 0})
+    with pytest.raises(TypeError, match="depth must be an int"):
+        Forecaster(**{**TINY, "depth": 2.0})
+
+
+def test_model_and_data_disagreeing_on_targets_is_an_error(datamodule, tmp_path):
+    model = Forecaster(num_targets=2, **TINY)
+    with pytest.raises(ValueError, match="num_targets=2 does not match"):
+        _trainer(tmp_path, max_epochs=1).fit(model, datamodule)
+
+
+def test_mase_falls_back_to_lag_one_for_short_contexts():
+    context = torch.tensor([[[1.0], [3.0], [2.0]]])
+    observed = torch.ones_like(context, dtype=torch.bool)
+    scale, count = naive_scale(context, observed, season=24)
+    assert scale.item() == pytest.approx(1.5) and count.item() == 2
+    scale, count = naive_scale(torch.cat([context] * 10, 1), observed.repeat(1, 10, 1), 3)
+    assert scale.item() == 0.0 and count.item() == 27  # period-3 data: zero seasonal error
+
+
+def test_instance_norm_makes_forecasts_follow_the_context_level_and_scale(batch):
+    """RevIN: an affine change of the observed values changes the forecast the same way."""
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar"], **TINY).eval()
+    moved = dict(batch, context_value=batch["context_value"] * 3.0 + 5.0)
+    torch.testing.assert_close(model(moved), model(batch) * 3.0 + 5.0, rtol=1e-3, atol=1e-3)
+    plain = Forecaster(encodings=["calendar"], instance_norm=False, **TINY).eval()
+    assert not torch.allclose(plain(moved), plain(batch) * 3.0 + 5.0, atol=1e-2)
+
+
+def test_what_an_encoding_reads_comes_from_its_class():
+    """The forecaster asks each encoding's class what it reads (``reads``); a class that
+    declares nothing is refused by name, never guessed."""
+    model = Forecaster(encodings=["calendar", "fourier", "time2vec", "timedelta", "age"],
+                       **TINY)
+    assert model.model.time_features.reads == ["fields", "timestamps", "elapsed", "deltas",
+                                               "series_start"]
+    with pytest.raises(TypeError, match=r"^encodings\[1\] SinusoidalEncoding does not declare "
+                                        r"what it reads: give the class a reads attribute, one "
+                                        r"of \['fields', 'timestamps', 'elapsed', 'deltas', "
+                                        r"'series_start'\], got None"):
+        Forecaster(encodings=["calendar", {"class_path": "posenc.core.SinusoidalEncoding"}],
+                   **TINY)
+    with pytest.raises(TypeError, match=r"^encoding Time2Vec does not declare what it reads: "
+                                        r".* got 'calendar'"):
+        encoding_reads(type("Time2Vec", (torch.nn.Module,), {"reads": "calendar"})())
+
+
+@pytest.mark.parametrize("relative", ["fire", "kerple_log", "kerple_power"])
+def test_time_gap_biases_train_the_forecaster(relative):
+    """FIRE and Kerple as biases of real elapsed time: built by name, one block each, and a
+    training step reaches their parameters."""
+    model = Forecaster(dim=16, depth=2, num_heads=2, encodings=[], relative=relative)
+    biases = [block.attn.bias for block in model.model.blocks]
+    assert len({id(b) for b in biases}) == 2 and all(b is not None for b in biases)
+    ctx = pd.date_range("2024-03-30", periods=12, freq="2h", tz="Europe/Berlin")
+    batch = make_batch(ctx, np.sin(np.arange(12.0)), ctx[-1:] + pd.Timedelta("3h"))
+    batch["target_value"] = torch.ones(1, 1, 1)
+    batch["target_observed"] = torch.ones(1, 1, 1, dtype=torch.bool)
+    model.training_step(batch, 0).backward()
+    grads = [p.grad for b in biases for p in b.parameters()]
+    assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted_state(
+        tmp_path):
+    a = synthetic_series(200)
+    b = a.assign(value=a["value"] * 10 + 50)  # other data, other scaling
+    lengths = {"context_length": 24, "horizon": 6, "stride": 6, "batch_size": 8}
+    dm_a = TimeSeriesDataModule(a, **lengths)
+    seed_everything(0)
+    model = Forecaster(instance_norm=False, **TINY)
+    trainer = _trainer(tmp_path, max_epochs=1, limit_train_batches=2, limit_val_batches=1)
+    trainer.fit(model, dm_a)
+    path = tmp_path / "a.ckpt"
+    trainer.save_checkpoint(path)
+    schema, before = model.schema, model.forecast(a)
+    fitted = copy.deepcopy(schema)
+    # The training span's statistics by pandas: what every reading for this model scales by.
+    train = a.loc[a["timestamp"] < pd.Timestamp(dm_a.split_times["val"]), "value"]
+    loc, scale = train.mean(), train.std(ddof=0)
+    assert schema.loc[0][0] == pytest.approx(loc) and schema.scale[0][0] == pytest.approx(scale)
+
+    dm_b = TimeSeriesDataModule(b, **lengths, predict_split="test")
+    [result] = _trainer(tmp_path).test(model, dm_b, verbose=False)
+    _trainer(tmp_path).validate(model, dm_b, verbose=False)
+    predicted = _trainer(tmp_path).predict(model, dm_b)
+    assert model.schema is schema and model.schema == fitted
+    pd.testing.assert_frame_equal(model.forecast(a), before)
+    # test/mae by hand: B's raw values scaled with A's statistics, the model, unscaled.
+    raw = b.set_index("timestamp")["value"]
+    errors = []
+    model.eval()
+    with torch.no_grad():
+        for batch in dm_b.test_dataloader():
+            context = pd.DatetimeIndex(batch["context_time"].flatten().numpy())
+            values = torch.tensor(((raw[context].to_numpy() - loc) / scale), dtype=torch.float32)
+            batch["context_value"] = values.reshape(batch["context_value"].shape)
+            pred = model(batch)[..., 0, 0] * scale + loc
+            target = pd.DatetimeIndex(batch["target_time"].flatten().numpy())
+            truth = torch.tensor(raw[target].to_numpy()).reshape(pred.shape)
+            errors.append((pred - truth).abs().flatten())
+    assert result["test/mae"] == pytest.approx(torch.cat(errors).mean().item(), rel=1e-4)
+    # predict on B's test windows = forecast() from each window's history (the model's path).
+    first = predicted[0]
+    origin = int(first["origin"][0])
+    history = b[b["timestamp"] <= pd.Timestamp(origin)]
+    future = pd.DataFrame({"timestamp": pd.DatetimeIndex(first["time"][0].numpy())})
+    expected = model.forecast(history, future)["value"].to_numpy()
+    np.testing.assert_allclose(first["prediction"][0, :, 0].numpy(), expected, rtol=1e-5)
+
+    # A checkpoint restored by Trainer.test (after the data module's setup) is used too.
+    fresh = Forecaster(instance_norm=False, **TINY)
+    [again] = _trainer(tmp_path).test(fresh, TimeSeriesDataModule(b, **lengths), ckpt_path=path,
+                                      verbose=False)
+    assert fresh.schema == fitted
+    assert again["test/mae"] == pytest.approx(result["test/mae"], rel=1e-5)
+
+
+def _panel(names: list[str], level: dict[str, float]) -> pd.DataFrame:
+    frames = [synthetic_series(150, seed=i).assign(id=name, value=lambda f, n=name:
+                                                   f["value"] + level[n])
+              for i, name in enumerate(names)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_a_series_new_to_the_model_is_scaled_by_its_own_training_span(tmp_path):
+    lengths = {"context_length": 24, "horizon": 6, "series_column": "id"}
+    a = _panel(["x", "y"], {"x": 0.0, "y": 100.0})
+    dm_a = TimeSeriesDataModule(a, **lengths)
+    model = Forecaster(**TINY)
+    _trainer(tmp_path, max_epochs=1, limit_train_batches=1, limit_val_batches=1).fit(model,
+                                                                                     dm_a)
+    b = _panel(["y", "z"], {"y": 500.0, "z": -40.0})
+    dm_b = TimeSeriesDataModule(b, **lengths)
+    _trainer(tmp_path).test(model, dm_b, verbose=False)
+    assert model.schema.series_keys == [("x",), ("y",)]
+    assert dm_b.schema.series_keys == [("x",), ("y",), ("z",)]
+    assert dm_b.schema.loc[:2] == model.schema.loc  # known series: the model's scaling
+    z = b[b["id"] == "z"]
+    train = z.loc[z["timestamp"] < pd.Timestamp(dm_b.split_times["val"]), "value"]
+    assert dm_b.schema.loc[2][0] == pytest.approx(train.mean())
+    assert dm_b.schema.scale[2][0] == pytest.approx(train.std(ddof=0))
+    per_series = model.test_per_series
+    assert per_series["id"].tolist() == ["x", "y", "z"]
+    assert per_series["windows"].tolist()[0] == 0 and min(per_series["windows"][1:]) > 0
+
+
+def test_other_data_that_the_model_s_fitted_state_cannot_read_is_refused(tmp_path, datamodule):
+    model = Forecaster(**TINY)
+    model.schema = datamodule.schema
+    frame = synthetic_series(200, columns=2)
+    two = TimeSeriesDataModule(frame, target_columns=["value", "value2"], context_length=24,
+                               horizon=6)
+    with pytest.raises(ValueError, match=r"the model was trained on 1 target_columns "
+                                         r"\['value'\]; this data has 2"):
+        _trainer(tmp_path).test(model, two, verbose=False)
