@@ -10,7 +10,6 @@ from posenc.core import MultiheadAttention
 from posenc.spatial import (
     ENCODINGS,
     GridAttention,
-    GridContext,
     GridPositions,
     GridVisionTransformer,
     RoPE2D,
@@ -93,11 +92,11 @@ def test_grid_attention_without_encoding_equals_timm_attention():
     attn = make_vit("vit", qk_norm=True).blocks[0].attn.eval()
     x = torch.randn(2, 17, 192)
     expected = attn(x)
-    context = GridContext(GridPositions(patch_coords(4), (4, 4), 1))
+    positions = GridPositions(patch_coords(4), (4, 4), 1)
     wrapped = GridAttention.from_timm(attn, None, None).eval()
     assert wrapped.qkv is attn.qkv and wrapped.proj is attn.proj and wrapped.q_norm is attn.q_norm
-    torch.testing.assert_close(wrapped(x, context), expected, rtol=1e-5, atol=1e-5)
-    with pytest.raises(TypeError, match="GridContext of its model's forward"):
+    torch.testing.assert_close(wrapped(x, positions), expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError, match="positions of its model's forward"):
         wrapped(x)
 
 
