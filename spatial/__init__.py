@@ -42,7 +42,7 @@ from .factory import (
     size_arguments,
     vit_size_arguments,
 )
-from .grid_vit import GridAttention, GridContext, GridVisionTransformer
+from .grid_vit import GridAttention, GridVisionTransformer
 from .learned import Learned2D
 from .liere import BlockRotation, LieRE, skew_expm
 from .rope2d import RoPE2D, init_mixed_freqs
@@ -63,7 +63,6 @@ __all__ = [
     "ENCODINGS",
     "Factorized2D",
     "GridAttention",
-    "GridContext",
     "GridPositions",
     "GridVisionTransformer",
     "Learned2D",

@@ -1,74 +1,64 @@
-"""The ViT and attention classes that :func:`posenc.spatial.attach` turns a timm
-``VisionTransformer`` into: :class:`GridVisionTransformer`, :class:`GridAttention` and the
-per-forward :class:`GridContext`.
+"""The shared path by which :func:`posenc.spatial.attach` (images) and
+:class:`posenc.spatial.VideoVisionTransformer` (clips) run a timm ``VisionTransformer``'s blocks
+with posenc positions: :class:`GridAttention`, the blocks :class:`GridBlock` and
+:class:`GridResPostBlock`, and the image model :class:`GridVisionTransformer`.
 
-How positions reach the attention, and why. timm's ``Block.forward(x, attn_mask)`` hands
-``attn_mask`` to ``block.attn`` untouched, so the model passes every block a per-forward
-:class:`GridContext` (the patch positions, with the kept patches of patch dropout, plus the
-caller's own mask) as that argument. Positions travel with the computation: a gradient-
-checkpointed block (``set_grad_checkpointing``) recomputes in backward from the very context
+How positions reach the attention, and why. As timm's Eva passes ``rope=`` to each
+``EvaBlock.forward(x, rope=None, attn_mask=None)``, the model passes every block this forward's
+positions (a :class:`~posenc.spatial.GridPositions` or :class:`~posenc.spatial.VideoPositions`:
+the patch coordinates, with the kept patches of patch dropout, the prefix-token count and the
+cache of this forward's rotations/biases) as ``block(x, positions, attn_mask=...)``; the block
+hands them to its :class:`GridAttention`. Positions travel with the computation: a gradient-
+checkpointed block (``set_grad_checkpointing``) recomputes in backward from the very positions
 object of its own forward, whatever other forwards (multi-crop: two image sizes in one step)
 ran in between. Nothing is read from model state at recompute time.
 
 Each distinct rotary/bias encoding of the blocks is computed once per forward, before the
-blocks run, into the context's :class:`GridPositions` cache; blocks (and their recompute) only
+blocks run, into the positions' cache (:func:`enter_blocks`); blocks (and their recompute) only
 read it. Blocks sharing an encoding (``rope_axial``, ``alibi2d``, one module passed for all
 blocks) thus share its rotation/bias, and no cached value that needs a gradient is ever made
 inside a checkpointed block, whose recompute would find it cached and save fewer tensors than
 its forward did. Cache keys are Python values (module ids and names); sizes traced as
 ``torch.SymInt`` are never used as keys (see :func:`posenc.spatial.coords.cached`), so the
-model runs under ``torch.compile`` and ``torch.export`` with dynamic image sizes (nothing
-calls ``.item()``).
+models run under ``torch.compile`` and ``torch.export`` with dynamic sizes (nothing calls
+``.item()``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TypeVar
 
 import torch
 from posenc.core import MultiheadAttention
 from posenc.core.validation import assume_finite
-from timm.layers import Attention, PatchDropout
+from timm.layers import Attention, PatchDropout, PatchEmbed
 from timm.layers.patch_dropout import patch_dropout_forward
 from timm.models._features import feature_take_indices
-from timm.models.vision_transformer import VisionTransformer
+from timm.models.vision_transformer import Block, ResPostBlock, VisionTransformer
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from .coords import GridPositions, patch_coords
+from .video import VideoPositions
 
-__all__ = ["GridAttention", "GridContext", "GridVisionTransformer", "patch_grid"]
+__all__ = ["GridAttention", "GridBlock", "GridResPostBlock", "GridVisionTransformer",
+           "patch_grid"]
 
 SUPPORTED = ("timm.models.vision_transformer.VisionTransformer (vit_*, deit_* without a "
              "distillation token; with or without class token, reg_tokens, no_embed_class, "
              "dynamic_img_size, dynamic_img_pad) with timm's PatchEmbed, Block/ResPostBlock and "
              "Attention")
 
-
-class GridContext(NamedTuple):
-    """What the blocks of one forward need besides their tokens; passed to each block as its
-    ``attn_mask`` argument, which timm's ``Block`` hands to :class:`GridAttention` unchanged.
-
-    Attributes:
-        positions: the ``P + N`` tokens' positions: ``(N, 2)`` (full grid) or ``(B, N, 2)``
-            (kept patches of patch dropout) coordinates, the grid, ``P`` prefix tokens, and
-            the cache holding this forward's rotations/biases.
-        attn_mask: the caller's mask (bool, True = attend, or float additive), broadcastable
-            to ``(B, H, P + N, P + N)``, or None.
-        is_causal: the caller's causal flag.
-    """
-
-    positions: GridPositions
-    attn_mask: Tensor | None = None
-    is_causal: bool = False
+#: The positions of one forward, as the blocks receive them.
+Positions = TypeVar("Positions", GridPositions, VideoPositions)
 
 
 class GridAttention(MultiheadAttention):
     """:class:`posenc.core.MultiheadAttention` with timm ``Attention``'s call signature.
 
-    Its ``attn_mask`` argument is the :class:`GridContext` of the current forward, which
-    :class:`GridVisionTransformer` passes to every block.
+    Its ``positions`` argument is what the model's forward made for this input (see the module
+    docstring), which the model passes to every block and the block to its attention.
     """
 
     @classmethod
@@ -100,24 +90,155 @@ class GridAttention(MultiheadAttention):
         new.train(attn.training)
         return new
 
-    def forward(self, x: Tensor, attn_mask: GridContext | None = None,
-                is_causal: bool = False) -> Tensor:
-        """``(B, P + N, dim)`` tokens -> ``(B, P + N, dim)``, as timm's ``Attention``."""
-        if not isinstance(attn_mask, GridContext):
+    def forward(self, x: Tensor, positions: GridPositions | VideoPositions | None = None,
+                attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+        """``(B, P + N, dim)`` tokens -> ``(B, P + N, dim)``, as timm's ``Attention``.
+
+        Args:
+            x: the block's normed tokens, ``P`` prefix tokens then ``N`` patches.
+            positions: this forward's positions of the ``N`` patches, their rotations/biases
+                already in its cache (its model made them: :func:`enter_blocks`).
+            attn_mask: bool (True = attend) or float additive mask broadcastable to
+                ``(B, H, P + N, P + N)``, or None.
+            is_causal: causal attention over the ``P + N`` tokens.
+        """
+        if not isinstance(positions, (GridPositions, VideoPositions)):
             raise TypeError(
-                f"GridAttention takes the GridContext of its model's forward as attn_mask, got "
-                f"{type(attn_mask).__name__}; call the model (forward, forward_features or "
-                f"forward_intermediates), which passes it to every block")
-        context = attn_mask
+                f"GridAttention takes the positions of its model's forward (GridPositions or "
+                f"VideoPositions), got {type(positions).__name__}; call the model (forward, "
+                f"forward_features or forward_intermediates), which passes them to every block")
         # The model made the positions from the image shape (finite by construction), so the
         # block reads no values: nothing in it waits for the host.
-        return super().forward(x, query_positions=context.positions,
-                               attn_mask=context.attn_mask,
-                               is_causal=is_causal or context.is_causal, positions_checked=True)
+        return super().forward(x, query_positions=positions, attn_mask=attn_mask,
+                               is_causal=is_causal, positions_checked=True)
 
 
-def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions,
-                      tokens: Tensor) -> None:
+class GridBlock(Block):
+    """timm's ``Block`` taking this forward's positions for its :class:`GridAttention`, as
+    timm's ``EvaBlock.forward(x, rope=None, attn_mask=None)`` takes its rotary embedding (same
+    modules and parameter names: :func:`use_grid_attention` swaps a ``Block``'s class)."""
+
+    def forward(self, x: Tensor, positions: GridPositions | VideoPositions | None = None,
+                attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+        """``(B, P + N, dim)`` tokens -> ``(B, P + N, dim)``."""
+        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), positions, attn_mask,
+                                                   is_causal)))
+        return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
+
+
+class GridResPostBlock(ResPostBlock):
+    """timm's ``ResPostBlock`` (post-norm) taking this forward's positions, as
+    :class:`GridBlock`."""
+
+    def forward(self, x: Tensor, positions: GridPositions | VideoPositions | None = None,
+                attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+        """``(B, P + N, dim)`` tokens -> ``(B, P + N, dim)``."""
+        x = x + self.drop_path1(self.norm1(self.attn(x, positions, attn_mask, is_causal)))
+        return x + self.drop_path2(self.norm2(self.mlp(x)))
+
+
+_GRID_BLOCKS = {Block: GridBlock, ResPostBlock: GridResPostBlock}
+
+
+def check_vit(vit: object, name: str) -> VisionTransformer:
+    """Raise unless ``vit`` is a fresh timm ``VisionTransformer`` that posenc can give
+    positions (``name``: the argument, for messages)."""
+    if isinstance(vit, GridVisionTransformer):
+        raise ValueError(f"{name} already has a posenc 2D encoding attached "
+                         f"(posenc.spatial.attach); use a fresh timm VisionTransformer (or one "
+                         f"loaded from a timm checkpoint)")
+    # Exactly VisionTransformer: attach swaps the model's class for GridVisionTransformer,
+    # which would silently drop a subclass's own methods.
+    if type(vit) is not VisionTransformer:
+        raise TypeError(f"{name} must be a timm.models.vision_transformer.VisionTransformer, "
+                        f"got {type(vit).__name__}; supported: {SUPPORTED}")
+    if type(vit.patch_embed) is not PatchEmbed:
+        raise TypeError(f"{name} must use timm's PatchEmbed, got "
+                        f"{type(vit.patch_embed).__name__}; supported: {SUPPORTED}")
+    if not isinstance(vit.patch_drop, (nn.Identity, PatchDropout)):
+        raise TypeError(f"{name}.patch_drop must be timm's PatchDropout or Identity, got "
+                        f"{type(vit.patch_drop).__name__}")
+    drop_prefix = getattr(vit.patch_drop, "num_prefix_tokens", vit.num_prefix_tokens)
+    if drop_prefix != vit.num_prefix_tokens:
+        raise ValueError(f"{name}.patch_drop.num_prefix_tokens={drop_prefix} differs from its "
+                         f"num_prefix_tokens={vit.num_prefix_tokens}")
+    return vit
+
+
+def use_grid_attention(vit: VisionTransformer, rotary: Sequence[nn.Module] | None = None,
+                       bias: Sequence[nn.Module] | None = None) -> None:
+    """Give each block of ``vit`` a :class:`GridAttention` (its timm modules, shared) with the
+    block's ``rotary`` or ``bias`` encoding (one per block; neither: keep timm's attention),
+    the block's class becoming :class:`GridBlock`/:class:`GridResPostBlock` (same modules);
+    drop ``vit.pos_embed``, and leave image sizes to :func:`patch_grid`. Everything is checked
+    before ``vit`` changes, so a refused encoding leaves it as it was."""
+    attentions = []
+    if rotary is not None or bias is not None:
+        for block in vit.blocks:
+            if type(block) not in _GRID_BLOCKS:
+                raise TypeError(f"rotary and bias encodings need timm's Block or ResPostBlock, "
+                                f"got {type(block).__name__}; supported: {SUPPORTED}")
+        none = [None] * len(vit.blocks)
+        attentions = [GridAttention.from_timm(block.attn, r, b) for block, r, b in zip(
+            vit.blocks, rotary or none, bias or none, strict=True)]
+    for block, attn in zip(vit.blocks, attentions, strict=False):
+        block.attn = attn
+        block.__class__ = _GRID_BLOCKS[type(block)]
+    vit.pos_embed = None
+    vit.patch_embed.strict_img_size = False
+
+
+def enter_blocks(vit: VisionTransformer, blocks: Sequence[nn.Module], x: Tensor,
+                 positions: Positions | None, what: str) -> tuple[Tensor, Positions | None, bool]:
+    """``(B, n, dim)`` patch tokens (with any additive encoding added) -> the ``(B, P + k,
+    dim)`` tokens ``blocks`` take, the positions of the ``k`` patches patch dropout kept (from
+    ``positions`` of all ``n``, or None), and whether it dropped any.
+
+    Prefix tokens are prepended here, not by timm's ``_pos_embed``: without a ``pos_embed``,
+    timm <= 1.0.25 returns before prepending them. Each distinct rotary/bias encoding of
+    ``blocks`` is computed into the positions' cache here, before any block runs (see the
+    module docstring), and its output's shape checked against the tokens (``what``:
+    ``"image"``/``"clip"``, for messages): a wrong encoding fails here, naming itself.
+    """
+    batch = x.shape[0]
+    prefix = [t.expand(batch, -1, -1) for t in (vit.cls_token, vit.reg_token) if t is not None]
+    x = vit.pos_drop(torch.cat([*prefix, x], dim=1) if prefix else x)
+    drop = vit.patch_drop
+    dropped = isinstance(drop, PatchDropout) and drop.training and drop.prob > 0.0
+    if dropped:
+        x, keep = patch_dropout_forward(x, drop.prob, vit.num_prefix_tokens, drop.ordered, True)
+        if positions is not None:  # (B, k, C) coordinates of the kept patches
+            coords = positions.coords
+            coords = coords.expand(batch, *coords.shape[-2:]).gather(
+                1, keep[..., None].expand(-1, -1, coords.shape[-1]))
+            positions = positions._replace(coords=coords)
+    x = vit.norm_pre(x)
+    if positions is not None:
+        with assume_finite():  # made from the image shape: finite by construction
+            _encode_positions(blocks, positions, x, what)
+    return x, positions, dropped
+
+
+def run_block(vit: VisionTransformer, block: nn.Module, x: Tensor,
+              positions: GridPositions | VideoPositions | None, attn_mask: Tensor | None,
+              is_causal: bool) -> Tensor:
+    """``block(x, positions, attn_mask=..., is_causal=...)``, gradient-checkpointed when
+    ``vit`` is set to; a block of timm's own (no positions) gets only what is set, so an
+    older timm ``Block.forward(x, attn_mask)`` works too."""
+    args = (x,) if positions is None else (x, positions)
+    kwargs = {"attn_mask": attn_mask} if attn_mask is not None else {}
+    if is_causal:
+        kwargs["is_causal"] = True
+    if vit.grad_checkpointing and torch.is_grad_enabled():
+        # Non-reentrant always (timm's default can be set to reentrant): reentrant
+        # checkpointing drops gradients of tensors inside non-tensor arguments such as the
+        # positions' learnable rotations and biases.
+        return checkpoint(block, *args, use_reentrant=False, **kwargs)
+    return block(*args, **kwargs)
+
+
+def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions | VideoPositions,
+                      tokens: Tensor, what: str) -> None:
     """Compute each distinct rotary/bias encoding of ``blocks`` once into ``positions.cache``
     (posenc's encodings memoise their output there; see the module docstring), checking that
     it covers the ``(B, P + n, dim)`` ``tokens`` (a wrong one fails here, naming the encoding,
@@ -137,10 +258,10 @@ def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions,
             heads, last = (1, attn.num_heads), (out.shape[-1] if rotary else num_tokens)
             if out.ndim != 4 or out.shape[0] not in (1, batch) or out.shape[1] not in heads \
                     or out.shape[2] != num_tokens or out.shape[3] != last:
-                what = "rotation cos" if rotary else "bias"
+                output = "rotation cos" if rotary else "bias"
                 raise ValueError(
-                    f"{type(enc).__name__} gave a {what} of shape {tuple(out.shape)} for "
-                    f"{batch} images of {num_tokens} tokens ({positions.num_prefix_tokens} "
+                    f"{type(enc).__name__} gave a {output} of shape {tuple(out.shape)} for "
+                    f"{batch} {what}s of {num_tokens} tokens ({positions.num_prefix_tokens} "
                     f"prefix + patches) and {attn.num_heads} heads: expected (1 or {batch}, 1 or "
                     f"{attn.num_heads}, {num_tokens}, {'D/2' if rotary else num_tokens})")
 
@@ -169,9 +290,10 @@ class GridVisionTransformer(VisionTransformer):
 
     ``forward_features`` and ``forward_intermediates`` take ``(B, C, H, W)`` images of any
     size divisible by the patch size (any size with ``dynamic_img_pad``) and give every block
-    the forward's :class:`GridContext`. ``model.coord_normalize`` is the coordinate system of
-    the positions (``patch_coords``'s ``normalize``); ``model.ref_grid_size`` the reference grid
-    they are rescaled to, or None (:meth:`grid_coords`).
+    the forward's :class:`~posenc.spatial.GridPositions`. ``model.coord_normalize`` is the
+    coordinate system of the positions (``patch_coords``'s ``normalize``);
+    ``model.ref_grid_size`` the reference grid they are rescaled to, or None
+    (:meth:`grid_coords`).
     """
 
     coord_normalize: str | None
@@ -195,11 +317,11 @@ class GridVisionTransformer(VisionTransformer):
         return torch.stack((coords[:, 0] / rows * ref_rows, coords[:, 1] / cols * ref_cols),
                            dim=-1)
 
-    def _embed(self, x: Tensor, blocks: Sequence[nn.Module], attn_mask: Tensor | None,
-               is_causal: bool) -> tuple[Tensor, GridContext | Tensor | None, tuple, bool]:
-        """Images -> ``(B, P + n, dim)`` tokens for the blocks, the blocks' ``attn_mask``
-        argument (a :class:`GridContext` when they hold :class:`GridAttention`), the
-        ``(rows, cols)`` grid, and whether patch dropout dropped patches."""
+    def _embed(self, x: Tensor, blocks: Sequence[nn.Module]
+               ) -> tuple[Tensor, GridPositions | None, tuple[int, int], bool]:
+        """Images -> ``(B, P + n, dim)`` tokens for ``blocks``, their positions (None when
+        they hold no :class:`GridAttention`), the ``(rows, cols)`` grid, and whether patch
+        dropout dropped patches."""
         if not isinstance(x, Tensor) or x.ndim != 4:
             raise ValueError(f"x must be a (B, C, H, W) image tensor, got "
                              f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
@@ -215,49 +337,22 @@ class GridVisionTransformer(VisionTransformer):
                 table = encoding.encode_grid(grid) if self.ref_grid_size is None \
                     else encoding(self.grid_coords(grid, device=x.device))
                 x = x + table.to(x.dtype)
-        # Prefix tokens are prepended here, not by timm's _pos_embed: without a pos_embed, timm
-        # <= 1.0.25 returns before prepending them.
-        prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token)
-                  if t is not None]
-        x = self.pos_drop(torch.cat([*prefix, x], dim=1) if prefix else x)
-        needs_positions = any(isinstance(block.attn, GridAttention) for block in blocks)
-        coords = self.grid_coords(grid, device=x.device) if needs_positions else None
-        drop = self.patch_drop
-        dropped = isinstance(drop, PatchDropout) and drop.training and drop.prob > 0.0
-        if dropped:
-            x, keep = patch_dropout_forward(x, drop.prob, self.num_prefix_tokens, drop.ordered,
-                                            True)
-            coords = None if coords is None else coords[keep]  # (B, kept, 2)
-        x = self.norm_pre(x)
-        if not needs_positions:
-            return x, attn_mask, grid, dropped
-        # Rescaled coordinates are not integer positions on the grid, which GridPositions'
-        # grid_size promises (bias tables index by it); only rotary encodings read them.
-        positions = GridPositions(coords, grid if self.ref_grid_size is None else None,
-                                  self.num_prefix_tokens, {})
-        with assume_finite():  # patch_coords of the grid: finite by construction
-            _encode_positions(blocks, positions, x)
-        return x, GridContext(positions, attn_mask, is_causal), grid, dropped
-
-    def _block(self, block: nn.Module, x: Tensor, mask: GridContext | Tensor | None,
-               is_causal: bool) -> Tensor:
-        # is_causal travels in the GridContext; timm's own blocks take it as a keyword (timm
-        # >= 1.0.26), given only when set, so the older Block.forward(x, attn_mask) works too.
-        kwargs = {"is_causal": True} if is_causal and not isinstance(mask, GridContext) else {}
-        args = (x,) if mask is None else (x, mask)  # block(x) alone, as timm's blocks(x) calls
-        if self.grad_checkpointing and torch.is_grad_enabled():
-            # Non-reentrant always (timm's default can be set to reentrant): reentrant
-            # checkpointing drops gradients of tensors inside non-tensor arguments such as the
-            # context's learnable rotations and biases.
-            return checkpoint(block, *args, use_reentrant=False, **kwargs)
-        return block(*args, **kwargs)
+        positions = None
+        if any(isinstance(block.attn, GridAttention) for block in blocks):
+            # Rescaled coordinates are not integer positions on the grid, which GridPositions'
+            # grid_size promises (bias tables index by it); only rotary encodings read them.
+            positions = GridPositions(self.grid_coords(grid, device=x.device),
+                                      grid if self.ref_grid_size is None else None,
+                                      self.num_prefix_tokens, {})
+        x, positions, dropped = enter_blocks(self, blocks, x, positions, "image")
+        return x, positions, grid, dropped
 
     def forward_features(self, x: Tensor, attn_mask: Tensor | None = None,
                          is_causal: bool = False) -> Tensor:
         """``(B, C, H, W)`` images -> ``(B, P + n, dim)`` normed tokens (``n`` patches kept)."""
-        x, mask, _, _ = self._embed(x, self.blocks, attn_mask, is_causal)
+        x, positions, _, _ = self._embed(x, self.blocks)
         for block in self.blocks:
-            x = self._block(block, x, mask, is_causal)
+            x = run_block(self, block, x, positions, attn_mask, is_causal)
         return self.norm(x)
 
     def forward_intermediates(
@@ -279,13 +374,13 @@ class GridVisionTransformer(VisionTransformer):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
         take_indices, max_index = feature_take_indices(len(self.blocks), indices)
         blocks = self.blocks[:max_index + 1] if stop_early else self.blocks
-        x, mask, (rows, cols), dropped = self._embed(x, blocks, attn_mask, is_causal)
+        x, positions, (rows, cols), dropped = self._embed(x, blocks)
         if dropped and output_fmt == "NCHW":
             raise ValueError("output_fmt='NCHW' needs every patch, but patch dropout (training "
                              "mode) dropped some: use output_fmt='NLC' or model.eval()")
         intermediates = []
         for i, block in enumerate(blocks):
-            x = self._block(block, x, mask, is_causal)
+            x = run_block(self, block, x, positions, attn_mask, is_causal)
             if i in take_indices:
                 intermediates.append(self.norm(x) if norm else x)
         prefix_tokens = [y[:, :self.num_prefix_tokens] for y in intermediates] \

@@ -9,11 +9,13 @@
   ``model.patch_embed.pos_encoding`` and is added for the current grid.
 - for rotary and bias encodings each ``block.attn`` becomes a :class:`GridAttention`, i.e.
   :class:`posenc.core.MultiheadAttention` holding the block's ``qkv``/``q_norm``/``k_norm``/
-  ``proj`` modules.
+  ``proj`` modules, and each block a :class:`~posenc.spatial.grid_vit.GridBlock` (or
+  ``GridResPostBlock``), whose forward takes the forward's positions, as timm's
+  ``EvaBlock.forward(x, rope=...)``.
 
-How positions reach the blocks (a per-forward :class:`GridContext` passed as timm's
-``attn_mask``, so gradient checkpointing and multi-crop stay correct) is in
-:mod:`posenc.spatial.grid_vit`, which holds the model and attention classes.
+How positions reach the blocks (passed explicitly to each, so gradient checkpointing and
+multi-crop stay correct) is in :mod:`posenc.spatial.grid_vit`, which holds the model, block and
+attention classes, shared with :class:`posenc.spatial.VideoVisionTransformer`.
 
 ``attach(..., ref_grid_size=(h, w))`` is EVA's ``ref_feat_shape`` (timm's
 ``RotaryEmbeddingCat(ref_feat_shape=...)``): the patch indices of every grid are rescaled to the
@@ -26,46 +28,16 @@ import inspect
 from collections.abc import Sequence
 
 import torch
-from timm.layers import PatchDropout, PatchEmbed
-from timm.models.vision_transformer import Block, ResPostBlock, VisionTransformer
+from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from .coords import check_grid_size
 from .factory import ENCODINGS, encoding_kind, encoding_spec, encodings_for_blocks
-from .grid_vit import SUPPORTED, GridAttention, GridVisionTransformer
+from .grid_vit import GridVisionTransformer, check_vit, use_grid_attention
 from .learned import Learned2D
 from .sincos import SinCos2D
 
 __all__ = ["attach"]
-
-
-
-def _check_model(model: nn.Module, kind: str) -> VisionTransformer:
-    if isinstance(model, GridVisionTransformer):
-        raise ValueError("this model already has a posenc encoding attached; attach to a fresh "
-                         "model (or one loaded from a timm checkpoint)")
-    # Exactly VisionTransformer: the model's class is swapped for GridVisionTransformer, which
-    # would silently drop a subclass's own methods.
-    if type(model) is not VisionTransformer:
-        raise TypeError(f"attach does not support {type(model).__name__}; supported: "
-                        f"{SUPPORTED}")
-    if type(model.patch_embed) is not PatchEmbed:
-        raise TypeError(f"attach needs timm's PatchEmbed, got {type(model.patch_embed).__name__};"
-                        f" supported: {SUPPORTED}")
-    if not isinstance(model.patch_drop, (nn.Identity, PatchDropout)):
-        raise TypeError(f"attach needs patch_drop to be timm's PatchDropout or Identity, got "
-                        f"{type(model.patch_drop).__name__}")
-    drop_prefix = getattr(model.patch_drop, "num_prefix_tokens", model.num_prefix_tokens)
-    if drop_prefix != model.num_prefix_tokens:
-        raise ValueError(f"patch_drop.num_prefix_tokens={drop_prefix} differs from the model's "
-                         f"num_prefix_tokens={model.num_prefix_tokens}")
-    if kind in ("rotary", "bias"):
-        for block in model.blocks:
-            if type(block) not in (Block, ResPostBlock):
-                raise TypeError(f"attach with a {kind} encoding needs timm's Block or "
-                                f"ResPostBlock (they pass attn_mask to attn), got "
-                                f"{type(block).__name__}; supported: {SUPPORTED}")
-    return model
 
 
 def _from_name(model: VisionTransformer, name: str, kwargs: dict,
@@ -191,7 +163,7 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
     ref_grid_size = None if _takes_ref_grid(encoding) else kwargs.pop("ref_grid_size", None)
     if ref_grid_size is not None:
         ref_grid_size = check_grid_size(ref_grid_size, "ref_grid_size")
-    model = _check_model(model, kind)
+    model = check_vit(model, "model")
     if isinstance(encoding, str):
         built = _from_name(model, encoding, kwargs, ref_grid_size)
     elif kwargs:
@@ -227,15 +199,9 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
         label = "None" if first is None else type(first).__name__
         _check_ref_grid(per_block if positional else [built], label)
     # Checked before anything changes, so a refused encoding leaves the model as it was.
-    attentions = [GridAttention.from_timm(block.attn, *((e, None) if kind == "rotary"
-                                                          else (None, e)))
-                  for block, e in zip(model.blocks, per_block, strict=True)] if positional else []
-    model.patch_embed.strict_img_size = False
+    use_grid_attention(model, **({kind: per_block} if positional else {}))
     model.patch_embed.pos_encoding = built if kind == "additive" else None
-    model.pos_embed = None
     model.coord_normalize = normalize
     model.ref_grid_size = ref_grid_size
-    for block, attn in zip(model.blocks, attentions, strict=False):
-        block.attn = attn
     model.__class__ = GridVisionTransformer
     return model

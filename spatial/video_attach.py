@@ -22,8 +22,9 @@ coordinates (:func:`video_coords`)     ``(T * h * w, 3)`` or ``(B, T * h * w, 3)
 The position encoding is a 3D one: :class:`SinCos3D` (added to the patch tokens) or a 3D
 rotary encoding (:class:`RoPE3D`, :class:`MRoPE`), with which each ``block.attn`` becomes a
 :class:`posenc.spatial.GridAttention` (posenc's attention holding the block's ``qkv``,
-``q_norm``, ``k_norm``, ``proj``) that receives the clip's :class:`VideoPositions` through
-timm's ``attn_mask`` argument, as :func:`posenc.spatial.attach` does for images. Frames may
+``q_norm``, ``k_norm``, ``proj``) and each block a :class:`posenc.spatial.grid_vit.GridBlock` that
+receives the clip's :class:`VideoPositions` explicitly, by the same path
+(:mod:`posenc.spatial.grid_vit`) as :func:`posenc.spatial.attach` for images. Frames may
 be irregularly timed: give their times (any unit, e.g. ``posenc.temporal.time_positions``)
 and the rotary score of two patches depends on their true time gap. The ViT is changed in
 place: its 2D ``pos_embed`` is dropped (a checkpoint then loads with ``strict=False``,
@@ -35,17 +36,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-import torch
 from posenc.core import NoPE, check_positions, check_positive_float
 from posenc.core.validation import assume_finite
-from timm.layers import PatchDropout, PatchEmbed
-from timm.layers.patch_dropout import patch_dropout_forward
-from timm.models.vision_transformer import Block, ResPostBlock, VisionTransformer
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
 from .factory import SpatialEncodingSpec, encoding_kind, encodings_for_blocks
-from .grid_vit import GridAttention, GridContext, GridVisionTransformer, patch_grid
+from .grid_vit import (
+    GridAttention,
+    check_vit,
+    enter_blocks,
+    patch_grid,
+    run_block,
+    use_grid_attention,
+)
 from .rope3d import MRoPE, RoPE3D, _Rotary3D
 from .sincos3d import SinCos3D
 from .video import VideoPositions, video_coords
@@ -72,21 +75,6 @@ def _video_encoding_spec(name: str) -> SpatialEncodingSpec:
     return VIDEO_ENCODINGS[name]
 
 
-def _check_vit(vit: object) -> VisionTransformer:
-    if isinstance(vit, GridVisionTransformer):
-        raise ValueError("vit already has a posenc 2D encoding attached (posenc.spatial.attach);"
-                         " wrap a fresh timm VisionTransformer")
-    if type(vit) is not VisionTransformer:
-        raise TypeError(f"vit must be a timm.models.vision_transformer.VisionTransformer, got "
-                        f"{type(vit).__name__}")
-    if type(vit.patch_embed) is not PatchEmbed:
-        raise TypeError(f"vit must use timm's PatchEmbed, got {type(vit.patch_embed).__name__}")
-    if not isinstance(vit.patch_drop, (nn.Identity, PatchDropout)):
-        raise TypeError(f"vit.patch_drop must be timm's PatchDropout or Identity, got "
-                        f"{type(vit.patch_drop).__name__}")
-    return vit
-
-
 class VideoVisionTransformer(nn.Module):
     """A timm ``VisionTransformer`` over clips, with a 3D position encoding (module docstring
     gives every shape).
@@ -111,7 +99,7 @@ class VideoVisionTransformer(nn.Module):
     def __init__(self, vit: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | None,
                  *, time_scale: float = 1.0, **kwargs) -> None:
         super().__init__()
-        vit = _check_vit(vit)
+        vit = check_vit(vit, "vit")
         self.time_scale = check_positive_float(time_scale, "time_scale")
         if isinstance(encoding, str):
             spec = _video_encoding_spec(encoding)
@@ -125,7 +113,7 @@ class VideoVisionTransformer(nn.Module):
         first = encoding[0] if isinstance(encoding, (list, tuple)) else encoding
         kind = encoding_kind(first)
         self.pos_encoding: SinCos3D | None = None
-        attentions: list[GridAttention] = []
+        rotary = None
         if kind == "additive":
             if not isinstance(encoding, SinCos3D):
                 raise TypeError(f"an additive video encoding must be a SinCos3D, got "
@@ -146,22 +134,12 @@ class VideoVisionTransformer(nn.Module):
                     raise TypeError(f"a rotary video encoding must be a 3D one (RoPE3D, MRoPE) "
                                     f"reading (t, row, col) coordinates, got "
                                     f"{type(enc).__name__}")
-            for block in vit.blocks:
-                if type(block) not in (Block, ResPostBlock):
-                    raise TypeError(f"a rotary video encoding needs timm's Block or "
-                                    f"ResPostBlock (they pass attn_mask to attn), got "
-                                    f"{type(block).__name__}")
             param = next(vit.parameters())
-            # Built before anything changes, so a refused encoding leaves the ViT as it was.
-            attentions = [GridAttention.from_timm(block.attn, enc.to(param.device), None)
-                          for block, enc in zip(vit.blocks, per_block, strict=True)]
+            rotary = [enc.to(param.device) for enc in per_block]
         elif kind != "none":
             raise TypeError(f"video encodings are additive (SinCos3D) or rotary (RoPE3D, "
                             f"MRoPE), got a {kind} encoding {type(first).__name__}")
-        for block, attn in zip(vit.blocks, attentions, strict=False):
-            block.attn = attn
-        vit.pos_embed = None
-        vit.patch_embed.strict_img_size = False
+        use_grid_attention(vit, rotary)
         self.vit = vit
 
     def _frames(self, video: Tensor, frame_times: Tensor | None) -> Tensor | int:
@@ -178,9 +156,10 @@ class VideoVisionTransformer(nn.Module):
                              f"{video.device}")
         return times
 
-    def _embed(self, video: Tensor, frame_times: Tensor | None,
-               attn_mask: Tensor | None) -> tuple[Tensor, GridContext | Tensor | None]:
-        """Clips -> ``(B, P + n, dim)`` tokens and the blocks' ``attn_mask`` argument."""
+    def _embed(self, video: Tensor, frame_times: Tensor | None
+               ) -> tuple[Tensor, VideoPositions | None]:
+        """Clips -> ``(B, P + n, dim)`` tokens and their positions (None without a rotary
+        encoding)."""
         if not isinstance(video, Tensor) or video.ndim != 5:
             got = tuple(video.shape) if isinstance(video, Tensor) else type(video).__name__
             raise ValueError(f"video must be a (B, T, C, H, W) tensor of clips, got {got}")
@@ -200,42 +179,18 @@ class VideoVisionTransformer(nn.Module):
                 coords = video_coords(grid, frames, time_scale=self.time_scale, device=x.device)
             if self.pos_encoding is not None:
                 x = x + self.pos_encoding(coords, dtype=x.dtype)
-        prefix = [t.expand(batch, -1, -1) for t in (vit.cls_token, vit.reg_token)
-                  if t is not None]
-        x = vit.pos_drop(torch.cat([*prefix, x], dim=1) if prefix else x)
-        drop = vit.patch_drop
-        if isinstance(drop, PatchDropout) and drop.training and drop.prob > 0.0:
-            x, keep = patch_dropout_forward(x, drop.prob, vit.num_prefix_tokens, drop.ordered,
-                                            True)
-            if coords is not None:  # (B, kept, 3)
-                coords = coords.expand(batch, *coords.shape[-2:]).gather(
-                    1, keep[..., None].expand(-1, -1, 3))
-        x = vit.norm_pre(x)
-        if not rotary:
-            return x, attn_mask
-        positions = VideoPositions(coords, vit.num_prefix_tokens, {})
-        # Each distinct encoding's rotation is made once, here, into the positions' cache:
-        # never inside a (possibly checkpointed) block, whose recompute must find what its
-        # forward found.
-        with assume_finite():
-            for enc in {id(b.attn.rotary): b.attn.rotary for b in vit.blocks}.values():
-                enc.rotation(positions)
-        return x, GridContext(positions, attn_mask, False)
+        positions = VideoPositions(coords, vit.num_prefix_tokens, {}) if rotary else None
+        x, positions, _ = enter_blocks(vit, vit.blocks, x, positions, "clip")
+        return x, positions
 
     def forward_features(self, video: Tensor, frame_times: Tensor | None = None, *,
                          attn_mask: Tensor | None = None) -> Tensor:
         """``(B, T, C, H, W)`` clips (frame times ``(T,)``/``(B, T)``, default ``0 .. T-1``)
         -> ``(B, P + n, dim)`` normed tokens. ``attn_mask``: bool (True = attend) or additive,
         broadcastable to ``(B, heads, P + n, P + n)``."""
-        x, mask = self._embed(video, frame_times, attn_mask)
+        x, positions = self._embed(video, frame_times)
         for block in self.vit.blocks:
-            args = (x,) if mask is None else (x, mask)
-            if self.vit.grad_checkpointing and torch.is_grad_enabled():
-                # Non-reentrant: reentrant checkpointing drops gradients of tensors inside the
-                # context argument (learnable rotations).
-                x = checkpoint(block, *args, use_reentrant=False)
-            else:
-                x = block(*args)
+            x = run_block(self.vit, block, x, positions, attn_mask, False)
         return self.vit.norm(x)
 
     def forward(self, video: Tensor, frame_times: Tensor | None = None, *,

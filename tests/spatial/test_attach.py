@@ -10,7 +10,6 @@ from posenc.core import MultiheadAttention
 from posenc.spatial import (
     ENCODINGS,
     GridAttention,
-    GridContext,
     GridPositions,
     GridVisionTransformer,
     RoPE2D,
@@ -18,7 +17,9 @@ from posenc.spatial import (
     attach,
     patch_coords,
 )
+from posenc.spatial.grid_vit import use_grid_attention
 from spatial_models import OTHER_SIZES, TRAIN_SIZE, make_vit
+from timm.models.vision_transformer import Block, ResPostBlock
 
 NAMES = list(ENCODINGS)
 POSITION_KEYS = ("pos_encoding", "attn.rotary.", "attn.bias.")
@@ -93,12 +94,27 @@ def test_grid_attention_without_encoding_equals_timm_attention():
     attn = make_vit("vit", qk_norm=True).blocks[0].attn.eval()
     x = torch.randn(2, 17, 192)
     expected = attn(x)
-    context = GridContext(GridPositions(patch_coords(4), (4, 4), 1))
+    positions = GridPositions(patch_coords(4), (4, 4), 1)
     wrapped = GridAttention.from_timm(attn, None, None).eval()
     assert wrapped.qkv is attn.qkv and wrapped.proj is attn.proj and wrapped.q_norm is attn.q_norm
-    torch.testing.assert_close(wrapped(x, context), expected, rtol=1e-5, atol=1e-5)
-    with pytest.raises(TypeError, match="GridContext of its model's forward"):
+    torch.testing.assert_close(wrapped(x, positions), expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError, match="positions of its model's forward"):
         wrapped(x)
+
+
+@pytest.mark.parametrize("block_fn", [Block, ResPostBlock])
+def test_grid_blocks_compute_what_timms_blocks_compute(block_fn):
+    """A block after use_grid_attention (class swapped, attention without an encoding) gives
+    timm's own block's output and keeps its parameter names; the positions reach it as its
+    second argument, as timm's EvaBlock takes rope=."""
+    vit = make_vit("vit", block_fn=block_fn).eval()
+    x = torch.randn(2, 17, 192)
+    expected, names = vit.blocks[0](x), set(vit.state_dict())
+    use_grid_attention(vit, rotary=[None] * len(vit.blocks))
+    assert type(vit.blocks[0]).__name__ == f"Grid{block_fn.__name__}"
+    assert names - set(vit.state_dict()) == {"pos_embed"} and set(vit.state_dict()) <= names
+    got = vit.blocks[0](x, GridPositions(patch_coords(4), (4, 4), 1))
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"dynamic_img_size": True}])

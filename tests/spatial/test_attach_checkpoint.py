@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from posenc.spatial import ENCODINGS, GridContext, RelativeBias2D, RoPE2D, attach, patch_coords
+from posenc.spatial import ENCODINGS, GridPositions, RelativeBias2D, RoPE2D, attach, patch_coords
 from spatial_models import make_vit
 
 CROPS = ((32, 32), (48, 40))  # DINO-style: a global and a local crop of other sizes, one step
@@ -69,14 +69,14 @@ def test_patch_dropout_gives_the_blocks_the_positions_of_the_kept_patches():
     seen = {}
     model.patch_embed.register_forward_hook(lambda m, a, out: seen.update(patches=out))
     model.norm_pre.register_forward_hook(lambda m, a, out: seen.update(kept=out))
-    model.blocks[0].register_forward_pre_hook(lambda m, args: seen.update(context=args[1]))
+    model.blocks[0].register_forward_pre_hook(lambda m, args: seen.update(positions=args[1]))
     model(torch.randn(2, 3, 32, 56))  # 4 x 7 patches, 14 kept
-    context = seen["context"]
-    assert isinstance(context, GridContext)
+    positions = seen["positions"]
+    assert isinstance(positions, GridPositions)
     kept = seen["kept"][:, model.num_prefix_tokens:]
     # Where each kept token was on the grid, found by matching it to the patch tokens.
     index = (kept[:, :, None] == seen["patches"][:, None]).all(-1).float().argmax(-1)
     assert kept.shape[1] == 14
     expected = patch_coords((4, 7))[index]
-    torch.testing.assert_close(context.positions.coords, expected, rtol=0, atol=0)
-    assert context.positions.grid_size == (4, 7) and context.positions.num_prefix_tokens == 5
+    torch.testing.assert_close(positions.coords, expected, rtol=0, atol=0)
+    assert positions.grid_size == (4, 7) and positions.num_prefix_tokens == 5

@@ -100,7 +100,7 @@ def test_patch_dropout_gives_the_blocks_the_coordinates_of_the_kept_patches():
                                    "rope3d_axial").train()
     seen = {}
     model.vit.blocks[0].register_forward_pre_hook(
-        lambda block, args: seen.update(x=args[0], positions=args[1].positions))
+        lambda block, args: seen.update(x=args[0], positions=args[1]))
     video = _video()
     times = torch.tensor([0.0, 0.7, 3.0])
     features = model.forward_features(video, times)
