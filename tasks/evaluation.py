@@ -98,9 +98,9 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
         context_valid: ``(B, Nc)`` bool, False on padding.
         target_time: ``(B, Nh)`` int64 UTC ns, the query times.
         season_ns: the season in nanoseconds (``pd.Timedelta.value``), in (0, 2**62].
-        context_local, target_local: ``(B, Nc)`` and ``(B, Nh)`` int64 local wall-clock ns
-            (a batch's ``context_local``/``target_local``), both or neither; read only for a
-            season of whole days.
+        context_local: ``(B, Nc)`` int64 local wall-clock ns (a batch's ``context_local``), with
+            ``target_local`` or neither; read only for a season of whole days.
+        target_local: ``(B, Nh)`` int64 local wall-clock ns (a batch's ``target_local``).
 
     Returns:
         ``(B, Nh, C)`` in the dtype of ``context_value``.

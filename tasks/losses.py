@@ -22,7 +22,8 @@ def masked_point_loss(pred: Tensor, target: Tensor, mask: Tensor, kind: str) -> 
     """Mean ``|pred - target|`` (``"mae"``) or ``(pred - target)^2`` (``"mse"``) over ``mask``.
 
     Args:
-        pred, target: ``(...)`` same shape.
+        pred: ``(...)``.
+        target: ``(...)``, the shape of ``pred``.
         mask: ``(...)`` bool, True where ``target`` is observed.
     """
     error = pred - target
@@ -102,8 +103,11 @@ def scaled_errors(pred: Tensor, target: Tensor, target_observed: Tensor, context
     seasonal-naive MAE (:func:`naive_scale`).
 
     Args:
-        pred, target: ``(B, Nh, C)``; target_observed: ``(B, Nh, C)`` bool.
-        context: ``(B, Nc, C)`` in the units of ``target``; context_observed: ``(B, Nc, C)``.
+        pred: ``(B, Nh, C)``.
+        target: ``(B, Nh, C)``.
+        target_observed: ``(B, Nh, C)`` bool.
+        context: ``(B, Nc, C)`` in the units of ``target``.
+        context_observed: ``(B, Nc, C)`` bool.
         season: lag in observations of the denominator.
 
     Returns:
