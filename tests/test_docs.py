@@ -57,6 +57,18 @@ def test_the_test_command_installs_the_docs_build():
 
 
 
+@pytest.mark.parametrize("table", sorted((ROOT / "docs" / "studies").glob("*_table.md")),
+                         ids=lambda path: path.stem)
+def test_the_studies_page_shows_each_table_as_its_study_wrote_it(table):
+    """docs/studies/*_table.md are rebuilt from their CSVs by the study tests; the page (where
+    the README's tables moved) must show each of their tables row for row."""
+    page = (ROOT / "docs" / "studies" / "README.md").read_text()
+    blocks = [block for block in table.read_text().split("\n\n") if block.startswith("|")]
+    assert blocks
+    for block in blocks:
+        rows = "\n".join(line for line in block.splitlines() if line.startswith("|"))
+        assert rows in page, f"{table.name}: a table differs from the page's"
+
 @pytest.mark.slow  # about 6-12 s: griffe reads every module, material renders ~170 objects
 def test_the_reference_builds_strict_and_shows_every_exported_name(tmp_path):
     pytest.importorskip("mkdocs", reason="the docs extra (in dev) builds the reference")
