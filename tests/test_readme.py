@@ -39,6 +39,13 @@ def test_readme_example_runs(example):
                and v.is_floating_point())
 
 
+def test_the_readme_test_commands_are_what_ci_runs():
+    [block] = re.findall(r"^Run the tests.*?```bash\n(.*?)```", README.read_text(), re.S | re.M)
+    ci = (README.parent / ".ci" / "run").read_text().splitlines()
+    commands = [line for line in ci if line and not line.startswith(("#", "set ", "cd "))]
+    assert block.splitlines() == commands
+
+
 def test_the_advice_quotes_the_published_study_tables():
     """Each one-decimal percentage in "Which encoding should I use" is a mean or a std of a
     published study table (docs/studies/*_table.md, which the study tests rebuild from the
