@@ -9,9 +9,10 @@ from torch import nn
 
 __all__ = ["KINDS", "PositionEncoding", "encoding_kind", "no_weight_decay_names"]
 
-#: Where an encoding enters a transformer: added to the token embeddings, rotating q and k,
-#: added to the attention logits, or nowhere (the NoPE baseline).
 KINDS = ("additive", "rotary", "bias", "none")
+"""Where an encoding enters a transformer: added to the token embeddings, rotating q and k,
+added to the attention logits, or nowhere (the NoPE baseline).
+"""
 
 
 class PositionEncoding(nn.Module):

@@ -21,9 +21,10 @@ from .validation import (
 
 __all__ = ["KERPLE_KERNELS", "kerple_bias", "Kerple"]
 
-#: The two conditionally positive definite kernels of the paper: ``"log"``,
-#: ``-r1 * log(1 + r2 |i - j|)``, and ``"power"``, ``-r1 * |i - j| ** r2``.
 KERPLE_KERNELS = ("log", "power")
+"""The two conditionally positive definite kernels of the paper: ``"log"``,
+``-r1 * log(1 + r2 |i - j|)``, and ``"power"``, ``-r1 * |i - j| ** r2``.
+"""
 
 # The official code (chijames/KERPLE, megatron/mpu/layers.py) projects r1 and r2 onto
 # [1e-2, inf) (power r2: [1e-2, 2]) after each step; its initial draws are clamped alike.
@@ -35,8 +36,9 @@ def kerple_bias(distance: Tensor, r1: Tensor, r2: Tensor, kernel: str) -> Tensor
 
     Args:
         distance: ``|i - j|`` of any shape (float).
-        r1, r2: positive kernel parameters that broadcast against ``distance`` (e.g. ``(H, 1,
-            1)`` per head); for ``"power"`` ``0 < r2 <= 2``.
+        r1: positive kernel parameter that broadcasts against ``distance`` (e.g. ``(H, 1, 1)``
+            per head).
+        r2: the same; for ``"power"`` ``0 < r2 <= 2``.
         kernel: ``"log"``, ``-r1 * log(1 + r2 * distance)``, or ``"power"``,
             ``-r1 * distance ** r2``.
 
@@ -76,8 +78,8 @@ class Kerple(Float64Buffers):
         num_heads: attention heads.
         kernel: ``"log"`` or ``"power"``.
         causal: mask keys after the query (decoder use); False gives the symmetric bias.
-        r1, r2: initial value for every head instead of the random draw (``r1 > 0``; ``r2 > 0``
-            and, for ``"power"``, ``r2 < 2``).
+        r1: initial value for every head instead of the random draw (``r1 > 0``).
+        r2: the same for ``r2`` (``r2 > 0`` and, for ``"power"``, ``r2 < 2``).
 
     ``raw_r1``/``raw_r2`` are ``(H,)`` float32 parameters that stay float32 when the module is
     cast (like RoPE frequencies: a bf16 exponent of distance 1000 is off by whole logits).

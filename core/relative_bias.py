@@ -31,8 +31,11 @@ def t5_relative_bucket(
 
     Args:
         relative_position: integer tensor of offsets, any shape.
-        bidirectional, num_buckets, max_distance: see :func:`check_t5_buckets` for the
-            valid combinations.
+        bidirectional: split the buckets between negative and positive offsets (else positive
+            offsets map to bucket 0).
+        num_buckets: the number of buckets.
+        max_distance: the offset the log-spaced buckets reach; see :func:`check_t5_buckets` for
+            the valid combinations of the three.
 
     Returns:
         int64 tensor of bucket ids in ``[0, num_buckets)``, same shape.
@@ -115,7 +118,8 @@ class T5RelativeBias(PositionEncoding):
     Args:
         num_heads: attention heads.
         bidirectional: encoder (True) or decoder (False) bucketing.
-        num_buckets, max_distance: see :func:`t5_relative_bucket`.
+        num_buckets: see :func:`t5_relative_bucket`.
+        max_distance: see :func:`t5_relative_bucket`.
     """
 
     kind = "bias"

@@ -255,7 +255,8 @@ def convert_rotary_layout(
         weight: ``(num_heads * head_dim, in_features)`` weight or ``(num_heads * head_dim,)``
             bias of the q (or k) projection.
         num_heads: heads in the projection.
-        src, dst: ``"half"`` or ``"interleaved"``.
+        src: the layout ``weight`` is in, ``"half"`` or ``"interleaved"``.
+        dst: the layout to convert to, ``"half"`` or ``"interleaved"``.
         rotary_dim: rotating channels per head (default: all).
 
     Returns:

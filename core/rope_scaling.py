@@ -301,8 +301,9 @@ class LongRopeScaling(RopeScaling):
     factor). Give one of the two (both only when they agree), or ``attention_factor``.
 
     Args:
-        short_factor, long_factor: ``rotary_dim // 2`` finite factors > 0 each (lists,
-            tuples or 1-D tensors; stored as tuples).
+        short_factor: ``rotary_dim // 2`` finite factors > 0 (a list, tuple or 1-D tensor;
+            stored as a tuple).
+        long_factor: the same, for sequences beyond ``original_max_positions``.
         original_max_positions: the pre-training context (Phi-3's
             ``original_max_position_embeddings``).
         factor: context extension ratio (>= 1), for the default attention factor.

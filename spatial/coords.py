@@ -39,9 +39,10 @@ __all__ = [
 
 #: The coordinate systems every 2D encoding takes: patch indices or DINOv3's unit coordinates.
 NORMALIZE = (None, "unit")
-#: Every coordinate system :func:`patch_coords` makes (RoPE2D takes them all): NORMALIZE, the
-#: unit coordinates with DINOv3's ``normalize_coords="min"``/``"max"``, and ``"pixel"``.
 COORD_NORMALIZE = (*NORMALIZE, "unit_min", "unit_max", "pixel")
+"""Every coordinate system :func:`patch_coords` makes (RoPE2D takes them all): NORMALIZE, the
+unit coordinates with DINOv3's ``normalize_coords="min"``/``"max"``, and ``"pixel"``.
+"""
 T = TypeVar("T")
 
 
@@ -95,7 +96,8 @@ def patch_coords(
             - ``"pixel"``: ``linspace(-1, 1, rows)`` per axis, the first and last patch at -1
               and 1 (timm's ``grid_type="pixel"``, ``in_pixels=True``; rotary-embedding-torch's
               ``freqs_for="pixel"``); a single patch sits at -1, as there.
-        device, dtype: of the result (a floating dtype).
+        device: of the result.
+        dtype: of the result (a floating dtype).
 
     Returns:
         ``(rows * cols, 2)`` tensor; column 0 is the row, column 1 the column.

@@ -160,8 +160,8 @@ _SPECS = (
                         {"variant": "comrope", "normalize": "unit"}),
 )
 
-#: name -> :class:`SpatialEncodingSpec`, read-only; iterating gives the names.
 ENCODINGS: Mapping[str, SpatialEncodingSpec] = MappingProxyType({s.name: s for s in _SPECS})
+"""name -> :class:`SpatialEncodingSpec`, read-only; iterating gives the names."""
 
 
 def encoding_spec(name: str) -> SpatialEncodingSpec:

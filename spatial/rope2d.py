@@ -130,22 +130,26 @@ class RoPE2D(Float64Buffers):
             ``"separate"`` (each axis by its own size; ``"unit"``), ``"min"`` (``"unit_min"``)
             or ``"max"`` (``"unit_max"``); :attr:`normalize` then holds the system. None keeps
             ``normalize`` as given.
-        min_period, max_period: DINOv3's period schedule instead of ``base`` (axial, ``"lang"``):
-            periods ``min_period * (max_period / min_period) ** linspace(0, 1, head_dim / 4)``
-            in coordinate units, ``0 < min_period <= max_period``; give both or neither.
+        min_period: with ``max_period``, DINOv3's period schedule instead of ``base`` (axial,
+            ``"lang"``): periods
+            ``min_period * (max_period / min_period) ** linspace(0, 1, head_dim / 4)`` in
+            coordinate units, ``0 < min_period <= max_period``; give both or neither.
+        max_period: see ``min_period``.
         freqs_for: ``"lang"`` or ``"pixel"`` frequencies (module docstring; pixel: axial only,
             coordinates in ``[-1, 1]``).
         max_freq: the pixel frequencies' ``max_freq`` (timm's ``max_res``); default 10.
         linear_bands: pixel frequencies linearly (True, default: rotary-embedding-torch) or
             log-spaced (False: timm's ``RotaryEmbedding`` default).
-        shift_coords, jitter_coords, rescale_coords: DINOv3's coordinate augmentation in
-            training mode (:class:`~posenc.spatial.coords.CoordAugment`; timm's
+        shift_coords: with ``jitter_coords`` and ``rescale_coords``, DINOv3's coordinate
+            augmentation in training mode (:class:`~posenc.spatial.coords.CoordAugment`; timm's
             ``RotaryEmbeddingDinoV3`` arguments). One transform is drawn per positions object
             and kept in its cache, so every encoding with the same augmentation that reads the
             positions of one forward (all blocks of an attached ViT, per-block mixed modules
             included) sees the same transform. Positions without a cache draw on each
             :meth:`rotation` call: in cross-attention give q and k coordinates augmented once
             by a :class:`~posenc.spatial.coords.CoordAugment` instead.
+        jitter_coords: see ``shift_coords``.
+        rescale_coords: see ``shift_coords``.
 
     The mixed frequencies are a float32 parameter ``freqs`` of shape ``(2, H, head_dim / 2)``
     (``[0]`` multiplies rows, ``[1]`` columns) that stays float32 when the module is cast.

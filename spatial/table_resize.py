@@ -62,8 +62,8 @@ def resize_relative_table(table: Tensor, grid_size: int | tuple[int, int],
     Args:
         table: ``((2r - 1)(2c - 1), H)`` values per offset, in :class:`RelativeBias2D`'s (Swin's)
             layout, for ``grid_size = (r, c)``.
-        grid_size, new_grid_size: ``rows`` or ``(rows, cols)`` of the table's grid and of the
-            target grid ``(r', c')``.
+        grid_size: ``rows`` or ``(rows, cols)`` of the table's grid.
+        new_grid_size: the same for the target grid ``(r', c')``.
         mode: how offsets between the table's entries are read:
 
             - ``"bicubic"``: the table as an image, ``F.interpolate(mode="bicubic",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from timm.models.vision_transformer import VisionTransformer
@@ -124,7 +125,7 @@ def _move(module: nn.Module, like: nn.Module) -> nn.Module:
 
 
 def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | None,
-           **kwargs) -> nn.Module:
+           **kwargs: Any) -> nn.Module:
     """Give a timm ViT a posenc 2D position encoding; returns the same (modified) model.
 
     Args:
@@ -136,7 +137,8 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
             :func:`posenc.spatial.one_module_per_block`), an encoding module (rotary/bias
             modules are shared by all blocks), a sequence of one rotary or bias module per
             block, or None (no position encoding).
-        ref_grid_size (keyword): ``rows`` or ``(rows, cols)``, EVA's ``ref_feat_shape``: every
+        **kwargs: the named encoding's constructor arguments (see ``encoding``), and
+            ``ref_grid_size``: ``rows`` or ``(rows, cols)``, EVA's ``ref_feat_shape``: every
             grid's patch indices are rescaled to this reference grid, ``row * R / rows`` and
             ``col * C / cols`` (:meth:`GridVisionTransformer.grid_coords`), so a model trained
             at the reference grid and run at another sees the coordinate range it was trained

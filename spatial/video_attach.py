@@ -63,9 +63,9 @@ _SPECS = (
     SpatialEncodingSpec("mrope", MRoPE, ("head_dim",)),
 )
 
-#: 3D encoding name -> :class:`SpatialEncodingSpec` (sizes inferred from the ViT), read-only.
 VIDEO_ENCODINGS: Mapping[str, SpatialEncodingSpec] = MappingProxyType(
     {s.name: s for s in _SPECS})
+"""3D encoding name -> :class:`SpatialEncodingSpec` (sizes inferred from the ViT), read-only."""
 
 
 def _video_encoding_spec(name: str) -> SpatialEncodingSpec:

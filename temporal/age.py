@@ -36,6 +36,9 @@ from .timestamps import (
 __all__ = ["TRANSFORMS", "AgeFeature", "age_feature", "series_age"]
 
 TRANSFORMS = ("gluonts", "log1p", "linear")
+"""The transforms of an age (:func:`age_feature`): GluonTS's ``log10(2 + age)``,
+``log1p`` and ``linear``.
+"""
 _NAT = torch.iinfo(torch.int64).min
 
 

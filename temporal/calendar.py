@@ -21,8 +21,6 @@ from .timestamps import Timestamps, datetime_index, local_wall_time
 
 __all__ = ["FIELDS", "calendar_fields", "check_field_range", "field_column"]
 
-# name -> (first, last) value. "week_of_year" is the ISO week; "weeks_in_year" the number of
-# ISO weeks (52 or 53) in that ISO week-year, the true period of "week_of_year".
 FIELDS: dict[str, tuple[int, int]] = {
     "second": (0, 59),
     "minute": (0, 59),
@@ -36,6 +34,9 @@ FIELDS: dict[str, tuple[int, int]] = {
     "days_in_year": (365, 366),
     "weeks_in_year": (52, 53),
 }
+"""name -> (first, last) value. "week_of_year" is the ISO week; "weeks_in_year" the number of
+ISO weeks (52 or 53) in that ISO week-year, the true period of "week_of_year".
+"""
 _TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 _DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int32)
 

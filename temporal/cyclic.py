@@ -31,7 +31,6 @@ __all__ = [
     "frequency_fields",
 ]
 
-# The period each field cycles over: a number, or the field that holds it per timestamp.
 CYCLE_PERIODS: dict[str, int | str] = {
     "second": 60,
     "minute": 60,
@@ -42,6 +41,7 @@ CYCLE_PERIODS: dict[str, int | str] = {
     "month": 12,
     "week_of_year": "weeks_in_year",
 }
+"""The period each field cycles over: a number, or the field that holds it per timestamp."""
 # Slowest- to fastest-changing along a sorted series.
 _SPEED = ("month", "week_of_year", "day_of_year", "day_of_month", "day_of_week", "hour",
           "minute", "second")

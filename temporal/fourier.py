@@ -25,15 +25,19 @@ __all__ = [
     "fourier_features",
 ]
 
-# Seconds. The year is the mean Gregorian year, 365.2425 days: the calendar's own average,
-# so a date keeps its yearly phase over the 400-year leap cycle.
 DEFAULT_PERIODS: dict[str, float] = {"day": 86400, "week": 604800, "year": 31556952}
-# Prophet's built-in seasonalities (``Prophet.set_auto_seasonalities``), in its column
-# order: the yearly period is the Julian year, 365.25 days, which drifts against the
-# calendar by 0.75 days a century; weekly 7 days, daily 1 day; 10, 3 and 4 harmonics.
+"""name -> period in seconds, the periods of :class:`FourierSeasonality` by default. The year
+is the mean Gregorian year, 365.2425 days: the calendar's own average,
+so a date keeps its yearly phase over the 400-year leap cycle.
+"""
 PROPHET_PERIODS: dict[str, float] = {"yearly": 365.25 * 86400, "weekly": 604800,
                                      "daily": 86400}
+"""Prophet's built-in seasonalities (``Prophet.set_auto_seasonalities``), in its column
+order: the yearly period is the Julian year, 365.25 days, which drifts against the
+calendar by 0.75 days a century; weekly 7 days, daily 1 day; 10, 3 and 4 harmonics.
+"""
 PROPHET_HARMONICS: dict[str, int] = {"yearly": 10, "weekly": 3, "daily": 4}
+"""Harmonics of each of Prophet's seasonalities (10 yearly, 3 weekly, 4 daily)."""
 _NAT = torch.iinfo(torch.int64).min  # pandas' NaT as int64
 
 

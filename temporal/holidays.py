@@ -39,6 +39,7 @@ from .timestamps import UNITS, Timestamps, check_output_dtype, datetime_index, l
 __all__ = ["KERNELS", "HolidayFeatures", "holiday_dates", "holiday_distance", "holiday_kernel"]
 
 KERNELS = ("indicator", "exponential", "squared_exponential")
+"""The kernels of :func:`holiday_kernel`."""
 _NS_PER_DAY = UNITS["D"]
 # Day numbers around every table: never the nearest while a table holds a real date, and far
 # enough that no datetime64 day (even in seconds) reaches them; differences fit int64.
@@ -151,7 +152,9 @@ def holiday_dates(country: str, years: Iterable[int], *, subdiv: str | None = No
         subdiv: a subdivision of the country (``"CA"`` for California), or None.
         names: keep only the holidays of these names (in the calendar's language, e.g.
             ``["Christmas Day"]``; an observed day is its own name, "... (observed)").
-        observed, categories, language: passed to ``holidays.country_holidays``.
+        observed: passed to ``holidays.country_holidays``.
+        categories: passed to ``holidays.country_holidays``.
+        language: passed to ``holidays.country_holidays``.
 
     Returns:
         ``(H,)`` ``datetime64[D]``.
@@ -301,9 +304,13 @@ def holiday_distance(timestamps: Timestamps, country: str | None = None, *,
     Args:
         timestamps: any accepted timestamp input (:mod:`posenc.temporal.timestamps`); the
             local date of tz-aware ones is read in their zone (or ``tz``).
-        country, subdiv, observed, categories, language: the calendar (see
-            :func:`holiday_dates`), built for the years spanned (and one either side);
+        country: the calendar (with ``subdiv``, ``observed``, ``categories`` and ``language``:
+            see :func:`holiday_dates`), built for the years spanned (and one either side);
             years the holidays package does not (fully) cover raise.
+        subdiv: see :func:`holiday_dates`.
+        observed: see :func:`holiday_dates`.
+        categories: see :func:`holiday_dates`.
+        language: see :func:`holiday_dates`.
         names: one output column per holiday name (GluonTS's one feature per holiday);
             None: one column for every holiday together.
         dates: instead of a country: dates (strings, ``date``, datetime64 at midnight), or
@@ -378,11 +385,18 @@ class HolidayFeatures(PositionEncoding):
     the device, so it is skipped).
 
     Args:
-        country, subdiv, names, observed, categories, language: the calendar (see
-            :func:`holiday_dates`).
+        country: the calendar (with ``subdiv``, ``names``, ``observed``, ``categories`` and
+            ``language``: see :func:`holiday_dates`).
+        subdiv: see :func:`holiday_dates`.
+        names: see :func:`holiday_dates`.
+        observed: see :func:`holiday_dates`.
+        categories: see :func:`holiday_dates`.
+        language: see :func:`holiday_dates`.
         dates: instead of a country, dates or ``{name: dates}`` (see
             :func:`holiday_distance`); ``years`` is then not checked.
-        kernel, alpha, tol: see :func:`holiday_kernel`.
+        kernel: see :func:`holiday_kernel`.
+        alpha: see :func:`holiday_kernel`.
+        tol: see :func:`holiday_kernel`.
         distance_scale: days that make the distance column 1.0; None: no distance column.
         years: ``(first, last)`` years the timestamps may fall in, inclusive; None: the
             years the holidays package covers for the country, within 1900-2100.

@@ -46,8 +46,10 @@ __all__ = [
 
 Timestamps: TypeAlias = (pd.DatetimeIndex | pd.PeriodIndex | pd.Series | np.ndarray | Tensor
                          | Sequence[Any])
+"""The timestamp inputs accepted wherever a ``timestamps`` argument appears (module
+docstring).
+"""
 
-# Length of each unit in nanoseconds; the names are pandas 3's.
 UNITS: dict[str, int] = {
     "ns": 1,
     "us": 10**3,
@@ -58,6 +60,7 @@ UNITS: dict[str, int] = {
     "D": 86400 * 10**9,
     "W": 7 * 86400 * 10**9,
 }
+"""Length of each unit in nanoseconds; the names are pandas 3's."""
 
 
 def _describe(timestamps: object) -> str:

@@ -146,11 +146,13 @@ class TimeSeriesDataModule(LightningDataModule):
             (default: ``horizon``). Durations may not place more than ``MAX_ORIGINS_PER_ROW``
             origins per observation (a stride below the sampling interval repeats windows),
             and a window holds at most ``MAX_WINDOW_ROWS`` rows.
-        val_fraction, test_fraction: the last fractions of the time span for validation and
-            test (ignored where ``val_start``/``test_start`` are given).
-        val_start, test_start: explicit split times (text or ``datetime``) in the form of the
+        val_fraction: the last fraction of the time span held out for validation
+            (ignored where ``val_start`` is given).
+        test_fraction: the last fraction for test (ignored where ``test_start`` is given).
+        val_start: an explicit split time (text or ``datetime``) in the form of the
             timestamps: naive for naive data (read in ``tz`` where given), with a UTC offset
             for aware data (naive ones are accepted there only with ``tz``).
+        test_start: the same for the test split.
         season: the seasonal-naive baseline's season: a fixed duration (``"7D"``; the
             baseline repeats a fixed lag, so calendar months such as ``"12MS"`` are refused:
             give 12 for monthly data), a count of median sampling steps, ``"persistence"``
@@ -160,7 +162,9 @@ class TimeSeriesDataModule(LightningDataModule):
         irregular: keep a random fraction of observations (seeded), for irregular sampling;
             None keeps all.
         seed: seed of ``irregular``.
-        batch_size, eval_batch_size, num_workers: loader settings.
+        batch_size: training windows per batch.
+        eval_batch_size: windows per validation, test and predict batch.
+        num_workers: loader worker processes.
         predict_split: what ``predict`` (``posenc predict``, ``trainer.predict``) forecasts:
             ``future`` (default): the times after each series' end, from the whole table as
             history (:meth:`~posenc.tasks.Forecaster.forecast`'s path); ``test`` or ``val``:

@@ -347,11 +347,13 @@ class BirthdaysDataModule(TimeSeriesDataModule):
 
     Args:
         states: state codes to keep (from :data:`BIRTHDAY_STATES`), None for all 51.
-        start, end: first and last year kept (inclusive, 1969 to 1988), None for the data's.
+        start: first year kept (inclusive, 1969 to 1988), None for the data's.
+        end: last year kept (inclusive), None for the data's.
         season: the seasonal-naive baseline's season (default one week, the strongest
             short-term structure here).
-        The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-        days: the default context is 16 weeks, the horizon 4 weeks).
+
+    The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
+    days: the default context is 16 weeks, the horizon 4 weeks).
     """
 
     def __init__(
@@ -418,8 +420,9 @@ class ElecDemandDataModule(TimeSeriesDataModule):
         temperature: ``"past"`` or ``"future"``, the role of ``Temperature``.
         season: the seasonal-naive season (default one week: with work days it beats the
             daily season, 0.320 vs 0.329 GW mean absolute error over the last 15 %).
-        The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-        half-hours: the default context is one week, the horizon one day).
+
+    The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
+    half-hours: the default context is one week, the horizon one day).
     """
 
     def __init__(
@@ -473,8 +476,9 @@ class NYCWeatherDataModule(TimeSeriesDataModule):
     Args:
         airports: airports to keep (from :data:`NYC_AIRPORTS`), None for all three.
         season: the seasonal-naive season (default one day).
-        The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-        observations, about hours: the default context is one week, the horizon one day).
+
+    The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
+    observations, about hours: the default context is one week, the horizon one day).
     """
 
     def __init__(
@@ -526,9 +530,10 @@ class GlucoseDataModule(TimeSeriesDataModule):
         season: the baseline's season (default ``"persistence"``, the last observed value:
             for horizons of an hour it beats the daily season by far, 19 vs 53 mg/dL on the
             study's test windows; give ``"1D"`` for meals and sleep).
-        The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s. The lengths
-        are durations, since counts of irregular readings span unequal times: by default
-        12 h of context, a 1 h horizon, a new forecast origin every hour.
+
+    The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s. The lengths
+    are durations, since counts of irregular readings span unequal times: by default
+    12 h of context, a 1 h horizon, a new forecast origin every hour.
     """
 
     def __init__(

@@ -50,7 +50,8 @@ def masked_point_loss(pred: Tensor, target: Tensor, mask: Tensor, kind: str) -> 
     """Mean ``|pred - target|`` (``"mae"``) or ``(pred - target)^2`` (``"mse"``) over ``mask``.
 
     Args:
-        pred, target: ``(...)`` same shape.
+        pred: ``(...)``.
+        target: ``(...)``, the shape of ``pred``.
         mask: ``(...)`` bool, True where ``target`` is observed.
     """
     error = pred - target
@@ -130,8 +131,11 @@ def scaled_errors(pred: Tensor, target: Tensor, target_observed: Tensor, context
     seasonal-naive MAE (:func:`naive_scale`).
 
     Args:
-        pred, target: ``(B, Nh, C)``; target_observed: ``(B, Nh, C)`` bool.
-        context: ``(B, Nc, C)`` in the units of ``target``; context_observed: ``(B, Nc, C)``.
+        pred: ``(B, Nh, C)``.
+        target: ``(B, Nh, C)``.
+        target_observed: ``(B, Nh, C)`` bool.
+        context: ``(B, Nc, C)`` in the units of ``target``.
+        context_observed: ``(B, Nc, C)`` bool.
         season: lag in observations of the denominator.
 
     Returns:
@@ -235,9 +239,9 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
         context_valid: ``(B, Nc)`` bool, False on padding.
         target_time: ``(B, Nh)`` int64 UTC ns, the query times.
         season_ns: the season in nanoseconds (``pd.Timedelta.value``), in (0, 2**62].
-        context_local, target_local: ``(B, Nc)`` and ``(B, Nh)`` int64 local wall-clock ns
-            (a batch's ``context_local``/``target_local``), both or neither; read only for a
-            season of whole days.
+        context_local: ``(B, Nc)`` int64 local wall-clock ns (a batch's ``context_local``), with
+            ``target_local`` or neither; read only for a season of whole days.
+        target_local: ``(B, Nh)`` int64 local wall-clock ns (a batch's ``target_local``).
 
     Returns:
         ``(B, Nh, C)`` in the dtype of ``context_value``.

@@ -44,13 +44,18 @@ class Forecaster(LightningModule):
 
     Args:
         num_targets: target columns of the data (``C``).
-        num_past_covariates, num_future_covariates: covariate columns (``P``, ``K``).
+        num_past_covariates: past covariate columns (``P``).
+        num_future_covariates: future covariate columns (``K``).
         static_cardinalities: codes per categorical static column (values + 1 for unknown).
         num_static_real: numeric static columns.
             These sizes follow the data: ``posenc fit`` links them from the data module
             (:class:`~posenc.tasks.TimeSeriesDataModule`'s properties of the same names), so a
             config does not write them; in Python, ``setup`` checks them against the data.
-        dim, depth, num_heads, mlp_ratio, dropout: transformer size.
+        dim: token width.
+        depth: transformer blocks.
+        num_heads: attention heads.
+        mlp_ratio: MLP hidden width / ``dim``.
+        dropout: dropout probability.
         encodings: additive temporal encodings (default ``[calendar, continuous]``): names
             from ``TIME_ENCODINGS`` (``calendar``, ``calendar_embedding``, ``fourier``,
             ``continuous``, ``time2vec``, ``timedelta``, ``index_sinusoidal``, ``age``) or
@@ -81,7 +86,11 @@ class Forecaster(LightningModule):
             longer than the context; :class:`~posenc.tasks.ForecastMetrics`).
         instance_norm: standardize each window by its own context (RevIN) before the
             transformer and undo it on the output; helps with level shifts.
-        lr, weight_decay, warmup, scheduler, min_lr_ratio: AdamW and schedule.
+        lr: AdamW's peak learning rate.
+        weight_decay: AdamW's weight decay (position parameters get none).
+        warmup: fraction of training steps with linear warmup.
+        scheduler: ``"cosine"`` or ``"constant"`` after warmup.
+        min_lr_ratio: the cosine schedule's final learning rate / ``lr``.
     """
 
     def __init__(

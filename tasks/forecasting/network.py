@@ -79,7 +79,6 @@ def _age():
     return temporal.AgeFeature(unit="D", transform="gluonts")
 
 
-# name -> factory; factories take what they need of the model's sizes (dim, ...).
 TIME_ENCODINGS: dict[str, Any] = {
     "calendar": _calendar,
     "calendar_embedding": _calendar_embedding,
@@ -90,6 +89,7 @@ TIME_ENCODINGS: dict[str, Any] = {
     "index_sinusoidal": temporal.IndexSinusoidal,
     "age": _age,
 }
+"""name -> factory; factories take what they need of the model's sizes (dim, ...)."""
 
 
 def _rope(head_dim: int, base: float = 10000.0):
@@ -112,10 +112,10 @@ def _kerple_power(num_heads: int):
     return Kerple(num_heads, "power", causal=False)
 
 
-# Relative-time attention on real elapsed time: rotary (rope) or a bias of the time gap.
 RELATIVE_ENCODINGS: dict[str, Any] = {"rope": _rope, "alibi": _alibi, "fire": _fire,
                                       "kerple_log": _kerple_log,
                                       "kerple_power": _kerple_power}
+"""Relative-time attention on real elapsed time: rotary (rope) or a bias of the time gap."""
 
 
 def encoding_reads(module: nn.Module, name: str = "encoding") -> str:
@@ -229,7 +229,11 @@ class ForecastTransformer(nn.Module):
     Args:
         num_targets: target channels ``C``.
         num_outputs: outputs per channel (1 for a point forecast, ``Q`` for quantiles).
-        dim, depth, num_heads, mlp_ratio, dropout: transformer size.
+        dim: token width.
+        depth: transformer blocks.
+        num_heads: attention heads.
+        mlp_ratio: MLP hidden width / ``dim``.
+        dropout: dropout probability.
         time_features: the additive encodings (may hold none).
         relative: per block, ``(rotary, bias)`` modules (each may be None).
         unit_seconds: seconds per position unit for the relative encodings.

@@ -517,9 +517,11 @@ def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
             that many steps after each series' last observation (only without future
             covariates); None: the trained ``horizon`` in steps (a duration horizon: as many
             median steps as fit in it).
-        future_name, future_form: what the caller's argument for ``future`` is called and
-            what it takes, for error messages (``forecast()``: ``future``, a DataFrame; the
-            ``posenc predict`` data module: ``--data.future_data``, a CSV/Parquet file).
+        future_name: what the caller's argument for ``future`` is called, for error messages
+            (``forecast()``: ``future``; the ``posenc predict`` data module:
+            ``--data.future_data``).
+        future_form: what that argument takes, for error messages (a DataFrame; a
+            CSV/Parquet file).
 
     Each series' age (:class:`~posenc.temporal.AgeFeature`) counts from its first
     observation in the training data (``schema.series_start``, kept in checkpoints) or in

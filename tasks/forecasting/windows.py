@@ -352,8 +352,8 @@ def make_batch(
             in any order (the predictions follow it; queries do not see each other).
         tz: time zone of naive timestamps (as the data module's ``tz``); aware ones are
             converted to it. Context and queries must both be naive or both be aware.
-        loc, scale: ``()`` or ``(C,)``, the data module's scaling (``datamodule.loc``,
-            ``datamodule.scale``); ``scale`` finite and > 0.
+        loc: ``()`` or ``(C,)``, the data module's scaling offset (``datamodule.loc``).
+        scale: ``()`` or ``(C,)``, its scale (``datamodule.scale``), finite and > 0.
         timestamp_format: format of text timestamps (see :func:`parse_timestamps`).
 
     The series' age (:class:`~posenc.temporal.AgeFeature`) counts from the first context

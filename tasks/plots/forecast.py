@@ -165,8 +165,12 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
             origins, -1 the latest.
         history_length: observations of history shown before the origin; None: three times
             the forecast's steps.
-        tz, ambiguous, nonexistent, timestamp_format: how naive history timestamps are read
-            (as the data module reads them); ``tz`` is also the zone the time axis shows.
+        tz: with ``ambiguous``, ``nonexistent`` and ``timestamp_format``, how naive history
+            timestamps are read (as the data module reads them); ``tz`` is also the zone the
+            time axis shows.
+        ambiguous: see ``tz``.
+        nonexistent: see ``tz``.
+        timestamp_format: see ``tz``.
         names: the two inputs in messages (file names).
 
     Raises ``ValueError`` naming the input and the missing column, series or origin.

@@ -229,8 +229,9 @@ def plot_rope_dinov3_coords(path: str | Path, grid_size: int | tuple[int, int] =
     Args:
         grid_size: ``(rows, cols)`` patches, each at least 2; non-square shows what
             ``"min"``/``"max"`` do to the aspect ratio.
-        shift_coords, jitter_coords, rescale_coords: RoPE2D's augmentation arguments (shift
-            ``>= 0``, factors ``>= 1``).
+        shift_coords: RoPE2D's augmentation argument (``>= 0``).
+        jitter_coords: RoPE2D's augmentation argument (a factor ``>= 1``).
+        rescale_coords: RoPE2D's augmentation argument (a factor ``>= 1``).
         normalize_coords: the system the augmentation panels start from.
         num_draws: 1 to 6 draws per augmentation panel.
     """

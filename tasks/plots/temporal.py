@@ -225,7 +225,8 @@ def plot_holiday_features(country: str, path: str | Path, *, subdiv: str | None 
     side of the holiday nearest mid-year and of the year's last holiday, day by day.
 
     Args:
-        country, subdiv: the calendar (``holidays`` package codes, e.g. ``"US"``, ``"CA"``).
+        country: the calendar (a ``holidays`` package code, e.g. ``"US"``).
+        subdiv: a subdivision of it (e.g. ``"CA"``), or None.
         year: the year shown (within the package's calendar for the country).
         alpha: the rate of both smooth kernels (``> 0``).
         zoom_days: half-width of the bottom windows in days (clipped to the year).

@@ -131,14 +131,18 @@ class ImageClassifier(LightningModule):
         in_chans: image channels.
         img_size: training image size (the model runs at any multiple of ``patch_size``).
         patch_size: ViT patch size.
-        embed_dim, depth, num_heads, mlp_ratio: transformer size.
+        embed_dim: token width.
+        depth: transformer blocks.
+        num_heads: attention heads.
+        mlp_ratio: MLP hidden width / ``embed_dim``.
         class_token: use a class token (else ``global_pool`` must be ``"avg"``).
         global_pool: ``"token"`` (class token) or ``"avg"`` (mean of patch tokens).
         drop_path_rate: stochastic depth.
         model_kwargs: further ``timm.create_model`` keywords (e.g. ``reg_tokens: 4``); not
             the arguments above, nor ones that load weights (``pretrained``,
             ``checkpoint_path``, ...): models are built untrained, nothing is downloaded.
-        lr, weight_decay: AdamW settings.
+        lr: AdamW's peak learning rate.
+        weight_decay: AdamW's weight decay (position parameters get none).
         warmup: fraction of training steps with linear warmup.
         scheduler: ``"cosine"`` or ``"constant"`` after warmup.
         min_lr_ratio: final learning rate of the cosine, relative to ``lr``.

@@ -523,7 +523,8 @@ class ImageDataModule(LightningDataModule):
         eval_image_sizes: sizes to validate and test at, one loader each (default:
             ``[image_size]``): ints, or ``[height, width]`` for non-square images. Each logs
             its own metrics (``val/acc_42``, ``val/acc_28x44`` ...).
-        val_fraction, test_fraction: held-out fractions of the data.
+        val_fraction: the fraction of the data held out for validation.
+        test_fraction: the fraction held out for test.
         seed: seed of the split, in ``[0, 2**32)`` (independent of the training seed, so every
             run and every DDP rank sees the same split).
         num_workers: DataLoader worker processes (0: load in the main process).
@@ -715,11 +716,13 @@ class ImageFolderDataModule(ImageDataModule):
         root: folder with one sub-folder per class (str or path; stored as a str).
         image_size: training size in pixels (required: folders hold images of any size).
         channels: 1 (grayscale) or 3 (RGB).
-        mean, std: per-channel normalization (default 0.5 / 0.5).
+        mean: per-channel normalization mean (default 0.5).
+        std: per-channel normalization std (default 0.5).
         verify_images: at setup, decode every file fully, as the loader will, and raise
             naming the bad ones (~0.1 ms per 28x28 PNG, ~2 ms per 500x375 JPEG). False
             skips it for huge folders: a bad file then fails, named, when it is loaded.
-        **kwargs: see :class:`ImageDataModule`.
+
+    The other arguments are :class:`ImageDataModule`'s.
     """
 
     def __init__(

@@ -1,0 +1,48 @@
+"""mkdocs hook: lets mkdocstrings find ``posenc.core`` etc., which live in top-level folders.
+
+The distribution maps ``posenc.core`` to ``core/`` (``[tool.setuptools] package-dir`` in
+pyproject.toml) and leaves ``posenc`` a namespace, a layout griffe's finder cannot follow: it
+looks for a folder named like the module. So the build links each mapped folder into a
+temporary ``posenc/`` tree and gives mkdocstrings that tree as its search path; the sources
+are read statically from the working tree (nothing is imported, nothing needs installing).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from mkdocs.plugins import event_priority
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the docs extra installs tomli there
+    import tomli as tomllib
+
+_TREES: list[Path] = []
+
+
+# Before mkdocstrings' own on_config, which already builds the handler (to fetch inventories).
+@event_priority(100)
+def on_config(config):
+    root = Path(config.config_file_path).parent
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    tree = Path(tempfile.mkdtemp(prefix="posenc-docs-"))
+    _TREES.append(tree)
+    mapping = setuptools["package-dir"]
+    for name, folder in mapping.items():
+        # A sub-package mapped inside its parent's folder comes with the parent's link.
+        if name.rpartition(".")[0] in mapping:
+            continue
+        link = tree.joinpath(*name.split("."))
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(root / folder, target_is_directory=True)
+    config.plugins["mkdocstrings"].config.handlers.setdefault("python", {})["paths"] = [str(tree)]
+    return config
+
+
+def on_shutdown():
+    while _TREES:
+        shutil.rmtree(_TREES.pop(), ignore_errors=True)
