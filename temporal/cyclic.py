@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from posenc.core import check_bool
+from posenc.core.validation import check_bool
 from torch import Tensor
 
 from .calendar import FIELDS, check_field_range, field_column

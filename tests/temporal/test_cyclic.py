@@ -10,15 +10,16 @@ import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
-from posenc.temporal import (
+from posenc.temporal import CalendarFeatures, calendar_fields
+from posenc.temporal.calendar import FIELDS
+from posenc.temporal.cyclic import (
+    _BLOCK,
     CYCLE_PERIODS,
-    FIELDS,
-    CalendarFeatures,
+    _groups,
+    _lookup,
     calendar_features,
-    calendar_fields,
-    frequency_fields,
 )
-from posenc.temporal.cyclic import _BLOCK, _groups, _lookup
+from posenc.temporal.frequencies import frequency_fields
 from temporal_refs import GLUONTS_FEATURES, gluonts_fields, nanoseconds
 
 ALL = tuple(CYCLE_PERIODS)
