@@ -23,8 +23,8 @@ from .cyclic import (
     _joint_index,
     calendar_features,
     check_calendar_fields,
-    frequency_fields,
 )
+from .frequencies import frequency_fields
 from .timestamps import check_output_dtype
 
 __all__ = ["CalendarFeatures"]

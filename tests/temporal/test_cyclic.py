@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import pickle
 
 import numpy as np
 import pandas as pd
@@ -255,17 +254,10 @@ def test_field_past_its_period_in_a_later_block_raises_on_both_paths():
         _lookup(group, {k: torch.from_numpy(v).long() for k, v in fields.items()})
 
 
-def test_calendar_features_has_its_own_module_and_the_old_path_still_works():
+def test_calendar_features_has_its_own_module():
     assert CalendarFeatures.__module__ == "posenc.temporal.calendar_features"
     from posenc.temporal.calendar_features import CalendarFeatures as from_module
-    from posenc.temporal.cyclic import CalendarFeatures as from_old_path
-    assert from_module is from_old_path is CalendarFeatures
-    # A pickle made before the move names posenc.temporal.cyclic.CalendarFeatures.
-    assert pickle.loads(b"cposenc.temporal.cyclic\nCalendarFeatures\n.") is CalendarFeatures
-    with pytest.raises(AttributeError, match="has no attribute 'Calendar'"):
-        import posenc.temporal.cyclic as cyclic
-
-        cyclic.Calendar  # noqa: B018
+    assert from_module is CalendarFeatures
 
 
 @pytest.mark.parametrize("flag", ["no", 0, None])
