@@ -297,7 +297,7 @@ class GridVisionTransformer(VisionTransformer):
     """
 
     coord_normalize: str | None
-    ref_grid_size: tuple[int, int] | None = None  # also for models pickled before it existed
+    ref_grid_size: tuple[int, int] | None
 
     def grid_coords(self, grid_size: tuple[int, int], *,
                     device: torch.device | str | None = None) -> Tensor:
