@@ -22,7 +22,8 @@ import time
 
 import timm
 import torch
-from posenc.spatial import ENCODINGS, attach, encoding_kind
+from posenc.spatial import ENCODINGS, attach
+from posenc.spatial.factory import encoding_kind
 from torch import nn
 
 TARGETS = {"none": 1.05, "additive": 1.05, "rotary": 1.15, "bias": 1.10}

@@ -35,7 +35,8 @@ from pathlib import Path
 import timm
 import torch
 from posenc.core import RotaryEncoding, apply_rotation
-from posenc.spatial import ENCODINGS, attach, encoding_kind
+from posenc.spatial import ENCODINGS, attach
+from posenc.spatial.factory import encoding_kind
 from torch import nn
 
 HERE = Path(__file__).resolve().parent

@@ -27,18 +27,18 @@ Output dtype, for every encoding in posenc:
 Channel layouts are named by one vocabulary, ``"half"`` and ``"interleaved"``
 (:data:`posenc.core.angles.LAYOUTS`; see :mod:`posenc.core.angles`).
 
-``__all__`` is the public API. The argument checks (``check_*``, ``widen_positions``,
-:mod:`posenc.core.validation`) and the helpers for writing encodings
-(:class:`~posenc.core.buffers.Float64Buffers`, ``wide_dtype``, ``check_t5_buckets``) stay
-importable from ``posenc.core`` and from their modules, but are not part of it.
+``__all__`` is the public API. The building blocks stay importable from their modules only:
+the argument checks (:mod:`posenc.core.validation`), the helpers for writing encodings
+(:class:`~posenc.core.buffers.Float64Buffers`, :mod:`posenc.core.angles`), and the functions
+behind the classes (``posenc.core.alibi.alibi_slopes``, ``posenc.core.rope.Rotation`` and
+``rotation_from_angles``, ``posenc.core.sinusoidal.sinusoidal_encoding``, ...).
 """
 
-from .alibi import ALiBi, alibi_slopes
-from .angles import angles
+from .alibi import ALiBi
 from .attention import KVCache, MultiheadAttention
-from .encoding import KINDS, PositionEncoding, encoding_kind, no_weight_decay_names
+from .encoding import PositionEncoding, encoding_kind
 from .fire import FIRE
-from .kerple import KERPLE_KERNELS, Kerple, kerple_bias
+from .kerple import Kerple
 from .learned import InputEmbedding, LearnedEncoding
 from .nope import NoPE
 from .positions import (
@@ -46,21 +46,9 @@ from .positions import (
     packed_attention_mask,
     packed_positions,
     positions_from_padding_mask,
-    relative_positions,
 )
-from .relative_bias import (
-    ClippedRelativeBias,
-    T5RelativeBias,
-    t5_relative_bucket,
-)
-from .rope import (
-    RotaryEncoding,
-    Rotation,
-    apply_rotation,
-    convert_rotary_layout,
-    rotary_layout_permutation,
-    rotation_from_angles,
-)
+from .relative_bias import ClippedRelativeBias, T5RelativeBias
+from .rope import RotaryEncoding, apply_rotation, convert_rotary_layout
 from .rope_scaling import (
     DynamicNTKScaling,
     LinearScaling,
@@ -68,21 +56,17 @@ from .rope_scaling import (
     LongRopeScaling,
     NTKScaling,
     ProportionalScaling,
-    RopeScaling,
     YarnScaling,
-    rope_inv_freq,
 )
-from .sinusoidal import SinusoidalEncoding, sinusoidal_encoding, sinusoidal_inv_freq
-from .xpos import XPos, xpos_zeta
+from .sinusoidal import SinusoidalEncoding
+from .xpos import XPos
 
 __all__ = [
     "ALiBi",
-    "KINDS",
     "ClippedRelativeBias",
     "DynamicNTKScaling",
     "FIRE",
     "InputEmbedding",
-    "KERPLE_KERNELS",
     "KVCache",
     "Kerple",
     "LearnedEncoding",
@@ -94,49 +78,16 @@ __all__ = [
     "NoPE",
     "PositionEncoding",
     "ProportionalScaling",
-    "RopeScaling",
     "RotaryEncoding",
-    "Rotation",
     "SinusoidalEncoding",
     "T5RelativeBias",
     "XPos",
     "YarnScaling",
-    "alibi_slopes",
-    "angles",
     "apply_rotation",
     "convert_rotary_layout",
     "encoding_kind",
     "incremental_positions",
-    "kerple_bias",
-    "no_weight_decay_names",
     "packed_attention_mask",
     "packed_positions",
     "positions_from_padding_mask",
-    "relative_positions",
-    "rope_inv_freq",
-    "rotary_layout_permutation",
-    "rotation_from_angles",
-    "sinusoidal_encoding",
-    "sinusoidal_inv_freq",
-    "t5_relative_bucket",
-    "xpos_zeta",
 ]
-
-# Importable from posenc.core (and their modules) for writing encodings, but not the API.
-from .angles import wide_dtype  # noqa: F401, E402
-from .buffers import Float64Buffers  # noqa: F401, E402
-from .relative_bias import check_t5_buckets  # noqa: F401, E402
-from .validation import (  # noqa: F401, E402
-    check_base,
-    check_bool,
-    check_choice,
-    check_even,
-    check_finite,
-    check_float,
-    check_int,
-    check_output_dtype,
-    check_positions,
-    check_positive_float,
-    check_positive_int,
-    widen_positions,
-)

@@ -92,7 +92,7 @@ class ScoreMod(NamedTuple):
 
 def pair_batch(query_positions: Tensor, key_positions: Tensor, coord_dims: int = 0) -> int:
     """The batch of every (query, key) pair of these positions (``B`` or 1), checked as
-    :func:`posenc.core.relative_positions` checks it (no pair is computed)."""
+    :func:`posenc.core.positions.relative_positions` checks it (no pair is computed)."""
     tail = (slice(None),) * coord_dims
     empty = (..., slice(0, 0), *tail)
     return relative_positions(query_positions[empty], key_positions[empty],

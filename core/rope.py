@@ -72,7 +72,7 @@ def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
         x: ``(B, H, N, head_dim)`` queries or keys, any floating dtype.
         rotation: from :meth:`RotaryEncoding.rotation` (or a 2D encoding), or a rotation that
             is not made of channel pairs and applies itself through its ``apply(x)`` method
-            (e.g. :class:`posenc.spatial.BlockRotation`, LieRE's ``b x b`` blocks); it too has
+            (e.g. :class:`posenc.spatial.liere.BlockRotation`, LieRE's ``b x b`` blocks); it too has
             a ``cos`` of shape ``(B or 1, H or 1, N, ...)``.
 
     Returns:

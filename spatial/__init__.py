@@ -19,52 +19,33 @@ Video and image sequences: ``(t, row, col)`` coordinates (:func:`video_coords`; 
 index or a real time), :class:`MRoPE` (Qwen2-VL / Qwen3-VL sections), :class:`RoPE3D` (axial,
 mixed), :class:`SinCos3D`, and :class:`VideoVisionTransformer` (a timm ViT fed frames;
 :data:`VIDEO_ENCODINGS` names them).
+
+``__all__`` is the public API. The building blocks stay importable from their modules only:
+the positions an attached model passes its blocks (:mod:`posenc.spatial.coords`,
+:mod:`posenc.spatial.video`), the attached model and its attention
+(:mod:`posenc.spatial.grid_vit`), the registry's helpers (:mod:`posenc.spatial.factory`) and
+the functions behind the classes (``posenc.spatial.liere.skew_expm``, ...).
 """
 
 from .bias2d import ALiBi2D, ContinuousBias2D, RelativeBias2D
-from .coords import (
-    COORD_NORMALIZE,
-    CoordAugment,
-    GridPositions,
-    as_grid_positions,
-    check_grid_size,
-    patch_coords,
-)
+from .coords import patch_coords
 from .factorized import Factorized2D
-from .factory import (
-    ENCODINGS,
-    SpatialEncodingSpec,
-    encoding_from_name,
-    encoding_kind,
-    encoding_spec,
-    encodings_for_blocks,
-    one_module_per_block,
-    size_arguments,
-    vit_size_arguments,
-)
-from .grid_vit import GridAttention, GridVisionTransformer
+from .factory import ENCODINGS, SpatialEncodingSpec, encoding_from_name
 from .learned import Learned2D
-from .liere import BlockRotation, LieRE, skew_expm
-from .rope2d import RoPE2D, init_mixed_freqs
-from .rope3d import MRoPE, RoPE3D, init_mixed_freqs_3d
+from .liere import LieRE
+from .rope2d import RoPE2D
+from .rope3d import MRoPE, RoPE3D
 from .sincos import SinCos2D
 from .sincos3d import SinCos3D
-from .table_resize import resize_relative_table
 from .timm_attach import attach
-from .video import VideoPositions, as_video_positions, video_coords
+from .video import video_coords
 from .video_attach import VIDEO_ENCODINGS, VideoVisionTransformer
 
 __all__ = [
     "ALiBi2D",
-    "BlockRotation",
-    "COORD_NORMALIZE",
     "ContinuousBias2D",
-    "CoordAugment",
     "ENCODINGS",
     "Factorized2D",
-    "GridAttention",
-    "GridPositions",
-    "GridVisionTransformer",
     "Learned2D",
     "LieRE",
     "MRoPE",
@@ -75,23 +56,9 @@ __all__ = [
     "SinCos3D",
     "SpatialEncodingSpec",
     "VIDEO_ENCODINGS",
-    "VideoPositions",
     "VideoVisionTransformer",
-    "as_grid_positions",
-    "as_video_positions",
     "attach",
-    "check_grid_size",
     "encoding_from_name",
-    "encoding_kind",
-    "encoding_spec",
-    "encodings_for_blocks",
-    "init_mixed_freqs",
-    "init_mixed_freqs_3d",
-    "one_module_per_block",
     "patch_coords",
-    "resize_relative_table",
-    "size_arguments",
-    "skew_expm",
     "video_coords",
-    "vit_size_arguments",
 ]

@@ -15,16 +15,12 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from posenc.core import (
-    Float64Buffers,
-    PositionEncoding,
-    alibi_slopes,
-    check_choice,
-    check_finite,
-    check_positive_int,
-    relative_positions,
-)
+from posenc.core import PositionEncoding
+from posenc.core.alibi import alibi_slopes
+from posenc.core.buffers import Float64Buffers
 from posenc.core.flex_attention import ScoreMod, pair_batch, token_lookup
+from posenc.core.positions import relative_positions
+from posenc.core.validation import check_choice, check_finite, check_positive_int
 from torch import Tensor, nn
 
 from .coords import GridPositions, as_grid_positions, cached, check_grid_size
@@ -304,7 +300,7 @@ class ContinuousBias2D(PositionEncoding):
 class ALiBi2D(Float64Buffers):
     """2D ALiBi: ``bias = -slope_h * ||query - key||`` (Euclidean patch distance).
 
-    Slopes are ALiBi's (:func:`posenc.core.alibi_slopes`), a float64 buffer that stays float64
+    Slopes are ALiBi's (:func:`posenc.core.alibi.alibi_slopes`), a float64 buffer that stays float64
     when the module is cast; no parameters, any coordinates.
 
     Args:

@@ -21,8 +21,14 @@ from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple, TypeVar
 
 import torch
-from posenc.core import check_choice, check_float, check_int, check_output_dtype, check_positions
-from posenc.core.validation import check_position_dtype
+from posenc.core.validation import (
+    check_choice,
+    check_float,
+    check_int,
+    check_output_dtype,
+    check_position_dtype,
+    check_positions,
+)
 from torch import Tensor, nn
 
 __all__ = [
@@ -145,7 +151,7 @@ class GridPositions(NamedTuple):
 def as_grid_positions(positions: Tensor | GridPositions, name: str = "positions") -> GridPositions:
     """Validate ``(N, 2)``/``(B, N, 2)`` coordinates or a :class:`GridPositions`.
 
-    Integer coordinates come back as int64 (:func:`posenc.core.check_positions`). A
+    Integer coordinates come back as int64 (:func:`posenc.core.validation.check_positions`). A
     :class:`GridPositions` with a cache is validated once: the blocks of a forward all get the
     same object, and checking finiteness reads the values (a host synchronisation per block).
     It comes back as the same object when nothing changed, so encodings can tell self-attention

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import torch
-from posenc.core import (
-    LearnedEncoding,
-    PositionEncoding,
-    check_positions,
-    check_positive_int,
-)
+from posenc.core import LearnedEncoding, PositionEncoding
+from posenc.core.validation import check_positions, check_positive_int
 from torch import Tensor
 
 from .coords import check_grid_size

@@ -5,7 +5,7 @@ with posenc positions: :class:`GridAttention`, the blocks :class:`GridBlock` and
 
 How positions reach the attention, and why. As timm's Eva passes ``rope=`` to each
 ``EvaBlock.forward(x, rope=None, attn_mask=None)``, the model passes every block this forward's
-positions (a :class:`~posenc.spatial.GridPositions` or :class:`~posenc.spatial.VideoPositions`:
+positions (a :class:`~.coords.GridPositions` or :class:`~.video.VideoPositions`:
 the patch coordinates, with the kept patches of patch dropout, the prefix-token count and the
 cache of this forward's rotations/biases) as ``block(x, positions, attn_mask=...)``; the block
 hands them to its :class:`GridAttention`. Positions travel with the computation: a gradient-
@@ -290,14 +290,14 @@ class GridVisionTransformer(VisionTransformer):
 
     ``forward_features`` and ``forward_intermediates`` take ``(B, C, H, W)`` images of any
     size divisible by the patch size (any size with ``dynamic_img_pad``) and give every block
-    the forward's :class:`~posenc.spatial.GridPositions`. ``model.coord_normalize`` is the
+    the forward's :class:`~posenc.spatial.coords.GridPositions`. ``model.coord_normalize`` is the
     coordinate system of the positions (``patch_coords``'s ``normalize``);
     ``model.ref_grid_size`` the reference grid they are rescaled to, or None
     (:meth:`grid_coords`).
     """
 
     coord_normalize: str | None
-    ref_grid_size: tuple[int, int] | None = None  # also for models pickled before it existed
+    ref_grid_size: tuple[int, int] | None
 
     def grid_coords(self, grid_size: tuple[int, int], *,
                     device: torch.device | str | None = None) -> Tensor:

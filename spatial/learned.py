@@ -6,8 +6,8 @@ import math
 
 import torch
 import torch.nn.functional as F
-from posenc.core import (
-    PositionEncoding,
+from posenc.core import PositionEncoding
+from posenc.core.validation import (
     check_bool,
     check_choice,
     check_finite,

@@ -43,13 +43,13 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from posenc.core import (
-    Float64Buffers,
+from posenc.core.angles import wide_dtype
+from posenc.core.buffers import Float64Buffers
+from posenc.core.validation import (
     check_base,
     check_choice,
     check_positive_float,
     check_positive_int,
-    wide_dtype,
 )
 from torch import Tensor, nn
 
@@ -125,7 +125,7 @@ class BlockRotation(NamedTuple):
     ``cos = (R + R^T) / 2`` and ``sin = (R - R^T) / 2`` (for ``b = 2`` exactly RoPE's
     ``cos(t) I`` and ``sin(t) J``), flattened per token: both are float32 (float64 for float64
     coordinates) of shape ``(B or 1, H, N, num_blocks * b * b)``, so code that reads a
-    rotation's token and batch extent from ``cos`` (as :class:`posenc.core.Rotation`'s) reads
+    rotation's token and batch extent from ``cos`` (as :class:`posenc.core.rope.Rotation`'s) reads
     this one alike. :func:`posenc.core.apply_rotation` calls :meth:`apply`.
     """
 
@@ -157,7 +157,7 @@ class BlockRotation(NamedTuple):
 def _skew_pairs(freqs: Tensor, block_size: int) -> Tensor:
     """RoPE pair frequencies ``(..., D/2)`` -> the skew generators ``(..., D/b, b, b)`` that
     turn channels ``2i, 2i + 1`` by ``freqs[..., i]`` (``exp(t J) = [[cos, -sin], [sin,
-    cos]]``, the interleaved layout of :class:`posenc.core.Rotation`)."""
+    cos]]``, the interleaved layout of :class:`posenc.core.rope.Rotation`)."""
     pairs = freqs.unflatten(-1, (-1, block_size // 2))  # (..., blocks, b/2)
     g = freqs.new_zeros(*pairs.shape, 2, block_size // 2, 2)  # (..., blocks, b/2, 2, b/2, 2)
     index = torch.arange(block_size // 2, device=freqs.device)

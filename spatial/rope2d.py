@@ -33,21 +33,19 @@ import math
 
 import torch
 import torch.nn.functional as F
-from posenc.core import (
-    Float64Buffers,
-    Rotation,
-    angles,
-    apply_rotation,
+from posenc.core import apply_rotation
+from posenc.core.angles import LAYOUTS, angles
+from posenc.core.buffers import Float64Buffers
+from posenc.core.rope import Rotation, rotation_from_angles
+from posenc.core.rope_scaling import rope_inv_freq
+from posenc.core.validation import (
     check_base,
     check_bool,
     check_choice,
     check_float,
     check_positive_float,
     check_positive_int,
-    rope_inv_freq,
-    rotation_from_angles,
 )
-from posenc.core.angles import LAYOUTS
 from torch import Tensor, nn
 
 from .coords import (
@@ -123,7 +121,7 @@ class RoPE2D(Float64Buffers):
             DINOv3, whose RoPE is ``RoPE2D(d, h, "axial", base=100, normalize="unit",
             layout="half")``), ``"unit_min"``/``"unit_max"`` or ``"pixel"`` (``linspace(-1,
             1)``, for ``freqs_for="pixel"``).
-        layout: channel pairing of :class:`posenc.core.Rotation`: ``"interleaved"`` (pair ``i``
+        layout: channel pairing of :class:`posenc.core.rope.Rotation`: ``"interleaved"`` (pair ``i``
             is channels ``2i, 2i+1``, as RoPE-ViT and timm's ``RotaryEmbedding``; the faster
             one on CPU) or ``"half"`` (``i, i + head_dim/2``, as DINOv3).
         normalize_coords: DINOv3's name for the unit systems, with ``normalize="unit"``:

@@ -30,20 +30,18 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
-from posenc.core import (
-    Float64Buffers,
-    Rotation,
-    angles,
-    apply_rotation,
+from posenc.core import apply_rotation
+from posenc.core.angles import LAYOUTS, angles
+from posenc.core.buffers import Float64Buffers
+from posenc.core.rope import Rotation, rotation_from_angles
+from posenc.core.rope_scaling import rope_inv_freq
+from posenc.core.validation import (
     check_base,
     check_bool,
     check_choice,
     check_even,
     check_positive_int,
-    rope_inv_freq,
-    rotation_from_angles,
 )
-from posenc.core.angles import LAYOUTS
 from torch import Tensor, nn
 
 from .coords import cached, check_rotate_inputs
@@ -176,7 +174,7 @@ class _Rotary3D(Float64Buffers):
 
     def rotation(self, positions: Tensor | VideoPositions) -> Rotation:
         """``(N, 3)``/``(B, N, 3)`` coordinates or a :class:`VideoPositions` ->
-        :class:`posenc.core.Rotation` over ``num_prefix_tokens + N`` tokens (prefix tokens
+        :class:`posenc.core.rope.Rotation` over ``num_prefix_tokens + N`` tokens (prefix tokens
         unrotated)."""
         positions = as_video_positions(positions)
 

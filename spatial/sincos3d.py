@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import torch
-from posenc.core import (
-    Float64Buffers,
+from posenc.core.buffers import Float64Buffers
+from posenc.core.sinusoidal import sinusoidal_encoding, sinusoidal_inv_freq
+from posenc.core.validation import (
     check_base,
     check_choice,
     check_even,
     check_output_dtype,
     check_positions,
-    sinusoidal_encoding,
-    sinusoidal_inv_freq,
 )
 from torch import Tensor
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from posenc.core import check_choice
+from posenc.core.validation import check_choice
 from torch import Tensor
 
 from .coords import check_grid_size

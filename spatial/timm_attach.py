@@ -44,7 +44,7 @@ __all__ = ["attach"]
 def _from_name(model: VisionTransformer, name: str, kwargs: dict,
                ref_grid_size: tuple[int, int] | None) -> list[nn.Module] | nn.Module:
     """Encodings for ``name`` with sizes inferred from ``model`` (``kwargs`` override), one
-    per block or shared as :func:`posenc.spatial.one_module_per_block` rules."""
+    per block or shared as :func:`posenc.spatial.factory.one_module_per_block` rules."""
     spec = encoding_spec(name)
     params = {**spec.infer(model), **kwargs}
     if ref_grid_size is not None:
@@ -134,7 +134,7 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
         encoding: a name from :data:`posenc.spatial.ENCODINGS` (dims, heads and grid size are
             taken from the model; ``kwargs`` override them, e.g. ``base=10000.0``; learnable
             rotary/bias names get one module per block, parameter-free ones one shared module:
-            :func:`posenc.spatial.one_module_per_block`), an encoding module (rotary/bias
+            :func:`posenc.spatial.factory.one_module_per_block`), an encoding module (rotary/bias
             modules are shared by all blocks), a sequence of one rotary or bias module per
             block, or None (no position encoding).
         **kwargs: the named encoding's constructor arguments (see ``encoding``), and

@@ -15,7 +15,7 @@ becomes ``T * rows * cols`` tokens in frame-major, then row-major order (all pat
 The 3D encodings (:class:`posenc.spatial.RoPE3D`, :class:`posenc.spatial.MRoPE`,
 :class:`posenc.spatial.SinCos3D`) are functions of these ``(N, 3)``/``(B, N, 3)`` coordinates;
 rotary ones also take a :class:`VideoPositions`, which adds the prefix tokens (cls,
-registers) and a per-forward cache, as :class:`posenc.spatial.GridPositions` does in 2D.
+registers) and a per-forward cache, as :class:`posenc.spatial.coords.GridPositions` does in 2D.
 """
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-from posenc.core import check_int, check_output_dtype, check_positions, check_positive_float
+from posenc.core.validation import (
+    check_int,
+    check_output_dtype,
+    check_positions,
+    check_positive_float,
+)
 from torch import Tensor
 
 from .coords import GridPositions, check_grid_size, patch_coords
@@ -105,7 +110,7 @@ def as_video_positions(positions: Tensor | VideoPositions,
                        name: str = "positions") -> VideoPositions:
     """Validate ``(N, 3)``/``(B, N, 3)`` coordinates or a :class:`VideoPositions`.
 
-    Integer coordinates come back as int64 (:func:`posenc.core.check_positions`); a
+    Integer coordinates come back as int64 (:func:`posenc.core.validation.check_positions`); a
     :class:`VideoPositions` whose coordinates need no change comes back as the same object.
     A 2D :class:`GridPositions` is a ``TypeError`` (a 3D encoding needs ``t``).
     """

@@ -21,7 +21,7 @@ coordinates (:func:`video_coords`)     ``(T * h * w, 3)`` or ``(B, T * h * w, 3)
 
 The position encoding is a 3D one: :class:`SinCos3D` (added to the patch tokens) or a 3D
 rotary encoding (:class:`RoPE3D`, :class:`MRoPE`), with which each ``block.attn`` becomes a
-:class:`posenc.spatial.GridAttention` (posenc's attention holding the block's ``qkv``,
+:class:`posenc.spatial.grid_vit.GridAttention` (posenc's attention holding the block's ``qkv``,
 ``q_norm``, ``k_norm``, ``proj``) and each block a :class:`posenc.spatial.grid_vit.GridBlock` that
 receives the clip's :class:`VideoPositions` explicitly, by the same path
 (:mod:`posenc.spatial.grid_vit`) as :func:`posenc.spatial.attach` for images. Frames may
@@ -36,8 +36,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from posenc.core import NoPE, check_positions, check_positive_float
-from posenc.core.validation import assume_finite
+from posenc.core import NoPE
+from posenc.core.validation import assume_finite, check_positions, check_positive_float
 from torch import Tensor, nn
 
 from .factory import SpatialEncodingSpec, encoding_kind, encodings_for_blocks

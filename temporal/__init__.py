@@ -2,7 +2,7 @@
 
 Conversion (numpy, pandas-compatible, DST-correct):
 :func:`to_seconds`, :func:`to_nanoseconds`, :func:`time_positions`, :func:`localize`,
-:func:`calendar_fields`; table columns: :func:`parse_timestamps`, :func:`utc_and_local`.
+:func:`calendar_fields`; table columns: :func:`parse_timestamps`.
 
 Encodings (torch modules over those coordinates):
 
@@ -15,88 +15,41 @@ Encodings (torch modules over those coordinates):
   token index (the equally-spaced baseline): :class:`IndexSinusoidal`;
 - relative time in attention: core's ``RotaryEncoding`` / ``ALiBi`` /
   ``MultiheadAttention`` with ``time_positions(...)`` as positions.
+
+``__all__`` is the public API. The functions behind the classes (``fourier_features``,
+``holiday_distance``, ``time_delta_features``, ...), frequency strings
+(:mod:`posenc.temporal.frequencies`), the field and unit tables and the argument checks stay
+importable from their modules only.
 """
 
-from .age import TRANSFORMS as AGE_TRANSFORMS
-from .age import AgeFeature, age_feature, series_age
-from .calendar import FIELDS, calendar_fields, check_field_range, field_column
+from .age import AgeFeature
+from .calendar import calendar_fields
 from .calendar_embedding import CalendarEmbedding
 from .calendar_features import CalendarFeatures
-from .columns import parse_timestamps, utc_and_local
-from .continuous import ContinuousSinusoidal, geometric_periods
-from .cyclic import (
-    CYCLE_PERIODS,
-    calendar_features,
-    check_calendar_fields,
-    frequency_fields,
-)
-from .fourier import (
-    DEFAULT_PERIODS,
-    PROPHET_HARMONICS,
-    PROPHET_PERIODS,
-    FourierSeasonality,
-    fourier_features,
-)
-from .frequencies import Frequency, frequency_nanoseconds, parse_duration, parse_frequency
-from .holidays import KERNELS as HOLIDAY_KERNELS
-from .holidays import HolidayFeatures, holiday_dates, holiday_distance, holiday_kernel
+from .columns import parse_timestamps
+from .continuous import ContinuousSinusoidal
+from .fourier import FourierSeasonality
+from .holidays import HolidayFeatures
 from .index_sinusoidal import IndexSinusoidal
 from .time2vec import Time2Vec
-from .time_delta import TimeDelta, time_delta_features
-from .timestamps import (
-    UNITS,
-    Timestamps,
-    datetime_index,
-    local_wall_time,
-    time_positions,
-    to_nanoseconds,
-    to_seconds,
-)
+from .time_delta import TimeDelta
+from .timestamps import time_positions, to_nanoseconds, to_seconds
 from .zones import localize
 
 __all__ = [
-    "AGE_TRANSFORMS",
     "AgeFeature",
-    "CYCLE_PERIODS",
     "CalendarEmbedding",
     "CalendarFeatures",
     "ContinuousSinusoidal",
-    "DEFAULT_PERIODS",
-    "FIELDS",
     "FourierSeasonality",
-    "Frequency",
-    "HOLIDAY_KERNELS",
     "HolidayFeatures",
     "IndexSinusoidal",
-    "PROPHET_HARMONICS",
-    "PROPHET_PERIODS",
     "Time2Vec",
     "TimeDelta",
-    "Timestamps",
-    "UNITS",
-    "age_feature",
-    "calendar_features",
     "calendar_fields",
-    "check_calendar_fields",
-    "check_field_range",
-    "datetime_index",
-    "field_column",
-    "fourier_features",
-    "frequency_fields",
-    "frequency_nanoseconds",
-    "geometric_periods",
-    "holiday_dates",
-    "holiday_distance",
-    "holiday_kernel",
-    "local_wall_time",
     "localize",
-    "parse_duration",
-    "parse_frequency",
     "parse_timestamps",
-    "series_age",
-    "time_delta_features",
     "time_positions",
     "to_nanoseconds",
     "to_seconds",
-    "utc_and_local",
 ]

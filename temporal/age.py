@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from posenc.core import PositionEncoding, check_choice, wide_dtype
+from posenc.core import PositionEncoding
+from posenc.core.angles import wide_dtype
+from posenc.core.validation import check_choice
 from torch import Tensor
 
 from .timestamps import (
@@ -65,7 +67,7 @@ def series_age(timestamps: Timestamps, start: Any = None, *, unit: str = "D") ->
             of wall-clock readings.
         start: the series start (a timestamp of the same naive/aware kind); None: each row's
             earliest timestamp. Timestamps before it raise.
-        unit: one of :data:`~posenc.temporal.UNITS` (``"s"``, ``"h"``, ``"D"``, ...).
+        unit: one of :data:`~posenc.temporal.timestamps.UNITS` (``"s"``, ``"h"``, ``"D"``, ...).
 
     Returns:
         float64 ages ``>= 0``, exact to the tick while below 2**53 ticks (formed in int64).

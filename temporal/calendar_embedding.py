@@ -7,14 +7,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from posenc.core import (
-    PositionEncoding,
-    check_choice,
-    check_even,
-    check_positive_int,
-    sinusoidal_encoding,
-    sinusoidal_inv_freq,
-)
+from posenc.core import PositionEncoding
+from posenc.core.sinusoidal import sinusoidal_encoding, sinusoidal_inv_freq
+from posenc.core.validation import check_choice, check_even, check_positive_int
 from torch import Tensor, nn
 
 from .calendar import FIELDS, check_field_range, field_column

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from posenc.core import Float64Buffers, check_bool
+from posenc.core.buffers import Float64Buffers
+from posenc.core.validation import check_bool
 from torch import Tensor
 
 from .calendar import field_column
@@ -22,8 +23,8 @@ from .cyclic import (
     _joint_index,
     calendar_features,
     check_calendar_fields,
-    frequency_fields,
 )
+from .frequencies import frequency_fields
 from .timestamps import check_output_dtype
 
 __all__ = ["CalendarFeatures"]

@@ -1,5 +1,6 @@
-"""Sinusoidal encoding of real elapsed time: core's :func:`~posenc.core.sinusoidal_encoding`
-(the one sin/cos implementation), with periods in time units instead of token steps."""
+"""Sinusoidal encoding of real elapsed time: core's
+:func:`~posenc.core.sinusoidal.sinusoidal_encoding` (the one sin/cos implementation), with
+periods in time units instead of token steps."""
 
 from __future__ import annotations
 
@@ -7,17 +8,17 @@ import math
 
 import numpy as np
 import torch
-from posenc.core import (
-    Float64Buffers,
+from posenc.core.angles import LAYOUTS
+from posenc.core.buffers import Float64Buffers
+from posenc.core.sinusoidal import sinusoidal_encoding
+from posenc.core.validation import (
     check_choice,
     check_even,
+    check_output_dtype,
     check_positions,
     check_positive_float,
     check_positive_int,
-    sinusoidal_encoding,
 )
-from posenc.core.angles import LAYOUTS
-from posenc.core.validation import check_output_dtype
 from torch import Tensor
 
 __all__ = ["ContinuousSinusoidal", "geometric_periods"]

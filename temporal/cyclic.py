@@ -17,18 +17,16 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from posenc.core import check_bool
+from posenc.core.validation import check_bool
 from torch import Tensor
 
 from .calendar import FIELDS, check_field_range, field_column
-from .frequencies import frequency_fields
 from .timestamps import check_output_dtype
 
 __all__ = [
     "CYCLE_PERIODS",
     "calendar_features",
     "check_calendar_fields",
-    "frequency_fields",
 ]
 
 CYCLE_PERIODS: dict[str, int | str] = {
@@ -274,13 +272,3 @@ def check_calendar_fields(names: Iterable[str]) -> tuple[str, ...]:
         raise ValueError(f"fields must be distinct names from {list(CYCLE_PERIODS)}, got "
                          f"{names!r}")
     return names
-
-
-def __getattr__(name: str) -> object:
-    # CalendarFeatures lived here until it got its own module; keep the old path (and
-    # pickles of modules that name it) working. Lazy: calendar_features imports this module.
-    if name == "CalendarFeatures":
-        from .calendar_features import CalendarFeatures
-
-        return CalendarFeatures
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from posenc.core import PositionEncoding, check_positive_float, wide_dtype
+from posenc.core import PositionEncoding
+from posenc.core.angles import wide_dtype
+from posenc.core.validation import check_positive_float
 from torch import Tensor
 
 from .timestamps import Timestamps, check_output_dtype, to_nanoseconds

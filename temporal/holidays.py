@@ -23,14 +23,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from posenc.core import (
-    PositionEncoding,
+from posenc.core import PositionEncoding
+from posenc.core.angles import wide_dtype
+from posenc.core.validation import (
     check_bool,
     check_choice,
     check_float,
     check_int,
     check_positive_float,
-    wide_dtype,
 )
 from torch import Tensor
 

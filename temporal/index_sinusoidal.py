@@ -4,7 +4,8 @@ encodings are measured against (the irregular-time study's ``index_sinusoidal`` 
 from __future__ import annotations
 
 import torch
-from posenc.core import PositionEncoding, SinusoidalEncoding, check_positions
+from posenc.core import PositionEncoding, SinusoidalEncoding
+from posenc.core.validation import check_positions
 from torch import Tensor
 
 __all__ = ["IndexSinusoidal"]

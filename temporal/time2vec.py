@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import torch
-from posenc.core import PositionEncoding, check_positions, check_positive_int
+from posenc.core import PositionEncoding
+from posenc.core.validation import check_positions, check_positive_int
 from torch import Tensor, nn
 
 __all__ = ["Time2Vec"]

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import torch
-from posenc.core import (
-    PositionEncoding,
-    check_bool,
-    check_positions,
-    check_positive_float,
-    wide_dtype,
-)
+from posenc.core import PositionEncoding
+from posenc.core.angles import wide_dtype
+from posenc.core.validation import check_bool, check_positions, check_positive_float
 from torch import Tensor
 
 from .timestamps import check_output_dtype

@@ -16,7 +16,7 @@ import timm
 import torch
 from posenc import spatial, temporal
 from posenc.tasks import Forecaster, TimeSeriesDataModule
-from posenc.tasks.forecasting import TIME_ENCODINGS
+from posenc.tasks.forecasting.network import TIME_ENCODINGS
 
 pytestmark = pytest.mark.slow  # each case compiles a model on the CPU (a few seconds)
 

@@ -19,6 +19,8 @@ import pytest
 import timm
 import torch
 from posenc import core, spatial
+from posenc.core.validation import check_positions
+from posenc.spatial.coords import GridPositions
 from posenc.tasks import Forecaster, TimeSeriesDataModule
 from posenc.tasks.forecasting.network import TIME_ENCODINGS
 
@@ -188,7 +190,7 @@ def test_direct_attention_still_refuses_non_finite_positions_by_name():
         attn(x, query_positions=bad.bfloat16())
     with pytest.raises(TypeError, match=r"^positions_checked must be a bool"):
         attn(x, query_positions=good, positions_checked=1)
-    grid = spatial.GridPositions(torch.tensor([[0.0, 0.0], [0.0, float("inf")], [1.0, 0.0]]))
+    grid = GridPositions(torch.tensor([[0.0, 0.0], [0.0, float("inf")], [1.0, 0.0]]))
     rope2d = core.MultiheadAttention(16, 2, rotary=spatial.RoPE2D(8, 2, "axial"))
     with pytest.raises(ValueError, match=r"^query_positions.coords must be finite"):
         rope2d(x, query_positions=grid)
@@ -197,9 +199,9 @@ def test_direct_attention_still_refuses_non_finite_positions_by_name():
 def test_assume_finite_skips_only_the_finiteness_read():
     bad = torch.tensor([float("nan")])
     with core.validation.assume_finite():
-        assert core.check_positions(bad) is bad
+        assert check_positions(bad) is bad
         with pytest.raises(TypeError, match=r"^positions must be an integer, float32"):
-            core.check_positions(bad.half())  # dtype and shape checks still run
+            check_positions(bad.half())  # dtype and shape checks still run
     assert not core.validation.finite_assumed()
     with pytest.raises(ValueError, match=r"^positions must be finite"):
-        core.check_positions(bad)
+        check_positions(bad)

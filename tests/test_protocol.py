@@ -7,7 +7,8 @@ import inspect
 import pytest
 import torch
 from posenc import core, spatial, temporal
-from posenc.core import KINDS, PositionEncoding, encoding_kind
+from posenc.core import PositionEncoding, encoding_kind
+from posenc.core.encoding import KINDS
 
 EXPECTED_KINDS = {
     core.SinusoidalEncoding: "additive", core.LearnedEncoding: "additive",

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from lightning.pytorch import LightningDataModule
-from posenc.core import check_choice, check_int, check_positive_int
+from posenc.core.validation import check_choice, check_int, check_positive_int
 from posenc.temporal.columns import (
     AMBIGUOUS,
     NONEXISTENT,

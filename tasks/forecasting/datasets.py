@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 import pandas as pd
-from posenc.core import check_choice
+from posenc.core.validation import check_choice
 
 from .data import TimeSeriesDataModule
 

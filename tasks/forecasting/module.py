@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch import LightningModule
-from posenc.core import (
+from posenc.core.validation import (
     check_bool,
     check_choice,
     check_float,
@@ -79,11 +79,11 @@ class Forecaster(LightningModule):
             data module's ``mase_season`` by the CLI).
         naive_season: the season of the seasonal-naive baseline, a duration (``"7D"``; linked
             from the data module's ``naive_season``; whole days mean the same local day, see
-            :func:`~posenc.tasks.seasonal_naive`); evaluation logs its metrics beside the
+            :func:`~.metrics.seasonal_naive`); evaluation logs its metrics beside the
             model's on the same windows (``test/mae_naive``, ...). None: no baseline. Both
             are scored on the same points: ``{stage}/unscored`` counts the observed targets
             left out because the window's context never observes their channel (an outage
-            longer than the context; :class:`~posenc.tasks.ForecastMetrics`).
+            longer than the context; :class:`~.metrics.ForecastMetrics`).
         instance_norm: standardize each window by its own context (RevIN) before the
             transformer and undo it on the output; helps with level shifts.
         lr: AdamW's peak learning rate.

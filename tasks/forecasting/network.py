@@ -22,16 +22,10 @@ from typing import Any
 import pandas as pd
 import torch
 from posenc import temporal
-from posenc.core import (
-    FIRE,
-    ALiBi,
-    Kerple,
-    MultiheadAttention,
-    RotaryEncoding,
-    check_choice,
-    wide_dtype,
-)
-from posenc.core.validation import assume_finite
+from posenc.core import FIRE, ALiBi, Kerple, MultiheadAttention, RotaryEncoding
+from posenc.core.angles import wide_dtype
+from posenc.core.validation import assume_finite, check_choice
+from posenc.temporal.calendar import FIELDS
 from torch import Tensor, nn
 
 from .windows import local_time_fields
@@ -187,7 +181,7 @@ def _features(encodings: Sequence[nn.Module], reads: Sequence[str], fields: Tens
     for encoding, read in zip(encodings, reads, strict=True):
         if read == "fields":
             if columns is None:
-                columns = dict(zip(temporal.FIELDS, fields.unbind(-1), strict=True))
+                columns = dict(zip(FIELDS, fields.unbind(-1), strict=True))
             out = encoding(columns)
         elif read == "timestamps":
             out = encoding(local)
@@ -334,9 +328,9 @@ class ForecastTransformer(nn.Module):
             if key in keys:
                 fields = batch[key]
                 if fields.is_floating_point() or fields.dtype == torch.bool \
-                        or fields.shape != (*valid.shape, len(temporal.FIELDS)):
+                        or fields.shape != (*valid.shape, len(FIELDS)):
                     raise ValueError(
-                        f"batch[{key!r}] must be the {(*valid.shape, len(temporal.FIELDS))} "
+                        f"batch[{key!r}] must be the {(*valid.shape, len(FIELDS))} "
                         f"int calendar fields of batch['{side}_local'] (local_time_fields), "
                         f"got {fields.dtype} of shape {tuple(fields.shape)}")
 

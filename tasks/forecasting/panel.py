@@ -6,9 +6,10 @@ targets, and optionally past covariates (known up to the forecast origin), futur
 series, then by real (UTC) time; every series is one contiguous block of rows.
 
 Timestamps go through :func:`posenc.temporal.parse_timestamps` and
-:func:`posenc.temporal.utc_and_local`, the path every table reader in posenc takes. Scaling is
-per series and per channel, fitted on the training span only (times before ``val_start``);
-a series with no observation there takes the training statistics pooled over all series.
+:func:`posenc.temporal.columns.utc_and_local`, the path every table reader in posenc takes.
+Scaling is per series and per channel, fitted on the training span only (times before
+``val_start``); a series with no observation there takes the training statistics pooled over
+all series.
 Before any of that, :func:`read_table` reads a ``.csv`` / ``.parquet`` file,
 :func:`check_unique_columns` and :func:`numeric_column` check its columns, and
 :func:`parse_length` reads a window length (a count or a duration with a unit).
@@ -30,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from posenc.core import check_positive_int
+from posenc.core.validation import check_positive_int
 from posenc.temporal.columns import parse_timestamps, row_label, utc_and_local
 from posenc.temporal.frequencies import parse_duration
 
@@ -54,6 +55,7 @@ def parse_length(value: Any, name: str) -> int | pd.Timedelta:
 
 
 def check_unique_columns(columns: list[Any], where: str) -> None:
+    """``ValueError`` naming ``where`` if ``columns`` (a table's column names) repeats one."""
     seen: set[Any] = set()
     for name in columns:
         if name in seen:

@@ -13,7 +13,7 @@ key                     shape / dtype    meaning
 ``context_observed``    (B, Nc, C) bool  value present
 ``context_valid``       (B, Nc) bool     real token (False = padding)
 ``context_fields``      (B, Nc, F) i32   calendar fields of the local time, one column per
-                                         name of ``posenc.temporal.FIELDS`` (in its order)
+                                         name of ``posenc.temporal.calendar.FIELDS`` (in its order)
 ``target_*``            same, ``Nh``     the horizon: its timestamps are the query times
 ``loc``, ``scale``      (B, C) f32       ``value = scaled * scale + loc``
 ``series``              (B,) int64       the window's series (row of ``schema.series_keys``)
@@ -36,7 +36,9 @@ import numpy as np
 import pandas as pd
 import torch
 from posenc import temporal
+from posenc.temporal.calendar import FIELDS
 from posenc.temporal.columns import check_tz_name, parse_timestamps, utc_and_local
+from posenc.temporal.timestamps import datetime_index
 from torch import Tensor
 from torch.utils.data import Dataset
 
@@ -51,8 +53,8 @@ def local_time_fields(local: np.ndarray | Tensor) -> Tensor:
         local: ``(...)`` int64 naive local wall-clock nanoseconds (``*_local`` of a batch).
 
     Returns:
-        ``(..., F)`` int32, column ``i`` the field ``posenc.temporal.FIELDS[i]`` (hour, day of
-        week, ..., with the periods the cyclic features need).
+        ``(..., F)`` int32, column ``i`` the field ``posenc.temporal.calendar.FIELDS[i]`` (hour,
+        day of week, ..., with the periods the cyclic features need).
     """
     if isinstance(local, Tensor):
         local = local.numpy(force=True)
@@ -60,7 +62,7 @@ def local_time_fields(local: np.ndarray | Tensor) -> Tensor:
         raise TypeError(f"local must be int64 nanoseconds (a numpy array or tensor), got "
                         f"{getattr(local, 'dtype', type(local).__name__)}")
     fields = temporal.calendar_fields(local)
-    return torch.from_numpy(np.stack([fields[name] for name in temporal.FIELDS], axis=-1))
+    return torch.from_numpy(np.stack([fields[name] for name in FIELDS], axis=-1))
 
 
 @dataclasses.dataclass
@@ -302,7 +304,7 @@ def _timestamps_argument(value: Any, name: str, timestamp_format: str | None
         raise TypeError(f"{name} must be a 1D sequence of timestamps, got "
                         f"{type(value).__name__} ({value!r})"[:300])
     if isinstance(value, Tensor) or (isinstance(value, np.ndarray) and value.dtype.kind in "iu"):
-        index, _ = temporal.datetime_index(value, name)
+        index, _ = datetime_index(value, name)
         return index
     if isinstance(value, pd.Index):
         value = value.to_series(index=pd.RangeIndex(len(value)))

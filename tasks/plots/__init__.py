@@ -258,6 +258,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(kind: str, args: argparse.Namespace) -> Path:
     from posenc import core, spatial
+    from posenc.spatial.factory import encoding_spec, size_arguments
 
     out, dpi = args.out, args.dpi
     if kind == "sinusoidal":
@@ -308,8 +309,8 @@ def _run(kind: str, args: argparse.Namespace) -> Path:
                 f"from {args.checkpoint.name}")
         else:
             grid = grid or (7, 7)
-            spec = spatial.encoding_spec(args.encoding)
-            enc = spec.build(**spec.arguments(spatial.size_arguments(dim=args.dim,
+            spec = encoding_spec(args.encoding)
+            enc = spec.build(**spec.arguments(size_arguments(dim=args.dim,
                                                                      grid_size=grid)))
             name, title = args.encoding, None
             if args.encoding != "sincos2d":

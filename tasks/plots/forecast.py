@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from posenc.core import check_positive_int
+from posenc.core.validation import check_positive_int
 from posenc.temporal.columns import check_tz_name, parse_timestamps, utc_and_local
 
 from ..forecasting.output import ORIGIN_COLUMN, quantile_columns

@@ -115,7 +115,7 @@ def plot_liere_relative(encodings: Sequence[nn.Module], path: str | Path, *, win
         figsize: default ``(3.6 * len(encodings) + 5, 4.4)``.
     """
     from matplotlib.ticker import MaxNLocator
-    from posenc.core import check_int, check_positive_int
+    from posenc.core.validation import check_int, check_positive_int
     from posenc.spatial import patch_coords
 
     if isinstance(encodings, nn.Module) or not 1 <= len(encodings) <= 4 or not all(
@@ -222,7 +222,7 @@ def plot_rope_dinov3_coords(path: str | Path, grid_size: int | tuple[int, int] =
     Top: ``normalize_coords`` ``"separate"``, ``"min"`` and ``"max"`` (eval:
     ``patch_coords(grid_size, RoPE2D(..., normalize_coords=...).normalize)``). Bottom: the
     training-time coordinate augmentation of :class:`RoPE2D`, one step per panel (shift,
-    jitter, rescale: its ``coord_augment``, a :class:`~posenc.spatial.CoordAugment`), on the
+    jitter, rescale: its ``coord_augment``, a :class:`~posenc.spatial.coords.CoordAugment`), on the
     ``normalize_coords`` system: the eval points in grey and ``num_draws`` draws from a
     generator seeded with ``seed`` (one generator per panel).
 
@@ -236,8 +236,9 @@ def plot_rope_dinov3_coords(path: str | Path, grid_size: int | tuple[int, int] =
         num_draws: 1 to 6 draws per augmentation panel.
     """
     from matplotlib.patches import Rectangle
-    from posenc.core import check_int, check_positive_int
-    from posenc.spatial import RoPE2D, check_grid_size, patch_coords
+    from posenc.core.validation import check_int, check_positive_int
+    from posenc.spatial import RoPE2D, patch_coords
+    from posenc.spatial.coords import check_grid_size
     from posenc.spatial.rope2d import NORMALIZE_COORDS
 
     rows, cols = check_grid_size(grid_size)

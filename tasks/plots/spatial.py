@@ -41,7 +41,7 @@ def plot_grid_similarity(encoding: nn.Module, path: str | Path,
             shows its structure. Pass -1 to compare encodings on one scale.
         figsize: default 8 inches wide, as tall as the grid's aspect needs.
     """
-    from posenc.spatial import check_grid_size
+    from posenc.spatial.coords import check_grid_size
 
     rows, cols = check_grid_size(grid_size)
     if not hasattr(encoding, "encode_grid"):
@@ -122,8 +122,9 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
             clip they all lie near 1). Pass -1 for the full range.
         figsize: default ``(1.9 * frames + 2.5, 1.9 * len(encodings) * rows / cols + 1)``.
     """
-    from posenc.core import check_positive_int
-    from posenc.spatial import check_grid_size, video_coords
+    from posenc.core.validation import check_positive_int
+    from posenc.spatial import video_coords
+    from posenc.spatial.coords import check_grid_size
 
     rows, cols = check_grid_size(grid_size)
     frames = check_positive_int(frames, "frames")

@@ -3,9 +3,9 @@
 The encoding is a config value: a name from :data:`posenc.spatial.ENCODINGS`
 (``encoding: rope_mixed``; sizes are inferred from the ViT) or a dict
 ``{class_path: posenc.spatial.RoPE2D, init_args: {...}}`` whose missing size arguments
-(:func:`posenc.spatial.size_arguments`: ``dim``, ``head_dim``, ``num_heads``, the grid) are
+(:func:`posenc.spatial.factory.size_arguments`: ``dim``, ``head_dim``, ``num_heads``, the grid) are
 filled in from the ViT; either way learnable rotary/bias encodings get one module per block
-and parameter-free ones are shared (:func:`posenc.spatial.one_module_per_block`). Validation
+and parameter-free ones are shared (:func:`posenc.spatial.factory.one_module_per_block`). Validation
 and test run at every image size the data module provides (one loader per size) and log
 ``{stage}/acc_{size}`` and ``{stage}/loss_{size}``; ``{stage}/acc`` and ``{stage}/loss`` are
 at the training size.
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch.nn.functional as F
 from lightning.pytorch import LightningModule
-from posenc.core import (
+from posenc.core.validation import (
     check_bool,
     check_choice,
     check_float,
@@ -54,6 +54,7 @@ def build_vit(
     """``timm.create_model(model_name, pretrained=False, ...)`` + ``posenc.spatial.attach``."""
     import timm
     from posenc import spatial
+    from posenc.spatial.factory import encodings_for_blocks, vit_size_arguments
 
     if img_size % patch_size:
         raise ValueError(f"img_size={img_size} must be divisible by patch_size={patch_size}")
@@ -73,8 +74,8 @@ def build_vit(
         return spatial.attach(model, encoding)
     # A class path is filled in and placed as attach places a name: the same inferred sizes,
     # the same per-block rule.
-    defaults = spatial.vit_size_arguments(model)
-    return spatial.attach(model, spatial.encodings_for_blocks(
+    defaults = vit_size_arguments(model)
+    return spatial.attach(model, encodings_for_blocks(
         lambda: instantiate(encoding, {}, "encoding", defaults=defaults), len(model.blocks)))
 
 

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_warn
-from posenc.core import (
+from posenc.core.validation import (
     check_bool,
     check_float,
     check_int,

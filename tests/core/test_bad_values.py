@@ -9,14 +9,20 @@ import math
 import posenc.core as core
 import pytest
 import torch
+from posenc.core.angles import angles
+from posenc.core.positions import relative_positions
+from posenc.core.relative_bias import t5_relative_bucket
+from posenc.core.rope import rotary_layout_permutation
+from posenc.core.rope_scaling import rope_inv_freq
+from posenc.core.sinusoidal import sinusoidal_encoding, sinusoidal_inv_freq
 
 NAN, INF = math.nan, math.inf
 
 BASE_USERS = {
     "RotaryEncoding": lambda base: core.RotaryEncoding(8, base=base),
     "SinusoidalEncoding": lambda base: core.SinusoidalEncoding(8, base=base),
-    "sinusoidal_inv_freq": lambda base: core.sinusoidal_inv_freq(8, base),
-    "rope_inv_freq": lambda base: core.rope_inv_freq(8, base),
+    "sinusoidal_inv_freq": lambda base: sinusoidal_inv_freq(8, base),
+    "rope_inv_freq": lambda base: rope_inv_freq(8, base),
 }
 
 
@@ -110,9 +116,9 @@ def test_t5_bucket_ids_stay_in_range_for_every_valid_setting(bidirectional):
         valid = max_exact >= 1 and max_distance > max_exact
         if not valid:
             with pytest.raises(ValueError, match=r"^(num_buckets|max_distance) must be"):
-                core.t5_relative_bucket(OFFSETS, bidirectional, num_buckets, max_distance)
+                t5_relative_bucket(OFFSETS, bidirectional, num_buckets, max_distance)
             continue
-        buckets = core.t5_relative_bucket(OFFSETS, bidirectional, num_buckets, max_distance)
+        buckets = t5_relative_bucket(OFFSETS, bidirectional, num_buckets, max_distance)
         assert 0 <= int(buckets.min()) and int(buckets.max()) < num_buckets
 
 
@@ -141,7 +147,7 @@ def test_t5_max_distance_must_exceed_the_exact_offsets():
 
 def test_t5_bucket_refuses_bool_offsets():
     with pytest.raises(TypeError, match=r"^relative_position must be an integer tensor.*bool"):
-        core.t5_relative_bucket(torch.ones(3, dtype=torch.bool))
+        t5_relative_bucket(torch.ones(3, dtype=torch.bool))
 
 
 # ---- bool flags ------------------------------------------------------------------------------
@@ -165,7 +171,7 @@ def test_bool_flags_refuse_non_bools(flag, value):
 
 def test_t5_relative_bucket_refuses_a_string_direction():
     with pytest.raises(TypeError, match=r"^bidirectional must be a bool"):
-        core.t5_relative_bucket(torch.arange(3), "no")
+        t5_relative_bucket(torch.arange(3), "no")
 
 
 # ---- positions -------------------------------------------------------------------------------
@@ -207,7 +213,7 @@ def test_layout_helpers_refuse_bad_head_counts_and_dims():
     with pytest.raises(ValueError, match=r"^weight must be a .* got shape \(8, 2, 2\)"):
         core.convert_rotary_layout(torch.randn(8, 2, 2), 1, "half", "interleaved")
     with pytest.raises(ValueError, match=r"^rotary_dim must be <= head_dim=8, got 16"):
-        core.rotary_layout_permutation(8, 16)
+        rotary_layout_permutation(8, 16)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
@@ -215,8 +221,8 @@ def test_public_functions_refuse_half_precision_positions(dtype):
     p = torch.arange(3, dtype=dtype)
     with pytest.raises(TypeError, match=rf"^positions must be an integer, float32 or float64 "
                                         rf"tensor, got {dtype}"):
-        core.sinusoidal_encoding(p, core.sinusoidal_inv_freq(4))
+        sinusoidal_encoding(p, sinusoidal_inv_freq(4))
     with pytest.raises(TypeError, match=r"^positions must be an integer, float32 or float64"):
-        core.angles(p, core.rope_inv_freq(4, 10000.0))
+        angles(p, rope_inv_freq(4, 10000.0))
     with pytest.raises(TypeError, match=r"^key_positions must be an integer, float32 or float64"):
-        core.relative_positions(torch.arange(3), p)
+        relative_positions(torch.arange(3), p)

@@ -19,10 +19,10 @@ from posenc.core import (
     RotaryEncoding,
     T5RelativeBias,
     apply_rotation,
-    rotation_from_angles,
 )
 from posenc.core.encoding import PositionEncoding
 from posenc.core.flex_attention import flex_available
+from posenc.core.rope import rotation_from_angles
 from posenc.core.xpos import XPos
 from torch import nn
 from transformers.models.llama.modeling_llama import repeat_kv

@@ -15,7 +15,9 @@ import torch
 from core_refs import core_settings
 from hypothesis import given
 from hypothesis import strategies as st
-from posenc.core import ALiBi, KVCache, MultiheadAttention, alibi_slopes, no_weight_decay_names
+from posenc.core import ALiBi, KVCache, MultiheadAttention
+from posenc.core.alibi import alibi_slopes
+from posenc.core.encoding import no_weight_decay_names
 from posenc.core.kerple import Kerple, kerple_bias
 from posenc.temporal import time_positions
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 import posenc.core as core
 import pytest
 import torch
+from posenc.core.angles import angles
+from posenc.core.positions import relative_positions
+from posenc.core.validation import check_positions
 
 INT_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.uint16, torch.uint32,
               torch.uint64]
@@ -52,7 +55,7 @@ ENCODINGS = {
     "nope": (lambda: core.NoPE(), lambda m, q, k: m(q)),
     "input embedding": (lambda: core.InputEmbedding(10, 4, core.LearnedEncoding(TABLE, 4)),
                         lambda m, q, k: m(torch.zeros(1, len(q), dtype=torch.long), q)),
-    "relative_positions": (lambda: None, lambda m, q, k: core.relative_positions(q, k)),
+    "relative_positions": (lambda: None, lambda m, q, k: relative_positions(q, k)),
     "attention rope + alibi": (
         lambda: _attention(core.RotaryEncoding(8), core.ALiBi(HEADS, causal=False)),
         lambda m, q, k: m(torch.ones(1, len(q), 16), query_positions=q)),
@@ -78,7 +81,7 @@ def test_every_integer_dtype_encodes_exactly_like_int64(name, dtype):
 def test_uint8_offsets_do_not_wrap():
     q = torch.tensor([5], dtype=torch.uint8)
     k = torch.tensor([0, 250], dtype=torch.uint8)
-    assert core.relative_positions(q, k).tolist() == [[[-5, 245]]]
+    assert relative_positions(q, k).tolist() == [[[-5, 245]]]
     # ALiBi: -slope * |k - q|; the first head's slope for 2 heads is 1/16.
     assert core.ALiBi(2, causal=False)(q, k)[0, 0, 0].tolist() == [-5 / 16, -245 / 16]
 
@@ -92,14 +95,14 @@ def test_uint8_positions_index_rows_not_a_boolean_mask():
 
 def test_check_positions_returns_int64_for_every_integer_dtype():
     for dtype in INT_DTYPES:
-        assert core.check_positions(torch.tensor([0, 3]).to(dtype)).dtype == torch.int64
+        assert check_positions(torch.tensor([0, 3]).to(dtype)).dtype == torch.int64
     floats = torch.tensor([0.5], dtype=torch.float32)
-    assert core.check_positions(floats) is floats
+    assert check_positions(floats) is floats
 
 
 def test_uint64_beyond_int64_raises():
     with pytest.raises(ValueError, match=r"positions must fit in int64, got uint64 values"):
-        core.check_positions(torch.tensor([2**64 - 1], dtype=torch.uint64))
+        check_positions(torch.tensor([2**64 - 1], dtype=torch.uint64))
 
 
 HALF = [torch.bfloat16, torch.float16]
@@ -108,7 +111,7 @@ HALF_CASES = {
     "rope rotation": lambda p: core.RotaryEncoding(8).rotation(p),
     "rope rotate": lambda p: core.RotaryEncoding(8).rotate(torch.randn(1, 1, 2, 8), p),
     "learned": lambda p: core.LearnedEncoding(8, 2)(p),
-    "check_positions": lambda p: core.check_positions(p),
+    "check_positions": lambda p: check_positions(p),
 }
 
 
@@ -155,4 +158,4 @@ def test_bf16_attention_with_integer_positions_keeps_the_dtype():
     ([1, 2], torch.ones(2), "positions"), (torch.arange(3), [1.0], "inv_freq")])
 def test_angles_refuses_non_tensors_naming_the_argument(positions, inv_freq, name):
     with pytest.raises(TypeError, match=rf"^{name} must be a torch.Tensor, got list"):
-        core.angles(positions, inv_freq)
+        angles(positions, inv_freq)

@@ -17,13 +17,8 @@ from core_refs import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
-from posenc.core import (
-    MultiheadAttention,
-    RotaryEncoding,
-    apply_rotation,
-    convert_rotary_layout,
-    rotary_layout_permutation,
-)
+from posenc.core import MultiheadAttention, RotaryEncoding, apply_rotation, convert_rotary_layout
+from posenc.core.rope import rotary_layout_permutation
 
 LAYOUTS = ("half", "interleaved")
 REFERENCE = {"half": hf_rotate, "interleaved": complex_rotate}

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from posenc.core import check_int, check_positive_float, wide_dtype
+from posenc.core.angles import wide_dtype
+from posenc.core.validation import check_int, check_positive_float
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -51,7 +52,7 @@ def test_wide_dtype_is_float64_except_on_mps():
 
 
 def test_check_finite_names_the_argument_and_passes_finite_tensors_through():
-    from posenc.core import check_finite
+    from posenc.core.validation import check_finite
     ok = torch.tensor([0.0, 1e300], dtype=torch.float64)
     assert check_finite(ok, "times") is ok
     assert check_finite(torch.tensor([2**62]), "times") is not None  # integers are finite
@@ -63,7 +64,7 @@ def test_check_finite_names_the_argument_and_passes_finite_tensors_through():
 def test_check_finite_is_skipped_inside_a_fullgraph_compile():
     """The documented contract: compiled blocks do not validate (no graph break); the model's
     edge calls check_finite eagerly."""
-    from posenc.core import check_finite
+    from posenc.core.validation import check_finite
 
     def double(t):
         return check_finite(t, "times") * 2
@@ -80,13 +81,13 @@ def test_check_finite_is_skipped_inside_a_fullgraph_compile():
     (math.nan, dict(gt=0), r"^base must be a finite number > 0, got nan"),
 ])
 def test_check_float_states_the_bound(value, kwargs, match):
-    from posenc.core import check_float
+    from posenc.core.validation import check_float
     with pytest.raises(ValueError, match=match):
         check_float(value, "base", **kwargs)
 
 
 def test_check_float_returns_a_python_float_and_refuses_bools():
-    from posenc.core import check_float
+    from posenc.core.validation import check_float
     assert check_float(np.int64(3), "factor", ge=1) == 3.0
     with pytest.raises(TypeError, match=r"^factor must be a number, got bool"):
         check_float(True, "factor", ge=1)
@@ -94,7 +95,7 @@ def test_check_float_returns_a_python_float_and_refuses_bools():
 
 @pytest.mark.parametrize("value", ["False", 1, None, np.bool_(True)])
 def test_check_bool_refuses_everything_but_bool(value):
-    from posenc.core import check_bool
+    from posenc.core.validation import check_bool
     with pytest.raises(TypeError, match=r"^causal must be a bool \(True or False\), got "):
         check_bool(value, "causal")
     assert check_bool(False, "causal") is False

@@ -10,14 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 import xpos_refs as refs
-from posenc.core import (
-    KVCache,
-    MultiheadAttention,
-    RotaryEncoding,
-    apply_rotation,
-    encoding_kind,
-    rotary_layout_permutation,
-)
+from posenc.core import KVCache, MultiheadAttention, RotaryEncoding, apply_rotation, encoding_kind
+from posenc.core.rope import rotary_layout_permutation
 from posenc.core.validation import assume_finite
 from posenc.core.xpos import XPos, xpos_zeta
 from xpos_refs import inputs, ref

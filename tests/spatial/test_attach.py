@@ -7,17 +7,9 @@ import pytest
 import timm
 import torch
 from posenc.core import MultiheadAttention
-from posenc.spatial import (
-    ENCODINGS,
-    GridAttention,
-    GridPositions,
-    GridVisionTransformer,
-    RoPE2D,
-    SinCos2D,
-    attach,
-    patch_coords,
-)
-from posenc.spatial.grid_vit import use_grid_attention
+from posenc.spatial import ENCODINGS, RoPE2D, SinCos2D, attach, patch_coords
+from posenc.spatial.coords import GridPositions
+from posenc.spatial.grid_vit import GridAttention, GridVisionTransformer, use_grid_attention
 from spatial_models import OTHER_SIZES, TRAIN_SIZE, make_vit
 from timm.models.vision_transformer import Block, ResPostBlock
 

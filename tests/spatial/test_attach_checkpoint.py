@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from posenc.spatial import ENCODINGS, GridPositions, RelativeBias2D, RoPE2D, attach, patch_coords
+from posenc.spatial import ENCODINGS, RelativeBias2D, RoPE2D, attach, patch_coords
+from posenc.spatial.coords import GridPositions
 from spatial_models import make_vit
 
 CROPS = ((32, 32), (48, 40))  # DINO-style: a global and a local crop of other sizes, one step

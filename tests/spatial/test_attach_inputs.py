@@ -6,14 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 from posenc.core import MultiheadAttention
-from posenc.spatial import (
-    ENCODINGS,
-    GridPositions,
-    RelativeBias2D,
-    attach,
-    encoding_from_name,
-    patch_coords,
-)
+from posenc.spatial import ENCODINGS, RelativeBias2D, attach, encoding_from_name, patch_coords
+from posenc.spatial.coords import GridPositions
 from spatial_models import make_vit
 from timm.models.vision_transformer import VisionTransformer
 

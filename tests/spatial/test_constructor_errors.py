@@ -16,8 +16,8 @@ from posenc.spatial import (
     RoPE2D,
     SinCos2D,
     encoding_from_name,
-    init_mixed_freqs,
 )
+from posenc.spatial.rope2d import init_mixed_freqs
 
 WRONG_TYPE = [
     ("RoPE2D base str", lambda: RoPE2D(8, 2, base="x"), "base"),

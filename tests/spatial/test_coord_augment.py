@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 from posenc.core.validation import assume_finite
-from posenc.spatial import GridPositions, RoPE2D, patch_coords
-from posenc.spatial.coords import CoordAugment
+from posenc.spatial import RoPE2D, patch_coords
+from posenc.spatial.coords import CoordAugment, GridPositions
 from timm.layers.pos_embed_sincos import _apply_coord_augs
 
 CONFIGS = [

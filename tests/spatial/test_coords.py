@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from posenc.spatial import GridPositions, as_grid_positions, check_grid_size, patch_coords
+from posenc.spatial import patch_coords
+from posenc.spatial.coords import GridPositions, as_grid_positions, check_grid_size
 
 
 def test_patch_coords_are_row_major_row_col():

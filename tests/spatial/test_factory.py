@@ -13,8 +13,8 @@ from posenc.spatial import (
     RoPE2D,
     SinCos2D,
     encoding_from_name,
-    encoding_kind,
 )
+from posenc.spatial.factory import encoding_kind
 
 NAMES = ["none", "learned", "sincos2d", "factorized", "rope_axial", "rope_mixed", "relbias",
          "cpb", "alibi2d", "rope_dinov3", "rope_pixel", "liere", "comrope"]
@@ -96,7 +96,7 @@ def test_a_name_refuses_to_override_what_it_fixes():
 
 
 def test_spec_infers_arguments_from_a_vit():
-    from posenc.spatial import size_arguments, vit_size_arguments
+    from posenc.spatial.factory import size_arguments, vit_size_arguments
     from spatial_models import make_vit
 
     sizes = vit_size_arguments(make_vit())  # vit_tiny: 192 wide, 3 heads of 64; 4 x 4 patches

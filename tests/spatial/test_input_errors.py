@@ -9,13 +9,13 @@ from posenc.spatial import (
     ALiBi2D,
     ContinuousBias2D,
     Factorized2D,
-    GridPositions,
     Learned2D,
     RelativeBias2D,
     RoPE2D,
     SinCos2D,
     patch_coords,
 )
+from posenc.spatial.coords import GridPositions
 
 GRID = (3, 4)
 BUILDERS = {

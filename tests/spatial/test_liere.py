@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from posenc.core import MultiheadAttention, apply_rotation, no_weight_decay_names
-from posenc.spatial import GridPositions, RoPE2D, attach, patch_coords
+from posenc.core import MultiheadAttention, apply_rotation
+from posenc.core.encoding import no_weight_decay_names
+from posenc.spatial import RoPE2D, attach, patch_coords
+from posenc.spatial.coords import GridPositions
 from posenc.spatial.liere import BlockRotation, LieRE, skew_expm
 from spatial_models import make_vit
 

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 from posenc.core import MultiheadAttention, apply_rotation
-from posenc.spatial import GridPositions, RoPE2D, attach, patch_coords
-from posenc.spatial.coords import CoordAugment
+from posenc.spatial import RoPE2D, attach, patch_coords
+from posenc.spatial.coords import CoordAugment, GridPositions
 from spatial_models import make_vit
 from timm.layers import RotaryEmbedding, RotaryEmbeddingDinoV3
 from timm.layers.pos_embed_sincos import _build_grid, apply_rot_embed, apply_rot_embed_cat

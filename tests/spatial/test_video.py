@@ -11,8 +11,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from posenc.core import KVCache, MultiheadAttention, apply_rotation, no_weight_decay_names
-from posenc.spatial import GridPositions, patch_coords
+from posenc.core import KVCache, MultiheadAttention, apply_rotation
+from posenc.core.encoding import no_weight_decay_names
+from posenc.spatial import patch_coords
+from posenc.spatial.coords import GridPositions
 from posenc.spatial.rope3d import MRoPE, RoPE3D, init_mixed_freqs_3d
 from posenc.spatial.sincos3d import SinCos3D
 from posenc.spatial.video import VideoPositions, as_video_positions, video_coords

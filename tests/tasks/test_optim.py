@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from posenc.core import (
-    ClippedRelativeBias,
-    LearnedEncoding,
-    T5RelativeBias,
-    no_weight_decay_names,
-)
+from posenc.core import ClippedRelativeBias, LearnedEncoding, T5RelativeBias
+from posenc.core.encoding import no_weight_decay_names
 from posenc.tasks import Forecaster, ImageClassifier
 from posenc.tasks.optim import param_groups
 from timm.layers import RotaryEmbeddingMixed

@@ -10,15 +10,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from posenc.temporal import (
-    FIELDS,
-    calendar_fields,
-    check_field_range,
-    field_column,
-    localize,
-    to_nanoseconds,
-    to_seconds,
-)
+from posenc.temporal import calendar_fields, localize, to_nanoseconds, to_seconds
+from posenc.temporal.calendar import FIELDS, check_field_range, field_column
 from temporal_refs import (
     ZONES,
     dst_transition_days,

@@ -8,8 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from posenc.core import SinusoidalEncoding, sinusoidal_encoding
-from posenc.temporal import ContinuousSinusoidal, geometric_periods, time_positions
+from posenc.core import SinusoidalEncoding
+from posenc.core.sinusoidal import sinusoidal_encoding
+from posenc.temporal import ContinuousSinusoidal, time_positions
+from posenc.temporal.continuous import geometric_periods
 
 
 def classic(dim: int) -> ContinuousSinusoidal:

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import math
-import pickle
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
-from posenc.temporal import (
+from posenc.temporal import CalendarFeatures, calendar_fields
+from posenc.temporal.calendar import FIELDS
+from posenc.temporal.cyclic import (
+    _BLOCK,
     CYCLE_PERIODS,
-    FIELDS,
-    CalendarFeatures,
+    _groups,
+    _lookup,
     calendar_features,
-    calendar_fields,
-    frequency_fields,
 )
-from posenc.temporal.cyclic import _BLOCK, _groups, _lookup
+from posenc.temporal.frequencies import frequency_fields
 from temporal_refs import GLUONTS_FEATURES, gluonts_fields, nanoseconds
 
 ALL = tuple(CYCLE_PERIODS)
@@ -254,17 +254,10 @@ def test_field_past_its_period_in_a_later_block_raises_on_both_paths():
         _lookup(group, {k: torch.from_numpy(v).long() for k, v in fields.items()})
 
 
-def test_calendar_features_has_its_own_module_and_the_old_path_still_works():
+def test_calendar_features_has_its_own_module():
     assert CalendarFeatures.__module__ == "posenc.temporal.calendar_features"
     from posenc.temporal.calendar_features import CalendarFeatures as from_module
-    from posenc.temporal.cyclic import CalendarFeatures as from_old_path
-    assert from_module is from_old_path is CalendarFeatures
-    # A pickle made before the move names posenc.temporal.cyclic.CalendarFeatures.
-    assert pickle.loads(b"cposenc.temporal.cyclic\nCalendarFeatures\n.") is CalendarFeatures
-    with pytest.raises(AttributeError, match="has no attribute 'Calendar'"):
-        import posenc.temporal.cyclic as cyclic
-
-        cyclic.Calendar  # noqa: B018
+    assert from_module is CalendarFeatures
 
 
 @pytest.mark.parametrize("flag", ["no", 0, None])

@@ -9,13 +9,8 @@ import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
-from posenc.temporal import (
-    DEFAULT_PERIODS,
-    FourierSeasonality,
-    fourier_features,
-    to_nanoseconds,
-    to_seconds,
-)
+from posenc.temporal import FourierSeasonality, to_nanoseconds, to_seconds
+from posenc.temporal.fourier import DEFAULT_PERIODS, fourier_features
 from temporal_refs import HIGH_NS, LOW_NS, nanoseconds
 
 

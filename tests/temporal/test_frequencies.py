@@ -7,13 +7,11 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from posenc import temporal
-from posenc.temporal import cyclic, frequencies
+from posenc.temporal import frequencies
 
 
-def test_frequency_fields_lives_in_frequencies_and_the_old_paths_reexport_it():
-    assert cyclic.frequency_fields is frequencies.frequency_fields
-    assert temporal.frequency_fields is frequencies.frequency_fields
+def test_frequency_fields_lives_in_frequencies():
+    assert frequencies.frequency_fields.__module__ == "posenc.temporal.frequencies"
     assert frequencies.frequency_fields("15min") == (
         "minute", "hour", "day_of_week", "day_of_month", "day_of_year")
 

@@ -16,7 +16,6 @@ from posenc.temporal import (
     CalendarFeatures,
     FourierSeasonality,
     calendar_fields,
-    datetime_index,
     localize,
     to_nanoseconds,
     to_seconds,
@@ -27,6 +26,7 @@ from posenc.temporal.frequencies import (
     frequency_nanoseconds,
     parse_frequency,
 )
+from posenc.temporal.timestamps import datetime_index
 from temporal_refs import GLUONTS_FEATURES, gluonts_fields
 
 # pandas' Tick classes and their pandas 3 aliases.

@@ -14,7 +14,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from posenc.temporal import (
-    CYCLE_PERIODS,
     CalendarEmbedding,
     CalendarFeatures,
     ContinuousSinusoidal,
@@ -23,6 +22,7 @@ from posenc.temporal import (
     calendar_fields,
     time_positions,
 )
+from posenc.temporal.cyclic import CYCLE_PERIODS
 from temporal_refs import ZONES, nanoseconds
 
 ALL = tuple(CYCLE_PERIODS)

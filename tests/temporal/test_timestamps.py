@@ -9,15 +9,8 @@ import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
-from posenc.temporal import (
-    UNITS,
-    datetime_index,
-    localize,
-    parse_timestamps,
-    time_positions,
-    to_nanoseconds,
-    to_seconds,
-)
+from posenc.temporal import localize, parse_timestamps, time_positions, to_nanoseconds, to_seconds
+from posenc.temporal.timestamps import UNITS, datetime_index
 from temporal_refs import nanoseconds
 
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 from lightning.pytorch import seed_everything
 from posenc.tasks import Forecaster, TimeSeriesDataModule, make_batch
-from posenc.temporal import AgeFeature, age_feature, series_age
+from posenc.temporal import AgeFeature
+from posenc.temporal.age import age_feature, series_age
 
 from ..conftest import fit_and_save
 

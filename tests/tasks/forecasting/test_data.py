@@ -7,15 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from posenc import temporal
-from posenc.tasks import (
-    SeattleTempsDataModule,
-    TaylorDataModule,
-    TimeSeriesDataModule,
-    collate_windows,
-    make_batch,
-)
-from posenc.tasks.forecasting.windows import local_time_fields
+from posenc.tasks import SeattleTempsDataModule, TaylorDataModule, TimeSeriesDataModule, make_batch
+from posenc.tasks.forecasting.windows import collate_windows, local_time_fields
+from posenc.temporal.calendar import FIELDS
 
 from ..conftest import HOUR, setup_series, synthetic_series
 
@@ -261,7 +255,7 @@ def _pandas_fields(local: np.ndarray) -> np.ndarray:
                "day_of_year": index.day_of_year, "month": index.month,
                "week_of_year": iso.week, "days_in_month": index.days_in_month,
                "days_in_year": 365 + index.is_leap_year, "weeks_in_year": weeks}
-    return np.stack([np.asarray(columns[name], np.int64) for name in temporal.FIELDS], -1)
+    return np.stack([np.asarray(columns[name], np.int64) for name in FIELDS], -1)
 
 
 def test_batches_carry_the_calendar_fields_of_their_local_times():
@@ -278,16 +272,16 @@ def test_batches_carry_the_calendar_fields_of_their_local_times():
     for side in ("context", "target"):
         fields = batch[f"{side}_fields"]
         assert fields.dtype == torch.int32
-        assert fields.shape == (*batch[f"{side}_valid"].shape, len(temporal.FIELDS))
+        assert fields.shape == (*batch[f"{side}_valid"].shape, len(FIELDS))
         local = batch[f"{side}_local"].numpy()  # padding repeats the last real time
-        np.testing.assert_array_equal(fields.reshape(-1, len(temporal.FIELDS)).numpy(),
+        np.testing.assert_array_equal(fields.reshape(-1, len(FIELDS)).numpy(),
                                       _pandas_fields(local.reshape(-1)))
     ctx = pd.date_range("2024-02-28 22:00", periods=5, freq="1h")
     one = make_batch(ctx, np.arange(5.0), pd.DatetimeIndex(["2024-03-01 00:30"]))
     assert set(one) == set(batch)
     np.testing.assert_array_equal(one["target_fields"][0].numpy(),
                                   _pandas_fields(one["target_local"][0].numpy()))
-    assert one["target_fields"][0, 0, list(temporal.FIELDS).index("day_of_year")] == 61  # leap year
+    assert one["target_fields"][0, 0, list(FIELDS).index("day_of_year")] == 61  # leap year
 
 
 def test_local_time_fields_refuse_what_is_not_int64_nanoseconds():

@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from posenc.tasks import TimeSeriesDataModule, collate_windows, make_batch, parse_timestamps
-from posenc.tasks.forecasting.windows import count_windows
+from posenc.tasks import TimeSeriesDataModule, make_batch
+from posenc.tasks.forecasting.windows import collate_windows, count_windows
+from posenc.temporal import parse_timestamps
 
 from ..conftest import HOUR, setup_series, synthetic_series
 

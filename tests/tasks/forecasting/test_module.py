@@ -12,18 +12,15 @@ import pytest
 import torch
 from lightning.pytorch import Trainer, seed_everything
 from posenc.core import RotaryEncoding
-from posenc.tasks import (
-    Forecaster,
+from posenc.tasks import Forecaster, TimeSeriesDataModule, make_batch
+from posenc.tasks.forecasting.metrics import (
     MeanAbsoluteScaledError,
-    TimeSeriesDataModule,
-    collate_windows,
-    make_batch,
     masked_point_loss,
+    naive_scale,
     quantile_loss,
 )
-from posenc.tasks.forecasting.metrics import naive_scale
 from posenc.tasks.forecasting.network import encoding_reads
-from posenc.tasks.forecasting.windows import local_time_fields
+from posenc.tasks.forecasting.windows import collate_windows, local_time_fields
 
 from ..conftest import synthetic_series
 

@@ -8,9 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from posenc.tasks import TimeSeriesDataModule, collate_windows
+from posenc.tasks import TimeSeriesDataModule
 from posenc.tasks.forecasting.panel import SeriesSchema, read_panel
-from posenc.tasks.forecasting.windows import count_windows, duration_windows, time_origins
+from posenc.tasks.forecasting.windows import (
+    collate_windows,
+    count_windows,
+    duration_windows,
+    time_origins,
+)
 
 HOUR = 3600 * 10**9
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 from posenc import core, spatial
+from posenc.spatial.coords import CoordAugment
 from posenc.tasks import plots
 from posenc.tasks.plots import core as plots_core
 from posenc.tasks.plots import rotary2d as plots_rotary2d
@@ -278,7 +279,7 @@ def test_rope_dinov3_coords_are_what_rope2d_sees(tmp_path, figures):
                                [[-0.9, -0.9], [0.1, 0.9]], atol=1e-6)  # short side inside it
     for ax, step, value in zip(axes[3:6], ["shift_coords", "jitter_coords", "rescale_coords"],
                                [0.5, 1.5, 2.0], strict=True):
-        augment = spatial.CoordAugment(**{step: value})
+        augment = CoordAugment(**{step: value})
         gen = torch.Generator().manual_seed(3)
         base = torch.from_numpy(points(ax, 0)).float()
         np.testing.assert_allclose(base, separate, atol=0)

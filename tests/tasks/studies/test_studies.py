@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from posenc.tasks import ResizeCollate
 from posenc.tasks.cli import main as posenc_main
 from posenc.tasks.studies import IrregularStudy, ResolutionStudy, run_study
+from posenc.tasks.vision.data import ResizeCollate
 
 pytest.importorskip("matplotlib")
 

@@ -9,13 +9,8 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch import Trainer, seed_everything
 from posenc.spatial import RoPE2D
-from posenc.tasks import (
-    DigitsDataModule,
-    ImageClassifier,
-    ImageFolderDataModule,
-    MNISTDataModule,
-    ResizeCollate,
-)
+from posenc.tasks import DigitsDataModule, ImageClassifier, ImageFolderDataModule, MNISTDataModule
+from posenc.tasks.vision.data import ResizeCollate
 
 TINY = {"img_size": 8, "patch_size": 4, "embed_dim": 16, "depth": 1, "num_heads": 2}
 

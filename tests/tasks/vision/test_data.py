@@ -16,15 +16,8 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch import Trainer
 from PIL import Image
-from posenc.tasks import (
-    DigitsDataModule,
-    ImageClassifier,
-    ImageFolderDataModule,
-    MNISTDataModule,
-    ResizeCollate,
-    stratified_split,
-)
-from posenc.tasks.vision.data import load_image
+from posenc.tasks import DigitsDataModule, ImageClassifier, ImageFolderDataModule, MNISTDataModule
+from posenc.tasks.vision.data import ResizeCollate, load_image, stratified_split
 
 LUMA = np.array([0.299, 0.587, 0.114])  # ITU-R 601-2, the weights PIL's convert("L") uses
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from posenc.spatial import ENCODINGS, one_module_per_block
+from posenc.spatial import ENCODINGS
+from posenc.spatial.factory import one_module_per_block
 from posenc.tasks import register_module
-from posenc.tasks.vision import build_vit
+from posenc.tasks.vision.classifier import build_vit
 
 SIZES = dict(num_classes=3, in_chans=1, img_size=8, patch_size=4, embed_dim=16, depth=2,
              num_heads=2, mlp_ratio=2.0, class_token=True, global_pool="token",

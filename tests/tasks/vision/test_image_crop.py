@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from posenc.tasks import DigitsDataModule, ImageClassifier, ImageFolderDataModule, ResizeCollate
+from posenc.tasks import DigitsDataModule, ImageClassifier, ImageFolderDataModule
 from posenc.tasks.vision.data import (
     RandomResizedCropCollate,
+    ResizeCollate,
     random_resized_crop,
     random_resized_crop_box,
 )
