@@ -48,15 +48,16 @@ from posenc.core import (
     rotation_from_angles,
 )
 from posenc.core.angles import LAYOUTS
+from posenc.core.validation import check_position_values
 from torch import Tensor, nn
 
 from .coords import (
     COORD_NORMALIZE,
     CoordAugment,
     GridPositions,
-    as_grid_positions,
     cached,
     check_rotate_inputs,
+    grid_position_shape,
 )
 
 __all__ = ["RoPE2D", "init_mixed_freqs"]
@@ -239,7 +240,11 @@ class RoPE2D(Float64Buffers):
 
         Prefix tokens (``GridPositions.num_prefix_tokens``) get the identity rotation.
         """
-        positions = as_grid_positions(positions)
+        check_position_values(positions)
+        return self._rotation(positions)
+
+    def _rotation(self, positions: Tensor | GridPositions) -> Rotation:
+        positions = grid_position_shape(positions)
 
         def compute() -> Rotation:
             coords = positions.coords
@@ -259,11 +264,12 @@ class RoPE2D(Float64Buffers):
     def rotate(self, x: Tensor, positions: Tensor | GridPositions) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 2)``/``(B, N, 2)``
         coordinates or a :class:`GridPositions` with ``P`` prefix tokens (left unrotated)."""
-        positions = as_grid_positions(positions)
+        check_position_values(positions)
+        positions = grid_position_shape(positions)
         # Only per-head (mixed) frequencies fix the number of heads.
         check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
                             self.num_heads if self.freqs is not None else None)
-        return apply_rotation(x, self.rotation(positions))
+        return apply_rotation(x, self._rotation(positions))
 
     forward = rotate
 

@@ -11,13 +11,12 @@ from posenc.core import (
     Float64Buffers,
     check_choice,
     check_even,
-    check_positions,
     check_positive_float,
     check_positive_int,
     sinusoidal_encoding,
 )
 from posenc.core.angles import LAYOUTS
-from posenc.core.validation import check_output_dtype
+from posenc.core.validation import check_output_dtype, check_position_shape, check_position_values
 from torch import Tensor
 
 __all__ = ["ContinuousSinusoidal", "geometric_periods"]
@@ -70,7 +69,11 @@ class ContinuousSinusoidal(Float64Buffers):
         """``(N,)`` or ``(B, N)`` elapsed times (float64 from :func:`time_positions` keeps
         full precision far from the origin) -> ``(..., dim)`` of ``dtype`` (pass the dtype of
         the tokens it is added to)."""
-        times = check_positions(times, "times")
+        check_position_values(times, "times")
+        return self._forward(times, dtype=dtype)
+
+    def _forward(self, times: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        times = check_position_shape(times, "times")
         check_output_dtype(dtype)
         return sinusoidal_encoding(times, self.inv_freq64, self.layout).to(dtype)
 
