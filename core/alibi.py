@@ -10,7 +10,7 @@ from torch import Tensor
 from .buffers import Float64Buffers
 from .flex_attention import ScoreMod, pair_batch, token_lookup
 from .positions import relative_positions
-from .validation import check_bool, check_positions, check_positive_int
+from .validation import check_bool, check_pair_values, check_position_shape, check_positive_int
 
 __all__ = ["alibi_slopes", "ALiBi"]
 
@@ -63,8 +63,12 @@ class ALiBi(Float64Buffers):
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias
         ``(B or 1, H, Nq, Nk)``."""
-        query_positions = check_positions(query_positions, "query_positions")
-        key_positions = check_positions(key_positions, "key_positions")
+        check_pair_values(query_positions, key_positions)
+        return self._forward(query_positions, key_positions)
+
+    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
         rel = relative_positions(query_positions, key_positions).float()
         bias = -self.slopes.float()[:, None, None] * rel.abs()[:, None]
         if self.causal:
@@ -74,8 +78,12 @@ class ALiBi(Float64Buffers):
     def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
         """:meth:`forward`'s bias as FlexAttention's score_mod: the same value at every
         ``[b, h, i, j]``, computed per pair from the positions (nothing materialised)."""
-        query_positions = check_positions(query_positions, "query_positions")
-        key_positions = check_positions(key_positions, "key_positions")
+        check_pair_values(query_positions, key_positions)
+        return self._score_mod(query_positions, key_positions)
+
+    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
         batch = pair_batch(query_positions, key_positions)
         q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
         slopes, causal = self.slopes.float(), self.causal

@@ -14,19 +14,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .encoding import unchecked
 from .flex_attention import check_backend, flex_attend, use_flex
 from .nope import NoPE
 from .positions import incremental_positions
 from .rope import apply_rotation
-from .validation import (
-    assume_finite,
-    check_bool,
-    check_finite,
-    check_float,
-    check_position_dtype,
-    check_positive_int,
-    finite_assumed,
-)
+from .validation import check_bool, check_float, check_pair_values, check_positive_int
 
 __all__ = ["KVCache", "MultiheadAttention"]
 
@@ -113,16 +106,6 @@ def _shape(positions: object) -> str:
     posenc.spatial's GridPositions, whose tensor is ``.coords``)."""
     tensor = getattr(positions, "coords", positions)
     return str(tuple(tensor.shape)) if isinstance(tensor, Tensor) else type(positions).__name__
-
-
-def _read_positions(name: str, positions: object) -> None:
-    """Refuse non-finite (and half-precision) ``positions``: a tensor, or an object carrying
-    one as ``.coords`` (GridPositions); other objects are left to the encodings."""
-    tensor = getattr(positions, "coords", positions)
-    if isinstance(tensor, Tensor):
-        name = name if tensor is positions else f"{name}.coords"
-        check_position_dtype(tensor, name)  # a dtype error comes before a read of values
-        check_finite(tensor, name)
 
 
 def _check_fit(name: str, positions: object, encoded_tokens: int, tokens: int) -> None:
@@ -288,7 +271,7 @@ class MultiheadAttention(nn.Module):
         score_mod computed per pair, masks as block masks; ``(B, H, Nq, head_dim)``."""
         score_mod = None
         if self.bias is not None:
-            score_mod = self.bias.score_mod(query_positions, key_positions)
+            score_mod = unchecked(self.bias, "score_mod")(query_positions, key_positions)
             if score_mod.device != q.device:
                 raise ValueError(f"bias {type(self.bias).__name__} gave a score_mod on "
                                  f"{score_mod.device} for queries on {q.device}: make the "
@@ -309,7 +292,6 @@ class MultiheadAttention(nn.Module):
         attn_mask: Tensor | None = None,
         is_causal: bool = False,
         kv_cache: KVCache | None = None,
-        positions_checked: bool = False,
     ) -> Tensor:
         """Attend from ``x`` to ``context`` (``x`` itself when None).
 
@@ -327,36 +309,46 @@ class MultiheadAttention(nn.Module):
                 so it also holds with a KV cache).
             kv_cache: a :class:`KVCache`; new keys/values are appended and attention covers
                 all of them.
-            positions_checked: True when the caller made the positions finite by
-                construction or read them once already (posenc's ViT makes them from the
-                image shape, the Forecaster from int64 timestamps): the call then reads no
-                values, so a block on a GPU never waits for the host. False: each distinct
-                positions tensor is read once per call (a NaN or inf raises ``ValueError``;
-                so do positions out of a rotary encoding's range in the attention's dtype,
-                for encodings with ``check_range``, e.g. :class:`~posenc.core.XPos`).
-                Encodings only check shapes and dtypes either way.
+
+        Each distinct positions tensor is read once per call, here: a NaN or inf raises
+        ``ValueError``, and so do positions out of a rotary encoding's range in the
+        attention's dtype, for encodings with ``check_range`` (e.g. :class:`~posenc.core.XPos`).
+        The encodings then run unchecked (shapes only). A model's blocks, whose positions its
+        edge made or checked once, call :meth:`_attend` instead: nothing there is read.
 
         Returns:
             ``(B, Nq, dim)``.
         """
-        check_bool(positions_checked, "positions_checked")
-        if not finite_assumed():  # eager, outside assume_finite: not yet read in this call
-            if not positions_checked:
-                _read_positions("query_positions", query_positions)
-                if key_positions is not query_positions:
-                    _read_positions("key_positions", key_positions)
-            # The encodings (rotations, biases, each called per block) skip their reads.
-            with assume_finite():
-                return self._attend(x, context, query_positions, key_positions, attn_mask,
-                                    is_causal, kv_cache, check_rotary_range=not positions_checked)
+        check_pair_values(query_positions, key_positions)
+        dim = self.qkv.in_features
+        _check_tokens("x", x, dim)
+        if context is not None:
+            _check_tokens("context", context, dim, x.shape[0])
+        if query_positions is None and (self.rotary is not None or self.bias is not None):
+            offset = len(kv_cache) if isinstance(kv_cache, KVCache) else 0
+            query_positions = incremental_positions(x.shape[1], offset, device=x.device)
+        if key_positions is None and query_positions is not None:
+            key_positions = (query_positions if context is None
+                             else torch.arange(context.shape[1], device=x.device))
+        if hasattr(self.rotary, "check_range"):
+            # The dtype q and k are attended in: SDPA runs in the autocast dtype.
+            device = x.device.type
+            work = (torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device)
+                    else x.dtype)
+            self.rotary.check_range(query_positions, work, "query_positions")
+            if key_positions is not query_positions:
+                self.rotary.check_range(key_positions, work, "key_positions")
         return self._attend(x, context, query_positions, key_positions, attn_mask, is_causal,
-                            kv_cache, check_rotary_range=False)
+                            kv_cache)
 
     def _attend(self, x: Tensor, context: Tensor | None, query_positions: object,
-                key_positions: object, attn_mask: object, is_causal: bool,
-                kv_cache: KVCache | None, check_rotary_range: bool) -> Tensor:
-        """:meth:`forward` once the positions are read (or vouched for); with
-        ``check_rotary_range`` the rotary encoding's ``check_range`` reads them too."""
+                key_positions: object, attn_mask: object = None, is_causal: bool = False,
+                kv_cache: KVCache | None = None) -> Tensor:
+        """:meth:`forward` without reading any value: positions checked (or made from
+        shapes) where they entered and given in full (None only when no encoding uses them;
+        no defaults are made here), the encodings called unchecked
+        (:func:`~posenc.core.encoding.unchecked`), so a block on a GPU never waits for the
+        host. Shapes are checked as in :meth:`forward`."""
         dim = self.qkv.in_features
         _check_tokens("x", x, dim)
         batch, num_q, _ = x.shape
@@ -379,29 +371,14 @@ class MultiheadAttention(nn.Module):
         k, v = self._heads(k, self.num_kv_heads), self._heads(v, self.num_kv_heads)
         q, k = self.q_norm(q), self.k_norm(k)
 
-        if query_positions is None and (self.rotary is not None or self.bias is not None):
-            offset = 0 if kv_cache is None else len(kv_cache)
-            query_positions = incremental_positions(num_q, offset, device=x.device)
-        if key_positions is None and query_positions is not None:
-            key_positions = (query_positions if self_attention
-                             else torch.arange(k.shape[-2], device=x.device))
-
         if self.rotary is not None:
-            if check_rotary_range and hasattr(self.rotary, "check_range"):
-                # The dtype q and k are attended in: SDPA runs in the autocast dtype.
-                device = q.device.type
-                work = (torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device)
-                        else q.dtype)
-                self.rotary.check_range(query_positions, work, "query_positions")
-                if key_positions is not query_positions:
-                    self.rotary.check_range(key_positions, work, "key_positions")
-            key_rotation = getattr(self.rotary, "key_rotation", None)
-            q_rotation = self.rotary.rotation(query_positions)
-            if key_rotation is not None:  # keys turn differently from queries (xPos)
-                k_rotation = key_rotation(key_positions)
+            rotation = unchecked(self.rotary, "rotation")
+            q_rotation = rotation(query_positions)
+            if hasattr(self.rotary, "key_rotation"):  # keys turn differently (xPos)
+                k_rotation = unchecked(self.rotary, "key_rotation")(key_positions)
             else:
                 k_rotation = (q_rotation if key_positions is query_positions
-                              else self.rotary.rotation(key_positions))
+                              else rotation(key_positions))
             _check_fit("query_positions", query_positions, q_rotation.cos.shape[-2], num_q)
             _check_fit("key_positions", key_positions, k_rotation.cos.shape[-2], k.shape[-2])
             _check_batch("query_positions", (query_positions,), q_rotation.cos.shape[0], batch)
@@ -429,7 +406,7 @@ class MultiheadAttention(nn.Module):
                 causal, q.dtype)
             is_causal = False
         if self.bias is not None:
-            bias = self.bias(query_positions, key_positions)
+            bias = unchecked(self.bias)(query_positions, key_positions)
             if bias.device != q.device:
                 raise ValueError(f"bias {type(self.bias).__name__} gave logits on {bias.device} "
                                  f"for queries on {q.device}: make the positions on the "

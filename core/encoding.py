@@ -3,11 +3,12 @@ and that its parameters are position parameters."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from torch import nn
 
-__all__ = ["KINDS", "PositionEncoding", "encoding_kind", "no_weight_decay_names"]
+__all__ = ["KINDS", "PositionEncoding", "encoding_kind", "no_weight_decay_names", "unchecked"]
 
 KINDS = ("additive", "rotary", "bias", "none")
 """Where an encoding enters a transformer: added to the token embeddings, rotating q and k,
@@ -67,3 +68,21 @@ def no_weight_decay_names(model: nn.Module) -> set[str]:
         for name in declared():
             names.add(f"{prefix}.{name}" if prefix else name)
     return names & owned
+
+
+def unchecked(encoding: object, method: str = "forward") -> Callable:
+    """``encoding``'s ``method`` without its value checks: posenc's encodings check positions'
+    values in their public methods (``rotation``, ``key_rotation``, ``forward``,
+    ``score_mod``), then call the unchecked ``_rotation``, ..., ``_forward``, ``_score_mod``,
+    which check shapes only (as timm's Eva builds its rotary embedding at the model's edge
+    and passes it to the blocks).
+
+    For callers whose positions were checked once where they entered, or made from shapes
+    (a model's edge, the blocks after it, :class:`~posenc.core.MultiheadAttention` after its
+    own check), so nothing in a block waits for the host. An encoding of the user's own,
+    without the unchecked method, gets its public one.
+    """
+    internal = getattr(encoding, f"_{method}", None)
+    if internal is not None:
+        return internal
+    return encoding if method == "forward" else getattr(encoding, method)

@@ -12,7 +12,8 @@ from .positions import relative_positions
 from .validation import (
     check_bool,
     check_float,
-    check_positions,
+    check_pair_values,
+    check_position_shape,
     check_positive_float,
     check_positive_int,
 )
@@ -114,8 +115,12 @@ class FIRE(Float64Buffers):
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias
         ``(B or 1, H, Nq, Nk)``."""
-        query_positions = check_positions(query_positions, "query_positions")
-        key_positions = check_positions(key_positions, "key_positions")
+        check_pair_values(query_positions, key_positions)
+        return self._forward(query_positions, key_positions)
+
+    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
         offset = -relative_positions(query_positions, key_positions).float()  # (B, Nq, Nk)
         query = query_positions.float()[..., :, None]
         key = key_positions.float()[..., None, :]
@@ -132,8 +137,12 @@ class FIRE(Float64Buffers):
         """:meth:`forward`'s bias as FlexAttention's score_mod: the MLP evaluated per pair
         (its ``mlp_width`` hidden units unrolled, so the function stays pointwise), nothing
         materialised."""
-        query_positions = check_positions(query_positions, "query_positions")
-        key_positions = check_positions(key_positions, "key_positions")
+        check_pair_values(query_positions, key_positions)
+        return self._score_mod(query_positions, key_positions)
+
+    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
         batch = pair_batch(query_positions, key_positions)
         q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
         w1, b1, w2, b2 = self._mlp_weights()

@@ -14,7 +14,8 @@ from .validation import (
     check_bool,
     check_choice,
     check_float,
-    check_positions,
+    check_pair_values,
+    check_position_shape,
     check_positive_float,
     check_positive_int,
 )
@@ -134,8 +135,12 @@ class Kerple(Float64Buffers):
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias
         ``(B or 1, H, Nq, Nk)`` (cast to the logits' dtype by the attention)."""
-        query_positions = check_positions(query_positions, "query_positions")
-        key_positions = check_positions(key_positions, "key_positions")
+        check_pair_values(query_positions, key_positions)
+        return self._forward(query_positions, key_positions)
+
+    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
         rel = relative_positions(query_positions, key_positions).float()[:, None]
         with torch.autocast(rel.device.type, enabled=False):
             bias = kerple_bias(rel.abs(), self.r1[:, None, None], self.r2[:, None, None],
@@ -147,8 +152,12 @@ class Kerple(Float64Buffers):
     def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
         """:meth:`forward`'s bias as FlexAttention's score_mod: the same value at every
         ``[b, h, i, j]``, computed per pair from the positions (nothing materialised)."""
-        query_positions = check_positions(query_positions, "query_positions")
-        key_positions = check_positions(key_positions, "key_positions")
+        check_pair_values(query_positions, key_positions)
+        return self._score_mod(query_positions, key_positions)
+
+    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
         batch = pair_batch(query_positions, key_positions)
         q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
         r1, r2, kernel, causal = self.r1, self.r2, self.kernel, self.causal

@@ -25,7 +25,8 @@ from .validation import (
     check_base,
     check_choice,
     check_even,
-    check_positions,
+    check_position_shape,
+    check_position_values,
     check_positive_int,
 )
 
@@ -191,8 +192,13 @@ class RotaryEncoding(Float64Buffers):
         return self.scaling.attention_scaling
 
     def rotation(self, positions: Tensor) -> Rotation:
-        """``(N,)`` or ``(B, N)`` positions -> :class:`Rotation` for :func:`apply_rotation`."""
-        positions = check_positions(positions)
+        """``(N,)`` or ``(B, N)`` positions -> :class:`Rotation` for :func:`apply_rotation`
+        (non-finite positions raise)."""
+        check_position_values(positions)
+        return self._rotation(positions)
+
+    def _rotation(self, positions: Tensor) -> Rotation:
+        positions = check_position_shape(positions)
         inv_freq = self.inv_freq64
         if self.scaling.dynamic and positions.numel():
             seq_len = positions.detach().max() + 1
@@ -205,7 +211,8 @@ class RotaryEncoding(Float64Buffers):
 
     def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, N, head_dim)`` by ``positions`` ``(N,)``/``(B, N)``."""
-        positions = check_positions(positions)
+        check_position_values(positions)
+        positions = check_position_shape(positions)
         if x.ndim != 4 or x.shape[-1] != self.head_dim:
             raise ValueError(f"x must have shape (B, H, N, head_dim={self.head_dim}), got "
                              f"{tuple(x.shape)}")
@@ -214,7 +221,7 @@ class RotaryEncoding(Float64Buffers):
             raise ValueError(f"positions of shape {tuple(positions.shape)} do not match x of "
                              f"shape {tuple(x.shape)}: expected (N,) or (B, N) with "
                              f"N={x.shape[-2]}, B={x.shape[0]}")
-        return apply_rotation(x, self.rotation(positions))
+        return apply_rotation(x, self._rotation(positions))
 
     forward = rotate
 

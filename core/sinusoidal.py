@@ -7,7 +7,14 @@ from torch import Tensor
 
 from .angles import LAYOUTS, angles
 from .buffers import Float64Buffers
-from .validation import check_base, check_choice, check_even, check_output_dtype, check_positions
+from .validation import (
+    check_base,
+    check_choice,
+    check_even,
+    check_output_dtype,
+    check_position_shape,
+    check_position_values,
+)
 
 __all__ = ["sinusoidal_inv_freq", "sinusoidal_encoding", "SinusoidalEncoding"]
 
@@ -68,7 +75,11 @@ class SinusoidalEncoding(Float64Buffers):
         """``(N,)`` or ``(B, N)`` positions -> ``(*positions.shape, dim)`` of ``dtype`` (pass
         the dtype of the tokens it is added to). Float64 positions keep float64 angles; the
         output is rounded once, to ``dtype``."""
-        positions = check_positions(positions)
+        check_position_values(positions)
+        return self._forward(positions, dtype=dtype)
+
+    def _forward(self, positions: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        positions = check_position_shape(positions)
         check_output_dtype(dtype)
         return sinusoidal_encoding(positions, self.inv_freq64, self.layout).to(dtype)
 

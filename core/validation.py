@@ -6,10 +6,7 @@ what was expected, so a bad call fails where it is made rather than deep inside 
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
-from collections.abc import Iterator
 from numbers import Real
 
 import torch
@@ -18,11 +15,12 @@ from torch import Tensor
 __all__ = [
     "check_int",
     "check_positions",
+    "check_position_shape",
+    "check_position_values",
+    "check_pair_values",
     "check_position_dtype",
     "widen_positions",
     "check_finite",
-    "assume_finite",
-    "finite_assumed",
     "check_positive_int",
     "check_positive_float",
     "check_float",
@@ -141,47 +139,14 @@ def check_finite(tensor: Tensor, name: str) -> Tensor:
     """Return ``tensor`` if every value is finite, else raise ``ValueError`` naming ``name``.
 
     The check reads the values (a host synchronisation, and a graph break under
-    ``torch.compile``), so it is skipped while compiling and inside :func:`assume_finite`:
-    call it where the data is made (the model's edge: a data module, or a forward that runs
-    before the blocks), not once per block. Integer tensors are always finite.
+    ``torch.compile``, where it is skipped): call it where the data enters (a data module, a
+    function that builds positions, a public encoding method), not once per block. Integer
+    tensors are always finite.
     """
-    if tensor.is_floating_point() and not finite_assumed():
+    if tensor.is_floating_point() and not torch.compiler.is_compiling():
         if not bool(torch.isfinite(tensor).all()):
             raise ValueError(f"{name} must be finite, got NaN or inf values")
     return tensor
-
-
-# Per thread, as autograd and DataParallel run modules in threads of their own.
-_FINITE = threading.local()
-
-
-@contextlib.contextmanager
-def assume_finite() -> Iterator[None]:
-    """Within this context :func:`check_finite` (so :func:`check_positions` too) does not read
-    values: shape and dtype checks still run, the finiteness read (a host synchronisation per
-    call on a GPU) does not.
-
-    For callers whose tensors are finite by construction or already checked once: posenc's
-    models make positions from image shapes and int64 timestamps, and
-    :class:`~posenc.core.MultiheadAttention` reads each positions tensor once per call, then
-    runs its encodings in this context. Like sklearn's ``config_context(assume_finite=True)``.
-    Nothing changes under ``torch.compile``, where the reads are skipped anyway.
-    """
-    if torch.compiler.is_compiling():  # no thread-local state in a traced graph
-        yield
-        return
-    previous = getattr(_FINITE, "assumed", False)
-    _FINITE.assumed = True
-    try:
-        yield
-    finally:
-        _FINITE.assumed = previous
-
-
-def finite_assumed() -> bool:
-    """Whether :func:`check_finite` skips its read here: inside :func:`assume_finite` or while
-    ``torch.compile`` traces."""
-    return torch.compiler.is_compiling() or getattr(_FINITE, "assumed", False)
 
 
 def widen_positions(positions: Tensor, name: str = "positions") -> Tensor:
@@ -211,24 +176,18 @@ def check_position_dtype(positions: Tensor, name: str = "positions") -> None:
             "the dtype of the tensor it is applied to)")
 
 
-def check_positions(
+def check_position_shape(
     positions: Tensor, name: str = "positions", *, trailing: tuple[int, ...] = ()
 ) -> Tensor:
-    """Validate a coordinate tensor of shape ``(N, *trailing)`` or ``(B, N, *trailing)`` and
-    return it with integer dtypes widened to int64 (use the returned tensor).
+    """Validate the type, dtype and shape of a coordinate tensor of shape ``(N, *trailing)``
+    or ``(B, N, *trailing)`` and return it with integer dtypes widened to int64 (use the
+    returned tensor). Reads no values: what a block, or an encoding's unchecked method, runs.
 
     Integer, float32 and float64 positions are legal (fractional positions come from
     interpolation, packed images and continuous time); bool, complex and half-precision
-    (float16, bfloat16, float8) positions raise ``TypeError``; non-finite values raise
-    ``ValueError``. Encodings compute their angles from the returned tensor in float64, so
-    integer positions are exact at any dtype of the tensor the encoding is applied to.
-
-    The finiteness check reads the values (a host synchronisation); it is skipped under
-    ``torch.compile`` and inside :func:`assume_finite`, so positions are read once, where they
-    are made (the model's edge), and blocks check only shapes and dtypes: the attached ViT and
-    the Forecaster make their positions finite by construction (image shapes, int64
-    timestamps), and a direct :class:`~posenc.core.MultiheadAttention` call reads each
-    positions tensor once.
+    (float16, bfloat16, float8) positions raise ``TypeError``; a wrong shape ``ValueError``.
+    Encodings compute their angles from the returned tensor in float64, so integer positions
+    are exact at any dtype of the tensor the encoding is applied to.
 
     Args:
         positions: the coordinates.
@@ -250,4 +209,41 @@ def check_positions(
             f"{name} must have shape ({expected}) or (B, {expected}), "
             f"got {tuple(positions.shape)}"
         )
-    return check_finite(widen_positions(positions, name), name)
+    return widen_positions(positions, name)
+
+
+def check_positions(
+    positions: Tensor, name: str = "positions", *, trailing: tuple[int, ...] = ()
+) -> Tensor:
+    """:func:`check_position_shape`, then non-finite values raise ``ValueError``.
+
+    For where positions enter (a data module, a function that builds positions, a model's
+    forward that takes them): the finiteness check reads the values (a host synchronisation
+    on a GPU), so blocks take positions checked once there and check shapes only.
+    """
+    return check_finite(check_position_shape(positions, name, trailing=trailing), name)
+
+
+def check_position_values(positions: object, name: str = "positions") -> None:
+    """Refuse half-precision and non-finite ``positions`` (a tensor, or an object carrying one
+    as ``.coords``: ``posenc.spatial.GridPositions``/``VideoPositions``) by name; anything
+    else is left to the shape checks that follow.
+
+    The value check of a public encoding method and of
+    :class:`~posenc.core.MultiheadAttention`'s forward, before they call the unchecked
+    method (``rotation`` -> ``_rotation``) that blocks call with positions checked at the
+    model's edge. Reads the values once (a host synchronisation on a GPU).
+    """
+    tensor = getattr(positions, "coords", positions)
+    if isinstance(tensor, Tensor):
+        name = name if tensor is positions else f"{name}.coords"
+        check_position_dtype(tensor, name)  # a dtype error comes before a read of values
+        check_finite(tensor, name)
+
+
+def check_pair_values(query_positions: object, key_positions: object) -> None:
+    """:func:`check_position_values` of ``query_positions`` and ``key_positions`` (read once
+    when they are the same object, as in self-attention)."""
+    check_position_values(query_positions, "query_positions")
+    if key_positions is not query_positions:
+        check_position_values(key_positions, "key_positions")

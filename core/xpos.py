@@ -26,8 +26,8 @@ default ``scale_base=512`` that is 2266 positions either side of the centre in f
 18,130 in bfloat16/float32 (rotations are float32, so float64 gets float32's range). Beyond
 it, posenc raises rather than let a scale overflow to inf or flush to 0: the rotation checks
 float32's range, :class:`~posenc.core.MultiheadAttention` checks the dtype its attention runs
-in (the autocast dtype under autocast), both when they read the positions' values (not under
-``torch.compile`` or ``assume_finite``, where the caller vouches for them). For longer
+in (the autocast dtype under autocast), both where they read the positions' values (not
+under ``torch.compile``; the unchecked ``_rotation`` that blocks call reads nothing). For longer
 contexts in float16, centre the positions, raise ``scale_base`` (a gentler decay: a different
 model) or attend in bfloat16/float32.
 
@@ -47,14 +47,13 @@ from .buffers import Float64Buffers
 from .rope import Rotation, apply_rotation, check_rotary_dim
 from .rope_scaling import rope_inv_freq
 from .validation import (
-    assume_finite,
     check_base,
     check_choice,
     check_even,
     check_float,
+    check_position_shape,
     check_positions,
     check_positive_float,
-    finite_assumed,
 )
 
 __all__ = ["XPos", "xpos_zeta"]
@@ -141,10 +140,12 @@ class XPos(Float64Buffers):
     def check_range(self, positions: Tensor, dtype: torch.dtype = torch.float32,
                     name: str = "positions") -> None:
         """Raise ``ValueError`` if a position lies more than :meth:`max_offset` (``dtype``)
-        from the centre. Reads the values (a host synchronisation), whatever the context:
-        call it once where positions are made."""
+        from the centre. Reads the values (a host synchronisation; skipped under
+        ``torch.compile``, as :func:`~posenc.core.validation.check_finite`): call it once where positions
+        enter."""
         limit = self.max_offset(dtype)
-        if not isinstance(positions, Tensor) or positions.numel() == 0:
+        if not isinstance(positions, Tensor) or positions.numel() == 0 \
+                or torch.compiler.is_compiling():
             return
         offset = (positions.to(wide_dtype(positions.device)) - self.center).abs().max()
         if bool(offset > limit):
@@ -173,10 +174,8 @@ class XPos(Float64Buffers):
         power = (positions.to(wide) - self.center) / self.scale_base
         return power[..., None] * self.log_zeta64.to(device=positions.device, dtype=wide)
 
-    def _rotation(self, positions: Tensor, sign: float) -> Rotation:
-        positions = check_positions(positions)
-        if not finite_assumed():  # read with the finiteness check: a float32 rotation's range
-            self.check_range(positions, torch.float32)
+    def _scaled_rotation(self, positions: Tensor, sign: float) -> Rotation:
+        positions = check_position_shape(positions)
         wide = wide_dtype(positions.device)
         theta = angles(positions, self.inv_freq64).to(wide)
         scale = (sign * self._log_scale(positions)).exp()
@@ -185,22 +184,30 @@ class XPos(Float64Buffers):
             cos, sin = cos[None], sin[None]
         return Rotation(cos[:, None].float(), sin[:, None].float(), self.layout)
 
+    def _rotation(self, positions: Tensor) -> Rotation:
+        return self._scaled_rotation(positions, 1.0)
+
+    def _key_rotation(self, positions: Tensor) -> Rotation:
+        return self._scaled_rotation(positions, -1.0)
+
     def rotation(self, positions: Tensor) -> Rotation:
         """Queries' rotation: ``(N,)`` or ``(B, N)`` positions -> :class:`Rotation` whose
-        ``cos``/``sin`` (``(B or 1, 1, N, rotary_dim // 2)`` float32) include the scale."""
-        return self._rotation(positions, 1.0)
+        ``cos``/``sin`` (``(B or 1, 1, N, rotary_dim // 2)`` float32) include the scale.
+        Non-finite positions and positions beyond :meth:`max_offset` of float32 raise."""
+        self.check_range(check_positions(positions), torch.float32)
+        return self._rotation(positions)
 
     def key_rotation(self, positions: Tensor) -> Rotation:
         """Keys' rotation: as :meth:`rotation`, with the reciprocal scale."""
-        return self._rotation(positions, -1.0)
+        self.check_range(check_positions(positions), torch.float32)
+        return self._key_rotation(positions)
 
     def forward(self, q: Tensor, k: Tensor, query_positions: Tensor,
                 key_positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Rotate and scale ``(B, H, Nq, head_dim)`` queries and ``(B, H_kv, Nk, head_dim)``
         keys (``key_positions`` defaults to ``query_positions``); both keep their dtype.
 
-        Positions out of :meth:`max_offset` for the dtype of q and k raise ``ValueError``
-        (when values are read: not under ``torch.compile`` or ``assume_finite``).
+        Positions out of :meth:`max_offset` for the dtype of q and k raise ``ValueError``.
         """
         key_positions = query_positions if key_positions is None else key_positions
         for name, x, positions in (("query_positions", q, query_positions),
@@ -214,11 +221,9 @@ class XPos(Float64Buffers):
                 raise ValueError(f"{name} of shape {tuple(positions.shape)} do not match "
                                  f"{tuple(x.shape)}: expected (N,) or (B, N) with "
                                  f"N={x.shape[-2]}")
-            if not finite_assumed():
-                self.check_range(positions, x.dtype, name)
-        with assume_finite():  # read once above
-            return (apply_rotation(q, self.rotation(query_positions)),
-                    apply_rotation(k, self.key_rotation(key_positions)))
+            self.check_range(positions, x.dtype, name)
+        return (apply_rotation(q, self._rotation(query_positions)),
+                apply_rotation(k, self._key_rotation(key_positions)))
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, "

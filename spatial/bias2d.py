@@ -20,10 +20,15 @@ from posenc.core.alibi import alibi_slopes
 from posenc.core.buffers import Float64Buffers
 from posenc.core.flex_attention import ScoreMod, pair_batch, token_lookup
 from posenc.core.positions import relative_positions
-from posenc.core.validation import check_choice, check_finite, check_positive_int
+from posenc.core.validation import (
+    check_choice,
+    check_finite,
+    check_pair_values,
+    check_positive_int,
+)
 from torch import Tensor, nn
 
-from .coords import GridPositions, as_grid_positions, cached, check_grid_size
+from .coords import GridPositions, cached, check_grid_size, grid_position_shape
 from .table_resize import RESIZE, resize_relative_table
 
 __all__ = ["RelativeBias2D", "ContinuousBias2D", "ALiBi2D"]
@@ -31,8 +36,10 @@ __all__ = ["RelativeBias2D", "ContinuousBias2D", "ALiBi2D"]
 
 
 def _inputs(query_positions, key_positions) -> tuple[GridPositions, GridPositions, tuple | None]:
-    q = as_grid_positions(query_positions, "query_positions")
-    k = as_grid_positions(key_positions, "key_positions")
+    """Shapes of the positions (values are checked by the public methods, before)."""
+    q = grid_position_shape(query_positions, "query_positions")
+    k = q if key_positions is query_positions else grid_position_shape(key_positions,
+                                                                      "key_positions")
     grid = q.grid_size if q.grid_size is not None and k.grid_size == q.grid_size else None
     return q, k, grid
 
@@ -183,6 +190,11 @@ class RelativeBias2D(PositionEncoding):
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:
         """Integer-valued coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
+        check_pair_values(query_positions, key_positions)
+        return self._forward(query_positions, key_positions)
+
+    def _forward(self, query_positions: Tensor | GridPositions,
+                 key_positions: Tensor | GridPositions) -> Tensor:
         q, k, grid = _inputs(query_positions, key_positions)
 
         def compute() -> Tensor:
@@ -197,6 +209,11 @@ class RelativeBias2D(PositionEncoding):
         """:meth:`forward`'s bias as FlexAttention's score_mod: the (resized) table read per
         pair, nothing materialised. Raises as :meth:`forward` on fractional offsets and on
         offsets beyond the table's grid (checked on ``O(Nq + Nk)`` offsets)."""
+        check_pair_values(query_positions, key_positions)
+        return self._score_mod(query_positions, key_positions)
+
+    def _score_mod(self, query_positions: Tensor | GridPositions,
+                   key_positions: Tensor | GridPositions) -> ScoreMod:
         q, k, grid = _inputs(query_positions, key_positions)
         size = self.grid_size if grid is None else grid
         table = self.table if grid is None else self.table_for_grid(grid)
@@ -280,6 +297,11 @@ class ContinuousBias2D(PositionEncoding):
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:
         """Coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
+        check_pair_values(query_positions, key_positions)
+        return self._forward(query_positions, key_positions)
+
+    def _forward(self, query_positions: Tensor | GridPositions,
+                 key_positions: Tensor | GridPositions) -> Tensor:
         q, k, grid = _inputs(query_positions, key_positions)
 
         def compute() -> Tensor:
@@ -321,6 +343,11 @@ class ALiBi2D(Float64Buffers):
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:
         """Coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
+        check_pair_values(query_positions, key_positions)
+        return self._forward(query_positions, key_positions)
+
+    def _forward(self, query_positions: Tensor | GridPositions,
+                 key_positions: Tensor | GridPositions) -> Tensor:
         q, k, _ = _inputs(query_positions, key_positions)
 
         def compute() -> Tensor:
@@ -332,6 +359,11 @@ class ALiBi2D(Float64Buffers):
     def score_mod(self, query_positions: Tensor | GridPositions,
                   key_positions: Tensor | GridPositions) -> ScoreMod:
         """:meth:`forward`'s bias as FlexAttention's score_mod (nothing materialised)."""
+        check_pair_values(query_positions, key_positions)
+        return self._score_mod(query_positions, key_positions)
+
+    def _score_mod(self, query_positions: Tensor | GridPositions,
+                   key_positions: Tensor | GridPositions) -> ScoreMod:
         q, k, _ = _inputs(query_positions, key_positions)
         slopes = self.slopes.float()
         return _offset_score_mod(q, k, lambda offset, h: torch.linalg.vector_norm(

@@ -27,7 +27,8 @@ from posenc.core.validation import (
     check_int,
     check_output_dtype,
     check_position_dtype,
-    check_positions,
+    check_position_shape,
+    check_position_values,
 )
 from torch import Tensor, nn
 
@@ -40,6 +41,7 @@ __all__ = [
     "cached",
     "check_grid_size",
     "check_rotate_inputs",
+    "grid_position_shape",
     "patch_coords",
 ]
 
@@ -149,27 +151,28 @@ class GridPositions(NamedTuple):
 
 
 def as_grid_positions(positions: Tensor | GridPositions, name: str = "positions") -> GridPositions:
-    """Validate ``(N, 2)``/``(B, N, 2)`` coordinates or a :class:`GridPositions`.
+    """Validate ``(N, 2)``/``(B, N, 2)`` coordinates or a :class:`GridPositions`: non-finite
+    coordinates raise (a read of their values), then :func:`grid_position_shape`.
 
     Integer coordinates come back as int64 (:func:`posenc.core.validation.check_positions`). A
-    :class:`GridPositions` with a cache is validated once: the blocks of a forward all get the
-    same object, and checking finiteness reads the values (a host synchronisation per block).
-    It comes back as the same object when nothing changed, so encodings can tell self-attention
-    (``query is key``) from cross-attention.
+    :class:`GridPositions` comes back as the same object when nothing changed, so encodings
+    can tell self-attention (``query is key``) from cross-attention.
     """
-    if isinstance(positions, GridPositions):
-        def check() -> tuple[Tensor, Tensor]:
-            return positions.coords, check_positions(positions.coords, f"{name}.coords",
-                                                     trailing=(2,))
+    check_position_values(positions, name)
+    return grid_position_shape(positions, name)
 
-        given, coords = cached(positions, "checked coords", check)
-        if given is not positions.coords:  # the cache came with other coordinates
-            given, coords = check()
+
+def grid_position_shape(positions: Tensor | GridPositions,
+                        name: str = "positions") -> GridPositions:
+    """:func:`as_grid_positions` without reading values (types and shapes only): what the
+    encodings' unchecked methods run, on positions their model made or checked once."""
+    if isinstance(positions, GridPositions):
+        coords = check_position_shape(positions.coords, f"{name}.coords", trailing=(2,))
         if positions.grid_size is not None:
             check_grid_size(positions.grid_size, f"{name}.grid_size")
         check_int(positions.num_prefix_tokens, f"{name}.num_prefix_tokens", ge=0)
         return positions if coords is positions.coords else positions._replace(coords=coords)
-    return GridPositions(check_positions(positions, name, trailing=(2,)))
+    return GridPositions(check_position_shape(positions, name, trailing=(2,)))
 
 
 def _symbolic(key: object) -> bool:

@@ -31,7 +31,7 @@ from typing import TypeVar
 
 import torch
 from posenc.core import MultiheadAttention
-from posenc.core.validation import assume_finite
+from posenc.core.encoding import unchecked
 from timm.layers import Attention, PatchDropout, PatchEmbed
 from timm.layers.patch_dropout import patch_dropout_forward
 from timm.models._features import feature_take_indices
@@ -107,10 +107,10 @@ class GridAttention(MultiheadAttention):
                 f"GridAttention takes the positions of its model's forward (GridPositions or "
                 f"VideoPositions), got {type(positions).__name__}; call the model (forward, "
                 f"forward_features or forward_intermediates), which passes them to every block")
-        # The model made the positions from the image shape (finite by construction), so the
-        # block reads no values: nothing in it waits for the host.
-        return super().forward(x, query_positions=positions, attn_mask=attn_mask,
-                               is_causal=is_causal, positions_checked=True)
+        # The model made the positions from the image shape (finite by construction) and
+        # computed their rotations/biases into the cache (enter_blocks): the block attends
+        # unchecked and reads no values, so nothing in it waits for the host.
+        return self._attend(x, None, positions, positions, attn_mask, is_causal)
 
 
 class GridBlock(Block):
@@ -214,8 +214,7 @@ def enter_blocks(vit: VisionTransformer, blocks: Sequence[nn.Module], x: Tensor,
             positions = positions._replace(coords=coords)
     x = vit.norm_pre(x)
     if positions is not None:
-        with assume_finite():  # made from the image shape: finite by construction
-            _encode_positions(blocks, positions, x, what)
+        _encode_positions(blocks, positions, x, what)
     return x, positions, dropped
 
 
@@ -253,7 +252,9 @@ def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions | Vi
             if enc is None or any(enc is seen for seen in done):
                 continue
             done.append(enc)
-            out = enc.rotation(positions).cos if rotary else enc(positions, positions)
+            # Unchecked (no value read): the model made the positions from the image shape.
+            out = unchecked(enc, "rotation")(positions).cos if rotary \
+                else unchecked(enc)(positions, positions)
             # (B or 1, H or 1, P + n, D/2) cos of a rotation; (B or 1, H or 1, P + n, P + n) bias
             heads, last = (1, attn.num_heads), (out.shape[-1] if rotary else num_tokens)
             if out.ndim != 4 or out.shape[0] not in (1, batch) or out.shape[1] not in heads \
@@ -331,12 +332,12 @@ class GridVisionTransformer(VisionTransformer):
             x = x.flatten(1, 2)
         encoding = self.patch_embed.pos_encoding
         if encoding is not None:
-            with assume_finite():  # the grid's positions come from the image shape
-                # attach allows a ref_grid_size only for additive encodings of coordinates
-                # (SinCos2D), whose forward takes them.
-                table = encoding.encode_grid(grid) if self.ref_grid_size is None \
-                    else encoding(self.grid_coords(grid, device=x.device))
-                x = x + table.to(x.dtype)
+            # attach allows a ref_grid_size only for additive encodings of coordinates
+            # (SinCos2D), whose forward takes them; made from the image shape, they need no
+            # value check.
+            table = encoding.encode_grid(grid) if self.ref_grid_size is None \
+                else unchecked(encoding)(self.grid_coords(grid, device=x.device))
+            x = x + table.to(x.dtype)
         positions = None
         if any(isinstance(block.attn, GridAttention) for block in blocks):
             # Rescaled coordinates are not integer positions on the grid, which GridPositions'

@@ -48,12 +48,13 @@ from posenc.core.buffers import Float64Buffers
 from posenc.core.validation import (
     check_base,
     check_choice,
+    check_position_values,
     check_positive_float,
     check_positive_int,
 )
 from torch import Tensor, nn
 
-from .coords import NORMALIZE, GridPositions, as_grid_positions, cached, check_rotate_inputs
+from .coords import NORMALIZE, GridPositions, cached, check_rotate_inputs, grid_position_shape
 from .rope2d import init_mixed_freqs
 
 __all__ = ["BlockRotation", "LieRE", "skew_expm"]
@@ -258,7 +259,11 @@ class LieRE(Float64Buffers):
     def rotation(self, positions: Tensor | GridPositions) -> BlockRotation:
         """Coordinates -> :class:`BlockRotation` over ``num_prefix_tokens + N`` tokens
         (``(B or 1, H, P + N, ...)``); prefix tokens get the identity."""
-        positions = as_grid_positions(positions)
+        check_position_values(positions)
+        return self._rotation(positions)
+
+    def _rotation(self, positions: Tensor | GridPositions) -> BlockRotation:
+        positions = grid_position_shape(positions)
 
         def compute() -> BlockRotation:
             coords = positions.coords
@@ -281,10 +286,11 @@ class LieRE(Float64Buffers):
     def rotate(self, x: Tensor, positions: Tensor | GridPositions) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 2)``/``(B, N, 2)``
         coordinates or a :class:`GridPositions` with ``P`` prefix tokens (left unrotated)."""
-        positions = as_grid_positions(positions)
+        check_position_values(positions)
+        positions = grid_position_shape(positions)
         check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
                             self.num_heads)
-        return self.rotation(positions).apply(x)
+        return self._rotation(positions).apply(x)
 
     forward = rotate
 

@@ -43,6 +43,7 @@ from posenc.core.validation import (
     check_bool,
     check_choice,
     check_float,
+    check_position_values,
     check_positive_float,
     check_positive_int,
 )
@@ -52,9 +53,9 @@ from .coords import (
     COORD_NORMALIZE,
     CoordAugment,
     GridPositions,
-    as_grid_positions,
     cached,
     check_rotate_inputs,
+    grid_position_shape,
 )
 
 __all__ = ["RoPE2D", "init_mixed_freqs"]
@@ -237,7 +238,11 @@ class RoPE2D(Float64Buffers):
 
         Prefix tokens (``GridPositions.num_prefix_tokens``) get the identity rotation.
         """
-        positions = as_grid_positions(positions)
+        check_position_values(positions)
+        return self._rotation(positions)
+
+    def _rotation(self, positions: Tensor | GridPositions) -> Rotation:
+        positions = grid_position_shape(positions)
 
         def compute() -> Rotation:
             coords = positions.coords
@@ -257,11 +262,12 @@ class RoPE2D(Float64Buffers):
     def rotate(self, x: Tensor, positions: Tensor | GridPositions) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 2)``/``(B, N, 2)``
         coordinates or a :class:`GridPositions` with ``P`` prefix tokens (left unrotated)."""
-        positions = as_grid_positions(positions)
+        check_position_values(positions)
+        positions = grid_position_shape(positions)
         # Only per-head (mixed) frequencies fix the number of heads.
         check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
                             self.num_heads if self.freqs is not None else None)
-        return apply_rotation(x, self.rotation(positions))
+        return apply_rotation(x, self._rotation(positions))
 
     forward = rotate
 

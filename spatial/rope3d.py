@@ -40,12 +40,13 @@ from posenc.core.validation import (
     check_bool,
     check_choice,
     check_even,
+    check_position_values,
     check_positive_int,
 )
 from torch import Tensor, nn
 
 from .coords import cached, check_rotate_inputs
-from .video import VideoPositions, as_video_positions
+from .video import VideoPositions, video_position_shape
 
 __all__ = ["MRoPE", "RoPE3D", "default_sections", "check_sections", "init_mixed_freqs_3d",
            "mrope_axes"]
@@ -176,7 +177,11 @@ class _Rotary3D(Float64Buffers):
         """``(N, 3)``/``(B, N, 3)`` coordinates or a :class:`VideoPositions` ->
         :class:`posenc.core.rope.Rotation` over ``num_prefix_tokens + N`` tokens (prefix tokens
         unrotated)."""
-        positions = as_video_positions(positions)
+        check_position_values(positions)
+        return self._rotation(positions)
+
+    def _rotation(self, positions: Tensor | VideoPositions) -> Rotation:
+        positions = video_position_shape(positions)
 
         def compute() -> Rotation:
             theta = self.angles(positions.coords)
@@ -189,12 +194,13 @@ class _Rotary3D(Float64Buffers):
     def rotate(self, x: Tensor, positions: Tensor | VideoPositions) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 3)``/``(B, N, 3)``
         coordinates or a :class:`VideoPositions` with ``P`` prefix tokens."""
-        positions = as_video_positions(positions)
+        check_position_values(positions)
+        positions = video_position_shape(positions)
         # Only per-head (mixed) frequencies fix the number of heads.
         heads = self.num_heads if getattr(self, "freqs", None) is not None else None
         check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
                             heads)
-        return apply_rotation(x, self.rotation(positions))
+        return apply_rotation(x, self._rotation(positions))
 
     forward = rotate
 

@@ -9,7 +9,8 @@ from posenc.core.validation import (
     check_base,
     check_choice,
     check_output_dtype,
-    check_positions,
+    check_position_shape,
+    check_position_values,
     check_positive_int,
 )
 from torch import Tensor
@@ -68,7 +69,11 @@ class SinCos2D(Float64Buffers):
     def forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
         """``(N, 2)``/``(B, N, 2)`` (row, col) coordinates -> ``(..., N, dim)`` of ``dtype``
         (pass the dtype of the tokens it is added to)."""
-        coords = check_positions(coords, "coords", trailing=(2,))
+        check_position_values(coords, "coords")
+        return self._forward(coords, dtype=dtype)
+
+    def _forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        coords = check_position_shape(coords, "coords", trailing=(2,))
         check_output_dtype(dtype)
         if self.layout == "cols_rows":
             coords = coords.flip(-1)
@@ -81,8 +86,9 @@ class SinCos2D(Float64Buffers):
     def encode_grid(self, grid_size: int | tuple[int, int], *,
                     dtype: torch.dtype = torch.float32) -> Tensor:
         """``(rows * cols, dim)`` encoding of a whole grid in row-major order, of ``dtype``."""
-        return self(patch_coords(grid_size, self.normalize, device=self.inv_freq64.device),
-                    dtype=dtype)
+        # Coordinates made from the grid's shape: no value to check.
+        return self._forward(patch_coords(grid_size, self.normalize,
+                                          device=self.inv_freq64.device), dtype=dtype)
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, base={self.base}, layout={self.layout!r}, "

@@ -10,7 +10,8 @@ from posenc.core.validation import (
     check_choice,
     check_even,
     check_output_dtype,
-    check_positions,
+    check_position_shape,
+    check_position_values,
 )
 from torch import Tensor
 
@@ -70,7 +71,11 @@ class SinCos3D(Float64Buffers):
     def forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
         """``(N, 3)``/``(B, N, 3)`` ``(t, row, col)`` coordinates -> ``(..., N, dim)`` of
         ``dtype`` (pass the dtype of the tokens it is added to)."""
-        coords = check_positions(coords, "coords", trailing=(3,))
+        check_position_values(coords, "coords")
+        return self._forward(coords, dtype=dtype)
+
+    def _forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        coords = check_position_shape(coords, "coords", trailing=(3,))
         check_output_dtype(dtype)
         freqs = self.inv_freq64.split(self.sections)
         order = (0, 1, 2) if self.layout == "t_rows_cols" else (0, 2, 1)

@@ -26,6 +26,8 @@ import torch
 from posenc.core.validation import (
     check_int,
     check_output_dtype,
+    check_position_shape,
+    check_position_values,
     check_positions,
     check_positive_float,
 )
@@ -33,7 +35,7 @@ from torch import Tensor
 
 from .coords import GridPositions, check_grid_size, patch_coords
 
-__all__ = ["AXES", "VideoPositions", "as_video_positions", "video_coords"]
+__all__ = ["AXES", "VideoPositions", "as_video_positions", "video_coords", "video_position_shape"]
 
 #: The coordinate axes, in the order of the last dimension of video coordinates.
 AXES = ("t", "row", "col")
@@ -65,19 +67,30 @@ def video_coords(
     Returns:
         ``(T * rows * cols, 3)``, or ``(B, T * rows * cols, 3)`` for ``(B, T)`` times.
     """
-    rows, cols = check_grid_size(grid_size)
+    grid_size = check_grid_size(grid_size)
     scale = check_positive_float(time_scale, "time_scale")
     if isinstance(frames, Tensor):
-        times = check_positions(frames, "frames")
-        if times.shape[-1] < 1:
+        frames = check_positions(frames, "frames")
+        if frames.shape[-1] < 1:
             raise ValueError(f"frames must hold at least one frame time, got shape "
-                             f"{tuple(times.shape)}")
-        work = times.dtype if times.is_floating_point() else torch.float64
-        times, device = times.to(work), times.device
+                             f"{tuple(frames.shape)}")
     else:
-        num_frames = check_int(frames, "frames", ge=1)
-        work = check_output_dtype(dtype)
-        times = torch.arange(num_frames, device=device, dtype=work)
+        check_int(frames, "frames", ge=1)
+        check_output_dtype(dtype)
+    return _video_coords(grid_size, frames, scale, device, dtype)
+
+
+def _video_coords(grid_size: tuple[int, int], frames: int | Tensor, scale: float,
+                  device: torch.device | str | None, dtype: torch.dtype) -> Tensor:
+    """:func:`video_coords` of checked arguments (frame times checked where they entered,
+    e.g. :class:`~posenc.spatial.VideoVisionTransformer`'s forward): reads no values."""
+    rows, cols = grid_size
+    if isinstance(frames, Tensor):
+        work = frames.dtype if frames.is_floating_point() else torch.float64
+        times, device = frames.to(work), frames.device
+    else:
+        work = dtype
+        times = torch.arange(frames, device=device, dtype=work)
     if scale != 1.0:
         times = times * scale
     spatial = patch_coords((rows, cols), device=device, dtype=work)  # (rows * cols, 2)
@@ -108,21 +121,30 @@ class VideoPositions(NamedTuple):
 
 def as_video_positions(positions: Tensor | VideoPositions,
                        name: str = "positions") -> VideoPositions:
-    """Validate ``(N, 3)``/``(B, N, 3)`` coordinates or a :class:`VideoPositions`.
+    """Validate ``(N, 3)``/``(B, N, 3)`` coordinates or a :class:`VideoPositions`: non-finite
+    coordinates raise (a read of their values), then :func:`video_position_shape`.
 
     Integer coordinates come back as int64 (:func:`posenc.core.validation.check_positions`); a
     :class:`VideoPositions` whose coordinates need no change comes back as the same object.
     A 2D :class:`GridPositions` is a ``TypeError`` (a 3D encoding needs ``t``).
     """
+    check_position_values(positions, name)
+    return video_position_shape(positions, name)
+
+
+def video_position_shape(positions: Tensor | VideoPositions,
+                         name: str = "positions") -> VideoPositions:
+    """:func:`as_video_positions` without reading values (types and shapes only): what the
+    encodings' unchecked methods run, on positions their model made or checked once."""
     if isinstance(positions, GridPositions):
         raise TypeError(f"{name} must be (N, 3)/(B, N, 3) (t, row, col) coordinates or a "
                         f"VideoPositions, got a GridPositions of 2D (row, col) coordinates: "
                         f"make them with posenc.spatial.video_coords")
     if isinstance(positions, VideoPositions):
-        coords = check_positions(positions.coords, f"{name}.coords", trailing=(3,))
+        coords = check_position_shape(positions.coords, f"{name}.coords", trailing=(3,))
         check_int(positions.num_prefix_tokens, f"{name}.num_prefix_tokens", ge=0)
         if positions.cache is not None and not isinstance(positions.cache, dict):
             raise TypeError(f"{name}.cache must be a dict or None, got "
                             f"{type(positions.cache).__name__}")
         return positions if coords is positions.coords else positions._replace(coords=coords)
-    return VideoPositions(check_positions(positions, name, trailing=(3,)))
+    return VideoPositions(check_position_shape(positions, name, trailing=(3,)))

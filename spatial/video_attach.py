@@ -36,8 +36,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+import torch
 from posenc.core import NoPE
-from posenc.core.validation import assume_finite, check_positions, check_positive_float
+from posenc.core.encoding import unchecked
+from posenc.core.validation import check_positions, check_positive_float
 from torch import Tensor, nn
 
 from .factory import SpatialEncodingSpec, encoding_kind, encodings_for_blocks
@@ -51,7 +53,7 @@ from .grid_vit import (
 )
 from .rope3d import MRoPE, RoPE3D, _Rotary3D
 from .sincos3d import SinCos3D
-from .video import VideoPositions, video_coords
+from .video import VideoPositions, _video_coords
 
 __all__ = ["VIDEO_ENCODINGS", "VideoVisionTransformer"]
 
@@ -174,11 +176,11 @@ class VideoVisionTransformer(nn.Module):
         x = x.reshape(batch, num_frames * grid[0] * grid[1], x.shape[-1])
         rotary = any(isinstance(block.attn, GridAttention) for block in vit.blocks)
         coords = None
-        with assume_finite():  # frame_times were read once above; the grid is finite
-            if rotary or self.pos_encoding is not None:
-                coords = video_coords(grid, frames, time_scale=self.time_scale, device=x.device)
-            if self.pos_encoding is not None:
-                x = x + self.pos_encoding(coords, dtype=x.dtype)
+        if rotary or self.pos_encoding is not None:
+            # Unchecked: frame_times were read once above, the grid comes from the shape.
+            coords = _video_coords(grid, frames, self.time_scale, x.device, torch.float32)
+        if self.pos_encoding is not None:  # coords made above: the unchecked forward
+            x = x + unchecked(self.pos_encoding)(coords, dtype=x.dtype)
         positions = VideoPositions(coords, vit.num_prefix_tokens, {}) if rotary else None
         x, positions, _ = enter_blocks(vit, vit.blocks, x, positions, "clip")
         return x, positions

@@ -15,7 +15,8 @@ from posenc.core.validation import (
     check_choice,
     check_even,
     check_output_dtype,
-    check_positions,
+    check_position_shape,
+    check_position_values,
     check_positive_float,
     check_positive_int,
 )
@@ -71,7 +72,11 @@ class ContinuousSinusoidal(Float64Buffers):
         """``(N,)`` or ``(B, N)`` elapsed times (float64 from :func:`time_positions` keeps
         full precision far from the origin) -> ``(..., dim)`` of ``dtype`` (pass the dtype of
         the tokens it is added to)."""
-        times = check_positions(times, "times")
+        check_position_values(times, "times")
+        return self._forward(times, dtype=dtype)
+
+    def _forward(self, times: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        times = check_position_shape(times, "times")
         check_output_dtype(dtype)
         return sinusoidal_encoding(times, self.inv_freq64, self.layout).to(dtype)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 from posenc.core import PositionEncoding, SinusoidalEncoding
-from posenc.core.validation import check_positions
+from posenc.core.validation import check_position_shape, check_position_values
 from torch import Tensor
 
 __all__ = ["IndexSinusoidal"]
@@ -40,7 +40,12 @@ class IndexSinusoidal(PositionEncoding):
         """``elapsed`` ``(N,)`` or ``(B, N)`` int or float time from the forecast origin (> 0
         in the future), ``observed`` of the same shape, bool (a value is present) ->
         ``(*elapsed.shape, dim)`` of ``dtype``."""
-        elapsed = check_positions(elapsed, "elapsed")
+        check_position_values(elapsed, "elapsed")
+        return self._forward(elapsed, observed, dtype=dtype)
+
+    def _forward(self, elapsed: Tensor, observed: Tensor, *,
+                 dtype: torch.dtype = torch.float32) -> Tensor:
+        elapsed = check_position_shape(elapsed, "elapsed")
         if not isinstance(observed, Tensor) or observed.dtype != torch.bool \
                 or observed.shape != elapsed.shape:
             got = f"{observed.dtype} of shape {tuple(observed.shape)}" if isinstance(
@@ -54,4 +59,4 @@ class IndexSinusoidal(PositionEncoding):
         back = -(later & observed[..., None, :]).sum(-1)
         ahead = 1 + (earlier & future[..., None, :]).sum(-1)
         index = torch.where(future, ahead, back).to(torch.float32)
-        return self.encoding(index, dtype=dtype)
+        return self.encoding._forward(index, dtype=dtype)  # counts: finite by construction

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from posenc.core import PositionEncoding
-from posenc.core.validation import check_positions, check_positive_int
+from posenc.core.validation import check_position_shape, check_position_values, check_positive_int
 from torch import Tensor, nn
 
 __all__ = ["Time2Vec"]
@@ -42,7 +42,11 @@ class Time2Vec(PositionEncoding):
         The affine map and the sine run in at least float32 (float64 for float64 times),
         even for bfloat16 parameters.
         """
-        check_positions(times, "times")
+        check_position_values(times, "times")
+        return self._forward(times)
+
+    def _forward(self, times: Tensor) -> Tensor:
+        check_position_shape(times, "times")
         wide = torch.promote_types(torch.promote_types(times.dtype, self.weight.dtype),
                                    torch.float32)
         z = times.to(wide)[..., None] * self.weight.to(wide) + self.bias.to(wide)

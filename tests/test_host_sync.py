@@ -19,8 +19,6 @@ import pytest
 import timm
 import torch
 from posenc import core, spatial
-from posenc.core.validation import check_positions
-from posenc.spatial.coords import GridPositions
 from posenc.tasks import Forecaster, TimeSeriesDataModule
 from posenc.tasks.forecasting.network import TIME_ENCODINGS
 
@@ -165,16 +163,36 @@ def _reads(call) -> int:
 
 def test_direct_attention_reads_each_positions_tensor_once_per_call():
     """Rotation and bias each check their positions; the call reads every distinct tensor
-    once (before: 3 reads for self-attention with RoPE and ALiBi), none when the caller
-    vouches for them."""
+    once (before: 3 reads for self-attention with RoPE and ALiBi), none on the unchecked
+    path a model's blocks take (``_attend``: positions checked at the model's edge)."""
     attn = _attention()
     x, context = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
     q, k = torch.rand(5) * 10, torch.rand(7) * 10
     assert _reads(lambda: attn(x, query_positions=q)) == 1
     assert _reads(lambda: attn(x, context, query_positions=q, key_positions=k)) == 2
-    assert _reads(lambda: attn(x, context, query_positions=q, key_positions=k,
-                               positions_checked=True)) == 0
+    assert _reads(lambda: attn._attend(x, context, q, k)) == 0
+    torch.testing.assert_close(attn._attend(x, context, q, k),
+                               attn(x, context, query_positions=q, key_positions=k))
     assert _reads(lambda: attn(x, query_positions=torch.arange(5))) == 0  # integers: finite
+
+
+@pytest.mark.parametrize("method, args", [
+    ("rotation", ("q",)), ("forward", ("q", "q")), ("score_mod", ("q", "k"))])
+def test_encodings_read_where_called_and_not_unchecked(method, args):
+    """A public encoding method reads each positions tensor once; its unchecked form (what
+    blocks call, :func:`posenc.core.encoding.unchecked`) reads nothing and gives the same."""
+    attn = _attention()
+    encoding = attn.rotary if method == "rotation" else attn.bias
+    tensors = {"q": torch.rand(5) * 10, "k": torch.rand(7) * 10}
+    positions = [tensors[a] for a in args]
+    assert _reads(lambda: getattr(encoding, method)(*positions)) == len(set(args))
+    assert _reads(lambda: core.encoding.unchecked(encoding, method)(*positions)) == 0
+    if method != "score_mod":
+        out = core.encoding.unchecked(encoding, method)(*positions)
+        expected = getattr(encoding, method)(*positions)
+        if method == "rotation":
+            out, expected = out.cos, expected.cos
+        torch.testing.assert_close(out, expected)
 
 
 def test_direct_attention_still_refuses_non_finite_positions_by_name():
@@ -188,20 +206,22 @@ def test_direct_attention_still_refuses_non_finite_positions_by_name():
     with pytest.raises(TypeError, match=r"^query_positions must be an integer, float32 or "
                                         r"float64 tensor, got torch.bfloat16"):
         attn(x, query_positions=bad.bfloat16())
-    with pytest.raises(TypeError, match=r"^positions_checked must be a bool"):
-        attn(x, query_positions=good, positions_checked=1)
-    grid = GridPositions(torch.tensor([[0.0, 0.0], [0.0, float("inf")], [1.0, 0.0]]))
+    with pytest.raises(TypeError, match="positions_checked"):  # no flag skips the check
+        attn(x, query_positions=good, positions_checked=True)
+    grid = spatial.coords.GridPositions(torch.tensor([[0.0, 0.0], [0.0, float("inf")], [1.0, 0.0]]))
     rope2d = core.MultiheadAttention(16, 2, rotary=spatial.RoPE2D(8, 2, "axial"))
     with pytest.raises(ValueError, match=r"^query_positions.coords must be finite"):
         rope2d(x, query_positions=grid)
 
 
-def test_assume_finite_skips_only_the_finiteness_read():
+def test_check_position_shape_skips_only_the_finiteness_read():
     bad = torch.tensor([float("nan")])
-    with core.validation.assume_finite():
-        assert check_positions(bad) is bad
-        with pytest.raises(TypeError, match=r"^positions must be an integer, float32"):
-            check_positions(bad.half())  # dtype and shape checks still run
-    assert not core.validation.finite_assumed()
+    assert _reads(lambda: core.validation.check_position_shape(bad)) == 0
+    assert core.validation.check_position_shape(bad) is bad
+    with pytest.raises(TypeError, match=r"^positions must be an integer, float32"):
+        core.validation.check_position_shape(bad.half())  # dtype and shape checks still run
+    with pytest.raises(ValueError, match=r"^positions must have shape \(N\)"):
+        core.validation.check_position_shape(bad[None, None])
     with pytest.raises(ValueError, match=r"^positions must be finite"):
-        check_positions(bad)
+        core.validation.check_positions(bad)
+    assert _reads(lambda: core.validation.check_positions(bad[:0] + 1.0)) == 1

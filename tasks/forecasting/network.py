@@ -24,7 +24,8 @@ import torch
 from posenc import temporal
 from posenc.core import FIRE, ALiBi, Kerple, MultiheadAttention, RotaryEncoding
 from posenc.core.angles import wide_dtype
-from posenc.core.validation import assume_finite, check_choice
+from posenc.core.encoding import unchecked
+from posenc.core.validation import check_choice
 from posenc.temporal.calendar import FIELDS
 from torch import Tensor, nn
 
@@ -185,12 +186,12 @@ def _features(encodings: Sequence[nn.Module], reads: Sequence[str], fields: Tens
             out = encoding(columns)
         elif read == "timestamps":
             out = encoding(local)
-        elif read == "elapsed":
-            out = encoding(elapsed)
+        elif read == "elapsed":  # made from int64 timestamps: no value to check
+            out = unchecked(encoding)(elapsed)
         elif read == "series_start":
             out = encoding(local, series_start)
         else:
-            out = encoding(elapsed, observed)
+            out = unchecked(encoding)(elapsed, observed)
         features.append(out.to(device=elapsed.device, dtype=torch.float32))
     return torch.cat(features, dim=-1)
 
@@ -211,9 +212,8 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor, positions: Tensor | None, mask: Tensor) -> Tensor:
         # positions: elapsed time made from int64 timestamps, finite by construction, so the
-        # attention reads no values (nothing in a block waits for the host).
-        x = x + self.attn(self.norm1(x), query_positions=positions, attn_mask=mask,
-                          positions_checked=True)
+        # block attends unchecked and reads no values (nothing in it waits for the host).
+        x = x + self.attn._attend(self.norm1(x), None, positions, positions, mask)
         return x + self.mlp(self.norm2(x))
 
 
@@ -384,8 +384,7 @@ class ForecastTransformer(nn.Module):
                                   dim=1)
             start = batch["series_start_local"][:, None] if self.time_features.reads_start \
                 else None
-            with assume_finite():  # elapsed time is made from int64 timestamps
-                features = self.time_features(fields, local, elapsed, has_value, start)
+            features = self.time_features(fields, local, elapsed, has_value, start)
             x = x + self.time_proj(features)
 
         # Keys: real observations; every token also sees itself (no empty rows).

@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-from posenc.core.validation import assume_finite
 from posenc.spatial import RoPE2D, patch_coords
 from posenc.spatial.coords import CoordAugment, GridPositions
 from timm.layers.pos_embed_sincos import _apply_coord_augs
@@ -160,8 +159,9 @@ def test_draws_on_the_coordinates_device_without_host_sync(device):
         torch.cuda.set_sync_debug_mode("error")
     try:
         out = augment(coords)
-        with assume_finite():  # as attach: positions made from the grid, read no values
-            rotation = rope.rotation(GridPositions(coords, (4, 4), 1, {}))
+        # As attach's blocks: positions made from the grid, the unchecked rotation reads no
+        # values.
+        rotation = rope._rotation(GridPositions(coords, (4, 4), 1, {}))
     finally:
         if device == "cuda":
             torch.cuda.set_sync_debug_mode("default")

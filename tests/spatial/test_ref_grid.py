@@ -28,19 +28,21 @@ GRIDS = ((6, 6), (4, 7), (9, 2))
 
 
 class RecordingRoPE(RoPE2D):
-    """RoPE2D that keeps the positions and rotation of each call (what the model feeds it)."""
+    """RoPE2D that keeps the positions and rotation of each call (what the model feeds it:
+    the unchecked ``_rotation``, its positions made from the image shape)."""
 
-    def rotation(self, positions):
-        rotation = super().rotation(positions)
+    def _rotation(self, positions):
+        rotation = super()._rotation(positions)
         self.calls = [*getattr(self, "calls", []), (positions, rotation)]
         return rotation
 
 
 class RecordingSinCos(SinCos2D):
-    """SinCos2D that keeps each table it returns (what the model adds to the tokens)."""
+    """SinCos2D that keeps each table it returns (what the model adds to the tokens, through
+    the unchecked ``_forward``: coordinates made from the image shape)."""
 
-    def forward(self, coords, *, dtype=torch.float32):
-        out = super().forward(coords, dtype=dtype)
+    def _forward(self, coords, *, dtype=torch.float32):
+        out = super()._forward(coords, dtype=dtype)
         self.outputs = [*getattr(self, "outputs", []), out]
         return out
 
