@@ -141,8 +141,8 @@ class XPos(Float64Buffers):
                     name: str = "positions") -> None:
         """Raise ``ValueError`` if a position lies more than :meth:`max_offset` (``dtype``)
         from the centre. Reads the values (a host synchronisation; skipped under
-        ``torch.compile``, as :func:`~posenc.core.validation.check_finite`): call it once where positions
-        enter."""
+        ``torch.compile``, as :func:`~posenc.core.validation.check_finite`): call it once where
+        positions enter."""
         limit = self.max_offset(dtype)
         if not isinstance(positions, Tensor) or positions.numel() == 0 \
                 or torch.compiler.is_compiling():
