@@ -324,7 +324,7 @@ def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
                          f"np.timedelta64(30, 'D'){or_else}")
     elif isinstance(value, pd.offsets.Tick):  # Hour(2), Minute(30): fixed lengths
         value = pd.Timedelta(value)
-    elif isinstance(value, pd.DateOffset):  # every other pandas offset is a calendar one
+    elif isinstance(value, pd.offsets.BaseOffset):  # every other offset is a calendar one
         raise ValueError(f"{name}={value!r} is a calendar offset, which has no fixed length; "
                          f"{name} takes a fixed duration, e.g. '30D'{or_else}")
     elif not isinstance(value, (dt.timedelta, np.timedelta64)):
