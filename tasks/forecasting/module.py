@@ -66,7 +66,8 @@ class Forecaster(LightningModule):
             days)`` since the series' first observation, which the batches carry) reads it
             with the series' start; the others read elapsed time from the forecast origin in
             ``time_unit``. Each class declares what it reads as its ``reads`` attribute (one
-            of :data:`READS`; a class of your own must too). ``[]`` for none.
+            of :data:`READS`) and its output width as ``dim`` (an int); a class of your own
+            must too. ``[]`` for none.
         relative: relative-time attention: ``rope``, ``alibi``, None, or a dict such as
             ``{class_path: posenc.core.RotaryEncoding, init_args: {base: 1000.0}}`` (missing
             ``head_dim``/``num_heads`` filled in); one instance per block.

@@ -22,7 +22,7 @@ from posenc.tasks import (
     quantile_loss,
 )
 from posenc.tasks.forecasting.metrics import naive_scale
-from posenc.tasks.forecasting.network import encoding_reads
+from posenc.tasks.forecasting.network import TimeFeatures, encoding_dim, encoding_reads
 from posenc.tasks.forecasting.windows import local_time_fields
 
 from ..conftest import synthetic_series
@@ -335,6 +335,28 @@ def test_what_an_encoding_reads_comes_from_its_class():
     with pytest.raises(TypeError, match=r"^encoding Time2Vec does not declare what it reads: "
                                         r".* got 'calendar'"):
         encoding_reads(type("Time2Vec", (torch.nn.Module,), {"reads": "calendar"})())
+
+
+def test_the_time_features_width_is_what_each_encoding_declares():
+    """The network sizes its projection from each encoding's declared ``dim`` (it never runs
+    an encoding to measure it); a class without one is refused by name."""
+    model = Forecaster(encodings=["calendar", "fourier", "timedelta", "age"], **TINY)
+    encodings = model.model.time_features.encodings
+    assert model.model.time_features.width == sum(e.dim for e in encodings)
+    assert model.model.time_proj.in_features == model.model.time_features.width
+
+    class Undeclared(torch.nn.Module):
+        reads = "elapsed"
+
+        def forward(self, elapsed):
+            return elapsed[..., None]
+
+    with pytest.raises(TypeError, match=r"^encodings\[1\] Undeclared does not declare its "
+                                        r"width: give it a dim attribute, the positive int "
+                                        r"size of its last output axis, got None"):
+        TimeFeatures([encodings[0], Undeclared()], ["fields", "elapsed"])
+    with pytest.raises(TypeError, match=r"got True"):
+        encoding_dim(type("Flag", (torch.nn.Module,), {"dim": True})())
 
 
 @pytest.mark.parametrize("relative", ["fire", "kerple_log", "kerple_power"])
