@@ -430,6 +430,28 @@ def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted
     assert again["test/mae"] == pytest.approx(result["test/mae"], rel=1e-5)
 
 
+def test_the_data_reads_with_the_fitted_state_it_is_handed_never_the_model_s_own():
+    """One-way: the model hands its fitted state to the data (use_fitted); a data module does
+    not look up the model of its trainer."""
+    from types import SimpleNamespace
+
+    a = synthetic_series(200)
+    b = a.assign(value=a["value"] * 10 + 50)
+    lengths = {"context_length": 24, "horizon": 6, "stride": 6}
+    dm_a, dm_b = TimeSeriesDataModule(a, **lengths), TimeSeriesDataModule(b, **lengths)
+    model = Forecaster(**TINY)
+    model.schema = dm_a.schema
+    own = dm_b.schema.loc
+    dm_b.trainer = SimpleNamespace(lightning_module=model, datamodule=dm_b)
+    assert dm_b.schema.loc == own != dm_a.schema.loc
+    dm_b.use_fitted(model.schema)
+    assert dm_b.schema.loc == dm_a.schema.loc and dm_b.schema.series_keys == [()]
+    dm_b.use_fitted(None)
+    assert dm_b.schema.loc == own
+    with pytest.raises(TypeError, match=r"^schema must be a SeriesSchema or None, got dict"):
+        dm_b.use_fitted(model.schema.to_dict())
+
+
 def _panel(names: list[str], level: dict[str, float]) -> pd.DataFrame:
     frames = [synthetic_series(150, seed=i).assign(id=name, value=lambda f, n=name:
                                                    f["value"] + level[n])
