@@ -233,7 +233,8 @@ class _BuiltIn(TimeSeriesDataModule):
     ``defaults`` (its defaults for the other arguments) and defines ``load_frame``; arguments
     of its own are the keyword arguments of its ``_options``, which checks and keeps them and
     returns the reading arguments they decide. Its signature is built from these (own
-    arguments, then every other ``TimeSeriesDataModule`` argument with this data's default):
+    arguments, then every other ``TimeSeriesDataModule`` argument with this data's default;
+    its docstring the ``Args`` of ``_options``):
     the CLI (``--data.init_args.X``, ``--print_config``) and ``help()`` read it, so each
     default is written once, here, and the data module's arguments are never repeated.
     """
@@ -266,7 +267,9 @@ class _BuiltIn(TimeSeriesDataModule):
 
         __init__.__signature__ = signature
         __init__.__qualname__ = f"{cls.__qualname__}.__init__"
-        __init__.__doc__ = f"See :class:`{cls.__name__}`."
+        # The own arguments' Args section (``--help`` reads it): griffe checks it against
+        # _options' real signature, the API reference shows the class's.
+        __init__.__doc__ = cls._options.__doc__
         cls.__init__ = __init__
 
     def __init__(self, **kwargs: Any) -> None:
@@ -376,17 +379,13 @@ class BirthdaysDataModule(_BuiltIn):
 
     Series ``state``, timestamp ``date`` (naive calendar days, no zone: ``tz=None``), target
     ``births``; no covariates. The full panel is 372555 rows; ``states`` and
-    ``start``/``end`` select a part of it (for small studies).
-
-    Args:
-        states: state codes to keep (from :data:`BIRTHDAY_STATES`), None for all 51.
-        start: first year kept (inclusive, 1969 to 1988), None for the data's.
-        end: last year kept (inclusive), None for the data's.
-        season: the seasonal-naive baseline's season (default one week, the strongest
-            short-term structure here).
+    ``start``/``end`` select a part of it (for small studies): ``states``, the state codes
+    to keep (from :data:`BIRTHDAY_STATES`), None for all 51; ``start`` and ``end``, the first
+    and last year kept (inclusive, 1969 to 1988), None for the data's.
 
     The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-    days: the default context is 16 weeks, the horizon 4 weeks).
+    days: the default context is 16 weeks, the horizon 4 weeks; the seasonal-naive season
+    one week, the strongest short-term structure here).
     """
 
     reading = {"timestamp_column": "date", "target_columns": "births",
@@ -396,6 +395,13 @@ class BirthdaysDataModule(_BuiltIn):
 
     def _options(self, states: list[str] | None = None, start: int | None = None,
                  end: int | None = None) -> dict[str, Any]:
+        """This data's own arguments, checked and kept.
+
+        Args:
+            states: state codes to keep (from :data:`BIRTHDAY_STATES`), None for all 51.
+            start: first year kept (inclusive, 1969 to 1988), None for the data's.
+            end: last year kept (inclusive), None for the data's.
+        """
         chosen = _subset(states, "states", BIRTHDAY_STATES)
         first, last = _year(start, "start"), _year(end, "end")
         if first is not None and last is not None and first > last:
@@ -428,15 +434,13 @@ class ElecDemandDataModule(_BuiltIn):
     ``temperature="future"`` a future one: then the measured values stand for a perfect
     temperature forecast, an upper bound on what a real forecast would give. Timestamps are
     real instants (tz-aware, Australia/Melbourne), so there is no DST guess: calendar
-    features follow the local clock, elapsed time is real time.
-
-    Args:
-        temperature: ``"past"`` or ``"future"``, the role of ``Temperature``.
-        season: the seasonal-naive season (default one week: with work days it beats the
-            daily season, 0.320 vs 0.329 GW mean absolute error over the last 15 %).
+    features follow the local clock, elapsed time is real time. ``temperature`` is
+    ``"past"`` or ``"future"``, the role of ``Temperature``.
 
     The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-    half-hours: the default context is one week, the horizon one day).
+    half-hours: the default context is one week, the horizon one day; the seasonal-naive
+    season one week: with work days it beats the daily season, 0.320 vs 0.329 GW mean
+    absolute error over the last 15 %).
     """
 
     reading = {"timestamp_column": "timestamp", "target_columns": "Demand",
@@ -444,6 +448,11 @@ class ElecDemandDataModule(_BuiltIn):
     defaults = {"context_length": 336, "horizon": 48, "stride": 48, "season": "7D"}
 
     def _options(self, temperature: str = "past") -> dict[str, Any]:
+        """This data's own arguments, checked and kept.
+
+        Args:
+            temperature: ``"past"`` or ``"future"``, the role of ``Temperature``.
+        """
         self.temperature = check_choice(temperature, "temperature", TEMPERATURE_ROLES)
         future = self.temperature == "future"
         return {"past_covariates": [] if future else ["Temperature"],
@@ -464,14 +473,12 @@ class NYCWeatherDataModule(_BuiltIn):
     (degrees F); past covariates ``dewp``, ``humid``, ``wind_speed``, ``pressure`` (measured,
     known up to the forecast origin; ``pressure`` is missing in 2729 rows, which the model
     sees as unobserved). Missing hours stay missing: windows of ``context_length`` hourly
-    observations then span a little more time, which the time encodings see.
-
-    Args:
-        airports: airports to keep (from :data:`NYC_AIRPORTS`), None for all three.
-        season: the seasonal-naive season (default one day).
+    observations then span a little more time, which the time encodings see. ``airports``
+    are the airports to keep (from :data:`NYC_AIRPORTS`), None for all three.
 
     The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-    observations, about hours: the default context is one week, the horizon one day).
+    observations, about hours: the default context is one week, the horizon one day; the
+    seasonal-naive season one day).
     """
 
     reading = {"timestamp_column": "time_hour", "target_columns": "temp",
@@ -480,6 +487,11 @@ class NYCWeatherDataModule(_BuiltIn):
     defaults = {"stride": 24, "season": "1D"}
 
     def _options(self, airports: list[str] | None = None) -> dict[str, Any]:
+        """This data's own arguments, checked and kept.
+
+        Args:
+            airports: airports to keep (from :data:`NYC_AIRPORTS`), None for all three.
+        """
         self.airports = _subset(airports, "airports", NYC_AIRPORTS)
         return {}
 
@@ -498,14 +510,12 @@ class GlucoseDataModule(_BuiltIn):
     in 1061 rows). Timestamps are naive and their own clock (``tz=None``): the zone of the
     device is unknown and no clock change shows in the data, so none is guessed.
 
-    Args:
-        season: the baseline's season (default ``"persistence"``, the last observed value:
-            for horizons of an hour it beats the daily season by far, 19 vs 53 mg/dL on the
-            study's test windows; give ``"1D"`` for meals and sleep).
-
-    The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s. The lengths
-    are durations, since counts of irregular readings span unequal times: by default
-    12 h of context, a 1 h horizon, a new forecast origin every hour.
+    The arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s. The lengths are
+    durations, since counts of irregular readings span unequal times: by default 12 h of
+    context, a 1 h horizon, a new forecast origin every hour. The baseline's season is
+    ``"persistence"`` by default, the last observed value: for horizons of an hour it beats
+    the daily season by far, 19 vs 53 mg/dL on the study's test windows; give ``"1D"`` for
+    meals and sleep.
     """
 
     reading = {"timestamp_column": "timestamp", "target_columns": "glucose",
