@@ -6,10 +6,10 @@ timestamps share one format: the first row's, or ``timestamp_format``; a row in 
 is an error naming it, never a guess. Splits are by time: a window belongs to the split that
 holds its whole horizon, so no training target lies in the validation or test period, and
 every context ends before its horizon starts. Scaling statistics are per series and come
-from the training period only. Served to a trained model (``trainer.test/validate/predict``
-or a further ``fit`` of a model with a ``schema``, also one restored from ``ckpt_path``), the
-table is read with that model's fitted state (series, scaling, vocabularies, step, series
-starts), which the model keeps; a series new to it is scaled by its own training period here.
+from the training period only. Handed a trained model's fitted state (series, scaling,
+vocabularies, step, series starts: :meth:`TimeSeriesDataModule.use_fitted`, which a
+``Forecaster`` calls in ``setup`` and when Lightning restores its checkpoint), the table is read
+with it instead; a series new to the model is scaled by its own training period here.
 A panel (many series, ``series_column``) is split at the same times for all series.
 Batches: see :mod:`posenc.tasks.forecasting.windows`; the table is read by
 :func:`posenc.tasks.forecasting.panel.read_panel`.
@@ -283,7 +283,8 @@ class TimeSeriesDataModule(LightningDataModule):
         self.datasets: dict[str, WindowDataset] = {}
         self._datasets_panel: Panel | None = None  # the panel self.datasets window
         self._panel: Panel | None = None  # this data's own fit
-        self._model_panel: tuple[SeriesSchema, Panel] | None = None  # a trained model's
+        self._fitted: SeriesSchema | None = None  # a trained model's state (use_fitted)
+        self._model_panel: tuple[SeriesSchema, Panel] | None = None  # read with it
 
     @staticmethod
     def _split_argument(value: Any, name: str) -> pd.Timestamp | None:
@@ -347,32 +348,36 @@ class TimeSeriesDataModule(LightningDataModule):
             nonexistent=self.nonexistent, timestamp_format=self.timestamp_format,
             context_length=self._given("context_length"), horizon=self._given("horizon"))
 
+    def use_fitted(self, schema: SeriesSchema | None) -> None:
+        """Read the table with a trained model's fitted state from now on (``schema``, what
+        the model keeps); None: with this data's own (fitted on its training period). The
+        model hands it over (``Forecaster.setup`` and its checkpoint restore): the data never
+        reads the model. Raises ``ValueError`` for a state of other channels or static
+        columns than this data's
+        (:meth:`~posenc.tasks.forecasting.panel.SeriesSchema.with_fitted`)."""
+        if schema is not None and not isinstance(schema, SeriesSchema):
+            raise TypeError(f"schema must be a SeriesSchema or None, got "
+                            f"{type(schema).__name__}")
+        if schema is not None:
+            self._schema().with_fitted(schema)  # a state these columns cannot take: refused now
+        self._fitted = schema
+
     def panel(self) -> Panel:
         """The checked, sorted and scaled table (read once; see
         :mod:`posenc.tasks.forecasting.panel`).
 
         The model sizes the CLI links (:attr:`static_cardinalities`, ...) need it, so it is
-        read when first asked for, before ``setup``. Served to a trained model (a Trainer's
-        model whose ``schema`` is not this data's own), the table is read with the model's
-        fitted state instead (:meth:`~posenc.tasks.forecasting.panel.SeriesSchema.with_fitted`)."""
-        fitted = self._model_schema()
-        if fitted is None:
+        read when first asked for, before ``setup``. With a trained model's fitted state
+        (:meth:`use_fitted`, other than this data's own), the table is read with it instead
+        (:meth:`~posenc.tasks.forecasting.panel.SeriesSchema.with_fitted`)."""
+        fitted = self._fitted
+        if fitted is None or (self._panel is not None and fitted is self._panel.schema):
             if self._panel is None:
                 self._panel = self._read_panel(None)
             return self._panel
         if self._model_panel is None or self._model_panel[0] is not fitted:
             self._model_panel = (fitted, self._read_panel(fitted))
         return self._model_panel[1]
-
-    def _model_schema(self) -> SeriesSchema | None:
-        """The schema of the model this data module serves, if it has one that is not this
-        data's own (a model fitted on other data, or restored from a checkpoint)."""
-        model = self.trainer.lightning_module if self.trainer is not None else None
-        schema = getattr(model, "schema", None)
-        if not isinstance(schema, SeriesSchema) or (self._panel is not None
-                                                    and schema is self._panel.schema):
-            return None
-        return schema
 
     def _read_panel(self, fitted: SeriesSchema | None) -> Panel:
         """The table read and scaled: fitting its own state (``fitted`` None), or with a
@@ -613,7 +618,8 @@ class TimeSeriesDataModule(LightningDataModule):
         if split not in self.datasets:
             raise RuntimeError(f"{type(self).__name__}.setup() must run before asking for "
                                "data loaders")
-        # Lightning restores a checkpoint (the model's schema) after setup: window with it.
+        # Lightning restores a checkpoint (the model's state, handed over) after setup:
+        # window with it.
         self._build_datasets()
         return DataLoader(self.datasets[split],
                           batch_size=self.batch_size if shuffle else self.eval_batch_size,
@@ -632,10 +638,8 @@ class TimeSeriesDataModule(LightningDataModule):
     def predict_dataloader(self) -> DataLoader:
         if self.predict_split != "future":
             return self._loader(self.predict_split, False)
-        # A restored model's schema (its training scaling and series) reads the history.
-        model = self.trainer.lightning_module if self.trainer is not None else None
-        schema = getattr(model, "schema", None)
-        schema = schema if isinstance(schema, SeriesSchema) else self.schema
+        # A trained model's state (its training scaling and series) reads the history.
+        schema = self._fitted if self._fitted is not None else self.schema
         future = self.future_data
         if isinstance(future, (str, os.PathLike)):
             future = read_table(future)

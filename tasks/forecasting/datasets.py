@@ -14,13 +14,16 @@ The other arguments (lengths, splits, ``season``, loader settings, ``predict_spl
 
 from __future__ import annotations
 
+import copy
 import functools
+import inspect
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 from posenc.core.validation import check_choice
 
-from .data import TimeSeriesDataModule
+from .data import PERSISTENCE, TimeSeriesDataModule
 
 __all__ = ["BirthdaysDataModule", "ElecDemandDataModule", "GlucoseDataModule",
            "NYCWeatherDataModule", "SeattleTempsDataModule", "TaylorDataModule", "BIRTHDAY_STATES",
@@ -214,9 +217,74 @@ def glucose_frame() -> pd.DataFrame:
 
 
 # -- real data: data modules -----------------------------------------------------------------
+# The TimeSeriesDataModule arguments that say how a table is read: a built-in data set fixes
+# them (its columns and zone are facts of the data); the others (windows, splits, loaders) are
+# the caller's, with the data set's defaults.
+_READING = ("data", "timestamp_column", "target_columns", "series_column", "past_covariates",
+            "future_covariates", "static_columns", "tz", "ambiguous", "nonexistent",
+            "timestamp_format")
 
 
-class SeattleTempsDataModule(TimeSeriesDataModule):
+class _BuiltIn(TimeSeriesDataModule):
+    """A shipped data set: a :class:`~posenc.tasks.TimeSeriesDataModule` whose table comes
+    from :meth:`load_frame` and is read with ``reading``.
+
+    A subclass sets ``reading`` (the table-reading arguments of :data:`_READING` it fixes),
+    ``defaults`` (its defaults for the other arguments) and defines ``load_frame``; arguments
+    of its own are the keyword arguments of its ``_options``, which checks and keeps them and
+    returns the reading arguments they decide. Its signature is built from these (own
+    arguments, then every other ``TimeSeriesDataModule`` argument with this data's default;
+    its docstring the ``Args`` of ``_options``):
+    the CLI (``--data.init_args.X``, ``--print_config``) and ``help()`` read it, so each
+    default is written once, here, and the data module's arguments are never repeated.
+    """
+
+    reading: ClassVar[dict[str, Any]] = {}
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in cls.reading:
+            check_choice(name, f"{cls.__name__}.reading key", _READING)
+        inherited = inspect.signature(TimeSeriesDataModule.__init__, eval_str=True)
+        shared = [p for p in inherited.parameters.values()
+                  if p.name != "self" and p.name not in _READING]
+        for name in cls.defaults:
+            check_choice(name, f"{cls.__name__}.defaults key", [p.name for p in shared])
+        own = list(inspect.signature(cls._options, eval_str=True).parameters.values())[1:]
+        signature = inspect.Signature(
+            [*list(inherited.parameters.values())[:1], *own,
+             *(p.replace(default=cls.defaults.get(p.name, p.default)) for p in shared)],
+            return_annotation=None)
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            bound = signature.bind(self, *args, **kwargs)  # Python's TypeError if wrong
+            bound.apply_defaults()
+            # Every argument reaches _BuiltIn.__init__ by name: Lightning's
+            # save_hyperparameters reads them there (and this frame has no __class__).
+            _BuiltIn.__init__(self, **{k: v for k, v in bound.arguments.items()
+                                       if k != "self"})
+
+        __init__.__signature__ = signature
+        __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+        # The own arguments' Args section (``--help`` reads it): griffe checks it against
+        # _options' real signature, the API reference shows the class's.
+        __init__.__doc__ = cls._options.__doc__
+        cls.__init__ = __init__
+
+    def __init__(self, **kwargs: Any) -> None:
+        own = inspect.signature(self._options).parameters
+        reading = self._options(**{name: kwargs[name] for name in own})
+        # A copy: the class's lists must not be the ones a data module's hparams hold.
+        super().__init__(**copy.deepcopy(self.reading), **reading,
+                         **{name: value for name, value in kwargs.items() if name not in own})
+
+    def _options(self) -> dict[str, Any]:
+        """This data's own arguments (none here) -> the reading arguments they decide."""
+        return {}
+
+
+class SeattleTempsDataModule(_BuiltIn):
     """Hourly Seattle temperatures of 2010 (``vega_datasets``, offline; 8759 rows).
 
     Limits: these are hourly climate *normals* (smooth long-term averages), not measurements:
@@ -230,30 +298,14 @@ class SeattleTempsDataModule(TimeSeriesDataModule):
     in November, a 02:00 reading on the spring-forward day): they are localized to
     America/Los_Angeles with ``ambiguous="earliest"``, ``nonexistent="shift_forward"``.
     Columns: ``date`` (timestamp), ``temp`` (degrees F).
+
+    The arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s windows, splits and
+    loaders (the default context is one week of hours, the horizon one day).
     """
 
-    def __init__(
-        self,
-        context_length: int | str = 168,
-        horizon: int | str = 24,
-        stride: int | str | None = None,
-        val_fraction: float = 0.15,
-        test_fraction: float = 0.15,
-        irregular: float | None = None,
-        seed: int = 0,
-        batch_size: int = 64,
-        eval_batch_size: int | None = None,
-        num_workers: int = 0,
-        predict_split: str = "future",
-    ) -> None:
-        super().__init__(
-            data=None, timestamp_column="date", target_columns="temp",
-            tz="America/Los_Angeles", ambiguous="earliest", nonexistent="shift_forward",
-            context_length=context_length, horizon=horizon, stride=stride,
-            val_fraction=val_fraction, test_fraction=test_fraction, irregular=irregular,
-            seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
-            num_workers=num_workers,
-            predict_split=predict_split)
+    reading = {"timestamp_column": "date", "target_columns": "temp",
+               "tz": "America/Los_Angeles", "ambiguous": "earliest",
+               "nonexistent": "shift_forward"}
 
     def load_frame(self) -> pd.DataFrame:
         try:
@@ -264,35 +316,19 @@ class SeattleTempsDataModule(TimeSeriesDataModule):
         return data.seattle_temps()
 
 
-class TaylorDataModule(TimeSeriesDataModule):
+class TaylorDataModule(_BuiltIn):
     """Half-hourly electricity demand of England and Wales, June-August 2000 (``pmdarima``'s
     ``load_taylor``, 4032 rows, daily and weekly seasonality).
 
     The data has no timestamps; they are rebuilt as 2000-06-05 00:00 + 30 min steps (naive).
     Columns: ``timestamp``, ``demand`` (MW).
+
+    The arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s windows, splits and
+    loaders (lengths are half-hours: the default context is one week, the horizon one day).
     """
 
-    def __init__(
-        self,
-        context_length: int | str = 336,
-        horizon: int | str = 48,
-        stride: int | str | None = None,
-        val_fraction: float = 0.15,
-        test_fraction: float = 0.15,
-        irregular: float | None = None,
-        seed: int = 0,
-        batch_size: int = 64,
-        eval_batch_size: int | None = None,
-        num_workers: int = 0,
-        predict_split: str = "future",
-    ) -> None:
-        super().__init__(
-            data=None, timestamp_column="timestamp", target_columns="demand", tz=None,
-            context_length=context_length, horizon=horizon, stride=stride,
-            val_fraction=val_fraction, test_fraction=test_fraction, irregular=irregular,
-            seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
-            num_workers=num_workers,
-            predict_split=predict_split)
+    reading = {"timestamp_column": "timestamp", "target_columns": "demand", "tz": None}
+    defaults = {"context_length": 336, "horizon": 48}
 
     def load_frame(self) -> pd.DataFrame:
         try:
@@ -337,57 +373,41 @@ def _year(value: object, name: str) -> int | None:
     return int(value)
 
 
-class BirthdaysDataModule(TimeSeriesDataModule):
+class BirthdaysDataModule(_BuiltIn):
     """Daily births in each US state, 1969-1988 (:func:`birthdays_frame`): a panel of 51
     series with weekly, yearly and holiday structure.
 
     Series ``state``, timestamp ``date`` (naive calendar days, no zone: ``tz=None``), target
     ``births``; no covariates. The full panel is 372555 rows; ``states`` and
-    ``start``/``end`` select a part of it (for small studies).
-
-    Args:
-        states: state codes to keep (from :data:`BIRTHDAY_STATES`), None for all 51.
-        start: first year kept (inclusive, 1969 to 1988), None for the data's.
-        end: last year kept (inclusive), None for the data's.
-        season: the seasonal-naive baseline's season (default one week, the strongest
-            short-term structure here).
+    ``start``/``end`` select a part of it (for small studies): ``states``, the state codes
+    to keep (from :data:`BIRTHDAY_STATES`), None for all 51; ``start`` and ``end``, the first
+    and last year kept (inclusive, 1969 to 1988), None for the data's.
 
     The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-    days: the default context is 16 weeks, the horizon 4 weeks).
+    days: the default context is 16 weeks, the horizon 4 weeks; the seasonal-naive season
+    one week, the strongest short-term structure here).
     """
 
-    def __init__(
-        self,
-        states: list[str] | None = None,
-        start: int | None = None,
-        end: int | None = None,
-        context_length: int | str = 112,
-        horizon: int | str = 28,
-        stride: int | str | None = 7,
-        val_fraction: float = 0.1,
-        test_fraction: float = 0.1,
-        val_start: str | None = None,
-        test_start: str | None = None,
-        season: int | str | None = "7D",
-        irregular: float | None = None,
-        seed: int = 0,
-        batch_size: int = 64,
-        eval_batch_size: int | None = None,
-        num_workers: int = 0,
-        predict_split: str = "future",
-    ) -> None:
+    reading = {"timestamp_column": "date", "target_columns": "births",
+               "series_column": "state", "tz": None}
+    defaults = {"context_length": 112, "horizon": 28, "stride": 7, "val_fraction": 0.1,
+                "test_fraction": 0.1, "season": "7D"}
+
+    def _options(self, states: list[str] | None = None, start: int | None = None,
+                 end: int | None = None) -> dict[str, Any]:
+        """This data's own arguments, checked and kept.
+
+        Args:
+            states: state codes to keep (from :data:`BIRTHDAY_STATES`), None for all 51.
+            start: first year kept (inclusive, 1969 to 1988), None for the data's.
+            end: last year kept (inclusive), None for the data's.
+        """
         chosen = _subset(states, "states", BIRTHDAY_STATES)
         first, last = _year(start, "start"), _year(end, "end")
         if first is not None and last is not None and first > last:
             raise ValueError(f"start={first} is after end={last}")
-        super().__init__(
-            data=None, timestamp_column="date", target_columns="births", series_column="state",
-            tz=None, context_length=context_length, horizon=horizon, stride=stride,
-            val_fraction=val_fraction, test_fraction=test_fraction, val_start=val_start,
-            test_start=test_start, season=season, irregular=irregular, seed=seed,
-            batch_size=batch_size, eval_batch_size=eval_batch_size, num_workers=num_workers,
-            predict_split=predict_split)
         self.states, self.start, self.end = chosen, first, last
+        return {}
 
     def load_frame(self) -> pd.DataFrame:
         frame = birthdays_frame()
@@ -405,7 +425,7 @@ class BirthdaysDataModule(TimeSeriesDataModule):
 TEMPERATURE_ROLES = ("past", "future")
 
 
-class ElecDemandDataModule(TimeSeriesDataModule):
+class ElecDemandDataModule(_BuiltIn):
     """Half-hourly electricity demand of Victoria in 2014 with covariates
     (:func:`elecdemand_frame`; 17520 rows, one series).
 
@@ -414,47 +434,29 @@ class ElecDemandDataModule(TimeSeriesDataModule):
     ``temperature="future"`` a future one: then the measured values stand for a perfect
     temperature forecast, an upper bound on what a real forecast would give. Timestamps are
     real instants (tz-aware, Australia/Melbourne), so there is no DST guess: calendar
-    features follow the local clock, elapsed time is real time.
-
-    Args:
-        temperature: ``"past"`` or ``"future"``, the role of ``Temperature``.
-        season: the seasonal-naive season (default one week: with work days it beats the
-            daily season, 0.320 vs 0.329 GW mean absolute error over the last 15 %).
+    features follow the local clock, elapsed time is real time. ``temperature`` is
+    ``"past"`` or ``"future"``, the role of ``Temperature``.
 
     The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-    half-hours: the default context is one week, the horizon one day).
+    half-hours: the default context is one week, the horizon one day; the seasonal-naive
+    season one week: with work days it beats the daily season, 0.320 vs 0.329 GW mean
+    absolute error over the last 15 %).
     """
 
-    def __init__(
-        self,
-        temperature: str = "past",
-        context_length: int | str = 336,
-        horizon: int | str = 48,
-        stride: int | str | None = 48,
-        val_fraction: float = 0.15,
-        test_fraction: float = 0.15,
-        val_start: str | None = None,
-        test_start: str | None = None,
-        season: int | str | None = "7D",
-        irregular: float | None = None,
-        seed: int = 0,
-        batch_size: int = 64,
-        eval_batch_size: int | None = None,
-        num_workers: int = 0,
-        predict_split: str = "future",
-    ) -> None:
-        role = check_choice(temperature, "temperature", TEMPERATURE_ROLES)
-        super().__init__(
-            data=None, timestamp_column="timestamp", target_columns="Demand",
-            past_covariates=["Temperature"] if role == "past" else [],
-            future_covariates=["WorkDay"] + (["Temperature"] if role == "future" else []),
-            tz="Australia/Melbourne", context_length=context_length, horizon=horizon,
-            stride=stride, val_fraction=val_fraction, test_fraction=test_fraction,
-            val_start=val_start, test_start=test_start, season=season, irregular=irregular,
-            seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
-            num_workers=num_workers,
-            predict_split=predict_split)
-        self.temperature = role
+    reading = {"timestamp_column": "timestamp", "target_columns": "Demand",
+               "tz": "Australia/Melbourne"}
+    defaults = {"context_length": 336, "horizon": 48, "stride": 48, "season": "7D"}
+
+    def _options(self, temperature: str = "past") -> dict[str, Any]:
+        """This data's own arguments, checked and kept.
+
+        Args:
+            temperature: ``"past"`` or ``"future"``, the role of ``Temperature``.
+        """
+        self.temperature = check_choice(temperature, "temperature", TEMPERATURE_ROLES)
+        future = self.temperature == "future"
+        return {"past_covariates": [] if future else ["Temperature"],
+                "future_covariates": ["WorkDay", *(["Temperature"] if future else [])]}
 
     def load_frame(self) -> pd.DataFrame:
         return elecdemand_frame()
@@ -463,7 +465,7 @@ class ElecDemandDataModule(TimeSeriesDataModule):
 NYC_PAST_COVARIATES = ("dewp", "humid", "wind_speed", "pressure")
 
 
-class NYCWeatherDataModule(TimeSeriesDataModule):
+class NYCWeatherDataModule(_BuiltIn):
     """Hourly temperature at New York's three airports in 2013 (:func:`nycweather_frame`;
     26115 rows): a small panel with gaps and missing values.
 
@@ -471,45 +473,27 @@ class NYCWeatherDataModule(TimeSeriesDataModule):
     (degrees F); past covariates ``dewp``, ``humid``, ``wind_speed``, ``pressure`` (measured,
     known up to the forecast origin; ``pressure`` is missing in 2729 rows, which the model
     sees as unobserved). Missing hours stay missing: windows of ``context_length`` hourly
-    observations then span a little more time, which the time encodings see.
-
-    Args:
-        airports: airports to keep (from :data:`NYC_AIRPORTS`), None for all three.
-        season: the seasonal-naive season (default one day).
+    observations then span a little more time, which the time encodings see. ``airports``
+    are the airports to keep (from :data:`NYC_AIRPORTS`), None for all three.
 
     The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-    observations, about hours: the default context is one week, the horizon one day).
+    observations, about hours: the default context is one week, the horizon one day; the
+    seasonal-naive season one day).
     """
 
-    def __init__(
-        self,
-        airports: list[str] | None = None,
-        context_length: int | str = 168,
-        horizon: int | str = 24,
-        stride: int | str | None = 24,
-        val_fraction: float = 0.15,
-        test_fraction: float = 0.15,
-        val_start: str | None = None,
-        test_start: str | None = None,
-        season: int | str | None = "1D",
-        irregular: float | None = None,
-        seed: int = 0,
-        batch_size: int = 64,
-        eval_batch_size: int | None = None,
-        num_workers: int = 0,
-        predict_split: str = "future",
-    ) -> None:
-        chosen = _subset(airports, "airports", NYC_AIRPORTS)
-        super().__init__(
-            data=None, timestamp_column="time_hour", target_columns="temp",
-            series_column="origin", past_covariates=list(NYC_PAST_COVARIATES),
-            tz="America/New_York", context_length=context_length, horizon=horizon,
-            stride=stride, val_fraction=val_fraction, test_fraction=test_fraction,
-            val_start=val_start, test_start=test_start, season=season, irregular=irregular,
-            seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
-            num_workers=num_workers,
-            predict_split=predict_split)
-        self.airports = chosen
+    reading = {"timestamp_column": "time_hour", "target_columns": "temp",
+               "series_column": "origin", "past_covariates": list(NYC_PAST_COVARIATES),
+               "tz": "America/New_York"}
+    defaults = {"stride": 24, "season": "1D"}
+
+    def _options(self, airports: list[str] | None = None) -> dict[str, Any]:
+        """This data's own arguments, checked and kept.
+
+        Args:
+            airports: airports to keep (from :data:`NYC_AIRPORTS`), None for all three.
+        """
+        self.airports = _subset(airports, "airports", NYC_AIRPORTS)
+        return {}
 
     def load_frame(self) -> pd.DataFrame:
         frame = nycweather_frame()
@@ -518,7 +502,7 @@ class NYCWeatherDataModule(TimeSeriesDataModule):
         return frame[frame["origin"].isin(self.airports)].reset_index(drop=True)
 
 
-class GlucoseDataModule(TimeSeriesDataModule):
+class GlucoseDataModule(_BuiltIn):
     """A continuous glucose monitor, March-October 2010 (:func:`glucose_frame`; 52278
     readings): real irregular sampling, about every 5 min with jitter and gaps up to 28 h.
 
@@ -526,41 +510,18 @@ class GlucoseDataModule(TimeSeriesDataModule):
     in 1061 rows). Timestamps are naive and their own clock (``tz=None``): the zone of the
     device is unknown and no clock change shows in the data, so none is guessed.
 
-    Args:
-        season: the baseline's season (default ``"persistence"``, the last observed value:
-            for horizons of an hour it beats the daily season by far, 19 vs 53 mg/dL on the
-            study's test windows; give ``"1D"`` for meals and sleep).
-
-    The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s. The lengths
-    are durations, since counts of irregular readings span unequal times: by default
-    12 h of context, a 1 h horizon, a new forecast origin every hour.
+    The arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s. The lengths are
+    durations, since counts of irregular readings span unequal times: by default 12 h of
+    context, a 1 h horizon, a new forecast origin every hour. The baseline's season is
+    ``"persistence"`` by default, the last observed value: for horizons of an hour it beats
+    the daily season by far, 19 vs 53 mg/dL on the study's test windows; give ``"1D"`` for
+    meals and sleep.
     """
 
-    def __init__(
-        self,
-        context_length: int | str = "12h",
-        horizon: int | str = "1h",
-        stride: int | str | None = "1h",
-        val_fraction: float = 0.15,
-        test_fraction: float = 0.15,
-        val_start: str | None = None,
-        test_start: str | None = None,
-        season: int | str | None = "persistence",
-        irregular: float | None = None,
-        seed: int = 0,
-        batch_size: int = 64,
-        eval_batch_size: int | None = None,
-        num_workers: int = 0,
-        predict_split: str = "future",
-    ) -> None:
-        super().__init__(
-            data=None, timestamp_column="timestamp", target_columns="glucose",
-            past_covariates=["isig"], tz=None, context_length=context_length, horizon=horizon,
-            stride=stride, val_fraction=val_fraction, test_fraction=test_fraction,
-            val_start=val_start, test_start=test_start, season=season, irregular=irregular,
-            seed=seed, batch_size=batch_size, eval_batch_size=eval_batch_size,
-            num_workers=num_workers,
-            predict_split=predict_split)
+    reading = {"timestamp_column": "timestamp", "target_columns": "glucose",
+               "past_covariates": ["isig"], "tz": None}
+    defaults = {"context_length": "12h", "horizon": "1h", "stride": "1h",
+                "season": PERSISTENCE}
 
     def load_frame(self) -> pd.DataFrame:
         return glucose_frame()

@@ -66,7 +66,8 @@ class Forecaster(LightningModule):
             days)`` since the series' first observation, which the batches carry) reads it
             with the series' start; the others read elapsed time from the forecast origin in
             ``time_unit``. Each class declares what it reads as its ``reads`` attribute (one
-            of :data:`READS`; a class of your own must too). ``[]`` for none.
+            of :data:`READS`) and its output width as ``dim`` (an int); a class of your own
+            must too. ``[]`` for none.
         relative: relative-time attention: ``rope``, ``alibi``, None, or a dict such as
             ``{class_path: posenc.core.RotaryEncoding, init_args: {base: 1000.0}}`` (missing
             ``head_dim``/``num_heads`` filled in); one instance per block.
@@ -206,7 +207,7 @@ class Forecaster(LightningModule):
                 "num_static_real": hp.num_static_real}
 
     def setup(self, stage: str) -> None:
-        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        datamodule = self._hand_schema_to_data()
         if datamodule is None:
             return
         for name, ours in self.data_sizes().items():
@@ -222,6 +223,15 @@ class Forecaster(LightningModule):
         if isinstance(schema, SeriesSchema) and self.schema is None:
             self.schema = schema
 
+    def _hand_schema_to_data(self) -> Any:
+        """Give the trainer's data module this model's fitted state (None while it has none:
+        the data then fits its own); -> the data module, or None without one."""
+        datamodule = getattr(self._trainer, "datamodule", None) if self._trainer else None
+        use_fitted = getattr(datamodule, "use_fitted", None)
+        if use_fitted is not None:
+            use_fitted(self.schema)
+        return datamodule
+
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self.schema is not None:
             checkpoint["series_schema"] = self.schema.to_dict()
@@ -229,6 +239,8 @@ class Forecaster(LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if "series_schema" in checkpoint:
             self.schema = SeriesSchema.from_dict(checkpoint["series_schema"])
+            # Lightning restores a checkpoint after setup: the data reads with it from here.
+            self._hand_schema_to_data()
 
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         """-> ``(B, Nh, C, Q)`` predictions in scaled units (``Q = 1`` for point losses)."""

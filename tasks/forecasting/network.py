@@ -16,10 +16,9 @@ and to itself only, so the forecast at a time does not depend on which other tim
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-import pandas as pd
 import torch
 from posenc import temporal
 from posenc.core import FIRE, ALiBi, Kerple, MultiheadAttention, RotaryEncoding
@@ -29,10 +28,8 @@ from posenc.core.validation import check_choice
 from posenc.temporal.calendar import FIELDS
 from torch import Tensor, nn
 
-from .windows import local_time_fields
-
 __all__ = ["ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
-           "RELATIVE_ENCODINGS", "READS", "encoding_reads"]
+           "RELATIVE_ENCODINGS", "READS", "encoding_dim", "encoding_reads"]
 
 # What an additive encoding reads, declared by its class as ``reads``:
 #   "fields":     calendar fields of local wall-clock time, ``{name: (B, N) int tensor}``
@@ -124,11 +121,26 @@ def encoding_reads(module: nn.Module, name: str = "encoding") -> str:
     return reads
 
 
+def encoding_dim(module: nn.Module, name: str = "encoding") -> int:
+    """The width of an additive temporal encoding's output: the ``dim`` it declares
+    (posenc.temporal's encodings do; so must a class of your own), else ``TypeError`` naming
+    the class. Declared, not measured: running an encoding on made-up times would trip its
+    checks of a fixed origin or of a year range."""
+    dim = getattr(module, "dim", None)
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise TypeError(f"{name} {type(module).__name__} does not declare its width: give it a "
+                        f"dim attribute, the positive int size of its last output axis, got "
+                        f"{dim!r}")
+    return dim
+
+
 class TimeFeatures(nn.Module):
-    """Concatenated additive temporal features of every token, as one ``(B, N, F)`` tensor.
+    """Concatenated additive temporal features of every token, as one ``(B, N, F)`` tensor,
+    ``F`` (:attr:`width`) the sum of the encodings' declared ``dim``.
 
     Args:
-        encodings: the temporal encoding modules.
+        encodings: the temporal encoding modules (each declares ``dim``, see
+            :func:`encoding_dim`).
         reads: per encoding, what it reads (one of :data:`READS`).
     """
 
@@ -140,25 +152,7 @@ class TimeFeatures(nn.Module):
         self.reads = list(reads)
         self.reads_fields = "fields" in self.reads
         self.reads_start = "series_start" in self.reads
-        self.width = self._probe_width()
-
-    def _probe_width(self) -> int:
-        """The output width: the sum of the encodings' ``dim`` (every posenc.temporal encoding
-        declares it: running one on a made-up time would trip its checks of a fixed origin
-        or of a year range); an encoding without an int ``dim`` runs on two probe tokens."""
-        width = 0
-        start = pd.Timestamp("2020-01-01").value
-        local = torch.tensor([[start, start + 3600 * 10**9]], dtype=torch.int64)
-        probe = (local_time_fields(local), local, torch.tensor([[-1.0, 0.0]]),
-                 torch.ones(1, 2, dtype=torch.bool), local[:, :1])
-        for encoding, reads in zip(self.encodings, self.reads, strict=True):
-            dim = getattr(encoding, "dim", None)
-            if isinstance(dim, int) and not isinstance(dim, bool):
-                width += dim
-                continue
-            with torch.no_grad():
-                width += _features([encoding], [reads], *probe).shape[-1]
-        return width
+        self.width = sum(encoding_dim(e, f"encodings[{i}]") for i, e in enumerate(encodings))
 
     def forward(self, fields: Tensor | None, local: Tensor, elapsed: Tensor,
                 observed: Tensor, series_start: Tensor | None = None) -> Tensor:
@@ -169,31 +163,23 @@ class TimeFeatures(nn.Module):
         present); per window: ``series_start`` ``(B, 1)`` int64 wall-clock ns of its series'
         first observation (None when no encoding reads it). -> ``(B, N, F)`` float32, on the
         inputs' device (no host round trip)."""
-        return _features(self.encodings, self.reads, fields, local, elapsed, observed,
-                         series_start)
-
-
-def _features(encodings: Sequence[nn.Module], reads: Sequence[str], fields: Tensor | None,
-              local: Tensor, elapsed: Tensor, observed: Tensor, series_start: Tensor | None
-              ) -> Tensor:
-    """:meth:`TimeFeatures.forward` of ``encodings``, each given what it ``reads``."""
-    columns = None
-    features = []
-    for encoding, read in zip(encodings, reads, strict=True):
-        if read == "fields":
-            if columns is None:
-                columns = dict(zip(FIELDS, fields.unbind(-1), strict=True))
-            out = encoding(columns)
-        elif read == "timestamps":
-            out = encoding(local)
-        elif read == "elapsed":  # made from int64 timestamps: no value to check
-            out = unchecked(encoding)(elapsed)
-        elif read == "series_start":
-            out = encoding(local, series_start)
-        else:
-            out = unchecked(encoding)(elapsed, observed)
-        features.append(out.to(device=elapsed.device, dtype=torch.float32))
-    return torch.cat(features, dim=-1)
+        columns = None
+        features = []
+        for encoding, read in zip(self.encodings, self.reads, strict=True):
+            if read == "fields":
+                if columns is None:
+                    columns = dict(zip(FIELDS, fields.unbind(-1), strict=True))
+                out = encoding(columns)
+            elif read == "timestamps":
+                out = encoding(local)
+            elif read == "elapsed":  # made from int64 timestamps: no value to check
+                out = unchecked(encoding)(elapsed)
+            elif read == "series_start":
+                out = encoding(local, series_start)
+            else:
+                out = unchecked(encoding)(elapsed, observed)
+            features.append(out.to(device=elapsed.device, dtype=torch.float32))
+        return torch.cat(features, dim=-1)
 
 
 class Block(nn.Module):

@@ -42,6 +42,8 @@ from posenc.temporal.timestamps import datetime_index
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from .panel import Panel, SeriesSchema
+
 __all__ = ["WindowDataset", "WindowIndex", "batched", "collate_windows", "count_windows",
            "duration_windows", "local_time_fields", "make_batch", "time_origins"]
 
@@ -249,21 +251,35 @@ def batched(batch: dict[str, Tensor]) -> dict[str, Tensor]:
     return batch
 
 
-def _pad(tensors: Sequence[Tensor], length: int, edge: bool) -> Tensor:
-    """Right-pad to ``length`` along dim 0 with zeros, or by repeating the last row."""
-    out = []
-    for t in tensors:
-        missing = length - t.shape[0]
-        if missing:
-            fill = t[-1:].expand(missing, *t.shape[1:]) if edge else t.new_zeros(
-                (missing, *t.shape[1:]))
-            t = torch.cat((t, fill))
-        out.append(t)
-    return torch.stack(out)
+def _batch_of_series(utc: np.ndarray, local: np.ndarray, values: np.ndarray,
+                     context_rows: np.ndarray, target_rows: np.ndarray, num_past: int,
+                     loc: np.ndarray, scale: np.ndarray, static_real: np.ndarray,
+                     static_cat: np.ndarray, series_start: np.ndarray) -> dict[str, Tensor]:
+    """Rows already scaled, series after series, each one window: ``context_rows[b]``
+    context rows then ``target_rows[b]`` target rows -> their batch, built (padded, masked,
+    with calendar fields) by :class:`WindowDataset` as every batch is.
+
+    ``values`` is ``(N, C + P + K)`` float (NaN = missing), ``loc``/``scale`` ``(B, C)``,
+    ``static_*`` ``(B, ...)``, ``series_start`` ``(B,)`` int64 local ns."""
+    ends = np.cumsum(context_rows + target_rows)
+    starts = np.concatenate(([0], ends)).astype(np.int64)
+    num_targets = loc.shape[1]
+    # Only the counts of channels and the scaling of this schema are read.
+    schema = SeriesSchema(timestamp_column="time",
+                          target_columns=[f"target_{c}" for c in range(num_targets)],
+                          past_covariates=[f"past_{c}" for c in range(num_past)],
+                          loc=loc.tolist(), scale=scale.tolist())
+    panel = Panel(utc=utc, local=local, values=values, starts=starts,
+                  rows=np.arange(len(utc)), static_real=static_real, static_cat=static_cat,
+                  schema=schema)
+    rows = np.stack((starts[:-1], starts[:-1] + context_rows, starts[1:]), 1)
+    windows = WindowIndex(offsets=np.arange(len(rows) + 1, dtype=np.int64), rows=rows)
+    return WindowDataset(panel, windows, series_start).__getitems__(np.arange(len(rows)))
 
 
 def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
-    """Stack window dicts, right-padding each side to the longest in the batch.
+    """Stack window dicts (:class:`WindowDataset` items), right-padding each side to the
+    longest in the batch.
 
     Padded timestamps (and their calendar fields) repeat the last real one (they stay finite
     and in range); padded values are 0 and unobserved; ``*_valid`` marks the real tokens.
@@ -283,17 +299,27 @@ def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
         if set(item) != set(items[0]):
             raise ValueError(f"items[{i}] has keys {sorted(item)} but items[0] has "
                              f"{sorted(items[0])}")
-    # Per-window keys (loc, scale, series, static_*) are stacked, per-token ones padded.
-    batch = {key: torch.stack([i[key] for i in items]) for key in items[0]
-             if not key.startswith(("context_", "target_"))}
-    for prefix in ("context", "target"):
-        lengths = [i[f"{prefix}_time"].shape[0] for i in items]
-        n = max(lengths)
-        batch[f"{prefix}_valid"] = torch.arange(n)[None] < torch.tensor(lengths)[:, None]
-        for key in items[0]:
-            if key.startswith(f"{prefix}_"):
-                edge = key.endswith(("_time", "_local", "_fields"))
-                batch[key] = _pad([i[key] for i in items], n, edge)
+
+    def stack(key: str) -> np.ndarray:
+        return torch.stack([item[key] for item in items]).numpy(force=True)
+
+    def side(item: dict[str, Tensor], prefix: str) -> list[Tensor]:
+        """The item's rows of one side: values (NaN where unobserved), past, future."""
+        value = item[f"{prefix}_value"].masked_fill(~item[f"{prefix}_observed"], np.nan)
+        past = item["context_past"].masked_fill(~item["context_past_observed"], np.nan) \
+            if prefix == "context" else value.new_full((len(value), num_past), np.nan)
+        return [item[f"{prefix}_time"], item[f"{prefix}_local"],
+                torch.cat((value, past, item[f"{prefix}_future"]), -1)]
+
+    # The items' rows again, one series each, batched by the one builder.
+    num_past = int(items[0]["context_past"].shape[-1])
+    rows = [side(item, prefix) for item in items for prefix in ("context", "target")]
+    utc, local, values = (torch.cat(parts).numpy(force=True) for parts in zip(*rows, strict=True))
+    count = [np.array([len(item[f"{p}_time"]) for item in items]) for p in ("context", "target")]
+    batch = _batch_of_series(utc, local, values, *count, num_past, stack("loc"), stack("scale"),
+                             stack("static_real"), stack("static_cat"),
+                             stack("series_start_local"))
+    batch["series"] = torch.from_numpy(stack("series"))
     return batch
 
 
@@ -403,23 +429,11 @@ def make_batch(
     if len(overflow):
         raise ValueError(f"context_values: row {int(overflow[0])} overflows float32 once "
                          "scaled by loc/scale")
-    # Queries keep their order and may repeat: the model predicts each on its own.
-    nh = len(qry[0])
-    item = {"loc": torch.from_numpy(loc.astype(np.float32)),
-            "scale": torch.from_numpy(scale.astype(np.float32)),
-            "context_time": torch.from_numpy(ctx[0]), "context_local": torch.from_numpy(ctx[1]),
-            "context_fields": local_time_fields(ctx[1]),
-            "context_value": torch.from_numpy(np.nan_to_num(scaled, nan=0.0)),
-            "context_observed": torch.from_numpy(~np.isnan(scaled)),
-            "target_time": torch.from_numpy(qry[0]), "target_local": torch.from_numpy(qry[1]),
-            "target_fields": local_time_fields(qry[1]),
-            "target_value": torch.zeros(nh, channels),
-            "target_observed": torch.zeros(nh, channels, dtype=torch.bool),
-            # One series, no covariates, no static attributes.
-            "series": torch.zeros((), dtype=torch.int64),
-            "series_start_local": torch.from_numpy(ctx[1][:1]).reshape(()),
-            "static_real": torch.zeros(0), "static_cat": torch.zeros(0, dtype=torch.int64),
-            "context_past": torch.zeros(len(ctx[0]), 0),
-            "context_past_observed": torch.zeros(len(ctx[0]), 0, dtype=torch.bool),
-            "context_future": torch.zeros(len(ctx[0]), 0), "target_future": torch.zeros(nh, 0)}
-    return collate_windows([item])
+    # Queries keep their order and may repeat: the model predicts each on its own. One
+    # series: no covariates, no static attributes; its age counts from the first context time.
+    nc, nh = len(ctx[0]), len(qry[0])
+    values = np.concatenate((scaled, np.full((nh, channels), np.nan, np.float32)))
+    return _batch_of_series(np.concatenate((ctx[0], qry[0])), np.concatenate((ctx[1], qry[1])),
+                            values, np.array([nc]), np.array([nh]), 0, loc[None], scale[None],
+                            np.zeros((1, 0), np.float32), np.zeros((1, 0), np.int64),
+                            ctx[1][:1])

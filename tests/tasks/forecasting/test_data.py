@@ -245,6 +245,28 @@ def test_make_batch_for_irregular_queries():
         make_batch(ctx, np.arange(10.0), ctx[-2:])
 
 
+def test_make_batch_is_the_data_module_s_batch_of_the_same_window(series):
+    """make_batch and the data module build batches on one path: the same history, scaling
+    and query times give the same tensors (but the horizon's truth, which a request lacks)."""
+    frame = series.copy()
+    frame.loc[frame.index % 9 == 0, "value"] = np.nan
+    dm = setup_series(frame, tz="Europe/Berlin")
+    ds = dm.datasets["val"]
+    batch = ds.__getitems__([3])
+    ctx = batch["context_local"][0].numpy()
+    rows = np.searchsorted(ds.local, ctx)
+    raw = frame["value"].to_numpy()[rows]
+    utc = {side: pd.DatetimeIndex(batch[f"{side}_time"][0].numpy()).tz_localize("UTC")
+           for side in ("context", "target")}
+    made = make_batch(utc["context"], raw, utc["target"], tz="Europe/Berlin", loc=dm.loc,
+                      scale=dm.scale)
+    assert set(made) == set(batch)
+    made["series_start_local"] = batch["series_start_local"]  # the request's age origin
+    for key in set(batch) - {"target_value", "target_observed"}:
+        torch.testing.assert_close(made[key], batch[key], rtol=0, atol=1e-6, msg=key)
+    assert not made["target_observed"].any() and batch["target_observed"].any()
+
+
 def _pandas_fields(local: np.ndarray) -> np.ndarray:
     """``(N,)`` naive local ns -> ``(N, len(FIELDS))`` from pandas' own accessors."""
     index = pd.DatetimeIndex(local)

