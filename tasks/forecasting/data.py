@@ -36,7 +36,7 @@ from posenc.temporal.columns import (
 from torch.utils.data import DataLoader
 
 from ..config import check_split_fractions, make_hparams_plain, plain
-from .output import _series_start, request_dataset
+from .output import request_dataset
 from .panel import (
     Panel,
     SeriesSchema,
@@ -402,10 +402,10 @@ class TimeSeriesDataModule(LightningDataModule):
             # in UTC at the median, which is no calendar step (and no yearly season).
             within = np.diff(panel.local)[np.diff(panel.series_of_rows()) == 0]
             schema.step_ns = int(np.median(within)) if len(within) else 0
-            # Each series' first observation, for forecasts from a shorter history (its age).
-            schema.series_start = panel.series_starts().tolist()
-        else:
-            schema.series_start = _series_start(panel, fitted.series_start).tolist()
+        # Each series' first observation, for forecasts from a shorter history (its age); a
+        # trained model's starts stay where they are earlier.
+        schema.series_start = panel.series_starts(
+            None if fitted is None else fitted.series_start).tolist()
         t_val, t_test = self._split_times(panel.utc, schema.aware)
         scale_panel(panel, t_val, self._source())  # keeps a trained model's scaling
         self.split_times = {"val": t_val, "test": t_test}

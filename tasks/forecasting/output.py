@@ -481,18 +481,6 @@ def _combine(history: Panel, future: Panel) -> tuple[Panel, np.ndarray]:
     return panel, starts[:-1] + hist_counts
 
 
-def _series_start(panel: Panel, stored: list[int]) -> np.ndarray:
-    """``(S,)`` int64 local ns of each series' first observation: the earlier of the
-    training data's (``stored``, the schema's ``series_start``) and the history's first row;
-    a series new to the model (or a schema without starts) begins at its history."""
-    first = panel.series_starts()
-    known = np.asarray(stored, np.int64)[:len(first)]
-    here = first[:len(known)]
-    first[:len(known)] = np.where(known == np.iinfo(np.int64).min, here,
-                                  np.minimum(known, here))
-    return first
-
-
 def _read(frame: pd.DataFrame, schema: SeriesSchema, what: str, queries: bool) -> Panel:
     """``read_panel`` without fitting; its errors say which table (``history``/``future``)."""
     try:
@@ -569,4 +557,4 @@ def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
     offsets = np.zeros(panel.num_series + 1, np.int64)
     offsets[wanted + 1] = 1
     index = WindowIndex(offsets=np.cumsum(offsets), rows=rows.astype(np.int64))
-    return WindowDataset(panel, index, _series_start(panel, schema.series_start))
+    return WindowDataset(panel, index, panel.series_starts(schema.series_start))

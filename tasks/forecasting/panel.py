@@ -288,12 +288,21 @@ class Panel:
         """``(N,)`` int64 series index of every row."""
         return np.repeat(np.arange(self.num_series), self.lengths)
 
-    def series_starts(self) -> np.ndarray:
+    def series_starts(self, known: list[int] | None = None) -> np.ndarray:
         """``(S,)`` int64 local wall-clock ns of each series' first row (rows are sorted by
-        time within a series); int64 min (NaT) for a series without rows."""
+        time within a series); int64 min (NaT) for a series without rows.
+
+        With ``known`` (a trained model's ``series_start``, per known series), the earlier of
+        it and this panel's first row; a series new to the model (or a ``known`` start of
+        int64 min) begins at its first row here."""
         out = np.full(self.num_series, np.iinfo(np.int64).min, np.int64)
         held = self.lengths > 0
         out[held] = self.local[self.starts[:-1][held]]
+        if known is not None:
+            stored = np.asarray(known, np.int64)[:len(out)]
+            here = out[:len(stored)]
+            out[:len(stored)] = np.where(stored == np.iinfo(np.int64).min, here,
+                                         np.minimum(stored, here))
         return out
 
 
