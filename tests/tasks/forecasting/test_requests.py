@@ -129,12 +129,17 @@ def test_daily_steps_keep_the_wall_clock_time_across_dst(tmp_path):
                                   for d in (27, 28, 29)]
 
 
-def test_a_model_with_future_covariates_needs_a_future_table(tmp_path):
+def _holiday_panel() -> tuple[pd.DataFrame, TimeSeriesDataModule]:
+    """The two-site panel with a future covariate ``holiday``, and its data module."""
     frame = panel_frame()
     frame["holiday"] = (frame["ts"].dt.hour == 3).astype(float)
-    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
-                              series_column="site", future_covariates=["holiday"],
-                              context_length=12, horizon=4)
+    return frame, TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
+                                       series_column="site", future_covariates=["holiday"],
+                                       context_length=12, horizon=4)
+
+
+def test_a_model_with_future_covariates_needs_a_future_table(tmp_path):
+    frame, dm = _holiday_panel()
     dm.setup("fit")
     model = Forecaster(num_future_covariates=1, **TINY).eval()
     model.schema = dm.schema
@@ -154,11 +159,7 @@ def test_a_model_with_future_covariates_needs_a_future_table(tmp_path):
 def test_posenc_predict_without_a_future_table_names_the_command_line_option():
     """``posenc predict`` reads the times to predict from ``--data.future_data``; the
     error says so (``forecast()`` names its own ``future`` argument, above)."""
-    frame = panel_frame()
-    frame["holiday"] = (frame["ts"].dt.hour == 3).astype(float)
-    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
-                              series_column="site", future_covariates=["holiday"],
-                              context_length=12, horizon=4)
+    frame, dm = _holiday_panel()
     dm.setup("predict")
     with pytest.raises(ValueError, match=r"future covariates \['holiday'\]: give the times to "
                                          r"predict as a CSV/Parquet file .*--data.future_data"):
