@@ -22,43 +22,40 @@ Output dtype, for every encoding in posenc:
   applied to q and k in their dtype (the arithmetic runs in at least float32), a bias is
   cast to the attention logits' dtype.
 - frequencies and angles are float64 (float32 on MPS) whatever the module's dtype
-  (:class:`~posenc.core.buffers.Float64Buffers`).
+  (:class:`~posenc.core.encoding.Float64Buffers`).
 
 Channel layouts are named by one vocabulary, ``"half"`` and ``"interleaved"``
-(:data:`posenc.core.angles.LAYOUTS`; see :mod:`posenc.core.angles`).
+(:data:`posenc.core.encoding.LAYOUTS`; see :mod:`posenc.core.encoding`).
 
 ``__all__`` is the public API. The building blocks stay importable from their modules only:
-the argument checks (:mod:`posenc.core.validation`), the helpers for writing encodings
-(:class:`~posenc.core.buffers.Float64Buffers`, :mod:`posenc.core.angles`), and the functions
-behind the classes (``posenc.core.alibi.alibi_slopes``, ``posenc.core.rope.Rotation`` and
-``rotation_from_angles``, ``posenc.core.sinusoidal.sinusoidal_encoding``, ...).
+the argument checks (:mod:`posenc.core.encoding`), the helpers for writing encodings
+(:class:`~posenc.core.encoding.Float64Buffers`, :mod:`posenc.core.encoding`), and the functions
+behind the classes (``posenc.core.bias.alibi_slopes``, ``posenc.core.rope.Rotation`` and
+``rotation_from_angles``, ``posenc.core.additive.sinusoidal_encoding``, ...).
 """
 
-from .alibi import ALiBi
+from .additive import InputEmbedding, LearnedEncoding, NoPE, SinusoidalEncoding
 from .attention import KVCache, MultiheadAttention
+from .bias import FIRE, ALiBi, ClippedRelativeBias, Kerple, T5RelativeBias
 from .encoding import PositionEncoding, encoding_kind
-from .fire import FIRE
-from .kerple import Kerple
-from .learned import InputEmbedding, LearnedEncoding
-from .nope import NoPE
 from .positions import (
     incremental_positions,
     packed_attention_mask,
     packed_positions,
     positions_from_padding_mask,
 )
-from .relative_bias import ClippedRelativeBias, T5RelativeBias
-from .rope import RotaryEncoding, apply_rotation, convert_rotary_layout
-from .rope_scaling import (
+from .rope import (
     DynamicNTKScaling,
     LinearScaling,
     Llama3Scaling,
     LongRopeScaling,
     NTKScaling,
     ProportionalScaling,
+    RotaryEncoding,
     YarnScaling,
+    apply_rotation,
+    convert_rotary_layout,
 )
-from .sinusoidal import SinusoidalEncoding
 from .xpos import XPos
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .validation import check_position_dtype, check_positive_int, widen_positions
+from .encoding import check_position_dtype, check_positive_int, widen_positions
 
 __all__ = [
     "positions_from_padding_mask",

@@ -42,11 +42,10 @@ import math
 import torch
 from torch import Tensor
 
-from .angles import LAYOUTS, angles, wide_dtype
-from .buffers import Float64Buffers
-from .rope import Rotation, apply_rotation, check_rotary_dim
-from .rope_scaling import rope_inv_freq
-from .validation import (
+from .encoding import (
+    LAYOUTS,
+    Float64Buffers,
+    angles,
     check_base,
     check_choice,
     check_even,
@@ -54,7 +53,9 @@ from .validation import (
     check_position_shape,
     check_positions,
     check_positive_float,
+    wide_dtype,
 )
+from .rope import Rotation, apply_rotation, check_rotary_dim, rope_inv_freq
 
 __all__ = ["XPos", "xpos_zeta"]
 
@@ -141,7 +142,7 @@ class XPos(Float64Buffers):
                     name: str = "positions") -> None:
         """Raise ``ValueError`` if a position lies more than :meth:`max_offset` (``dtype``)
         from the centre. Reads the values (a host synchronisation; skipped under
-        ``torch.compile``, as :func:`~posenc.core.validation.check_finite`): call it once where
+        ``torch.compile``, as :func:`~posenc.core.encoding.check_finite`): call it once where
         positions enter."""
         limit = self.max_offset(dtype)
         if not isinstance(positions, Tensor) or positions.numel() == 0 \

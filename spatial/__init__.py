@@ -22,24 +22,18 @@ mixed), :class:`SinCos3D`, and :class:`VideoVisionTransformer` (a timm ViT fed f
 
 ``__all__`` is the public API. The building blocks stay importable from their modules only:
 the positions an attached model passes its blocks (:mod:`posenc.spatial.coords`,
-:mod:`posenc.spatial.video`), the attached model and its attention
-(:mod:`posenc.spatial.grid_vit`), the registry's helpers (:mod:`posenc.spatial.factory`) and
+:mod:`posenc.spatial.coords`), the attached model and its attention
+(:mod:`posenc.spatial.vit`), the registry's helpers (:mod:`posenc.spatial.factory`) and
 the functions behind the classes (``posenc.spatial.liere.skew_expm``, ...).
 """
 
-from .bias2d import ALiBi2D, ContinuousBias2D, RelativeBias2D
-from .coords import patch_coords
-from .factorized import Factorized2D
+from .additive import Factorized2D, Learned2D, SinCos2D, SinCos3D
+from .bias import ALiBi2D, ContinuousBias2D, RelativeBias2D
+from .coords import patch_coords, video_coords
 from .factory import ENCODINGS, SpatialEncodingSpec, encoding_from_name
-from .learned import Learned2D
 from .liere import LieRE
-from .rope2d import RoPE2D
-from .rope3d import MRoPE, RoPE3D
-from .sincos import SinCos2D
-from .sincos3d import SinCos3D
-from .timm_attach import attach
-from .video import video_coords
-from .video_attach import VIDEO_ENCODINGS, VideoVisionTransformer
+from .rope import MRoPE, RoPE2D, RoPE3D
+from .vit import VIDEO_ENCODINGS, VideoVisionTransformer, attach
 
 __all__ = [
     "ALiBi2D",

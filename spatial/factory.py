@@ -20,12 +20,10 @@ from posenc.core import NoPE, PositionEncoding
 from posenc.core import encoding_kind as _core_encoding_kind
 from torch import nn
 
-from .bias2d import ALiBi2D, ContinuousBias2D, RelativeBias2D
-from .factorized import Factorized2D
-from .learned import Learned2D
+from .additive import Factorized2D, Learned2D, SinCos2D
+from .bias import ALiBi2D, ContinuousBias2D, RelativeBias2D
 from .liere import LieRE
-from .rope2d import RoPE2D
-from .sincos import SinCos2D
+from .rope import RoPE2D
 
 __all__ = ["ENCODINGS", "SpatialEncodingSpec", "encoding_from_name", "encoding_kind",
            "encoding_spec", "encodings_for_blocks", "one_module_per_block", "size_arguments",

@@ -43,19 +43,19 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from posenc.core.angles import wide_dtype
-from posenc.core.buffers import Float64Buffers
-from posenc.core.validation import (
+from posenc.core.encoding import (
+    Float64Buffers,
     check_base,
     check_choice,
     check_position_values,
     check_positive_float,
     check_positive_int,
+    wide_dtype,
 )
 from torch import Tensor, nn
 
 from .coords import NORMALIZE, GridPositions, cached, check_rotate_inputs, grid_position_shape
-from .rope2d import init_mixed_freqs
+from .rope import init_mixed_freqs
 
 __all__ = ["BlockRotation", "LieRE", "skew_expm"]
 

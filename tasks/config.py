@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from posenc.core.validation import check_float
+from posenc.core.encoding import check_float
 from torch import nn
 
 __all__ = ["check_class_path", "fill_from_defaults", "import_class", "instantiate",

@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 
 import torch
-from posenc.core.encoding import no_weight_decay_names
-from posenc.core.validation import check_choice, check_positive_float
+from posenc.core.encoding import check_choice, check_positive_float, no_weight_decay_names
 from torch import nn
 
 __all__ = ["SCHEDULERS", "param_groups", "lr_factor", "configure_adamw",

@@ -23,18 +23,11 @@ importable from their modules only.
 """
 
 from .age import AgeFeature
-from .calendar import calendar_fields
-from .calendar_embedding import CalendarEmbedding
-from .calendar_features import CalendarFeatures
-from .columns import parse_timestamps
-from .continuous import ContinuousSinusoidal
+from .calendar import CalendarEmbedding, CalendarFeatures, calendar_fields
+from .continuous import ContinuousSinusoidal, IndexSinusoidal, Time2Vec, TimeDelta
 from .fourier import FourierSeasonality
 from .holidays import HolidayFeatures
-from .index_sinusoidal import IndexSinusoidal
-from .time2vec import Time2Vec
-from .time_delta import TimeDelta
-from .timestamps import time_positions, to_nanoseconds, to_seconds
-from .zones import localize
+from .timestamps import localize, parse_timestamps, time_positions, to_nanoseconds, to_seconds
 
 __all__ = [
     "AgeFeature",

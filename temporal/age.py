@@ -21,19 +21,10 @@ import numpy as np
 import pandas as pd
 import torch
 from posenc.core import PositionEncoding
-from posenc.core.angles import wide_dtype
-from posenc.core.validation import check_choice
+from posenc.core.encoding import check_choice, check_output_dtype, wide_dtype
 from torch import Tensor
 
-from .timestamps import (
-    UNITS,
-    Timestamps,
-    _in_unit,
-    check_output_dtype,
-    datetime_index,
-    timestamp_argument,
-    to_seconds,
-)
+from .timestamps import UNITS, Timestamps, _in_unit, datetime_index, timestamp_argument, to_seconds
 
 __all__ = ["TRANSFORMS", "AgeFeature", "age_feature", "series_age"]
 

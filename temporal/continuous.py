@@ -1,6 +1,14 @@
 """Sinusoidal encoding of real elapsed time: core's
-:func:`~posenc.core.sinusoidal.sinusoidal_encoding` (the one sin/cos implementation), with
-periods in time units instead of token steps."""
+:func:`~posenc.core.additive.sinusoidal_encoding` (the one sin/cos implementation), with
+periods in time units instead of token steps.
+
+Sinusoidal encoding of each token's *index*: the equally-spaced baseline that continuous-time
+encodings are measured against (the irregular-time study's ``index_sinusoidal`` row).
+
+Time2Vec (Kazemi et al. 2019, "Time2Vec: Learning a Vector Representation of Time").
+
+Time-gap features for irregularly sampled series (GRU-D style deltas + mask).
+"""
 
 from __future__ import annotations
 
@@ -8,21 +16,33 @@ import math
 
 import numpy as np
 import torch
-from posenc.core.angles import LAYOUTS
-from posenc.core.buffers import Float64Buffers
-from posenc.core.sinusoidal import sinusoidal_encoding
-from posenc.core.validation import (
+from posenc.core import PositionEncoding, SinusoidalEncoding
+from posenc.core.additive import sinusoidal_encoding
+from posenc.core.encoding import (
+    LAYOUTS,
+    Float64Buffers,
+    check_bool,
     check_choice,
     check_even,
     check_output_dtype,
     check_position_shape,
     check_position_values,
+    check_positions,
     check_positive_float,
     check_positive_int,
+    wide_dtype,
 )
-from torch import Tensor
+from torch import Tensor, nn
 
-__all__ = ["ContinuousSinusoidal", "geometric_periods"]
+__all__ = [
+    "ContinuousSinusoidal",
+    "geometric_periods",
+    "IndexSinusoidal",
+    "Time2Vec",
+    "TimeDelta",
+    "time_delta_features",
+]
+
 
 def geometric_periods(count: int, min_period: float, max_period: float) -> Tensor:
     """``(count,)`` float64 periods from ``min_period`` to ``max_period``, evenly spaced in
@@ -83,3 +103,196 @@ class ContinuousSinusoidal(Float64Buffers):
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, min_period={self.min_period}, max_period={self.max_period}, "
                 f"layout={self.layout!r}")
+
+
+class IndexSinusoidal(PositionEncoding):
+    """Core's sinusoidal encoding of each token's index, as if samples were equally spaced.
+
+    Context observations get ``0, -1, -2, ...`` counting back from the last one, query
+    (future, unobserved) tokens ``1, 2, ...`` in time order; unobserved tokens at or before
+    the origin (padding) get the index of the observations after them. The gaps of irregular
+    sampling are invisible to it: stretching every gap gives the same output.
+
+    It reads ``"deltas"`` (as :class:`TimeDelta`): elapsed time from the forecast origin and
+    the observed-token mask.
+
+    Args:
+        dim: even output width.
+        base: wavelength base of the sinusoids.
+    """
+
+    kind = "additive"
+    reads = "deltas"
+
+    def __init__(self, dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.encoding = SinusoidalEncoding(dim, base=base)
+        self.dim = self.encoding.dim
+
+    def forward(self, elapsed: Tensor, observed: Tensor, *,
+                dtype: torch.dtype = torch.float32) -> Tensor:
+        """``elapsed`` ``(N,)`` or ``(B, N)`` int or float time from the forecast origin (> 0
+        in the future), ``observed`` of the same shape, bool (a value is present) ->
+        ``(*elapsed.shape, dim)`` of ``dtype``."""
+        check_position_values(elapsed, "elapsed")
+        return self._forward(elapsed, observed, dtype=dtype)
+
+    def _forward(self, elapsed: Tensor, observed: Tensor, *,
+                 dtype: torch.dtype = torch.float32) -> Tensor:
+        elapsed = check_position_shape(elapsed, "elapsed")
+        if not isinstance(observed, Tensor) or observed.dtype != torch.bool \
+                or observed.shape != elapsed.shape:
+            got = f"{observed.dtype} of shape {tuple(observed.shape)}" if isinstance(
+                observed, Tensor) else type(observed).__name__
+            raise TypeError(f"observed must be a bool tensor of the shape of elapsed "
+                            f"{tuple(elapsed.shape)}, got {got}")
+        # Counted, not sorted: ties and any token order give the same indices.
+        later = elapsed[..., None, :] > elapsed[..., :, None]  # [..., i, j]: j after i
+        earlier = elapsed[..., None, :] < elapsed[..., :, None]
+        future = (elapsed > 0) & ~observed
+        back = -(later & observed[..., None, :]).sum(-1)
+        ahead = 1 + (earlier & future[..., None, :]).sum(-1)
+        index = torch.where(future, ahead, back).to(torch.float32)
+        return self.encoding._forward(index, dtype=dtype)  # counts: finite by construction
+
+
+class Time2Vec(PositionEncoding):
+    """``t2v(t)[0] = w0 * t + b0`` and ``t2v(t)[i] = sin(wi * t + bi)`` for ``i = 1..dim-1``.
+
+    One linear (trend) component and ``dim - 1`` periodic ones with learned frequencies and
+    phases. Frequencies start at N(0, 1), so express times in a unit where the periods of
+    interest are a few units to a few hundred (e.g. days), from a nearby origin
+    (``time_positions(ts, origin=ts[0], unit="D")``).
+
+    Args:
+        dim: output width (>= 1).
+    """
+
+    kind = "additive"
+    reads = "elapsed"
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = check_positive_int(dim, "dim")
+        self.weight = nn.Parameter(torch.empty(dim))
+        self.bias = nn.Parameter(torch.empty(dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight)
+        nn.init.normal_(self.bias)
+
+    def forward(self, times: Tensor) -> Tensor:
+        """``(N,)`` or ``(B, N)`` times -> ``(..., dim)`` in the parameters' dtype.
+
+        The affine map and the sine run in at least float32 (float64 for float64 times),
+        even for bfloat16 parameters.
+        """
+        check_position_values(times, "times")
+        return self._forward(times)
+
+    def _forward(self, times: Tensor) -> Tensor:
+        check_position_shape(times, "times")
+        wide = torch.promote_types(torch.promote_types(times.dtype, self.weight.dtype),
+                                   torch.float32)
+        z = times.to(wide)[..., None] * self.weight.to(wide) + self.bias.to(wide)
+        return torch.cat((z[..., :1], torch.sin(z[..., 1:])), dim=-1).to(self.weight.dtype)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+FEATURES = ("since_previous", "since_start", "observed")
+
+
+def _check_order(times: Tensor) -> None:
+    if torch.compiler.is_compiling() or times.shape[-1] < 2:
+        return
+    backwards = times[..., 1:] < times[..., :-1]
+    if bool(backwards.any()):
+        where = backwards.nonzero()[0].tolist()
+        raise ValueError(f"times must be non-decreasing along the last dim (time since the "
+                         f"previous observation needs the order), but at index {where} the "
+                         f"next time is earlier; sort each series first")
+    # Sorted, every difference is at most last - first, which wraps negative past int64.
+    if not times.is_floating_point() and bool((times[..., -1] - times[..., 0] < 0).any()):
+        raise ValueError("times span more than int64 holds (2**63 - 1 ticks: 292 years in "
+                         "nanoseconds), so their differences would wrap; use a coarser unit "
+                         "or an origin nearer the series (time_positions)")
+
+
+def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool = False,
+                        scale: float = 1.0, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Per position: time since the previous observation, time since the series start, and
+    whether it is observed.
+
+    Args:
+        times: ``(N,)`` or ``(B, N)`` non-decreasing times in any unit
+            (:func:`time_positions`): integer, float32 or float64 (half precision raises:
+            elapsed hours in float16 are off by whole hours past 2048). Padding should
+            repeat a real time (e.g. the last).
+        mask: same shape, bool, True where a value was observed; unobserved positions (gaps,
+            the horizon to forecast, padding) still get their deltas but are skipped as
+            "previous observation" (GRU-D's delta). ``None``: every position observed.
+        log: return ``log1p(delta / scale)`` for both deltas, taming heavy-tailed gaps.
+        scale: the delta (in the unit of ``times``) that ``log`` maps to ``log(2)``.
+        dtype: output dtype. Differences are taken in the times' own dtype (exact for
+            integer nanoseconds), then converted.
+
+    Returns:
+        ``(..., N, 3)``: ``[since_previous, since_start, observed]``. ``since_previous`` is 0
+        where no earlier observation exists; ``since_start`` counts from ``times[..., 0]``.
+    """
+    t = check_positions(times, "times")  # refuses half precision, widens integers
+    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool
+                             or mask.shape != t.shape):
+        got = f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, Tensor) else (
+            type(mask).__name__)
+        raise TypeError(f"mask must be a bool tensor of the shape of times "
+                        f"{tuple(t.shape)}, got {got}")
+    check_bool(log, "log")
+    check_positive_float(scale, "scale")
+    check_output_dtype(dtype)
+    _check_order(t)
+    # Differences are taken before any cast, so integer times (nanoseconds) stay exact.
+    wide = t.dtype if t.is_floating_point() else wide_dtype(t.device)
+    positions = torch.arange(t.shape[-1], device=t.device).expand(t.shape)
+    if mask is None:
+        observed = torch.ones_like(t, dtype=wide)
+        previous = positions - 1
+    else:
+        observed = mask.to(wide)
+        latest = torch.where(mask, positions, -1).cummax(dim=-1).values  # last seen at <= n
+        previous = torch.cat((torch.full_like(latest[..., :1], -1), latest[..., :-1]), dim=-1)
+    since_previous = torch.where(previous >= 0, t - t.gather(-1, previous.clamp(min=0)), 0)
+    deltas = torch.stack((since_previous, t - t[..., :1]), dim=-1).to(wide)
+    if log:
+        deltas = torch.log1p(deltas / scale)
+    return torch.cat((deltas, observed[..., None]), dim=-1).to(dtype)
+
+
+class TimeDelta(PositionEncoding):
+    """Module form of :func:`time_delta_features` (no parameters).
+
+    Args:
+        log: log-scale the deltas, ``log1p(delta / scale)``.
+        scale: delta that ``log`` maps to ``log(2)``, in the unit of the times.
+    """
+
+    kind = "additive"
+    reads = "deltas"
+
+    dim = len(FEATURES)
+    feature_names = list(FEATURES)
+
+    def __init__(self, log: bool = False, scale: float = 1.0) -> None:
+        super().__init__()
+        self.log, self.scale = check_bool(log, "log"), check_positive_float(scale, "scale")
+
+    def forward(self, times: Tensor, mask: Tensor | None = None, *,
+                dtype: torch.dtype = torch.float32) -> Tensor:
+        """``(..., N)`` times and optional mask -> ``(..., N, 3)``."""
+        return time_delta_features(times, mask, log=self.log, scale=self.scale, dtype=dtype)
+
+    def extra_repr(self) -> str:
+        return f"log={self.log}, scale={self.scale}"

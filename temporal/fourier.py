@@ -13,11 +13,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 from posenc.core import PositionEncoding
-from posenc.core.angles import wide_dtype
-from posenc.core.validation import check_positive_float
+from posenc.core.encoding import check_output_dtype, check_positive_float, wide_dtype
 from torch import Tensor
 
-from .timestamps import Timestamps, check_output_dtype, to_nanoseconds
+from .timestamps import Timestamps, to_nanoseconds
 
 __all__ = [
     "DEFAULT_PERIODS",

@@ -24,17 +24,18 @@ from typing import Any
 import numpy as np
 import torch
 from posenc.core import PositionEncoding
-from posenc.core.angles import wide_dtype
-from posenc.core.validation import (
+from posenc.core.encoding import (
     check_bool,
     check_choice,
     check_float,
     check_int,
+    check_output_dtype,
     check_positive_float,
+    wide_dtype,
 )
 from torch import Tensor
 
-from .timestamps import UNITS, Timestamps, check_output_dtype, datetime_index, local_wall_time
+from .timestamps import UNITS, Timestamps, datetime_index, local_wall_time
 
 __all__ = ["KERNELS", "HolidayFeatures", "holiday_dates", "holiday_distance", "holiday_kernel"]
 

@@ -19,6 +19,17 @@ what the data means: then say so with ``localize(ts, "UTC")``). Nothing here gue
 naive input with a ``tz`` raises, and so do NaT, mixed naive/aware values and, in
 :func:`localize`, wall times that a DST change makes ambiguous or nonexistent (unless an
 explicit ``ambiguous=``/``nonexistent=`` option says what to do).
+
+Wall-clock readings -> instants: :func:`localize`, exact across DST gaps and repeats and
+across a zone's other offset changes (30-minute and whole-day gaps, a 23-hour repeat).
+
+Timestamp columns of a table -> instants and local wall-clock times.
+
+:func:`parse_timestamps` reads one column (datetime values, ``datetime`` objects or text in
+one format) and refuses what it cannot read exactly; :func:`utc_and_local` turns the result
+into the two int64 clocks a forecaster needs, through :func:`~posenc.temporal.localize`.
+Every table reader in posenc (the data modules, ``make_batch``, ``Forecaster.forecast``)
+goes through these two functions, so a timestamp means the same thing everywhere.
 """
 
 from __future__ import annotations
@@ -31,7 +42,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import pandas as pd
 import torch
-from posenc.core.validation import check_output_dtype  # noqa: F401 (its old import path)
+from pandas.tseries.api import guess_datetime_format
 from torch import Tensor
 
 __all__ = [
@@ -42,7 +53,15 @@ __all__ = [
     "to_nanoseconds",
     "to_seconds",
     "time_positions",
+    "localize",
+    "AMBIGUOUS",
+    "NONEXISTENT",
+    "check_tz_name",
+    "parse_timestamps",
+    "row_label",
+    "utc_and_local",
 ]
+
 
 Timestamps: TypeAlias = (pd.DatetimeIndex | pd.PeriodIndex | pd.Series | np.ndarray | Tensor
                          | Sequence[Any])
@@ -350,3 +369,421 @@ def time_positions(timestamps: Timestamps, origin: Any = None, *, unit: str = "s
     wavelengths are tuned to token steps.
     """
     return torch.from_numpy(to_seconds(timestamps, origin, unit=unit))
+
+
+_SHIFTS = ("shift_forward", "shift_backward")
+
+
+def _check_ambiguous(ambiguous: Any, count: int) -> Any:
+    """``ambiguous`` as pandas takes it, or raise: pandas ignores a misspelt string or an int
+    array wherever no wall time repeats."""
+    if isinstance(ambiguous, str):
+        if ambiguous not in ("raise", "infer", "NaT"):
+            raise ValueError(f"ambiguous must be 'raise', 'infer', 'NaT', a bool or a bool "
+                             f"array, got {ambiguous!r}")
+        return ambiguous
+    if isinstance(ambiguous, bool | np.bool_):
+        return bool(ambiguous)
+    if not isinstance(ambiguous, list | tuple | np.ndarray | pd.Series | pd.Index):
+        raise TypeError(f"ambiguous must be 'raise', 'infer', 'NaT', a bool or a bool array, "
+                        f"got {type(ambiguous).__name__} {ambiguous!r}")
+    values = np.asarray(ambiguous)
+    if values.dtype != np.bool_:
+        raise TypeError(f"ambiguous as an array must hold bools (True = the first of two "
+                        f"readings, e.g. DST), got dtype {values.dtype}")
+    if values.shape != (count,):
+        raise ValueError(f"ambiguous as a bool array needs one entry per timestamp, shape "
+                         f"({count},), got {values.shape}")
+    return values
+
+
+def _check_nonexistent(nonexistent: Any) -> Any:
+    """``nonexistent`` as given, or a ``pd.Timedelta`` for a timedelta; else raise."""
+    if isinstance(nonexistent, str):
+        if nonexistent not in ("raise", "NaT", *_SHIFTS):
+            raise ValueError(f"nonexistent must be 'raise', 'NaT', 'shift_forward', "
+                             f"'shift_backward' or a timedelta, got {nonexistent!r}")
+        return nonexistent
+    if isinstance(nonexistent, dt.timedelta | np.timedelta64):
+        delta = pd.Timedelta(nonexistent)
+        if delta is not pd.NaT:
+            return delta
+    raise TypeError(f"nonexistent must be 'raise', 'NaT', 'shift_forward', 'shift_backward' "
+                    f"or a timedelta, got {nonexistent!r}")
+
+
+def _wall_of(utc_ticks: np.ndarray, unit: str, tz: Any) -> np.ndarray:
+    """Wall-clock ticks of ``tz`` at the given UTC ticks (UTC -> local is never ambiguous)."""
+    index = pd.DatetimeIndex(utc_ticks.view(f"M8[{unit}]")).tz_localize("UTC")
+    return index.tz_convert(tz).tz_localize(None).asi8
+
+
+def _gap_ends(walls: np.ndarray, unit: str, tz: Any) -> np.ndarray:
+    """UTC ticks of the instant each nonexistent wall time's gap ends.
+
+    pandas' own shifts assume one-hour gaps on the hour (its "shift_forward" moves a wall time
+    to the next full hour); whole-day gaps (Pacific/Kiritimati 1994-12-31, Pacific/Apia
+    2011-12-30) then land a day early and Lord Howe's 30-minute gap half an hour late. The
+    end of a gap is instead found from UTC -> local conversions alone: it is the first
+    instant whose wall time passes ``wall``, searched between ``wall`` -/+ one day (UTC
+    offsets are under a day, so the wall time there lies before/after ``wall``).
+    """
+    day = UNITS["D"] // UNITS[unit]
+    info = np.iinfo(np.int64)
+    lo = np.maximum(walls, info.min + 1 + day) - day
+    hi = np.minimum(walls, info.max - day) + day
+    if not ((_wall_of(lo, unit, tz) < walls).all() and (_wall_of(hi, unit, tz) > walls).all()):
+        raise ValueError(f"cannot locate the time-zone gap of nonexistent wall times in "
+                         f"tz={tz!r}; use nonexistent='raise' or 'NaT' and fix them by hand")
+    while (hi - lo > 1).any():
+        mid = lo + (hi - lo) // 2
+        after = _wall_of(mid, unit, tz) > walls
+        hi, lo = np.where(after, mid, hi), np.where(after, lo, mid)
+    return hi
+
+
+def _check_sorted(index: pd.DatetimeIndex) -> None:
+    """ambiguous='infer' reads a repeated hour by order: a result out of order means the input
+    was not sorted in time, and the inference (pandas' silent or obscure) is not to be
+    trusted."""
+    ticks = index.asi8[~index.isna()]
+    backwards = np.flatnonzero(ticks[1:] < ticks[:-1])
+    if len(backwards):
+        where = int(np.flatnonzero(~index.isna())[backwards[0]])
+        raise ValueError(
+            f"ambiguous='infer' reads repeated wall times by their order, so it needs "
+            f"timestamps sorted in time, but they go back in time after position {where} "
+            f"({index[where]} then {index[where + 1]}); sort them first, or pass ambiguous "
+            f"as a bool array")
+
+
+def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
+             nonexistent: Any = "raise") -> pd.DatetimeIndex:
+    """Read tz-naive wall-clock timestamps as local times of ``tz``.
+
+    Around DST changes (and a zone's other offset changes) some wall times do not exist (a
+    gap: an hour in spring, 30 minutes on Lord Howe, a whole day in Kiritimati 1994 and Apia
+    2011) and some occur twice (a repeat). By default both raise; the options follow pandas'
+    ``DatetimeIndex.tz_localize``, with gaps of any length shifted exactly (pandas' own shifts
+    assume one-hour gaps on the hour and misplace the others):
+
+    Args:
+        timestamps: tz-naive timestamps, 1D.
+        tz: the zone (e.g. ``"America/Los_Angeles"``).
+        ambiguous: ``"raise"``; ``"infer"`` (from the order of repeated readings: input not
+            sorted in time raises); ``True``/``False`` or a bool array (True = the first
+            of the two readings, e.g. DST); ``"NaT"``.
+        nonexistent: ``"raise"``; ``"shift_forward"`` (to the instant the gap ends, i.e.
+            the first existing wall time after it); ``"shift_backward"`` (to one tick of the
+            timestamps' resolution before the gap: the last existing time before it); a
+            ``timedelta`` to move the wall time by (landing in the gap again raises);
+            ``"NaT"``. NaT results must be dropped before encoding (every encoder rejects
+            NaT).
+
+    Returns:
+        ``(N,)`` tz-aware ``DatetimeIndex`` (same resolution).
+    """
+    index, shape = datetime_index(timestamps)
+    if len(shape) != 1:
+        raise ValueError(f"timestamps must be 1D to localize, got shape {shape}")
+    if _is_aware(index):
+        raise TypeError(f"timestamps are already tz-aware (tz={index.tz}); pass tz= to the "
+                        f"encoder to read them in another zone")
+    _check_tz(tz)
+    ambiguous = _check_ambiguous(ambiguous, len(index))
+    nonexistent = _check_nonexistent(nonexistent)
+    passed = nonexistent if isinstance(nonexistent, str) and nonexistent in ("raise", "NaT") \
+        else "NaT"
+    try:
+        result = index.tz_localize(tz, ambiguous=ambiguous, nonexistent=passed)
+        if passed == "NaT" and len(index):
+            # NaT here marks the nonexistent times and, with ambiguous="NaT", repeated ones;
+            # localizing with every repeat resolved marks the nonexistent ones alone.
+            gap = index.tz_localize(tz, ambiguous=np.ones(len(index), bool),
+                                    nonexistent="NaT").isna()
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(
+            f"cannot localize timestamps to tz={tz!r} with ambiguous={ambiguous!r}, "
+            f"nonexistent={nonexistent!r}: {err}. Choose ambiguous= (True/False/'infer'/"
+            f"'NaT') for repeated fall-back times and nonexistent= ('shift_forward'/"
+            f"'shift_backward'/timedelta/'NaT') for spring-forward gaps"
+            + (" ('infer' needs timestamps sorted in time)"
+               if isinstance(ambiguous, str) and ambiguous == "infer" else "")) from err
+    if isinstance(ambiguous, str) and ambiguous == "infer":
+        _check_sorted(result)
+    if passed == nonexistent or not len(index) or not gap.any():
+        return result
+    walls = index.asi8[gap]
+    if isinstance(nonexistent, pd.Timedelta):
+        moved = index[gap] + nonexistent
+        try:
+            shifted = moved.tz_localize(tz, ambiguous="raise", nonexistent="raise").asi8
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"nonexistent={nonexistent!r} moves a nonexistent wall time to one that "
+                f"still falls in a gap or in a repeated hour of tz={tz!r}: {err}; use "
+                f"'shift_forward'/'shift_backward' or another timedelta") from err
+    else:
+        shifted = _gap_ends(walls, index.unit, tz) - (nonexistent == "shift_backward")
+    utc = result.asi8.copy()
+    utc[gap] = shifted
+    return pd.DatetimeIndex(utc.view(f"M8[{index.unit}]")).tz_localize("UTC").tz_convert(
+        result.tz)
+
+
+AMBIGUOUS = ("raise", "earliest", "latest", "infer")
+NONEXISTENT = ("raise", "shift_forward", "shift_backward")
+
+_NULL_TEXT = ("", "nat", "nan", "none", "null")
+
+
+def row_label(position: int, source: str | None) -> str:
+    """``"row 3"``, plus its line in ``source`` when that is a CSV file (for messages)."""
+    where = f"row {position}"
+    if source is not None and source.lower().endswith(".csv"):
+        where += f" (line {position + 2} of {source})"
+    return where
+
+
+def _aware(value: str, fmt: str | None) -> bool | None:
+    """Whether one timestamp string parses to a tz-aware time (None: it does not parse)."""
+    try:
+        stamp = pd.to_datetime(value, format=fmt)
+    except (ValueError, TypeError, OverflowError):
+        try:
+            stamp = pd.Timestamp(value)
+        except (ValueError, TypeError, OverflowError):
+            return None
+    return None if pd.isna(stamp) else stamp.tzinfo is not None
+
+
+def _mixed_zones(name: str, naive_row: int, aware_row: int, column: pd.Series,
+                 source: str | None) -> ValueError:
+    return ValueError(
+        f"timestamp column {name!r} mixes tz-naive and tz-aware values: "
+        f"{row_label(naive_row, source)} is {column.iloc[naive_row]!r} (no UTC offset) but "
+        f"{row_label(aware_row, source)} is {column.iloc[aware_row]!r}; use one form")
+
+
+def _parse_objects(column: pd.Series, name: str, source: str | None) -> pd.DatetimeIndex:
+    """An object column of ``datetime``/``Timestamp`` values (no text)."""
+    values = column.to_numpy()
+    aware = [i for i, v in enumerate(values) if isinstance(v, dt.datetime) and v.tzinfo]
+    naive = [i for i, v in enumerate(values) if isinstance(v, dt.datetime) and not v.tzinfo]
+    if aware and naive:
+        raise _mixed_zones(name, naive[0], aware[0], column, source)
+    try:
+        # One zone (or offset) is kept, as a datetime column keeps it: its wall clock is the
+        # local time. Several have no one zone: UTC (pandas refuses them without utc=True).
+        return pd.DatetimeIndex(pd.to_datetime(values))
+    except ValueError:
+        return pd.DatetimeIndex(pd.to_datetime(values, utc=True))
+
+
+def _first_kinds(text: pd.Series, fmt: str) -> dict[bool, int]:
+    """First row of each kind (False naive, True aware) among the rows of ``text``."""
+    # Parse one row per shape (digits masked), in row order: few shapes, whatever N.
+    shapes = text.str.replace(r"\d", "0", regex=True)
+    kinds: dict[bool, int] = {}
+    for position in shapes.drop_duplicates().index:
+        kind = _aware(text.loc[position], fmt)
+        if kind is not None:
+            kinds.setdefault(kind, int(position))
+    return kinds
+
+
+def _parse_text(column: pd.Series, name: str, source: str | None,
+                timestamp_format: str | None) -> pd.DatetimeIndex:
+    """Text timestamps, all in one format: ``timestamp_format``, else the first row's."""
+    text = column.reset_index(drop=True)
+    if not pd.api.types.is_string_dtype(text) or text.dtype == object:
+        text = text.astype("string")
+    null_like = text.isna().to_numpy(dtype=bool)
+    present = np.flatnonzero(~null_like)
+    # pandas reads "", "nan", "NaT" as missing: skip them when looking for the first row.
+    first = next((int(i) for i in present
+                  if str(text.iloc[int(i)]).strip().lower() not in _NULL_TEXT), None)
+    if first is None:
+        return pd.DatetimeIndex(np.full(len(text), np.datetime64("NaT", "ns")))
+    sample = text.iloc[first]
+    fmt = timestamp_format
+    if fmt is None:
+        # pandas infers a format from the first row too, but on a mismatch its retry
+        # (format="mixed") guesses every row: one "01/02/2021" among ISO rows became 2 Jan.
+        fmt = guess_datetime_format(sample)
+        if fmt is None:
+            iso = pd.to_datetime(text[~null_like], format="ISO8601", errors="coerce", utc=True)
+            hint = (" (every row is ISO 8601: timestamp_format='ISO8601' reads them)"
+                    if iso.notna().all() else "")
+            raise ValueError(
+                f"timestamp column {name!r}: the format of {row_label(first, source)} value "
+                f"{column.iloc[first]!r} cannot be inferred; pass timestamp_format (a strftime "
+                f"format such as '%Y-%m-%d %H:%M:%S%z', or 'ISO8601'){hint}. Numbers since the "
+                "epoch: convert them with pd.to_datetime(..., unit='s'/'ms'/'ns')")
+    try:
+        # One UTC offset keeps its fixed-offset zone, as a datetime column (a DataFrame's,
+        # a Parquet file's) holds it: the text's wall clock is the local time in every
+        # format. pandas refuses several offsets unless utc=True: those are read in UTC.
+        try:
+            parsed = pd.to_datetime(text, format=fmt, errors="coerce")
+        except ValueError:
+            if fmt in ("ISO8601", "mixed"):
+                # These take naive and offset rows alike; utc=True would read naive rows as
+                # UTC.
+                kinds = _first_kinds(text[~null_like], fmt)
+                if len(kinds) == 2:
+                    raise _mixed_zones(name, kinds[False], kinds[True], column, source
+                                       ) from None
+            parsed = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
+    except (ValueError, TypeError) as err:
+        if isinstance(err, ValueError) and str(err).startswith("timestamp column"):
+            raise
+        raise ValueError(f"timestamp_format={fmt!r} is not a usable format for timestamp "
+                         f"column {name!r}: {err}") from err
+    unread = pd.isna(parsed).to_numpy() & ~null_like
+    if unread.any():
+        # Text that pandas reads as missing is reported as missing (NaT) by the caller.
+        rows = np.flatnonzero(unread)
+        blank = text.iloc[rows].str.strip().str.lower().isin(_NULL_TEXT).to_numpy(dtype=bool)
+        rows = rows[~blank]
+    else:
+        rows = np.zeros(0, np.int64)
+    if len(rows):
+        row = int(rows[0])
+        value = column.iloc[row]
+        forms = (_aware(sample, fmt), _aware(text.iloc[row], None))
+        if None not in forms and forms[0] != forms[1]:
+            naive, aware = (row, first) if forms[0] else (first, row)
+            raise _mixed_zones(name, naive, aware, column, source)
+        if timestamp_format is None:
+            raise ValueError(
+                f"timestamp column {name!r}: {row_label(row, source)} value {value!r} cannot be "
+                f"parsed: it does not match the format {fmt!r} of {row_label(first, source)} "
+                f"({column.iloc[first]!r}); a column holds one format: fix the row, or "
+                f"pass timestamp_format ('ISO8601' reads every ISO 8601 variant, 'mixed' "
+                f"guesses each row)")
+        raise ValueError(f"timestamp column {name!r}: {row_label(row, source)} value {value!r} "
+                         f"cannot be parsed as a timestamp with timestamp_format={fmt!r}")
+    return pd.DatetimeIndex(parsed)
+
+
+def _first_value(column: pd.Series) -> Any:
+    """The first non-missing value of ``column`` (None if there is none)."""
+    position = np.flatnonzero(column.notna().to_numpy())
+    return column.iloc[int(position[0])] if len(position) else None
+
+
+def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
+                     timestamp_format: str | None = None) -> pd.DatetimeIndex:
+    """A timestamp column -> ``(N,)`` ``DatetimeIndex`` (naive, or tz-aware in its own zone
+    or UTC), at any resolution; ``parsed[i]`` is row ``i``.
+
+    Args:
+        column: ``(N,)`` datetime values, periods (read as their start times, naive),
+            ``datetime`` objects or text.
+        name: the column's name, for messages.
+        source: the file it came from (rows of a ``.csv`` are also named by line).
+        timestamp_format: ``pd.to_datetime`` format of text timestamps (``"%d/%m/%Y %H:%M"``,
+            ``"ISO8601"``, ``"mixed"``); None takes the format pandas infers from the first
+            row, and every row must match it.
+
+    Raises ``ValueError`` naming the column and the first bad row for missing (NaT),
+    unparseable, differently formatted or mixed naive/offset timestamps, and ``TypeError``
+    for numeric columns (their unit is ambiguous: convert with ``pd.to_datetime(..., unit=)``).
+    """
+    if not isinstance(column, pd.Series):
+        raise TypeError(f"column must be a pandas Series, got {type(column).__name__}")
+    if timestamp_format is not None and not isinstance(timestamp_format, str):
+        raise TypeError(f"timestamp_format must be a str or None, got "
+                        f"{type(timestamp_format).__name__} ({timestamp_format!r})")
+    if isinstance(column.dtype, pd.PeriodDtype):
+        # A period is the instant it starts, as datetime_index reads every PeriodIndex (its
+        # text, "2020Q1" or "2019-12-30/2020-01-05" for a week, is no timestamp).
+        parsed = pd.PeriodIndex(column).start_time
+    elif isinstance(column.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(column):
+        parsed = pd.DatetimeIndex(column)
+    elif pd.api.types.is_timedelta64_dtype(column):
+        raise TypeError(f"timestamp column {name!r} holds {column.dtype} durations, expected "
+                        "timestamps (add them to a start time first)")
+    elif pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
+        raise TypeError(f"timestamp column {name!r} holds {column.dtype} numbers; their unit is "
+                        "ambiguous: convert it with pd.to_datetime(..., unit='s'/'ms'/'ns') "
+                        "or store timestamps as text")
+    elif column.dtype == object and len(column) and all(
+            isinstance(v, dt.datetime) or v is None or v is pd.NaT for v in column):
+        parsed = _parse_objects(column, name, source)
+    elif column.dtype == object and isinstance(_first_value(column), pd.Period):
+        try:
+            parsed = pd.PeriodIndex(column.to_numpy()).start_time
+        except (TypeError, ValueError) as err:  # several frequencies, or other values
+            raise TypeError(f"timestamp column {name!r} holds Period values that form no "
+                            f"single PeriodIndex ({err}); give them one frequency (.asfreq) "
+                            "or convert them to timestamps") from None
+    else:
+        parsed = _parse_text(column, name, source, timestamp_format)
+    missing = np.flatnonzero(parsed.isna())
+    if len(missing):
+        raise ValueError(f"timestamp column {name!r}: {row_label(int(missing[0]), source)} is "
+                         f"missing (NaT); {len(missing)} row(s) without a timestamp")
+    outside = np.flatnonzero((parsed < _NS_MIN[parsed.tz is not None])
+                             | (parsed > _NS_MAX[parsed.tz is not None]))
+    if len(outside):
+        raise ValueError(f"timestamp column {name!r}: {row_label(int(outside[0]), source)} value "
+                         f"{column.iloc[int(outside[0])]!r} is outside the nanosecond range "
+                         f"({pd.Timestamp.min} to {pd.Timestamp.max})")
+    return parsed
+
+
+_NS_MIN = {False: pd.Timestamp.min, True: pd.Timestamp.min.tz_localize("UTC")}
+_NS_MAX = {False: pd.Timestamp.max, True: pd.Timestamp.max.tz_localize("UTC")}
+
+
+def check_tz_name(tz: str | None) -> str | None:
+    """``tz`` if it is None or a known IANA zone name, else ``TypeError``/``ValueError``."""
+    if tz is not None and not isinstance(tz, str):
+        raise TypeError(f"tz must be an IANA time zone name (str) or None, got "
+                        f"{type(tz).__name__} ({tz!r})")
+    if tz is not None:
+        try:
+            pd.Timestamp(0, tz=tz)
+        except Exception as err:  # zoneinfo/pytz raise different types for unknown zones
+            raise ValueError(f"tz={tz!r} is not a known time zone (use an IANA name such as "
+                             "'Europe/Berlin')") from err
+    return tz
+
+
+def utc_and_local(index: pd.DatetimeIndex, tz: str | None, ambiguous: str = "raise",
+                  nonexistent: str = "raise", name: str = "timestamps"
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Parsed timestamps -> the two clocks of a forecaster.
+
+    Args:
+        index: ``(N,)`` timestamps (:func:`parse_timestamps`), naive or tz-aware.
+        tz: zone name. Naive timestamps are local times there, localized with
+            :func:`~posenc.temporal.localize` (in the given order: sort by wall clock first
+            for ``ambiguous="infer"``); aware ones are converted to it. None keeps naive data
+            as its own clock (no zone, no DST) and aware data in its zone.
+        ambiguous: one of :data:`AMBIGUOUS` (``earliest`` = the DST reading).
+        nonexistent: one of :data:`NONEXISTENT`.
+        name: the column, for messages.
+
+    Returns:
+        ``(utc, local)``: ``(N,)`` int64 UTC nanoseconds since the epoch (real elapsed time)
+        and ``(N,)`` int64 naive local wall-clock nanoseconds (calendar features).
+    """
+    if index.tz is None and tz is not None:
+        amb: Any = {"earliest": np.ones(len(index), bool),
+                    "latest": np.zeros(len(index), bool)}.get(ambiguous, ambiguous)
+        try:
+            index = localize(index, tz, ambiguous=amb, nonexistent=nonexistent)
+        except ValueError as err:
+            raise ValueError(f"timestamp column {name!r}: {err}. Here: ambiguous is one of "
+                             f"{list(AMBIGUOUS)}, nonexistent one of {list(NONEXISTENT)}"
+                             ) from err
+    elif index.tz is not None and tz is not None:
+        index = index.tz_convert(tz)
+    index = index.as_unit("ns")
+    # tz-aware asi8 is UTC; naive data is taken as its own clock (no zone, no DST).
+    utc = np.asarray(index.asi8, np.int64)
+    local = np.asarray(local_wall_time(index), np.int64)
+    return utc, local

@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 import torch
 from posenc import core, spatial, temporal
-from posenc.core.angles import LAYOUTS
-from posenc.core.buffers import Float64Buffers
+from posenc.core.encoding import LAYOUTS, Float64Buffers
 
 STAMPS = pd.date_range("2021-03-27", periods=6, freq="7h").as_unit("ns")
 NS = torch.tensor(STAMPS.asi8).reshape(2, 3)
@@ -100,11 +99,12 @@ def test_one_apply_override_keeps_float64_state():
 
 
 def test_one_layout_vocabulary():
-    from posenc.core import rope, sinusoidal
-    from posenc.spatial import rope2d, sincos
+    from posenc.core import additive, rope
+    from posenc.spatial import additive as spatial_additive
+    from posenc.spatial import rope as spatial_rope
     from posenc.temporal import continuous
 
-    for module in (rope, sinusoidal, rope2d, continuous):
+    for module in (rope, additive, spatial_rope, continuous):
         assert module.LAYOUTS is LAYOUTS
     # 2D sin-cos: the order of the axes, then core's words; no layout named after a library.
-    assert sincos.LAYOUTS == ("rows_cols", "cols_rows", "half")
+    assert spatial_additive.LAYOUTS == ("rows_cols", "cols_rows", "half")

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from lightning.pytorch import LightningDataModule
-from posenc.core.validation import check_choice, check_int, check_positive_int
-from posenc.temporal.columns import (
+from posenc.core.encoding import check_choice, check_int, check_positive_int
+from posenc.temporal.timestamps import (
     AMBIGUOUS,
     NONEXISTENT,
     check_tz_name,

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
-from posenc.core.validation import check_choice
+from posenc.core.encoding import check_choice
 
 from .data import PERSISTENCE, TimeSeriesDataModule
 

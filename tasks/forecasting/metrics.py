@@ -29,7 +29,7 @@ from numbers import Real
 import numpy as np
 import pandas as pd
 import torch
-from posenc.core.validation import check_positive_int
+from posenc.core.encoding import check_positive_int
 from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch import LightningModule
-from posenc.core.validation import (
+from posenc.core.encoding import (
     check_bool,
     check_choice,
     check_float,

@@ -22,9 +22,7 @@ from typing import Any
 import torch
 from posenc import temporal
 from posenc.core import FIRE, ALiBi, Kerple, MultiheadAttention, RotaryEncoding
-from posenc.core.angles import wide_dtype
-from posenc.core.encoding import unchecked
-from posenc.core.validation import check_choice
+from posenc.core.encoding import check_choice, unchecked, wide_dtype
 from posenc.temporal.calendar import FIELDS
 from torch import Tensor, nn
 

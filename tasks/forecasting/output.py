@@ -45,7 +45,7 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 from pandas.tseries.frequencies import to_offset
-from posenc.core.validation import check_positive_int
+from posenc.core.encoding import check_positive_int
 from posenc.temporal import localize
 
 from .panel import Panel, SeriesSchema, check_unique_columns, parse_length, read_panel, scale_panel

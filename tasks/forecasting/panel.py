@@ -6,7 +6,7 @@ targets, and optionally past covariates (known up to the forecast origin), futur
 series, then by real (UTC) time; every series is one contiguous block of rows.
 
 Timestamps go through :func:`posenc.temporal.parse_timestamps` and
-:func:`posenc.temporal.columns.utc_and_local`, the path every table reader in posenc takes.
+:func:`posenc.temporal.timestamps.utc_and_local`, the path every table reader in posenc takes.
 Scaling is per series and per channel, fitted on the training span only (times before
 ``val_start``); a series with no observation there takes the training statistics pooled over
 all series.
@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from posenc.core.validation import check_positive_int
-from posenc.temporal.columns import parse_timestamps, row_label, utc_and_local
+from posenc.core.encoding import check_positive_int
 from posenc.temporal.frequencies import parse_duration
+from posenc.temporal.timestamps import parse_timestamps, row_label, utc_and_local
 
 __all__ = ["FITTED", "Panel", "SeriesSchema", "read_panel", "scale_panel", "check_unique_columns",
            "numeric_column", "parse_length", "read_table"]

@@ -37,8 +37,12 @@ import pandas as pd
 import torch
 from posenc import temporal
 from posenc.temporal.calendar import FIELDS
-from posenc.temporal.columns import check_tz_name, parse_timestamps, utc_and_local
-from posenc.temporal.timestamps import datetime_index
+from posenc.temporal.timestamps import (
+    check_tz_name,
+    datetime_index,
+    parse_timestamps,
+    utc_and_local,
+)
 from torch import Tensor
 from torch.utils.data import Dataset
 

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from posenc.core.angles import LAYOUTS
-from posenc.spatial.rope2d import NORMALIZE_COORDS
+from posenc.core.encoding import LAYOUTS
+from posenc.spatial.rope import NORMALIZE_COORDS
 from torch import nn
 
 from .core import (

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from posenc.core import apply_rotation
-from posenc.core.validation import check_positive_int
+from posenc.core.encoding import check_positive_int
 from torch import Tensor, nn
 
 from .figure import cosine_matrix, describe, new_figure, save_png
@@ -201,7 +201,7 @@ def plot_bias_vs_distance(encoding: nn.Module, path: str | Path, *, max_distance
         max_distance: offsets ``-max_distance .. max_distance``.
     """
     from posenc.core import ALiBi, T5RelativeBias
-    from posenc.core.relative_bias import t5_relative_bucket
+    from posenc.core.bias import t5_relative_bucket
 
     check_positive_int(max_distance, "max_distance")
     query = torch.tensor([max_distance])

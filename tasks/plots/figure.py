@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from posenc.core.validation import check_positive_int
+from posenc.core.encoding import check_positive_int
 from torch import Tensor, nn
 
 __all__ = ["new_figure", "require_matplotlib", "save_png", "describe", "cosine_matrix"]

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from posenc.core.validation import check_positive_int
-from posenc.temporal.columns import check_tz_name, parse_timestamps, utc_and_local
+from posenc.core.encoding import check_positive_int
+from posenc.temporal.timestamps import check_tz_name, parse_timestamps, utc_and_local
 
 from ..forecasting.output import ORIGIN_COLUMN, quantile_columns
 from ..forecasting.panel import SeriesSchema, numeric_column, read_table

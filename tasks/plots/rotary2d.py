@@ -115,7 +115,7 @@ def plot_liere_relative(encodings: Sequence[nn.Module], path: str | Path, *, win
         figsize: default ``(3.6 * len(encodings) + 5, 4.4)``.
     """
     from matplotlib.ticker import MaxNLocator
-    from posenc.core.validation import check_int, check_positive_int
+    from posenc.core.encoding import check_int, check_positive_int
     from posenc.spatial import patch_coords
 
     if isinstance(encodings, nn.Module) or not 1 <= len(encodings) <= 4 or not all(
@@ -236,10 +236,10 @@ def plot_rope_dinov3_coords(path: str | Path, grid_size: int | tuple[int, int] =
         num_draws: 1 to 6 draws per augmentation panel.
     """
     from matplotlib.patches import Rectangle
-    from posenc.core.validation import check_int, check_positive_int
+    from posenc.core.encoding import check_int, check_positive_int
     from posenc.spatial import RoPE2D, patch_coords
     from posenc.spatial.coords import check_grid_size
-    from posenc.spatial.rope2d import NORMALIZE_COORDS
+    from posenc.spatial.rope import NORMALIZE_COORDS
 
     rows, cols = check_grid_size(grid_size)
     if min(rows, cols) < 2:

@@ -122,7 +122,7 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
             clip they all lie near 1). Pass -1 for the full range.
         figsize: default ``(1.9 * frames + 2.5, 1.9 * len(encodings) * rows / cols + 1)``.
     """
-    from posenc.core.validation import check_positive_int
+    from posenc.core.encoding import check_positive_int
     from posenc.spatial import video_coords
     from posenc.spatial.coords import check_grid_size
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from posenc.core.validation import check_positive_int
+from posenc.core.encoding import check_positive_int
 
 from .figure import new_figure, save_png
 
@@ -232,7 +232,7 @@ def plot_holiday_features(country: str, path: str | Path, *, subdiv: str | None 
         zoom_days: half-width of the bottom windows in days (clipped to the year).
     """
     import pandas as pd
-    from posenc.core.validation import check_int
+    from posenc.core.encoding import check_int
     from posenc.temporal import HolidayFeatures
     from posenc.temporal.holidays import KERNELS
 

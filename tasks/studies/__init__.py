@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from posenc.core.validation import check_positive_int
+from posenc.core.encoding import check_positive_int
 
 # Configs and checkpoints written before IndexSinusoidal moved to the library name it here.
 from posenc.temporal import IndexSinusoidal  # noqa: F401

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from posenc.core.validation import check_positive_int
+from posenc.core.encoding import check_positive_int
 from torch import nn
 
 from ..plots.figure import require_matplotlib

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch.nn.functional as F
 from lightning.pytorch import LightningModule
-from posenc.core.validation import (
+from posenc.core.encoding import (
     check_bool,
     check_choice,
     check_float,

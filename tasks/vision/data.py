@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_warn
-from posenc.core.validation import (
+from posenc.core.encoding import (
     check_bool,
     check_float,
     check_int,

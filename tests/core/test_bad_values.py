@@ -9,12 +9,11 @@ import math
 import posenc.core as core
 import pytest
 import torch
-from posenc.core.angles import angles
+from posenc.core.additive import sinusoidal_encoding, sinusoidal_inv_freq
+from posenc.core.bias import t5_relative_bucket
+from posenc.core.encoding import angles
 from posenc.core.positions import relative_positions
-from posenc.core.relative_bias import t5_relative_bucket
-from posenc.core.rope import rotary_layout_permutation
-from posenc.core.rope_scaling import rope_inv_freq
-from posenc.core.sinusoidal import sinusoidal_encoding, sinusoidal_inv_freq
+from posenc.core.rope import rope_inv_freq, rotary_layout_permutation
 
 NAN, INF = math.nan, math.inf
 

@@ -10,8 +10,7 @@ from core_refs import core_settings, official_alibi_slopes
 from hypothesis import given
 from hypothesis import strategies as st
 from posenc.core import ALiBi, ClippedRelativeBias, T5RelativeBias
-from posenc.core.alibi import alibi_slopes
-from posenc.core.relative_bias import t5_relative_bucket
+from posenc.core.bias import alibi_slopes, t5_relative_bucket
 
 # ---- ALiBi -------------------------------------------------------------------------------------
 

@@ -25,9 +25,9 @@ from posenc.core import (
     packed_positions,
     positions_from_padding_mask,
 )
-from posenc.core.relative_bias import t5_relative_bucket
+from posenc.core.additive import sinusoidal_encoding, sinusoidal_inv_freq
+from posenc.core.bias import t5_relative_bucket
 from posenc.core.rope import rotary_layout_permutation
-from posenc.core.sinusoidal import sinusoidal_encoding, sinusoidal_inv_freq
 
 NAN, INF = float("nan"), float("inf")
 x4 = torch.randn(2, 4, 5, 16)

@@ -18,9 +18,9 @@ from core_refs import core_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from posenc.core import KVCache, MultiheadAttention
+from posenc.core.attention import flex_attend
+from posenc.core.bias import FIRE
 from posenc.core.encoding import no_weight_decay_names
-from posenc.core.fire import FIRE
-from posenc.core.flex_attention import flex_attend
 from posenc.temporal import time_positions
 from torch import nn
 

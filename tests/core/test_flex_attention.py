@@ -23,7 +23,7 @@ from posenc.core import (
     packed_attention_mask,
     packed_positions,
 )
-from posenc.core.flex_attention import (
+from posenc.core.attention import (
     causal_block_mask,
     flex_attend,
     packed_block_mask,

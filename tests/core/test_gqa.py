@@ -20,8 +20,8 @@ from posenc.core import (
     T5RelativeBias,
     apply_rotation,
 )
+from posenc.core.attention import flex_available
 from posenc.core.encoding import PositionEncoding
-from posenc.core.flex_attention import flex_available
 from posenc.core.rope import rotation_from_angles
 from posenc.core.xpos import XPos
 from torch import nn

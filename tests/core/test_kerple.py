@@ -16,9 +16,8 @@ from core_refs import core_settings
 from hypothesis import given
 from hypothesis import strategies as st
 from posenc.core import ALiBi, KVCache, MultiheadAttention
-from posenc.core.alibi import alibi_slopes
+from posenc.core.bias import Kerple, alibi_slopes, kerple_bias
 from posenc.core.encoding import no_weight_decay_names
-from posenc.core.kerple import Kerple, kerple_bias
 from posenc.temporal import time_positions
 
 Q, K = [0, 3, 7], [1, 5, 2, 9, 7]

@@ -20,7 +20,7 @@ import pytest
 import torch
 from core_refs import ref_inv_freq
 from posenc.core import RotaryEncoding, YarnScaling, apply_rotation
-from posenc.core.rope_scaling import DynamicNTKScaling, LongRopeScaling, ProportionalScaling
+from posenc.core.rope import DynamicNTKScaling, LongRopeScaling, ProportionalScaling
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 

@@ -10,7 +10,7 @@ from core_refs import classic_sinusoidal_table, core_settings, ref_angles, ref_i
 from hypothesis import given
 from hypothesis import strategies as st
 from posenc.core import SinusoidalEncoding
-from posenc.core.sinusoidal import sinusoidal_encoding, sinusoidal_inv_freq
+from posenc.core.additive import sinusoidal_encoding, sinusoidal_inv_freq
 
 
 def shift_matrix(dim: int, k: float, base: float = 10000.0) -> torch.Tensor:

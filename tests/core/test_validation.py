@@ -1,4 +1,4 @@
-"""The shared argument checks of posenc.core.validation: what they accept, what they return,
+"""The shared argument checks of posenc.core.encoding: what they accept, what they return,
 and that their errors name the argument and the value."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from posenc.core.angles import wide_dtype
-from posenc.core.validation import check_int, check_positive_float
+from posenc.core.encoding import check_int, check_positive_float, wide_dtype
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -52,7 +51,7 @@ def test_wide_dtype_is_float64_except_on_mps():
 
 
 def test_check_finite_names_the_argument_and_passes_finite_tensors_through():
-    from posenc.core.validation import check_finite
+    from posenc.core.encoding import check_finite
     ok = torch.tensor([0.0, 1e300], dtype=torch.float64)
     assert check_finite(ok, "times") is ok
     assert check_finite(torch.tensor([2**62]), "times") is not None  # integers are finite
@@ -64,7 +63,7 @@ def test_check_finite_names_the_argument_and_passes_finite_tensors_through():
 def test_check_finite_is_skipped_inside_a_fullgraph_compile():
     """The documented contract: compiled blocks do not validate (no graph break); the model's
     edge calls check_finite eagerly."""
-    from posenc.core.validation import check_finite
+    from posenc.core.encoding import check_finite
 
     def double(t):
         return check_finite(t, "times") * 2
@@ -81,13 +80,13 @@ def test_check_finite_is_skipped_inside_a_fullgraph_compile():
     (math.nan, dict(gt=0), r"^base must be a finite number > 0, got nan"),
 ])
 def test_check_float_states_the_bound(value, kwargs, match):
-    from posenc.core.validation import check_float
+    from posenc.core.encoding import check_float
     with pytest.raises(ValueError, match=match):
         check_float(value, "base", **kwargs)
 
 
 def test_check_float_returns_a_python_float_and_refuses_bools():
-    from posenc.core.validation import check_float
+    from posenc.core.encoding import check_float
     assert check_float(np.int64(3), "factor", ge=1) == 3.0
     with pytest.raises(TypeError, match=r"^factor must be a number, got bool"):
         check_float(True, "factor", ge=1)
@@ -95,7 +94,7 @@ def test_check_float_returns_a_python_float_and_refuses_bools():
 
 @pytest.mark.parametrize("value", ["False", 1, None, np.bool_(True)])
 def test_check_bool_refuses_everything_but_bool(value):
-    from posenc.core.validation import check_bool
+    from posenc.core.encoding import check_bool
     with pytest.raises(TypeError, match=r"^causal must be a bool \(True or False\), got "):
         check_bool(value, "causal")
     assert check_bool(False, "causal") is False
@@ -124,14 +123,14 @@ def test_check_int_returns_values_within_bounds():
     (True, (1, 2), "bool"),
 ])
 def test_check_choice_refuses_a_value_of_another_type_with_type_error(value, choices, type_name):
-    from posenc.core.validation import check_choice
+    from posenc.core.encoding import check_choice
 
     with pytest.raises(TypeError, match=rf"^layout must be one of .*, got {type_name} "):
         check_choice(value, "layout", choices)
 
 
 def test_check_choice_refuses_an_unknown_value_with_value_error_and_accepts_listed_ones():
-    from posenc.core.validation import check_choice
+    from posenc.core.encoding import check_choice
 
     with pytest.raises(ValueError, match=r"^layout must be one of \['half', 'interleaved'\], "
                                          r"got 'concat'$"):

@@ -9,7 +9,7 @@ import torch
 from posenc.core import MultiheadAttention
 from posenc.spatial import ENCODINGS, RoPE2D, SinCos2D, attach, patch_coords
 from posenc.spatial.coords import GridPositions
-from posenc.spatial.grid_vit import GridAttention, GridVisionTransformer, use_grid_attention
+from posenc.spatial.vit import GridAttention, GridVisionTransformer, use_grid_attention
 from spatial_models import OTHER_SIZES, TRAIN_SIZE, make_vit
 from timm.models.vision_transformer import Block, ResPostBlock
 

@@ -9,8 +9,8 @@ import pytest
 import timm.layers.pos_embed_rel as timm_rel
 import torch
 from posenc.spatial import RelativeBias2D, attach, patch_coords
+from posenc.spatial.bias import resize_relative_table
 from posenc.spatial.coords import GridPositions
-from posenc.spatial.table_resize import resize_relative_table
 from spatial_models import OTHER_SIZES, PATCH, TRAIN_SIZE, make_vit
 from timm.layers.pos_embed_rel import (
     gen_relative_position_index,

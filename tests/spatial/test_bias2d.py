@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 from posenc.core import MultiheadAttention
-from posenc.core.alibi import alibi_slopes
+from posenc.core.bias import alibi_slopes
 from posenc.spatial import ALiBi2D, ContinuousBias2D, RelativeBias2D, patch_coords
 from posenc.spatial.coords import GridPositions
 from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple

@@ -17,7 +17,7 @@ from posenc.spatial import (
     SinCos2D,
     encoding_from_name,
 )
-from posenc.spatial.rope2d import init_mixed_freqs
+from posenc.spatial.rope import init_mixed_freqs
 
 WRONG_TYPE = [
     ("RoPE2D base str", lambda: RoPE2D(8, 2, base="x"), "base"),

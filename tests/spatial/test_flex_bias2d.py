@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 from posenc.spatial import ALiBi2D, ContinuousBias2D, attach, patch_coords
-from posenc.spatial.bias2d import RelativeBias2D
+from posenc.spatial.bias import RelativeBias2D
 from posenc.spatial.coords import GridPositions
 from spatial_models import make_vit
 from torch import nn

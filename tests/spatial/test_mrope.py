@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from posenc.core import MultiheadAttention, RotaryEncoding
-from posenc.spatial.rope3d import MRoPE, default_sections, mrope_axes
-from posenc.spatial.video import video_coords
+from posenc.spatial.coords import video_coords
+from posenc.spatial.rope import MRoPE, default_sections, mrope_axes
 from timm.layers.pos_embed_sincos import RotaryEmbeddingMRope, apply_rot_embed_cat
 from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen25
 from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLTextConfig

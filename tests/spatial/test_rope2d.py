@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from posenc.core import MultiheadAttention, apply_rotation
 from posenc.spatial import RoPE2D, patch_coords
 from posenc.spatial.coords import GridPositions
-from posenc.spatial.rope2d import init_mixed_freqs
+from posenc.spatial.rope import init_mixed_freqs
 from spatial_refs import (
     dinov3_angles,
     ropevit_mixed_init,

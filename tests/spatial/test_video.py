@@ -14,10 +14,9 @@ from hypothesis import strategies as st
 from posenc.core import KVCache, MultiheadAttention, apply_rotation
 from posenc.core.encoding import no_weight_decay_names
 from posenc.spatial import patch_coords
-from posenc.spatial.coords import GridPositions
-from posenc.spatial.rope3d import MRoPE, RoPE3D, init_mixed_freqs_3d
-from posenc.spatial.sincos3d import SinCos3D
-from posenc.spatial.video import VideoPositions, as_video_positions, video_coords
+from posenc.spatial.additive import SinCos3D
+from posenc.spatial.coords import GridPositions, VideoPositions, as_video_positions, video_coords
+from posenc.spatial.rope import MRoPE, RoPE3D, init_mixed_freqs_3d
 from posenc.temporal import time_positions
 
 HEAD_DIM, HEADS = 16, 3

@@ -11,10 +11,10 @@ import pytest
 import timm
 import torch
 from posenc.spatial import ALiBi2D, RoPE2D, SinCos2D, attach
-from posenc.spatial.rope3d import MRoPE, RoPE3D
-from posenc.spatial.sincos3d import SinCos3D
-from posenc.spatial.video import video_coords
-from posenc.spatial.video_attach import VIDEO_ENCODINGS, VideoVisionTransformer
+from posenc.spatial.additive import SinCos3D
+from posenc.spatial.coords import video_coords
+from posenc.spatial.rope import MRoPE, RoPE3D
+from posenc.spatial.vit import VIDEO_ENCODINGS, VideoVisionTransformer
 from posenc.temporal import time_positions
 from spatial_models import make_vit
 

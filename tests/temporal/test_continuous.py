@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 from posenc.core import SinusoidalEncoding
-from posenc.core.sinusoidal import sinusoidal_encoding
+from posenc.core.additive import sinusoidal_encoding
 from posenc.temporal import ContinuousSinusoidal, time_positions
 from posenc.temporal.continuous import geometric_periods
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from posenc.temporal import CalendarFeatures, calendar_fields
-from posenc.temporal.calendar import FIELDS
-from posenc.temporal.cyclic import (
+from posenc.temporal.calendar import (
     _BLOCK,
     CYCLE_PERIODS,
+    FIELDS,
     _groups,
     _lookup,
     calendar_features,
@@ -255,8 +255,8 @@ def test_field_past_its_period_in_a_later_block_raises_on_both_paths():
 
 
 def test_calendar_features_has_its_own_module():
-    assert CalendarFeatures.__module__ == "posenc.temporal.calendar_features"
-    from posenc.temporal.calendar_features import CalendarFeatures as from_module
+    assert CalendarFeatures.__module__ == "posenc.temporal.calendar"
+    from posenc.temporal.calendar import CalendarFeatures as from_module
     assert from_module is CalendarFeatures
 
 

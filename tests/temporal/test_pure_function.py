@@ -22,7 +22,7 @@ from posenc.temporal import (
     calendar_fields,
     time_positions,
 )
-from posenc.temporal.cyclic import CYCLE_PERIODS
+from posenc.temporal.calendar import CYCLE_PERIODS
 from temporal_refs import ZONES, nanoseconds
 
 ALL = tuple(CYCLE_PERIODS)

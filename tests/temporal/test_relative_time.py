@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import torch
 from posenc.core import ALiBi, MultiheadAttention, RotaryEncoding
-from posenc.core.alibi import alibi_slopes
+from posenc.core.bias import alibi_slopes
 from posenc.temporal import time_positions
 
 # Irregular observation times: gaps of 1 h, 3.5 h, 26 h, ...

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 from posenc.temporal import TimeDelta
-from posenc.temporal.time_delta import time_delta_features
+from posenc.temporal.continuous import time_delta_features
 
 
 def test_hand_worked_example_with_mask():

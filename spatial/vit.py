@@ -1,4 +1,27 @@
-"""The shared path by which :func:`posenc.spatial.attach` (images) and
+"""Give a timm ``VisionTransformer`` any posenc 2D encoding, at any image size.
+
+:func:`attach` changes the model in place, keeping every timm parameter name:
+
+- the model becomes a :class:`GridVisionTransformer` (``model.__class__`` is swapped for this
+  module-level subclass, so ``torch.save(model)``/``copy.deepcopy`` round-trip); its
+  ``forward_features`` and ``forward_intermediates`` compute the patch grid from the image shape.
+- ``model.pos_embed`` becomes None; an additive encoding lives at
+  ``model.patch_embed.pos_encoding`` and is added for the current grid.
+- for rotary and bias encodings each ``block.attn`` becomes a :class:`GridAttention`, i.e.
+  :class:`posenc.core.MultiheadAttention` holding the block's ``qkv``/``q_norm``/``k_norm``/
+  ``proj`` modules, and each block a :class:`~posenc.spatial.vit.GridBlock` (or
+  ``GridResPostBlock``), whose forward takes the forward's positions, as timm's
+  ``EvaBlock.forward(x, rope=...)``.
+
+How positions reach the blocks (passed explicitly to each, so gradient checkpointing and
+multi-crop stay correct) is in :mod:`posenc.spatial.vit`, which holds the model, block and
+attention classes, shared with :class:`posenc.spatial.VideoVisionTransformer`.
+
+``attach(..., ref_grid_size=(h, w))`` is EVA's ``ref_feat_shape`` (timm's
+``RotaryEmbeddingCat(ref_feat_shape=...)``): the patch indices of every grid are rescaled to the
+reference grid, ``coord * ref / grid`` per axis, before any encoding sees them.
+
+The shared path by which :func:`posenc.spatial.attach` (images) and
 :class:`posenc.spatial.VideoVisionTransformer` (clips) run a timm ``VisionTransformer``'s blocks
 with posenc positions: :class:`GridAttention`, the blocks :class:`GridBlock` and
 :class:`GridResPostBlock`, and the image model :class:`GridVisionTransformer`.
@@ -22,16 +45,50 @@ its forward did. Cache keys are Python values (module ids and names); sizes trac
 ``torch.SymInt`` are never used as keys (see :func:`posenc.spatial.coords.cached`), so the
 models run under ``torch.compile`` and ``torch.export`` with dynamic sizes (nothing calls
 ``.item()``).
+
+A timm ``VisionTransformer`` fed video: per-frame patches, one sequence, 3D positions.
+
+:class:`VideoVisionTransformer` wraps a timm ViT (built with ``pretrained=False`` or loaded
+from an image checkpoint) and runs it on clips. Shapes, for ``B`` clips of ``T`` frames of
+``C x H x W`` pixels, patch size ``p``, ``h = H / p``, ``w = W / p``, ``P`` prefix tokens
+(cls, registers):
+
+=====================================  ==============================================
+``video``                              ``(B, T, C, H, W)``
+``frame_times`` (optional)             ``(T,)`` shared or ``(B, T)`` per clip; default
+                                       the frame indices ``0 .. T-1``
+the ViT's own patch embed, per frame   ``(B * T, h * w, dim)``
+tokens, frame-major then row-major     ``(B, T * h * w, dim)``
+coordinates (:func:`video_coords`)     ``(T * h * w, 3)`` or ``(B, T * h * w, 3)``:
+                                       ``(t, row, col)``, ``t = frame_times * time_scale``
++ prefix tokens, into the blocks       ``(B, P + T * h * w, dim)``
+:meth:`forward_features`               ``(B, P + n, dim)`` (``n`` patches kept by
+                                       patch dropout, ``T * h * w`` in eval)
+:meth:`forward`                        ``(B, num_classes)`` (the ViT's own head)
+=====================================  ==============================================
+
+The position encoding is a 3D one: :class:`SinCos3D` (added to the patch tokens) or a 3D
+rotary encoding (:class:`RoPE3D`, :class:`MRoPE`), with which each ``block.attn`` becomes a
+:class:`posenc.spatial.vit.GridAttention` (posenc's attention holding the block's ``qkv``,
+``q_norm``, ``k_norm``, ``proj``) and each block a :class:`posenc.spatial.vit.GridBlock` that
+receives the clip's :class:`VideoPositions` explicitly, by the same path
+(:mod:`posenc.spatial.vit`) as :func:`posenc.spatial.attach` for images. Frames may
+be irregularly timed: give their times (any unit, e.g. ``posenc.temporal.time_positions``)
+and the rotary score of two patches depends on their true time gap. The ViT is changed in
+place: its 2D ``pos_embed`` is dropped (a checkpoint then loads with ``strict=False``,
+reporting only ``pos_embed``), image size checks follow the clip's frame size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TypeVar
+import inspect
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 import torch
-from posenc.core import MultiheadAttention
-from posenc.core.encoding import unchecked
+from posenc.core import MultiheadAttention, NoPE
+from posenc.core.encoding import check_positions, check_positive_float, unchecked
 from timm.layers import Attention, PatchDropout, PatchEmbed
 from timm.layers.patch_dropout import patch_dropout_forward
 from timm.models._features import feature_take_indices
@@ -39,11 +96,28 @@ from timm.models.vision_transformer import Block, ResPostBlock, VisionTransforme
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .coords import GridPositions, patch_coords
-from .video import VideoPositions
+from .additive import Learned2D, SinCos2D, SinCos3D
+from .coords import GridPositions, VideoPositions, _video_coords, check_grid_size, patch_coords
+from .factory import (
+    ENCODINGS,
+    SpatialEncodingSpec,
+    encoding_kind,
+    encoding_spec,
+    encodings_for_blocks,
+)
+from .rope import MRoPE, RoPE3D, _Rotary3D
 
-__all__ = ["GridAttention", "GridBlock", "GridResPostBlock", "GridVisionTransformer",
-           "patch_grid"]
+__all__ = [
+    "GridAttention",
+    "GridBlock",
+    "GridResPostBlock",
+    "GridVisionTransformer",
+    "patch_grid",
+    "attach",
+    "VIDEO_ENCODINGS",
+    "VideoVisionTransformer",
+]
+
 
 SUPPORTED = ("timm.models.vision_transformer.VisionTransformer (vit_*, deit_* without a "
              "distillation token; with or without class token, reg_tokens, no_embed_class, "
@@ -402,3 +476,316 @@ class GridVisionTransformer(VisionTransformer):
         if intermediates_only:
             return intermediates
         return self.norm(x), intermediates
+
+
+def _from_name(model: VisionTransformer, name: str, kwargs: dict,
+               ref_grid_size: tuple[int, int] | None) -> list[nn.Module] | nn.Module:
+    """Encodings for ``name`` with sizes inferred from ``model`` (``kwargs`` override), one
+    per block or shared as :func:`posenc.spatial.factory.one_module_per_block` rules."""
+    spec = encoding_spec(name)
+    params = {**spec.infer(model), **kwargs}
+    if ref_grid_size is not None:
+        # On a meta-device build, before "learned" folds the model's pos_embed into its
+        # prefix tokens: a refused name leaves the model as it was.
+        with torch.device("meta"):
+            _check_ref_grid([spec.build(**params)], repr(name))
+    if spec.cls is Learned2D and model.pos_embed is not None:
+        return _learned_from_model(model, params)
+    return encodings_for_blocks(lambda: spec.build(**params), len(model.blocks))
+
+
+@torch.no_grad()
+def _learned_from_model(model: VisionTransformer, params: dict) -> Learned2D:
+    """The model's own ``pos_embed`` as a Learned2D; its prefix entries move into the
+    class/register tokens, so the model computes the same function at its grid."""
+    num_embed_prefix = 0 if model.no_embed_class else model.num_prefix_tokens
+    grid = tuple(model.patch_embed.grid_size)
+    target = params.pop("grid_size")
+    if params.pop("dim") != model.embed_dim:
+        raise ValueError(f"dim must equal the model's embed_dim={model.embed_dim}")
+    encoding = Learned2D(target, model.embed_dim, **params).to(
+        device=model.pos_embed.device, dtype=model.pos_embed.dtype)
+    prefix = encoding.load_timm_pos_embed(model.pos_embed, num_embed_prefix, grid)
+    tokens = [t for t in (model.cls_token, model.reg_token) if t is not None]
+    for token in tokens if num_embed_prefix else ():
+        token.add_(prefix[:, :token.shape[1]])
+        prefix = prefix[:, token.shape[1]:]
+    return encoding
+
+
+#: Why ``ref_grid_size`` is refused, by encoding class name (others get a generic reason).
+_NO_REF_GRID = {
+    "Learned2D": "a learned table is indexed by patch, and resampled to each grid instead",
+    "Factorized2D": "its learned rows/columns are indexed by patch",
+    "RelativeBias2D": "its table is indexed by integer offsets and resized to each grid instead "
+                      "(RelativeBias2D(..., resize='bicubic' or 'geometric'))",
+    "ContinuousBias2D": "its reference grid is a constructor argument (SwinV2's pretraining "
+                        "window): attach(model, 'cpb', ref_grid_size=...) or "
+                        "ContinuousBias2D(..., ref_grid_size=...)",
+    "ALiBi2D": "its bias is a slope times the patch distance, meant to extrapolate unscaled",
+    "NoPE": "it has no positions",
+    "no encoding": "there are no positions",
+}
+
+
+def _check_ref_grid(encodings: Sequence[nn.Module | None], label: str) -> None:
+    """Raise unless every one of ``encodings`` reads coordinates in which EVA's rescaling means
+    what it does in timm: rotary encodings and SinCos2D on patch indices (``normalize=None``)."""
+    for enc in encodings:
+        kind, cls = encoding_kind(enc), "no encoding" if enc is None else type(enc).__name__
+        normalize = getattr(enc, "normalize", None)
+        if kind == "rotary" or isinstance(enc, SinCos2D):
+            if normalize is not None:
+                raise ValueError(
+                    f"ref_grid_size rescales patch indices to a reference grid, but encoding "
+                    f"{label} ({cls}) uses normalize={normalize!r} coordinates, already relative "
+                    f"to the image size: leave ref_grid_size None, or use normalize=None")
+            continue
+        reason = _NO_REF_GRID.get(cls, f"it is a {kind} encoding")
+        raise ValueError(f"ref_grid_size is not defined for encoding {label} ({cls}): {reason}; "
+                         f"it rescales the coordinates of rotary encodings (RoPE2D) and sincos2d "
+                         f"(EVA's ref_feat_shape)")
+
+
+def _takes_ref_grid(encoding: object) -> bool:
+    """Whether ``encoding`` names a class whose constructor takes ``ref_grid_size`` itself
+    (``"cpb"``: SwinV2's pretraining window), which then gets attach's keyword."""
+    return isinstance(encoding, str) and "ref_grid_size" in inspect.signature(
+        encoding_spec(encoding).cls).parameters
+
+
+def _move(module: nn.Module, like: nn.Module) -> nn.Module:
+    param = next(like.parameters(), None)
+    if param is None:
+        return module
+    return module.to(device=param.device, dtype=param.dtype)
+
+
+def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | None,
+           **kwargs: Any) -> nn.Module:
+    """Give a timm ViT a posenc 2D position encoding; returns the same (modified) model.
+
+    Args:
+        model: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_small_patch16_224")``,
+            deit, with registers, ``no_embed_class``, ``dynamic_img_size``).
+        encoding: a name from :data:`posenc.spatial.ENCODINGS` (dims, heads and grid size are
+            taken from the model; ``kwargs`` override them, e.g. ``base=10000.0``; learnable
+            rotary/bias names get one module per block, parameter-free ones one shared module:
+            :func:`posenc.spatial.factory.one_module_per_block`), an encoding module (rotary/bias
+            modules are shared by all blocks), a sequence of one rotary or bias module per
+            block, or None (no position encoding).
+        **kwargs: the named encoding's constructor arguments (see ``encoding``), and
+            ``ref_grid_size``: ``rows`` or ``(rows, cols)``, EVA's ``ref_feat_shape``: every
+            grid's patch indices are rescaled to this reference grid, ``row * R / rows`` and
+            ``col * C / cols`` (:meth:`GridVisionTransformer.grid_coords`), so a model trained
+            at the reference grid and run at another sees the coordinate range it was trained
+            on (position interpolation; timm's ``RotaryEmbeddingCat(in_pixels=False,
+            ref_feat_shape=...)`` values for ``rope_axial`` with ``base=10000``). Defined for
+            rotary encodings and ``sincos2d`` on patch indices (``normalize=None``); any other
+            encoding (or None) is a ValueError naming it. For ``"cpb"`` it is the constructor's
+            ``ref_grid_size`` (SwinV2's pretraining window; the model's grid by default) and no
+            coordinate is rescaled. None (default): patch indices as they are.
+
+    The model's own position encoding is replaced: ``"learned"`` starts from the model's
+    ``pos_embed`` (same outputs at the training size; resampled like timm's
+    ``dynamic_img_size`` elsewhere); rotary and bias encodings swap each block's attention for
+    :class:`GridAttention` with the same parameter names, so a timm checkpoint loads with
+    ``strict=False`` reporting only position parameters. Afterwards the model (a
+    :class:`GridVisionTransformer`) runs at any image size divisible by the patch size (a
+    ValueError otherwise; any size with ``dynamic_img_pad``), square or not, with gradient
+    checkpointing and patch dropout. Load checkpoints before attaching "learned" (it folds
+    ``pos_embed`` into the prefix tokens).
+    """
+    if isinstance(encoding, (list, tuple)) and not encoding:
+        raise ValueError("encoding must not be an empty sequence")
+    kind = encoding_kind(encoding if not isinstance(encoding, (list, tuple)) else encoding[0])
+    ref_grid_size = None if _takes_ref_grid(encoding) else kwargs.pop("ref_grid_size", None)
+    if ref_grid_size is not None:
+        ref_grid_size = check_grid_size(ref_grid_size, "ref_grid_size")
+    model = check_vit(model, "model")
+    if isinstance(encoding, str):
+        built = _from_name(model, encoding, kwargs, ref_grid_size)
+    elif kwargs:
+        raise TypeError(f"keyword arguments {sorted(kwargs)} are only accepted with an encoding "
+                        f"name from {list(ENCODINGS)}")
+    else:
+        built = encoding
+    depth = len(model.blocks)
+    if kind in ("rotary", "bias"):
+        per_block = list(built) if isinstance(built, (list, tuple)) else [built] * depth
+        if len(per_block) != depth or any(encoding_kind(e) != kind for e in per_block):
+            raise ValueError(f"expected one {kind} encoding per block ({depth}), got "
+                             f"{len(per_block)}")
+        per_block = [_move(e, model) for e in per_block]
+    elif isinstance(built, (list, tuple)):
+        raise TypeError("a sequence of encodings (one per block) must hold rotary or bias "
+                        f"encodings, got {kind}")
+    if kind == "additive":
+        built = _move(built, model)
+        if getattr(built, "dim", model.embed_dim) != model.embed_dim:
+            raise ValueError(f"encoding dim={built.dim} does not match the model's "
+                             f"embed_dim={model.embed_dim}")
+        if not hasattr(built, "encode_grid"):
+            raise TypeError(f"additive encodings for attach need encode_grid(grid_size); "
+                            f"{type(built).__name__} has none")
+
+    positional = kind in ("rotary", "bias")
+    normalize = getattr(per_block[0], "normalize", None) if positional else None
+    if positional and any(getattr(e, "normalize", None) != normalize for e in per_block):
+        raise ValueError("all blocks' encodings must use the same coordinate normalize")
+    if ref_grid_size is not None and not isinstance(encoding, str):  # names: in _from_name
+        first = encoding[0] if isinstance(encoding, (list, tuple)) else encoding
+        label = "None" if first is None else type(first).__name__
+        _check_ref_grid(per_block if positional else [built], label)
+    # Checked before anything changes, so a refused encoding leaves the model as it was.
+    use_grid_attention(model, **({kind: per_block} if positional else {}))
+    model.patch_embed.pos_encoding = built if kind == "additive" else None
+    model.coord_normalize = normalize
+    model.ref_grid_size = ref_grid_size
+    model.__class__ = GridVisionTransformer
+    return model
+
+
+_SPECS = (
+    SpatialEncodingSpec("none", NoPE),
+    SpatialEncodingSpec("sincos3d", SinCos3D, ("dim",)),
+    SpatialEncodingSpec("rope3d_axial", RoPE3D, ("head_dim", "num_heads"), {"variant": "axial"}),
+    SpatialEncodingSpec("rope3d_mixed", RoPE3D, ("head_dim", "num_heads"), {"variant": "mixed"}),
+    SpatialEncodingSpec("mrope", MRoPE, ("head_dim",)),
+)
+
+VIDEO_ENCODINGS: Mapping[str, SpatialEncodingSpec] = MappingProxyType(
+    {s.name: s for s in _SPECS})
+"""3D encoding name -> :class:`SpatialEncodingSpec` (sizes inferred from the ViT), read-only."""
+
+
+def _video_encoding_spec(name: str) -> SpatialEncodingSpec:
+    if not isinstance(name, str) or name not in VIDEO_ENCODINGS:
+        raise ValueError(f"unknown video encoding {name!r}; valid names: "
+                         f"{list(VIDEO_ENCODINGS)}")
+    return VIDEO_ENCODINGS[name]
+
+
+class VideoVisionTransformer(nn.Module):
+    """A timm ``VisionTransformer`` over clips, with a 3D position encoding (module docstring
+    gives every shape).
+
+    Args:
+        vit: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_small_patch16_224",
+            pretrained=False)``); changed in place and kept as ``self.vit``, so its parameter
+            names are ``vit.<timm name>``.
+        encoding: a name from :data:`VIDEO_ENCODINGS` (sizes taken from ``vit``; ``kwargs``
+            override them, e.g. ``sections=(4, 6, 6)``), a :class:`SinCos3D` (added to the
+            patch tokens), a 3D rotary module (:class:`RoPE3D`, :class:`MRoPE`; shared by all
+            blocks), a sequence of one 3D rotary module per block, or None (no position).
+        time_scale: multiplies the frame times (or indices) to give ``t`` (see
+            :func:`video_coords`).
+
+    With a rotary encoding, prefix tokens (cls, registers) are unrotated, i.e. they sit at
+    ``(0, 0, 0)``: patch-to-patch scores depend only on offsets, but a cls token sees where
+    a clip lies in time, so give frame times from the clip's start
+    (``time_positions(stamps, stamps[0], unit=...)``) unless absolute time should matter.
+    """
+
+    def __init__(self, vit: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | None,
+                 *, time_scale: float = 1.0, **kwargs) -> None:
+        super().__init__()
+        vit = check_vit(vit, "vit")
+        self.time_scale = check_positive_float(time_scale, "time_scale")
+        if isinstance(encoding, str):
+            spec = _video_encoding_spec(encoding)
+            params = {**spec.infer(vit), **kwargs}
+            encoding = encodings_for_blocks(lambda: spec.build(**params), len(vit.blocks))
+        elif kwargs:
+            raise TypeError(f"keyword arguments {sorted(kwargs)} are only accepted with an "
+                            f"encoding name from {list(VIDEO_ENCODINGS)}")
+        if isinstance(encoding, (list, tuple)) and not encoding:
+            raise ValueError("encoding must not be an empty sequence")
+        first = encoding[0] if isinstance(encoding, (list, tuple)) else encoding
+        kind = encoding_kind(first)
+        self.pos_encoding: SinCos3D | None = None
+        rotary = None
+        if kind == "additive":
+            if not isinstance(encoding, SinCos3D):
+                raise TypeError(f"an additive video encoding must be a SinCos3D, got "
+                                f"{type(encoding).__name__}")
+            if encoding.dim != vit.embed_dim:
+                raise ValueError(f"encoding dim={encoding.dim} does not match the ViT's "
+                                 f"embed_dim={vit.embed_dim}")
+            self.pos_encoding = encoding
+        elif kind == "rotary":
+            depth = len(vit.blocks)
+            per_block = list(encoding) if isinstance(encoding, (list, tuple)) \
+                else [encoding] * depth
+            if len(per_block) != depth:
+                raise ValueError(f"expected one rotary encoding per block ({depth}), got "
+                                 f"{len(per_block)}")
+            for enc in per_block:
+                if not isinstance(enc, _Rotary3D):
+                    raise TypeError(f"a rotary video encoding must be a 3D one (RoPE3D, MRoPE) "
+                                    f"reading (t, row, col) coordinates, got "
+                                    f"{type(enc).__name__}")
+            param = next(vit.parameters())
+            rotary = [enc.to(param.device) for enc in per_block]
+        elif kind != "none":
+            raise TypeError(f"video encodings are additive (SinCos3D) or rotary (RoPE3D, "
+                            f"MRoPE), got a {kind} encoding {type(first).__name__}")
+        use_grid_attention(vit, rotary)
+        self.vit = vit
+
+    def _frames(self, video: Tensor, frame_times: Tensor | None) -> Tensor | int:
+        batch, num_frames = video.shape[0], video.shape[1]
+        if frame_times is None:
+            return num_frames
+        times = check_positions(frame_times, "frame_times")  # read once, at the model's edge
+        if times.shape[-1] != num_frames or (times.ndim == 2 and times.shape[0] != batch):
+            raise ValueError(f"frame_times of shape {tuple(times.shape)} do not match video of "
+                             f"shape {tuple(video.shape)}: expected (T,) or (B, T) with "
+                             f"T={num_frames}, B={batch}")
+        if times.device != video.device:
+            raise ValueError(f"frame_times are on {times.device} but video is on "
+                             f"{video.device}")
+        return times
+
+    def _embed(self, video: Tensor, frame_times: Tensor | None
+               ) -> tuple[Tensor, VideoPositions | None]:
+        """Clips -> ``(B, P + n, dim)`` tokens and their positions (None without a rotary
+        encoding)."""
+        if not isinstance(video, Tensor) or video.ndim != 5:
+            got = tuple(video.shape) if isinstance(video, Tensor) else type(video).__name__
+            raise ValueError(f"video must be a (B, T, C, H, W) tensor of clips, got {got}")
+        vit = self.vit
+        batch, num_frames = video.shape[:2]
+        if batch < 1 or num_frames < 1:
+            raise ValueError(f"video must hold at least one clip of one frame, got shape "
+                             f"{tuple(video.shape)}")
+        grid = patch_grid(self.vit.patch_embed, video.shape[-2], video.shape[-1], "frame")
+        frames = self._frames(video, frame_times)
+        x = vit.patch_embed(video.flatten(0, 1))  # (B * T, h * w, dim), NHWC if dynamic
+        x = x.reshape(batch, num_frames * grid[0] * grid[1], x.shape[-1])
+        rotary = any(isinstance(block.attn, GridAttention) for block in vit.blocks)
+        coords = None
+        if rotary or self.pos_encoding is not None:
+            # Unchecked: frame_times were read once above, the grid comes from the shape.
+            coords = _video_coords(grid, frames, self.time_scale, x.device, torch.float32)
+        if self.pos_encoding is not None:  # coords made above: the unchecked forward
+            x = x + unchecked(self.pos_encoding)(coords, dtype=x.dtype)
+        positions = VideoPositions(coords, vit.num_prefix_tokens, {}) if rotary else None
+        x, positions, _ = enter_blocks(vit, vit.blocks, x, positions, "clip")
+        return x, positions
+
+    def forward_features(self, video: Tensor, frame_times: Tensor | None = None, *,
+                         attn_mask: Tensor | None = None) -> Tensor:
+        """``(B, T, C, H, W)`` clips (frame times ``(T,)``/``(B, T)``, default ``0 .. T-1``)
+        -> ``(B, P + n, dim)`` normed tokens. ``attn_mask``: bool (True = attend) or additive,
+        broadcastable to ``(B, heads, P + n, P + n)``."""
+        x, positions = self._embed(video, frame_times)
+        for block in self.vit.blocks:
+            x = run_block(self.vit, block, x, positions, attn_mask, False)
+        return self.vit.norm(x)
+
+    def forward(self, video: Tensor, frame_times: Tensor | None = None, *,
+                attn_mask: Tensor | None = None) -> Tensor:
+        """``(B, T, C, H, W)`` clips -> ``(B, num_classes)`` (the ViT's pooling and head)."""
+        return self.vit.forward_head(self.forward_features(video, frame_times,
+                                                           attn_mask=attn_mask))

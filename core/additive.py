@@ -1,0 +1,209 @@
+"""Fixed sinusoidal encoding ("Attention Is All You Need", section 3.5).
+
+Learned absolute position table, and the classic Transformer input layer.
+
+NoPE: no position encoding, the baseline every encoding is measured against.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .encoding import (
+    LAYOUTS,
+    Float64Buffers,
+    PositionEncoding,
+    angles,
+    check_base,
+    check_choice,
+    check_even,
+    check_output_dtype,
+    check_position_shape,
+    check_position_values,
+    check_positions,
+    check_positive_int,
+)
+
+__all__ = [
+    "sinusoidal_inv_freq",
+    "sinusoidal_encoding",
+    "SinusoidalEncoding",
+    "LearnedEncoding",
+    "InputEmbedding",
+    "NoPE",
+]
+
+
+def sinusoidal_inv_freq(dim: int, base: float = 10000.0) -> Tensor:
+    """``(dim // 2,)`` float64 frequencies ``base ** (-2i / dim)``."""
+    check_even(dim, "dim")
+    base = check_base(base)
+    return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+
+
+def sinusoidal_encoding(positions: Tensor, inv_freq: Tensor, layout: str = "interleaved") -> Tensor:
+    """Sin/cos features of ``positions`` at angular frequencies ``inv_freq``: the one
+    implementation behind every sinusoidal encoding (1D, 2D, elapsed time).
+
+    Args:
+        positions: ``(...)`` int or float positions (any unit: tokens, seconds, ...).
+        inv_freq: ``(F,)`` angular frequencies, float64 for full precision.
+        layout: ``"interleaved"`` gives ``[sin f0, cos f0, sin f1, cos f1, ...]`` (the paper's
+            PE(p, 2i), PE(p, 2i+1)); ``"half"`` gives ``[sin f0.., cos f0..]`` (see
+            :mod:`posenc.core.encoding` for the layout vocabulary).
+
+    Returns:
+        ``(..., 2F)`` in the angles' dtype: float32, float64 if ``positions`` is float64 (the
+        encoding modules then cast to their ``dtype=``).
+    """
+    check_choice(layout, "layout", LAYOUTS)
+    theta = angles(positions, inv_freq)
+    if layout == "half":
+        return torch.cat((theta.sin(), theta.cos()), dim=-1)
+    return torch.stack((theta.sin(), theta.cos()), dim=-1).flatten(-2)
+
+
+class SinusoidalEncoding(Float64Buffers):
+    """Additive sinusoidal encoding, PE(p, 2i) = sin(p / base^(2i/dim)), PE(p, 2i+1) = cos(.).
+
+    No maximum length; fractional positions are legal.
+
+    Args:
+        dim: embedding width (even).
+        base: wavelength base.
+        layout: ``"interleaved"`` (the paper's table) or ``"half"`` ([sin..., cos...]).
+    """
+
+    kind = "additive"
+
+    def __init__(self, dim: int, base: float = 10000.0, layout: str = "interleaved") -> None:
+        super().__init__()
+        self.dim = check_even(dim, "dim")
+        self.base = check_base(base)
+        self.layout = check_choice(layout, "layout", LAYOUTS)
+        self.reset_float64_buffers()
+
+    def float64_buffers(self) -> dict[str, Tensor]:
+        return {"inv_freq64": sinusoidal_inv_freq(self.dim, self.base)}
+
+    def forward(self, positions: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        """``(N,)`` or ``(B, N)`` positions -> ``(*positions.shape, dim)`` of ``dtype`` (pass
+        the dtype of the tokens it is added to). Float64 positions keep float64 angles; the
+        output is rounded once, to ``dtype``."""
+        check_position_values(positions)
+        return self._forward(positions, dtype=dtype)
+
+    def _forward(self, positions: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        positions = check_position_shape(positions)
+        check_output_dtype(dtype)
+        return sinusoidal_encoding(positions, self.inv_freq64, self.layout).to(dtype)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, base={self.base}, layout={self.layout!r}"
+
+
+class LearnedEncoding(PositionEncoding):
+    """A trainable ``(num_positions, dim)`` table (BERT/GPT-2 style).
+
+    Integer positions index the table; fractional positions interpolate linearly between
+    the two neighbouring rows. Positions outside ``[0, num_positions - 1]`` raise.
+
+    Args:
+        num_positions: rows of the table.
+        dim: embedding width.
+    """
+
+    kind = "additive"
+
+    def __init__(self, num_positions: int, dim: int) -> None:
+        super().__init__()
+        self.num_positions = check_positive_int(num_positions, "num_positions")
+        self.dim = check_positive_int(dim, "dim")
+        self.weight = nn.Parameter(torch.empty(num_positions, dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.trunc_normal_(self.weight, std=0.02)
+
+    def forward(self, positions: Tensor) -> Tensor:
+        """``(N,)`` or ``(B, N)`` positions -> ``(*positions.shape, dim)`` in the table dtype."""
+        positions = check_positions(positions)
+        if not torch.compiler.is_compiling() and positions.numel():
+            low, high = positions.min().item(), positions.max().item()
+            if low < 0 or high > self.num_positions - 1:
+                raise ValueError(
+                    f"positions must lie in [0, {self.num_positions - 1}] for a table of "
+                    f"num_positions={self.num_positions}, got values in [{low}, {high}]; "
+                    "use resize() to extend the table")
+        if not positions.is_floating_point():
+            return self.weight[positions]
+        floor = positions.floor()
+        frac = (positions - floor).unsqueeze(-1).to(self.weight.dtype)
+        lower = floor.long()
+        upper = (lower + 1).clamp(max=self.num_positions - 1)
+        return torch.lerp(self.weight[lower], self.weight[upper], frac)
+
+    @torch.no_grad()
+    def resize(self, new_num_positions: int) -> LearnedEncoding:
+        """Resample the table to ``new_num_positions`` rows by linear interpolation.
+
+        Rows are treated as samples over the same span (``align_corners=False``, as timm
+        resamples position tables), so the encoding of relative location is kept.
+        Returns ``self``.
+        """
+        check_positive_int(new_num_positions, "new_num_positions")
+        table = self.weight.detach().float().T[None]  # (1, dim, num_positions)
+        resized = F.interpolate(table, size=new_num_positions, mode="linear", align_corners=False)
+        self.weight = nn.Parameter(resized[0].T.to(self.weight.dtype).contiguous())
+        self.num_positions = new_num_positions
+        return self
+
+    def extra_repr(self) -> str:
+        return f"num_positions={self.num_positions}, dim={self.dim}"
+
+
+class InputEmbedding(nn.Module):
+    """Token embedding * sqrt(dim) + additive position encoding, then dropout.
+
+    Args:
+        vocab_size: number of token ids.
+        dim: embedding width.
+        encoding: an additive encoding ``positions -> (..., dim)``, or ``None`` (NoPE).
+        dropout: dropout probability after the sum.
+    """
+
+    def __init__(self, vocab_size: int, dim: int, encoding: nn.Module | None,
+                 dropout: float = 0.0) -> None:
+        super().__init__()
+        self.dim = check_positive_int(dim, "dim")
+        self.token = nn.Embedding(check_positive_int(vocab_size, "vocab_size"), dim)
+        self.encoding = encoding
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, tokens: Tensor, positions: Tensor | None = None) -> Tensor:
+        """``(B, N)`` token ids (and optional ``(N,)``/``(B, N)`` positions, default
+        ``0..N-1``) -> ``(B, N, dim)``."""
+        x = self.token(tokens) * math.sqrt(self.dim)
+        if self.encoding is not None:
+            if positions is None:
+                positions = torch.arange(tokens.shape[-1], device=tokens.device)
+            x = x + self.encoding(positions).to(x.dtype)
+        return self.dropout(x)
+
+
+class NoPE(PositionEncoding):
+    """Identity encoding. Usable wherever an encoding is accepted (``None`` works too).
+
+    As an additive encoding it returns a 0-d zero that broadcasts against any embedding;
+    :class:`~posenc.core.MultiheadAttention` treats it like ``None`` as rotary or bias.
+    """
+
+    kind = "none"
+
+    def forward(self, positions: Tensor) -> Tensor:
+        """Any positions -> 0-d zero of float32 on the positions' device."""
+        return positions.new_zeros((), dtype=torch.float32)

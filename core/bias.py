@@ -1,0 +1,613 @@
+"""ALiBi: attention with linear biases (Press et al. 2022).
+
+Learned relative-position biases: T5 buckets and Shaw-style clipped offsets.
+
+FIRE: functional interpolation for relative positions (Li et al. 2023, "Functional
+Interpolation for Relative Positions Improves Long Context Transformers", ICLR 2024).
+
+KERPLE: kernelized relative positional biases (Chi et al. 2022, "KERPLE: Kernelized Relative
+Positional Embedding for Length Extrapolation"), logarithmic and power variants.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import ScoreMod, pair_batch, token_lookup
+from .encoding import (
+    Float64Buffers,
+    PositionEncoding,
+    check_bool,
+    check_choice,
+    check_float,
+    check_pair_values,
+    check_position_shape,
+    check_positions,
+    check_positive_float,
+    check_positive_int,
+)
+from .positions import relative_positions
+
+__all__ = [
+    "alibi_slopes",
+    "ALiBi",
+    "t5_relative_bucket",
+    "check_t5_buckets",
+    "T5RelativeBias",
+    "ClippedRelativeBias",
+    "FIRE",
+    "KERPLE_KERNELS",
+    "kerple_bias",
+    "Kerple",
+]
+
+
+def alibi_slopes(num_heads: int) -> Tensor:
+    """``(num_heads,)`` float32 head slopes, exactly the official recipe.
+
+    For a power of two ``n`` the slopes are the geometric sequence starting at and with ratio
+    ``2 ** (-8 / n)``; otherwise the ``2 ** floor(log2 n)`` sequence is followed by every
+    other slope of the sequence for twice that count.
+    """
+    check_positive_int(num_heads, "num_heads")
+
+    def power_of_2(n: int) -> list[float]:
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+
+    closest = 2 ** math.floor(math.log2(num_heads))
+    slopes = power_of_2(closest)
+    if closest != num_heads:
+        slopes += alibi_slopes(2 * closest).tolist()[0::2][: num_heads - closest]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+class ALiBi(Float64Buffers):
+    """Linear distance penalty per head, from explicit positions.
+
+    ``bias[b, h, i, j] = -slope_h * |pos_q[i] - pos_k[j]|``. With ``causal=True`` keys whose
+    position is after the query's get ``-inf``, so the module also enforces causality by
+    position (correct for packed sequences and KV caches, whatever the token order).
+
+    Args:
+        num_heads: attention heads.
+        causal: mask keys after the query (decoder use); False gives the symmetric bias.
+    """
+
+    kind = "bias"
+
+    def __init__(self, num_heads: int, causal: bool = True) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.causal = check_bool(causal, "causal")
+        self.reset_float64_buffers()
+
+    def float64_buffers(self) -> dict[str, Tensor]:
+        # Kept out of .to(bfloat16): a bf16 slope is off by up to 0.4%, whole logits at
+        # distance 1000 (like a rotary frequency, it is a constant of the encoding).
+        return {"slopes": alibi_slopes(self.num_heads)}
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias
+        ``(B or 1, H, Nq, Nk)``."""
+        check_pair_values(query_positions, key_positions)
+        return self._forward(query_positions, key_positions)
+
+    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
+        rel = relative_positions(query_positions, key_positions).float()
+        bias = -self.slopes.float()[:, None, None] * rel.abs()[:, None]
+        if self.causal:
+            bias = bias.masked_fill(rel[:, None] > 0, float("-inf"))
+        return bias
+
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod: the same value at every
+        ``[b, h, i, j]``, computed per pair from the positions (nothing materialised)."""
+        check_pair_values(query_positions, key_positions)
+        return self._score_mod(query_positions, key_positions)
+
+    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
+        batch = pair_batch(query_positions, key_positions)
+        q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
+        slopes, causal = self.slopes.float(), self.causal
+
+        def bias(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            rel = (k_at(b, kv_idx) - q_at(b, q_idx)).float()
+            out = -slopes[h] * rel.abs()
+            return torch.where(rel > 0, float("-inf"), out) if causal else out
+
+        return ScoreMod(bias, batch, query_positions.shape[-1], key_positions.shape[-1],
+                        query_positions.device)
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, causal={self.causal}"
+
+
+def t5_relative_bucket(
+    relative_position: Tensor,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> Tensor:
+    """T5's bucket of each offset ``key - query`` (exactly Mesh TensorFlow / HF T5).
+
+    Half the buckets hold exact small offsets, the rest are log-spaced up to
+    ``max_distance``; farther offsets share the last bucket. With ``bidirectional`` the
+    buckets are split between negative and positive offsets; otherwise positive offsets
+    (future keys) map to bucket 0.
+
+    Args:
+        relative_position: integer tensor of offsets, any shape.
+        bidirectional: split the buckets between negative and positive offsets (else positive
+            offsets map to bucket 0).
+        num_buckets: the number of buckets.
+        max_distance: the offset the log-spaced buckets reach; see :func:`check_t5_buckets` for
+            the valid combinations of the three.
+
+    Returns:
+        int64 tensor of bucket ids in ``[0, num_buckets)``, same shape.
+    """
+    if not isinstance(relative_position, Tensor) or relative_position.is_floating_point() \
+            or relative_position.is_complex() or relative_position.dtype == torch.bool:
+        got = relative_position.dtype if isinstance(relative_position, Tensor) else type(
+            relative_position).__name__
+        raise TypeError("relative_position must be an integer tensor (T5 buckets are defined on "
+                        f"integer offsets), got {got}")
+    check_t5_buckets(bidirectional, num_buckets, max_distance)
+    relative_position = relative_position.long()
+    buckets = torch.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative_position > 0).long() * num_buckets
+        relative_position = relative_position.abs()
+    else:
+        relative_position = -relative_position.clamp(max=0)
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    # clamp_min avoids log(0) in the branch that torch.where discards.
+    large = max_exact + (
+        torch.log(relative_position.float().clamp_min(1) / max_exact)
+        / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)
+    ).long()
+    large = large.clamp(max=num_buckets - 1)
+    return buckets + torch.where(is_small, relative_position, large)
+
+
+def check_t5_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
+    """Refuse T5 bucket settings whose ids would leave ``[0, num_buckets)``.
+
+    Each direction has ``n = num_buckets // 2`` buckets (bidirectional) or ``n = num_buckets``;
+    the first ``e = n // 2`` hold exact offsets and offsets ``r >= e`` get
+    ``e + floor(ln(r / e) / ln(max_distance / e) * (n - e))``, capped at ``n - 1``. That needs
+    ``e >= 1`` (``num_buckets >= 4`` bidirectional, ``>= 2`` otherwise) and
+    ``max_distance > e``: at ``max_distance == e`` the log divides by zero, below it the
+    ids fall under ``e`` and turn negative.
+    """
+    check_bool(bidirectional, "bidirectional")
+    check_positive_int(num_buckets, "num_buckets")
+    check_positive_int(max_distance, "max_distance")
+    per_direction = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = per_direction // 2
+    if max_exact < 1:
+        raise ValueError(f"num_buckets must be >= {4 if bidirectional else 2} with "
+                         f"bidirectional={bidirectional} (half of each direction's buckets "
+                         f"hold exact offsets), got {num_buckets}")
+    if max_distance <= max_exact:
+        raise ValueError(f"max_distance must be > {max_exact} (the offsets that num_buckets="
+                         f"{num_buckets} with bidirectional={bidirectional} already hold "
+                         f"exactly), got {max_distance}")
+
+
+def _check_integer_positions(positions: Tensor, name: str) -> Tensor:
+    positions = check_positions(positions, name)
+    if positions.is_floating_point():
+        raise TypeError(f"{name} must be integer token positions for a learned relative "
+                        f"table, got {positions.dtype}")
+    return positions
+
+
+def _table_score_mod(table: Tensor, query_positions: Tensor, key_positions: Tensor,
+                     row: Callable[[Tensor], Tensor]) -> ScoreMod:
+    """ScoreMod of ``table[row(key - query), h]`` for an ``(R, H)`` table."""
+    q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
+
+    def bias(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return table[row(k_at(b, kv_idx) - q_at(b, q_idx)), h]
+
+    return ScoreMod(bias, pair_batch(query_positions, key_positions),
+                    query_positions.shape[-1], key_positions.shape[-1], query_positions.device)
+
+
+class T5RelativeBias(PositionEncoding):
+    """T5 relative attention bias: one learned scalar per (bucket, head).
+
+    Args:
+        num_heads: attention heads.
+        bidirectional: encoder (True) or decoder (False) bucketing.
+        num_buckets: see :func:`t5_relative_bucket`.
+        max_distance: see :func:`t5_relative_bucket`.
+    """
+
+    kind = "bias"
+
+    def __init__(self, num_heads: int, bidirectional: bool = True, num_buckets: int = 32,
+                 max_distance: int = 128) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        check_t5_buckets(bidirectional, num_buckets, max_distance)
+        self.bidirectional = bidirectional
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.table = nn.Parameter(torch.empty(num_buckets, num_heads))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.trunc_normal_(self.table, std=0.02)
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Integer positions ``(Nq,)``/``(B, Nq)``, ``(Nk,)``/``(B, Nk)`` -> bias
+        ``(B or 1, H, Nq, Nk)``."""
+        query_positions = _check_integer_positions(query_positions, "query_positions")
+        key_positions = _check_integer_positions(key_positions, "key_positions")
+        rel = relative_positions(query_positions, key_positions)
+        buckets = t5_relative_bucket(rel, self.bidirectional, self.num_buckets, self.max_distance)
+        return self.table[buckets].permute(0, 3, 1, 2)
+
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod (the bucket of each pair is
+        computed per pair, nothing materialised)."""
+        query_positions = _check_integer_positions(query_positions, "query_positions")
+        key_positions = _check_integer_positions(key_positions, "key_positions")
+        settings = (self.bidirectional, self.num_buckets, self.max_distance)
+        return _table_score_mod(self.table, query_positions, key_positions,
+                                lambda rel: t5_relative_bucket(rel, *settings))
+
+    def extra_repr(self) -> str:
+        return (f"num_heads={self.num_heads}, bidirectional={self.bidirectional}, "
+                f"num_buckets={self.num_buckets}, max_distance={self.max_distance}")
+
+
+class ClippedRelativeBias(PositionEncoding):
+    """Shaw et al. (2018) relative positions as a per-head scalar bias.
+
+    Offsets ``key - query`` are clipped to ``[-max_distance, max_distance]`` and each of the
+    ``2 * max_distance + 1`` values has a learned scalar per head.
+    """
+
+    kind = "bias"
+
+    def __init__(self, num_heads: int, max_distance: int) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.max_distance = check_positive_int(max_distance, "max_distance")
+        self.table = nn.Parameter(torch.empty(2 * max_distance + 1, num_heads))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.trunc_normal_(self.table, std=0.02)
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Integer positions -> bias ``(B or 1, H, Nq, Nk)``."""
+        query_positions = _check_integer_positions(query_positions, "query_positions")
+        key_positions = _check_integer_positions(key_positions, "key_positions")
+        rel = relative_positions(query_positions, key_positions)
+        index = rel.clamp(-self.max_distance, self.max_distance) + self.max_distance
+        return self.table[index].permute(0, 3, 1, 2)
+
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod (nothing materialised)."""
+        query_positions = _check_integer_positions(query_positions, "query_positions")
+        key_positions = _check_integer_positions(key_positions, "key_positions")
+        distance = self.max_distance
+        return _table_score_mod(self.table, query_positions, key_positions,
+                                lambda rel: rel.clamp(-distance, distance) + distance)
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, max_distance={self.max_distance}"
+
+
+class FIRE(Float64Buffers):
+    """FIRE bias per head: an MLP of the log-transformed offset, progressively interpolated.
+
+    ``bias[b, h, i, j] = f(psi(d) / (psi(max(L, p_i, p_j)) + eps))[h]`` with ``d = p_i - p_j``
+    (query minus key position), ``psi(x) = log(1 + |c| x)`` (for ``d < 0``: ``-psi(-d)``),
+    ``L = |threshold_multiplier| * init_threshold`` and ``f = Linear(1, mlp_width) -> ReLU ->
+    Linear(mlp_width, H)``. ``c`` and ``threshold_multiplier`` are learned scalars.
+
+    With ``causal=True`` keys after the query get ``-inf`` (as :class:`~posenc.core.ALiBi`) and
+    every other pair has ``p_j <= p_i``, so the bias is exactly the paper's
+    ``f(psi(i - j) / psi(max(L, i)))`` and its listing's (``|c|``, ``L`` as a learned multiple
+    of its initial value, ``eps`` added to the normaliser; ``init_c=0.1``, ``init_threshold=
+    512``, ``mlp_width=32`` are its defaults). ``causal=False`` is posenc's extension (the paper
+    defines FIRE for causal attention): the MLP gets the offset's sign, so a key 3 ahead and
+    one 3 behind can differ (the listing's ``|c (i - j)|`` would make them equal), and the
+    normaliser covers the later of the two positions, which keeps the MLP's input in
+    ``[-1, 1]`` for positions ``>= 0`` as the causal form keeps it in ``[0, 1]``.
+
+    The bias depends only on ``p_i - p_j`` while ``max(p_i, p_j) <= L`` (the threshold makes
+    short contexts purely relative); beyond, it depends on the offset relative to the context
+    length, which is what lets FIRE interpolate to longer inputs. Positions count from the
+    start of the context: token indices, or times (e.g. hours from the first observation,
+    ``posenc.temporal.time_positions(ts, origin=ts[0], unit="h")``; give ``init_threshold`` in
+    that unit). Positions below 0 never raise the normaliser above ``L``.
+
+    Args:
+        num_heads: attention heads.
+        mlp_width: hidden width of ``f``.
+        causal: mask keys after the query (decoder use).
+        init_c: initial ``c`` (> 0).
+        init_threshold: initial ``L`` (> 0), in position units.
+        eps: added to the normaliser (> 0): keeps ``|c| -> 0`` or ``L -> 0`` finite.
+
+    ``c`` and ``threshold_multiplier`` stay float32 when the module is cast (like RoPE
+    frequencies); the MLP runs in float32 whatever its parameters' dtype (in bf16,
+    ``psi`` of neighbouring long offsets would round to one value). :meth:`forward` returns
+    float32, cast to the logits' dtype by the attention; it holds ``B * Nq * Nk *
+    mlp_width`` hidden values, which :meth:`score_mod` never materialises.
+    """
+
+    kind = "bias"
+    fixed_dtype_parameters = ("c", "threshold_multiplier")
+
+    def __init__(self, num_heads: int, mlp_width: int = 32, causal: bool = True, *,
+                 init_c: float = 0.1, init_threshold: float = 512.0, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.mlp_width = check_positive_int(mlp_width, "mlp_width")
+        self.causal = check_bool(causal, "causal")
+        self.init_c = check_positive_float(init_c, "init_c")
+        self.init_threshold = check_positive_float(init_threshold, "init_threshold")
+        self.eps = check_float(eps, "eps", gt=0)
+        self.mlp = nn.Sequential(nn.Linear(1, mlp_width), nn.ReLU(),
+                                 nn.Linear(mlp_width, num_heads))
+        self.c = nn.Parameter(torch.empty((), dtype=torch.float32))
+        self.threshold_multiplier = nn.Parameter(torch.empty((), dtype=torch.float32))
+        self._reset_scalars()  # the MLP was just initialised by nn.Linear
+
+    @torch.no_grad()
+    def _reset_scalars(self) -> None:
+        self.c.fill_(self.init_c)
+        self.threshold_multiplier.fill_(1.0)
+
+    def reset_parameters(self) -> None:
+        """``c``, ``L`` back to their initial values; the MLP re-initialised as ``nn.Linear``
+        does (in construction order: a seeded reset after a meta-device build equals a seeded
+        normal build)."""
+        self.mlp[0].reset_parameters()
+        self.mlp[2].reset_parameters()
+        self._reset_scalars()
+
+    @property
+    def threshold(self) -> Tensor:
+        """``L``, a 0-d float32 tensor (in position units)."""
+        return self.threshold_multiplier.float().abs() * self.init_threshold
+
+    def _mlp_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``f``'s ``(W,)`` first weights and biases, ``(H, W)`` second weights, ``(H,)``
+        biases, in float32."""
+        first, _, second = self.mlp
+        return (first.weight[:, 0].float(), first.bias.float(), second.weight.float(),
+                second.bias.float())
+
+    def interpolated(self, offset: Tensor, query: Tensor, key: Tensor) -> Tensor:
+        """The MLP's input ``sign(d) psi(|d|) / (psi(max(L, p_i, p_j)) + eps)`` for float32
+        offsets ``d = p_i - p_j`` and the positions ``p_i``, ``p_j`` (broadcast shapes)."""
+        c = self.c.float().abs()
+        normaliser = torch.maximum(torch.maximum(query, key), self.threshold)
+        psi = torch.log1p(c * offset.abs()) * offset.sign()
+        return psi / (torch.log1p(c * normaliser) + self.eps)
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias
+        ``(B or 1, H, Nq, Nk)``."""
+        check_pair_values(query_positions, key_positions)
+        return self._forward(query_positions, key_positions)
+
+    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
+        offset = -relative_positions(query_positions, key_positions).float()  # (B, Nq, Nk)
+        query = query_positions.float()[..., :, None]
+        key = key_positions.float()[..., None, :]
+        w1, b1, w2, b2 = self._mlp_weights()
+        with torch.autocast(offset.device.type, enabled=False):
+            x = self.interpolated(offset, query, key)
+            hidden = torch.relu(x[..., None] * w1 + b1)  # (B, Nq, Nk, W)
+            bias = torch.nn.functional.linear(hidden, w2, b2).permute(0, 3, 1, 2)
+        if self.causal:
+            bias = bias.masked_fill(offset[:, None] < 0, float("-inf"))
+        return bias
+
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod: the MLP evaluated per pair
+        (its ``mlp_width`` hidden units unrolled, so the function stays pointwise), nothing
+        materialised."""
+        check_pair_values(query_positions, key_positions)
+        return self._score_mod(query_positions, key_positions)
+
+    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
+        batch = pair_batch(query_positions, key_positions)
+        q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
+        w1, b1, w2, b2 = self._mlp_weights()
+        causal, width, interpolated = self.causal, self.mlp_width, self.interpolated
+
+        def bias(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            query, key = q_at(b, q_idx).float(), k_at(b, kv_idx).float()
+            offset = (q_at(b, q_idx) - k_at(b, kv_idx)).float()
+            x = interpolated(offset, query, key)
+            out = b2[h]
+            for unit in range(width):
+                out = out + w2[h, unit] * torch.relu(x * w1[unit] + b1[unit])
+            return torch.where(offset < 0, float("-inf"), out) if causal else out
+
+        return ScoreMod(bias, batch, query_positions.shape[-1], key_positions.shape[-1],
+                        query_positions.device)
+
+    def extra_repr(self) -> str:
+        return (f"num_heads={self.num_heads}, mlp_width={self.mlp_width}, "
+                f"causal={self.causal}, init_c={self.init_c}, "
+                f"init_threshold={self.init_threshold}, eps={self.eps}")
+
+
+KERPLE_KERNELS = ("log", "power")
+"""The two conditionally positive definite kernels of the paper: ``"log"``,
+``-r1 * log(1 + r2 |i - j|)``, and ``"power"``, ``-r1 * |i - j| ** r2``.
+"""
+
+# The official code (chijames/KERPLE, megatron/mpu/layers.py) projects r1 and r2 onto
+# [1e-2, inf) (power r2: [1e-2, 2]) after each step; its initial draws are clamped alike.
+_FLOOR = 1e-2
+
+
+def kerple_bias(distance: Tensor, r1: Tensor, r2: Tensor, kernel: str) -> Tensor:
+    """The KERPLE bias of non-negative distances.
+
+    Args:
+        distance: ``|i - j|`` of any shape (float).
+        r1: positive kernel parameter that broadcasts against ``distance`` (e.g. ``(H, 1, 1)``
+            per head).
+        r2: the same; for ``"power"`` ``0 < r2 <= 2``.
+        kernel: ``"log"``, ``-r1 * log(1 + r2 * distance)``, or ``"power"``,
+            ``-r1 * distance ** r2``.
+
+    Returns:
+        the bias, broadcast shape of the inputs (0 at distance 0 for both kernels).
+    """
+    if kernel == "log":
+        return -r1 * torch.log1p(r2 * distance)
+    # torch's pow backward gives 0 (not 0 * log 0 = NaN) for the exponent at distance 0.
+    return -r1 * distance.pow(r2)
+
+
+def _inverse_softplus(value: Tensor) -> Tensor:
+    return value + torch.log(-torch.expm1(-value))
+
+
+class Kerple(Float64Buffers):
+    """KERPLE bias per head from explicit positions: token indices or real times.
+
+    ``bias[b, h, i, j] = -r1_h * log(1 + r2_h * |pos_q[i] - pos_k[j]|)`` (``kernel="log"``) or
+    ``-r1_h * |pos_q[i] - pos_k[j]| ** r2_h`` (``kernel="power"``), with learned ``r1_h, r2_h``.
+    With ``causal=True`` keys whose position is after the query's get ``-inf``, as
+    :class:`~posenc.core.ALiBi` (the paper's decoder use); ``causal=False`` gives the symmetric
+    bias. Distances are in the positions' unit (tokens, or e.g. hours from
+    ``posenc.temporal.time_positions(..., unit="h")``), any finite float.
+
+    The paper's constraints (``r1, r2 > 0``; power: ``r2 <= 2``) hold by construction:
+    ``r1 = softplus(raw_r1)``, ``r2 = softplus(raw_r2)`` (log) or ``2 * sigmoid(raw_r2)``
+    (power, so ``0 < r2 < 2``: the endpoint 2 is approached, not reached). The official code
+    instead clamps the parameters in place inside its forward (a projected gradient step onto
+    ``[0.01, inf)``, ``[0.01, 2]``), which mutates the module during a forward and cannot be
+    compiled; the values it can express are the same. Initial values are the official draws,
+    ``r1 ~ U(0, 2)``, ``r2 ~ U(0, 1)`` (log) and ``r1 ~ U(0, 1)``, ``r2 ~ U(0, 2)`` (power),
+    clamped to its floor 0.01, unless ``r1``/``r2`` give one value for every head.
+
+    Args:
+        num_heads: attention heads.
+        kernel: ``"log"`` or ``"power"``.
+        causal: mask keys after the query (decoder use); False gives the symmetric bias.
+        r1: initial value for every head instead of the random draw (``r1 > 0``).
+        r2: the same for ``r2`` (``r2 > 0`` and, for ``"power"``, ``r2 < 2``).
+
+    ``raw_r1``/``raw_r2`` are ``(H,)`` float32 parameters that stay float32 when the module is
+    cast (like RoPE frequencies: a bf16 exponent of distance 1000 is off by whole logits).
+    """
+
+    kind = "bias"
+    fixed_dtype_parameters = ("raw_r1", "raw_r2")
+
+    def __init__(self, num_heads: int, kernel: str = "log", causal: bool = True, *,
+                 r1: float | None = None, r2: float | None = None) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.kernel = check_choice(kernel, "kernel", KERPLE_KERNELS)
+        self.causal = check_bool(causal, "causal")
+        self.init_r1 = None if r1 is None else check_positive_float(r1, "r1")
+        # 2 * sigmoid keeps the power exponent below 2, so r2=2 could not be stored.
+        self.init_r2 = None if r2 is None else (
+            check_float(r2, "r2", gt=0, lt=2) if kernel == "power"
+            else check_positive_float(r2, "r2"))
+        self.raw_r1 = nn.Parameter(torch.empty(num_heads, dtype=torch.float32))
+        self.raw_r2 = nn.Parameter(torch.empty(num_heads, dtype=torch.float32))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Redraw ``r1`` and ``r2`` (the official initialisation, or the given values)."""
+        scale_r1, scale_r2 = (2.0, 1.0) if self.kernel == "log" else (1.0, 2.0)
+        r1 = self._initial(self.init_r1, scale_r1)
+        r2 = self._initial(self.init_r2, scale_r2)
+        self.raw_r1.copy_(_inverse_softplus(r1))
+        self.raw_r2.copy_(_inverse_softplus(r2) if self.kernel == "log" else torch.logit(r2 / 2))
+
+    def _initial(self, value: float | None, scale: float) -> Tensor:
+        # Drawn on the CPU (also under a meta device: a reset after to_empty() then draws what
+        # a normal build does), in float64 so the inverse maps are exact.
+        if value is not None:
+            return torch.full((self.num_heads,), value, dtype=torch.float64, device="cpu")
+        draw = torch.rand(self.num_heads, dtype=torch.float64, device="cpu")
+        return (draw * scale).clamp_(min=_FLOOR)
+
+    @property
+    def r1(self) -> Tensor:
+        """``(H,)`` float32 scale of each head's kernel, ``> 0``."""
+        return F.softplus(self.raw_r1.float())
+
+    @property
+    def r2(self) -> Tensor:
+        """``(H,)`` float32 rate (log) or exponent (power, in ``(0, 2)``) of each head."""
+        raw = self.raw_r2.float()
+        return F.softplus(raw) if self.kernel == "log" else 2 * torch.sigmoid(raw)
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias
+        ``(B or 1, H, Nq, Nk)`` (cast to the logits' dtype by the attention)."""
+        check_pair_values(query_positions, key_positions)
+        return self._forward(query_positions, key_positions)
+
+    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
+        rel = relative_positions(query_positions, key_positions).float()[:, None]
+        with torch.autocast(rel.device.type, enabled=False):
+            bias = kerple_bias(rel.abs(), self.r1[:, None, None], self.r2[:, None, None],
+                               self.kernel)
+        if self.causal:
+            bias = bias.masked_fill(rel > 0, float("-inf"))
+        return bias
+
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod: the same value at every
+        ``[b, h, i, j]``, computed per pair from the positions (nothing materialised)."""
+        check_pair_values(query_positions, key_positions)
+        return self._score_mod(query_positions, key_positions)
+
+    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        query_positions = check_position_shape(query_positions, "query_positions")
+        key_positions = check_position_shape(key_positions, "key_positions")
+        batch = pair_batch(query_positions, key_positions)
+        q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
+        r1, r2, kernel, causal = self.r1, self.r2, self.kernel, self.causal
+
+        def bias(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            rel = (k_at(b, kv_idx) - q_at(b, q_idx)).float()
+            out = kerple_bias(rel.abs(), r1[h], r2[h], kernel)
+            return torch.where(rel > 0, float("-inf"), out) if causal else out
+
+        return ScoreMod(bias, batch, query_positions.shape[-1], key_positions.shape[-1],
+                        query_positions.device)
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, kernel={self.kernel!r}, causal={self.causal}"
