@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,14 @@ from torch import Tensor, nn
 from ..config import instantiate
 from ..optim import check_optim_args, configure_adamw_from_hparams
 from .data import Fitted
-from .metrics import LOSSES, ForecastMetrics, masked_point_loss, quantile_loss, seasonal_naive
+from .metrics import (
+    LOSSES,
+    ForecastMetrics,
+    check_quantile_levels,
+    masked_point_loss,
+    quantile_loss,
+    seasonal_naive,
+)
 from .network import (
     RELATIVE_ENCODINGS,
     TIME_ENCODINGS,
@@ -151,13 +157,8 @@ class Forecaster(LightningModule):
                             f"{type(encodings).__name__} ({encodings!r})")
         check_choice(loss, "loss", LOSSES)
         if loss == "quantile":
-            quantiles = [0.1, 0.5, 0.9] if quantiles is None else list(quantiles)
-            if any(isinstance(q, bool) or not isinstance(q, Real) for q in quantiles):
-                raise TypeError(f"quantiles must be numbers, got {quantiles}")
-            if (not quantiles or any(not 0 < q < 1 for q in quantiles)
-                    or sorted(set(quantiles)) != quantiles):
-                raise ValueError(f"quantiles must be increasing levels in (0, 1), got "
-                                 f"{quantiles}")
+            quantiles = check_quantile_levels([0.1, 0.5, 0.9] if quantiles is None
+                                              else quantiles)
         elif quantiles:
             raise ValueError(f"quantiles={quantiles} need loss='quantile', got loss={loss!r}")
         unit_seconds = parse_duration(time_unit, "time_unit") / 1e9

@@ -58,6 +58,7 @@ from .data import (
     read_panel,
     scale_panel,
 )
+from .metrics import check_quantile_levels
 from .windows import WindowDataset, WindowIndex
 
 __all__ = ["ORIGIN_COLUMN", "ForecastWriter", "forecast_frame", "future_times", "make_batch",
@@ -111,19 +112,6 @@ def _check_shape(array: np.ndarray, shape: tuple, key: str, where: str, what: st
                          f"{shape} ({what})")
 
 
-def _levels(quantile_levels: Sequence[float] | None) -> list[float] | None:
-    if quantile_levels is None:
-        return None
-    if isinstance(quantile_levels, (str, Mapping)) or not isinstance(quantile_levels, Sequence):
-        raise TypeError(f"quantile_levels must be a list of floats or None, got "
-                        f"{type(quantile_levels).__name__} ({quantile_levels!r})")
-    levels = [float(q) for q in quantile_levels]
-    if not levels or any(not 0 < q < 1 for q in levels) or sorted(set(levels)) != levels:
-        raise ValueError(f"quantile_levels must be increasing levels in (0, 1) (None for point "
-                         f"forecasts), got {list(quantile_levels)}")
-    return levels
-
-
 def _rows(outputs: Sequence[Mapping], fitted: Fitted,
           quantile_levels: Sequence[float] | None) -> dict[str, np.ndarray]:
     """Checked predict outputs -> the valid rows, flat and unsorted: ``series`` ``(N,)``,
@@ -134,7 +122,7 @@ def _rows(outputs: Sequence[Mapping], fitted: Fitted,
     if isinstance(outputs, Mapping) or not isinstance(outputs, Sequence):
         raise TypeError(f"outputs must be a list of predict_step outputs (dicts), got "
                         f"{type(outputs).__name__}")
-    levels = _levels(quantile_levels)
+    levels = check_quantile_levels(quantile_levels, "quantile_levels")
     targets = fitted.columns.target_columns
     num_targets, num_series = len(targets), len(fitted.series_keys)
     parts: dict[str, list[np.ndarray]] = {"series": [], "time": [], "prediction": []}
@@ -214,7 +202,7 @@ def _rows(outputs: Sequence[Mapping], fitted: Fitted,
 def _table(rows: dict[str, np.ndarray], fitted: Fitted,
            quantile_levels: Sequence[float] | None) -> pd.DataFrame:
     """Flat rows (:func:`_rows`) -> the sorted forecasts table."""
-    levels = _levels(quantile_levels)
+    levels = check_quantile_levels(quantile_levels, "quantile_levels")
     columns = fitted.columns
     targets = list(columns.target_columns)
     names = [*columns.series_columns, columns.timestamp_column,
