@@ -2,18 +2,19 @@
 
 A CSV, Parquet file or DataFrame goes, module by module:
 
-- :mod:`.panel`: the long table read, checked, sorted and scaled into a :class:`~.panel.Panel`
-  (:class:`~.panel.SeriesSchema` is what a trained model keeps to read new data the same way);
-- :mod:`.data`: :class:`TimeSeriesDataModule` (time splits, windows, loaders); :mod:`.datasets`
+- :mod:`.data`: the long table read, checked and sorted (:class:`~.data.Columns` says what its
+  columns are), the state fitted on its training span (:class:`~.data.Fitted`, what a trained
+  model keeps to read new data the same way), :class:`TimeSeriesDataModule` (time splits,
+  windows, loaders); :mod:`.datasets`
   the shipped real data (:class:`BirthdaysDataModule`, :class:`ElecDemandDataModule`,
   :class:`NYCWeatherDataModule`, :class:`GlucoseDataModule`, :class:`SeattleTempsDataModule`,
   :class:`TaylorDataModule`);
-- :mod:`.windows`: windows and their batches (:func:`make_batch`,
-  :func:`~.windows.collate_windows`);
+- :mod:`.windows`: windows and their batches;
 - :mod:`.network`: :class:`~.network.ForecastTransformer` over (value, timestamp) tokens and future
   query times; :mod:`.module`: :class:`Forecaster`, the LightningModule;
 - :mod:`.metrics`: losses, :class:`~.metrics.ForecastMetrics` and the seasonal-naive baseline;
-- :mod:`.output`: forecast requests in, forecast frames and files out (:class:`ForecastWriter`).
+- :mod:`.output`: forecast requests in (:func:`make_batch`), forecast frames and files out
+  (:class:`ForecastWriter`).
 
 ``__all__`` (re-exported by :mod:`posenc.tasks`) is the public API; the rest stays importable
 from the modules above.
@@ -29,8 +30,7 @@ from .datasets import (
     TaylorDataModule,
 )
 from .module import Forecaster
-from .output import ForecastWriter
-from .windows import make_batch
+from .output import ForecastWriter, make_batch
 
 __all__ = [
     "BirthdaysDataModule",

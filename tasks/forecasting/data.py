@@ -1,51 +1,58 @@
-"""``TimeSeriesDataModule``: a CSV/Parquet file or DataFrame -> sliding forecast windows.
+"""The data: a long table of many series -> checked, sorted, scaled rows -> forecast windows.
 
-Context and horizon lengths are counts of observations (``168``) or durations with a unit
-(``"7D"``, ``"36h"``; a bare ``"24"`` is refused, pandas would read nanoseconds). Text
-timestamps share one format: the first row's, or ``timestamp_format``; a row in another format
-is an error naming it, never a guess. Splits are by time: a window belongs to the split that
-holds its whole horizon, so no training target lies in the validation or test period, and
-every context ends before its horizon starts. Scaling statistics are per series and come
-from the training period only. Handed a trained model's fitted state (series, scaling,
-vocabularies, step, series starts: :meth:`TimeSeriesDataModule.use_fitted`, which a
-``Forecaster`` calls in ``setup`` and when Lightning restores its checkpoint), the table is read
-with it instead; a series new to the model is scaled by its own training period here.
-A panel (many series, ``series_column``) is split at the same times for all series.
-Batches: see :mod:`posenc.tasks.forecasting.windows`; the table is read by
-:func:`posenc.tasks.forecasting.panel.read_panel`.
+One row per (series, timestamp): the series id in one or several columns, the timestamp, the
+targets, and optionally past covariates (known up to the forecast origin), future covariates
+(known at the times to predict) and static columns (one value per series). State flows one
+way:
+
+- :class:`Columns`: what the columns are and how timestamps are read; immutable, checked once
+  where the data module's arguments enter.
+- :func:`read_panel`: the table -> a :class:`Panel` (rows sorted by series, then real time;
+  timestamps through :func:`posenc.temporal.parse_timestamps` and
+  :func:`~posenc.temporal.timestamps.utc_and_local`, as every table reader in posenc).
+- :func:`fit`: the one function that fits a :class:`Fitted` state on the training span (series
+  keys, scaling per series and channel, static vocabularies, step, series starts, zone); given
+  a trained model's state it keeps it and fits only series new to it. The state is plain data:
+  a ``Forecaster`` keeps it in its checkpoint.
+- :func:`scale_panel`: a panel and a state -> the scaled panel the windows read.
+- :class:`TimeSeriesDataModule`: time splits, windows and loaders; a trained model hands it its
+  state (:meth:`~TimeSeriesDataModule.read_with`), the data never reads the model.
+
+Lengths are counts of observations (``168``) or durations with a unit (``"7D"``, ``"36h"``; a
+bare ``"24"`` is refused, pandas would read nanoseconds). Text timestamps share one format: the
+first row's, or ``timestamp_format``. Splits are by time for every series: a window belongs to
+the split that holds its whole horizon. Batches: :mod:`posenc.tasks.forecasting.windows`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
+import warnings
 from collections.abc import Sequence
 from numbers import Real
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 from lightning.pytorch import LightningDataModule
 from posenc.core.encoding import check_choice, check_int, check_positive_int
+from posenc.temporal.frequencies import parse_duration
 from posenc.temporal.timestamps import (
     AMBIGUOUS,
     NONEXISTENT,
     check_tz_name,
+    parse_timestamps,
+    row_label,
     utc_and_local,
 )
+from torch import Tensor
 from torch.utils.data import DataLoader
 
 from ..config import check_split_fractions, make_hparams_plain, plain
-from .output import request_dataset
-from .panel import (
-    Panel,
-    SeriesSchema,
-    check_unique_columns,
-    parse_length,
-    read_panel,
-    read_table,
-    scale_panel,
-)
 from .windows import (
     WindowDataset,
     WindowIndex,
@@ -55,33 +62,125 @@ from .windows import (
     time_origins,
 )
 
-__all__ = ["MAX_ORIGINS_PER_ROW", "MAX_WINDOW_ROWS", "MODEL_SIZES", "PERSISTENCE",
-           "TimeSeriesDataModule"]
+__all__ = ["CHANNELS", "COLUMN_ARGUMENTS", "MAX_ORIGINS_PER_ROW", "MAX_WINDOW_ROWS",
+           "MODEL_SIZES", "PERSISTENCE", "Columns", "Fitted", "Panel", "TimeSeriesDataModule",
+           "check_unique_columns", "collate_windows", "fit", "numeric_column", "parse_length",
+           "read_panel", "read_table", "scale_panel"]
 
-# Properties of the data module that a Forecaster takes as arguments of the same names: the
-# CLI links them (posenc.tasks.cli), Python code passes dm.model_sizes().
+# The scaled channel groups, in the order of Panel.values' columns: the Columns field, its
+# role in messages, its batch key, the key of its observed flags (None: never missing, known
+# at the times to predict too) and the window sides it is given on. A new kind of covariate is
+# a row here and a field of Columns; the network reads its key.
+CHANNELS = (("target_columns", "target column", "value", "observed", ("context", "target")),
+            ("past_covariates", "past covariate", "past", "past_observed", ("context",)),
+            ("future_covariates", "future covariate", "future", None, ("context", "target")))
+# The data module argument each role of Columns comes from (messages name what the user wrote).
+_ARGUMENTS = {"target_columns": "target_columns", "series_columns": "series_column",
+              "past_covariates": "past_covariates", "future_covariates": "future_covariates",
+              "static_columns": "static_columns"}
 # season= value whose baseline is the last observed value (the naive forecast).
 PERSISTENCE = "persistence"
-
+# Data module properties a Forecaster takes as arguments of the same names: the CLI links
+# them (posenc.tasks.cli), Python code passes dm.model_sizes().
 MODEL_SIZES = ("num_targets", "num_past_covariates", "num_future_covariates",
                "static_cardinalities", "num_static_real", "mase_season", "naive_season")
-
 # A window with more rows than this could not be attended to anyway; a duration long for the
 # data's sampling (years of seconds) is refused before its windows are built.
 MAX_WINDOW_ROWS = 100_000
 # More forecast origins than this many per observation repeat the same rows (the stride is
 # below the sampling interval): refused before any window is built.
 MAX_ORIGINS_PER_ROW = 10
-# A count without a unit ("24") is 24 ns to pandas: durations must say their unit.
 _RELATIVE = ("now", "today", "yesterday", "tomorrow")
+_NAT = np.iinfo(np.int64).min
 
 
-def _columns(value: Any, name: str, required: bool = False) -> list[str]:
-    """A column name or a list of names -> a list of unique names."""
+# -- reading arguments and files ---------------------------------------------------------------
+def parse_length(value: Any, name: str) -> int | pd.Timedelta:
+    """An observation count (int) or a fixed duration with a unit (str or timedelta, read by
+    :func:`~posenc.temporal.frequencies.parse_duration`: calendar months are refused)."""
+    count = "an int (a count of observations)"
+    expected = f"{name} must be {count} or a duration with a unit such as '7D' or '36h'"
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{expected}, got {value!r}")
+    # np.timedelta64 is a numpy integer subclass: test it first.
+    if isinstance(value, (int, np.integer)) and not isinstance(value, np.timedelta64):
+        return check_positive_int(int(value), name)
+    if not isinstance(value, (str, dt.timedelta, np.timedelta64)):
+        raise TypeError(f"{expected}, got {type(value).__name__} ({value!r})")
+    return pd.Timedelta(parse_duration(value, name, alternative=count))
+
+
+def check_unique_columns(columns: list[Any], where: str) -> None:
+    """``ValueError`` naming ``where`` if ``columns`` (a table's column names) repeats one."""
+    seen: set[Any] = set()
+    for name in columns:
+        if name in seen:
+            count = sum(1 for c in columns if c == name)
+            raise ValueError(f"{where} has {count} columns named {name!r}; column names must "
+                             "be unique")
+        seen.add(name)
+
+
+def numeric_column(column: pd.Series, name: str, source: str | None) -> np.ndarray:
+    """A target column -> ``(N,)`` float64, NaN where missing; non-numbers raise."""
+    if pd.api.types.is_bool_dtype(column):
+        raise TypeError(f"target column {name!r} is boolean, expected numbers")
+    if (pd.api.types.is_datetime64_any_dtype(column) or pd.api.types.is_timedelta64_dtype(column)
+            or isinstance(column.dtype, pd.PeriodDtype)):
+        raise TypeError(f"target column {name!r} holds {column.dtype} values, expected numbers")
+    if pd.api.types.is_complex_dtype(column):
+        raise TypeError(f"target column {name!r} holds complex numbers, expected real numbers")
+    numeric = pd.to_numeric(column, errors="coerce")
+    bad = np.flatnonzero(numeric.isna().to_numpy() & column.notna().to_numpy())
+    if not len(bad) and numeric.dtype == object:
+        bad = np.array([0])
+    if len(bad):
+        raise ValueError(f"target column {name!r}: {row_label(int(bad[0]), source)} value "
+                         f"{column.iloc[int(bad[0])]!r} is not numeric")
+    values = numeric.to_numpy(dtype=np.float64, na_value=np.nan)
+    infinite = np.flatnonzero(np.isinf(values))
+    if len(infinite):
+        raise ValueError(f"target column {name!r}: {row_label(int(infinite[0]), source)} is "
+                         "infinite")
+    huge = np.flatnonzero(np.abs(values) > np.finfo(np.float32).max)
+    if len(huge):
+        raise ValueError(f"target column {name!r}: {row_label(int(huge[0]), source)} value "
+                         f"{float(values[int(huge[0])])!r} does not fit float32 (batches are "
+                         "float32)")
+    return values
+
+
+def read_table(data: str | os.PathLike) -> pd.DataFrame:
+    """A ``.csv`` or ``.parquet`` file -> its DataFrame; names must be unique (a CSV's raw
+    header is checked, since ``read_csv`` renames a repeated ``load`` to ``load.1``)."""
+    if not isinstance(data, (str, os.PathLike)):
+        raise TypeError(f"data must be a path or a pandas DataFrame, got "
+                        f"{type(data).__name__}")
+    path = Path(data)
+    if not path.is_file():
+        raise FileNotFoundError(f"data={str(path)!r} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        try:
+            frame = pd.read_csv(path)
+            header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist()
+        except pd.errors.EmptyDataError as err:
+            raise ValueError(f"data={str(path)!r} is empty (no header, no rows)") from err
+        except (pd.errors.ParserError, UnicodeDecodeError) as err:
+            raise ValueError(f"data={str(path)!r} cannot be read as CSV: {err}") from err
+        check_unique_columns(header, f"data={str(path)!r}")
+        return frame
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(path)
+    raise ValueError(f"data={str(path)!r}: expected a .csv or .parquet file")
+
+
+def _names(value: Any, name: str, required: bool = False) -> tuple[str, ...]:
+    """A column name or a list of names -> a tuple of unique names."""
     if value is None and required:
         raise TypeError(f"{name} must be a column name or a list of names, got None")
     if value is None:
-        value = []
+        value = ()
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, (Sequence, pd.Index, np.ndarray)):
@@ -96,19 +195,698 @@ def _columns(value: Any, name: str, required: bool = False) -> list[str]:
             raise ValueError(f"{name} repeats {item!r}: {names}")
     if required and not names:
         raise ValueError(f"{name} must name at least one column")
-    return names
+    return tuple(names)
 
 
-def _keep_rows(panel: Panel, keep: np.ndarray) -> Panel:
-    """The panel without the rows where ``keep`` is False (series stay, maybe shorter)."""
-    series = panel.series_of_rows()[keep]
-    counts = np.bincount(series, minlength=panel.num_series)
-    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    return Panel(utc=panel.utc[keep], local=panel.local[keep], values=panel.values[keep],
-                 starts=starts, rows=panel.rows[keep], static_real=panel.static_real,
-                 static_cat=panel.static_cat, schema=panel.schema)
+# -- the description and the fitted state ------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Columns:
+    """What a table's columns are and how its timestamps are read; checked when built (the
+    arguments of :class:`TimeSeriesDataModule` of the same names, which documents them).
+    A name or a list of names becomes a tuple; a column has one role."""
+
+    timestamp_column: str
+    target_columns: tuple[str, ...]
+    series_columns: tuple[str, ...] = ()
+    past_covariates: tuple[str, ...] = ()
+    future_covariates: tuple[str, ...] = ()
+    static_columns: tuple[str, ...] = ()
+    tz: str | None = None
+    ambiguous: str = "raise"
+    nonexistent: str = "raise"
+    timestamp_format: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.timestamp_column is None:
+            raise TypeError("timestamp_column must name a column, got None")
+        seen = {self.timestamp_column: "timestamp_column"}
+        for field, argument in _ARGUMENTS.items():
+            names = _names(getattr(self, field), argument, field == "target_columns")
+            object.__setattr__(self, field, names)
+            for name in names:
+                if name in seen:
+                    raise ValueError(f"column {name!r} is in both {seen[name]} and {argument}; "
+                                     "a column has one role")
+                seen[name] = argument
+        if self.timestamp_format is not None and not isinstance(self.timestamp_format, str):
+            raise TypeError(f"timestamp_format must be a str or None, got "
+                            f"{type(self.timestamp_format).__name__} "
+                            f"({self.timestamp_format!r})")
+        object.__setattr__(self, "tz", check_tz_name(self.tz))
+        check_choice(self.ambiguous, "ambiguous", AMBIGUOUS)
+        check_choice(self.nonexistent, "nonexistent", NONEXISTENT)
+
+    @property
+    def channels(self) -> list[str]:
+        """Every scaled column, in the order of :data:`CHANNELS`."""
+        return [name for field, *_ in CHANNELS for name in getattr(self, field)]
+
+    @property
+    def channel_roles(self) -> list[str]:
+        """The role of each of :attr:`channels` (``"target column"``, ...), for messages."""
+        return [role for field, role, *_ in CHANNELS for _ in getattr(self, field)]
+
+    def groups(self) -> list[tuple[str, str | None, tuple[str, ...], int, int]]:
+        """The batch layout of ``Panel.values``' columns: per row of :data:`CHANNELS`, its
+        ``(key, observed_key, sides, first column, end column)``."""
+        out, start = [], 0
+        for field, _, key, observed, sides in CHANNELS:
+            width = len(getattr(self, field))
+            out.append((key, observed, sides, start, start + width))
+            start += width
+        return out
+
+    def check_fitted(self, fitted: Fitted) -> None:
+        """``ValueError`` when ``fitted`` (a trained model's state) cannot read these columns:
+        other numbers of channels per role (the scaling is per channel), or other static
+        columns (the vocabularies are per column name)."""
+        for field, *_ in CHANNELS:
+            ours, theirs = getattr(self, field), getattr(fitted.columns, field)
+            if len(ours) != len(theirs):
+                raise ValueError(f"the model was trained on {len(theirs)} {field} "
+                                 f"{list(theirs)}; this data has {len(ours)}: {list(ours)}")
+        if self.static_columns != fitted.columns.static_columns:
+            raise ValueError(f"the model was trained on static_columns "
+                             f"{list(fitted.columns.static_columns)}; this data has "
+                             f"{list(self.static_columns)}")
 
 
+# The data module arguments that build its Columns, in their order.
+COLUMN_ARGUMENTS = tuple(_ARGUMENTS.get(f.name, f.name) for f in dataclasses.fields(Columns))
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitted:
+    """The state fitted on the training span (:func:`fit`): how a trained model reads new data.
+
+    ``loc``/``scale`` are per series (rows of ``series_keys``) and per channel (the order of
+    ``columns.channels``). ``static_categories`` maps each categorical static column to its
+    values (code ``i + 1``; code 0 is a value not seen in training); ``static_stats`` maps each
+    numeric static column to ``(mean, std)``. ``aware`` says whether the timestamps were
+    tz-aware, ``zone`` the zone they were in when read without ``tz`` (``"Europe/Berlin"`` or a
+    fixed offset such as ``"UTC+05:45"``; None for naive data): the wall clock in which future
+    times continue and outputs are given. ``series_start`` holds each series' first
+    observation (local wall-clock ns; int64 min for a series without rows), the origin of its
+    age (:class:`~posenc.temporal.AgeFeature`), also in forecasts from a shorter history;
+    empty: ages count from the history. ``step_ns`` is the median local step; ``context_length``
+    and ``horizon`` the windows trained on, as given. Plain data (:meth:`to_dict`).
+    """
+
+    columns: Columns
+    aware: bool = False
+    zone: str | None = None
+    series_keys: tuple[tuple, ...] = ((),)
+    loc: tuple[tuple[float, ...], ...] = ()
+    scale: tuple[tuple[float, ...], ...] = ()
+    static_categories: dict[str, tuple] = dataclasses.field(default_factory=dict)
+    static_stats: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    series_start: tuple[int, ...] = ()
+    step_ns: int = 0
+    context_length: int | str = 168
+    horizon: int | str = 24
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtins only (tuples, lists, dicts, numbers, text): loads with
+        ``torch.load(weights_only=True)``."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fitted:
+        if not isinstance(data, dict):
+            raise TypeError(f"a fitted state must be a dict, got {type(data).__name__}")
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"a fitted state has unknown keys {unknown}")
+        if not isinstance(data.get("columns"), dict):
+            raise ValueError("a fitted state needs its columns (a dict of Columns' fields)")
+        data = dict(data)
+        data["columns"] = Columns(**data["columns"])
+        data["series_keys"] = tuple(tuple(key) for key in data.get("series_keys", [()]))
+        for name in ("loc", "scale"):
+            data[name] = tuple(tuple(float(v) for v in row) for row in data.get(name, ()))
+        data["static_categories"] = {k: tuple(v)
+                                     for k, v in data.get("static_categories", {}).items()}
+        data["static_stats"] = {k: tuple(v) for k, v in data.get("static_stats", {}).items()}
+        data["series_start"] = tuple(int(v) for v in data.get("series_start", ()))
+        return cls(**data)
+
+    @property
+    def static_real_columns(self) -> list[str]:
+        return [c for c in self.columns.static_columns if c not in self.static_categories]
+
+    @property
+    def static_cat_columns(self) -> list[str]:
+        return [c for c in self.columns.static_columns if c in self.static_categories]
+
+    def target_scaling(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(loc, scale)``, each ``(S, C)`` float32, of the target channels."""
+        c = len(self.columns.target_columns)
+        shape = (len(self.loc), len(self.columns.channels))
+        return (np.asarray(self.loc, np.float32).reshape(shape)[:, :c],
+                np.asarray(self.scale, np.float32).reshape(shape)[:, :c])
+
+    @property
+    def clock_zone(self) -> str | None:
+        """The zone of the local wall clock: ``tz``, else the aware data's own zone; None for
+        naive data without ``tz``."""
+        if self.columns.tz is not None:
+            return self.columns.tz
+        return (self.zone or "UTC") if self.aware else None
+
+    def local_times(self, utc_ns: np.ndarray) -> pd.DatetimeIndex:
+        """``(N,)`` int64 UTC ns -> timestamps as the data had them (in :attr:`clock_zone`)."""
+        index = pd.DatetimeIndex(np.asarray(utc_ns, np.int64).view("M8[ns]"))
+        zone = self.clock_zone
+        return index if zone is None else index.tz_localize("UTC").tz_convert(zone)
+
+    def series_frame(self, series: np.ndarray) -> pd.DataFrame:
+        """``(N,)`` series indexes -> the ``(N, len(series_columns))`` id columns."""
+        series = np.asarray(series, np.int64)
+        columns = {}
+        for j, name in enumerate(self.columns.series_columns):
+            values = np.array([key[j] for key in self.series_keys], dtype=object)
+            columns[name] = values[series]
+        return pd.DataFrame(columns, index=pd.RangeIndex(len(series)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Panel:
+    """Sorted, checked arrays of a long-format table (``N`` rows, ``S`` series).
+
+    Attributes:
+        utc, local: ``(N,)`` int64 ns: real time, and local wall-clock time.
+        values: ``(N, C + P + K)`` raw targets, past and future covariates (float64, NaN =
+            missing); float32 and scaled after :func:`scale_panel`.
+        starts: ``(S + 1,)`` int64: series ``s`` is rows ``starts[s]:starts[s + 1]``.
+        rows: ``(N,)`` int64: each row's position in the table (for messages).
+        series_keys: the ``S`` series keys: a trained model's first, then any new ones.
+        zone: the zone of aware timestamps as read (None: naive).
+        static: static column -> ``(S,)`` raw values (object: categories, float64: numbers;
+            None / NaN for a series without rows).
+        static_real, static_cat: ``(S, Sr)`` float32 standardized numbers and ``(S, Sc)``
+            int64 category codes (0 = not seen in training), after :func:`scale_panel`.
+    """
+
+    utc: np.ndarray
+    local: np.ndarray
+    values: np.ndarray
+    starts: np.ndarray
+    rows: np.ndarray
+    series_keys: tuple[tuple, ...] = ((),)
+    zone: str | None = None
+    static: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    static_real: np.ndarray | None = None
+    static_cat: np.ndarray | None = None
+
+    @property
+    def num_series(self) -> int:
+        return len(self.starts) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.starts)
+
+    def series_of_rows(self) -> np.ndarray:
+        """``(N,)`` int64 series index of every row."""
+        return np.repeat(np.arange(self.num_series), self.lengths)
+
+    def series_starts(self, known: Sequence[int] = ()) -> np.ndarray:
+        """``(S,)`` int64 local ns of each series' first row (int64 min without rows); with
+        ``known`` (a trained model's ``series_start``), the earlier of it and that row."""
+        out = np.full(self.num_series, _NAT, np.int64)
+        held = self.lengths > 0
+        out[held] = self.local[self.starts[:-1][held]]
+        stored = np.asarray(known, np.int64)[:len(out)]
+        here = out[:len(stored)]
+        out[:len(stored)] = np.where(stored == _NAT, here, np.minimum(stored, here))
+        return out
+
+    def keep_rows(self, keep: np.ndarray) -> Panel:
+        """The panel without the rows where ``keep`` is False (series stay, maybe shorter)."""
+        counts = np.bincount(self.series_of_rows()[keep], minlength=self.num_series)
+        return dataclasses.replace(
+            self, utc=self.utc[keep], local=self.local[keep], values=self.values[keep],
+            starts=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+            rows=self.rows[keep])
+
+
+# -- reading -----------------------------------------------------------------------------------
+def _plain_key(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _check_plain(column: pd.Series, name: str, role: str, source: str | None) -> None:
+    """Series ids and category values are stored in the fitted state, hence in checkpoints that
+    load with ``weights_only=True``: they must be text, integers, floats or booleans."""
+    dtype = column.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        values: Any = dtype.categories
+    elif pd.api.types.is_object_dtype(dtype):
+        try:
+            values = pd.unique(column)
+        except TypeError:  # unhashable values (lists, dicts)
+            row = next(i for i, v in enumerate(column) if not _hashable(v))
+            raise TypeError(f"{role} {name!r} holds {type(column.iloc[row]).__name__} values "
+                            f"({row_label(row, source)} is {column.iloc[row]!r}); expected "
+                            "text, integers, floats or booleans") from None
+    elif pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype) or (
+            pd.api.types.is_string_dtype(dtype)):
+        return
+    else:
+        values = column.iloc[:1]
+    for value in values:
+        if not isinstance(_plain_key(value), (str, int, float, bool)):
+            raise TypeError(f"{role} {name!r} holds {type(value).__name__} values (e.g. "
+                            f"{value!r}); expected text, integers, floats or booleans (they are "
+                            "stored in checkpoints as plain data): convert the column, e.g. "
+                            "with .astype(str)")
+
+
+def _series_codes(frame: pd.DataFrame, columns: tuple[str, ...], known: tuple[tuple, ...] | None,
+                  source: str | None) -> tuple[np.ndarray, tuple[tuple, ...]]:
+    """-> (``(N,)`` int64 code per row, the series keys in code order)."""
+    if not columns:
+        return np.zeros(len(frame), np.int64), ((),)
+    for name in columns:
+        missing = np.flatnonzero(frame[name].isna().to_numpy())
+        if len(missing):
+            raise ValueError(f"series column {name!r}: {row_label(int(missing[0]), source)} "
+                             f"has no series id (missing)")
+        _check_plain(frame[name], name, "series column", source)
+    if known is not None:
+        # A trained model's series keep their codes; new ones are numbered after them.
+        lookup = {key: i for i, key in enumerate(known)}
+        keys = list(zip(*(frame[c].map(_plain_key).tolist() for c in columns), strict=True))
+        new: dict[tuple, int] = {}
+        for key in keys:
+            if key not in lookup and key not in new:
+                new[key] = len(known) + len(new)
+        lookup.update(new)
+        return np.array([lookup[key] for key in keys], np.int64), (*known, *new)
+    # Sorted keys: the same table gives the same codes whatever its row order.
+    if len(columns) == 1:
+        codes, uniques = pd.factorize(frame[columns[0]], sort=True)
+        return codes.astype(np.int64), tuple((_plain_key(v),) for v in uniques)
+    codes, uniques = pd.MultiIndex.from_frame(frame[list(columns)]).factorize(sort=True)
+    return codes.astype(np.int64), tuple(tuple(_plain_key(v) for v in key) for key in uniques)
+
+
+def _covariate(column: pd.Series, name: str, role: str, source: str | None) -> np.ndarray:
+    if pd.api.types.is_bool_dtype(column):
+        column = column.astype("float64")
+    elif not (pd.api.types.is_numeric_dtype(column) or column.dtype == object):
+        raise TypeError(f"{role} column {name!r} holds {column.dtype} values, expected numbers "
+                        f"(encode categories as 0/1 columns)")
+    try:
+        return numeric_column(column, name, source)
+    except (ValueError, TypeError) as err:
+        raise type(err)(str(err).replace("target column", f"{role} column")) from err
+
+
+def _static(frame: pd.DataFrame, columns: tuple[str, ...], order: np.ndarray,
+            present: np.ndarray, keys: tuple[tuple, ...], source: str | None
+            ) -> dict[str, np.ndarray]:
+    """Each static column's value per series (constant within it, else an error): object for
+    categories, float64 for numbers; None / NaN for a series without rows."""
+    held = np.flatnonzero(present)
+    starts = np.concatenate(([0], np.cumsum(present[held]))).astype(np.int64)
+    first_rows = order[starts[:-1]]
+    out = {}
+    for name in columns:
+        column = frame[name]
+        sorted_values = column.to_numpy()[order]
+        missing = np.flatnonzero(pd.isna(sorted_values))
+        if len(missing):
+            raise ValueError(f"static column {name!r}: {row_label(int(order[missing[0]]), source)}"
+                             f" is missing; every row of a series holds its static value")
+        categorical = not (pd.api.types.is_numeric_dtype(column)
+                           and not pd.api.types.is_bool_dtype(column))
+        if categorical:
+            _check_plain(column, name, "static column", source)
+        codes_sorted, _ = pd.factorize(sorted_values)
+        changed = np.flatnonzero(codes_sorted != np.repeat(codes_sorted[starts[:-1]],
+                                                           np.diff(starts)))
+        if len(changed):
+            row = int(order[changed[0]])
+            series = int(np.searchsorted(starts, changed[0], "right") - 1)
+            first = int(first_rows[series])
+            raise ValueError(
+                f"static column {name!r} changes within series {keys[held[series]]!r}: "
+                f"{row_label(row, source)} is {column.iloc[row]!r} but "
+                f"{row_label(first, source)} is {column.iloc[first]!r}; a static value is one "
+                f"per series (use a covariate for values that change)")
+        values = column.to_numpy()[first_rows]
+        if categorical:
+            full = np.full(len(present), None, object)
+            full[held] = [_plain_key(v) for v in values]
+        else:
+            numbers = values.astype(np.float64)
+            bad = np.flatnonzero(~np.isfinite(numbers))
+            if len(bad):
+                raise ValueError(f"static column {name!r}: "
+                                 f"{row_label(int(first_rows[bad[0]]), source)} is "
+                                 f"{float(numbers[bad[0]])!r}; a numeric static value must be "
+                                 "finite")
+            full = np.full(len(present), np.nan)
+            full[held] = numbers
+        out[name] = full
+    return out
+
+
+def read_panel(frame: pd.DataFrame, columns: Columns, known: Fitted | None = None,
+               source: str | None = None, queries: bool = False) -> Panel:
+    """Check and sort a long-format table.
+
+    Args:
+        frame: the table; column names must be unique.
+        columns: the column roles and reading options.
+        known: a trained model's state: its series keep their codes (new ones follow) and its
+            timestamps' form (naive or aware) is required; None: keys from ``frame``, sorted.
+        source: the file the table came from (messages name its lines).
+        queries: read a table of times to predict: the series and timestamp columns and the
+            future covariates only (the other channels are NaN, no static columns).
+
+    Raises ``ValueError``/``TypeError`` naming the column and the first bad row: missing
+    columns, unparseable or missing timestamps, a timestamp repeated within a series,
+    non-numeric values, a missing future covariate, a static value that changes within a
+    series.
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"data must be a pandas DataFrame, got {type(frame).__name__}")
+    needed = [columns.timestamp_column, *columns.series_columns,
+              *(c for field, _, _, observed, _ in CHANNELS if observed is None or not queries
+                for c in getattr(columns, field)),
+              *(() if queries else columns.static_columns)]
+    for name in needed:
+        if name not in frame.columns:
+            hint = (f"; the DataFrame's index is a {type(frame.index).__name__}: reset_index() "
+                    "it into a column"
+                    if isinstance(frame.index, (pd.DatetimeIndex, pd.PeriodIndex)) else "")
+            raise ValueError(f"column {name!r} not found; the data has columns "
+                             f"{[str(c) for c in frame.columns]}{hint}")
+    if not len(frame):
+        raise ValueError(f"the data has no rows (columns {[str(c) for c in frame.columns]})")
+    frame = frame.reset_index(drop=True)
+    stamps = frame[columns.timestamp_column]
+    index = parse_timestamps(stamps, columns.timestamp_column, source, columns.timestamp_format)
+    if known is not None and (index.tz is not None) != known.aware and columns.tz is None:
+        kinds = ["tz-naive", "tz-aware"]
+        raise ValueError(f"timestamp column {columns.timestamp_column!r} is "
+                         f"{kinds[index.tz is not None]} but the model was trained on "
+                         f"{kinds[known.aware]} timestamps; use one form")
+    codes, keys = _series_codes(frame, columns.series_columns,
+                                None if known is None else known.series_keys, source)
+    channels = []
+    for field, role, _, observed, _ in CHANNELS:
+        for c in getattr(columns, field):
+            if queries and observed is not None:  # unknown at the times to predict
+                channels.append(np.full(len(frame), np.nan))
+                continue
+            values = (numeric_column(frame[c], c, source) if field == "target_columns"
+                      else _covariate(frame[c], c, role, source))
+            missing = np.flatnonzero(np.isnan(values)) if observed is None else ()
+            if len(missing):
+                raise ValueError(f"{role} {c!r}: {row_label(int(missing[0]), source)} "
+                                 f"({stamps.iloc[int(missing[0])]!r}) is missing; a {role} "
+                                 f"must be known at every time, including the times to "
+                                 f"predict")
+            channels.append(values)
+    # Localize in wall-clock order per series: ambiguous="infer" reads the repeated hour's
+    # order, and the order of a series' rows in the table is not trusted.
+    order = np.lexsort((index.asi8, codes))
+    sorted_index, sorted_codes = index[order], codes[order]
+    bounds = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1], True])
+    localize = (columns.tz, columns.ambiguous, columns.nonexistent, columns.timestamp_column)
+    if columns.ambiguous == "infer" and len(bounds) > 2 and index.tz is None and columns.tz:
+        parts = [utc_and_local(sorted_index[a:b], *localize)
+                 for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        utc = np.concatenate([p[0] for p in parts])
+        local = np.concatenate([p[1] for p in parts])
+    else:
+        utc, local = utc_and_local(sorted_index, *localize)
+    del sorted_index  # (N,) int64, not needed past here: lowers the peak
+    if (np.diff(utc)[np.diff(sorted_codes) == 0] < 0).any():  # shifted nonexistent times
+        again = np.lexsort((utc, sorted_codes))
+        order, utc, local = order[again], utc[again], local[again]
+        sorted_codes = sorted_codes[again]
+    repeat = np.flatnonzero((np.diff(utc) == 0) & (np.diff(sorted_codes) == 0))
+    if len(repeat):
+        first, second = sorted((int(order[repeat[0]]), int(order[repeat[0] + 1])))
+        where = (f" in series {keys[int(sorted_codes[repeat[0]])]!r}"
+                 if columns.series_columns else "")
+        raise ValueError(f"timestamp column {columns.timestamp_column!r}: "
+                         f"{row_label(second, source)} repeats the timestamp of "
+                         f"{row_label(first, source)} ({stamps.iloc[first]!r}){where}; one row "
+                         f"per series and time (merge the rows, or name the series columns)")
+    # Known series absent from this table keep their code, with no rows.
+    present = np.bincount(sorted_codes, minlength=len(keys))
+    static = {} if queries else _static(frame, columns.static_columns, order, present, keys,
+                                        source)
+    # Each column straight into its sorted place: stacking the columns and then gathering the
+    # (N, C) stack by rows costs two more (N, C) float64 copies, and a row gather of a narrow
+    # 2D array is several times slower than gathers of 1D columns.
+    values = np.empty((len(order), len(channels)))
+    for j in range(len(channels)):
+        values[:, j] = channels[j][order]
+        channels[j] = None  # freed once placed
+    return Panel(utc=utc, local=local, values=values,
+                 starts=np.concatenate(([0], np.cumsum(present))).astype(np.int64), rows=order,
+                 series_keys=keys, zone=None if index.tz is None else str(index.tz),
+                 static=static)
+
+
+# -- fitting and scaling -----------------------------------------------------------------------
+def _fit_static(panel: Panel, columns: Columns) -> tuple[dict, dict]:
+    """Category vocabularies (sorted as text) and ``(mean, std)`` of numeric static columns."""
+    categories, stats = {}, {}
+    for name in columns.static_columns:
+        values = panel.static[name]
+        if values.dtype == object:
+            categories[name] = tuple(sorted({v for v in values if v is not None}, key=str))
+            continue
+        numbers = values[~np.isnan(values)]
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, std = float(numbers.mean()), float(numbers.std())
+        if not (np.isfinite(mean) and np.isfinite(std)):
+            raise ValueError(f"static column {name!r}: values from {float(numbers.min())!r} "
+                             f"to {float(numbers.max())!r} are too large to standardize")
+        stats[name] = (mean, std if std > 0 else 1.0)
+    return categories, stats
+
+
+def _fit_scaling(panel: Panel, columns: Columns, train_end: int | None,
+                 known: Fitted | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-series, per-channel ``(loc, scale)``, ``(S, C)``: a known series keeps ``known``'s,
+    a new one takes the mean and spread of its rows before ``train_end`` (UTC ns; None: all),
+    or the training rows pooled over all series when it has none there."""
+    values, num_series = panel.values, panel.num_series
+    channels = values.shape[1]
+    series = panel.series_of_rows()
+    train = np.ones(len(values), bool) if train_end is None else panel.utc < train_end
+    count, mean, std = (np.zeros((num_series, channels)) for _ in range(3))
+    pooled = np.zeros((2, channels))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN channels: checked below
+        for c in range(channels):
+            used = train & ~np.isnan(values[:, c])
+            x = np.where(used, values[:, c], 0.0)
+            count[:, c] = np.bincount(series, used, num_series)
+            mean[:, c] = np.bincount(series, x, num_series) / count[:, c]
+            centred = np.where(used, x - mean[series, c], 0.0)
+            std[:, c] = np.sqrt(np.bincount(series, centred**2, num_series) / count[:, c])
+            pooled[0, c] = x.sum() / used.sum()
+            pooled[1, c] = np.sqrt((np.where(used, x - pooled[0, c], 0.0) ** 2).sum()
+                                   / used.sum())
+    if known is None:
+        for c, (name, role) in enumerate(zip(columns.channels, columns.channel_roles,
+                                             strict=True)):
+            if not np.isfinite(pooled[0, c]):
+                where = f" (before {pd.Timestamp(train_end)} UTC)" if train_end is not None \
+                    else ""
+                raise ValueError(f"{role} {name!r} has no observed value in the training "
+                                 f"period{where}" if np.isnan(pooled[0, c]) else
+                                 f"{role} {name!r}: values too large to average")
+    no_train = count == 0
+    loc, scale = np.where(no_train, pooled[0], mean), np.where(no_train, pooled[1], std)
+    if known is not None and known.loc:
+        loc[:len(known.loc)], scale[:len(known.loc)] = known.loc, known.scale
+    # A constant channel has no spread to divide by; it is only centred.
+    return (np.where(np.isfinite(loc), loc, 0.0),
+            np.where(np.isfinite(scale) & (scale > 0), scale, 1.0))
+
+
+def fit(panel: Panel, columns: Columns, train_end: int | None, known: Fitted | None = None,
+        *, context_length: int | str | None = None, horizon: int | str | None = None
+        ) -> Fitted:
+    """The state fitted on the rows before ``train_end`` (UTC ns; None: every row).
+
+    Without ``known``: everything from ``panel`` (``context_length`` and ``horizon`` are kept
+    as given). With a trained model's ``known`` state: its scaling, vocabularies, step, zone
+    and windows stay; series new to it (``panel.series_keys`` after ``known``'s) are scaled on
+    their own rows before ``train_end``, and each series starts at the earlier of ``known``'s
+    start and its first row here. ``known`` itself is never changed.
+    """
+    if known is None:
+        categories, stats = _fit_static(panel, columns)
+        # The step of the local clock: monthly data in a DST zone is 30 days 23 h apart
+        # in UTC at the median, which is no calendar step (and no yearly season).
+        within = np.diff(panel.local)[np.diff(panel.series_of_rows()) == 0]
+        known = Fitted(columns, aware=panel.zone is not None, zone=panel.zone,
+                       static_categories=categories, static_stats=stats,
+                       step_ns=int(np.median(within)) if len(within) else 0,
+                       context_length=context_length, horizon=horizon)
+        loc, scale = _fit_scaling(panel, columns, train_end, None)
+    else:
+        loc, scale = _fit_scaling(panel, columns, train_end, known)
+    return dataclasses.replace(
+        known, columns=columns, series_keys=panel.series_keys,
+        loc=tuple(map(tuple, loc.tolist())), scale=tuple(map(tuple, scale.tolist())),
+        series_start=tuple(panel.series_starts(known.series_start).tolist()))
+
+
+def _encode_static(panel: Panel, fitted: Fitted, source: str | None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, Sr)`` float32 standardized numbers and ``(S, Sc)`` int64 codes; zero for a series
+    without rows or a table without static columns (a request's queries)."""
+    s = panel.num_series
+    real, cat = [], []
+    if not panel.static:
+        return (np.zeros((s, len(fitted.static_real_columns)), np.float32),
+                np.zeros((s, len(fitted.static_cat_columns)), np.int64))
+    for name in fitted.columns.static_columns:
+        values = panel.static[name]
+        held = ~pd.isna(values)  # a series without rows in the table read
+        if name in fitted.static_categories:
+            lookup = {v: i + 1 for i, v in enumerate(fitted.static_categories[name])}
+            cat.append(np.array([lookup.get(v, 0) if h else 0 for v, h in zip(values, held,
+                                                                              strict=True)],
+                                np.int64))
+            continue
+        if values.dtype == object:
+            raise TypeError(f"static column {name!r} was numeric in training, got "
+                            f"categories (e.g. {values[held][0]!r})")
+        mean, std = fitted.static_stats[name]
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = np.where(held, (values - mean) / std, 0.0).astype(np.float32)
+        bad = np.flatnonzero(~np.isfinite(z))
+        if len(bad):
+            row = panel.rows[panel.starts[bad[0]]]
+            raise ValueError(f"static column {name!r}: {row_label(int(row), source)} value "
+                             f"{float(values[bad[0]])!r} does not fit float32 once "
+                             f"standardized by mean={mean:.3g}, std={std:.3g}")
+        real.append(z)
+    return (np.stack(real, 1) if real else np.zeros((s, 0), np.float32),
+            np.stack(cat, 1) if cat else np.zeros((s, 0), np.int64))
+
+
+def scale_panel(panel: Panel, fitted: Fitted, source: str | None = None) -> Panel:
+    """The panel scaled by ``fitted`` (values ``(x - loc) / scale`` per series and channel, as
+    float32; static columns standardized and coded). ``ValueError`` naming the row for a value
+    that does not fit float32 once scaled."""
+    values = panel.values
+    series = panel.series_of_rows()
+    loc, scale = np.asarray(fitted.loc), np.asarray(fitted.scale)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # A channel at a time: loc[series] and scale[series] as (N, C) gathers cost two (N, C)
+        # float64 copies; same float64 arithmetic, then the cast to float32.
+        scaled = np.empty(values.shape, np.float32)
+        for c in range(values.shape[1]):
+            scaled[:, c] = (values[:, c] - loc[series, c]) / scale[series, c]
+    overflow = np.argwhere(np.isinf(scaled) | (np.isnan(scaled) & ~np.isnan(values)))
+    if len(overflow):
+        row, c = (int(v) for v in overflow[0])
+        s = int(series[row])
+        columns = fitted.columns
+        raise ValueError(f"{columns.channel_roles[c]} {columns.channels[c]!r}: "
+                         f"{row_label(int(panel.rows[row]), source)} value "
+                         f"{float(values[row, c])!r} does not fit float32 once scaled by "
+                         f"loc={loc[s, c]:.3g}, scale={scale[s, c]:.3g} (the training spread "
+                         "is too small for it)")
+    static_real, static_cat = _encode_static(panel, fitted, source)
+    return dataclasses.replace(panel, values=scaled, static_real=static_real,
+                               static_cat=static_cat)
+
+
+def batch_of_series(utc: np.ndarray, local: np.ndarray, values: np.ndarray,
+                    context_rows: np.ndarray, target_rows: np.ndarray, fitted: Fitted,
+                    static_real: np.ndarray, static_cat: np.ndarray) -> dict[str, Tensor]:
+    """Rows already scaled, series after series, each one window: ``context_rows[b]``
+    context rows then ``target_rows[b]`` target rows -> their batch, built (padded, masked,
+    with calendar fields) by :class:`~posenc.tasks.forecasting.windows.WindowDataset` as every
+    batch is. ``fitted`` gives the channel layout, ``(B, C)`` scaling and ``(B,)`` starts."""
+    ends = np.cumsum(context_rows + target_rows)
+    starts = np.concatenate(([0], ends)).astype(np.int64)
+    panel = Panel(utc=utc, local=local, values=values, starts=starts, rows=np.arange(len(utc)),
+                  static_real=static_real, static_cat=static_cat)
+    rows = np.stack((starts[:-1], starts[:-1] + context_rows, starts[1:]), 1)
+    windows = WindowIndex(offsets=np.arange(len(rows) + 1, dtype=np.int64), rows=rows)
+    return WindowDataset(panel, fitted, windows).__getitems__(np.arange(len(rows)))
+
+
+def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """Stack window dicts (:class:`~posenc.tasks.forecasting.windows.WindowDataset` items),
+    right-padding each side to the longest in the batch, by the one batch builder.
+
+    Padded timestamps (and their calendar fields) repeat the last real one (they stay finite
+    and in range); padded values are 0 and unobserved; ``*_valid`` marks the real tokens.
+    Every item needs a non-empty context and horizon and the same channels ``C``.
+    """
+    if not len(items):
+        raise ValueError("collate_windows needs at least one window, got none")
+    channels = int(items[0]["loc"].shape[-1])
+    for i, item in enumerate(items):
+        if int(item["loc"].shape[-1]) != channels:
+            raise ValueError(f"items[{i}] has {int(item['loc'].shape[-1])} target channels but "
+                             f"items[0] has {channels}")
+        for prefix, what in (("context", "context"), ("target", "horizon")):
+            if not item[f"{prefix}_time"].shape[0]:
+                raise ValueError(f"items[{i}] has an empty {what}: a window needs at least one "
+                                 "row on each side")
+        if set(item) != set(items[0]):
+            raise ValueError(f"items[{i}] has keys {sorted(item)} but items[0] has "
+                             f"{sorted(items[0])}")
+    # The items' channels back as columns (NaN where unobserved), in the layout of CHANNELS.
+    first = items[0]
+    columns = Columns("time", **{field: [f"{key}_{j}" for j in range(
+        first[f"context_{key}"].shape[-1])] for field, _, key, *_ in CHANNELS})
+
+    def side(item: dict[str, Tensor], prefix: str) -> list[Tensor]:
+        parts = []
+        for key, observed, sides, a, b in columns.groups():
+            if prefix not in sides:
+                parts.append(item["loc"].new_full((len(item[f"{prefix}_time"]), b - a), np.nan))
+                continue
+            value = item[f"{prefix}_{key}"]
+            parts.append(value if observed is None else
+                         value.masked_fill(~item[f"{prefix}_{observed}"], np.nan))
+        return [item[f"{prefix}_time"], item[f"{prefix}_local"], torch.cat(parts, -1)]
+
+    def stack(key: str) -> np.ndarray:
+        return torch.stack([item[key] for item in items]).numpy(force=True)
+
+    rows = [side(item, prefix) for item in items for prefix in ("context", "target")]
+    utc, local, values = (torch.cat(parts).numpy(force=True) for parts in zip(*rows, strict=True))
+    count = [np.array([len(item[f"{p}_time"]) for item in items]) for p in ("context", "target")]
+    # The items' values are scaled already: the covariates' scaling is not read again.
+    covariates = np.zeros((len(items), len(columns.channels) - channels))
+    fitted = Fitted(columns, series_start=tuple(stack("series_start_local").tolist()),
+                    **{name: tuple(map(tuple, np.hstack((stack(name), covariates)).tolist()))
+                       for name in ("loc", "scale")})
+    batch = batch_of_series(utc, local, values, *count, fitted, stack("static_real"),
+                            stack("static_cat"))
+    batch["series"] = torch.from_numpy(stack("series"))
+    return batch
+
+
+# -- the data module ---------------------------------------------------------------------------
 class TimeSeriesDataModule(LightningDataModule):
     """Sliding-window forecasting data from a CSV/Parquet file or a DataFrame.
 
@@ -116,8 +894,8 @@ class TimeSeriesDataModule(LightningDataModule):
         data: path (``str`` or ``os.PathLike``, stored as text) to a ``.csv`` / ``.parquet``
             file, or a ``pandas.DataFrame``. Column names must be unique.
         timestamp_column: column holding the timestamps (text or datetime; naive or with a UTC
-            offset, one form for the whole column). Rows are sorted by time; duplicate
-            timestamps (the same instant, whatever its offset) are an error.
+            offset, one form for the whole column). Duplicate timestamps (the same instant,
+            whatever its offset) within a series are an error.
         target_columns: numeric column(s) to forecast (one channel each); NaN = missing. A
             channel that is constant over the training period gets ``scale`` 1.
         series_column: column(s) whose values name the series of a long-format panel (one
@@ -144,8 +922,7 @@ class TimeSeriesDataModule(LightningDataModule):
         horizon: predicted span per window: observations (int) or a duration (``"24h"``).
         stride: distance between consecutive forecast origins, same kind as the lengths
             (default: ``horizon``). Durations may not place more than ``MAX_ORIGINS_PER_ROW``
-            origins per observation (a stride below the sampling interval repeats windows),
-            and a window holds at most ``MAX_WINDOW_ROWS`` rows.
+            origins per observation, and a window holds at most ``MAX_WINDOW_ROWS`` rows.
         val_fraction: the last fraction of the time span held out for validation
             (ignored where ``val_start`` is given).
         test_fraction: the last fraction for test (ignored where ``test_start`` is given).
@@ -153,28 +930,29 @@ class TimeSeriesDataModule(LightningDataModule):
             timestamps: naive for naive data (read in ``tz`` where given), with a UTC offset
             for aware data (naive ones are accepted there only with ``tz``).
         test_start: the same for the test split.
-        season: the seasonal-naive baseline's season: a fixed duration (``"7D"``; the
-            baseline repeats a fixed lag, so calendar months such as ``"12MS"`` are refused:
-            give 12 for monthly data), a count of median sampling steps, ``"persistence"``
-            (the last observed value: the naive forecast, the usual baseline for horizons far
-            shorter than any season), or None for the default of the data's step
-            (:func:`~posenc.tasks.forecasting.metrics.season_for_step`).
+        season: the seasonal-naive baseline's season: a fixed duration (``"7D"``; calendar
+            months such as ``"12MS"`` are refused: give 12 for monthly data), a count of median
+            sampling steps, ``"persistence"`` (the last observed value), or None for the
+            default of the data's step (:func:`~posenc.tasks.forecasting.metrics.season_for_step`).
         irregular: keep a random fraction of observations (seeded), for irregular sampling;
             None keeps all.
         seed: seed of ``irregular``.
         batch_size: training windows per batch.
         eval_batch_size: windows per validation, test and predict batch.
         num_workers: loader worker processes.
-        predict_split: what ``predict`` (``posenc predict``, ``trainer.predict``) forecasts:
-            ``future`` (default): the times after each series' end, from the whole table as
-            history (:meth:`~posenc.tasks.Forecaster.forecast`'s path); ``test`` or ``val``:
-            that split's rolling windows (backtest forecasts, their truth in the table).
-        future_data: with ``predict_split="future"``, the times to predict: a CSV/Parquet path
-            or DataFrame of the series and timestamp columns and the future covariates; None:
-            the trained horizon after each series' last observation.
         timestamp_format: ``pd.to_datetime`` format of text timestamps (``"%d/%m/%Y %H:%M"``,
             ``"ISO8601"``, ``"mixed"``). None: the format pandas infers from the first row,
             which every row must match (a row in another format is an error, not a guess).
+        predict_split: what ``predict`` forecasts: ``future`` (default): the times after each
+            series' end, from the whole table as history (``Forecaster.forecast``'s path);
+            ``test`` or ``val``: that split's rolling windows (backtests, truth in the table).
+        future_data: with ``predict_split="future"``, the times to predict: a CSV/Parquet path
+            or DataFrame of the series and timestamp columns and the future covariates; None:
+            the trained horizon after each series' last observation.
+
+    The table is read with this data's own state (fitted on its training period) until a
+    trained model hands it its own (:meth:`read_with`); then a series new to the model is
+    scaled on its own training period here.
     """
 
     def __init__(
@@ -215,32 +993,9 @@ class TimeSeriesDataModule(LightningDataModule):
         # pickled them would not load with torch.load(weights_only=True).
         make_hparams_plain(self.hparams)
         self.data = data
-        if timestamp_column is None:
-            raise TypeError("timestamp_column must name a column, got None")
-        self.timestamp_column = timestamp_column
-        self.target_columns = _columns(target_columns, "target_columns", required=True)
-        self.series_columns = _columns(series_column, "series_column")
-        self.past_covariates = _columns(past_covariates, "past_covariates")
-        self.future_covariates = _columns(future_covariates, "future_covariates")
-        self.static_columns = _columns(static_columns, "static_columns")
-        roles = {"timestamp_column": [timestamp_column], "target_columns": self.target_columns,
-                 "series_column": self.series_columns, "past_covariates": self.past_covariates,
-                 "future_covariates": self.future_covariates,
-                 "static_columns": self.static_columns}
-        seen: dict[str, str] = {}
-        for role, names in roles.items():
-            for name in names:
-                if name in seen:
-                    raise ValueError(f"column {name!r} is in both {seen[name]} and {role}; "
-                                     "a column has one role")
-                seen[name] = role
-        if timestamp_format is not None and not isinstance(timestamp_format, str):
-            raise TypeError(f"timestamp_format must be a str or None, got "
-                            f"{type(timestamp_format).__name__} ({timestamp_format!r})")
-        self.timestamp_format = timestamp_format
-        self.tz = check_tz_name(tz)
-        self.ambiguous = check_choice(ambiguous, "ambiguous", AMBIGUOUS)
-        self.nonexistent = check_choice(nonexistent, "nonexistent", NONEXISTENT)
+        self.columns = Columns(timestamp_column, target_columns, series_column, past_covariates,
+                               future_covariates, static_columns, tz, ambiguous, nonexistent,
+                               timestamp_format)
         self.context_length = parse_length(context_length, "context_length")
         self.horizon = parse_length(horizon, "horizon")
         self.stride = self.horizon if stride is None else parse_length(stride, "stride")
@@ -282,9 +1037,8 @@ class TimeSeriesDataModule(LightningDataModule):
         self.future_data = future_data
         self.datasets: dict[str, WindowDataset] = {}
         self._datasets_panel: Panel | None = None  # the panel self.datasets window
-        self._panel: Panel | None = None  # this data's own fit
-        self._fitted: SeriesSchema | None = None  # a trained model's state (use_fitted)
-        self._model_panel: tuple[SeriesSchema, Panel] | None = None  # read with it
+        self._known: Fitted | None = None  # a trained model's state (read_with)
+        self._read: tuple[Fitted | None, Panel, Fitted] | None = None  # (known, panel, state)
 
     @staticmethod
     def _split_argument(value: Any, name: str) -> pd.Timestamp | None:
@@ -313,14 +1067,8 @@ class TimeSeriesDataModule(LightningDataModule):
         """An argument as the user wrote it (for messages), else as parsed."""
         return self.hparams.get(name, getattr(self, name, None))
 
-    @property
-    def num_targets(self) -> int:
-        """Target channels ``C``."""
-        return len(self.target_columns)
-
-    # -- loading ---------------------------------------------------------------------------
     def load_frame(self) -> pd.DataFrame:
-        """The raw table (override in subclasses for built-in data)."""
+        """The raw table (a preset overrides it)."""
         data = self.data
         if isinstance(data, pd.DataFrame):
             return data
@@ -338,89 +1086,64 @@ class TimeSeriesDataModule(LightningDataModule):
             return f"data={source!r}"
         return "data (a DataFrame)" if isinstance(self.data, pd.DataFrame) else type(self).__name__
 
-    def _schema(self) -> SeriesSchema:
-        return SeriesSchema(
-            timestamp_column=self.timestamp_column, target_columns=list(self.target_columns),
-            series_columns=list(self.series_columns),
-            past_covariates=list(self.past_covariates),
-            future_covariates=list(self.future_covariates),
-            static_columns=list(self.static_columns), tz=self.tz, ambiguous=self.ambiguous,
-            nonexistent=self.nonexistent, timestamp_format=self.timestamp_format,
-            context_length=self._given("context_length"), horizon=self._given("horizon"))
+    # -- the fitted state ------------------------------------------------------------------
+    def read_with(self, fitted: Fitted | None) -> Fitted:
+        """Read the table with a trained model's state from now on (None: with this data's
+        own); -> the state the table is read with: ``fitted`` (never changed), extended by
+        the series new to it. The model hands its state over (``Forecaster.setup`` and its
+        checkpoint restore): the data never reads the model. ``ValueError`` for a state of
+        other channels or static columns (:meth:`Columns.check_fitted`)."""
+        if fitted is not None:
+            if not isinstance(fitted, Fitted):
+                raise TypeError(f"fitted must be a Fitted or None, got {type(fitted).__name__}")
+            self.columns.check_fitted(fitted)
+        self._known = fitted
+        return self.fitted
 
-    def use_fitted(self, schema: SeriesSchema | None) -> None:
-        """Read the table with a trained model's fitted state from now on (``schema``, what
-        the model keeps); None: with this data's own (fitted on its training period). The
-        model hands it over (``Forecaster.setup`` and its checkpoint restore): the data never
-        reads the model. Raises ``ValueError`` for a state of other channels or static
-        columns than this data's
-        (:meth:`~posenc.tasks.forecasting.panel.SeriesSchema.with_fitted`)."""
-        if schema is not None and not isinstance(schema, SeriesSchema):
-            raise TypeError(f"schema must be a SeriesSchema or None, got "
-                            f"{type(schema).__name__}")
-        if schema is not None:
-            self._schema().with_fitted(schema)  # a state these columns cannot take: refused now
-        self._fitted = schema
+    def _reading(self) -> tuple[Panel, Fitted]:
+        """The scaled panel and its state, read once per state handed in (the table's own
+        state handed back, as a model that adopted it does, reads nothing again)."""
+        read = self._read
+        if read is None or (self._known is not read[0] and self._known is not read[2]):
+            self._read = read = (self._known, *self._read_table(self._known))
+        return read[1], read[2]
 
-    def panel(self) -> Panel:
-        """The checked, sorted and scaled table (read once; see
-        :mod:`posenc.tasks.forecasting.panel`).
-
-        The model sizes the CLI links (:attr:`static_cardinalities`, ...) need it, so it is
-        read when first asked for, before ``setup``. With a trained model's fitted state
-        (:meth:`use_fitted`, other than this data's own), the table is read with it instead
-        (:meth:`~posenc.tasks.forecasting.panel.SeriesSchema.with_fitted`)."""
-        fitted = self._fitted
-        if fitted is None or (self._panel is not None and fitted is self._panel.schema):
-            if self._panel is None:
-                self._panel = self._read_panel(None)
-            return self._panel
-        if self._model_panel is None or self._model_panel[0] is not fitted:
-            self._model_panel = (fitted, self._read_panel(fitted))
-        return self._model_panel[1]
-
-    def _read_panel(self, fitted: SeriesSchema | None) -> Panel:
-        """The table read and scaled: fitting its own state (``fitted`` None), or with a
-        trained model's. There, as ``forecast()`` treats a new series, a series new to the
-        model is scaled on its own training span here and ages from its first row here; a
-        category new to it gets code 0."""
+    def _read_table(self, known: Fitted | None) -> tuple[Panel, Fitted]:
         frame = self.load_frame()
         check_unique_columns(list(frame.columns), self._describe_data())
         if not len(frame):
             raise ValueError(f"{self._describe_data()} has no rows (columns "
                              f"{[str(c) for c in frame.columns]})")
-        schema = self._schema() if fitted is None else self._schema().with_fitted(fitted)
-        panel = read_panel(frame, schema, self._source(), fit=fitted is None)
+        panel = read_panel(frame, self.columns, known, self._source())
         if self.irregular is not None and self.irregular < 1:
-            keep = np.random.default_rng(self.seed).random(len(panel.utc)) < self.irregular
-            panel = _keep_rows(panel, keep)
+            panel = panel.keep_rows(np.random.default_rng(self.seed).random(len(panel.utc))
+                                    < self.irregular)
         if len(panel.utc) < 2:
             raise ValueError(f"the series in {self._describe_data()} has {len(panel.utc)} "
                              "observation(s); forecasting needs many more")
-        if fitted is None:
-            # The step of the local clock: monthly data in a DST zone is 30 days 23 h apart
-            # in UTC at the median, which is no calendar step (and no yearly season).
-            within = np.diff(panel.local)[np.diff(panel.series_of_rows()) == 0]
-            schema.step_ns = int(np.median(within)) if len(within) else 0
-        # Each series' first observation, for forecasts from a shorter history (its age); a
-        # trained model's starts stay where they are earlier.
-        schema.series_start = panel.series_starts(
-            None if fitted is None else fitted.series_start).tolist()
-        t_val, t_test = self._split_times(panel.utc, schema.aware)
-        scale_panel(panel, t_val, self._source())  # keeps a trained model's scaling
+        t_val, t_test = self._split_times(panel.utc, panel.zone is not None if known is None
+                                          else known.aware)
+        fitted = fit(panel, self.columns, t_val, known,
+                     context_length=self._given("context_length"),
+                     horizon=self._given("horizon"))
         self.split_times = {"val": t_val, "test": t_test}
-        return panel
+        return scale_panel(panel, fitted, self._source()), fitted
+
+    def panel(self) -> Panel:
+        """The checked, sorted and scaled table (read when first asked for, before ``setup``:
+        the model sizes the CLI links need it), with the state of :attr:`fitted`."""
+        return self._reading()[0]
 
     @property
-    def schema(self) -> SeriesSchema:
-        """How the table was read and scaled (what a trained model stores); for a trained
-        model's Trainer, this description with the model's fitted state."""
-        return self.panel().schema
+    def fitted(self) -> Fitted:
+        """The state the table is read with: its own (fitted on its training period), or a
+        trained model's extended by the series new to it (:meth:`read_with`)."""
+        return self._reading()[1]
 
     @property
     def series_keys(self) -> list[tuple]:
         """One key per series (its values of ``series_column``; ``[()]`` for one series)."""
-        return self.schema.series_keys
+        return list(self.fitted.series_keys)
 
     def model_sizes(self) -> dict[str, Any]:
         """The :data:`MODEL_SIZES` of this data, as ``Forecaster`` arguments:
@@ -428,39 +1151,43 @@ class TimeSeriesDataModule(LightningDataModule):
         return {name: getattr(self, name) for name in MODEL_SIZES}
 
     @property
+    def num_targets(self) -> int:
+        return len(self.columns.target_columns)
+
+    @property
     def num_series(self) -> int:
         return len(self.series_keys)
 
     @property
     def num_past_covariates(self) -> int:
-        return len(self.past_covariates)
+        return len(self.columns.past_covariates)
 
     @property
     def num_future_covariates(self) -> int:
-        return len(self.future_covariates)
+        return len(self.columns.future_covariates)
 
     @property
     def static_cardinalities(self) -> list[int]:
         """Codes per categorical static column (its training values + 1 for unknown)."""
-        schema = self.schema
-        return [len(schema.static_categories[c]) + 1 for c in schema.static_cat_columns]
+        fitted = self.fitted
+        return [len(fitted.static_categories[c]) + 1 for c in fitted.static_cat_columns]
 
     @property
     def num_static_real(self) -> int:
-        return len(self.schema.static_real_columns)
+        return len(self.fitted.static_real_columns)
 
     @property
     def loc(self) -> np.ndarray:
         """``(S, C)`` per-series target means of the training span (``(C,)`` for one
         series)."""
-        loc = np.asarray(self.schema.loc, np.float32)[:, :self.num_targets]
-        return loc[0] if not self.series_columns else loc
+        loc = self.fitted.target_scaling()[0]
+        return loc[0] if not self.columns.series_columns else loc
 
     @property
     def scale(self) -> np.ndarray:
         """``(S, C)`` per-series target standard deviations (``(C,)`` for one series)."""
-        scale = np.asarray(self.schema.scale, np.float32)[:, :self.num_targets]
-        return scale[0] if not self.series_columns else scale
+        scale = self.fitted.target_scaling()[1]
+        return scale[0] if not self.columns.series_columns else scale
 
     @property
     def naive_season(self) -> str:
@@ -469,7 +1196,7 @@ class TimeSeriesDataModule(LightningDataModule):
         value), else :func:`~posenc.tasks.forecasting.metrics.season_for_step` of the step."""
         from .metrics import season_for_step
 
-        step = pd.Timedelta(self.schema.step_ns)
+        step = pd.Timedelta(self.fitted.step_ns)
         if self.season == PERSISTENCE:
             # The value at or before origin + 1 ns - k ns for the smallest k that reaches the
             # origin: the last observed value, exactly.
@@ -485,31 +1212,34 @@ class TimeSeriesDataModule(LightningDataModule):
     @property
     def mase_season(self) -> int:
         """The season in median sampling steps (the MASE denominator's lag), at least 1."""
-        step = max(self.schema.step_ns, 1)
+        step = max(self.fitted.step_ns, 1)
         return max(1, round(pd.Timedelta(self.naive_season).value / step))
 
+    # -- splits and windows ----------------------------------------------------------------
     def _split_times(self, utc: np.ndarray, aware: bool) -> tuple[int, int]:
         """One ``(val_start, test_start)`` in UTC ns for every series: the split is by time."""
         start, end = int(utc.min()), int(utc.max())
 
         def explicit(stamp: pd.Timestamp, name: str) -> int:
             given = self._given(name)
+            tz = self.columns.tz
             if stamp.tzinfo is None:
-                if aware and self.tz is None:
+                if aware and tz is None:
                     raise ValueError(f"{name}={given!r} has no UTC offset but the timestamps "
                                      "are tz-aware: add an offset, or set tz to read it in")
-                if self.tz is not None:
-                    # The timestamps' own path (posenc.temporal.localize, exact DST shifts);
-                    # one split time cannot be inferred from an order.
-                    ambiguous = "raise" if self.ambiguous == "infer" else self.ambiguous
+                if tz is not None:
+                    # The timestamps' own path (exact DST shifts); one split time cannot be
+                    # inferred from an order.
+                    ambiguous = self.columns.ambiguous
                     try:
-                        utc, _ = utc_and_local(pd.DatetimeIndex([stamp]), self.tz, ambiguous,
-                                               self.nonexistent, name)
+                        utc, _ = utc_and_local(pd.DatetimeIndex([stamp]), tz,
+                                               "raise" if ambiguous == "infer" else ambiguous,
+                                               self.columns.nonexistent, name)
                     except ValueError as err:
                         raise ValueError(f"{name}={given!r} is not a single local time in "
-                                         f"tz={self.tz!r}: {err}") from err
+                                         f"tz={tz!r}: {err}") from err
                     return int(utc[0])
-            elif not aware and self.tz is None:
+            elif not aware and tz is None:
                 raise ValueError(f"{name}={given!r} has a UTC offset but the timestamps are "
                                  "tz-naive (their own clock): drop the offset, or set tz")
             try:
@@ -528,20 +1258,6 @@ class TimeSeriesDataModule(LightningDataModule):
                              f"{pd.Timestamp(t_val)}, test_start={pd.Timestamp(t_test)} for "
                              f"data from {pd.Timestamp(start)} to {pd.Timestamp(end)} (UTC)")
         return t_val, t_test
-
-    def _check_cost(self, panel: Panel, bounds: dict[str, tuple[int, int]]) -> None:
-        """Time mode: refuse strides and lengths whose windows would not fit, before the work."""
-        lengths = self._window_lengths()
-        origins = sum(int(time_origins(panel.starts, panel.utc, lo, hi, *lengths)[1].sum())
-                      for lo, hi in bounds.values())
-        if origins > MAX_ORIGINS_PER_ROW * len(panel.utc):
-            spacing = pd.Timedelta(panel.schema.step_ns)
-            raise ValueError(
-                f"stride={self._given('stride') or self._given('horizon')!r} places about "
-                f"{origins:.2g} forecast origins in data of {len(panel.utc)} observations (more "
-                f"than MAX_ORIGINS_PER_ROW={MAX_ORIGINS_PER_ROW} per observation): windows "
-                f"would repeat the same rows; use a stride of at least the sampling interval "
-                f"(median {spacing} here)")
 
     def _window_lengths(self) -> tuple[int, int, int]:
         """``(context, horizon, stride)``: rows in count mode, nanoseconds in time mode."""
@@ -566,11 +1282,20 @@ class TimeSeriesDataModule(LightningDataModule):
         panel = self.panel()
         bounds = self.split_bounds()
         lo, hi = bounds[split]
+        lengths = self._window_lengths()
         if not self.by_time:
-            return count_windows(panel.starts, panel.utc, lo, hi, *self._window_lengths())
+            return count_windows(panel.starts, panel.utc, lo, hi, *lengths)
         # Here, not in setup: every caller of windows() must be refused before the work.
-        self._check_cost(panel, bounds)
-        windows = duration_windows(panel.starts, panel.utc, lo, hi, *self._window_lengths())
+        origins = sum(int(time_origins(panel.starts, panel.utc, a, b, *lengths)[1].sum())
+                      for a, b in bounds.values())
+        if origins > MAX_ORIGINS_PER_ROW * len(panel.utc):
+            raise ValueError(
+                f"stride={self._given('stride') or self._given('horizon')!r} places about "
+                f"{origins:.2g} forecast origins in data of {len(panel.utc)} observations (more "
+                f"than MAX_ORIGINS_PER_ROW={MAX_ORIGINS_PER_ROW} per observation): windows "
+                f"would repeat the same rows; use a stride of at least the sampling interval "
+                f"(median {pd.Timedelta(self.fitted.step_ns)} here)")
+        windows = duration_windows(panel.starts, panel.utc, lo, hi, *lengths)
         if len(windows):
             rows = int((windows.rows[:, 2] - windows.rows[:, 0]).max())
             if rows > MAX_WINDOW_ROWS:
@@ -581,31 +1306,27 @@ class TimeSeriesDataModule(LightningDataModule):
         return windows
 
     def setup(self, stage: str | None = None) -> None:
-        self._build_datasets()
-
-    def _build_datasets(self) -> None:
-        """Each split's :class:`WindowDataset` over :meth:`panel` (kept while it is the
-        same panel)."""
-        panel = self.panel()
+        """Each split's :class:`WindowDataset` over :meth:`panel` (kept while it is the same
+        panel; Lightning restores a checkpoint, whose state the model hands over, after
+        ``setup``: the loaders call this again)."""
+        panel, fitted = self._reading()
         if self.datasets and self._datasets_panel is panel:
             return
-        series_start = np.asarray(panel.schema.series_start, np.int64)
         datasets = {}
         for split, (lo, hi) in self.split_bounds().items():
             windows = self.windows(split)
             if not len(windows):
                 raise ValueError(self._no_window(split, panel, lo, hi))
-            datasets[split] = WindowDataset(panel, windows, series_start)
+            datasets[split] = WindowDataset(panel, fitted, windows)
         self.datasets, self._datasets_panel = datasets, panel
 
     def _no_window(self, split: str, panel: Panel, lo: int, hi: int) -> str:
-        utc = panel.utc
-        count = int(((utc >= lo) & (utc < hi)).sum())
+        count = int(((panel.utc >= lo) & (panel.utc < hi)).sum())
         what = "series" if panel.num_series == 1 else f"{panel.num_series} series"
         message = (f"the {split} split ({pd.Timestamp(lo)} to {pd.Timestamp(hi)} UTC, {count} "
                    f"observations in {what}) fits no window of context_length="
                    f"{self._given('context_length')!r} and horizon={self._given('horizon')!r}")
-        spacing = pd.Timedelta(panel.schema.step_ns)
+        spacing = pd.Timedelta(self.fitted.step_ns)
         if self.by_time and min(self.context_length, self.horizon) < spacing:
             return (message + f": a window needs an observation in its context and in its "
                     f"horizon, and these durations are shorter than the median sampling "
@@ -613,39 +1334,37 @@ class TimeSeriesDataModule(LightningDataModule):
         return message + ": the series is too short for these windows; shorten them or move " \
             "the split"
 
-    # -- loaders ---------------------------------------------------------------------------
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+    def _loader(self, dataset: Any, shuffle: bool = False) -> DataLoader:
+        return DataLoader(dataset, batch_size=self.batch_size if shuffle else self.eval_batch_size,
+                          shuffle=shuffle, collate_fn=batched, num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0)
+
+    def _split_loader(self, split: str) -> DataLoader:
         if split not in self.datasets:
             raise RuntimeError(f"{type(self).__name__}.setup() must run before asking for "
                                "data loaders")
-        # Lightning restores a checkpoint (the model's state, handed over) after setup:
-        # window with it.
-        self._build_datasets()
-        return DataLoader(self.datasets[split],
-                          batch_size=self.batch_size if shuffle else self.eval_batch_size,
-                          shuffle=shuffle, collate_fn=batched,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+        self.setup()
+        return self._loader(self.datasets[split], shuffle=split == "train")
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True)
+        return self._split_loader("train")
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("val", False)
+        return self._split_loader("val")
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", False)
+        return self._split_loader("test")
 
     def predict_dataloader(self) -> DataLoader:
         if self.predict_split != "future":
-            return self._loader(self.predict_split, False)
-        # A trained model's state (its training scaling and series) reads the history.
-        schema = self._fitted if self._fitted is not None else self.schema
+            return self._split_loader(self.predict_split)
+        from .output import request_dataset
+
         future = self.future_data
         if isinstance(future, (str, os.PathLike)):
             future = read_table(future)
-        dataset = request_dataset(schema, self.load_frame(), future,
-                                  future_name="--data.future_data",
-                                  future_form="a CSV/Parquet file or DataFrame")
-        return DataLoader(dataset, batch_size=self.eval_batch_size, shuffle=False,
-                          collate_fn=batched, num_workers=self.num_workers,
-                          persistent_workers=self.num_workers > 0)
+        # A trained model's state (its scaling and series) reads the whole table as history.
+        return self._loader(request_dataset(
+            self.fitted if self._known is None else self._known, self.load_frame(),
+                                            future, future_name="--data.future_data",
+                                            future_form="a CSV/Parquet file or DataFrame"))

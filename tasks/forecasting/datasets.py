@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from posenc.core.encoding import check_choice
 
-from .data import PERSISTENCE, TimeSeriesDataModule
+from .data import COLUMN_ARGUMENTS, PERSISTENCE, TimeSeriesDataModule
 
 __all__ = ["BirthdaysDataModule", "ElecDemandDataModule", "GlucoseDataModule",
            "NYCWeatherDataModule", "SeattleTempsDataModule", "TaylorDataModule", "BIRTHDAY_STATES",
@@ -220,9 +220,7 @@ def glucose_frame() -> pd.DataFrame:
 # The TimeSeriesDataModule arguments that say how a table is read: a built-in data set fixes
 # them (its columns and zone are facts of the data); the others (windows, splits, loaders) are
 # the caller's, with the data set's defaults.
-_READING = ("data", "timestamp_column", "target_columns", "series_column", "past_covariates",
-            "future_covariates", "static_columns", "tz", "ambiguous", "nonexistent",
-            "timestamp_format")
+_READING = ("data", *COLUMN_ARGUMENTS)
 
 
 class _BuiltIn(TimeSeriesDataModule):

@@ -23,7 +23,7 @@ the baseline's wQL is comparable with the model's.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from numbers import Real
 
 import numpy as np
@@ -345,18 +345,19 @@ def season_for_step(step: pd.Timedelta | datetime.timedelta | np.timedelta64) ->
 
 
 # -- metrics ---------------------------------------------------------------------------------
-def _check_quantiles(quantiles: object) -> list[float] | None:
-    if quantiles is None:
+def check_quantile_levels(levels: object, name: str = "quantiles") -> list[float] | None:
+    """None, or ``levels`` as floats increasing in (0, 1), else an error naming ``name``."""
+    if levels is None:
         return None
-    if isinstance(quantiles, (str, bytes)) or not isinstance(quantiles, Sequence):
-        raise TypeError(f"quantiles must be a list of levels or None, got "
-                        f"{type(quantiles).__name__} ({quantiles!r})")
-    if any(isinstance(q, bool) or not isinstance(q, Real) for q in quantiles):
-        raise TypeError(f"quantiles must be numbers, got {list(quantiles)}")
-    levels = [float(q) for q in quantiles]
-    if not levels or any(not 0 < q < 1 for q in levels) or sorted(set(levels)) != levels:
-        raise ValueError(f"quantiles must be increasing levels in (0, 1), got {list(quantiles)}")
-    return levels
+    if isinstance(levels, (str, bytes, Mapping)) or not isinstance(levels, Sequence):
+        raise TypeError(f"{name} must be a list of levels or None, got "
+                        f"{type(levels).__name__} ({levels!r})")
+    if any(isinstance(q, bool) or not isinstance(q, Real) for q in levels):
+        raise TypeError(f"{name} must be numbers, got {list(levels)}")
+    floats = [float(q) for q in levels]
+    if not floats or any(not 0 < q < 1 for q in floats) or sorted(set(floats)) != floats:
+        raise ValueError(f"{name} must be increasing levels in (0, 1), got {list(levels)}")
+    return floats
 
 
 _STATES = ("series", "abs_error", "squared_error", "points", "scaled_error", "scaled_count",
@@ -404,7 +405,7 @@ class ForecastMetrics(Metric):
     def __init__(self, quantiles: list[float] | None = None, mase_season: int = 1,
                  **kwargs) -> None:
         super().__init__(**kwargs)
-        self.quantiles = _check_quantiles(quantiles)
+        self.quantiles = check_quantile_levels(quantiles)
         self.mase_season = check_positive_int(mase_season, "mase_season")
         self.register_buffer("levels", torch.tensor(self.quantiles or [], dtype=torch.float32),
                              persistent=False)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,15 @@ from torch import Tensor, nn
 
 from ..config import instantiate
 from ..optim import check_optim_args, configure_adamw_from_hparams
-from .metrics import LOSSES, ForecastMetrics, masked_point_loss, quantile_loss, seasonal_naive
+from .data import Fitted
+from .metrics import (
+    LOSSES,
+    ForecastMetrics,
+    check_quantile_levels,
+    masked_point_loss,
+    quantile_loss,
+    seasonal_naive,
+)
 from .network import (
     RELATIVE_ENCODINGS,
     TIME_ENCODINGS,
@@ -34,7 +41,6 @@ from .network import (
     encoding_reads,
 )
 from .output import forecast_frame, request_dataset
-from .panel import SeriesSchema
 
 __all__ = ["Forecaster"]
 
@@ -151,13 +157,8 @@ class Forecaster(LightningModule):
                             f"{type(encodings).__name__} ({encodings!r})")
         check_choice(loss, "loss", LOSSES)
         if loss == "quantile":
-            quantiles = [0.1, 0.5, 0.9] if quantiles is None else list(quantiles)
-            if any(isinstance(q, bool) or not isinstance(q, Real) for q in quantiles):
-                raise TypeError(f"quantiles must be numbers, got {quantiles}")
-            if (not quantiles or any(not 0 < q < 1 for q in quantiles)
-                    or sorted(set(quantiles)) != quantiles):
-                raise ValueError(f"quantiles must be increasing levels in (0, 1), got "
-                                 f"{quantiles}")
+            quantiles = check_quantile_levels([0.1, 0.5, 0.9] if quantiles is None
+                                              else quantiles)
         elif quantiles:
             raise ValueError(f"quantiles={quantiles} need loss='quantile', got loss={loss!r}")
         unit_seconds = parse_duration(time_unit, "time_unit") / 1e9
@@ -185,10 +186,11 @@ class Forecaster(LightningModule):
             TimeFeatures(modules, reads), relative_modules, unit_seconds, instance_norm,
             num_past=num_past_covariates, num_future=num_future_covariates,
             static_cardinalities=static_cardinalities, num_static_real=num_static_real)
-        # How the training data was read (columns, zone, series, scaling): taken from the
-        # data module while the model has none (its first fit), stored in checkpoints, used by
-        # forecast() and by the data modules it is tested on; never replaced once set.
-        self.schema: SeriesSchema | None = None
+        # The state fitted on the training span (columns, zone, series, scaling): the data
+        # module's own at the first fit, then the model's: stored in checkpoints, used by
+        # forecast() and handed to the data it is tested on; never replaced once set.
+        self.fitted: Fitted | None = None
+        self._data_fitted: Fitted | None = None  # what the trainer's data reads with
         self.point_index = int((self.quantiles - 0.5).abs().argmin())
         # The model's and the seasonal-naive baseline's errors on the same windows.
         levels = quantiles if loss == "quantile" else None
@@ -207,7 +209,7 @@ class Forecaster(LightningModule):
                 "num_static_real": hp.num_static_real}
 
     def setup(self, stage: str) -> None:
-        datamodule = self._hand_schema_to_data()
+        datamodule = self._hand_fitted_to_data()
         if datamodule is None:
             return
         for name, ours in self.data_sizes().items():
@@ -217,30 +219,29 @@ class Forecaster(LightningModule):
                     f"model {name}={ours} does not match the data's {theirs} "
                     f"({type(datamodule).__name__}); posenc fit links these sizes from the "
                     f"data module, in Python pass datamodule.{name}")
-        # The data's fitted state becomes the model's only while it has none: a trained (or
-        # restored) model keeps its own, and the data module windows with it.
-        schema = getattr(datamodule, "schema", None)
-        if isinstance(schema, SeriesSchema) and self.schema is None:
-            self.schema = schema
+        if self.fitted is None:  # the first fit: the data's own state becomes the model's
+            self.fitted = self._data_fitted
 
-    def _hand_schema_to_data(self) -> Any:
-        """Give the trainer's data module this model's fitted state (None while it has none:
-        the data then fits its own); -> the data module, or None without one."""
+    def _hand_fitted_to_data(self) -> Any:
+        """Hand the trainer's data module this model's state (None while it has none: the
+        data then fits its own) and keep the state it reads with; -> the data module, or None
+        without one that reads a state."""
         datamodule = getattr(self._trainer, "datamodule", None) if self._trainer else None
-        use_fitted = getattr(datamodule, "use_fitted", None)
-        if use_fitted is not None:
-            use_fitted(self.schema)
+        read_with = getattr(datamodule, "read_with", None)
+        if read_with is None:
+            return None
+        self._data_fitted = read_with(self.fitted)
         return datamodule
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if self.schema is not None:
-            checkpoint["series_schema"] = self.schema.to_dict()
+        if self.fitted is not None:
+            checkpoint["fitted"] = self.fitted.to_dict()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if "series_schema" in checkpoint:
-            self.schema = SeriesSchema.from_dict(checkpoint["series_schema"])
+        if "fitted" in checkpoint:
+            self.fitted = Fitted.from_dict(checkpoint["fitted"])
             # Lightning restores a checkpoint after setup: the data reads with it from here.
-            self._hand_schema_to_data()
+            self._hand_fitted_to_data()
 
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         """-> ``(B, Nh, C, Q)`` predictions in scaled units (``Q = 1`` for point losses)."""
@@ -318,16 +319,14 @@ class Forecaster(LightningModule):
     def _per_series(self, metrics: nn.ModuleDict) -> pd.DataFrame | None:
         """The test metrics per series (model, then ``*_naive``), one row per series of the
         data tested (the model's series, then any new to it)."""
-        datamodule = getattr(self._trainer, "datamodule", None)
-        schema = getattr(datamodule, "schema", None)
-        schema = schema if isinstance(schema, SeriesSchema) else self.schema
-        if schema is None:
+        fitted = self.fitted if self._data_fitted is None else self._data_fitted
+        if fitted is None:
             return None
+        names = list(fitted.columns.series_columns)
         frames = []
         for who, suffix in self._compared():
-            frame = metrics[who].per_series_frame(schema.series_keys, schema.series_columns)
-            frames.append(frame if not suffix else
-                          frame.drop(columns=schema.series_columns).add_suffix(suffix))
+            frame = metrics[who].per_series_frame(fitted.series_keys, names)
+            frames.append(frame if not suffix else frame.drop(columns=names).add_suffix(suffix))
         return pd.concat(frames, axis=1)
 
     def on_validation_epoch_end(self) -> None:
@@ -344,7 +343,7 @@ class Forecaster(LightningModule):
 
     def predict_step(self, batch, batch_idx: int = 0, dataloader_idx: int = 0
                      ) -> dict[str, Tensor]:
-        """Forecasts in data units: ``{"series": (B,) int64 (rows of ``schema.series_keys``),
+        """Forecasts in data units: ``{"series": (B,) int64 (rows of ``fitted.series_keys``),
         "origin": (B,) int64 UTC ns of the last context observation, "time": (B, Nh) int64
         UTC ns, "valid": (B, Nh), "prediction": (B, Nh, C) point, "quantiles":
         (B, Nh, C, Q)}``."""
@@ -378,16 +377,16 @@ class Forecaster(LightningModule):
             forecast per target and, when trained with quantiles, one column per target and
             level.
 
-        Needs the schema of the training data: present after ``fit`` with a
-        :class:`~posenc.tasks.TimeSeriesDataModule` and in every checkpoint written then
-        (``Forecaster.load_from_checkpoint(path).forecast(history)``).
+        Needs the state fitted on the training data (:attr:`fitted`): present after ``fit``
+        with a :class:`~posenc.tasks.TimeSeriesDataModule` and in every checkpoint written
+        then (``Forecaster.load_from_checkpoint(path).forecast(history)``).
         """
-        if self.schema is None:
-            raise RuntimeError("this Forecaster has no data schema: fit it with a "
+        if self.fitted is None:
+            raise RuntimeError("this Forecaster has no fitted state: fit it with a "
                                "TimeSeriesDataModule, or load a checkpoint written by such a "
                                "fit")
         check_positive_int(batch_size, "batch_size")
-        dataset = request_dataset(self.schema, history, future)
+        dataset = request_dataset(self.fitted, history, future)
         was_training = self.training
         self.eval()
         outputs = []
@@ -398,7 +397,7 @@ class Forecaster(LightningModule):
                 outputs.append({k: v.cpu() for k, v in self.predict_step(batch).items()})
         finally:
             self.train(was_training)
-        return forecast_frame(outputs, dataset.schema, self.quantile_levels)
+        return forecast_frame(outputs, dataset.fitted, self.quantile_levels)
 
     def configure_optimizers(self) -> dict:
         return configure_adamw_from_hparams(self)

@@ -17,6 +17,7 @@ and to itself only, so the forecast at a time does not depend on which other tim
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import torch
@@ -41,71 +42,22 @@ __all__ = ["ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
 READS = ("fields", "timestamps", "elapsed", "deltas", "series_start")
 
 
-def _calendar():
-    return temporal.CalendarFeatures(cyclic=True)
-
-
-def _calendar_embedding(dim: int):
-    return temporal.CalendarEmbedding(dim)
-
-
-def _fourier():
-    return temporal.FourierSeasonality()
-
-
-def _continuous(dim: int):
-    return temporal.ContinuousSinusoidal(dim, min_period=1.0, max_period=1000.0)
-
-
-def _time2vec(dim: int):
-    return temporal.Time2Vec(dim)
-
-
-def _timedelta():
-    return temporal.TimeDelta(log=True)
-
-
-def _age():
-    return temporal.AgeFeature(unit="D", transform="gluonts")
-
-
+# name -> factory, called with what it takes of the model's sizes (dim, head_dim, num_heads).
 TIME_ENCODINGS: dict[str, Any] = {
-    "calendar": _calendar,
-    "calendar_embedding": _calendar_embedding,
-    "fourier": _fourier,
-    "continuous": _continuous,
-    "time2vec": _time2vec,
-    "timedelta": _timedelta,
+    "calendar": partial(temporal.CalendarFeatures, cyclic=True),
+    "calendar_embedding": temporal.CalendarEmbedding,
+    "fourier": temporal.FourierSeasonality,
+    "continuous": partial(temporal.ContinuousSinusoidal, min_period=1.0, max_period=1000.0),
+    "time2vec": temporal.Time2Vec,
+    "timedelta": partial(temporal.TimeDelta, log=True),
     "index_sinusoidal": temporal.IndexSinusoidal,
-    "age": _age,
+    "age": partial(temporal.AgeFeature, unit="D", transform="gluonts"),
 }
-"""name -> factory; factories take what they need of the model's sizes (dim, ...)."""
-
-
-def _rope(head_dim: int, base: float = 10000.0):
-    return RotaryEncoding(head_dim, base=base)
-
-
-def _alibi(num_heads: int):
-    return ALiBi(num_heads, causal=False)
-
-
-def _fire(num_heads: int):
-    return FIRE(num_heads, causal=False)
-
-
-def _kerple_log(num_heads: int):
-    return Kerple(num_heads, "log", causal=False)
-
-
-def _kerple_power(num_heads: int):
-    return Kerple(num_heads, "power", causal=False)
-
-
-RELATIVE_ENCODINGS: dict[str, Any] = {"rope": _rope, "alibi": _alibi, "fire": _fire,
-                                      "kerple_log": _kerple_log,
-                                      "kerple_power": _kerple_power}
-"""Relative-time attention on real elapsed time: rotary (rope) or a bias of the time gap."""
+# Relative-time attention on real elapsed time: rotary (rope) or a bias of the time gap.
+RELATIVE_ENCODINGS: dict[str, Any] = {
+    "rope": RotaryEncoding, "alibi": partial(ALiBi, causal=False),
+    "fire": partial(FIRE, causal=False), "kerple_log": partial(Kerple, kernel="log", causal=False),
+    "kerple_power": partial(Kerple, kernel="power", causal=False)}
 
 
 def encoding_reads(module: nn.Module, name: str = "encoding") -> str:

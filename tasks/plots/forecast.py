@@ -29,8 +29,8 @@ import pandas as pd
 from posenc.core.encoding import check_positive_int
 from posenc.temporal.timestamps import check_tz_name, parse_timestamps, utc_and_local
 
+from ..forecasting.data import Columns, Fitted, numeric_column, read_table
 from ..forecasting.output import ORIGIN_COLUMN, quantile_columns
-from ..forecasting.panel import SeriesSchema, numeric_column, read_table
 from .figure import new_figure, save_png
 
 __all__ = ["add_forecast_arguments", "forecast_layout", "plot_forecast", "run_forecast"]
@@ -251,8 +251,7 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
                        "history": (h_time[before], h_value[before]),
                        "truth": (h_time[span], h_value[span])})
 
-    shown = SeriesSchema(timestamp_column=timestamp_column, target_columns=[target],
-                         tz=(zone or "UTC") if aware else None, aware=aware)
+    shown = Fitted(Columns(timestamp_column, (target,)), aware=aware, zone=zone)
     fig = new_figure((10.0, 1.0 + 2.4 * len(panels)), dpi)
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
 
@@ -276,10 +275,11 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
         label = ", ".join(f"{c}={v}" for c, v in zip(series_columns, panel["key"], strict=True))
         ax.set_title(f"{label}: {target}" if label else target, fontsize="medium")
         ax.set_ylabel(target)
-        _date_axis(ax, shown.tz)
+        _date_axis(ax, shown.clock_zone)
         if i == 0:
             ax.legend(fontsize="x-small", ncol=5, loc="upper left")
-    axes[-1].set_xlabel(f"time ({shown.tz})" if shown.tz else "time (no time zone)")
+    zone = shown.clock_zone
+    axes[-1].set_xlabel(f"time ({zone})" if zone else "time (no time zone)")
     return save_png(fig, path)
 
 
@@ -382,10 +382,13 @@ def run_forecast(args: argparse.Namespace) -> Path:
             raise ValueError(f"--data={str(data)!r} is not a file")
         dm = _config_data_module(data)
         history = dm.load_frame()
-        roles = {"timestamp_column": dm.timestamp_column,
-                 "series_columns": list(dm.series_columns), "targets": list(dm.target_columns)}
-        reading = {"tz": args.tz or dm.tz, "ambiguous": dm.ambiguous,
-                   "nonexistent": dm.nonexistent, "timestamp_format": dm.timestamp_format}
+        columns = dm.columns
+        roles = {"timestamp_column": columns.timestamp_column,
+                 "series_columns": list(columns.series_columns),
+                 "targets": list(columns.target_columns)}
+        reading = {"tz": args.tz or columns.tz, "ambiguous": columns.ambiguous,
+                   "nonexistent": columns.nonexistent,
+                   "timestamp_format": columns.timestamp_format}
         data_name = f"the data of {data.name}"
     else:
         history = _read(data, "--data")

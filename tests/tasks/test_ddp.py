@@ -106,7 +106,7 @@ def test_forecaster_ddp_on_a_panel(tmp_path):
     assert set(keys) <= set(metrics)
     [ckpt] = tmp_path.rglob("*.ckpt")
     model = Forecaster.load_from_checkpoint(ckpt, weights_only=True)
-    assert model.schema.series_keys == [("CA",), ("FL",), ("NY",), ("TX",)]
+    assert model.fitted.series_keys == (("CA",), ("FL",), ("NY",), ("TX",))
     dm = BirthdaysDataModule(states=["CA", "TX", "NY", "FL"], start=1987, end=1988,
                              context_length=28, horizon=7, stride=7, batch_size=16)
     dm.setup()

@@ -120,9 +120,9 @@ def test_forecast_and_a_reloaded_checkpoint_age_a_short_history_from_the_series_
                                    _expected(new, "s9", local[3].numpy()), rtol=1e-6)
         assert got[3, 0] > np.log10(2)  # its context is the last 24 of its 30 rows
     loaded = Forecaster.load_from_checkpoint(path, weights_only=True)
-    assert loaded.schema.series_start == model.schema.series_start
-    assert model.schema.series_start == [int(_wall([frame.loc[frame["site"] == s, "ts"].min()
-                                                    ])[0]) for s in STARTS]
+    assert loaded.fitted.series_start == model.fitted.series_start
+    assert model.fitted.series_start == tuple(
+        int(_wall([frame.loc[frame["site"] == s, "ts"].min()])[0]) for s in STARTS)
     torch.testing.assert_close(seen["loaded"][1], seen["model"][1], rtol=0, atol=0)
     pd.testing.assert_frame_equal(seen["loaded"][0], seen["model"][0])
 
@@ -132,7 +132,7 @@ def test_a_schema_without_series_starts_ages_from_the_history(fitted):
     history = frame.sort_values("ts").groupby("site").tail(30)
     old = Forecaster(encodings=["age"], relative=None, **TINY).eval()
     old.load_state_dict(model.state_dict())
-    old.schema = type(model.schema).from_dict({**model.schema.to_dict(), "series_start": []})
+    old.fitted = type(model.fitted).from_dict({**model.fitted.to_dict(), "series_start": []})
     ages = _Ages(old)
     old.forecast(history, 2)
     [(local, got)] = ages.calls

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import torch
 from posenc.tasks import TimeSeriesDataModule, make_batch
-from posenc.tasks.forecasting.windows import collate_windows, count_windows
+from posenc.tasks.forecasting.data import collate_windows
+from posenc.tasks.forecasting.windows import count_windows
 from posenc.temporal import parse_timestamps
 
 from ..conftest import HOUR, setup_series, synthetic_series

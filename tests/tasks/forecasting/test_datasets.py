@@ -247,7 +247,7 @@ def test_birthdays_module_is_the_51_state_panel():
     dm.setup("fit")
     assert dm.num_series == 51 and dm.series_keys == [(s,) for s in BIRTHDAY_STATES]
     assert (dm.num_targets, dm.num_past_covariates, dm.num_future_covariates) == (1, 0, 0)
-    assert dm.static_cardinalities == [] and dm.schema.tz is None
+    assert dm.static_cardinalities == [] and dm.columns.tz is None
     assert dm.season == pd.Timedelta("7D") and dm.mase_season == 7
     # 16-week context, 4-week horizon, weekly origins; the last 10 % of 20 years each.
     assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 41565, "val": 5151,
@@ -287,9 +287,9 @@ def test_birthdays_module_refuses_bad_subsets(kwargs, error, match):
 def test_elecdemand_module_wires_the_covariates():
     dm = ElecDemandDataModule()
     dm.setup("fit")
-    assert dm.schema.past_covariates == ["Temperature"]
-    assert dm.schema.future_covariates == ["WorkDay"]
-    assert dm.schema.tz == MELBOURNE and dm.num_series == 1
+    assert dm.columns.past_covariates == ("Temperature",)
+    assert dm.columns.future_covariates == ("WorkDay",)
+    assert dm.columns.tz == MELBOURNE and dm.num_series == 1
     assert dm.season == pd.Timedelta("7D") and dm.mase_season == 336
     assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 248, "val": 54, "test": 54}
     batch = dm.datasets["train"].__getitems__([0])
@@ -297,8 +297,8 @@ def test_elecdemand_module_wires_the_covariates():
     assert int(batch["context_time"][0, 0]) == pd.Timestamp("2013-12-31 14:00", tz="UTC").value
     assert int(batch["context_local"][0, 0]) == pd.Timestamp("2014-01-01 01:00").value
     future = ElecDemandDataModule(temperature="future")
-    assert future.future_covariates == ["WorkDay", "Temperature"]
-    assert future.past_covariates == []
+    assert future.columns.future_covariates == ("WorkDay", "Temperature")
+    assert future.columns.past_covariates == ()
 
 
 def test_elecdemand_module_refuses_an_unknown_temperature_role():
@@ -310,8 +310,8 @@ def test_nycweather_module_is_a_panel_with_past_covariates():
     dm = NYCWeatherDataModule()
     dm.setup("fit")
     assert dm.series_keys == [("EWR",), ("JFK",), ("LGA",)]
-    assert dm.schema.past_covariates == ["dewp", "humid", "wind_speed", "pressure"]
-    assert dm.schema.tz == NEW_YORK and dm.mase_season == 24
+    assert dm.columns.past_covariates == ("dewp", "humid", "wind_speed", "pressure")
+    assert dm.columns.tz == NEW_YORK and dm.mase_season == 24
     assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 741, "val": 159,
                                                            "test": 162}
     two = NYCWeatherDataModule(airports=["LGA", "JFK"])
@@ -323,7 +323,7 @@ def test_nycweather_module_is_a_panel_with_past_covariates():
 def test_glucose_module_windows_by_duration():
     dm = GlucoseDataModule()
     dm.setup("fit")
-    assert dm.schema.past_covariates == ["isig"] and dm.schema.tz is None
+    assert dm.columns.past_covariates == ("isig",) and dm.columns.tz is None
     assert dm.season == "persistence" and dm.mase_season == 1
     assert pd.Timedelta(dm.naive_season) == pd.Timedelta(1, "ns")  # the last value
     assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 3063, "val": 685,

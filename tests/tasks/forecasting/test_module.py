@@ -13,6 +13,7 @@ import torch
 from lightning.pytorch import Trainer, seed_everything
 from posenc.core import RotaryEncoding
 from posenc.tasks import Forecaster, TimeSeriesDataModule, make_batch
+from posenc.tasks.forecasting.data import collate_windows
 from posenc.tasks.forecasting.metrics import (
     MeanAbsoluteScaledError,
     masked_point_loss,
@@ -20,7 +21,7 @@ from posenc.tasks.forecasting.metrics import (
     quantile_loss,
 )
 from posenc.tasks.forecasting.network import TimeFeatures, encoding_dim, encoding_reads
-from posenc.tasks.forecasting.windows import collate_windows, local_time_fields
+from posenc.tasks.forecasting.windows import local_time_fields
 
 from ..conftest import synthetic_series
 
@@ -384,7 +385,7 @@ def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted
     trainer.fit(model, dm_a)
     path = tmp_path / "a.ckpt"
     trainer.save_checkpoint(path)
-    schema, before = model.schema, model.forecast(a)
+    schema, before = model.fitted, model.forecast(a)
     fitted = copy.deepcopy(schema)
     # The training span's statistics by pandas: what every reading for this model scales by.
     train = a.loc[a["timestamp"] < pd.Timestamp(dm_a.split_times["val"]), "value"]
@@ -395,7 +396,7 @@ def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted
     [result] = _trainer(tmp_path).test(model, dm_b, verbose=False)
     _trainer(tmp_path).validate(model, dm_b, verbose=False)
     predicted = _trainer(tmp_path).predict(model, dm_b)
-    assert model.schema is schema and model.schema == fitted
+    assert model.fitted is schema and model.fitted == fitted
     pd.testing.assert_frame_equal(model.forecast(a), before)
     # test/mae by hand: B's raw values scaled with A's statistics, the model, unscaled.
     raw = b.set_index("timestamp")["value"]
@@ -423,7 +424,7 @@ def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted
     fresh = Forecaster(instance_norm=False, **TINY)
     [again] = _trainer(tmp_path).test(fresh, TimeSeriesDataModule(b, **lengths), ckpt_path=path,
                                       verbose=False)
-    assert fresh.schema == fitted
+    assert fresh.fitted == fitted
     assert again["test/mae"] == pytest.approx(result["test/mae"], rel=1e-5)
 
 
@@ -437,16 +438,16 @@ def test_the_data_reads_with_the_fitted_state_it_is_handed_never_the_model_s_own
     lengths = {"context_length": 24, "horizon": 6, "stride": 6}
     dm_a, dm_b = TimeSeriesDataModule(a, **lengths), TimeSeriesDataModule(b, **lengths)
     model = Forecaster(**TINY)
-    model.schema = dm_a.schema
-    own = dm_b.schema.loc
+    model.fitted = dm_a.fitted
+    own = dm_b.fitted.loc
     dm_b.trainer = SimpleNamespace(lightning_module=model, datamodule=dm_b)
-    assert dm_b.schema.loc == own != dm_a.schema.loc
-    dm_b.use_fitted(model.schema)
-    assert dm_b.schema.loc == dm_a.schema.loc and dm_b.schema.series_keys == [()]
-    dm_b.use_fitted(None)
-    assert dm_b.schema.loc == own
-    with pytest.raises(TypeError, match=r"^schema must be a SeriesSchema or None, got dict"):
-        dm_b.use_fitted(model.schema.to_dict())
+    assert dm_b.fitted.loc == own != dm_a.fitted.loc
+    dm_b.read_with(model.fitted)
+    assert dm_b.fitted.loc == dm_a.fitted.loc and dm_b.fitted.series_keys == ((),)
+    dm_b.read_with(None)
+    assert dm_b.fitted.loc == own
+    with pytest.raises(TypeError, match=r"^fitted must be a Fitted or None, got dict"):
+        dm_b.read_with(model.fitted.to_dict())
 
 
 def _panel(names: list[str], level: dict[str, float]) -> pd.DataFrame:
@@ -466,13 +467,13 @@ def test_a_series_new_to_the_model_is_scaled_by_its_own_training_span(tmp_path):
     b = _panel(["y", "z"], {"y": 500.0, "z": -40.0})
     dm_b = TimeSeriesDataModule(b, **lengths)
     _trainer(tmp_path).test(model, dm_b, verbose=False)
-    assert model.schema.series_keys == [("x",), ("y",)]
-    assert dm_b.schema.series_keys == [("x",), ("y",), ("z",)]
-    assert dm_b.schema.loc[:2] == model.schema.loc  # known series: the model's scaling
+    assert model.fitted.series_keys == (("x",), ("y",))
+    assert dm_b.fitted.series_keys == (("x",), ("y",), ("z",))
+    assert dm_b.fitted.loc[:2] == model.fitted.loc  # known series: the model's scaling
     z = b[b["id"] == "z"]
     train = z.loc[z["timestamp"] < pd.Timestamp(dm_b.split_times["val"]), "value"]
-    assert dm_b.schema.loc[2][0] == pytest.approx(train.mean())
-    assert dm_b.schema.scale[2][0] == pytest.approx(train.std(ddof=0))
+    assert dm_b.fitted.loc[2][0] == pytest.approx(train.mean())
+    assert dm_b.fitted.scale[2][0] == pytest.approx(train.std(ddof=0))
     per_series = model.test_per_series
     assert per_series["id"].tolist() == ["x", "y", "z"]
     assert per_series["windows"].tolist()[0] == 0 and min(per_series["windows"][1:]) > 0
@@ -480,7 +481,7 @@ def test_a_series_new_to_the_model_is_scaled_by_its_own_training_span(tmp_path):
 
 def test_other_data_that_the_model_s_fitted_state_cannot_read_is_refused(tmp_path, datamodule):
     model = Forecaster(**TINY)
-    model.schema = datamodule.schema
+    model.fitted = datamodule.fitted
     frame = synthetic_series(200, columns=2)
     two = TimeSeriesDataModule(frame, target_columns=["value", "value2"], context_length=24,
                                horizon=6)

@@ -9,13 +9,8 @@ import pandas as pd
 import pytest
 import torch
 from posenc.tasks import TimeSeriesDataModule
-from posenc.tasks.forecasting.panel import SeriesSchema, read_panel
-from posenc.tasks.forecasting.windows import (
-    collate_windows,
-    count_windows,
-    duration_windows,
-    time_origins,
-)
+from posenc.tasks.forecasting.data import Columns, collate_windows, read_panel
+from posenc.tasks.forecasting.windows import count_windows, duration_windows, time_origins
 
 HOUR = 3600 * 10**9
 
@@ -110,9 +105,9 @@ def test_windows_never_cross_series_and_never_leak_across_the_split(ragged, kwar
 
 
 def test_duration_windows_equal_a_brute_force_construction(ragged):
-    schema = SeriesSchema(timestamp_column="timestamp", target_columns=["value"],
-                          series_columns=["id"])
-    panel = read_panel(ragged, schema)
+    columns = Columns(timestamp_column="timestamp", target_columns=["value"],
+                      series_columns=["id"])
+    panel = read_panel(ragged, columns)
     lo, hi = pd.Timestamp("2021-01-01 10:00").value, pd.Timestamp("2021-01-03 00:00").value
     ctx, hor, stride = 5 * HOUR, 3 * HOUR, 2 * HOUR
     index = duration_windows(panel.starts, panel.utc, lo, hi, ctx, hor, stride)
@@ -249,8 +244,8 @@ def test_padding_repeats_edge_times_with_zero_unobserved_values():
 def test_covariates_and_static_attributes_land_in_their_keys_scaled_per_series(rich):
     dm = rich_module(rich)
     batch = whole(dm.datasets["train"])
-    schema = dm.schema
-    assert schema.channels == ["value", "temp", "flag"]
+    schema = dm.fitted
+    assert schema.columns.channels == ["value", "temp", "flag"]
     loc, scale = np.asarray(schema.loc), np.asarray(schema.scale)
     t_val = pd.Timestamp("2021-01-02 12:00")
     for s, key in enumerate("abc"):
@@ -277,7 +272,7 @@ def test_covariates_and_static_attributes_land_in_their_keys_scaled_per_series(r
                 assert (got[~seen] == 0).all()
     assert "target_past" not in batch
     # Categories sorted, code 0 kept for unknown; numbers standardized across series.
-    assert schema.static_categories == {"region": ["north", "south"]}
+    assert schema.static_categories == {"region": ("north", "south")}
     assert dm.static_cardinalities == [3] and dm.num_static_real == 1
     assert batch["static_cat"][:, 0].tolist() == [[1, 2, 1][s] for s in series]
     sizes = np.array([1.0, 2.0, 6.0])
@@ -365,9 +360,9 @@ def test_ambiguous_infer_localizes_each_series_of_a_panel_on_its_own():
     frame = pd.concat([pd.DataFrame({"id": k, "timestamp": wall, "value": np.arange(6.0) + o})
                        for k, o in (("x", 0), ("y", 100))], ignore_index=True)
     frame = frame.sort_values("timestamp", kind="stable").reset_index(drop=True)
-    schema = SeriesSchema(timestamp_column="timestamp", target_columns=["value"],
-                          series_columns=["id"], tz="Europe/Paris", ambiguous="infer")
-    panel = read_panel(frame, schema)
+    columns = Columns(timestamp_column="timestamp", target_columns=["value"],
+                      series_columns=["id"], tz="Europe/Paris", ambiguous="infer")
+    panel = read_panel(frame, columns)
     expected = pd.DatetimeIndex(["2021-10-30 22:00", "2021-10-30 23:00", "2021-10-31 00:00",
                                  "2021-10-31 01:00", "2021-10-31 02:00", "2021-10-31 03:00"])
     for s in range(2):

@@ -65,7 +65,7 @@ def test_forecast_is_one_row_per_series_and_time_in_the_data_zone(trained):
 def test_a_weights_only_checkpoint_forecasts_the_same_numbers(trained):
     model, path, frame, _ = trained
     loaded = Forecaster.load_from_checkpoint(path, weights_only=True)
-    assert loaded.schema == model.schema
+    assert loaded.fitted == model.fitted
     pd.testing.assert_frame_equal(loaded.forecast(frame, 5), model.forecast(frame, 5))
 
 
@@ -96,12 +96,12 @@ def test_a_new_series_is_scaled_by_its_own_history_and_gets_unknown_categories(t
     new["load"] = new["load"] * 4.0 + 1000.0
     new["kind"] = "factory"                               # not seen in training
     history = pd.concat([frame, new], ignore_index=True)
-    dataset = request_dataset(model.schema, history, 3)
-    assert dataset.schema.series_keys == [("a",), ("b",), ("c",)]
-    assert model.schema.series_keys == [("a",), ("b",)]  # the model's schema is untouched
-    assert dataset.schema.loc[2][0] == pytest.approx(new["load"].mean())
-    assert dataset.schema.scale[2][0] == pytest.approx(new["load"].std(ddof=0))
-    assert dataset.schema.loc[:2] == model.schema.loc
+    dataset = request_dataset(model.fitted, history, 3)
+    assert dataset.fitted.series_keys == (("a",), ("b",), ("c",))
+    assert model.fitted.series_keys == (("a",), ("b",))  # the model's state is untouched
+    assert dataset.fitted.loc[2][0] == pytest.approx(new["load"].mean())
+    assert dataset.fitted.scale[2][0] == pytest.approx(new["load"].std(ddof=0))
+    assert dataset.fitted.loc[:2] == model.fitted.loc
     batch = dataset.__getitems__(list(range(len(dataset))))
     assert batch["series"].tolist() == [0, 1, 2]
     assert batch["static_cat"][:, 0].tolist() == [1, 2, 0]  # house, shop; 0 = unknown
@@ -123,7 +123,7 @@ def test_daily_steps_keep_the_wall_clock_time_across_dst(tmp_path):
                               context_length=14, horizon=3)
     dm.setup("fit")
     model = Forecaster(**TINY).eval()
-    model.schema = dm.schema
+    model.fitted = dm.fitted
     out = model.forecast(frame)                           # 26 March + 3 days: DST on the 28th
     assert out["ts"].tolist() == [pd.Timestamp(f"2021-03-{d} 09:00", tz=ZONE)
                                   for d in (27, 28, 29)]
@@ -142,7 +142,7 @@ def test_a_model_with_future_covariates_needs_a_future_table(tmp_path):
     frame, dm = _holiday_panel()
     dm.setup("fit")
     model = Forecaster(num_future_covariates=1, **TINY).eval()
-    model.schema = dm.schema
+    model.fitted = dm.fitted
     with pytest.raises(ValueError, match=r"future covariates \['holiday'\]: give the times to "
                                          r"predict as a DataFrame"):
         model.forecast(frame)
@@ -180,8 +180,8 @@ def test_without_a_sampling_step_the_times_to_predict_are_asked_for_by_their_arg
                               series_column="site", context_length=12, horizon=4)
     dm.setup("predict")
     model = Forecaster(**TINY).eval()
-    model.schema = dataclasses.replace(dm.schema, step_ns=0)
-    dm.use_fitted(model.schema)  # what the model's setup hands the data
+    model.fitted = dataclasses.replace(dm.fitted, step_ns=0)
+    dm.read_with(model.fitted)  # what the model's setup hands the data
     with pytest.raises(ValueError, match=r"no sampling step .*give the times to predict as a "
                                          r"CSV/Parquet file .*--data.future_data"):
         dm.predict_dataloader()
@@ -244,7 +244,7 @@ def test_future_steps_follow_the_calendar_rhythm_of_the_history(freq, tz, expect
                               context_length=12, horizon=3)
     dm.setup("fit")
     model = Forecaster(**TINY).eval()
-    model.schema = dm.schema
+    model.fitted = dm.fitted
     got = model.forecast(frame)["ts"]
     want = pd.DatetimeIndex(expected)
     assert got.tolist() == (want.tz_localize(tz) if tz else want).tolist()
@@ -257,7 +257,7 @@ def _future(stamps: pd.DatetimeIndex, tz: str | None, steps: int) -> list[pd.Tim
                               context_length=12, horizon=3)
     dm.setup("fit")
     model = Forecaster(**TINY).eval()
-    model.schema = dm.schema
+    model.fitted = dm.fitted
     return model.forecast(frame, steps)["ts"].tolist()
 
 
@@ -325,10 +325,10 @@ def test_multi_column_series_ids_are_sorted_keys_and_survive_a_checkpoint(tmp_pa
     dm.setup("fit")
     assert dm.series_keys == [("CA", 1), ("NY", 1), ("NY", 2)]
     model = Forecaster(**TINY).eval()
-    model.schema = dm.schema
+    model.fitted = dm.fitted
     path = tmp_path / "schema.pt"
-    torch.save(dm.schema.to_dict(), path)
-    assert type(dm.schema).from_dict(torch.load(path, weights_only=True)) == dm.schema
+    torch.save(dm.fitted.to_dict(), path)
+    assert type(dm.fitted).from_dict(torch.load(path, weights_only=True)) == dm.fitted
     # store read back as floats (a CSV with a gap) still names the trained series
     out = model.forecast(frame.assign(store=frame["store"].astype(float)), 1)
     assert list(zip(out["state"], out["store"], strict=True)) == dm.series_keys

@@ -14,6 +14,7 @@ import pytest
 import torch
 from lightning.pytorch import LightningModule, Trainer
 from posenc.tasks.forecasting import output
+from posenc.tasks.forecasting.data import Columns, Fitted
 from posenc.tasks.forecasting.output import (
     ORIGIN_COLUMN,
     ForecastWriter,
@@ -21,7 +22,6 @@ from posenc.tasks.forecasting.output import (
     quantile_column,
     quantile_columns,
 )
-from posenc.tasks.forecasting.panel import SeriesSchema
 from torch.utils.data import DataLoader
 
 HOUR = 3_600_000_000_000
@@ -29,11 +29,10 @@ HOUR = 3_600_000_000_000
 T0 = pd.Timestamp("2024-11-03 05:00", tz="UTC").value
 
 
-def _schema(**kw) -> SeriesSchema:
+def _schema(**kw) -> Fitted:
     args = dict(timestamp_column="when", target_columns=["load", "temp"],
-                series_columns=["state", "site"], tz="America/New_York",
-                series_keys=[("CA", 1), ("CA", 2), ("NY", 1)])
-    return SeriesSchema(**{**args, **kw})
+                series_columns=["state", "site"], tz="America/New_York")
+    return Fitted(Columns(**{**args, **kw}), series_keys=(("CA", 1), ("CA", 2), ("NY", 1)))
 
 
 def _output(series, origin=None, nh=3, valid=None, levels=3, start=T0):
@@ -74,7 +73,7 @@ def test_frame_values_zone_dst_and_padding_dropped():
 
 
 def test_frame_single_series_naive_points_only():
-    schema = SeriesSchema(timestamp_column="ts", target_columns=["y"], tz=None, aware=False)
+    schema = Fitted(Columns(timestamp_column="ts", target_columns=["y"], tz=None), aware=False)
     out = _output([0, 0])
     out["prediction"] = out["prediction"][..., :1]
     out["time"][1] += 3 * HOUR  # the second window follows the first
@@ -119,7 +118,7 @@ def test_frame_empty_outputs_keep_the_columns():
     (lambda o: o.pop("valid"), ValueError, r"outputs\[0\] has no \['valid'\]"),
     (lambda o: o.pop("quantiles"), ValueError, "quantile_levels are given"),
     (lambda o: o.update(series=torch.tensor([3])), ValueError,
-     r"holds 3, but the schema has 3 series \(indexes 0..2\)"),
+     r"holds 3, but the model has 3 series \(indexes 0..2\)"),
     (lambda o: o.update(series=torch.tensor([-1])), ValueError, "holds -1"),
     (lambda o: o.update(time=o["time"].double()), TypeError,
      r"\['time'\] holds float64 values, expected int64"),
@@ -148,7 +147,7 @@ def test_frame_bad_arguments():
         forecast_frame([_output([0], origin=T0), _output([0])], _schema(), None)
     with pytest.raises(ValueError, match=r"increasing levels in \(0, 1\).*\[0.9, 0.1\]"):
         forecast_frame([_output([0], levels=2)], _schema(), [0.9, 0.1])
-    with pytest.raises(TypeError, match="schema must be a SeriesSchema"):
+    with pytest.raises(TypeError, match="fitted must be a Fitted state"):
         forecast_frame([], {"timestamp_column": "when"}, None)
     # A target named like another target's quantile column would be overwritten.
     schema = _schema(target_columns=["load", "load_q0.5"])
@@ -173,7 +172,7 @@ class FakeForecaster(LightningModule):
 
     def __init__(self, schema, levels=(0.1, 0.5, 0.9)):
         super().__init__()
-        self.schema, self.quantile_levels = schema, list(levels) if levels else None
+        self.fitted, self.quantile_levels = schema, list(levels) if levels else None
         self.layer = torch.nn.Linear(1, 1)
 
     def predict_step(self, batch, batch_idx=0, dataloader_idx=0):
@@ -203,7 +202,7 @@ def test_writer_round_trip(tmp_path, name):
         read = pd.read_csv(path)
         assert read["when"].iloc[0] == "2024-11-03 01:00:00-04:00"  # offset kept in the text
         for column in ("when", ORIGIN_COLUMN):
-            read[column] = pd.to_datetime(read[column], utc=True).dt.tz_convert(schema.tz)
+            read[column] = pd.to_datetime(read[column], utc=True).dt.tz_convert(schema.columns.tz)
         expected[["load", "temp"]] = expected[["load", "temp"]].astype("float64")
         read = read.astype({c: "float32" for c in read.columns if "_q" in c})
     else:
@@ -218,8 +217,8 @@ def test_writer_bad_path_and_missing_schema(tmp_path):
         ForecastWriter("out.txt")
     with pytest.raises(TypeError, match="ForecastWriter path must be a file path"):
         ForecastWriter(3)
-    with pytest.raises(ValueError, match="needs pl_module.schema, a SeriesSchema; "
-                                         "FakeForecaster.schema is NoneType"):
+    with pytest.raises(ValueError, match="needs pl_module.fitted, a Fitted state; "
+                                         "FakeForecaster.fitted is NoneType"):
         _predict(FakeForecaster(None), tmp_path, tmp_path / "f.csv")
     assert not (tmp_path / "f.csv").exists()
 

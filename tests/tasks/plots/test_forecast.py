@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from posenc.tasks import plots
+from posenc.tasks.forecasting.data import Columns, Fitted
 from posenc.tasks.forecasting.output import forecast_frame, write_forecasts
-from posenc.tasks.forecasting.panel import SeriesSchema
 from posenc.tasks.plots import forecast as plots_forecast
 
 HOUR = 3_600_000_000_000
@@ -25,8 +25,8 @@ def _history() -> pd.DataFrame:
 
 def _forecasts(origins=(29,)) -> pd.DataFrame:
     """Forecasts of steps origin+1..origin+6 of each series: truth - 0.5, band +-2."""
-    schema = SeriesSchema(timestamp_column="ts", target_columns=["load"],
-                          series_columns=["site"], tz=ZONE, series_keys=[("a",), ("b",)])
+    schema = Fitted(Columns(timestamp_column="ts", target_columns=["load"],
+                            series_columns=["site"], tz=ZONE), series_keys=(("a",), ("b",)))
     utc = pd.date_range(START, periods=40, freq="h").as_unit("ns").asi8
     outputs = []
     for origin in origins:
@@ -159,7 +159,7 @@ def test_plot_errors_name_what_is_missing(tmp_path):
 
 
 def test_plot_single_naive_series(tmp_path, figures):
-    schema = SeriesSchema(timestamp_column="t", target_columns=["y"])
+    schema = Fitted(Columns(timestamp_column="t", target_columns=["y"]))
     stamps = pd.date_range("2021-01-01", periods=30, freq="h")
     out = {"series": np.array([0]), "time": stamps.as_unit("ns").asi8[None, 24:],
            "valid": np.ones((1, 6), bool), "prediction": np.ones((1, 6, 1), np.float32)}
