@@ -95,6 +95,12 @@ class AttachReport:
         return f"attach from {self.source}: " + ", ".join(parts)
 
 
+def _name_list(names: Sequence[str], show: int = 6) -> str:
+    """The first ``show`` of ``names``, and how many more."""
+    more = f" and {len(names) - show} more" if len(names) > show else ""
+    return f"{list(names[:show])}{more}"
+
+
 def _shape_list(names: Sequence[str], first: dict, second: dict, show: int = 6) -> str:
     """``name (shape) vs (shape)`` of the first ``show`` names, and how many more."""
     listed = ", ".join(f"{n} {tuple(first[n].shape)} vs {tuple(second[n].shape)}"
@@ -137,7 +143,8 @@ def _load_timm_file(model: VisionTransformer, path: str | os.PathLike) -> tuple[
     unexpected = sorted(set(state) - set(own))
     if unexpected:
         raise ValueError(f"{where} holds tensors this {type(model).__name__} does not have: "
-                         f"{unexpected} (another architecture, or not a timm ViT state dict)")
+                         f"{_name_list(unexpected)} (another architecture, or not a timm ViT "
+                         f"state dict)")
     mismatched = sorted(k for k in state if state[k].shape != own[k].shape)
     if set(mismatched) - head:
         bad = [k for k in mismatched if k not in head]
@@ -148,7 +155,8 @@ def _load_timm_file(model: VisionTransformer, path: str | os.PathLike) -> tuple[
         del state[name]
     missing = set(own) - set(state)
     if missing - head:
-        raise ValueError(f"{where} lacks tensors of the model: {sorted(missing - head)}")
+        raise ValueError(f"{where} lacks tensors of the model: "
+                         f"{_name_list(sorted(missing - head))}")
     model.load_state_dict(state, strict=False)
     if dropped:
         _logger.warning("%s: the head does not fit the model (file vs model: %s); it is left "

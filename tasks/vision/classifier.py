@@ -24,13 +24,13 @@ checkpoint that sets them is refused (:func:`posenc.tasks.config.check_no_weight
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 from contextvars import ContextVar
 from typing import Any
 
 import torch.nn.functional as F
 from lightning.pytorch import LightningModule
+from lightning.pytorch.utilities import rank_zero_info
 from posenc.core.validation import (
     check_bool,
     check_choice,
@@ -53,8 +53,6 @@ from ..optim import (
 )
 
 __all__ = ["ImageClassifier", "build_vit"]
-
-_logger = logging.getLogger(__name__)
 
 # True while ImageClassifier.load_from_checkpoint builds the model from a checkpoint's
 # hyperparameters, which may not name a weight source.
@@ -290,7 +288,7 @@ class ImageClassifier(LightningModule):
             pretrained=pretrained, pretrained_cfg_overlay=pretrained_cfg_overlay,
             checkpoint_path=checkpoint_path)
         if pretrained or checkpoint_path is not None:
-            _logger.info("ImageClassifier: %s", self.model.attach_report)
+            rank_zero_info(f"ImageClassifier: {self.model.attach_report}")  # in the run's log
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         # One accuracy and one mean loss per (stage, image size), created on first use: the
         # sizes are whatever the data module's evaluation loaders deliver.

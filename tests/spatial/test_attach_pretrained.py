@@ -178,3 +178,14 @@ def test_every_name_loads_from_a_file(tmp_path):
         report = model.attach_report
         assert set(report.new) == (set() if name == "learned" else _state_names(name)), name
         model(torch.randn(1, 3, 48, 40))  # runs at another size
+
+
+def test_a_lightning_checkpoint_is_not_a_timm_file_and_the_names_are_few(tmp_path):
+    """An ImageClassifier checkpoint's weights sit under ``model.``: refused, six names shown."""
+    model = make_vit()
+    path = tmp_path / "lightning.ckpt"
+    torch.save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}}, path)
+    count = len(model.state_dict())
+    with pytest.raises(ValueError, match=rf"does not have: \['model\.blocks\.0\.[^]]*\] and "
+                                         rf"{count - 6} more \(another architecture"):
+        attach(make_vit(dynamic_img_size=True), "rope_mixed", checkpoint_path=path)
