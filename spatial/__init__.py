@@ -13,7 +13,9 @@ Coordinates are per-token ``(row, col)`` patch positions, ``(N, 2)`` or ``(B, N,
 :data:`ENCODINGS` is the one registry of names (:class:`SpatialEncodingSpec`: class, kind,
 arguments inferred from a model, one module per block or shared), :func:`encoding_from_name`
 builds any of them by name and :func:`attach` plugs one into a timm ``VisionTransformer``,
-which then runs at any image size divisible by its patch size.
+which then runs at any image size divisible by its patch size (optionally loading a timm weights
+file first, with an :class:`AttachReport` of the new and dropped tensors; :func:`timm_state_dict`
+writes a ``"learned"`` model back under timm's names).
 
 Video and image sequences: ``(t, row, col)`` coordinates (:func:`video_coords`; ``t`` a frame
 index or a real time), :class:`MRoPE` (Qwen2-VL / Qwen3-VL sections), :class:`RoPE3D` (axial,
@@ -33,10 +35,11 @@ from .coords import patch_coords, video_coords
 from .factory import ENCODINGS, SpatialEncodingSpec, encoding_from_name
 from .liere import LieRE
 from .rope import MRoPE, RoPE2D, RoPE3D
-from .vit import VIDEO_ENCODINGS, VideoVisionTransformer, attach
+from .vit import VIDEO_ENCODINGS, AttachReport, VideoVisionTransformer, attach, timm_state_dict
 
 __all__ = [
     "ALiBi2D",
+    "AttachReport",
     "ContinuousBias2D",
     "ENCODINGS",
     "Factorized2D",
@@ -54,5 +57,6 @@ __all__ = [
     "attach",
     "encoding_from_name",
     "patch_coords",
+    "timm_state_dict",
     "video_coords",
 ]

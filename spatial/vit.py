@@ -21,6 +21,13 @@ attention classes, shared with :class:`posenc.spatial.VideoVisionTransformer`.
 ``RotaryEmbeddingCat(ref_feat_shape=...)``): the patch indices of every grid are rescaled to the
 reference grid, ``coord * ref / grid`` per axis, before any encoding sees them.
 
+``attach(..., checkpoint_path=path)`` first loads a timm weights file into the model (timm's own
+reader and ``checkpoint_filter_fn``, so a ``pos_embed`` of another grid is resampled by
+``resample_abs_pos_embed``), and every attach leaves ``model.attach_report``
+(:class:`AttachReport`): exactly which tensors are new (the encoding's) and which were dropped
+(the ``pos_embed`` an encoding replaces). :func:`timm_state_dict` goes the other way for a model
+trained with ``"learned"``: a state dict that timm's ``VisionTransformer`` loads strictly.
+
 The shared path by which :func:`posenc.spatial.attach` (images) and
 :class:`posenc.spatial.VideoVisionTransformer` (clips) run a timm ``VisionTransformer``'s blocks
 with posenc positions: :class:`GridAttention`, the blocks :class:`GridBlock` and
@@ -82,7 +89,10 @@ reporting only ``pos_embed``), image size checks follow the clip's frame size.
 from __future__ import annotations
 
 import inspect
+import logging
+import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -113,7 +123,9 @@ __all__ = [
     "GridResPostBlock",
     "GridVisionTransformer",
     "patch_grid",
+    "AttachReport",
     "attach",
+    "timm_state_dict",
     "VIDEO_ENCODINGS",
     "VideoVisionTransformer",
 ]
@@ -478,6 +490,120 @@ class GridVisionTransformer(VisionTransformer):
         return self.norm(x), intermediates
 
 
+_logger = logging.getLogger(__name__)
+
+#: Where attach's "learned" keeps a timm ``pos_embed`` (see :func:`_learned_from_model`).
+LEARNED_TABLE = "patch_embed.pos_encoding.weight"
+
+
+@dataclass(frozen=True)
+class AttachReport:
+    """What :func:`attach` did to a model's tensors (``state_dict`` names), relative to its
+    source: the weights file of ``checkpoint_path``, else the model as it was given (e.g. built
+    by ``timm.create_model(..., pretrained=True)``).
+
+    Attributes:
+        source: the file's path, or ``"model"``.
+        new: tensors of the attached model that hold nothing of the source: the encoding's
+            parameters and buffers, and a classifier head whose shape the file does not match
+            (or that it lacks), left as initialized.
+        dropped: tensors of the source that the attached model does not hold: the
+            ``pos_embed`` an encoding replaces, a file's head of another ``num_classes``.
+        moved: source name -> attached name, for a tensor kept under another name
+            (``"learned"`` keeps ``pos_embed``'s patch entries as ``LEARNED_TABLE``).
+        changed: kept tensors whose values the attach changed: the class/register tokens into
+            which ``"learned"`` folds ``pos_embed``'s prefix entries (same function).
+        resampled: file name -> ``(file shape, loaded shape)`` for tensors timm's
+            ``checkpoint_filter_fn`` resampled to the model (``pos_embed`` to another grid by
+            ``resample_abs_pos_embed``, a patch embedding to another patch size).
+
+    Every other tensor of the attached model holds the source's values unchanged.
+    """
+
+    source: str
+    new: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    moved: dict[str, str] = field(default_factory=dict)
+    changed: tuple[str, ...] = ()
+    resampled: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        parts = [f"new {list(self.new)}", f"dropped {list(self.dropped)}"]
+        parts += [f"moved {self.moved}"] if self.moved else []
+        parts += [f"changed {list(self.changed)}"] if self.changed else []
+        parts += [f"resampled {self.resampled}"] if self.resampled else []
+        return f"attach from {self.source}: " + ", ".join(parts)
+
+
+def _name_list(names: Sequence[str], show: int = 6) -> str:
+    """The first ``show`` of ``names``, and how many more."""
+    more = f" and {len(names) - show} more" if len(names) > show else ""
+    return f"{list(names[:show])}{more}"
+
+
+def _shape_list(names: Sequence[str], first: dict, second: dict, show: int = 6) -> str:
+    """``name (shape) vs (shape)`` of the first ``show`` names, and how many more."""
+    listed = ", ".join(f"{n} {tuple(first[n].shape)} vs {tuple(second[n].shape)}"
+                       for n in names[:show])
+    return listed + (f" and {len(names) - show} more" if len(names) > show else "")
+
+
+def _load_timm_file(model: VisionTransformer, path: str | os.PathLike) -> tuple[
+        set[str], set[str], dict[str, tuple[tuple[int, ...], tuple[int, ...]]]]:
+    """Load the timm weights file ``path`` into ``model`` (before its encoding is replaced).
+
+    Read by ``timm.models.load_state_dict`` (``weights_only=True``; safetensors too; a
+    ``state_dict``/``model``/EMA entry of a training checkpoint) and mapped onto the model by
+    timm's ``checkpoint_filter_fn`` (resampling ``pos_embed`` to the model's grid). The file must
+    hold every tensor of the model with its shape, except the classifier head (``head.*``), which
+    a fine-tune to other classes re-initializes; anything else is a ValueError listing the names.
+
+    Returns ``(head tensors not loaded, file head tensors dropped, resampled)``.
+    """
+    from timm.models import load_state_dict
+    from timm.models.vision_transformer import checkpoint_filter_fn
+
+    where = f"checkpoint_path={os.fspath(path)!r}"
+    if not os.path.isfile(path):
+        raise ValueError(f"{where} is not a file (a timm state dict: torch.save(model."
+                         f"state_dict(), path), or .safetensors)")
+    try:
+        raw = load_state_dict(os.fspath(path), weights_only=True)
+    except Exception as err:  # UnpicklingError, EOFError, safetensors' errors, ...
+        raise ValueError(f"{where} is not a readable timm state dict "
+                         f"({type(err).__name__}: {err})") from err
+    if not isinstance(raw, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in raw.items()):
+        raise ValueError(f"{where} does not hold a state dict (names -> tensors)")
+    state = checkpoint_filter_fn(raw, model)
+    resampled = {k: (tuple(raw[k].shape), tuple(v.shape)) for k, v in state.items()
+                 if k in raw and raw[k].shape != v.shape}
+    own = model.state_dict()
+    head = {n for n in own if n.split(".")[0] == "head"}
+    unexpected = sorted(set(state) - set(own))
+    if unexpected:
+        raise ValueError(f"{where} holds tensors this {type(model).__name__} does not have: "
+                         f"{_name_list(unexpected)} (another architecture, or not a timm ViT "
+                         f"state dict)")
+    mismatched = sorted(k for k in state if state[k].shape != own[k].shape)
+    if set(mismatched) - head:
+        bad = [k for k in mismatched if k not in head]
+        raise ValueError(f"{where} does not fit the model's sizes (file vs model): "
+                         f"{_shape_list(bad, state, own)}")
+    dropped = set(mismatched)
+    for name in dropped:
+        del state[name]
+    missing = set(own) - set(state)
+    if missing - head:
+        raise ValueError(f"{where} lacks tensors of the model: "
+                         f"{_name_list(sorted(missing - head))}")
+    model.load_state_dict(state, strict=False)
+    if dropped:
+        _logger.warning("%s: the head does not fit the model (file vs model: %s); it is left "
+                        "as initialized", where, _shape_list(sorted(dropped), raw, own))
+    return missing, dropped, resampled
+
+
 def _from_name(model: VisionTransformer, name: str, kwargs: dict,
                ref_grid_size: tuple[int, int] | None) -> list[nn.Module] | nn.Module:
     """Encodings for ``name`` with sizes inferred from ``model`` (``kwargs`` override), one
@@ -562,7 +688,7 @@ def _move(module: nn.Module, like: nn.Module) -> nn.Module:
 
 
 def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | None,
-           **kwargs: Any) -> nn.Module:
+           *, checkpoint_path: str | os.PathLike | None = None, **kwargs: Any) -> nn.Module:
     """Give a timm ViT a posenc 2D position encoding; returns the same (modified) model.
 
     Args:
@@ -585,6 +711,13 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
             encoding (or None) is a ValueError naming it. For ``"cpb"`` it is the constructor's
             ``ref_grid_size`` (SwinV2's pretraining window; the model's grid by default) and no
             coordinate is rescaled. None (default): patch indices as they are.
+        checkpoint_path: a timm weights file of this architecture (``torch.save(vit.state_dict(),
+            path)``, a timm training checkpoint, ``.safetensors``) loaded into ``model`` before
+            the encoding replaces its ``pos_embed`` (see :func:`_load_timm_file`: a ``pos_embed``
+            of another grid is resampled, a head of another ``num_classes`` re-initialized, any
+            other mismatch is a ValueError). It reads a file: pass it from trusted code or a
+            trusted config only. A refused encoding then leaves the model with the file's
+            weights.
 
     The model's own position encoding is replaced: ``"learned"`` starts from the model's
     ``pos_embed`` (same outputs at the training size; resampled like timm's
@@ -594,7 +727,10 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
     :class:`GridVisionTransformer`) runs at any image size divisible by the patch size (a
     ValueError otherwise; any size with ``dynamic_img_pad``), square or not, with gradient
     checkpointing and patch dropout. Load checkpoints before attaching "learned" (it folds
-    ``pos_embed`` into the prefix tokens).
+    ``pos_embed`` into the prefix tokens), or pass ``checkpoint_path``.
+
+    ``model.attach_report`` is an :class:`AttachReport` (also logged at INFO): the tensors that
+    are new and those dropped, relative to the file or to the model as given.
     """
     if isinstance(encoding, (list, tuple)) and not encoding:
         raise ValueError("encoding must not be an empty sequence")
@@ -603,6 +739,15 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
     if ref_grid_size is not None:
         ref_grid_size = check_grid_size(ref_grid_size, "ref_grid_size")
     model = check_vit(model, "model")
+    source, fresh, file_dropped, resampled = "model", set(), set(), {}
+    if checkpoint_path is not None:
+        if isinstance(encoding, str):
+            encoding_spec(encoding)  # an unknown name is refused before the file is read
+        source = os.fspath(checkpoint_path)
+        fresh, file_dropped, resampled = _load_timm_file(model, checkpoint_path)
+    before = set(model.state_dict())
+    keeps_pos_embed = (isinstance(encoding, str) and encoding_spec(encoding).cls is Learned2D
+                       and model.pos_embed is not None)
     if isinstance(encoding, str):
         built = _from_name(model, encoding, kwargs, ref_grid_size)
     elif kwargs:
@@ -643,7 +788,58 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
     model.coord_normalize = normalize
     model.ref_grid_size = ref_grid_size
     model.__class__ = GridVisionTransformer
+    model.attach_report = _report(model, source, before, keeps_pos_embed, fresh, file_dropped,
+                                  resampled)
+    _logger.info("%s", model.attach_report)
     return model
+
+
+def _report(model: GridVisionTransformer, source: str, before: set[str], keeps_pos_embed: bool,
+            fresh: set[str], file_dropped: set[str],
+            resampled: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]) -> AttachReport:
+    """The :class:`AttachReport` of an attach: ``before`` are the state-dict names of the model
+    once the file (if any) was loaded, ``fresh``/``file_dropped`` the head tensors the file did
+    not give/could not give."""
+    after = set(model.state_dict())
+    moved = {"pos_embed": LEARNED_TABLE} if keeps_pos_embed else {}
+    changed = ()
+    if keeps_pos_embed and not model.no_embed_class:
+        changed = tuple(n for n in ("cls_token", "reg_token") if getattr(model, n) is not None)
+    new = (after - before - set(moved.values())) | fresh
+    dropped = (before - after - set(moved)) | file_dropped
+    return AttachReport(source, tuple(sorted(new)), tuple(sorted(dropped)), moved, changed,
+                        resampled)
+
+
+@torch.no_grad()
+def timm_state_dict(model: GridVisionTransformer) -> dict[str, torch.Tensor]:
+    """The state dict of a model attached with ``"learned"`` under timm's names, which
+    ``timm.create_model(<same architecture and sizes>)`` loads with ``strict=True`` and which
+    computes the same function at the model's training grid (``model.patch_embed.grid_size``).
+
+    The learned table, resampled to the training grid, becomes ``pos_embed`` ``(1, P + rows *
+    cols, dim)`` with zero prefix entries (attach folded them into the class/register tokens);
+    every other tensor is the model's own (detached, same dtype and device). For pretraining a
+    model with posenc and fine-tuning it from the file (``attach(..., checkpoint_path=...)``,
+    ``ImageClassifier(checkpoint_path=...)``). Other encodings have no timm counterpart: a
+    ValueError naming the encoding.
+    """
+    if not isinstance(model, GridVisionTransformer):
+        raise TypeError(f"model must be a ViT attached by posenc.spatial.attach, got "
+                        f"{type(model).__name__}")
+    table = model.patch_embed.pos_encoding
+    rotary_or_bias = any(getattr(getattr(b, "attn", None), name, None) is not None
+                         for b in model.blocks for name in ("rotary", "bias"))
+    if not isinstance(table, Learned2D) or rotary_or_bias:
+        found = type(table).__name__ if table is not None else "a rotary/bias or no encoding"
+        raise ValueError(f"timm_state_dict needs a model attached with 'learned' (a Learned2D "
+                         f"table is timm's pos_embed), this one has {found}")
+    state = {k: v.detach() for k, v in model.state_dict().items() if k != LEARNED_TABLE}
+    grid = tuple(model.patch_embed.grid_size)
+    patches = table.resample(grid).reshape(1, grid[0] * grid[1], table.dim)
+    prefix = 0 if model.no_embed_class else model.num_prefix_tokens
+    state["pos_embed"] = torch.cat([patches.new_zeros(1, prefix, table.dim), patches], 1)
+    return state
 
 
 _SPECS = (

@@ -28,7 +28,7 @@ from lightning.pytorch.utilities.model_registry import _is_registry
 
 # Imported so that short class names resolve in configs and checkpoints find their classes.
 from . import forecasting, vision  # noqa: F401
-from .config import import_class, read_checkpoint, register_module
+from .config import check_no_weight_sources, import_class, read_checkpoint, register_module
 from .forecasting.data import MODEL_SIZES
 
 __all__ = ["EXTRA_COMMANDS", "LINKED_SIZES", "PosencCLI", "main", "posenc_cli"]
@@ -85,7 +85,8 @@ class PosencCLI(LightningCLI):
         ``LightningModule`` (the rule of Lightning's ``load_from_checkpoint``), and it and every
         nested ``class_path`` (an encoding) must be posenc's or registered
         (:func:`posenc.tasks.config.import_class`; the classes named in the command-line config
-        are registered by :meth:`parse_arguments`)."""
+        are registered by :meth:`parse_arguments`), and the hyperparameters may not load
+        weights (:func:`posenc.tasks.config.check_no_weight_sources`)."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         # Lightning's names for checkpoints it finds itself, and remote paths, are its own.
@@ -96,6 +97,10 @@ class PosencCLI(LightningCLI):
             except ValueError as err:
                 self.parser.error(str(err))
             hparams = ckpt.get("hyper_parameters", {})
+            try:
+                check_no_weight_sources(hparams, f"--ckpt_path={ckpt_path!r}")
+            except ValueError as err:
+                self.parser.error(str(err))
             class_path = hparams.get("_class_path")
             if class_path is not None and not _is_imported_subclass(class_path,
                                                                     LightningModule):

@@ -32,6 +32,12 @@ registers the module classes it names; the hyperparameters of a ``--ckpt_path`` 
 are checked with :func:`import_class` before it reads them. ``init_args`` are passed as plain
 values: a nested ``{class_path: ...}`` dict is data to the constructor, which builds it (if at
 all) through :func:`instantiate` again.
+
+Constructor arguments that load weights (:data:`WEIGHT_SOURCES`: ``ImageClassifier``'s
+``pretrained``, ``pretrained_cfg_overlay``, ``checkpoint_path``) read a file or reach the
+network, so they come from a trusted caller only (Python, the command-line config): a model does
+not save them in its hyperparameters, and :func:`check_no_weight_sources` refuses a checkpoint
+whose hyperparameters set them (``load_from_checkpoint``, ``posenc ... --ckpt_path``).
 """
 
 from __future__ import annotations
@@ -51,9 +57,9 @@ import torch
 from posenc.core.encoding import check_float
 from torch import nn
 
-__all__ = ["check_class_path", "fill_from_defaults", "import_class", "instantiate",
-           "register_module", "plain", "make_hparams_plain", "read_checkpoint",
-           "check_split_fractions"]
+__all__ = ["WEIGHT_SOURCES", "check_no_weight_sources", "check_class_path",
+           "fill_from_defaults", "import_class", "instantiate", "register_module", "plain",
+           "make_hparams_plain", "read_checkpoint", "check_split_fractions"]
 
 # Packages whose modules a class_path may import (their imports have no side effects) and
 # whose classes it may build.
@@ -63,6 +69,23 @@ IMPORTABLE = ("posenc",)
 REGISTERED: set[type[nn.Module]] = set()
 
 REGISTER_HINT = "posenc.tasks.register_module(cls)"
+
+#: Constructor arguments that read weights from a file or the network (see the module
+#: docstring): never saved in a checkpoint, refused when a checkpoint sets them.
+WEIGHT_SOURCES = ("pretrained", "pretrained_cfg_overlay", "checkpoint_path")
+
+
+def check_no_weight_sources(hparams: Mapping[str, Any], argument: str) -> None:
+    """Raise a ``ValueError`` naming ``argument`` when ``hparams`` (a checkpoint's) set any of
+    :data:`WEIGHT_SOURCES` to something other than None/False: a checkpoint must not make the
+    model read a file or reach the network."""
+    named = sorted(k for k in WEIGHT_SOURCES if hparams.get(k) not in (None, False))
+    if named:
+        raise ValueError(
+            f"{argument}: the checkpoint's hyperparameters set {named}, which load weights from "
+            f"a file or the network; a checkpoint is untrusted and may not name them (models do "
+            f"not save them: they come from Python or the config given on the command line; the "
+            f"checkpoint's own weights are loaded anyway)")
 
 
 def register_module(cls: type[nn.Module]) -> type[nn.Module]:

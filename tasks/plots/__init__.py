@@ -103,7 +103,7 @@ def load_checkpoint_module(path: str | Path) -> nn.Module:
     from lightning.pytorch import LightningModule
 
     from .. import cli  # noqa: F401  (imports every task module, so class paths resolve)
-    from ..config import import_class, read_checkpoint
+    from ..config import check_no_weight_sources, import_class, read_checkpoint
     from ..vision import ImageClassifier
 
     # A checkpoint is untrusted input: tensors and plain values only (posenc's hyperparameters
@@ -111,6 +111,9 @@ def load_checkpoint_module(path: str | Path) -> nn.Module:
     ckpt = read_checkpoint(path, "checkpoint")
     hparams = ckpt.get("hyper_parameters", {})
     where = f"checkpoint={str(path)!r}"
+    # LightningModule.load_from_checkpoint (below, for a CLI checkpoint) builds the model
+    # without ImageClassifier's own check.
+    check_no_weight_sources(hparams, where)
     if "_class_path" in hparams:  # the model's class: posenc's own, or registered
         try:
             import_class(hparams["_class_path"], "_class_path", LightningModule)

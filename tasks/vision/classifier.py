@@ -9,18 +9,33 @@ and parameter-free ones are shared (:func:`posenc.spatial.factory.one_module_per
 and test run at every image size the data module provides (one loader per size) and log
 ``{stage}/acc_{size}`` and ``{stage}/loss_{size}``; ``{stage}/acc`` and ``{stage}/loss`` are
 at the training size.
+
+Fine-tuning: the ViT may start from pretrained weights (``checkpoint_path``: a local timm
+weights file; ``pretrained: true``: timm's own pretrained weights of ``model_name``, e.g.
+``vit_small_patch16_224.augreg_in21k``, downloaded, or a local file by
+``pretrained_cfg_overlay: {file: ...}``), whose ``pos_embed`` the encoding replaces
+(``model.attach_report``: the tensors that are new and dropped); layer-wise learning-rate decay
+(``layer_decay``), a learning rate of its own for the encoding (``position_lr``), and training only
+the encoding and the head for the first ``freeze_steps`` steps or ``freeze_epochs`` epochs. The
+weight sources read files or reach the network: they are not saved in checkpoints, and a
+checkpoint that sets them is refused (:func:`posenc.tasks.config.check_no_weight_sources`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from contextvars import ContextVar
 from typing import Any
 
 import torch.nn.functional as F
 from lightning.pytorch import LightningModule
+from lightning.pytorch.utilities import rank_zero_info
 from posenc.core.encoding import (
     check_bool,
     check_choice,
     check_float,
+    check_int,
     check_positive_float,
     check_positive_int,
 )
@@ -28,10 +43,20 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from ..config import instantiate
-from ..optim import check_optim_args, configure_adamw_from_hparams
+from ..config import WEIGHT_SOURCES, check_no_weight_sources, instantiate
+from ..optim import (
+    check_finetune_args,
+    check_optim_args,
+    configure_adamw,
+    finetune_param_groups,
+    position_parameter_names,
+)
 
 __all__ = ["ImageClassifier", "build_vit"]
+
+# True while ImageClassifier.load_from_checkpoint builds the model from a checkpoint's
+# hyperparameters, which may not name a weight source.
+_FROM_CHECKPOINT: ContextVar[bool] = ContextVar("posenc_vit_from_checkpoint", default=False)
 
 
 def build_vit(
@@ -50,8 +75,18 @@ def build_vit(
     global_pool: str,
     drop_path_rate: float,
     model_kwargs: dict | None = None,
+    pretrained: bool = False,
+    pretrained_cfg_overlay: dict | None = None,
+    checkpoint_path: str | os.PathLike | None = None,
 ) -> nn.Module:
-    """``timm.create_model(model_name, pretrained=False, ...)`` + ``posenc.spatial.attach``."""
+    """``timm.create_model(model_name, ...)`` + ``posenc.spatial.attach``.
+
+    Weights: ``pretrained=True`` passes ``pretrained``/``pretrained_cfg_overlay`` to timm (which
+    resamples ``pos_embed`` to ``img_size`` and re-initializes a head of another
+    ``num_classes``); ``checkpoint_path`` goes to ``attach`` (a local timm weights file). The
+    returned model's ``attach_report`` names the new and dropped tensors (for timm's pretrained
+    weights relative to the model timm loaded, plus the head timm re-initialized).
+    """
     import timm
     from posenc import spatial
     from posenc.spatial.factory import encodings_for_blocks, vit_size_arguments
@@ -61,28 +96,41 @@ def build_vit(
     if embed_dim % num_heads:
         raise ValueError(f"embed_dim={embed_dim} must be divisible by num_heads={num_heads}")
     kwargs: dict[str, Any] = dict(
-        pretrained=False, num_classes=num_classes, in_chans=in_chans, img_size=img_size,
+        pretrained=pretrained, num_classes=num_classes, in_chans=in_chans, img_size=img_size,
         patch_size=patch_size, embed_dim=embed_dim, depth=depth, num_heads=num_heads,
         mlp_ratio=mlp_ratio, class_token=class_token, global_pool=global_pool,
         drop_path_rate=drop_path_rate, dynamic_img_size=True)
+    if pretrained_cfg_overlay is not None:
+        kwargs["pretrained_cfg_overlay"] = pretrained_cfg_overlay
     kwargs.update(model_kwargs or {})
     try:
         model = timm.create_model(model_name, **kwargs)
     except RuntimeError as err:  # timm: "Unknown model (...)"
         raise ValueError(f"model_name={model_name!r}: {err}") from err
-    if isinstance(encoding, str):
-        return spatial.attach(model, encoding)
-    # A class path is filled in and placed as attach places a name: the same inferred sizes,
-    # the same per-block rule.
-    defaults = vit_size_arguments(model)
-    return spatial.attach(model, encodings_for_blocks(
-        lambda: instantiate(encoding, {}, "encoding", defaults=defaults), len(model.blocks)))
+    if not isinstance(encoding, str):
+        spec = encoding
+        # A class path is filled in and placed as attach places a name: the same inferred
+        # sizes, the same per-block rule.
+        defaults = vit_size_arguments(model)
+        encoding = encodings_for_blocks(
+            lambda: instantiate(spec, {}, "encoding", defaults=defaults),
+            len(model.blocks))
+    model = spatial.attach(model, encoding, checkpoint_path=checkpoint_path)
+    if pretrained and model.pretrained_cfg.get("num_classes") != num_classes:
+        # timm's load_pretrained drops the file's head and keeps the new one's initialization
+        head = tuple(n for n in model.state_dict() if n.split(".")[0] == "head")
+        report = model.attach_report
+        model.attach_report = dataclasses.replace(
+            report, new=tuple(sorted({*report.new, *head})),
+            dropped=tuple(sorted({*report.dropped, *head})))
+    return model
 
 
 # timm VisionTransformer's pooling modes.
 GLOBAL_POOLS = ("token", "avg", "avgmax", "max", "map", "")
 # create_model keywords that load weights or configs (from the network or a file) or that
-# ImageClassifier sets itself: a config or checkpoint may not pass them in model_kwargs.
+# ImageClassifier sets itself: a config or checkpoint may not pass them in model_kwargs (the
+# weight sources are ImageClassifier's own arguments, which a checkpoint may not set).
 _RESERVED_MODEL_KWARGS = ("pretrained", "pretrained_cfg", "pretrained_cfg_overlay",
                           "pretrained_strict", "checkpoint_path", "cache_dir",
                           "dynamic_img_size")
@@ -107,8 +155,9 @@ def _check_timm_source(model_name: object, model_kwargs: object) -> None:
                         f"{type(model_kwargs).__name__} ({model_kwargs!r})")
     reserved = sorted(k for k in model_kwargs if k in _RESERVED_MODEL_KWARGS)
     if reserved:
-        raise ValueError(f"model_kwargs may not set {reserved}: models are built untrained "
-                         f"with dynamic image sizes, nothing is downloaded or read")
+        raise ValueError(f"model_kwargs may not set {reserved}: models are built with dynamic "
+                         f"image sizes, and weights are loaded only by ImageClassifier's own "
+                         f"pretrained/pretrained_cfg_overlay/checkpoint_path arguments")
     own = sorted(k for k in model_kwargs if k in _OWN_ARGUMENTS)
     if own:
         raise ValueError(f"model_kwargs may not set {own}: they are ImageClassifier's own "
@@ -141,13 +190,39 @@ class ImageClassifier(LightningModule):
         drop_path_rate: stochastic depth.
         model_kwargs: further ``timm.create_model`` keywords (e.g. ``reg_tokens: 4``); not
             the arguments above, nor ones that load weights (``pretrained``,
-            ``checkpoint_path``, ...): models are built untrained, nothing is downloaded.
+            ``checkpoint_path``, ...: the arguments below).
+        pretrained: load timm's pretrained weights of ``model_name`` (a name with a tag,
+            ``vit_small_patch16_224.augreg_in21k``; downloaded, or the local file of
+            ``pretrained_cfg_overlay``); the sizes above must be the architecture's. timm
+            resamples ``pos_embed`` to ``img_size`` and re-initializes the head when
+            ``num_classes`` differs from the weights' (the report lists it as new).
+        pretrained_cfg_overlay: timm's overrides of the pretrained config (``{file:
+            path.pth}``, ``{url: ...}``, ``{num_classes: 10}``: the classes of a local file's
+            head); needs ``pretrained=True``.
+        checkpoint_path: a local timm weights file (``torch.save(vit.state_dict(), path)``,
+            :func:`posenc.spatial.timm_state_dict`, ``.safetensors``) loaded by
+            ``posenc.spatial.attach(..., checkpoint_path=...)``: a ``pos_embed`` of another grid
+            is resampled, a head of another ``num_classes`` re-initialized, any other mismatch
+            refused. Not with ``pretrained``. These three weight sources are not saved in the
+            checkpoint's hyperparameters; the loaded model's ``model.attach_report``
+            (:class:`posenc.spatial.AttachReport`) names the new and dropped tensors.
         lr: AdamW's peak learning rate.
         weight_decay: AdamW's weight decay (position parameters get none).
         warmup: fraction of training steps with linear warmup.
         scheduler: ``"cosine"`` or ``"constant"`` after warmup.
         min_lr_ratio: final learning rate of the cosine, relative to ``lr``.
         label_smoothing: cross-entropy label smoothing.
+        layer_decay: None, or layer-wise learning-rate decay in ``(0, 1]``: block ``i`` trains
+            at ``lr * layer_decay ** (depth - i)`` (the final norm as the last block), the
+            embeddings at ``lr * layer_decay ** (depth + 1)``, the head at ``lr``
+            (:func:`posenc.tasks.optim.finetune_param_groups`).
+        position_lr: None, or the peak learning rate of the encoding's parameters (instead of
+            ``lr`` and the layer decay); the schedule applies to it as to ``lr``.
+        freeze_steps: train only the encoding's parameters and the head for the first
+            ``freeze_steps`` optimizer steps (the others get no update, not even weight
+            decay; the learning-rate schedule runs on).
+        freeze_epochs: the same for the first ``freeze_epochs`` epochs (not with
+            ``freeze_steps``).
     """
 
     def __init__(
@@ -172,9 +247,19 @@ class ImageClassifier(LightningModule):
         scheduler: str = "cosine",
         min_lr_ratio: float = 0.0,
         label_smoothing: float = 0.0,
+        pretrained: bool = False,
+        pretrained_cfg_overlay: dict | None = None,
+        checkpoint_path: str | None = None,
+        layer_decay: float | None = None,
+        position_lr: float | None = None,
+        freeze_steps: int = 0,
+        freeze_epochs: int = 0,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        if _FROM_CHECKPOINT.get():
+            check_no_weight_sources(locals(), f"{type(self).__name__}.load_from_checkpoint")
+        # They read files or reach the network: a checkpoint never stores them.
+        self.save_hyperparameters(ignore=list(WEIGHT_SOURCES))
         for name in ("num_classes", "in_chans", "img_size", "patch_size", "embed_dim", "depth",
                      "num_heads"):
             check_positive_int(locals()[name], name)
@@ -188,15 +273,37 @@ class ImageClassifier(LightningModule):
             raise ValueError("global_pool='token' needs class_token=True; use "
                              "global_pool='avg' without a class token")
         _check_timm_source(model_name, model_kwargs)
+        _check_weight_sources(pretrained, pretrained_cfg_overlay, checkpoint_path)
+        check_finetune_args(layer_decay, position_lr)
+        check_int(freeze_steps, "freeze_steps", ge=0)
+        check_int(freeze_epochs, "freeze_epochs", ge=0)
+        if freeze_steps and freeze_epochs:
+            raise ValueError(f"give freeze_steps={freeze_steps} or freeze_epochs="
+                             f"{freeze_epochs}, not both")
         self.model = build_vit(
             model_name, encoding, num_classes=num_classes, in_chans=in_chans,
             img_size=img_size, patch_size=patch_size, embed_dim=embed_dim, depth=depth,
             num_heads=num_heads, mlp_ratio=mlp_ratio, class_token=class_token,
-            global_pool=global_pool, drop_path_rate=drop_path_rate, model_kwargs=model_kwargs)
+            global_pool=global_pool, drop_path_rate=drop_path_rate, model_kwargs=model_kwargs,
+            pretrained=pretrained, pretrained_cfg_overlay=pretrained_cfg_overlay,
+            checkpoint_path=checkpoint_path)
+        if pretrained or checkpoint_path is not None:
+            rank_zero_info(f"ImageClassifier: {self.model.attach_report}")  # in the run's log
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         # One accuracy and one mean loss per (stage, image size), created on first use: the
         # sizes are whatever the data module's evaluation loaders deliver.
         self.eval_metrics = nn.ModuleDict()
+
+    @classmethod
+    def load_from_checkpoint(cls, *args: Any, **kwargs: Any) -> ImageClassifier:
+        """Lightning's ``load_from_checkpoint``, refusing a checkpoint whose hyperparameters
+        (or ``kwargs``) set a weight source (``pretrained``, ``pretrained_cfg_overlay``,
+        ``checkpoint_path``): a ValueError before anything is read from it."""
+        token = _FROM_CHECKPOINT.set(True)
+        try:
+            return super().load_from_checkpoint(*args, **kwargs)
+        finally:
+            _FROM_CHECKPOINT.reset(token)
 
     def forward(self, images: Tensor) -> Tensor:
         """``(B, C, H, W)`` images, ``H`` and ``W`` multiples of the patch -> ``(B, classes)``."""
@@ -284,6 +391,57 @@ class ImageClassifier(LightningModule):
     def on_test_epoch_end(self) -> None:
         self._log_eval("test")
 
+    # -- fine-tuning --------------------------------------------------------------------------
+    def frozen_parameter_names(self) -> set[str]:
+        """Names (in this module) of the parameters that the freeze warm-up holds: all but the
+        encoding's (:func:`posenc.tasks.optim.position_parameter_names`) and the head's."""
+        keep = {f"model.{n}" for n in position_parameter_names(self.model)}
+        keep |= {f"model.head.{n}" for n, _ in self.model.head.named_parameters()}
+        return {n for n, _ in self.named_parameters()} - keep
+
+    def in_freeze_warmup(self) -> bool:
+        """Whether this optimizer step is one of the first ``freeze_steps`` (or in the first
+        ``freeze_epochs`` epochs)."""
+        hp = self.hparams
+        return self.global_step < hp.freeze_steps or self.current_epoch < hp.freeze_epochs
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        # No gradient, no AdamW update (nor weight decay, nor moment state) for the frozen
+        # parameters. Their gradients are still computed, so every step runs the same graph
+        # (DDP needs no unused-parameter search).
+        if not self.in_freeze_warmup():
+            return
+        frozen = self.frozen_parameter_names()
+        for name, param in self.named_parameters():
+            if name in frozen:
+                param.grad = None
+
     def configure_optimizers(self) -> dict:
-        return configure_adamw_from_hparams(self)
+        hp = self.hparams
+        groups = finetune_param_groups(self.model, hp.weight_decay, hp.lr,
+                                       layer_decay=hp.layer_decay, position_lr=hp.position_lr)
+        return configure_adamw(self, hp.lr, hp.weight_decay, hp.warmup, hp.scheduler,
+                               hp.min_lr_ratio, groups=groups)
+
+
+def _check_weight_sources(pretrained: object, pretrained_cfg_overlay: object,
+                          checkpoint_path: object) -> None:
+    """``pretrained`` a bool, ``pretrained_cfg_overlay`` a dict (with ``pretrained`` only),
+    ``checkpoint_path`` a path (not with ``pretrained``)."""
+    check_bool(pretrained, "pretrained")
+    if pretrained_cfg_overlay is not None:
+        if not isinstance(pretrained_cfg_overlay, dict):
+            raise TypeError(f"pretrained_cfg_overlay must be a dict of timm pretrained-config "
+                            f"entries (e.g. {{'file': 'vit.pth'}}), got "
+                            f"{type(pretrained_cfg_overlay).__name__}")
+        if not pretrained:
+            raise ValueError("pretrained_cfg_overlay needs pretrained=True (timm reads it only "
+                             "when loading pretrained weights)")
+    if checkpoint_path is not None:
+        if not isinstance(checkpoint_path, (str, os.PathLike)) or not os.fspath(checkpoint_path):
+            raise TypeError(f"checkpoint_path must be a non-empty path to a timm weights file, "
+                            f"got {checkpoint_path!r}")
+        if pretrained:
+            raise ValueError("give checkpoint_path (a local timm weights file) or "
+                             "pretrained=True (timm's pretrained weights), not both")
 

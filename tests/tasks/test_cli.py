@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 from lightning.pytorch import Trainer
-from posenc.spatial import RoPE2D, SinCos2D
+from posenc.spatial import RoPE2D, SinCos2D, timm_state_dict
 from posenc.tasks import DigitsDataModule, Forecaster, ImageClassifier
 from posenc.tasks.cli import main, posenc_cli
 
@@ -62,6 +62,12 @@ def test_every_config_builds_its_model_data_and_trainer(config, tmp_path, monkey
         from posenc.tasks.forecasting.datasets import nycweather_frame
 
         nycweather_frame().to_csv(tmp_path / "weather.csv", index=False)
+    if config.stem == "finetune_mnist":  # its header's first step: a pretrained timm file
+        args = yaml.safe_load(config.read_text())["model"]["init_args"]
+        sizes = {k: args[k] for k in ("img_size", "patch_size", "embed_dim", "depth",
+                                      "num_heads", "mlp_ratio")}
+        torch.save(timm_state_dict(ImageClassifier(**sizes).model), tmp_path / args[
+            "checkpoint_path"])
     cli = posenc_cli(["--config", str(config), "--trainer.logger=false"], run=False)
     expected = {"ImageClassifier": ImageClassifier, "Forecaster": Forecaster}
     text = yaml.safe_load(config.read_text())

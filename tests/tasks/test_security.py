@@ -380,3 +380,91 @@ def test_plot_checkpoint_loading_still_loads_plain_checkpoints(tmp_path):
     saved = next(m for m in model.modules() if isinstance(m, spatial.Learned2D))
     found = next(m for m in loaded.modules() if isinstance(m, spatial.Learned2D))
     torch.testing.assert_close(found.weight, saved.weight, rtol=0, atol=0)
+
+
+# -- weight sources (pretrained, pretrained_cfg_overlay, checkpoint_path) ----------------------
+def _weights_file(tmp_path):
+    """A timm weights file of TINY_VIT's architecture, and a guard recording torch.load's files."""
+    from posenc.spatial import timm_state_dict
+
+    path = tmp_path / "weights.pth"
+    torch.save(timm_state_dict(ImageClassifier(**TINY_VIT).model), path)
+    return path
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """The files torch.load opens, as strings; timm's weights reader fails the test."""
+    import timm.models
+
+    opened = []
+    real = torch.load
+
+    def load(f, *args, **kwargs):
+        opened.append(str(getattr(f, "path", f)))  # Lightning opens through fsspec
+        return real(f, *args, **kwargs)
+
+    def read_weights(*args, **kwargs):
+        pytest.fail("a weights file named by a checkpoint was read")
+
+    monkeypatch.setattr(torch, "load", load)
+    monkeypatch.setattr(timm.models, "load_state_dict", read_weights)
+    return opened
+
+
+def test_weight_sources_are_not_saved_in_the_hyperparameters(tmp_path):
+    model = ImageClassifier(encoding="rope_mixed", checkpoint_path=str(_weights_file(tmp_path)),
+                            **TINY_VIT)
+    assert {"pretrained", "pretrained_cfg_overlay", "checkpoint_path"}.isdisjoint(model.hparams)
+    path = _save(model, tmp_path / "m.ckpt")
+    again = ImageClassifier.load_from_checkpoint(path, weights_only=True)
+    torch.testing.assert_close(again.state_dict(), model.state_dict(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("hparams", [{"checkpoint_path": "WEIGHTS"}, {"pretrained": True},
+                                     {"pretrained": True,
+                                      "pretrained_cfg_overlay": {"file": "WEIGHTS"}}])
+def test_a_checkpoint_naming_a_weight_source_is_refused_unread(tmp_path, loads, hparams):
+    weights = str(_weights_file(tmp_path))
+    hparams = {k: {"file": weights} if isinstance(v, dict) else weights if v == "WEIGHTS" else v
+               for k, v in hparams.items()}
+    path = _save(ImageClassifier(**TINY_VIT), tmp_path / "m.ckpt", **hparams)
+    with pytest.raises(ValueError, match=rf"ImageClassifier.load_from_checkpoint: the "
+                                         rf"checkpoint's hyperparameters set "
+                                         rf"\[{', '.join(map(repr, sorted(hparams)))}\], which "
+                                         rf"load weights"):
+        ImageClassifier.load_from_checkpoint(path, weights_only=True)
+    assert weights not in loads and str(path) in loads
+
+
+def test_a_weight_source_of_a_checkpoint_set_to_none_or_false_is_harmless(tmp_path):
+    path = _save(ImageClassifier(**TINY_VIT), tmp_path / "m.ckpt", pretrained=False,
+                 checkpoint_path=None, pretrained_cfg_overlay=None)
+    assert isinstance(ImageClassifier.load_from_checkpoint(path, weights_only=True),
+                      ImageClassifier)
+
+
+def test_ckpt_path_naming_a_weight_source_is_refused_unread(tmp_path, capsys, monkeypatch,
+                                                            loads):
+    monkeypatch.setattr(sys, "argv", ["posenc"])
+    monkeypatch.chdir(tmp_path)
+    weights = str(_weights_file(tmp_path))
+    path = _save(ImageClassifier(**TINY_VIT), tmp_path / "m.ckpt", checkpoint_path=weights,
+                 _class_path="posenc.tasks.vision.ImageClassifier",
+                 _instantiator="lightning.pytorch.cli.instantiate_module")
+    err = _refused_by_posenc_test(path, capsys)
+    assert (f"--ckpt_path='{path}': the checkpoint's hyperparameters set ['checkpoint_path']"
+            in err and "a checkpoint is untrusted" in err)
+    assert weights not in loads
+
+
+def test_plot_checkpoint_naming_a_weight_source_is_refused(tmp_path, loads):
+    from posenc.tasks import plots
+
+    weights = str(_weights_file(tmp_path))
+    path = _save(ImageClassifier(**TINY_VIT), tmp_path / "v.ckpt", checkpoint_path=weights,
+                 _class_path="posenc.tasks.vision.ImageClassifier",
+                 _instantiator="lightning.pytorch.cli.instantiate_module")
+    with pytest.raises(ValueError, match=r"hyperparameters set \['checkpoint_path'\]"):
+        plots.load_checkpoint_module(path)
+    assert weights not in loads
