@@ -698,6 +698,12 @@ class MultiheadAttention(nn.Module):
             _check_fit("key_positions", key_positions, bias.shape[-1], num_k)
             _check_batch("query_positions and key_positions", (query_positions, key_positions),
                          bias.shape[0], batch)
+            if torch.onnx.is_in_onnx_export():
+                # An ONNX graph is inference only. Detached, a learned bias (relbias, cpb) no
+                # longer makes the exporter's type-promotion pass re-run SDPA (with grad mode
+                # on) by the math kernel, whose output strides differ from those traced and
+                # fail the reshape below; the values are the same.
+                bias = bias.detach()
             mask = bias if mask is None else mask + bias
 
         gqa = k.shape[1] != self.num_heads

@@ -4,6 +4,7 @@
     posenc fit --config configs/vit_mnist.yaml --model.init_args.encoding=relbias
     posenc test --config configs/quickstart.yaml --ckpt_path=path/to/last.ckpt
     posenc fit --config configs/quickstart.yaml --print_config
+    posenc export --config configs/quickstart.yaml --ckpt_path=last.ckpt --out model.onnx
     posenc plot --help
 
 Models and data modules are chosen in the config with ``class_path``/``init_args`` (subclass
@@ -29,6 +30,7 @@ from lightning.pytorch.utilities.model_registry import _is_registry
 # Imported so that short class names resolve in configs and checkpoints find their classes.
 from . import forecasting, vision  # noqa: F401
 from .config import check_no_weight_sources, import_class, read_checkpoint, register_module
+from .export import export_onnx
 from .forecasting.data import MODEL_SIZES
 
 __all__ = ["EXTRA_COMMANDS", "LINKED_SIZES", "PosencCLI", "main", "posenc_cli"]
@@ -38,23 +40,35 @@ LINKED_SIZES = MODEL_SIZES
 
 # Subcommands that are not Lightning's: name -> module whose ``main(argv)`` runs them.
 EXTRA_COMMANDS = {"plot": "posenc.tasks.plots", "study": "posenc.tasks.studies"}
+EXPORT_HELP = ("Write a trained ImageClassifier or Forecaster as an ONNX graph (inputs, "
+               "outputs and dynamic axes: posenc.tasks.export).")
 EXTRA_HELP = {"plot": "Write PNG plots of what position encodings do, and of forecasts.",
               "study": "Run a study (several encodings x seeds) and tabulate the results."}
 
 
 class PosencCLI(LightningCLI):
-    """``LightningCLI`` in subclass mode with one extra option, ``test_after_fit``, and the
-    model's data sizes (:data:`LINKED_SIZES`) linked from the data module.
+    """``LightningCLI`` in subclass mode with one extra option, ``test_after_fit``, one extra
+    subcommand, ``export``, and the model's data sizes (:data:`LINKED_SIZES`) linked from the
+    data module.
 
     ``test_after_fit: true`` in a config makes ``fit`` finish by testing the trained weights
-    on the data module's test split, so one command reports a held-out score.
+    on the data module's test split, so one command reports a held-out score. ``export
+    --ckpt_path CKPT --out model.onnx`` builds the model as ``test --ckpt_path`` does (the
+    same checks of the checkpoint's class paths) and writes it with
+    :func:`posenc.tasks.export.export_onnx`.
     """
 
     def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
-        """Lightning's subcommands, plus ``plot`` and ``study`` so that ``posenc --help`` and
-        the error for an unknown subcommand list them too (:func:`posenc_cli` runs them
-        before this parser is built)."""
+        """Lightning's subcommands and ``export``, plus ``plot`` and ``study`` so that
+        ``posenc --help`` and the error for an unknown subcommand list them too
+        (:func:`posenc_cli` runs them before this parser is built)."""
         super()._add_subcommands(parser, **kwargs)
+        export = self.init_parser(description=EXPORT_HELP)
+        self._add_arguments(export)  # model, data, trainer: what a config holds
+        self._subcommand_method_arguments["export"] = export.add_function_arguments(
+            export_onnx, skip={"model", "datamodule"}, as_group=False)
+        self._subcommand_parsers["export"] = export
+        parser._subcommands_action.add_subcommand("export", export, help=EXPORT_HELP)
         for name, help in EXTRA_HELP.items():
             parser._subcommands_action.add_subcommand(
                 name, self.init_parser(description=help), help=f"{help} (see posenc {name} "
@@ -130,6 +144,13 @@ class PosencCLI(LightningCLI):
             "--test_after_fit", type=bool, default=False,
             help="After fit, run the test loop with the final weights (fit only).")
 
+    def _run_subcommand(self, subcommand: str) -> None:
+        if subcommand != "export":  # Lightning's run a Trainer method of that name
+            super()._run_subcommand(subcommand)
+            return
+        path = export_onnx(**self._prepare_subcommand_kwargs(subcommand))
+        print(f"Wrote {path}", flush=True)
+
     def after_fit(self) -> None:
         if not self.config[self.subcommand].get("test_after_fit"):
             return
@@ -141,8 +162,6 @@ class PosencCLI(LightningCLI):
             width = max(map(len, merged), default=0)
             lines = [f"  {k:<{width}}  {v:.4f}" for k, v in sorted(merged.items())]
             print("Test results (final weights):", *lines, sep="\n", flush=True)
-
-
 
 
 def _class_paths(value: Any, where: str = "") -> list[tuple[str, Any]]:

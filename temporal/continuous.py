@@ -262,7 +262,15 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
         previous = positions - 1
     else:
         observed = mask.to(wide)
-        latest = torch.where(mask, positions, -1).cummax(dim=-1).values  # last seen at <= n
+        # The last observed position at or before n, exactly as a cummax of
+        # where(mask, position, -1), in operators ONNX has (it has no cumulative max): the
+        # k-th observation's position is put at slot k of a table (slot 0: -1, none yet) and
+        # read back at each position's count of observations so far.
+        rank = mask.long().cumsum(-1)
+        table = torch.full((*t.shape[:-1], t.shape[-1] + 1), -1, device=t.device)
+        table = table.scatter_reduce(-1, torch.where(mask, rank, 0),
+                                     torch.where(mask, positions, -1), "amax")
+        latest = table.gather(-1, rank)
         previous = torch.cat((torch.full_like(latest[..., :1], -1), latest[..., :-1]), dim=-1)
     since_previous = torch.where(previous >= 0, t - t.gather(-1, previous.clamp(min=0)), 0)
     deltas = torch.stack((since_previous, t - t[..., :1]), dim=-1).to(wide)

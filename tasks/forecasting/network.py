@@ -220,11 +220,9 @@ class ForecastTransformer(nn.Module):
             static = term if static is None else static + term
         return static
 
-    def _check_batch(self, batch: Mapping[str, Tensor]) -> None:
-        """Keys, dtypes and shapes only: nothing here reads values."""
-        if not isinstance(batch, Mapping):
-            raise TypeError(f"batch must be a dict of tensors (collate_windows, make_batch), "
-                            f"got {type(batch).__name__}")
+    def input_keys(self) -> list[str]:
+        """The batch keys :meth:`forward` reads (it ignores any others), in a fixed order:
+        those of every model, then those of its time features, covariates and statics."""
         keys = ["context_time", "target_time", "context_local", "target_local",
                 "context_valid", "target_valid", "context_value", "context_observed"]
         keys += ["context_fields", "target_fields"] if self.time_features.reads_fields else []
@@ -233,6 +231,14 @@ class ForecastTransformer(nn.Module):
         keys += ["context_future", "target_future"] if self.num_future else []
         keys += ["static_cat"] if self.static_embeds else []
         keys += ["static_real"] if self.num_static_real else []
+        return keys
+
+    def _check_batch(self, batch: Mapping[str, Tensor]) -> None:
+        """Keys, dtypes and shapes only: nothing here reads values."""
+        if not isinstance(batch, Mapping):
+            raise TypeError(f"batch must be a dict of tensors (collate_windows, make_batch), "
+                            f"got {type(batch).__name__}")
+        keys = self.input_keys()
         missing = [key for key in keys if key not in batch]
         if missing:
             raise ValueError(f"batch has no {missing}; make batches with a "

@@ -189,7 +189,9 @@ def test_help_lists_every_subcommand(capsys):
         main(["--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    assert "{fit,validate,test,predict,plot,study}" in out
+    assert "{fit,validate,test,predict,export,plot,study}" in out
+    assert re.search(r"^\s+export\s+Write a trained ImageClassifier or Forecaster as an", out,
+                     re.M)
     assert re.search(r"^\s+plot\s+Write PNG plots", out, re.M)
     assert re.search(r"^\s+study\s+Run a study", out, re.M)
 
@@ -199,7 +201,7 @@ def test_an_unknown_subcommand_lists_plot_and_study(capsys):
         main(["plott"])
     assert exit_info.value.code == 2
     assert ("invalid choice: 'plott' (choose from 'fit', 'validate', 'test', 'predict', "
-            "'plot', 'study')") in capsys.readouterr().err
+            "'export', 'plot', 'study')") in capsys.readouterr().err
 
 
 def test_plot_and_study_must_come_first(capsys, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 from lightning.pytorch import Trainer, seed_everything
 from posenc.tasks import DigitsDataModule, Forecaster, ImageClassifier, TimeSeriesDataModule
 
@@ -19,6 +20,8 @@ def _fit(model, data, tmp_path) -> dict[str, float]:
                       enable_checkpointing=False, num_sanity_val_steps=0,
                       default_root_dir=tmp_path)
     trainer.fit(model, data)
+    assert trainer.global_step == 2
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
     return {k: float(v) for k, v in trainer.callback_metrics.items()}
 
 

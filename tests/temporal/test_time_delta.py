@@ -103,3 +103,18 @@ def test_log_must_be_a_bool(flag):
         TimeDelta(log=flag)
     with pytest.raises(TypeError, match="log must be a bool"):
         time_delta_features(torch.zeros(2), log=flag)
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (3, 0), (4, 300)])
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 1.0])
+def test_previous_observation_equals_the_cumulative_maximum(shape, fraction):
+    """The last observation before each position (found with ONNX's operators) is the
+    cumulative maximum of the observed positions, the definition."""
+    generator = torch.Generator().manual_seed(0)
+    times = torch.rand(shape, generator=generator).cumsum(-1)
+    mask = torch.rand(shape, generator=generator) < fraction
+    positions = torch.arange(shape[-1]).expand(shape)
+    latest = torch.where(mask, positions, -1).cummax(-1).values
+    previous = torch.cat((torch.full_like(latest[..., :1], -1), latest[..., :-1]), -1)
+    want = torch.where(previous >= 0, times - times.gather(-1, previous.clamp(min=0)), 0)
+    assert torch.equal(time_delta_features(times, mask)[..., 0], want)

@@ -429,7 +429,7 @@ def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted
 
 
 def test_the_data_reads_with_the_fitted_state_it_is_handed_never_the_model_s_own():
-    """One-way: the model hands its fitted state to the data (use_fitted); a data module does
+    """One-way: the model hands its fitted state to the data (read_with); a data module does
     not look up the model of its trainer."""
     from types import SimpleNamespace
 

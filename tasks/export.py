@@ -1,0 +1,151 @@
+"""ONNX export of a trained posenc model, run by ``posenc export``::
+
+    posenc export --config configs/vit_mnist.yaml --ckpt_path last.ckpt --out model.onnx
+
+The graph is written by ``torch.onnx.export(..., dynamo=True)`` (it needs the ``onnx`` and
+``onnxscript`` packages: ``pip install posenc[onnx]``) from the model the config and the
+checkpoint's hyperparameters build (the rules of ``posenc test --ckpt_path``: the model class
+and its encodings must be posenc's or registered), with the checkpoint's weights, in eval mode.
+What it takes and gives:
+
+- :class:`~posenc.tasks.ImageClassifier`: input ``images``, ``(B, in_chans, H, W)`` float32;
+  ``B``, ``H`` and ``W`` are dynamic (``H`` and ``W`` multiples of ``patch_size``, at least two
+  patches each). Output ``logits``, ``(B, num_classes)`` float32 (``ImageClassifier.forward``).
+- :class:`~posenc.tasks.Forecaster`: one input per batch key its network reads
+  (:meth:`~posenc.tasks.forecasting.network.ForecastTransformer.input_keys`), then ``loc`` and
+  ``scale`` ``(B, C)``, each named as its key and shaped and typed as a
+  :class:`~posenc.tasks.TimeSeriesDataModule` batch or :func:`~posenc.tasks.make_batch` has
+  it (int64 nanoseconds, bool masks, int32 calendar fields); ``B``, the context length (axis 1
+  of ``context_*``) and the horizon (axis 1 of ``target_*``) are dynamic. Output
+  ``quantiles``, ``(B, Nh, C, Q)`` float32 in data units: ``Forecaster.predict_step``'s
+  ``quantiles`` (``Q = 1`` for point losses; its point forecast is
+  ``quantiles[..., point_index]``).
+
+The example input the graph is traced with comes from the data module: a batch of its
+validation windows (a Forecaster: its windows, read with the model's fitted scaling), or
+zeros of the training image size (an ImageClassifier).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from lightning.pytorch import LightningDataModule, LightningModule
+from torch import Tensor, nn
+from torch.export import Dim
+
+from .config import read_checkpoint
+from .forecasting import Forecaster
+from .vision import ImageClassifier
+
+__all__ = ["export_onnx", "forecast_input_names"]
+
+# Upper bounds of the dynamic axes (torch.export needs one; ONNX does not keep them).
+_MAX = 1 << 20
+
+
+def forecast_input_names(model: Forecaster) -> list[str]:
+    """The ONNX input names of an exported ``model``, in order: the batch keys its network
+    reads, then ``loc`` and ``scale``."""
+    return [*model.model.input_keys(), "loc", "scale"]
+
+
+class _Forecasts(nn.Module):
+    """A Forecaster's forecasts in data units, from the tensors it reads."""
+
+    def __init__(self, forecaster: Forecaster) -> None:
+        super().__init__()
+        self.forecaster = forecaster
+
+    def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
+        return self.forecaster._unscale(self.forecaster(batch).float(), batch)
+
+
+def _image_export(model: ImageClassifier) -> tuple[nn.Module, dict, dict, list[str], str]:
+    hp = model.hparams
+    patch = hp.patch_size
+    side = max(hp.img_size // patch, 2) * patch  # a 1-patch example would pin the size to 1
+    images = torch.zeros(2, hp.in_chans, side, side)
+    rows, cols = Dim("rows", min=2, max=_MAX), Dim("cols", min=2, max=_MAX)
+    shapes = {"images": {0: Dim("batch", min=1, max=_MAX), 2: patch * rows, 3: patch * cols}}
+    return model, {"images": images}, shapes, ["images"], "logits"
+
+
+def _forecast_export(model: Forecaster, datamodule: LightningDataModule | None
+                     ) -> tuple[nn.Module, dict, dict, list[str], str]:
+    if datamodule is None or not hasattr(datamodule, "val_dataloader"):
+        raise ValueError("exporting a Forecaster needs its data module (the config's data) "
+                         "for an example batch of its windows")
+    read_with = getattr(datamodule, "read_with", None)
+    if read_with is not None:  # window with the trained model's scaling and series
+        read_with(model.fitted)
+    datamodule.setup("validate")
+    batch = next(iter(datamodule.val_dataloader()))
+    names = forecast_input_names(model)
+    example = {name: batch[name] for name in names}
+    if len(batch["context_valid"]) < 2:  # a batch of 1 would pin B to 1
+        example = {name: torch.cat((t, t)) for name, t in example.items()}
+    size, context, horizon = (Dim(name, min=1, max=_MAX) for name in ("batch", "context",
+                                                                        "horizon"))
+
+    def axes(name: str) -> dict[int, Dim]:
+        length = context if name.startswith("context_") else (
+            horizon if name.startswith("target_") else None)
+        # A length of 1 in the example stays static (tracing would pin it to 1 anyway).
+        return {0: size} if length is None or example[name].shape[1] < 2 else {0: size,
+                                                                                 1: length}
+
+    return (_Forecasts(model), {"batch": example},
+            {"batch": {name: axes(name) for name in names}}, names, "quantiles")
+
+
+def export_onnx(model: LightningModule, out: str | os.PathLike,
+                ckpt_path: str | os.PathLike | None = None,
+                datamodule: LightningDataModule | None = None) -> Path:
+    """Write ``model`` (an :class:`~posenc.tasks.ImageClassifier` or
+    :class:`~posenc.tasks.Forecaster`) as an ONNX graph to ``out``; returns its path. The
+    inputs, outputs and dynamic axes are in the module docstring.
+
+    Args:
+        model: the model, built as the checkpoint's was (``posenc export`` builds it from the
+            config and the checkpoint's hyperparameters).
+        out: the ``.onnx`` file to write (its folder is made).
+        ckpt_path: a checkpoint whose ``state_dict`` is loaded into ``model`` first (read
+            with ``weights_only=True``: :func:`posenc.tasks.config.read_checkpoint`); None:
+            ``model``'s weights as they are.
+        datamodule: the model's data module (a Forecaster's example batch comes from it).
+    """
+    if not isinstance(model, (ImageClassifier, Forecaster)):
+        raise TypeError(f"posenc export writes an ImageClassifier or a Forecaster, got "
+                        f"{type(model).__name__}")
+    if not os.fspath(out):
+        raise ValueError("out is an empty path; give the .onnx file to write")
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"out={str(out)!r} is a directory; give the .onnx file to write")
+    if ckpt_path is not None:
+        ckpt = read_checkpoint(ckpt_path, "--ckpt_path")
+        if not isinstance(ckpt.get("state_dict"), Mapping):
+            raise ValueError(f"--ckpt_path={os.fspath(ckpt_path)!r} holds no state_dict (not "
+                             f"a Lightning checkpoint)")
+        try:
+            model.load_state_dict(ckpt["state_dict"])
+        except RuntimeError as err:
+            first = str(err).splitlines()[0]
+            raise ValueError(f"--ckpt_path={os.fspath(ckpt_path)!r} does not hold this "
+                             f"{type(model).__name__}'s weights ({first})") from err
+        model.on_load_checkpoint(ckpt)
+    model = model.cpu().eval()
+    if isinstance(model, ImageClassifier):
+        module, inputs, shapes, names, output = _image_export(model)
+    else:
+        module, inputs, shapes, names, output = _forecast_export(model, datamodule)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    program = torch.onnx.export(module, (), kwargs=inputs, dynamo=True,
+                                dynamic_shapes=shapes, input_names=names,
+                                output_names=[output], verbose=False)
+    program.save(out)
+    return out
