@@ -152,9 +152,6 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
         tz: with ``ambiguous``, ``nonexistent`` and ``timestamp_format``, how naive history
             timestamps are read (as the data module reads them); ``tz`` is also the zone the
             time axis shows.
-        ambiguous: see ``tz``.
-        nonexistent: see ``tz``.
-        timestamp_format: see ``tz``.
         names: the two inputs in messages (file names).
 
     Raises ``ValueError`` naming the input and the missing column, series or origin.

@@ -400,18 +400,13 @@ def plot_rope_dinov3_coords(path: str | Path, grid_size: int | tuple[int, int] =
         key.set_axis_off()
         key.legend(*ax.get_legend_handles_labels(), ncol=2, loc="upper center", frameon=False,
                    title=legend, fontsize="small", title_fontsize="small")
-    for ax in axes.ravel():
+    for (i, j), ax in np.ndenumerate(axes):
         ax.add_patch(Rectangle((-1, -1), 2, 2, fill=False, ec="0.5", ls="--", lw=0.8))
         ax.set_aspect("equal", adjustable="box")
         ax.set(xlim=(low[1], high[1]), ylim=(high[0], low[0]))  # row 0 at the top
-    for ax in axes[1]:
-        ax.set_xlabel("column coordinate")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("row coordinate")
-    for ax in axes[0]:
-        ax.tick_params(labelbottom=False)
-    for ax in axes[:, 1:].ravel():
-        ax.tick_params(labelleft=False)
+        ax.tick_params(labelbottom=i == 1, labelleft=j == 0)  # labels on the outer edges
+        ax.set_xlabel("column coordinate" if i == 1 else "")
+        ax.set_ylabel("row coordinate" if j == 0 else "")
     fig.suptitle(title or f"Patch coordinates RoPE sees, {rows}x{cols} grid (DINOv3 options; "
                  f'augmentation on normalize_coords="{normalize_coords}", seed {seed}); '
                  "dashed: [-1, 1]^2", fontsize="medium")
