@@ -1,4 +1,4 @@
-"""``posenc plot forecast``: history, truth, forecast and quantile band for chosen series.
+"""``posenc plot forecast``: history, truth, forecast and quantile band of chosen series.
 
     posenc predict --config my.yaml --ckpt_path best.ckpt   # ForecastWriter -> forecasts.csv
     posenc plot forecast --forecasts forecasts.csv --data my.yaml --out forecast.png
@@ -6,13 +6,10 @@
 
 The forecasts file is the :func:`~posenc.tasks.forecasting.output.forecast_frame` table that
 :class:`~posenc.tasks.ForecastWriter` writes. ``--data`` gives the history and the truth: the
-config you trained with (its ``data`` section's data module is built and its table read, so
-built-in data needs no file) or the long-format CSV/Parquet table itself. With a table the
-column roles are read off the forecasts file's layout (series columns, then the timestamp
-column, then the targets), and ``--tz`` names the zone of naive history timestamps when the
-forecasts are tz-aware (a config gives its data module's ``tz``).
-
-:func:`plot_forecast` is the same plot from DataFrames.
+config you trained with (its data module is built and its table read, so built-in data needs
+no file) or the long-format table itself, whose column roles are then read off the forecasts
+file's layout (:func:`forecast_layout`). Series keys are compared as text, so a CSV's ``1``
+and a Parquet file's ``1`` are one series.
 """
 
 from __future__ import annotations
@@ -31,34 +28,29 @@ from posenc.temporal.timestamps import check_tz_name, parse_timestamps, utc_and_
 
 from ..forecasting.data import Columns, Fitted, numeric_column, read_table
 from ..forecasting.output import ORIGIN_COLUMN, quantile_columns
-from .figure import new_figure, save_png
+from .core import new_figure, save_png
 
 __all__ = ["add_forecast_arguments", "forecast_layout", "plot_forecast", "run_forecast"]
 
-CONFIG_SUFFIXES = (".yaml", ".yml")
 
-
-def _key_text(key: Any, width: int, argument: str) -> tuple[str, ...]:
+def _key_text(key: Any, width: int) -> tuple[str, ...]:
     """A series key as text, one value per series column (``"CA,1"`` or ``("CA", 1)``)."""
     if width == 0:
-        raise ValueError(f"{argument}={key!r}: the forecasts hold one series (no series "
+        raise ValueError(f"series={key!r}: the forecasts hold one series (no series "
                          "columns); drop --series")
     if isinstance(key, str):
         parts = tuple(key.split(",")) if width > 1 else (key,)
-    elif isinstance(key, (tuple, list)):
-        parts = tuple(str(v) for v in key)
     else:
-        parts = (str(key),)
+        parts = tuple(str(v) for v in key) if isinstance(key, (tuple, list)) else (str(key),)
     if len(parts) != width:
-        raise ValueError(f"{argument}: series {key!r} has {len(parts)} value(s), expected "
+        raise ValueError(f"series: series {key!r} has {len(parts)} value(s), expected "
                          f"{width} (one per series column; on the command line join them "
                          "with commas, e.g. NY,EWR)")
     return parts
 
 
 def _series_keys(frame: pd.DataFrame, columns: Sequence[str]) -> list[tuple[str, ...]]:
-    """The series keys of ``frame`` in order of appearance, as text (one shared form for any
-    two files: a CSV's ``1`` and a Parquet file's ``1``)."""
+    """The series keys of ``frame`` as text, in order of appearance."""
     if not columns:
         return [()]
     unique = frame[list(columns)].drop_duplicates()
@@ -71,13 +63,6 @@ def _in_series(frame: pd.DataFrame, columns: Sequence[str], key: tuple[str, ...]
     for name, value in zip(columns, key, strict=True):
         mask &= (frame[name].astype(str) == value).to_numpy()
     return mask
-
-
-def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    for name in columns:
-        if name not in frame.columns:
-            raise ValueError(f"{what} has no column {name!r}; it has "
-                             f"{[str(c) for c in frame.columns]}")
 
 
 def _utc_ns(frame: pd.DataFrame, column: str, source: str | None, tz: str | None = None,
@@ -112,10 +97,10 @@ def forecast_layout(forecasts: pd.DataFrame, data_columns: Sequence[str],
     columns = [str(c) for c in forecasts.columns]
     if timestamp_column is None:
         for name in columns:
-            if name == ORIGIN_COLUMN or name not in data_columns:
-                continue
             column = forecasts[name]
-            if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
+            if (name == ORIGIN_COLUMN or name not in data_columns
+                    or pd.api.types.is_numeric_dtype(column)
+                    or pd.api.types.is_bool_dtype(column)):
                 continue
             try:
                 parse_timestamps(column.head(16).reset_index(drop=True), name)
@@ -157,7 +142,6 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
     Args:
         forecasts: the :func:`~posenc.tasks.forecasting.output.forecast_frame` table.
         history: the long-format data (history and truth), same column names.
-        path: the PNG to write.
         series: keys to plot (a value, a tuple for several series columns, or ``"NY,EWR"``);
             None: the first ``max_series`` series of the forecasts.
         origin: which forecast origin per series when the forecasts hold several
@@ -168,13 +152,12 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
         tz: with ``ambiguous``, ``nonexistent`` and ``timestamp_format``, how naive history
             timestamps are read (as the data module reads them); ``tz`` is also the zone the
             time axis shows.
-        ambiguous: see ``tz``.
-        nonexistent: see ``tz``.
-        timestamp_format: see ``tz``.
         names: the two inputs in messages (file names).
 
     Raises ``ValueError`` naming the input and the missing column, series or origin.
     """
+    import matplotlib.dates as mdates
+
     fc_name, data_name = names
     series_columns = list(series_columns)
     check_positive_int(max_series, "max_series")
@@ -184,33 +167,34 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
         raise TypeError(f"origin must be an int (an index into the sorted origins), got "
                         f"{origin!r}")
     tz = check_tz_name(tz)
-    _require(forecasts, [*series_columns, timestamp_column, target], fc_name)
-    _require(history, [*series_columns, timestamp_column, target], data_name)
+    for frame, what in ((forecasts, fc_name), (history, data_name)):
+        for name in [*series_columns, timestamp_column, target]:
+            if name not in frame.columns:
+                raise ValueError(f"{what} has no column {name!r}; it has "
+                                 f"{[str(c) for c in frame.columns]}")
     if not len(forecasts):
         raise ValueError(f"{fc_name} has no rows")
     available = _series_keys(forecasts, series_columns)
     if isinstance(series, (str, tuple)):
         series = [series]
-    if series is None or len(series) == 0:
-        chosen = available[:max_series]
-    else:
-        chosen = [_key_text(k, len(series_columns), "series") for k in series]
-        for key in chosen:
-            if key not in available:
-                shown = [",".join(k) for k in available[:10]]
-                raise ValueError(f"series {','.join(key)!r} is not in {fc_name}; it has "
-                                 f"{len(available)} series: {shown}"
-                                 + (" ..." if len(available) > 10 else ""))
+    chosen = ([_key_text(k, len(series_columns)) for k in series]
+              if series is not None and len(series) else available[:max_series])
+    for key in chosen:
+        if key not in available:
+            shown = [",".join(k) for k in available[:10]]
+            raise ValueError(f"series {','.join(key)!r} is not in {fc_name}; it has "
+                             f"{len(available)} series: {shown}"
+                             + (" ..." if len(available) > 10 else ""))
     levels = quantile_columns([str(c) for c in forecasts.columns], target)
     band = (levels[0], levels[-1]) if len(levels) >= 2 else None
 
     fc_time, fc_zone = _utc_ns(forecasts, timestamp_column, fc_name)
-    if fc_zone is None and tz is not None:
+    aware = fc_zone is not None
+    if not aware and tz is not None:
         raise ValueError(f"tz={tz!r}, but the timestamps of {fc_name} are tz-naive: the model "
                          "was trained on naive times without a zone (drop --tz)")
     fc_origin = (_utc_ns(forecasts, ORIGIN_COLUMN, fc_name)[0]
                  if ORIGIN_COLUMN in forecasts.columns else None)
-    aware = fc_zone is not None
     values = _numbers(history, target, data_name)
     fc_values = {name: _numbers(forecasts, name, fc_name)
                  for name in [target, *(name for _, name in band or ())]}
@@ -227,12 +211,11 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
             rows = rows[fc_origin[rows] == origins[origin]]
         rows = rows[np.argsort(fc_time[rows], kind="stable")]
         in_series = _in_series(history, series_columns, key)
-        hist = history[in_series]
-        if not len(hist):
+        if not in_series.any():
             raise ValueError(f"series {','.join(key)!r} has no rows in {data_name}")
         # Rows of one series: not the file's rows, so messages name no line.
-        h_time, h_zone = _utc_ns(hist, timestamp_column, None, tz, ambiguous, nonexistent,
-                                 timestamp_format)
+        h_time, h_zone = _utc_ns(history[in_series], timestamp_column, None, tz, ambiguous,
+                                 nonexistent, timestamp_format)
         if (h_zone is not None) != aware and (tz is None or h_zone is not None):
             raise ValueError(
                 f"the timestamps in {timestamp_column!r} of {data_name} are "
@@ -244,12 +227,10 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
         order = np.argsort(h_time, kind="stable")
         h_time, h_value = h_time[order], values[in_series][order]
         start = fc_origin[rows[0]] if fc_origin is not None else fc_time[rows[0]] - 1
-        before = np.flatnonzero(h_time <= start)
-        before = before[-(history_length or 3 * len(rows)):]
+        before = np.flatnonzero(h_time <= start)[-(history_length or 3 * len(rows)):]
         span = (h_time >= fc_time[rows[0]]) & (h_time <= fc_time[rows[-1]])
-        panels.append({"key": key, "rows": rows, "start": start,
-                       "history": (h_time[before], h_value[before]),
-                       "truth": (h_time[span], h_value[span])})
+        panels.append((key, rows, start, (h_time[before], h_value[before]),
+                       (h_time[span], h_value[span])))
 
     shown = Fitted(Columns(timestamp_column, (target,)), aware=aware, zone=zone)
     fig = new_figure((10.0, 1.0 + 2.4 * len(panels)), dpi)
@@ -258,11 +239,9 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
     def when(ns: np.ndarray) -> Any:
         return shown.local_times(ns).to_pydatetime()
 
-    for i, (ax, panel) in enumerate(zip(axes, panels, strict=True)):
-        rows = panel["rows"]
-        ax.plot(when(panel["history"][0]), panel["history"][1], color="0.2", lw=1.2,
-                label="history")
-        ax.plot(when(panel["truth"][0]), panel["truth"][1], color="C2", lw=1.2, label="truth")
+    for ax, (key, rows, start, past, truth) in zip(axes, panels, strict=True):
+        ax.plot(when(past[0]), past[1], color="0.2", lw=1.2, label="history")
+        ax.plot(when(truth[0]), truth[1], color="C2", lw=1.2, label="truth")
         x = when(fc_time[rows])
         if band is not None:
             (lo_level, lo), (hi_level, hi) = band
@@ -270,29 +249,19 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
                             lw=0, label=f"q{lo_level:g}-q{hi_level:g}")
         ax.plot(x, fc_values[target][rows], color="C0", lw=1.5, label="forecast")
         if fc_origin is not None:
-            ax.axvline(when(np.array([panel["start"]]))[0], color="0.5", ls=":", lw=1,
-                       label="origin")
-        label = ", ".join(f"{c}={v}" for c, v in zip(series_columns, panel["key"], strict=True))
+            ax.axvline(when(np.array([start]))[0], color="0.5", ls=":", lw=1, label="origin")
+        label = ", ".join(f"{c}={v}" for c, v in zip(series_columns, key, strict=True))
         ax.set_title(f"{label}: {target}" if label else target, fontsize="medium")
         ax.set_ylabel(target)
-        _date_axis(ax, shown.clock_zone)
-        if i == 0:
-            ax.legend(fontsize="x-small", ncol=5, loc="upper left")
+        locator = mdates.AutoDateLocator(tz=shown.clock_zone)  # in the zone shown, not UTC
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=shown.clock_zone))
+    axes[0].legend(fontsize="x-small", ncol=5, loc="upper left")
     zone = shown.clock_zone
     axes[-1].set_xlabel(f"time ({zone})" if zone else "time (no time zone)")
     return save_png(fig, path)
 
 
-def _date_axis(ax: Any, tz: str | None) -> None:
-    """Date ticks and labels in ``tz`` (matplotlib's default is UTC)."""
-    import matplotlib.dates as mdates
-
-    locator = mdates.AutoDateLocator(tz=tz)
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=tz))
-
-
-# -- command line ------------------------------------------------------------------------------
 def add_forecast_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``posenc plot forecast`` options (``--out``, ``--dpi`` come with every plot)."""
     parser.description = (
@@ -342,11 +311,13 @@ def _read(path: Path, argument: str) -> pd.DataFrame:
 
 def _config_data_module(path: Path) -> Any:
     """The data module a training config's ``data`` section builds (the user's own config,
-    as ``posenc fit`` reads it: its class is imported)."""
+    trusted as ``posenc fit`` trusts it: its class is imported)."""
     import yaml
 
     from ..forecasting import TimeSeriesDataModule
 
+    if not path.is_file():
+        raise ValueError(f"--data={str(path)!r} is not a file")
     try:
         config = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
@@ -360,8 +331,7 @@ def _config_data_module(path: Path) -> Any:
     class_path = section["class_path"]
     module_name, _, name = class_path.rpartition(".")
     try:
-        module = importlib.import_module(module_name or "posenc.tasks")
-        cls = getattr(module, name)
+        cls = getattr(importlib.import_module(module_name or "posenc.tasks"), name)
     except (ImportError, AttributeError) as err:
         raise ValueError(f"--data={str(path)!r}: data class_path {class_path!r} cannot be "
                          f"imported ({err})") from err
@@ -376,10 +346,7 @@ def run_forecast(args: argparse.Namespace) -> Path:
     out = args.out if args.out.suffix.lower() == ".png" else args.out / "forecast.png"
     forecasts = _read(args.forecasts, "--forecasts")
     data = args.data
-    reading: dict[str, Any] = {"tz": args.tz}
-    if data.suffix.lower() in CONFIG_SUFFIXES:
-        if not data.is_file():
-            raise ValueError(f"--data={str(data)!r} is not a file")
+    if data.suffix.lower() in (".yaml", ".yml"):
         dm = _config_data_module(data)
         history = dm.load_frame()
         columns = dm.columns
@@ -394,7 +361,7 @@ def run_forecast(args: argparse.Namespace) -> Path:
         history = _read(data, "--data")
         roles = forecast_layout(forecasts, [str(c) for c in history.columns],
                                 args.timestamp_column, args.series_columns)
-        data_name = str(data)
+        reading, data_name = {"tz": args.tz}, str(data)
     target = args.target or roles["targets"][0]
     if target not in roles["targets"]:
         raise ValueError(f"--target={target!r} is not a target of the forecasts; they have "

@@ -1,8 +1,9 @@
-"""Plots of the 2D and video encodings in ``posenc.spatial`` (each renders a PNG and returns
-its path): :func:`plot_grid_similarity` (the ViT paper's figure: for each patch, the cosine
-similarity of its encoding to every patch) and :func:`plot_video_similarity` (one
-``(t, row, col)`` token against every token of every frame, for MRoPE, RoPE3D and SinCos3D).
-The 2D rotary encodings' own plots are in :mod:`.rotary2d`.
+"""Plots of the image and video encodings of ``posenc.spatial``.
+
+Additive grids are shown as the ViT paper's figure (the cosine similarity of each patch's
+encoding to every patch); rotary ones through the score of a query and a key turned at their
+positions (divided by the squared norm: 1 at zero offset), which for a relative encoding
+depends on the offset alone; :func:`plot_rope_dinov3_coords` shows the coordinates themselves.
 """
 
 from __future__ import annotations
@@ -12,25 +13,35 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from posenc.core.encoding import check_int, check_positive_int
 from posenc.spatial import ENCODINGS
+from posenc.spatial.coords import check_grid_size
 from torch import Tensor, nn
 
-from .figure import cosine_matrix, describe, new_figure, save_png
+from .core import check_encodings, cosine_matrix, describe, new_figure, panel_axes, save_png
 
-__all__ = ["GRID_ENCODINGS", "plot_grid_similarity", "plot_video_similarity"]
+__all__ = ["GRID_ENCODINGS", "plot_grid_similarity", "plot_liere_relative",
+           "plot_rope_dinov3_coords", "plot_rope_mixed_frequencies", "plot_video_similarity"]
 
 #: The names whose encodings have a grid to plot: the additive ones of the spatial registry.
 GRID_ENCODINGS = tuple(name for name, spec in ENCODINGS.items() if spec.kind == "additive")
+
+
+def _similarity_image(ax: object, image: np.ndarray, low: float) -> object:
+    """``image`` on the colour scale ``low .. 1`` (one that is not empty), without ticks."""
+    shown = ax.imshow(image, cmap="viridis", vmin=min(low, 1 - 1e-6), vmax=1,
+                      interpolation="nearest")
+    ax.tick_params(length=0)
+    return shown
 
 
 def plot_grid_similarity(encoding: nn.Module, path: str | Path,
                          grid_size: int | tuple[int, int] = 7, *, vmin: float | None = None,
                          title: str | None = None, figsize: tuple[float, float] | None = None,
                          dpi: int = 100) -> Path:
-    """The ViT paper's position-embedding similarity figure.
-
-    Tile ``(i, j)`` is a ``rows x cols`` map of the cosine similarity between the encoding of
-    patch ``(i, j)`` and that of every patch.
+    """The ViT paper's position-embedding similarity figure: tile ``(i, j)`` is a ``rows x
+    cols`` map of the cosine similarity between the encoding of patch ``(i, j)`` and that of
+    every patch.
 
     Args:
         encoding: a 2D additive encoding with ``encode_grid(grid_size) -> (rows * cols, dim)``
@@ -41,32 +52,26 @@ def plot_grid_similarity(encoding: nn.Module, path: str | Path,
             shows its structure. Pass -1 to compare encodings on one scale.
         figsize: default 8 inches wide, as tall as the grid's aspect needs.
     """
-    from posenc.spatial.coords import check_grid_size
-
     rows, cols = check_grid_size(grid_size)
     if not hasattr(encoding, "encode_grid"):
         raise TypeError(f"encoding must be an additive 2D encoding with encode_grid() (one of "
                         f"{list(GRID_ENCODINGS)}), got {type(encoding).__name__}")
     with torch.no_grad():
-        enc = encoding.encode_grid((rows, cols)).float()
-    sim = cosine_matrix(enc).reshape(rows, cols, rows, cols)
-    pad = 1
-    mosaic = np.full((rows * (rows + pad) - pad, cols * (cols + pad) - pad), np.nan)
+        sim = cosine_matrix(encoding.encode_grid((rows, cols)).float())
+    sim = sim.reshape(rows, cols, rows, cols)
+    mosaic = np.full((rows * (rows + 1) - 1, cols * (cols + 1) - 1), np.nan)  # 1-pixel gaps
     for i in range(rows):
         for j in range(cols):
-            top, left = i * (rows + pad), j * (cols + pad)
-            mosaic[top:top + rows, left:left + cols] = sim[i, j]
+            mosaic[i * (rows + 1):i * (rows + 1) + rows, j * (cols + 1):j * (cols + 1) + cols] = (
+                sim[i, j])
     height = min(max(6.4 * mosaic.shape[0] / mosaic.shape[1] + 1.2, 3.0), 12.0)
     fig = new_figure(figsize or (8, round(height, 1)), dpi)
     ax = fig.subplots()
-    low = float(sim.min()) if vmin is None else vmin
-    image = ax.imshow(mosaic, cmap="viridis", vmin=min(low, 1 - 1e-6), vmax=1,
-                      interpolation="nearest")
-    ax.set_xticks([j * (cols + pad) + (cols - 1) / 2 for j in range(cols)],
+    image = _similarity_image(ax, mosaic, float(sim.min()) if vmin is None else vmin)
+    ax.set_xticks([j * (cols + 1) + (cols - 1) / 2 for j in range(cols)],
                   [str(j + 1) for j in range(cols)])
-    ax.set_yticks([i * (rows + pad) + (rows - 1) / 2 for i in range(rows)],
+    ax.set_yticks([i * (rows + 1) + (rows - 1) / 2 for i in range(rows)],
                   [str(i + 1) for i in range(rows)])
-    ax.tick_params(length=0)
     ax.set(xlabel="input patch column", ylabel="input patch row")
     for spine in ax.spines.values():
         spine.set_visible(False)
@@ -78,25 +83,15 @@ def plot_grid_similarity(encoding: nn.Module, path: str | Path,
 
 def _video_similarity(encoding: nn.Module, coords: Tensor, query: int) -> np.ndarray:
     """``(N,)`` similarity of token ``query`` to each of the ``(N, 3)`` coordinates: the
-    ``q = k = ones`` score ``/ head_dim`` (the mean cosine of the pairs' angle differences) of
-    a rotary encoding (of head 0 where frequencies are per head), the cosine similarity of an
-    additive one."""
+    ``q = k = ones`` score ``/ head_dim`` of a rotary encoding (head 0 where frequencies are
+    per head), the cosine similarity of an additive one."""
     with torch.no_grad():
-        if getattr(encoding, "kind", None) == "rotary":
-            heads = encoding.num_heads if getattr(encoding, "freqs", None) is not None else 1
-            ones = torch.ones(1, heads, coords.shape[0], encoding.head_dim)
-            turned = encoding.rotate(ones, coords)[0, 0].double()
-            return (turned @ turned[query] / encoding.head_dim).numpy()
-        return cosine_matrix(encoding(coords))[query]
-
-
-def _video_label(encoding: nn.Module) -> str:
-    """A row label: the class and what tells the rows apart (describe() is too long)."""
-    name = type(encoding).__name__
-    details = [getattr(encoding, "axis_layout", None), getattr(encoding, "variant", None)]
-    words = " ".join(d for d in details if d)
-    return f"{name} {words}\nsections {tuple(encoding.sections)}" if hasattr(
-        encoding, "sections") else name
+        if getattr(encoding, "kind", None) != "rotary":
+            return cosine_matrix(encoding(coords))[query]
+        heads = encoding.num_heads if getattr(encoding, "freqs", None) is not None else 1
+        ones = torch.ones(1, heads, coords.shape[0], encoding.head_dim)
+        turned = encoding.rotate(ones, coords)[0, 0].double()
+        return (turned @ turned[query] / encoding.head_dim).numpy()
 
 
 def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
@@ -104,15 +99,15 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
                           query: tuple[int, int, int] | None = None, vmin: float | None = None,
                           title: str | None = None, figsize: tuple[float, float] | None = None,
                           dpi: int = 100) -> Path:
-    """Similarity of one ``(t, row, col)`` token to every token of a clip, frame by frame:
-    one row of ``rows x cols`` maps per encoding, one column per frame, the query marked.
+    """Similarity of one ``(t, row, col)`` token to every token of a clip: one row of ``rows x
+    cols`` maps per encoding, one column per frame, the query marked.
 
-    Rotary encodings show the ``q = k = ones`` attention score divided by ``head_dim`` (1 at
-    zero offset, a function of the 3D offset only); additive ones the cosine similarity of
-    the encodings. Both lie in ``[-1, 1]`` and share one colour scale, from ``vmin`` to 1.
+    Rotary encodings show the ``q = k = ones`` score divided by ``head_dim`` (a function of
+    the 3D offset only), additive ones the cosine similarity; both lie in ``[-1, 1]`` and
+    share one colour scale, from ``vmin`` to 1.
 
     Args:
-        encodings: at most 6 video encodings of ``(N, 3)`` coordinates: rotary (``MRoPE``,
+        encodings: 1 to 6 video encodings of ``(N, 3)`` coordinates: rotary (``MRoPE``,
             ``RoPE3D``: ``rotate((1, H, N, head_dim), coords)``, head 0 shown) or additive
             (``SinCos3D``: ``coords -> (N, dim)``).
         grid_size: ``rows`` or ``(rows, cols)`` patches per frame.
@@ -122,16 +117,11 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
             clip they all lie near 1). Pass -1 for the full range.
         figsize: default ``(1.9 * frames + 2.5, 1.9 * len(encodings) * rows / cols + 1)``.
     """
-    from posenc.core.encoding import check_positive_int
     from posenc.spatial import video_coords
-    from posenc.spatial.coords import check_grid_size
 
     rows, cols = check_grid_size(grid_size)
     frames = check_positive_int(frames, "frames")
-    if isinstance(encodings, nn.Module) or not 1 <= len(encodings) <= 6 or not all(
-            isinstance(e, nn.Module) for e in encodings):
-        raise TypeError(f"encodings must be a list of 1 to 6 video encodings (nn.Module), "
-                        f"got {encodings!r}"[:300])
+    check_encodings(encodings, 6, "video encodings (nn.Module)")
     query = (frames // 2, rows // 2, cols // 2) if query is None else tuple(query)
     if len(query) != 3 or not all(isinstance(q, int) and 0 <= q < n for q, n in
                                   zip(query, (frames, rows, cols), strict=False)):
@@ -146,8 +136,7 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
     low = min(float(s.min()) for s in sims) if vmin is None else vmin
     for r, (row_axes, encoding, sim) in enumerate(zip(axes, encodings, sims, strict=True)):
         for t, ax in enumerate(row_axes):
-            image = ax.imshow(sim[t], cmap="viridis", vmin=min(low, 1 - 1e-6), vmax=1,
-                              interpolation="nearest")
+            image = _similarity_image(ax, sim[t], low)
             ax.set_xticks([])
             ax.set_yticks([])
             if t == query[0]:
@@ -155,9 +144,270 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
             if r == 0:
                 ax.set_title(f"frame t = {t}" + (" (query)" if t == query[0] else ""),
                              fontsize="small")
-        row_axes[0].set_ylabel(_video_label(encoding), fontsize="small")
+        label = type(encoding).__name__  # and what tells the rows apart
+        if hasattr(encoding, "sections"):
+            details = [getattr(encoding, "axis_layout", None), getattr(encoding, "variant", None)]
+            label += (f" {' '.join(d for d in details if d)}\nsections "
+                      f"{tuple(encoding.sections)}")
+        row_axes[0].set_ylabel(label, fontsize="small")
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8,
                  label="similarity to the query (rotary: ones score / head_dim)")
     fig.suptitle(title or f"Similarity of token (t, row, col) = {query} to every token, "
                  f"{frames} frames of {rows}x{cols} patches", fontsize="medium")
+    return save_png(fig, path)
+
+
+def plot_rope_mixed_frequencies(encoding: nn.Module, path: str | Path, *,
+                                title: str | None = None, figsize: tuple[float, float] | None
+                                = None, dpi: int = 100) -> Path:
+    """RoPE-Mixed frequency vectors ``(column freq, row freq)`` of every rotary pair, one
+    panel per head; a pair turns by ``row * f_row + col * f_col`` radians, so its arrow is
+    the direction in the image along which it rotates fastest.
+
+    Args:
+        encoding: ``posenc.spatial.RoPE2D`` with ``variant="mixed"`` (initial or trained).
+        figsize: default ``(3 * columns + 1, 3 * rows + 0.8)`` for at most 4 columns.
+    """
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    freqs = getattr(encoding, "freqs", None)
+    if not isinstance(freqs, Tensor) or freqs.ndim != 3 or freqs.shape[0] != 2:
+        raise TypeError("encoding must be a RoPE2D with variant='mixed' (learnable freqs of "
+                        f"shape (2, heads, pairs)), got {describe(encoding)}")
+    f_row, f_col = freqs.detach().float().cpu().numpy() * float(getattr(encoding, "scale", 1.0))
+    num_heads, pairs = f_row.shape
+    ncols = min(num_heads, 4)
+    nrows = -(-num_heads // ncols)
+    fig = new_figure(figsize or (3 * ncols + 1, 3 * nrows + 0.8), dpi)
+    axes = panel_axes(fig, num_heads, 4)
+    norm = Normalize(0, pairs - 1)
+    colors = colormaps["viridis"](norm(np.arange(pairs)))
+    lim = 1.1 * float(np.hypot(f_row, f_col).max() or 1.0)
+    zeros = np.zeros(pairs)
+    for h, ax in enumerate(axes[:num_heads]):
+        ax.quiver(zeros, zeros, f_col[h], f_row[h], color=colors, angles="xy",
+                  scale_units="xy", scale=1, width=0.012)
+        ax.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", title=f"head {h}")
+        ax.axhline(0, color="0.8", lw=0.6)
+        ax.axvline(0, color="0.8", lw=0.6)
+        if h % ncols == 0:
+            ax.set_ylabel("row frequency (rad/patch)")
+        if h // ncols == nrows - 1 or h + ncols >= num_heads:
+            ax.set_xlabel("column frequency (rad/patch)")
+    fig.colorbar(ScalarMappable(norm, "viridis"), ax=axes.tolist(), label="rotary pair index",
+                 shrink=0.8)
+    fig.suptitle(title or f"RoPE-Mixed frequencies per head: {describe(encoding)}",
+                 fontsize="medium")
+    return save_png(fig, path)
+
+
+def _rotary_label(encoding: nn.Module) -> str:
+    """A panel title: ``LieRE (mixed init)``, ``ComRoPE (random init)``, ``RoPE2D axial``."""
+    from posenc.spatial import LieRE
+
+    if isinstance(encoding, LieRE):
+        name = "ComRoPE" if encoding.variant == "comrope" else "LieRE"
+        return f"{name} ({encoding.init} init)"
+    return f"{type(encoding).__name__} {getattr(encoding, 'variant', '')}".strip()
+
+
+def plot_liere_relative(encodings: Sequence[nn.Module], path: str | Path, *, window: int = 7,
+                        anchors: Sequence[tuple[int, int]] = ((0, 0), (5, 9), (11, 3)),
+                        seed: int = 0, title: str | None = None,
+                        figsize: tuple[float, float] | None = None, dpi: int = 100) -> Path:
+    """Is the ``q . k`` score a function of the 2D offset alone? One random vector ``q = k ~
+    N(0, I)`` (from ``seed``), the query turned at ``anchor + (d_row, d_col)`` and the key at
+    ``anchor``, for every offset in ``[-window, window]^2``.
+
+    One heat map per encoding of the score (divided by ``|q|^2``) at the first anchor, and a
+    bar panel (log scale) of ``max |map(anchor_i) - map(anchor_0)|`` over the offsets for each
+    further anchor: float32 rounding (~1e-7) for a relative encoding (ComRoPE, LieRE at its
+    RoPE-Mixed init, RoPE2D), far more where the generators do not commute (LieRE with
+    ``init="random"``, or trained).
+
+    Args:
+        encodings: 1 to 4 2D rotary encodings with ``rotate((B, H, N, head_dim), (N, 2))``
+            and ``num_heads`` (``LieRE``, ``RoPE2D``); head 0 is shown.
+        window: offsets ``-window .. window`` along each axis.
+        anchors: at least two ``(row, col)`` patch positions of the key; the maps are compared
+            with the first one's.
+        figsize: default ``(3.6 * len(encodings) + 5, 4.4)``.
+    """
+    from matplotlib.ticker import MaxNLocator
+    from posenc.spatial import patch_coords
+
+    check_encodings(encodings, 4, "2D rotary encodings (LieRE, RoPE2D)",
+                    lambda e: getattr(e, "kind", None) == "rotary" and hasattr(e, "num_heads"))
+    window = check_positive_int(window, "window")
+    try:
+        anchors = [tuple(a) for a in anchors]
+    except TypeError:  # not a sequence of pairs: the check below names it
+        pass
+    if not isinstance(anchors, list) or len(anchors) < 2 or not all(
+            len(a) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in a)
+            for a in anchors):
+        raise ValueError(f"anchors must be at least two (row, col) int pairs, got {anchors!r}")
+    check_int(seed, "seed")
+    side = 2 * window + 1
+    offsets = patch_coords(side) - window  # (side * side, 2) row-major (d_row, d_col)
+    maps = []  # per encoding (anchors, side, side)
+    for encoding in encodings:
+        q = torch.randn(encoding.head_dim, generator=torch.Generator().manual_seed(seed))
+        vectors = q.expand(1, encoding.num_heads, len(offsets), -1)
+        scores = []
+        for anchor in torch.tensor(anchors, dtype=torch.float32):
+            with torch.no_grad():
+                query = encoding.rotate(vectors, anchor + offsets)[0, 0].double()
+                key = encoding.rotate(vectors[:, :, :1], anchor[None])[0, 0, 0].double()
+            scores.append((query @ key).numpy().reshape(side, side) / float(q.norm()) ** 2)
+        maps.append(np.stack(scores))
+    change = np.array([np.abs(m[1:] - m[0]).reshape(len(anchors) - 1, -1).max(1)
+                       for m in maps])  # (encodings, anchors - 1)
+    fig = new_figure(figsize or (3.6 * len(encodings) + 5, 4.4), dpi)
+    *axes, ax_bar = fig.subplots(1, len(encodings) + 1, width_ratios=[1] * len(encodings) + [1.4])
+    vmax = max(float(np.abs(m[0]).max()) for m in maps)
+    extent = (-window - 0.5, window + 0.5, window + 0.5, -window - 0.5)
+    for ax, encoding, score, worst in zip(axes, encodings, maps, change.max(1), strict=True):
+        image = ax.imshow(score[0], cmap="RdBu_r", vmin=-vmax, vmax=vmax, extent=extent,
+                          interpolation="nearest")
+        ax.plot(0, 0, marker="x", color="k", ms=5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set(xlabel="column offset d_col (patches)",
+               title=f"{_rotary_label(encoding)}\nmax change across anchors {worst:.1e}")
+    axes[0].set_ylabel("row offset d_row (patches)")
+    fig.colorbar(image, ax=axes, shrink=0.8, label="q . k / |q|^2  (q = k)")
+    x = np.arange(len(encodings))
+    width = 0.8 / change.shape[1]
+    for i, anchor in enumerate(anchors[1:]):
+        bars = ax_bar.bar(x + (i - (change.shape[1] - 1) / 2) * width, change[:, i], width,
+                          label=f"anchor {anchor} vs {anchors[0]}", color=f"C{i}")
+        ax_bar.bar_label(bars, fmt="%.0e", fontsize="x-small")
+    eps = float(torch.finfo(torch.float32).eps)
+    ax_bar.axhline(eps, color="0.4", ls="--", lw=0.8, label=f"float32 eps ({eps:.1e})")
+    ax_bar.set_yscale("log")
+    ax_bar.set_ylim(min(1e-8, float(change[change > 0].min(initial=1.0)) / 3), 3)
+    ax_bar.set_xticks(x, [_rotary_label(e).replace(" (", "\n(") for e in encodings],
+                      fontsize="small")
+    ax_bar.set(ylabel="max over offsets of |score map change|",
+               title="change of the map between anchors")
+    ax_bar.legend(fontsize="x-small", loc="upper left")
+    fig.suptitle(title or f"Score of one random q = k ~ N(0, I): query at anchor + (d_row, "
+                 f"d_col), key at anchor; maps at anchor {anchors[0]}, head 0",
+                 fontsize="medium")
+    return save_png(fig, path)
+
+
+#: Per augmentation step: its range in the panel title, its draws' legend title.
+_AUGMENT_TEXT = {"shift_coords": ("+ U[-{v:g}, {v:g}] per axis", "draw: shift (row, col)"),
+                 "jitter_coords": ("x [1/{v:g}, {v:g}] per axis", "draw: scale (row, col)"),
+                 "rescale_coords": ("x [1/{v:g}, {v:g}], both axes", "draw: scale of both axes")}
+
+
+def _draw_coords(ax: object, coords: Tensor, color: object, label: str | None) -> None:
+    """Patch centres ``(row, col)`` as points (x = column, y = row) and the box through the
+    outer ones."""
+    from matplotlib.patches import Rectangle
+
+    row, col = coords.double().numpy().T
+    ax.scatter(col, row, s=9, color=color, label=label, zorder=3)
+    ax.add_patch(Rectangle((col.min(), row.min()), np.ptp(col), np.ptp(row), fill=False,
+                           ec=color, lw=1.2, zorder=2))
+
+
+def _affine_label(step: str, draw: int, base: Tensor, moved: Tensor) -> str:
+    """``k: (+s_row, +s_col)`` / ``k: (j_row, j_col)`` / ``k: r``: the per-axis shift or scale
+    that took ``base`` to ``moved``, read back from the points."""
+    base, moved = base.double().numpy(), moved.double().numpy()
+    if step == "shift_coords":
+        shift = (moved - base).mean(0)
+        return f"{draw}: ({shift[0]:+.2f}, {shift[1]:+.2f})"
+    slope = np.ptp(moved, 0) / np.ptp(base, 0)
+    if step == "jitter_coords":
+        return f"{draw}: ({slope[0]:.2f}, {slope[1]:.2f})"
+    return f"{draw}: {slope[0]:.2f}"
+
+
+def plot_rope_dinov3_coords(path: str | Path, grid_size: int | tuple[int, int] = (6, 10), *,
+                            shift_coords: float = 0.5, jitter_coords: float = 1.5,
+                            rescale_coords: float = 2.0, normalize_coords: str = "separate",
+                            num_draws: int = 3, seed: int = 0, title: str | None = None,
+                            figsize: tuple[float, float] = (14, 8.5), dpi: int = 100) -> Path:
+    """The patch coordinates RoPE sees under DINOv3's options, points ``(row, col)`` (row
+    down, as in the image) with the box through the outer patch centres and ``[-1, 1]^2``
+    dashed.
+
+    Top: ``normalize_coords`` ``"separate"``, ``"min"`` and ``"max"`` (eval:
+    ``patch_coords(grid_size, RoPE2D(..., normalize_coords=...).normalize)``). Bottom: the
+    training-time augmentation of :class:`RoPE2D` (its ``coord_augment``), one step per panel
+    (shift, jitter, rescale), on the ``normalize_coords`` system: the eval points in grey and
+    ``num_draws`` draws from a generator seeded with ``seed`` (one generator per panel).
+
+    Args:
+        grid_size: ``(rows, cols)`` patches, each at least 2; non-square shows what
+            ``"min"``/``"max"`` do to the aspect ratio.
+        shift_coords: RoPE2D's augmentation argument (``>= 0``).
+        jitter_coords: RoPE2D's augmentation argument (a factor ``>= 1``).
+        rescale_coords: RoPE2D's augmentation argument (a factor ``>= 1``).
+        normalize_coords: the system the augmentation panels start from.
+        num_draws: 1 to 6 draws per augmentation panel.
+    """
+    from matplotlib.patches import Rectangle
+    from posenc.spatial import RoPE2D, patch_coords
+    from posenc.spatial.rope import NORMALIZE_COORDS
+
+    rows, cols = check_grid_size(grid_size)
+    if min(rows, cols) < 2:
+        raise ValueError(f"grid_size must be at least 2 x 2 patches, got {(rows, cols)}")
+    if not 1 <= check_positive_int(num_draws, "num_draws") <= 6:
+        raise ValueError(f"num_draws must be 1 to 6, got {num_draws}")
+    check_int(seed, "seed")
+
+    def coords_of(option: str, **augment: float) -> tuple[nn.Module, Tensor]:
+        rope = RoPE2D(8, 1, normalize="unit", normalize_coords=option, **augment)
+        return rope, patch_coords((rows, cols), rope.normalize)
+
+    normalized = [coords_of(option)[1] for option in NORMALIZE_COORDS]
+    augmented = []
+    for step, value in (("shift_coords", shift_coords), ("jitter_coords", jitter_coords),
+                        ("rescale_coords", rescale_coords)):
+        rope, base = coords_of(normalize_coords, **{step: value})
+        if rope.coord_augment is None:
+            raise TypeError(f"{step} must be a number (the plot shows its draws), got None")
+        gen = torch.Generator().manual_seed(seed)
+        augmented.append((step, value, base, [rope.coord_augment.train()(base, generator=gen)
+                                              for _ in range(num_draws)]))
+    fig = new_figure(figsize, dpi)
+    grid = fig.add_gridspec(3, 3, height_ratios=(1, 1, 0.2))  # the last row: legends
+    axes = np.array([[fig.add_subplot(grid[i, j]) for j in range(3)] for i in range(2)])
+    every = torch.cat([*normalized, *(d for *_, draws in augmented for d in draws)]).double()
+    low = every.amin(0).clamp(max=-1.0).numpy() - 0.15  # (row, col) limits, [-1, 1] inside
+    high = every.amax(0).clamp(min=1.0).numpy() + 0.15
+    divides = {"separate": "each axis by its own size", "min": "both by the shorter side",
+               "max": "both by the longer side"}
+    for ax, option, coords in zip(axes[0], NORMALIZE_COORDS, normalized, strict=True):
+        _draw_coords(ax, coords, "C0", None)
+        ax.set_title(f'normalize_coords="{option}"\n{divides[option]}', fontsize="medium")
+    for j, (ax, (step, value, base, draws)) in enumerate(zip(axes[1], augmented, strict=True)):
+        _draw_coords(ax, base, "0.6", "eval (no augmentation)")
+        for i, moved in enumerate(draws):
+            _draw_coords(ax, moved, f"C{i + 1}", _affine_label(step, i + 1, base, moved))
+        span, legend = _AUGMENT_TEXT[step]
+        ax.set_title(f"{step}={value:g}: {span.format(v=value)}", fontsize="medium")
+        key = fig.add_subplot(grid[2, j])
+        key.set_axis_off()
+        key.legend(*ax.get_legend_handles_labels(), ncol=2, loc="upper center", frameon=False,
+                   title=legend, fontsize="small", title_fontsize="small")
+    for (i, j), ax in np.ndenumerate(axes):
+        ax.add_patch(Rectangle((-1, -1), 2, 2, fill=False, ec="0.5", ls="--", lw=0.8))
+        ax.set_aspect("equal", adjustable="box")
+        ax.set(xlim=(low[1], high[1]), ylim=(high[0], low[0]))  # row 0 at the top
+        ax.tick_params(labelbottom=i == 1, labelleft=j == 0)  # labels on the outer edges
+        ax.set_xlabel("column coordinate" if i == 1 else "")
+        ax.set_ylabel("row coordinate" if j == 0 else "")
+    fig.suptitle(title or f"Patch coordinates RoPE sees, {rows}x{cols} grid (DINOv3 options; "
+                 f'augmentation on normalize_coords="{normalize_coords}", seed {seed}); '
+                 "dashed: [-1, 1]^2", fontsize="medium")
     return save_png(fig, path)

@@ -1,7 +1,10 @@
-"""Plots of the time features in ``posenc.temporal`` (each renders a PNG and returns its
-path): :func:`plot_calendar_features` and :func:`plot_fourier_features` over a week and a year
-in a time zone, with DST changes marked (:func:`dst_changes` finds the changes), and
-:func:`plot_holiday_features` (holiday kernels and distances over a year of one country).
+"""Plots of the time features of ``posenc.temporal``: calendar and Fourier features over a week
+(hourly) and a year (every 24 h of elapsed time) in a time zone, each DST change marked, and
+holiday features over a year of one country.
+
+The week and year windows start at a local time and step by elapsed time, so the local clock
+jumps at a DST change: the curves compare each feature with the same feature on a fixed clock
+at the zone's UTC offset at the start, and part where the zone's clock changes.
 """
 
 from __future__ import annotations
@@ -12,25 +15,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from posenc.core.encoding import check_positive_int
+from posenc.core.encoding import check_int, check_positive_int
 
-from .figure import new_figure, save_png
+from .core import new_figure, save_png
 
 __all__ = ["dst_changes", "plot_calendar_features", "plot_fourier_features",
            "plot_holiday_features"]
-
-
-def _start_time(start: Any, tz: str) -> Any:
-    """``start`` (anything ``pandas.Timestamp`` reads) as a timestamp in zone ``tz``."""
-    import pandas as pd
-
-    try:
-        stamp = pd.Timestamp(start)
-        return stamp.tz_convert(tz) if stamp.tz is not None else stamp.tz_localize(tz)
-    except (ValueError, TypeError, KeyError) as err:  # unknown zone, bad or nonexistent time
-        raise ValueError(f"start={start!r} in tz={tz!r} is not a valid local time (give a "
-                         f"time zone name such as 'America/New_York' and an ISO date): {err}"
-                         ) from err
 
 
 def _utc_offset_hours(index: Any) -> np.ndarray:
@@ -57,25 +47,35 @@ def dst_changes(first: Any, last: Any) -> list[tuple[Any, float, float]]:
 
 
 def _windows(tz: str, start: Any, days: int) -> list[tuple[str, Any, str]]:
-    """The week (hourly samples) and year (one sample every 24 h) windows from ``start``."""
+    """``(title, index, tick frequency)`` of the week (hourly) and the year (every 24 h)
+    windows from ``start`` (anything ``pandas.Timestamp`` reads) in zone ``tz``."""
     import pandas as pd
 
     check_positive_int(days, "days")
-    first = _start_time(start, tz)
+    try:
+        first = pd.Timestamp(start)
+        first = first.tz_convert(tz) if first.tz is not None else first.tz_localize(tz)
+    except (ValueError, TypeError, KeyError) as err:  # unknown zone, bad or nonexistent time
+        raise ValueError(f"start={start!r} in tz={tz!r} is not a valid local time (give a "
+                         f"time zone name such as 'America/New_York' and an ISO date): {err}"
+                         ) from err
     week = pd.date_range(first, periods=days * 24 + 1, freq="h")
     year = pd.date_range(first, periods=366, freq="24h")
     return [(f"{days} days, hourly", week, "D"), ("one year, every 24 h", year, "MS")]
 
 
-def _draw_time_panels(fig: Any, panels: list[dict], tz: str) -> None:
-    """Three rows per window column: feature curves, feature heatmap, UTC offset; vertical
-    lines mark each DST change (found on an hourly scan of the window)."""
+def _time_figure(path: str | Path, panels: list[dict], tz: str, map_title: str, title: str,
+                 figsize: tuple[float, float], dpi: int) -> Path:
+    """One column per window (a panel: ``index``, ``ticks``, ``title``, ``lines``,
+    ``features``, ``names``), three rows: feature curves, the features' heatmap and the UTC
+    offset; dashed lines mark each DST change."""
     import pandas as pd
 
+    fig = new_figure(figsize, dpi)
     grid = fig.add_gridspec(3, len(panels), height_ratios=(3, 3, 1))
+    day = pd.Timedelta(days=1)
     for col, panel in enumerate(panels):
         index = panel["index"]
-        day = pd.Timedelta(days=1)
         x = np.asarray((index - index[0]) / day, dtype=np.float64)
         ax_line = fig.add_subplot(grid[0, col])
         ax_map = fig.add_subplot(grid[1, col], sharex=ax_line)
@@ -90,7 +90,7 @@ def _draw_time_panels(fig: Any, panels: list[dict], tz: str) -> None:
                               interpolation="nearest",
                               extent=(x[0] - dx / 2, x[-1] + dx / 2, feats.shape[1] - 0.5, -0.5))
         ax_map.set_yticks(range(feats.shape[1]), panel["names"], fontsize="x-small")
-        ax_map.set_title(panel["map_title"], fontsize="medium")
+        ax_map.set_title(map_title, fontsize="medium")
         fig.colorbar(image, ax=ax_map, label="value", pad=0.01)
         offsets = _utc_offset_hours(index)
         ax_off.step(x, offsets, where="post", color="k")
@@ -113,23 +113,22 @@ def _draw_time_panels(fig: Any, panels: list[dict], tz: str) -> None:
             what = "DST starts" if after > before else "DST ends"
             for ax in (ax_line, ax_map, ax_off):
                 ax.axvline(at, color="C3", ls="--", lw=1.2)
+            left = at < x[-1] / 2
             ax_off.annotate(f"{what} {when.strftime('%b %d %H:%M')}\n"
                             f"UTC{before:+g} -> UTC{after:+g}", (at, (before + after) / 2),
                             fontsize="x-small", color="C3", va="center",
-                            ha="left" if at < x[-1] / 2 else "right",
-                            xytext=(4 if at < x[-1] / 2 else -4, 0), textcoords="offset points")
+                            ha="left" if left else "right", xytext=(4 if left else -4, 0),
+                            textcoords="offset points")
+    fig.suptitle(title)
+    return save_png(fig, path)
 
 
 def plot_calendar_features(tz: str, path: str | Path, *, start: Any = "2024-03-07",
                            days: int = 7, title: str | None = None,
                            figsize: tuple[float, float] = (15, 9), dpi: int = 100) -> Path:
     """``CalendarFeatures`` (sin/cos on each field's true period, local wall clock) over
-    ``days`` days (hourly) and over a year (one sample every 24 h of elapsed time, so the
-    local hour steps at each DST change) from ``start`` in zone ``tz``.
-
-    The curves compare ``hour_sin`` on the zone's clock with the same feature on a fixed
-    clock at the zone's UTC offset at ``start`` (dashed): they part at a DST change.
-    """
+    ``days`` days and a year from ``start`` in zone ``tz``; ``hour_sin`` is also drawn on the
+    fixed clock (dashed)."""
     from posenc.temporal import CalendarFeatures, calendar_fields
 
     panels = []
@@ -141,51 +140,46 @@ def plot_calendar_features(tz: str, path: str | Path, *, start: Any = "2024-03-0
         enc = CalendarFeatures(names)
         feats = enc(calendar_fields(index, fields=enc.required_fields)).numpy()
         fixed_tz = dt.timezone(index[0].utcoffset())
-        hour = CalendarFeatures(["hour"])
-        fixed = hour(calendar_fields(index, tz=fixed_tz, fields=["hour"])).numpy()
+        fixed = CalendarFeatures(["hour"])(calendar_fields(index, tz=fixed_tz,
+                                                           fields=["hour"])).numpy()
         col = {n: i for i, n in enumerate(enc.feature_names)}
         lines = [("hour_sin (local clock)", feats[:, col["hour_sin"]], {"color": "C0"}),
                  (f"hour_sin (fixed clock, UTC{_utc_offset_hours(index[:1])[0]:+g})",
                   fixed[:, 0], {"color": "C0", "ls": ":", "lw": 2})]
-        if "day_of_year_sin" in col:
-            lines += [("day_of_year_sin", feats[:, col["day_of_year_sin"]], {"color": "C1"}),
-                      ("month_cos", feats[:, col["month_cos"]], {"color": "C2"})]
-        else:
-            lines += [("hour_cos (local clock)", feats[:, col["hour_cos"]], {"color": "C1"}),
-                      ("day_of_week_sin", feats[:, col["day_of_week_sin"]], {"color": "C2"})]
+        more = (("day_of_year_sin", "month_cos") if "day_of_year_sin" in col
+                else ("hour_cos", "day_of_week_sin"))
+        lines += [(name + (" (local clock)" if name == "hour_cos" else ""),
+                   feats[:, col[name]], {"color": f"C{i + 1}"}) for i, name in enumerate(more)]
         panels.append({"title": label, "index": index, "ticks": ticks, "lines": lines,
-                       "features": feats, "names": enc.feature_names,
-                       "map_title": "all features (local wall clock)"})
-    fig = new_figure(figsize, dpi)
-    _draw_time_panels(fig, panels, tz)
-    fig.suptitle(title or f"CalendarFeatures in {tz} from {panels[0]['index'][0]}")
-    return save_png(fig, path)
+                       "features": feats, "names": enc.feature_names})
+    return _time_figure(path, panels, tz, "all features (local wall clock)",
+                        title or f"CalendarFeatures in {tz} from {panels[0]['index'][0]}",
+                        figsize, dpi)
 
 
 def plot_fourier_features(tz: str, path: str | Path, *, start: Any = "2024-03-07",
                           days: int = 7, harmonics: int = 3, title: str | None = None,
                           figsize: tuple[float, float] = (15, 9), dpi: int = 100) -> Path:
-    """``FourierSeasonality`` (day, week, year periods) over ``days`` days (hourly) and a
-    year (every 24 h) from ``start`` in zone ``tz``.
+    """``FourierSeasonality`` (day, week, year periods) over ``days`` days and a year from
+    ``start`` in zone ``tz``.
 
     Its phases are of absolute time: of UTC instants for tz-aware input (which ignore DST),
     of the wall clock for naive local input (which follows it). The curves show ``day_sin1``
-    of the local wall clock, of a fixed clock at the zone's UTC offset at ``start`` (dotted;
-    the two part at a DST change) and of UTC instants; the heatmap shows all features of the
-    tz-aware input.
+    of the local wall clock, of the fixed clock (dotted) and of UTC instants; the heatmap
+    shows all features of the tz-aware input.
     """
     from posenc.temporal import FourierSeasonality
 
     enc = FourierSeasonality(harmonics=harmonics)
     col = {n: i for i, n in enumerate(enc.feature_names)}
+    day = col["day_sin1"]
     panels = []
     for label, index, ticks in _windows(tz, start, days):
         feats = enc(index).numpy()
-        local = enc(index.tz_localize(None)).numpy()
         offset = index[0].utcoffset()
         fixed = enc(index.tz_convert(dt.timezone(offset)).tz_localize(None)).numpy()
-        day = col["day_sin1"]
-        lines = [("day_sin1, local wall clock (naive input)", local[:, day], {"color": "C0"}),
+        lines = [("day_sin1, local wall clock (naive input)",
+                  enc(index.tz_localize(None)).numpy()[:, day], {"color": "C0"}),
                  (f"day_sin1, fixed clock UTC{offset / dt.timedelta(hours=1):+g} "
                   "(naive input)", fixed[:, day], {"color": "C0", "ls": ":", "lw": 2}),
                  ("day_sin1, UTC instants (tz-aware input)", feats[:, day],
@@ -194,22 +188,10 @@ def plot_fourier_features(tz: str, path: str | Path, *, start: Any = "2024-03-07
             lines += [(name, feats[:, col[name]], {"color": f"C{i + 1}"})
                       for i, name in enumerate(("year_sin1", "year_cos1"))]
         panels.append({"title": label, "index": index, "ticks": ticks, "lines": lines,
-                       "features": feats, "names": enc.feature_names,
-                       "map_title": "all features, tz-aware input (phases of UTC instants)"})
-    fig = new_figure(figsize, dpi)
-    _draw_time_panels(fig, panels, tz)
-    fig.suptitle(title or f"FourierSeasonality({enc.extra_repr()}) in {tz} from "
-                 f"{panels[0]['index'][0]}")
-    return save_png(fig, path)
-
-
-def _holiday_names(country: str, subdiv: str | None, year: int) -> dict[Any, str]:
-    """``{datetime64[D]: name}`` of the year's holidays, for labels only (the plotted values
-    come from :class:`~posenc.temporal.HolidayFeatures`)."""
-    import holidays
-
-    calendar = holidays.country_holidays(country, subdiv=subdiv, years=[year])
-    return {np.datetime64(day, "D"): name for day, name in sorted(calendar.items())}
+                       "features": feats, "names": enc.feature_names})
+    return _time_figure(path, panels, tz, "all features, tz-aware input (phases of UTC instants)",
+                        title or f"FourierSeasonality({enc.extra_repr()}) in {tz} from "
+                        f"{panels[0]['index'][0]}", figsize, dpi)
 
 
 def plot_holiday_features(country: str, path: str | Path, *, subdiv: str | None = None,
@@ -218,46 +200,46 @@ def plot_holiday_features(country: str, path: str | Path, *, subdiv: str | None 
                           dpi: int = 100) -> Path:
     """``HolidayFeatures`` of every day of ``year`` in ``country`` (and ``subdiv``).
 
-    Top: the three kernels of the signed distance to the nearest holiday, ``indicator``,
-    ``exponential`` ``exp(-alpha |d|)`` and ``squared_exponential`` ``exp(-alpha d**2)``, with
-    each holiday named. Middle: the signed distance itself (days after the nearest holiday,
-    negative before it; it jumps half-way between two holidays). Bottom: ``zoom_days`` either
-    side of the holiday nearest mid-year and of the year's last holiday, day by day.
+    Top: the kernels of the signed distance ``d`` to the nearest holiday, ``indicator``,
+    ``exponential`` ``exp(-alpha |d|)`` and ``squared_exponential`` ``exp(-alpha d**2)``, each
+    holiday named. Middle: ``d`` in days (negative before the holiday; it jumps half-way
+    between two). Bottom: ``zoom_days`` either side of the holiday nearest mid-year and of the
+    year's last holiday (clipped to the year), day by day.
 
     Args:
-        country: the calendar (a ``holidays`` package code, e.g. ``"US"``).
-        subdiv: a subdivision of it (e.g. ``"CA"``), or None.
-        year: the year shown (within the package's calendar for the country).
+        country: a ``holidays`` package code (e.g. ``"US"``); ``subdiv`` one of its
+            subdivisions (e.g. ``"CA"``), or None.
         alpha: the rate of both smooth kernels (``> 0``).
-        zoom_days: half-width of the bottom windows in days (clipped to the year).
     """
     import pandas as pd
-    from posenc.core.encoding import check_int
     from posenc.temporal import HolidayFeatures
     from posenc.temporal.holidays import KERNELS
 
     year = check_int(year, "year", ge=1)
     check_positive_int(zoom_days, "zoom_days")
     days = pd.date_range(f"{year:04d}-01-01", f"{year:04d}-12-31", freq="D")
-    kernels = {kernel: HolidayFeatures(country, subdiv, kernel=kernel, alpha=alpha,
-                                       distance_scale=1.0 if kernel == "indicator" else None,
-                                       years=(year, year)) for kernel in KERNELS}
-    values = {kernel: enc(days, dtype=torch.float64).numpy() for kernel, enc in kernels.items()}
+    values = {kernel: HolidayFeatures(country, subdiv, kernel=kernel, alpha=alpha,
+                                      distance_scale=1.0 if kernel == "indicator" else None,
+                                      years=(year, year))(days, dtype=torch.float64).numpy()
+              for kernel in KERNELS}
     distance = values["indicator"][:, 1]  # distance_scale=1: the signed distance in days
-    names = _holiday_names(country, subdiv, year)
+    from holidays import country_holidays  # names for labels only: values come from above
+
+    names = {np.datetime64(day, "D"): name for day, name in sorted(
+        country_holidays(country, subdiv=subdiv, years=[year]).items())}
     x = days.to_numpy().astype("M8[D]")
-    styles = {"indicator": {"color": "k", "lw": 1.0, "drawstyle": "steps-mid"},
-              "exponential": {"color": "C0", "lw": 1.2},
-              "squared_exponential": {"color": "C1", "lw": 1.2}}
-    labels = {"indicator": "indicator (d == 0)", "exponential": f"exponential exp(-{alpha:g} |d|)",
-              "squared_exponential": f"squared_exponential exp(-{alpha:g} d^2)"}
+    styles = {"indicator": ("indicator (d == 0)", {"color": "k", "lw": 1.0}),
+              "exponential": (f"exponential exp(-{alpha:g} |d|)", {"color": "C0", "lw": 1.2}),
+              "squared_exponential": (f"squared_exponential exp(-{alpha:g} d^2)",
+                                      {"color": "C1", "lw": 1.2})}
 
     fig = new_figure(figsize, dpi)
     grid = fig.add_gridspec(3, 2, height_ratios=(3, 2, 3))
     ax_year = fig.add_subplot(grid[0, :])
     ax_dist = fig.add_subplot(grid[1, :], sharex=ax_year)
-    for kernel, style in styles.items():
-        ax_year.plot(x, values[kernel][:, 0], label=labels[kernel], **style)
+    for kernel, (label, style) in styles.items():
+        steps = {"drawstyle": "steps-mid"} if kernel == "indicator" else {}
+        ax_year.plot(x, values[kernel][:, 0], label=label, **style, **steps)
     ax_dist.plot(x, distance, color="C2", lw=1.2, drawstyle="steps-mid")
     ax_year.set(ylabel="kernel of d", ylim=(-0.02, 1.05), xlim=(x[0], x[-1]))
     for day, name in names.items():
@@ -270,19 +252,15 @@ def plot_holiday_features(country: str, path: str | Path, *, subdiv: str | None 
     ax_dist.axhline(0, color="0.5", lw=0.8)
     ax_dist.set(ylabel="d (days)", xlabel="date",
                 title="signed distance d to the nearest holiday (> 0 after it)")
-    holidays = sorted(names)
-    if holidays:
+    if names:
         middle = np.datetime64(f"{year:04d}-07-01", "D")
-        centres = [min(holidays, key=lambda d: abs(d - middle)), holidays[-1]]
-        if centres[0] == centres[1]:
-            centres = centres[:1]
-        for col, centre in enumerate(centres):
+        centres = [min(names, key=lambda d: abs(d - middle)), max(names)]
+        for col, centre in enumerate(dict.fromkeys(centres)):  # one if they are the same
             ax = fig.add_subplot(grid[2, col])
             keep = (x >= centre - zoom_days) & (x <= centre + zoom_days)
             offsets = (x[keep] - centre).astype(np.int64)
-            for kernel, style in styles.items():
-                ax.plot(offsets, values[kernel][keep, 0], marker="o", ms=3,
-                        **{k: v for k, v in style.items() if k != "drawstyle"},
+            for kernel, (_, style) in styles.items():
+                ax.plot(offsets, values[kernel][keep, 0], marker="o", ms=3, **style,
                         label=kernel)
             twin = ax.twinx()
             twin.plot(offsets, distance[keep], color="C2", ls=":", marker=".", label="d")

@@ -6,28 +6,22 @@
     posenc study resolution --config configs/study_resolution.yaml --seeds 1 --max_epochs 1
 
 - ``resolution``: a small ViT (:class:`~posenc.tasks.ImageClassifier`) trained on MNIST at
-  28x28 and tested at larger and non-square sizes, one column per test size; optionally per
-  training-data ``augment`` setting (``configs/study_resolution_scale.yaml``: with and without
-  random resized crops).
+  28x28 and tested at larger and non-square sizes, optionally per training-data ``augment``
+  setting (``configs/study_resolution_scale.yaml``: with and without random resized crops).
 - ``irregular``: the :class:`~posenc.tasks.Forecaster` on the Seattle hourly temperatures
   with a random fraction of the observations kept; test MAE / RMSE per keep fraction.
-- ``forecast``: the Forecaster on real data (a panel, covariates, irregular sampling; see
-  :mod:`posenc.tasks.studies.forecast`), each encoding's skill against seasonal naive.
-
-Each study writes to ``--out`` (default ``runs/study_<name>/``): ``results.csv`` (one row per
-run and seed, appended as each run finishes), ``table.md`` (mean ± std over seeds) and
-``plot.png`` (matplotlib, the ``plot`` extra). A run whose row is already in ``results.csv``
-is skipped, so an interrupted study continues where it stopped; every row records hashes of
-its configuration, and a folder holding rows of a changed configuration is refused rather
-than mixed into the new table.
+- ``forecast``: the Forecaster on real data (:mod:`posenc.tasks.studies.forecast`), each
+  encoding's skill against seasonal naive.
 
 A study config (YAML) holds ``seeds``, ``encodings`` (name -> the model arguments that make
 that encoding), ``model`` and ``data`` (``init_args`` of the model / data module, shared by
 every run), ``trainer`` (``lightning.pytorch.Trainer`` arguments) and the study's own axis
-(``eval_image_sizes`` or ``keep``). Training is the tasks' own Lightning code.
-
-This package's face holds the two studies and the command line; :mod:`.runs` runs them
-(resume, process pool) and :mod:`.results` reads and writes their rows.
+(``eval_image_sizes``, ``keep`` or ``datasets``). Each study writes to ``--out`` (default
+``runs/study_<name>/``) ``results.csv`` (one row per run and seed, appended as each run
+finishes), ``table.md`` (mean ± std over seeds) and ``plot.png`` (the ``plot`` extra). A run
+already in ``results.csv`` is skipped, so an interrupted study continues where it stopped; a
+folder holding rows of a changed configuration is refused rather than mixed into the new
+table (:mod:`.runs`).
 """
 
 from __future__ import annotations
@@ -42,10 +36,18 @@ from posenc.core.encoding import check_positive_int
 # Configs and checkpoints written before IndexSinusoidal moved to the library name it here.
 from posenc.temporal import IndexSinusoidal  # noqa: F401
 
-from ..plots.figure import new_figure, save_png
+from ..plots.core import new_figure, save_png
 from .forecast import ForecastStudy
-from .results import format_mean_std, mean_std, metric
-from .runs import Study, fit_and_test, run_missing, summarize
+from .runs import (
+    Study,
+    errorbars,
+    fit_and_test,
+    format_mean_std,
+    markdown_table,
+    metric,
+    run_missing,
+    summarize,
+)
 
 __all__ = ["STUDIES", "ForecastStudy", "IrregularStudy", "ResolutionStudy", "Study", "main",
            "run_study", "summarize"]
@@ -58,11 +60,10 @@ def _size_label(size: int | Sequence[int]) -> str:
     return str(height) if height == width else f"{height}x{width}"
 
 
-def _errorbars(ax: Any, x: Sequence[float], values: Sequence[Sequence[float]], label: str,
-               color: str | None = None) -> None:
-    """One line of mean ± std over seeds: ``values[i]`` are the seeds' values at ``x[i]``."""
-    means, stds = zip(*(mean_std(v) for v in values), strict=True)
-    ax.errorbar(x, means, yerr=stds, marker="o", capsize=3, label=label, color=color)
+def _describe(args: dict[str, Any]) -> str:
+    """``{train_scale: [0.35, 1.0]}`` -> ``"train_scale=[0.35, 1.0]"``; ``{}`` -> ``"none"``."""
+    return ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}"
+                     for k, v in args.items()) or "none"
 
 
 class ResolutionStudy(Study):
@@ -120,7 +121,8 @@ class ResolutionStudy(Study):
                 for a in self.augments() for e in self.encodings()]
 
     def model_args(self, encoding: str) -> dict[str, Any]:
-        """``ImageClassifier`` arguments of the runs of ``encoding``."""
+        """``ImageClassifier`` arguments of the runs of ``encoding`` (a spec that is a name or
+        None is the ``encoding`` argument; the encoding's name is the default)."""
         spec = self.config["encodings"][encoding]
         args = {**(self.config.get("model") or {}),
                 **({"encoding": spec} if isinstance(spec, (str, type(None))) else spec)}
@@ -164,25 +166,20 @@ class ResolutionStudy(Study):
         return _size_label(self.config.get("model", {}).get("img_size", 28))
 
     def table(self, rows: list[dict[str, str]]) -> str:
-        sizes = self.sizes()
-        train = self._train_size()
-        head = [f"{s} (train)" if s == train else s for s in sizes]
-        axis = self._has_augment()
-        lines = ["| encoding | " + ("augment | " if axis else "") + "seeds | "
-                 + " | ".join(head) + " |",
-                 "|---|" + ("---|" if axis else "") + "---|" + "---|" * len(sizes)]
-        for augment, block in self.by_augment(rows).items():
-            for name, group in self.by_encoding(block).items():
-                cells = [format_mean_std(values, 1, 1) for values in self._accuracies(group)]
-                lines.append(f"| {name} | " + (f"{augment} | " if axis else "")
-                             + f"{len(group)} | " + " | ".join(cells) + " |")
-        note = "\n\nTest accuracy (%), mean ± std over seeds.\n"
+        train, axis = self._train_size(), self._has_augment()
+        head = ["encoding", *(["augment"] if axis else []), "seeds",
+                *(f"{s} (train)" if s == train else s for s in self.sizes())]
+        lines = markdown_table(head, (
+            [name, *([augment] if axis else []), len(group),
+             *(format_mean_std(values, 1, 1) for values in self._accuracies(group))]
+            for augment, block in self.by_augment(rows).items()
+            for name, group in self.by_encoding(block).items()))
+        note = "Test accuracy (%), mean ± std over seeds."
         if axis:
             settings = "; ".join(f"{name}: {_describe(args)}"
                                  for name, args in self.augments().items())
-            note = (f"\n\nTest accuracy (%), mean ± std over seeds. Training-data "
-                    f"augmentation ({settings}).\n")
-        return "\n".join(lines) + note
+            note += f" Training-data augmentation ({settings})."
+        return "\n".join(lines) + f"\n\n{note}\n"
 
     def plot(self, rows: list[dict[str, str]], path: Path) -> None:
         sizes = self.sizes()
@@ -190,16 +187,15 @@ class ResolutionStudy(Study):
         fig = new_figure((7 * len(blocks), 4.5), dpi=100)
         axes = fig.subplots(1, len(blocks), sharey=True, squeeze=False)[0]
         # One colour per encoding in every panel, even where a panel lacks one.
-        names = list(self.by_encoding(rows))
-        colors = {n: f"C{i % 10}" for i, n in enumerate(names)}
+        colors = {n: f"C{i % 10}" for i, n in enumerate(self.by_encoding(rows))}
+        title = "MNIST ViT: accuracy vs test resolution"
         for ax, (augment, block) in zip(axes, blocks.items(), strict=True):
             for name, group in self.by_encoding(block).items():
-                _errorbars(ax, range(len(sizes)), self._accuracies(group), name, colors[name])
-            ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
+                errorbars(ax, range(len(sizes)), self._accuracies(group), name, colors[name])
+            ax.set_xticks(range(len(sizes)), sizes)
             ax.set_xlabel(f"test image size (px); trained at {self._train_size()}")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-            title = "MNIST ViT: accuracy vs test resolution"
             if not augment:
                 ax.set_title(title)
             else:
@@ -208,12 +204,6 @@ class ResolutionStudy(Study):
                 ax.set_title(f"{title}\naugment: {augment}{described}", fontsize=10)
         axes[0].set_ylabel("test accuracy (%)")
         save_png(fig, path)
-
-
-def _describe(args: dict[str, Any]) -> str:
-    """``{train_scale: [0.35, 1.0]}`` -> ``"train_scale=[0.35, 1.0]"``; ``{}`` -> ``"none"``."""
-    return ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}"
-                     for k, v in args.items()) or "none"
 
 
 class IrregularStudy(Study):
@@ -227,10 +217,6 @@ class IrregularStudy(Study):
     def runs(self) -> list[dict[str, Any]]:
         return [{"encoding": e, "keep": float(k), "seed": s} for s in self.config["seeds"]
                 for k in self.config["keep"] for e in self.encodings()]
-
-    def model_args(self, encoding: str) -> dict[str, Any]:
-        """``Forecaster`` arguments of the runs of ``encoding``."""
-        return {**(self.config.get("model") or {}), **(self.config["encodings"][encoding] or {})}
 
     def run(self, key: dict[str, Any]) -> dict[str, float]:
         from ..forecasting import Forecaster, SeattleTempsDataModule
@@ -257,13 +243,11 @@ class IrregularStudy(Study):
 
     def table(self, rows: list[dict[str, str]]) -> str:
         head = [f"{m.upper()} @ {k:.0%}" for m in self.shown for k in self._keeps()]
-        lines = ["| encoding | seeds | " + " | ".join(head) + " |",
-                 "|---|---|" + "---|" * len(head)]
-        for name, group in self.by_encoding(rows).items():
-            cells = [format_mean_std(values, 1, 2) for m in self.shown
-                     for values in self._errors(group, m)]
-            seeds = len({r["seed"] for r in group})
-            lines.append(f"| {name} | {seeds} | " + " | ".join(cells) + " |")
+        lines = markdown_table(["encoding", "seeds", *head], (
+            [name, len({r["seed"] for r in group}),
+             *(format_mean_std(values, 1, 2) for m in self.shown
+               for values in self._errors(group, m))]
+            for name, group in self.by_encoding(rows).items()))
         return "\n".join(lines) + (
             "\n\nTest MAE / RMSE in degrees F at each fraction of observations kept, "
             "mean ± std over seeds.\n")
@@ -274,7 +258,7 @@ class IrregularStudy(Study):
         axes = fig.subplots(1, len(self.shown))
         for name, group in self.by_encoding(rows).items():
             for ax, m in zip(axes, self.shown, strict=True):
-                _errorbars(ax, percent, self._errors(group, m), name)
+                errorbars(ax, percent, self._errors(group, m), name)
         for ax, m in zip(axes, self.shown, strict=True):
             ax.set_xlabel("observations kept (%)")
             ax.set_ylabel(f"test {m.upper()} (°F)")
@@ -327,32 +311,31 @@ def _load_config(path: str) -> dict:
     return config
 
 
+def _subset(config: dict, key: str, text: str, option: str) -> dict:
+    """The entries of ``config[key]`` that comma-separated ``text`` names, in its order."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    have = config.get(key) or {}
+    unknown = sorted(set(names) - set(have))
+    if unknown:
+        raise ValueError(f"{option} {unknown} not in the config's {key} {sorted(have)}")
+    return {n: have[n] for n in names}
+
+
 def _apply_overrides(config: dict, args: argparse.Namespace) -> dict:
     config = {**config, "trainer": dict(config.get("trainer") or {})}
-    if args.seeds is not None:
+    if args.seeds is not None:  # the listed seeds first, then the next unused ones
         listed = list(config.get("seeds") or [])
         config["seeds"] = (listed + list(range(max(listed, default=-1) + 1,
                                                args.seeds + 1)))[:args.seeds]
     if args.encodings:
-        names = [n.strip() for n in args.encodings.split(",") if n.strip()]
-        unknown = sorted(set(names) - set(config["encodings"]))
-        if unknown:
-            raise ValueError(f"--encodings {unknown} not in the config's encodings "
-                             f"{sorted(config['encodings'])}")
-        config["encodings"] = {n: config["encodings"][n] for n in names}
+        config["encodings"] = _subset(config, "encodings", args.encodings, "--encodings")
     if args.keep:
         config["keep"] = [float(k) for k in args.keep.split(",")]
     if args.datasets:
-        names = [n.strip() for n in args.datasets.split(",") if n.strip()]
-        unknown = sorted(set(names) - set(config.get("datasets") or {}))
-        if unknown:
-            raise ValueError(f"--datasets {unknown} not in the config's datasets "
-                             f"{sorted(config.get('datasets') or {})}")
-        config["datasets"] = {n: config["datasets"][n] for n in names}
+        config["datasets"] = _subset(config, "datasets", args.datasets, "--datasets")
     for name in ("max_epochs", "limit_train_batches", "limit_test_batches"):
-        value = getattr(args, name)
-        if value is not None:
-            config["trainer"][name] = value
+        if getattr(args, name) is not None:
+            config["trainer"][name] = getattr(args, name)
     return config
 
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..plots.figure import new_figure, save_png
-from .results import format_mean_std, mean_std, metric
-from .runs import Study, fit_and_test
+from ..plots.core import new_figure, save_png
+from .runs import Study, fit_and_test, format_mean_std, markdown_table, mean_std, metric
 
 __all__ = ["ForecastStudy", "data_module"]
 
@@ -83,28 +82,27 @@ class ForecastStudy(Study):
     def _group(self, rows: list[dict[str, str]], dataset: str) -> dict[str, list[dict]]:
         return self.by_encoding([r for r in rows if r["dataset"] == dataset])
 
+    def _baseline(self, dataset: str) -> str:
+        return self.config["datasets"][dataset].get("baseline", "seasonal naive")
+
     def table(self, rows: list[dict[str, str]]) -> str:
         lines = []
         for dataset in self.datasets():
             groups = self._group(rows, dataset)
             if not groups:
                 continue
-            baseline = self.config["datasets"][dataset].get("baseline", "seasonal naive")
-            lines += [f"**{dataset}**", "",
-                      f"| encoding | seeds | MAE | MASE | skill vs {baseline} |",
-                      "|---|---|---|---|---|"]
-            for name, group in groups.items():
-                cells = [format_mean_std([metric(r, m) for r in group], 1, 3)
-                         for m in ("mae", "mase")]
-                cells.append(format_mean_std([_skill(r) for r in group], 100, 1) + " %")
-                lines.append(f"| {name} | {len({r['seed'] for r in group})} | "
-                             + " | ".join(cells) + " |")
+            baseline = self._baseline(dataset)
+            cells = [[name, len({r["seed"] for r in group}),
+                      *(format_mean_std([metric(r, m) for r in group], 1, 3)
+                        for m in ("mae", "mase")),
+                      format_mean_std([_skill(r) for r in group], 100, 1) + " %"]
+                     for name, group in groups.items()]
             naive = [r for group in groups.values() for r in group]
-            lines.append(f"| *{baseline}* | - | "
-                         f"{format_mean_std([metric(r, 'mae_naive') for r in naive], 1, 3)} | "
-                         f"{format_mean_std([metric(r, 'mase_naive') for r in naive], 1, 3)} "
-                         f"| 0 % |")
-            lines.append("")
+            cells.append([f"*{baseline}*", "-",
+                          *(format_mean_std([metric(r, m) for r in naive], 1, 3)
+                            for m in ("mae_naive", "mase_naive")), "0 %"])
+            lines += [f"**{dataset}**", "", *markdown_table(
+                ["encoding", "seeds", "MAE", "MASE", f"skill vs {baseline}"], cells), ""]
         return "\n".join(lines) + (
             "Test MAE in the data's units and MASE (mean ± std over seeds); skill = 1 - MAE / "
             "MAE of the baseline forecast on the same windows (positive: better).\n")
@@ -122,8 +120,7 @@ class ForecastStudy(Study):
             ax.set_yticks(range(len(names)), names, fontsize=8)
             ax.axvline(0, color="black", lw=0.8)
             ax.invert_yaxis()
-            baseline = self.config["datasets"][dataset].get("baseline", "seasonal naive")
-            ax.set_xlabel(f"skill vs {baseline} (%)")
+            ax.set_xlabel(f"skill vs {self._baseline(dataset)} (%)")
             ax.set_title(dataset)
             ax.grid(alpha=0.3, axis="x")
         fig.suptitle("Forecaster time encodings on real data: test MAE skill vs each data "

@@ -1,11 +1,20 @@
-"""How a study runs: the :class:`Study` interface, one Lightning fit + test per run, and the
-scheduler that runs every run missing from ``results.csv`` (serially or in a process pool),
-appending each row as it finishes."""
+"""How a study runs and what it writes: the :class:`Study` interface, one Lightning fit + test
+per run, the scheduler that runs every run missing from ``results.csv`` (serially or in a
+process pool) and the rows it appends, each with hashes of its configuration.
+
+A metric is looked up by name and a missing one is an error, never a NaN (a renamed metric
+must not turn into a blank cell); mean ± std over seeds is computed in one place for the
+tables and the plots.
+"""
 
 from __future__ import annotations
 
+import csv
+import hashlib
+import json
+import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,21 +22,116 @@ import torch
 from posenc.core.encoding import check_positive_int
 from torch import nn
 
-from ..plots.figure import require_matplotlib
-from .results import append_row, fingerprint, logged_metrics, read_rows, row_key
+from ..plots.core import require_matplotlib
 
-__all__ = ["Study", "fit_and_test", "run_missing", "summarize"]
+__all__ = ["Study", "append_row", "errorbars", "fingerprint", "fit_and_test", "format_mean_std",
+           "logged_metrics", "markdown_table", "mean_std", "metric", "read_rows", "row_key",
+           "run_missing", "summarize"]
 
 # Run axes (a changed list adds or drops runs, it does not change them) and how runs are
 # scheduled: not part of a run's configuration.
 NOT_FINGERPRINTED = frozenset({"seeds", "encodings", "keep", "threads", "workers"})
 
 
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of the CSV at ``path`` (none if it does not exist yet)."""
+    if not path.exists():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def append_row(path: Path, row: Mapping[str, Any]) -> None:
+    """Add ``row`` to the CSV at ``path``; columns it adds go after the existing ones."""
+    rows = read_rows(path)
+    fields = list(rows[0]) if rows else []
+    fields += [k for k in row if k not in fields]
+    rows.append({k: str(v) for k, v in row.items()})
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)  # atomic: an interrupted study never leaves a half-written CSV
+
+
+def fingerprint(value: Any) -> str:
+    """A 12-hex-digit hash of a JSON-able configuration (key order does not matter)."""
+    return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def row_key(row: Mapping[str, Any], columns: Sequence[str]) -> tuple[str, ...]:
+    """The identity of a run, the same whether read from the CSV (strings) or made by the
+    study (``keep`` as a float: ``"0.5"`` and ``0.5`` are one run)."""
+    return tuple(str(float(row[c])) if c == "keep" else str(row[c]) for c in columns)
+
+
+def metric(row: Mapping[str, str], name: str) -> float:
+    """The value of metric ``name`` in a ``results.csv`` row; absent or empty raises a
+    ``ValueError`` naming the metric and the row's columns."""
+    text = row.get(name)
+    if text is None or text == "":
+        key = {k: row[k] for k in ("encoding", "keep", "seed") if k in row}
+        raise ValueError(f"results row {key} has no value for metric {name!r}; its columns: "
+                         f"{sorted(k for k, v in row.items() if v not in (None, ''))}")
+    return float(text)
+
+
+def logged_metrics(logged: Iterable[Mapping[str, float]], names: Mapping[str, str]
+                   ) -> dict[str, float]:
+    """``{column: value}`` of the metrics a ``Trainer.test`` call logged, ``names`` mapping
+    each results column to its logged name (``{"mae": "test/mae"}``); a name that was not
+    logged raises a ``ValueError`` listing the ones that were."""
+    merged = {k: v for result in logged for k, v in result.items()}
+    missing = [logged_name for logged_name in names.values() if logged_name not in merged]
+    if missing:
+        raise ValueError(f"the test run logged no metric {missing[0]!r} (wanted "
+                         f"{list(names.values())}); it logged {sorted(merged)}")
+    return {column: float(merged[logged_name]) for column, logged_name in names.items()}
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (n - 1) of ``values``; the std of one value is 0,
+    both are NaN for none. A NaN value (a diverged run) makes both NaN: it is not dropped."""
+    if not values:
+        return math.nan, math.nan
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return mean, 0.0
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def format_mean_std(values: Sequence[float], scale: float, digits: int) -> str:
+    """``"mean ± std"`` of ``values * scale`` at ``digits`` decimals; the mean alone for one
+    value, ``"–"`` for none."""
+    if not values:
+        return "–"
+    mean, std = mean_std([v * scale for v in values])
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def markdown_table(head: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+    """The lines of a Markdown table: ``head`` and one line per row of cells."""
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+            *("| " + " | ".join(str(cell) for cell in row) + " |" for row in rows)]
+
+
+def errorbars(ax: Any, x: Sequence[float], values: Sequence[Sequence[float]], label: str,
+              color: str | None = None) -> None:
+    """One line of mean ± std over seeds: ``values[i]`` are the seeds' values at ``x[i]``."""
+    means, stds = zip(*(mean_std(v) for v in values), strict=True)
+    ax.errorbar(x, means, yerr=stds, marker="o", capsize=3, label=label, color=color)
+
+
 class Study:
     """One study: its runs (a key per run), how to do one, and how to summarize them.
 
     Subclasses set ``name`` and ``key_columns`` (the columns that identify a run in
-    ``results.csv``) and implement the methods that raise here.
+    ``results.csv``) and implement ``runs()`` (every run's key, in the order to run them),
+    ``run(key)`` (train and test one: ``{metric column: value}``), ``table(rows)`` (Markdown
+    of mean ± std over seeds of ``results.csv``'s rows) and ``plot(rows, path)`` (a PNG).
     """
 
     name: str
@@ -37,33 +141,30 @@ class Study:
         self.config = config
 
     def runs(self) -> list[dict[str, Any]]:
-        """Every run's key, in the order to run them."""
         raise NotImplementedError
 
     def run(self, key: dict[str, Any]) -> dict[str, float]:
-        """Train and test the run ``key``: ``{metric column: value}``."""
-        raise NotImplementedError
-
-    def model_args(self, encoding: str) -> dict[str, Any]:
-        """Model constructor arguments of the runs of ``encoding``."""
         raise NotImplementedError
 
     def table(self, rows: list[dict[str, str]]) -> str:
-        """Markdown table of mean ± std over seeds of ``rows`` (``results.csv``)."""
         raise NotImplementedError
 
     def plot(self, rows: list[dict[str, str]], path: Path) -> None:
-        """PNG of ``rows`` at ``path``."""
         raise NotImplementedError
+
+    def model_args(self, encoding: str) -> dict[str, Any]:
+        """Model constructor arguments of the runs of ``encoding``: the config's ``model``,
+        then the encoding's own."""
+        return {**(self.config.get("model") or {}), **(self.config["encodings"][encoding] or {})}
 
     def encodings(self) -> list[str]:
         return list(self.config["encodings"])
 
     def fingerprints(self) -> tuple[str, dict[str, str]]:
         """Hashes of what a run's result depends on besides its key: the shared settings
-        (model, data, trainer, test sizes: everything but the run axes and the worker
-        settings) and each encoding's spec. Stored with every row, so a resumed study never
-        mixes in rows of a changed configuration."""
+        (everything but the run axes and the worker settings) and each encoding's spec.
+        Stored with every row, so a resumed study never mixes in rows of a changed
+        configuration."""
         shared = {k: v for k, v in self.config.items() if k not in NOT_FINGERPRINTED}
         return fingerprint(shared), {name: fingerprint(spec)
                                      for name, spec in self.config["encodings"].items()}
@@ -84,16 +185,14 @@ def fit_and_test(config: Mapping[str, Any], seed: int,
                  ) -> dict[str, float]:
     """Seed everything, then ``build()`` the ``(model, data module)`` (so the seed fixes the
     initial weights too), fit with the study's ``trainer`` settings and test: ``{column:
-    value}`` of the logged ``metrics`` (column -> logged name; one that was not logged
-    raises, see :func:`~posenc.tasks.studies.results.logged_metrics`)."""
+    value}`` of the logged ``metrics`` (column -> logged name, see :func:`logged_metrics`)."""
     from lightning.pytorch import Trainer, seed_everything
 
     seed_everything(seed, workers=True)
     kwargs = dict(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                   enable_progress_bar=False, enable_model_summary=False,
                   num_sanity_val_steps=0, limit_val_batches=0)
-    kwargs.update(config.get("trainer") or {})
-    trainer = Trainer(**kwargs)
+    trainer = Trainer(**{**kwargs, **(config.get("trainer") or {})})
     model, data = build()
     trainer.fit(model, datamodule=data)
     return logged_metrics(trainer.test(model, datamodule=data, verbose=False), metrics)

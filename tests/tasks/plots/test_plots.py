@@ -15,7 +15,6 @@ from posenc import core, spatial
 from posenc.spatial.coords import CoordAugment
 from posenc.tasks import plots
 from posenc.tasks.plots import core as plots_core
-from posenc.tasks.plots import rotary2d as plots_rotary2d
 from posenc.tasks.plots import spatial as plots_spatial
 from posenc.tasks.plots import temporal as plots_temporal
 
@@ -56,7 +55,7 @@ def figures(monkeypatch):
         saved.append(fig)
         return original(fig, path)
 
-    for module in (plots_core, plots_rotary2d, plots_spatial, plots_temporal):
+    for module in (plots_core, plots_spatial, plots_temporal):
         monkeypatch.setattr(module, "save_png", keep)
     return saved
 

@@ -98,7 +98,7 @@ def _fake_rows() -> list[dict[str, str]]:
 
 
 def test_table_has_a_block_per_setting_from_a_results_csv(tmp_path):
-    from posenc.tasks.studies.results import read_rows
+    from posenc.tasks.studies.runs import read_rows
 
     path = tmp_path / "results.csv"
     rows = _fake_rows()

@@ -77,7 +77,7 @@ def test_the_holidays_study_reruns_the_birthdays_setting_and_its_table_is_its_cs
 
     from posenc.tasks import Forecaster
     from posenc.tasks.studies import _load_config
-    from posenc.tasks.studies.results import read_rows
+    from posenc.tasks.studies.runs import read_rows
 
     root = Path(__file__).resolve().parents[3]
     config = _load_config(str(root / "configs" / "study_forecast_holidays.yaml"))

@@ -207,7 +207,7 @@ DOCS = Path(__file__).resolve().parents[3] / "docs" / "studies"
 def test_the_published_tables_are_rebuilt_from_their_csv_exactly(study_name, name):
     """docs/studies/*_table.md came out of the study: the same rows give the same table."""
     from posenc.tasks.studies import STUDIES, _load_config
-    from posenc.tasks.studies.results import read_rows
+    from posenc.tasks.studies.runs import read_rows
 
     study = STUDIES[study_name](_load_config(str(CONFIGS / f"study_{name}.yaml")))
     rows = read_rows(DOCS / f"{name}_results.csv")
@@ -215,7 +215,7 @@ def test_the_published_tables_are_rebuilt_from_their_csv_exactly(study_name, nam
 
 
 def test_mean_std_is_the_sample_std_and_one_value_has_none():
-    from posenc.tasks.studies.results import format_mean_std, mean_std
+    from posenc.tasks.studies.runs import format_mean_std, mean_std
 
     assert mean_std([0.5, 0.9]) == pytest.approx((0.7, 0.2828427), abs=1e-7)
     assert mean_std([0.5]) == (0.5, 0.0)
