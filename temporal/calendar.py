@@ -36,29 +36,18 @@ from posenc.core.encoding import (
 from torch import Tensor, nn
 
 from .frequencies import frequency_fields
-from .timestamps import Timestamps, datetime_index, local_wall_time
+from .timestamps import UNITS, Timestamps, datetime_index, local_wall_time
 
 __all__ = ["CYCLE_PERIODS", "FIELDS", "CalendarEmbedding", "CalendarFeatures", "calendar_features",
            "calendar_fields", "check_calendar_fields", "check_field_range", "field_column"]
 
 
 FIELDS: dict[str, tuple[int, int]] = {
-    "second": (0, 59),
-    "minute": (0, 59),
-    "hour": (0, 23),
-    "day_of_week": (0, 6),
-    "day_of_month": (1, 31),
-    "day_of_year": (1, 366),
-    "month": (1, 12),
-    "week_of_year": (1, 53),
-    "days_in_month": (28, 31),
-    "days_in_year": (365, 366),
-    "weeks_in_year": (52, 53),
-}
+    "second": (0, 59), "minute": (0, 59), "hour": (0, 23), "day_of_week": (0, 6),
+    "day_of_month": (1, 31), "day_of_year": (1, 366), "month": (1, 12), "week_of_year": (1, 53),
+    "days_in_month": (28, 31), "days_in_year": (365, 366), "weeks_in_year": (52, 53)}
 """name -> (first, last) value. "week_of_year" is the ISO week; "weeks_in_year" the number of
-ISO weeks (52 or 53) in that ISO week-year, the true period of "week_of_year".
-"""
-_TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+ISO weeks (52 or 53) in that ISO week-year, the true period of "week_of_year"."""
 _DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int32)
 
 
@@ -125,7 +114,7 @@ def calendar_fields(timestamps: Timestamps, tz: Any = None, *,
     names = set(_check_names(FIELDS if fields is None else fields, "fields"))
     index, shape = datetime_index(timestamps)
     local = local_wall_time(index, tz)
-    per_second = _TICKS_PER_SECOND[index.unit]
+    per_second = UNITS["s"] // UNITS[index.unit]
     seconds = local // per_second if per_second > 1 else local
     days, second_of_day = np.divmod(seconds, 86400)
     out: dict[str, np.ndarray] = {}
@@ -182,15 +171,8 @@ def check_field_range(column: np.ndarray | Tensor, name: str) -> np.ndarray | Te
 
 
 CYCLE_PERIODS: dict[str, int | str] = {
-    "second": 60,
-    "minute": 60,
-    "hour": 24,
-    "day_of_week": 7,
-    "day_of_month": "days_in_month",
-    "day_of_year": "days_in_year",
-    "month": 12,
-    "week_of_year": "weeks_in_year",
-}
+    "second": 60, "minute": 60, "hour": 24, "day_of_week": 7, "day_of_month": "days_in_month",
+    "day_of_year": "days_in_year", "month": 12, "week_of_year": "weeks_in_year"}
 """The period each field cycles over: a number, or the field that holds it per timestamp."""
 # Slowest- to fastest-changing along a sorted series.
 _SPEED = ("month", "week_of_year", "day_of_year", "day_of_month", "day_of_week", "hour",
@@ -269,21 +251,12 @@ def _groups(names: tuple[str, ...], cyclic: bool, dtype: torch.dtype,
                  for axes, table in joint)
 
 
-def _joint_index(columns: Mapping[str, np.ndarray | Tensor], axes: Sequence[_Axis]
-                 ) -> np.ndarray | Tensor:
-    """Row of the joint table for every element (Horner's rule over the axes, in place)."""
+def _joint_index(columns: Mapping[str, Tensor], axes: Sequence[_Axis]) -> Tensor:
+    """Row of the joint table for every element (Horner's rule over the axes)."""
     first, *rest = axes
-    if not rest:
-        return columns[first.column] - first.first
-    index = columns[first.column] * rest[0].size  # a fresh array: the steps below are in place
-    offset = first.first * rest[0].size
-    for axis, following in zip(rest, [*rest[1:], None], strict=True):
-        index += columns[axis.column]
-        offset += axis.first
-        if following is not None:
-            index *= following.size
-            offset *= following.size
-    index -= offset
+    index = columns[first.column] - first.first
+    for axis in rest:
+        index = index * axis.size + (columns[axis.column] - axis.first)
     return index
 
 
@@ -295,9 +268,8 @@ def _period_pairs(axes: Sequence[_Axis]) -> tuple[tuple[int, int], ...]:
 
 
 def _past_period(field: str, period: str) -> ValueError:
-    """A field whose period is another field (the day of month's days in that month) must
-    not pass it: day 31 of a 30-day month would read as day 1 of the next. The fields of
-    :func:`calendar_fields` always agree; this catches hand-made or mis-collated ones."""
+    # Day 31 of a 30-day month would read as day 1 of the next. calendar_fields' fields always
+    # agree; this catches hand-made or mis-collated ones.
     return ValueError(f"fields[{field!r}] must not exceed fields[{period!r}] (its period), "
                       f"but some value does")
 

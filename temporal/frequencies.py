@@ -29,6 +29,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from .timestamps import UNITS
+
 __all__ = ["Frequency", "frequency_fields", "frequency_nanoseconds", "parse_duration",
            "parse_frequency"]
 
@@ -46,8 +48,7 @@ _GLUONTS_FIELDS: dict[str, tuple[str, ...]] = {
     "second": ("second", "minute", "hour", *_DAY),
 }
 # Fixed-length units (pandas' Tick offsets) in pandas 3 spelling, coarse to fine.
-_TICK_NS: dict[str, int] = {"D": 86400 * 10**9, "h": 3600 * 10**9, "min": 60 * 10**9,
-                            "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+_TICK_NS = {unit: UNITS[unit] for unit in ("D", "h", "min", "s", "ms", "us", "ns")}
 _TICK_FAMILY = {"D": "day", "h": "hour", "min": "minute", "s": "second"}
 _TICK_ALIASES: dict[str, str] = {
     **{unit: unit for unit in _TICK_NS},

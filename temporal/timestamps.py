@@ -48,16 +48,8 @@ Timestamps: TypeAlias = (pd.DatetimeIndex | pd.PeriodIndex | pd.Series | np.ndar
                          | Sequence[Any])
 """The timestamp inputs accepted wherever a ``timestamps`` argument appears (module docstring)."""
 
-UNITS: dict[str, int] = {
-    "ns": 1,
-    "us": 10**3,
-    "ms": 10**6,
-    "s": 10**9,
-    "min": 60 * 10**9,
-    "h": 3600 * 10**9,
-    "D": 86400 * 10**9,
-    "W": 7 * 86400 * 10**9,
-}
+UNITS: dict[str, int] = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "min": 60 * 10**9,
+                         "h": 3600 * 10**9, "D": 86400 * 10**9, "W": 7 * 86400 * 10**9}
 """Length of each unit in nanoseconds; the names are pandas 3's."""
 NAT = torch.iinfo(torch.int64).min  # pandas' NaT as int64
 
