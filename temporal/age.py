@@ -32,6 +32,7 @@ from .timestamps import (
     _origin,
     check_no_nat,
     datetime_index,
+    real_tensor,
     timestamp_argument,
 )
 
@@ -79,11 +80,7 @@ def age_feature(age: np.ndarray | Tensor, transform: str = "gluonts") -> np.ndar
     index age) transformed by ``transform`` (module docstring): float64 (float32 on devices
     without it), numpy or torch as given."""
     check_choice(transform, "transform", TRANSFORMS)
-    values = age if isinstance(age, Tensor) else torch.from_numpy(np.asarray(age))
-    if values.dtype == torch.bool or values.is_complex() or not (
-            values.is_floating_point() or values.dtype in (torch.uint8, torch.int8, torch.int16,
-                                                           torch.int32, torch.int64)):
-        raise TypeError(f"age must hold int or float ages, got dtype {values.dtype}")
+    values = real_tensor(age, "age", "ages")
     wide = values.to(wide_dtype(values.device))
     if (values.device.type == "cpu" and values.numel() and not torch.compiler.is_compiling()
             and not bool((wide >= 0).all())):

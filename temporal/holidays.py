@@ -32,7 +32,14 @@ from posenc.core.encoding import (
 )
 from torch import Tensor
 
-from .timestamps import UNITS, Timestamps, check_no_nat, datetime_index, local_wall_time
+from .timestamps import (
+    UNITS,
+    Timestamps,
+    check_no_nat,
+    datetime_index,
+    local_wall_time,
+    real_tensor,
+)
 
 __all__ = ["KERNELS", "HolidayFeatures", "holiday_dates", "holiday_distance", "holiday_kernel"]
 
@@ -332,12 +339,7 @@ def holiday_kernel(distance: np.ndarray | Tensor, kernel: str = "indicator", *,
     check_choice(kernel, "kernel", KERNELS)
     alpha = check_positive_float(alpha, "alpha")
     tol = check_float(tol, "tol", ge=0)
-    values = distance if isinstance(distance, Tensor) else torch.from_numpy(
-        np.asarray(distance))
-    if values.dtype == torch.bool or values.is_complex() or not (
-            values.is_floating_point() or values.dtype in (torch.int8, torch.int16,
-                                                           torch.int32, torch.int64)):
-        raise TypeError(f"distance must hold int or float days, got dtype {values.dtype}")
+    values = real_tensor(distance, "distance", "days")
     wide = wide_dtype(values.device)
     if kernel == "indicator":
         out = (values == 0).to(wide)

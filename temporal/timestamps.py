@@ -40,7 +40,8 @@ from pandas.tseries.api import guess_datetime_format
 from torch import Tensor
 
 __all__ = ["AMBIGUOUS", "NONEXISTENT", "UNITS", "Timestamps", "check_no_nat", "check_tz_name",
-           "datetime_index", "local_wall_time", "localize", "parse_timestamps", "row_label",
+           "datetime_index", "local_wall_time", "localize", "parse_timestamps", "real_tensor",
+           "row_label",
            "time_positions", "to_nanoseconds", "to_seconds", "utc_and_local"]
 
 
@@ -59,6 +60,15 @@ def check_no_nat(values: Tensor | None, name: str = "timestamps") -> None:
     if values is not None and bool((values == NAT).any()):
         raise ValueError(f"{name} contains NaT (int64 min); drop or fill missing timestamps "
                          f"before encoding them")
+
+
+def real_tensor(values: np.ndarray | Tensor, name: str, what: str) -> Tensor:
+    """``values`` (numpy or torch) as a tensor if it holds ints or floats, else ``TypeError``."""
+    out = values if isinstance(values, Tensor) else torch.from_numpy(np.asarray(values))
+    ints = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    if not (out.is_floating_point() or out.dtype in ints):  # bool and complex are neither
+        raise TypeError(f"{name} must hold int or float {what}, got dtype {out.dtype}")
+    return out
 
 
 def _describe(timestamps: object) -> str:
@@ -581,14 +591,9 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
             raise
         raise ValueError(f"timestamp_format={fmt!r} is not a usable format for timestamp "
                          f"column {name!r}: {err}") from err
-    unread = pd.isna(parsed).to_numpy() & ~null_like
-    if unread.any():
-        # Text that pandas reads as missing is reported as missing (NaT) by the caller.
-        rows = np.flatnonzero(unread)
-        blank = text.iloc[rows].str.strip().str.lower().isin(_NULL_TEXT).to_numpy(dtype=bool)
-        rows = rows[~blank]
-    else:
-        rows = np.zeros(0, np.int64)
+    # Unread rows but those pandas reads as missing, which the caller reports as NaT.
+    rows = np.flatnonzero(pd.isna(parsed).to_numpy() & ~null_like)
+    rows = rows[~text.iloc[rows].str.strip().str.lower().isin(_NULL_TEXT).to_numpy(dtype=bool)]
     if len(rows):
         row = int(rows[0])
         value = column.iloc[row]
