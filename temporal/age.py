@@ -100,23 +100,17 @@ class AgeFeature(PositionEncoding):
     """Module form of :func:`series_age` + :func:`age_feature` (no parameters): ``(...)``
     timestamps -> ``(..., 1)``.
 
-    In a ``Forecaster`` (name ``"age"``) it is GluonTS's ``AddAgeFeature`` in elapsed time:
-    the age of every token since the first observation of its series. A window does not hold
-    its series' start, so the batch carries it (``series_start_local``, from the whole table
-    in training, validation and test; from the schema or the history in ``forecast()``) and
-    the Forecaster passes it as ``series_start``.
+    In a ``Forecaster`` (name ``"age"``) it is GluonTS's ``AddAgeFeature`` in elapsed time. A
+    window does not hold its series' start, so the batch carries it (from the whole table, or
+    the schema or history in ``forecast()``) and the Forecaster passes it as ``series_start``.
+    An int64 tensor is read as nanoseconds on the clock of ``start`` (wall-clock with a naive
+    one, as in a Forecaster; UTC with an aware one), stays on its device and is differenced in
+    int64 (exact); values are checked on CPU only (elsewhere a check would wait for the device).
 
-    An int64 tensor is read as nanoseconds since 1970 on the clock ``start`` is read on (the
-    forecaster's local wall-clock times with a naive ``start``; UTC with a tz-aware one) and
-    stays on its device; the difference is taken in int64, so it is exact. Values are checked
-    on CPU only (on an accelerator a check would wait for the device).
-
-    Args:
-        start: a fixed origin for every series (:func:`series_age`); it wins over
-            ``series_start``, and a series that starts before it raises. In a Forecaster give a
-            naive start. None: the age counts from ``series_start`` where the caller gives it,
-            else from each row's earliest timestamp.
-        unit: the unit of ages before ``transform`` (one of :data:`TRANSFORMS`) applies.
+    ``start`` is a fixed origin for every series (:func:`series_age`); it wins over
+    ``series_start``, and a series starting before it raises. None: ages count from
+    ``series_start`` where given, else from each row's earliest timestamp. ``unit`` is the
+    unit of ages before ``transform`` (one of :data:`TRANSFORMS`).
     """
 
     kind = "additive"

@@ -57,18 +57,13 @@ def _check_mask(mask: object, name: str, like: Tensor, like_name: str) -> None:
 
 
 class ContinuousSinusoidal(Float64Buffers):
-    """Sin/cos of elapsed time at ``dim // 2`` periods between two bounds.
+    """Sin/cos of elapsed time at ``dim // 2`` (``dim`` even) periods from ``min_period`` to
+    ``max_period`` (in the unit of the times; make it exceed the span to be told apart),
+    laid out ``"interleaved"`` or ``"half"`` as core's :class:`~posenc.core.SinusoidalEncoding`.
 
-    Irregular samples get the encoding of their actual time, not of their index: two
-    observations an hour apart are encoded an hour apart whatever lies between them.
-    Choosing ``min_period = 2*pi`` and ``max_period = 2*pi * 10000 ** ((dim - 2) / dim)``
-    reproduces core's :class:`~posenc.core.SinusoidalEncoding` exactly (with time in steps).
-
-    Args:
-        dim: output width (even).
-        min_period: shortest period, in the unit of the times passed in.
-        max_period: longest period; make it exceed the span to be told apart.
-        layout: ``"interleaved"`` or ``"half"``, as in :class:`~posenc.core.SinusoidalEncoding`.
+    Irregular samples get the encoding of their actual time, not of their index.
+    ``min_period = 2*pi`` and ``max_period = 2*pi * 10000 ** ((dim - 2) / dim)`` reproduce
+    core's encoding exactly (with time in steps).
     """
 
     kind = "additive"
@@ -195,17 +190,14 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
     the previous observation (0 where there is none), since ``times[..., 0]``, and the mask.
 
     Args:
-        times: ``(N,)`` or ``(B, N)`` non-decreasing times in any unit
-            (:func:`time_positions`): integer, float32 or float64 (half precision raises:
-            elapsed hours in float16 are off by whole hours past 2048). Padding should
-            repeat a real time (e.g. the last).
+        times: ``(N,)`` or ``(B, N)`` non-decreasing times in any unit: integer, float32 or
+            float64 (float16 hours are off by whole hours past 2048). Padding should repeat a
+            real time. Differences are taken in their dtype (exact for integer ns).
         mask: same shape, bool, True where a value was observed; unobserved positions (gaps,
-            the horizon to forecast, padding) still get their deltas but are skipped as
-            "previous observation" (GRU-D's delta). ``None``: every position observed.
-        log: return ``log1p(delta / scale)`` for both deltas, taming heavy-tailed gaps.
-        scale: the delta (in the unit of ``times``) that ``log`` maps to ``log(2)``.
-        dtype: output dtype. Differences are taken in the times' own dtype (exact for
-            integer nanoseconds), then converted.
+            the horizon, padding) get their deltas but are no "previous observation" (GRU-D's
+            delta). ``None``: every position observed.
+        log: ``log1p(delta / scale)`` for both deltas, taming heavy-tailed gaps (``scale``
+            in the unit of ``times`` maps to ``log(2)``).
     """
     t = check_positions(times, "times")  # refuses half precision, widens integers
     if mask is not None:

@@ -172,12 +172,10 @@ def holiday_dates(country: str, years: Iterable[int], *, subdiv: str | None = No
 
 def _holiday_groups(source: _Calendar, years: range, names: Sequence[str] | None, *,
                     check: bool) -> dict[str, np.ndarray]:
-    """The groups (:func:`_name_groups`) that hold the nearest holiday of every day of
-    ``years``: the calendar for ``years`` widened (doubling, within the years the package
-    covers fully) until each group has a date on or before their first day and one on or
-    after their last. A yearly holiday needs one year either side; Inauguration Day (every
-    four years) up to four. Where the package's calendar ends first (or is incomplete), the
-    nearest is the nearest it has."""
+    """The groups (:func:`_name_groups`) holding the nearest holiday of every day of ``years``:
+    the calendar widened (doubling, within the years the package covers fully) until each
+    group has a date on or before their first day and one on or after their last (Inauguration
+    Day, every four years, needs up to four)."""
     calendar = source.covering(years)
     if not years:
         return _name_groups(calendar, names, check=False)
@@ -322,19 +320,11 @@ def holiday_distance(timestamps: Timestamps, country: str | None = None, *,
 
 def holiday_kernel(distance: np.ndarray | Tensor, kernel: str = "indicator", *,
                    alpha: float = 1.0, tol: float = 1e-9) -> np.ndarray | Tensor:
-    """GluonTS's holiday kernels of a distance in days, elementwise.
-
-    - ``"indicator"``: ``1.0 if distance == 0 else 0.0``;
-    - ``"exponential"``: ``exp(-alpha * |distance|)``;
-    - ``"squared_exponential"``: ``exp(-alpha * distance**2)``;
-
-    the last two set to 0 where they are not above ``tol`` (GluonTS's ``tol=1e-9``).
-
-    Args:
-        distance: ``(...)`` ints or floats (:func:`holiday_distance`), numpy or torch.
-
-    Returns:
-        ``(...)`` float64 (float32 on devices without float64), numpy or torch as given.
+    """GluonTS's holiday kernels of ``(...)`` int or float days (:func:`holiday_distance`),
+    elementwise: ``"indicator"`` ``1.0 if distance == 0 else 0.0``, ``"exponential"``
+    ``exp(-alpha * |distance|)``, ``"squared_exponential"`` ``exp(-alpha * distance**2)``, the
+    last two set to 0 where not above ``tol``. ``(...)`` float64 (float32 on devices without
+    it), numpy or torch as given.
     """
     check_choice(kernel, "kernel", KERNELS)
     alpha = check_positive_float(alpha, "alpha")
@@ -358,20 +348,12 @@ class HolidayFeatures(PositionEncoding):
     row; the indicator by default), and with ``distance_scale`` also that distance divided by
     it (a signed ramp, e.g. ``distance_scale=30`` makes a month 1.0).
 
-    The calendar is built once here for ``years``; timestamps outside them raise (checked for
-    CPU input, where the data pipeline makes them; on an accelerator the check would wait for
-    the device, so it is skipped).
-
     ``country``, ``subdiv``, ``names``, ``observed``, ``categories`` and ``language`` choose
-    the calendar as in :func:`holiday_dates`; ``kernel``, ``alpha`` and ``tol`` are
-    :func:`holiday_kernel`'s.
-
-    Args:
-        dates: instead of a country, dates or ``{name: dates}`` (see
-            :func:`holiday_distance`); ``years`` is then not checked.
-        distance_scale: days that make the distance column 1.0; None: no distance column.
-        years: ``(first, last)`` years the timestamps may fall in, inclusive; None: the
-            years the holidays package covers for the country, within 1900-2100.
+    the calendar as in :func:`holiday_dates` (or ``dates`` as in :func:`holiday_distance`);
+    ``kernel``, ``alpha`` and ``tol`` are :func:`holiday_kernel`'s. The calendar is built once
+    for ``years``, ``(first, last)`` inclusive (None: the package's years for the country,
+    within 1900-2100); CPU timestamps outside them raise (on an accelerator the check would
+    wait for the device).
 
     Example::
 

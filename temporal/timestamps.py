@@ -419,11 +419,9 @@ def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
     """Read ``(N,)`` tz-naive wall-clock timestamps as local times of ``tz`` (e.g.
     ``"America/Los_Angeles"``): a tz-aware ``DatetimeIndex`` of the same resolution.
 
-    Around DST changes (and a zone's other offset changes) some wall times do not exist (a
-    gap: an hour in spring, 30 minutes on Lord Howe, a whole day in Kiritimati 1994 and Apia
-    2011) and some occur twice. By default both raise; the options are pandas'
-    ``tz_localize``'s, but gaps of any length are shifted exactly (pandas' shifts assume
-    one-hour gaps on the hour and misplace the others).
+    Around offset changes some wall times do not exist (a gap: an hour in spring, 30 minutes
+    on Lord Howe, a day in Kiritimati 1994) and some occur twice; both raise by default. The
+    options are pandas' ``tz_localize``'s, but gaps of any length are shifted exactly.
 
     Args:
         ambiguous: ``"raise"``; ``"infer"`` (from the order of repeated readings: input not
