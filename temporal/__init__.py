@@ -1,25 +1,18 @@
 """posenc.temporal: timestamps -> coordinates, calendar and seasonal features.
 
-Conversion (numpy, pandas-compatible, DST-correct):
-:func:`to_seconds`, :func:`to_nanoseconds`, :func:`time_positions`, :func:`localize`,
-:func:`calendar_fields`; table columns: :func:`parse_timestamps`.
+Timestamps (numpy, pandas-compatible, DST-correct) become elapsed time (:func:`to_seconds`,
+:func:`to_nanoseconds`, :func:`time_positions`), local times (:func:`localize`) and calendar
+fields (:func:`calendar_fields`); a table's column is read by :func:`parse_timestamps`.
+The encodings are torch modules over those coordinates: calendar fields
+(:class:`CalendarFeatures`, :class:`CalendarEmbedding`), absolute time
+(:class:`FourierSeasonality`), elapsed time (:class:`ContinuousSinusoidal`,
+:class:`Time2Vec`, :class:`TimeDelta`), time since a series' start (:class:`AgeFeature`),
+holidays (:class:`HolidayFeatures`, the ``holidays`` extra) and the equally-spaced baseline
+(:class:`IndexSinusoidal`). Relative time in attention is core's ``RotaryEncoding`` /
+``ALiBi`` / ``MultiheadAttention`` with ``time_positions(...)`` as positions.
 
-Encodings (torch modules over those coordinates):
-
-- calendar fields: :class:`CalendarFeatures` (sin/cos on true periods, or GluonTS ramps),
-  :class:`CalendarEmbedding` (Informer-style learned/fixed tables);
-- absolute time: :class:`FourierSeasonality` (Prophet-style, exact integer phases);
-- elapsed time: :class:`ContinuousSinusoidal`, :class:`Time2Vec`, :class:`TimeDelta`;
-  time since a start: :class:`AgeFeature`; holidays (the ``holidays`` extra):
-  :class:`HolidayFeatures` (distance to the nearest holiday, GluonTS kernels);
-  token index (the equally-spaced baseline): :class:`IndexSinusoidal`;
-- relative time in attention: core's ``RotaryEncoding`` / ``ALiBi`` /
-  ``MultiheadAttention`` with ``time_positions(...)`` as positions.
-
-``__all__`` is the public API. The functions behind the classes (``fourier_features``,
-``holiday_distance``, ``time_delta_features``, ...), frequency strings
-(:mod:`posenc.temporal.frequencies`), the field and unit tables and the argument checks stay
-importable from their modules only.
+The functions behind the classes, frequency strings (:mod:`posenc.temporal.frequencies`),
+the field and unit tables and the argument checks stay importable from their modules only.
 """
 
 from .age import AgeFeature
@@ -29,20 +22,7 @@ from .fourier import FourierSeasonality
 from .holidays import HolidayFeatures
 from .timestamps import localize, parse_timestamps, time_positions, to_nanoseconds, to_seconds
 
-__all__ = [
-    "AgeFeature",
-    "CalendarEmbedding",
-    "CalendarFeatures",
-    "ContinuousSinusoidal",
-    "FourierSeasonality",
-    "HolidayFeatures",
-    "IndexSinusoidal",
-    "Time2Vec",
-    "TimeDelta",
-    "calendar_fields",
-    "localize",
-    "parse_timestamps",
-    "time_positions",
-    "to_nanoseconds",
-    "to_seconds",
-]
+__all__ = ["AgeFeature", "CalendarEmbedding", "CalendarFeatures", "ContinuousSinusoidal",
+           "FourierSeasonality", "HolidayFeatures", "IndexSinusoidal", "Time2Vec", "TimeDelta",
+           "calendar_fields", "localize", "parse_timestamps", "time_positions", "to_nanoseconds",
+           "to_seconds"]

@@ -24,21 +24,22 @@ from posenc.core import PositionEncoding
 from posenc.core.encoding import check_choice, check_output_dtype, wide_dtype
 from torch import Tensor
 
-from .timestamps import UNITS, Timestamps, _in_unit, datetime_index, timestamp_argument, to_seconds
+from .timestamps import (
+    UNITS,
+    Timestamps,
+    _elapsed,
+    _in_unit,
+    _origin,
+    check_no_nat,
+    datetime_index,
+    real_tensor,
+    timestamp_argument,
+)
 
 __all__ = ["TRANSFORMS", "AgeFeature", "age_feature", "series_age"]
 
 TRANSFORMS = ("gluonts", "log1p", "linear")
-"""The transforms of an age (:func:`age_feature`): GluonTS's ``log10(2 + age)``,
-``log1p`` and ``linear``.
-"""
-_NAT = torch.iinfo(torch.int64).min
-
-
-def _check_start(start: Any) -> pd.Timestamp | None:
-    if start is None:
-        return None
-    return timestamp_argument(start, "start")
+"""The transforms of an age (:func:`age_feature`; module docstring)."""
 
 
 def _negative_error(first: int, origin: str = "start") -> ValueError:
@@ -49,34 +50,21 @@ def _negative_error(first: int, origin: str = "start") -> ValueError:
 
 
 def series_age(timestamps: Timestamps, start: Any = None, *, unit: str = "D") -> np.ndarray:
-    """Elapsed time since the series start, as float64 in ``unit``, in the input's shape.
+    """float64 ages ``>= 0`` in ``unit`` (one of :data:`~posenc.temporal.timestamps.UNITS`)
+    since the series start, in the input's shape; exact to the tick below 2**53 ticks.
 
-    Args:
-        timestamps: any accepted timestamp input (:mod:`posenc.temporal.timestamps`); for
-            ``(..., N)`` arrays each row along the last axis is one series. tz-aware input
-            gives real elapsed time (a DST change adds no hour), naive input the difference
-            of wall-clock readings.
-        start: the series start (a timestamp of the same naive/aware kind); None: each row's
-            earliest timestamp. Timestamps before it raise.
-        unit: one of :data:`~posenc.temporal.timestamps.UNITS` (``"s"``, ``"h"``, ``"D"``, ...).
-
-    Returns:
-        float64 ages ``>= 0``, exact to the tick while below 2**53 ticks (formed in int64).
+    For ``(..., N)`` arrays each row along the last axis is one series. tz-aware input gives
+    real elapsed time (a DST change adds no hour), naive input the difference of wall-clock
+    readings. ``start``: the series start, a timestamp of the same naive/aware kind (earlier
+    timestamps raise); None: each row's earliest timestamp.
     """
     check_choice(unit, "unit", tuple(UNITS))
-    stamp = _check_start(start)
-    if stamp is not None:
-        index, _ = datetime_index(timestamps)
-        if (stamp.tz is not None) != (index.tz is not None):
-            raise TypeError(f"start is tz-{'aware' if stamp.tz is not None else 'naive'} "
-                            f"({start!r}) but timestamps are tz-"
-                            f"{'aware' if index.tz is not None else 'naive'}; give both the "
-                            f"same kind")
-        age = to_seconds(timestamps, stamp, unit=unit)
-        if age.size and age.min() < 0:
-            raise _negative_error(int(np.flatnonzero(age.reshape(-1) < 0)[0]))
-        return age
     index, shape = datetime_index(timestamps)
+    if start is not None:
+        age = _elapsed(index, _origin(start, index, "start"), unit)
+        if age.size and age.min() < 0:
+            raise _negative_error(int(np.flatnonzero(age < 0)[0]))
+        return age.reshape(shape)
     ticks = index.asi8.reshape(shape)
     if not ticks.size or not ticks.ndim:
         return np.zeros(shape, dtype=np.float64)
@@ -89,17 +77,10 @@ def series_age(timestamps: Timestamps, start: Any = None, *, unit: str = "D") ->
 
 def age_feature(age: np.ndarray | Tensor, transform: str = "gluonts") -> np.ndarray | Tensor:
     """``age`` (``>= 0``, any shape: :func:`series_age`, or ``np.arange(n)`` for GluonTS's
-    index age) transformed by ``transform`` (see the module docstring).
-
-    Returns:
-        float64 (float32 on devices without it), numpy or torch as given.
-    """
+    index age) transformed by ``transform`` (module docstring): float64 (float32 on devices
+    without it), numpy or torch as given."""
     check_choice(transform, "transform", TRANSFORMS)
-    values = age if isinstance(age, Tensor) else torch.from_numpy(np.asarray(age))
-    if values.dtype == torch.bool or values.is_complex() or not (
-            values.is_floating_point() or values.dtype in (torch.uint8, torch.int8, torch.int16,
-                                                           torch.int32, torch.int64)):
-        raise TypeError(f"age must hold int or float ages, got dtype {values.dtype}")
+    values = real_tensor(age, "age", "ages")
     wide = values.to(wide_dtype(values.device))
     if (values.device.type == "cpu" and values.numel() and not torch.compiler.is_compiling()
             and not bool((wide >= 0).all())):
@@ -119,27 +100,17 @@ class AgeFeature(PositionEncoding):
     """Module form of :func:`series_age` + :func:`age_feature` (no parameters): ``(...)``
     timestamps -> ``(..., 1)``.
 
-    In a ``Forecaster`` (name ``"age"``) it is GluonTS's ``AddAgeFeature`` in elapsed time:
-    the age of every context and query token since the first observation of its series. A
-    window does not hold its series' start, so the batch carries it (``series_start_local``,
-    from the whole table in training, validation and test; from the schema or the history in
-    ``forecast()``) and the Forecaster passes it as ``series_start`` (``reads =
-    "series_start"``).
+    In a ``Forecaster`` (name ``"age"``) it is GluonTS's ``AddAgeFeature`` in elapsed time. A
+    window does not hold its series' start, so the batch carries it (from the whole table, or
+    the schema or history in ``forecast()``) and the Forecaster passes it as ``series_start``.
+    An int64 tensor is read as nanoseconds on the clock of ``start`` (wall-clock with a naive
+    one, as in a Forecaster; UTC with an aware one), stays on its device and is differenced in
+    int64 (exact); values are checked on CPU only (elsewhere a check would wait for the device).
 
-    Args:
-        start: a fixed origin for every series (see :func:`series_age`); it wins over
-            ``series_start``, and a series that starts before it raises. In a Forecaster give a
-            naive start: its timestamps are wall-clock times of the data's zone. None: the
-            age counts from ``series_start`` where the caller gives it, else from each row's
-            earliest timestamp.
-        unit: the unit ages are counted in before ``transform``.
-        transform: one of :data:`TRANSFORMS`.
-
-    An int64 tensor is read as nanoseconds since 1970 on the clock ``start`` is read on (the
-    forecaster's local wall-clock times with a naive ``start``, so ages are wall-clock
-    differences there; UTC with a tz-aware one) and stays on its device; the difference is
-    taken in int64, so it is exact. Values are checked on CPU only (on an accelerator a check
-    would wait for the device).
+    ``start`` is a fixed origin for every series (:func:`series_age`); it wins over
+    ``series_start``, and a series starting before it raises. None: ages count from
+    ``series_start`` where given, else from each row's earliest timestamp. ``unit`` is the
+    unit of ages before ``transform`` (one of :data:`TRANSFORMS`).
     """
 
     kind = "additive"
@@ -148,7 +119,7 @@ class AgeFeature(PositionEncoding):
 
     def __init__(self, start: Any = None, unit: str = "D", transform: str = "gluonts") -> None:
         super().__init__()
-        self.start = _check_start(start)
+        self.start = None if start is None else timestamp_argument(start, "start")
         self.unit = check_choice(unit, "unit", tuple(UNITS))
         self.transform = check_choice(transform, "transform", TRANSFORMS)
         self._start_ns = None if self.start is None else int(self.start.as_unit("ns").value)
@@ -159,15 +130,9 @@ class AgeFeature(PositionEncoding):
 
     def forward(self, timestamps: Timestamps, series_start: Tensor | None = None, *,
                 dtype: torch.dtype = torch.float32) -> Tensor:
-        """``(...)`` timestamps -> ``(..., 1)`` of ``dtype``.
-
-        Args:
-            timestamps: any accepted timestamp input; an int64 tensor is read as ns (see the
-                class docstring).
-            series_start: ``(..., 1)`` int64 ns on the clock of ``timestamps`` (an int64
-                tensor): the first observation of each row's series, which the age counts
-                from unless ``start`` was given.
-        """
+        """``(...)`` timestamps -> ``(..., 1)`` of ``dtype``; ``series_start``: ``(..., 1)`` int64
+        ns on the clock of int64 ``timestamps``, the first observation of each row's series,
+        which the age counts from unless ``start`` was given."""
         check_output_dtype(dtype)
         if not (isinstance(timestamps, Tensor) and timestamps.dtype == torch.int64):
             if series_start is not None:
@@ -189,10 +154,9 @@ class AgeFeature(PositionEncoding):
         if not timestamps.numel():
             return torch.zeros((*timestamps.shape, 1), dtype=dtype, device=timestamps.device)
         checks = timestamps.device.type == "cpu" and not torch.compiler.is_compiling()
-        for name, value in (("timestamps", timestamps), ("series_start", series_start)):
-            if checks and value is not None and bool((value == _NAT).any()):
-                raise ValueError(f"{name} contains NaT (int64 min); drop or fill missing "
-                                 "timestamps before encoding them")
+        if checks:
+            check_no_nat(timestamps)
+            check_no_nat(series_start, "series_start")
         origin = "series_start" if self._start_ns is None and series_start is not None \
             else "start"
         if self._start_ns is not None:

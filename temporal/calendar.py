@@ -1,29 +1,17 @@
-"""Calendar fields of timestamps in local time: vectorized integer arithmetic, no pandas
-accessors, equal to them.
+"""Calendar fields of timestamps in local time, and the encodings that read them.
 
-Local wall-clock ticks are split into days since 1970-01-01 and seconds of the day with one
-``divmod``; the date fields come from the days with Howard Hinnant's ``civil_from_days``
-algorithm (proleptic Gregorian, exact for any int64 day count). Timestamps of a real series
-cover few distinct days, so the date fields are computed once per day of the covered span and
-gathered, which costs less than the arithmetic per timestamp.
+:func:`calendar_fields` splits local wall-clock ticks into days since 1970-01-01 and seconds
+of the day with one ``divmod``, the date fields coming from the days by Howard Hinnant's
+``civil_from_days`` (proleptic Gregorian, exact for any int64 day count): vectorized integer
+arithmetic, equal to pandas' accessors. A real series covers few distinct days, so the date
+fields are computed once per day of the span and gathered.
 
-Calendar fields as fixed features: sin/cos pairs on each field's true period, or
-GluonTS-compatible ramps.
-
-Every field takes few distinct values (at most 366, or 366 x 2 with its period), so the
-features are looked up rather than computed: sin/cos (or the ramp) of every possible value is
-formed once in float64, and consecutive fields share one joint table whose row holds all
-their features, so a single gather writes whole output rows: well under one ``np.sin`` per
-output column, most of it the cost of writing the output at all.
-
-The calendar-field encoding module: :class:`CalendarFeatures`.
-
-The lookup it runs on (joint tables, the blocked numpy gather, the field checks) is
-:func:`~posenc.temporal.calendar` in :mod:`posenc.temporal.calendar`, whose field
-names and defaults :class:`~posenc.temporal.CalendarEmbedding` shares.
-
-Calendar fields as embeddings: one table per field, summed (Informer's temporal
-embedding, ``embed="timeF"`` aside).
+:class:`CalendarFeatures` (sin/cos on each field's true period, or GluonTS's ramps) looks its
+features up rather than computing them: every field takes at most 366 values (366 x 2 with
+its period), so the features of every value are formed once in float64, and consecutive
+fields share one joint table whose row holds all their features; one gather then writes whole
+output rows. :class:`CalendarEmbedding` sums one table per field (Informer's temporal
+embedding).
 """
 
 from __future__ import annotations
@@ -48,50 +36,23 @@ from posenc.core.encoding import (
 from torch import Tensor, nn
 
 from .frequencies import frequency_fields
-from .timestamps import Timestamps, datetime_index, local_wall_time
+from .timestamps import UNITS, Timestamps, datetime_index, local_wall_time
 
-__all__ = [
-    "FIELDS",
-    "calendar_fields",
-    "check_field_range",
-    "field_column",
-    "CYCLE_PERIODS",
-    "calendar_features",
-    "check_calendar_fields",
-    "CalendarFeatures",
-    "CalendarEmbedding",
-]
+__all__ = ["CYCLE_PERIODS", "FIELDS", "CalendarEmbedding", "CalendarFeatures", "calendar_features",
+           "calendar_fields", "check_calendar_fields", "check_field_range", "field_column"]
 
 
 FIELDS: dict[str, tuple[int, int]] = {
-    "second": (0, 59),
-    "minute": (0, 59),
-    "hour": (0, 23),
-    "day_of_week": (0, 6),
-    "day_of_month": (1, 31),
-    "day_of_year": (1, 366),
-    "month": (1, 12),
-    "week_of_year": (1, 53),
-    "days_in_month": (28, 31),
-    "days_in_year": (365, 366),
-    "weeks_in_year": (52, 53),
-}
+    "second": (0, 59), "minute": (0, 59), "hour": (0, 23), "day_of_week": (0, 6),
+    "day_of_month": (1, 31), "day_of_year": (1, 366), "month": (1, 12), "week_of_year": (1, 53),
+    "days_in_month": (28, 31), "days_in_year": (365, 366), "weeks_in_year": (52, 53)}
 """name -> (first, last) value. "week_of_year" is the ISO week; "weeks_in_year" the number of
-ISO weeks (52 or 53) in that ISO week-year, the true period of "week_of_year".
-"""
-_TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+ISO weeks (52 or 53) in that ISO week-year, the true period of "week_of_year"."""
 _DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int32)
 
 
 def _is_leap(year: np.ndarray) -> np.ndarray:
     return (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
-
-
-def _weeks_in_iso_year(year: np.ndarray) -> np.ndarray:
-    """52, or 53 when the year starts on a Thursday (or a Wednesday in a leap year)."""
-    def dec31_weekday(y: np.ndarray) -> np.ndarray:
-        return (y + y // 4 - y // 100 + y // 400) % 7
-    return 52 + ((dec31_weekday(year) == 4) | (dec31_weekday(year - 1) == 3))
 
 
 def _date_fields(days: np.ndarray) -> dict[str, np.ndarray]:
@@ -116,6 +77,9 @@ def _date_fields(days: np.ndarray) -> dict[str, np.ndarray]:
     iso_year = year - before + after
     thursday = thursday + np.where(before, 365 + _is_leap(year - 1), 0) - np.where(
         after, days_in_year, 0)
+    # 53 ISO weeks when the year starts on a Thursday (a Wednesday in a leap year): when
+    # Dec 31 of the year is a Thursday, or Dec 31 of the year before a Wednesday.
+    dec31 = [(y + y // 4 - y // 100 + y // 400) % 7 for y in (iso_year, iso_year - 1)]
     fields = {
         "day_of_week": day_of_week,
         "day_of_month": doy_march - (153 * mp + 2) // 5 + 1,
@@ -124,7 +88,7 @@ def _date_fields(days: np.ndarray) -> dict[str, np.ndarray]:
         "week_of_year": (thursday - 1) // 7 + 1,
         "days_in_month": _DAYS_IN_MONTH[month - 1] + ((month == 2) & leap),
         "days_in_year": days_in_year,
-        "weeks_in_year": _weeks_in_iso_year(iso_year),
+        "weeks_in_year": 52 + ((dec31[0] == 4) | (dec31[1] == 3)),
     }
     return {k: v.astype(np.int32) for k, v in fields.items()}
 
@@ -139,26 +103,18 @@ def _check_names(names: Iterable[str], name: str) -> tuple[str, ...]:
 
 def calendar_fields(timestamps: Timestamps, tz: Any = None, *,
                     fields: Iterable[str] | None = None) -> dict[str, np.ndarray]:
-    """Calendar fields of ``timestamps`` in local time.
+    """``{name: int32 array of the input's shape}`` of ``fields`` (default: all of
+    :data:`FIELDS`, in its order) in local time: the wall clock of ``tz`` (tz-aware input
+    only; None: the timestamps' own zone, or naive readings as they are).
 
-    Args:
-        timestamps: any accepted timestamp input (see :mod:`posenc.temporal.timestamps`),
-            of any resolution.
-        tz: read the wall clock of this zone (tz-aware input only); ``None`` uses the
-            timestamps' own zone, or the naive readings as they are.
-        fields: the subset of :data:`FIELDS` to compute; all of them by default.
-
-    Returns:
-        ``{name: int32 array of the input's shape}`` in :data:`FIELDS` order, equal to
-        pandas' ``second, minute, hour, day_of_week`` (Monday = 0), ``day`` as
-        ``day_of_month``, ``day_of_year``, ``month``, ``isocalendar().week`` as
-        ``week_of_year``, ``days_in_month``, ``365 + is_leap_year`` as ``days_in_year``;
-        plus ``weeks_in_year`` (ISO weeks, 52 or 53, of the ISO year).
+    Equal to pandas' ``second, minute, hour, day_of_week`` (Monday = 0), ``day`` as
+    ``day_of_month``, ``day_of_year``, ``month``, ``isocalendar().week`` as ``week_of_year``,
+    ``days_in_month``, ``365 + is_leap_year`` as ``days_in_year``; plus ``weeks_in_year``.
     """
     names = set(_check_names(FIELDS if fields is None else fields, "fields"))
     index, shape = datetime_index(timestamps)
     local = local_wall_time(index, tz)
-    per_second = _TICKS_PER_SECOND[index.unit]
+    per_second = UNITS["s"] // UNITS[index.unit]
     seconds = local // per_second if per_second > 1 else local
     days, second_of_day = np.divmod(seconds, 86400)
     out: dict[str, np.ndarray] = {}
@@ -184,11 +140,8 @@ def calendar_fields(timestamps: Timestamps, tz: Any = None, *,
 
 def field_column(fields: Mapping[str, np.ndarray | Tensor], name: str
                  ) -> np.ndarray | Tensor:
-    """``fields[name]``, checked to be present and integer (range: :func:`check_field_range`).
-
-    Shared by the encoders that take calendar fields (from :func:`calendar_fields`, or
-    collated by a data loader into tensors).
-    """
+    """``fields[name]`` (from :func:`calendar_fields`, or tensors collated by a data loader),
+    checked to be present and integer (range: :func:`check_field_range`)."""
     if name not in fields:
         raise ValueError(f"fields has no {name!r} (needed by this encoding); got keys "
                          f"{sorted(fields)}; compute it with calendar_fields(ts, fields=...)")
@@ -218,15 +171,8 @@ def check_field_range(column: np.ndarray | Tensor, name: str) -> np.ndarray | Te
 
 
 CYCLE_PERIODS: dict[str, int | str] = {
-    "second": 60,
-    "minute": 60,
-    "hour": 24,
-    "day_of_week": 7,
-    "day_of_month": "days_in_month",
-    "day_of_year": "days_in_year",
-    "month": 12,
-    "week_of_year": "weeks_in_year",
-}
+    "second": 60, "minute": 60, "hour": 24, "day_of_week": 7, "day_of_month": "days_in_month",
+    "day_of_year": "days_in_year", "month": 12, "week_of_year": "weeks_in_year"}
 """The period each field cycles over: a number, or the field that holds it per timestamp."""
 # Slowest- to fastest-changing along a sorted series.
 _SPEED = ("month", "week_of_year", "day_of_year", "day_of_month", "day_of_week", "hour",
@@ -270,12 +216,9 @@ def _field_table(name: str, cyclic: bool) -> tuple[tuple[_Axis, ...], np.ndarray
 
 def _joint_table(parts: list[tuple[tuple[_Axis, ...], np.ndarray]]) -> tuple[
         tuple[_Axis, ...], np.ndarray]:
-    """Broadcast each field's table over the other fields' axes.
-
-    Returns the joint axes and the ``(rows, total width)`` table whose columns follow
-    ``parts``. The axes are ordered from slowest- to fastest-changing field (month before
-    hour), so sorted timestamps read neighbouring rows.
-    """
+    """Each field's table broadcast over the other fields' axes: the joint axes, slowest- to
+    fastest-changing field (so sorted timestamps read neighbouring rows), and the
+    ``(rows, total width)`` table whose columns follow ``parts``."""
     order = sorted(range(len(parts)), key=lambda i: _SPEED.index(parts[i][0][0].column))
     axes = tuple(a for i in order for a in parts[i][0])
     starts = dict(zip(order, np.cumsum([0] + [len(parts[i][0]) for i in order])[:-1],
@@ -308,21 +251,12 @@ def _groups(names: tuple[str, ...], cyclic: bool, dtype: torch.dtype,
                  for axes, table in joint)
 
 
-def _joint_index(columns: Mapping[str, np.ndarray | Tensor], axes: Sequence[_Axis]
-                 ) -> np.ndarray | Tensor:
-    """Row of the joint table for every element (Horner's rule over the axes, in place)."""
+def _joint_index(columns: Mapping[str, Tensor], axes: Sequence[_Axis]) -> Tensor:
+    """Row of the joint table for every element (Horner's rule over the axes)."""
     first, *rest = axes
-    if not rest:
-        return columns[first.column] - first.first
-    index = columns[first.column] * rest[0].size  # a fresh array: the steps below are in place
-    offset = first.first * rest[0].size
-    for axis, following in zip(rest, [*rest[1:], None], strict=True):
-        index += columns[axis.column]
-        offset += axis.first
-        if following is not None:
-            index *= following.size
-            offset *= following.size
-    index -= offset
+    index = columns[first.column] - first.first
+    for axis in rest:
+        index = index * axis.size + (columns[axis.column] - axis.first)
     return index
 
 
@@ -334,9 +268,8 @@ def _period_pairs(axes: Sequence[_Axis]) -> tuple[tuple[int, int], ...]:
 
 
 def _past_period(field: str, period: str) -> ValueError:
-    """A field whose period is another field (the day of month's days in that month) must
-    not pass it: day 31 of a 30-day month would read as day 1 of the next. The fields of
-    :func:`calendar_fields` always agree; this catches hand-made or mis-collated ones."""
+    # Day 31 of a 30-day month would read as day 1 of the next. calendar_fields' fields always
+    # agree; this catches hand-made or mis-collated ones.
     return ValueError(f"fields[{field!r}] must not exceed fields[{period!r}] (its period), "
                       f"but some value does")
 
@@ -356,15 +289,12 @@ def _lookup(group: _Group, columns: Mapping[str, Tensor]) -> Tensor:
 def _block_rows(columns: Sequence[np.ndarray], axes: Sequence[_Axis], start: int,
                 stop: int, periods: Sequence[tuple[int, int]] = ()) -> np.ndarray:
     """Checked joint-table rows (intp, what ``np.take`` uses) of elements ``start:stop`` of
-    ``columns``, one column per axis.
+    ``columns``, one column per axis, and the ``periods`` pairs (:func:`_period_pairs`) checked
+    while the block is in cache.
 
-    Runs on cache-resident blocks: per field one or two reductions for the range check (one
-    unsigned max where the range starts at 0: negative values wrap to huge ones) and a
-    multiply-add of Horner's rule in int32, in place; the last step subtracts the offset of
-    the first values and widens to intp at once. A failed check raises what
-    :func:`check_field_range` says about the block, the axes checked in order. ``periods``
-    (from :func:`_period_pairs`) are the ``(field, period)`` axes whose values must not
-    exceed their period's; checked here too, while the block is in cache.
+    Per field: one or two reductions for the range check (one unsigned max where the range
+    starts at 0: negative values wrap to huge ones) and a multiply-add of Horner's rule in
+    int32, in place; the last step subtracts the first values' offset and widens to intp.
     """
     offset = 0
     blocks = []
@@ -396,12 +326,9 @@ def _block_rows(columns: Sequence[np.ndarray], axes: Sequence[_Axis], start: int
 
 
 def _lookup_blocks(group: _Group, columns: Mapping[str, np.ndarray]) -> Tensor:
-    """Features of one group from numpy arrays, a block at a time.
-
-    The range checks and the index arithmetic run on blocks that stay in cache, so memory
-    sees one read of each field and one write of the output; the gather moves whole rows
-    as bytes (one pass, any dtype, bfloat16 included), straight into the output.
-    """
+    """Features of one group from numpy arrays, a block at a time: memory sees one read of
+    each field and one write of the output; the gather moves whole rows as bytes (any dtype,
+    bfloat16 included) straight into the output."""
     rows = group.table.view(torch.uint8).numpy()  # (table rows, row bytes)
     flat = [columns[axis.column].reshape(-1) for axis in group.axes]
     shape = columns[group.axes[0].column].shape
@@ -420,19 +347,12 @@ def _lookup_blocks(group: _Group, columns: Mapping[str, np.ndarray]) -> Tensor:
 def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
                       names: Sequence[str] = DEFAULT_FIELDS, *, cyclic: bool = True,
                       dtype: torch.dtype = torch.float32) -> Tensor:
-    """Features of calendar fields; see :class:`CalendarFeatures`.
+    """:class:`CalendarFeatures`' features of ``names`` (in output order) from
+    ``{name: (...) ints}`` holding them and, if ``cyclic``, their period fields.
 
-    Args:
-        fields: ``{name: (...) int array or tensor}`` from :func:`calendar_fields` (or the
-            same collated by a data loader); must hold ``names`` and, if ``cyclic``, their
-            period fields (``days_in_month``, ``days_in_year``, ``weeks_in_year``).
-        names: fields to encode, in output order.
-        cyclic: sin/cos pairs (True) or GluonTS ramps in [-0.5, 0.5] (False).
-        dtype: output dtype; values are computed in float64 and rounded once.
-
-    Returns:
-        ``(..., 2 * len(names))`` ``[sin f0, cos f0, sin f1, ...]`` if cyclic, else
-        ``(..., len(names))``; on the fields' device (CPU for numpy input).
+    Returns ``(..., 2 * len(names))`` ``[sin f0, cos f0, sin f1, ...]`` if cyclic, else
+    ``(..., len(names))`` ramps, computed in float64 and rounded once to ``dtype``, on the
+    fields' device (CPU for numpy input).
     """
     names = check_calendar_fields(names)
     cyclic = check_bool(cyclic, "cyclic")
@@ -463,7 +383,8 @@ def check_calendar_fields(names: Iterable[str]) -> tuple[str, ...]:
 
 
 class CalendarFeatures(Float64Buffers):
-    """Fixed features of calendar fields (no parameters).
+    """Fixed features of calendar ``fields`` (names from :data:`CYCLE_PERIODS`, in output
+    order; no parameters).
 
     ``cyclic=True``: each field becomes ``(sin, cos)`` of ``2*pi*(value - first) / period``
     on its true period: 60 s, 60 min, 24 h, 7 days, 12 months, the days of *that* month for
@@ -471,10 +392,6 @@ class CalendarFeatures(Float64Buffers):
     year for the week of year; so Jan 31 and Feb 1 (or Dec 31 and Jan 1) are neighbours.
     ``cyclic=False``: GluonTS's ramps, ``(value - first) / (values - 1) - 0.5`` in
     [-0.5, 0.5] (days of month over 31 values, days of year over 366, ISO weeks over 53).
-
-    Args:
-        fields: names from :data:`CYCLE_PERIODS`, in output order.
-        cyclic: sin/cos pairs or ramps.
 
     Example::
 
@@ -493,9 +410,8 @@ class CalendarFeatures(Float64Buffers):
         self.reset_float64_buffers()
 
     def float64_buffers(self) -> dict[str, Tensor]:
-        """Each field's features for every value (and period value): ``table_<field>`` of
-        shape ``(values, width)``, a few hundred numbers; the compiled path gathers from them
-        (the eager path's joint tables and numpy gather cannot be traced)."""
+        """``table_<field>``: ``(values, width)`` features of each field's every value (and
+        period value), which the compiled path gathers from (the eager path cannot be traced)."""
         tables = {}
         for name in self.fields:
             table = _field_table(name, self.cyclic)[1]
@@ -504,12 +420,10 @@ class CalendarFeatures(Float64Buffers):
 
     @classmethod
     def from_frequency(cls, freq: str, *, cyclic: bool = False) -> CalendarFeatures:
-        """GluonTS's field set for ``freq`` (see :func:`frequency_fields`).
-
-        ``cyclic`` defaults to False here, so the output equals GluonTS's
-        ``np.vstack([f(index) for f in time_features_from_frequency_str(freq)]).T``.
-        Yearly frequencies have no fields in GluonTS; that raises here (an encoder of width
-        0 is almost certainly a mistake).
+        """GluonTS's field set for ``freq`` (:func:`frequency_fields`); with the default
+        ``cyclic=False`` the output equals GluonTS's
+        ``np.vstack([f(index) for f in time_features_from_frequency_str(freq)]).T``. Yearly
+        frequencies, which have no fields in GluonTS, raise (a width-0 encoder is a mistake).
         """
         names = frequency_fields(freq)
         if not names:
@@ -537,11 +451,9 @@ class CalendarFeatures(Float64Buffers):
 
     def forward(self, fields: Mapping[str, np.ndarray | Tensor], *,
                 dtype: torch.dtype = torch.float32) -> Tensor:
-        """``{name: (...) ints}`` -> ``(..., dim)`` features (see :func:`calendar_features`).
-
-        Under ``torch.compile`` the features are gathered per field from this module's
-        tables (same float64 values, rounded once to ``dtype``), in one graph; the range
-        checks that read values are then the data pipeline's (see ``check_field_range``).
+        """``{name: (...) ints}`` -> ``(..., dim)`` (:func:`calendar_features`). Under
+        ``torch.compile`` the features are gathered per field from this module's tables (same
+        values), in one graph; the range checks that read values are then the data pipeline's.
         """
         if not torch.compiler.is_compiling():
             return calendar_features(fields, self.fields, cyclic=self.cyclic, dtype=dtype)
@@ -564,16 +476,12 @@ class CalendarEmbedding(PositionEncoding):
     """Sum of per-field embedding tables, indexed by the raw field value.
 
     ``embed_type="learned"`` is Informer's ``TemporalEmbedding(embed_type="learned")``:
-    trainable ``nn.Embedding`` tables. ``embed_type="fixed"`` is its ``FixedEmbedding``:
-    frozen sinusoidal tables, row ``v`` = the classic interleaved sinusoidal encoding of
-    position ``v`` (base 10000). Tables have ``last + 1`` rows (e.g. 13 for months 1..12), as
-    Informer's do, so a value indexes its row directly. (Informer buckets minutes by quarter
-    hour; here ``"minute"`` is the minute itself, 0..59.)
-
-    Args:
-        dim: embedding width (even for ``embed_type="fixed"``).
-        fields: names from :data:`~posenc.temporal.calendar.CYCLE_PERIODS`.
-        embed_type: ``"learned"`` or ``"fixed"`` (Informer's argument name).
+    trainable ``nn.Embedding`` tables of width ``dim``. ``"fixed"`` is its ``FixedEmbedding``:
+    frozen sinusoidal tables (``dim`` even), row ``v`` = the classic interleaved sinusoidal
+    encoding of position ``v`` (base 10000). Tables have ``last + 1`` rows (13 for months
+    1..12), as Informer's do, so a value indexes its row directly. (Informer buckets minutes
+    by quarter hour; here ``"minute"`` is the minute itself, 0..59.) ``fields``: names from
+    :data:`~posenc.temporal.calendar.CYCLE_PERIODS`.
     """
 
     kind = "additive"

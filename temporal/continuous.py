@@ -1,13 +1,11 @@
-"""Sinusoidal encoding of real elapsed time: core's
-:func:`~posenc.core.additive.sinusoidal_encoding` (the one sin/cos implementation), with
-periods in time units instead of token steps.
+"""Encodings of elapsed time, for irregularly sampled series, and the index baseline.
 
-Sinusoidal encoding of each token's *index*: the equally-spaced baseline that continuous-time
-encodings are measured against (the irregular-time study's ``index_sinusoidal`` row).
-
-Time2Vec (Kazemi et al. 2019, "Time2Vec: Learning a Vector Representation of Time").
-
-Time-gap features for irregularly sampled series (GRU-D style deltas + mask).
+:class:`ContinuousSinusoidal` is core's :func:`~posenc.core.additive.sinusoidal_encoding`
+(the one sin/cos implementation) with periods in time units instead of token steps;
+:class:`Time2Vec` is Kazemi et al. 2019 ("Time2Vec: Learning a Vector Representation of
+Time"); :class:`TimeDelta` gives GRU-D style time gaps and the observed mask.
+:class:`IndexSinusoidal` encodes each token's *index*: the equally-spaced baseline that they
+are measured against (the irregular-time study's ``index_sinusoidal`` row).
 """
 
 from __future__ import annotations
@@ -34,14 +32,8 @@ from posenc.core.encoding import (
 )
 from torch import Tensor, nn
 
-__all__ = [
-    "ContinuousSinusoidal",
-    "geometric_periods",
-    "IndexSinusoidal",
-    "Time2Vec",
-    "TimeDelta",
-    "time_delta_features",
-]
+__all__ = ["ContinuousSinusoidal", "IndexSinusoidal", "Time2Vec", "TimeDelta", "geometric_periods",
+           "time_delta_features"]
 
 
 def geometric_periods(count: int, min_period: float, max_period: float) -> Tensor:
@@ -56,20 +48,22 @@ def geometric_periods(count: int, min_period: float, max_period: float) -> Tenso
     return torch.from_numpy(np.geomspace(low, high, count))
 
 
+def _check_mask(mask: object, name: str, like: Tensor, like_name: str) -> None:
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != like.shape:
+        got = (f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, Tensor)
+               else type(mask).__name__)
+        raise TypeError(f"{name} must be a bool tensor of the shape of {like_name} "
+                        f"{tuple(like.shape)}, got {got}")
+
+
 class ContinuousSinusoidal(Float64Buffers):
-    """Sin/cos of elapsed time at ``dim // 2`` periods between two bounds.
+    """Sin/cos of elapsed time at ``dim // 2`` (``dim`` even) periods from ``min_period`` to
+    ``max_period`` (in the unit of the times; make it exceed the span to be told apart),
+    laid out ``"interleaved"`` or ``"half"`` as core's :class:`~posenc.core.SinusoidalEncoding`.
 
-    Irregular samples get the encoding of their actual time, not of their index: two
-    observations an hour apart are encoded an hour apart whatever lies between them.
-    Choosing ``min_period = 2*pi`` and ``max_period = 2*pi * 10000 ** ((dim - 2) / dim)``
-    reproduces core's :class:`~posenc.core.SinusoidalEncoding` exactly (with time in steps).
-
-    Args:
-        dim: output width (even).
-        min_period: shortest period, in the unit of the times passed in.
-        max_period: longest period; make it exceed the span to be told apart.
-        layout: ``"interleaved"`` ([sin p0, cos p0, sin p1, ...]) or ``"half"`` ([sin p0, sin
-            p1, ..., cos p0, ...]), as :class:`~posenc.core.SinusoidalEncoding`.
+    Irregular samples get the encoding of their actual time, not of their index.
+    ``min_period = 2*pi`` and ``max_period = 2*pi * 10000 ** ((dim - 2) / dim)`` reproduce
+    core's encoding exactly (with time in steps).
     """
 
     kind = "additive"
@@ -114,11 +108,7 @@ class IndexSinusoidal(PositionEncoding):
     sampling are invisible to it: stretching every gap gives the same output.
 
     It reads ``"deltas"`` (as :class:`TimeDelta`): elapsed time from the forecast origin and
-    the observed-token mask.
-
-    Args:
-        dim: even output width.
-        base: wavelength base of the sinusoids.
+    the observed-token mask. ``dim`` (even) and ``base`` are core's sinusoidal encoding's.
     """
 
     kind = "additive"
@@ -140,12 +130,7 @@ class IndexSinusoidal(PositionEncoding):
     def _forward(self, elapsed: Tensor, observed: Tensor, *,
                  dtype: torch.dtype = torch.float32) -> Tensor:
         elapsed = check_position_shape(elapsed, "elapsed")
-        if not isinstance(observed, Tensor) or observed.dtype != torch.bool \
-                or observed.shape != elapsed.shape:
-            got = f"{observed.dtype} of shape {tuple(observed.shape)}" if isinstance(
-                observed, Tensor) else type(observed).__name__
-            raise TypeError(f"observed must be a bool tensor of the shape of elapsed "
-                            f"{tuple(elapsed.shape)}, got {got}")
+        _check_mask(observed, "observed", elapsed, "elapsed")
         # Counted, not sorted: ties and any token order give the same indices.
         later = elapsed[..., None, :] > elapsed[..., :, None]  # [..., i, j]: j after i
         earlier = elapsed[..., None, :] < elapsed[..., :, None]
@@ -162,10 +147,7 @@ class Time2Vec(PositionEncoding):
     One linear (trend) component and ``dim - 1`` periodic ones with learned frequencies and
     phases. Frequencies start at N(0, 1), so express times in a unit where the periods of
     interest are a few units to a few hundred (e.g. days), from a nearby origin
-    (``time_positions(ts, origin=ts[0], unit="D")``).
-
-    Args:
-        dim: output width (>= 1).
+    (``time_positions(ts, origin=ts[0], unit="D")``). ``dim``: output width (>= 1).
     """
 
     kind = "additive"
@@ -183,11 +165,8 @@ class Time2Vec(PositionEncoding):
         nn.init.normal_(self.bias)
 
     def forward(self, times: Tensor) -> Tensor:
-        """``(N,)`` or ``(B, N)`` times -> ``(..., dim)`` in the parameters' dtype.
-
-        The affine map and the sine run in at least float32 (float64 for float64 times),
-        even for bfloat16 parameters.
-        """
+        """``(N,)`` or ``(B, N)`` times -> ``(..., dim)`` in the parameters' dtype; the affine
+        map and the sine run in at least float32 (float64 for float64 times)."""
         check_position_values(times, "times")
         return self._forward(times)
 
@@ -205,55 +184,39 @@ class Time2Vec(PositionEncoding):
 FEATURES = ("since_previous", "since_start", "observed")
 
 
-def _check_order(times: Tensor) -> None:
-    if torch.compiler.is_compiling() or times.shape[-1] < 2:
-        return
-    backwards = times[..., 1:] < times[..., :-1]
-    if bool(backwards.any()):
-        where = backwards.nonzero()[0].tolist()
-        raise ValueError(f"times must be non-decreasing along the last dim (time since the "
-                         f"previous observation needs the order), but at index {where} the "
-                         f"next time is earlier; sort each series first")
-    # Sorted, every difference is at most last - first, which wraps negative past int64.
-    if not times.is_floating_point() and bool((times[..., -1] - times[..., 0] < 0).any()):
-        raise ValueError("times span more than int64 holds (2**63 - 1 ticks: 292 years in "
-                         "nanoseconds), so their differences would wrap; use a coarser unit "
-                         "or an origin nearer the series (time_positions)")
-
-
 def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool = False,
                         scale: float = 1.0, dtype: torch.dtype = torch.float32) -> Tensor:
-    """Per position: time since the previous observation, time since the series start, and
-    whether it is observed.
+    """``(..., N, 3)`` ``[since_previous, since_start, observed]`` per position: time since
+    the previous observation (0 where there is none), since ``times[..., 0]``, and the mask.
 
     Args:
-        times: ``(N,)`` or ``(B, N)`` non-decreasing times in any unit
-            (:func:`time_positions`): integer, float32 or float64 (half precision raises:
-            elapsed hours in float16 are off by whole hours past 2048). Padding should
-            repeat a real time (e.g. the last).
+        times: ``(N,)`` or ``(B, N)`` non-decreasing times in any unit: integer, float32 or
+            float64 (float16 hours are off by whole hours past 2048). Padding should repeat a
+            real time. Differences are taken in their dtype (exact for integer ns).
         mask: same shape, bool, True where a value was observed; unobserved positions (gaps,
-            the horizon to forecast, padding) still get their deltas but are skipped as
-            "previous observation" (GRU-D's delta). ``None``: every position observed.
-        log: return ``log1p(delta / scale)`` for both deltas, taming heavy-tailed gaps.
-        scale: the delta (in the unit of ``times``) that ``log`` maps to ``log(2)``.
-        dtype: output dtype. Differences are taken in the times' own dtype (exact for
-            integer nanoseconds), then converted.
-
-    Returns:
-        ``(..., N, 3)``: ``[since_previous, since_start, observed]``. ``since_previous`` is 0
-        where no earlier observation exists; ``since_start`` counts from ``times[..., 0]``.
+            the horizon, padding) get their deltas but are no "previous observation" (GRU-D's
+            delta). ``None``: every position observed.
+        log: ``log1p(delta / scale)`` for both deltas, taming heavy-tailed gaps (``scale``
+            in the unit of ``times`` maps to ``log(2)``).
     """
     t = check_positions(times, "times")  # refuses half precision, widens integers
-    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool
-                             or mask.shape != t.shape):
-        got = f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, Tensor) else (
-            type(mask).__name__)
-        raise TypeError(f"mask must be a bool tensor of the shape of times "
-                        f"{tuple(t.shape)}, got {got}")
+    if mask is not None:
+        _check_mask(mask, "mask", t, "times")
     check_bool(log, "log")
     check_positive_float(scale, "scale")
     check_output_dtype(dtype)
-    _check_order(t)
+    if not torch.compiler.is_compiling() and t.shape[-1] >= 2:
+        backwards = t[..., 1:] < t[..., :-1]
+        if bool(backwards.any()):
+            raise ValueError(f"times must be non-decreasing along the last dim (time since the "
+                             f"previous observation needs the order), but at index "
+                             f"{backwards.nonzero()[0].tolist()} the next time is earlier; "
+                             f"sort each series first")
+        # Sorted, every difference is at most last - first, which wraps negative past int64.
+        if not t.is_floating_point() and bool((t[..., -1] - t[..., 0] < 0).any()):
+            raise ValueError("times span more than int64 holds (2**63 - 1 ticks: 292 years in "
+                             "nanoseconds), so their differences would wrap; use a coarser "
+                             "unit or an origin nearer the series (time_positions)")
     # Differences are taken before any cast, so integer times (nanoseconds) stay exact.
     wide = t.dtype if t.is_floating_point() else wide_dtype(t.device)
     positions = torch.arange(t.shape[-1], device=t.device).expand(t.shape)
@@ -280,12 +243,8 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
 
 
 class TimeDelta(PositionEncoding):
-    """Module form of :func:`time_delta_features` (no parameters).
-
-    Args:
-        log: log-scale the deltas, ``log1p(delta / scale)``.
-        scale: delta that ``log`` maps to ``log(2)``, in the unit of the times.
-    """
+    """Module form of :func:`time_delta_features` (no parameters; ``log``, ``scale`` as
+    there)."""
 
     kind = "additive"
     reads = "deltas"

@@ -2,7 +2,8 @@
 
 A float32 count of seconds since 1970 is only good to ~128 s, and even float64 nanoseconds
 lose the phase of a short period; so each timestamp's integer nanoseconds are reduced modulo
-the integer period first, and only that remainder (< one period) becomes a float.
+the integer period first, and only that remainder (< one period) becomes a float. The phase
+``(t mod P) / P`` is then exact to 1e-16 cycles; harmonic ``k`` multiplies that error by ``k``.
 """
 
 from __future__ import annotations
@@ -16,33 +17,29 @@ from posenc.core import PositionEncoding
 from posenc.core.encoding import check_output_dtype, check_positive_float, wide_dtype
 from torch import Tensor
 
-from .timestamps import Timestamps, to_nanoseconds
+from .timestamps import Timestamps, check_no_nat, to_nanoseconds
 
-__all__ = [
-    "DEFAULT_PERIODS",
-    "PROPHET_HARMONICS",
-    "PROPHET_PERIODS",
-    "FourierSeasonality",
-    "fourier_features",
-]
+__all__ = ["DEFAULT_PERIODS", "PROPHET_HARMONICS", "PROPHET_PERIODS", "FourierSeasonality",
+           "fourier_features"]
 
 DEFAULT_PERIODS: dict[str, float] = {"day": 86400, "week": 604800, "year": 31556952}
-"""name -> period in seconds, the periods of :class:`FourierSeasonality` by default. The year
-is the mean Gregorian year, 365.2425 days: the calendar's own average,
-so a date keeps its yearly phase over the 400-year leap cycle.
+"""name -> period in seconds, :class:`FourierSeasonality`'s default. The year is the mean
+Gregorian year, 365.2425 days, so a date keeps its yearly phase over the 400-year leap cycle.
 """
 PROPHET_PERIODS: dict[str, float] = {"yearly": 365.25 * 86400, "weekly": 604800,
                                      "daily": 86400}
 """Prophet's built-in seasonalities (``Prophet.set_auto_seasonalities``), in its column
-order: the yearly period is the Julian year, 365.25 days, which drifts against the
-calendar by 0.75 days a century; weekly 7 days, daily 1 day; 10, 3 and 4 harmonics.
-"""
+order: the yearly period is the Julian year, 365.25 days, which drifts against the calendar by
+0.75 days a century."""
 PROPHET_HARMONICS: dict[str, int] = {"yearly": 10, "weekly": 3, "daily": 4}
 """Harmonics of each of Prophet's seasonalities (10 yearly, 3 weekly, 4 daily)."""
-_NAT = torch.iinfo(torch.int64).min  # pandas' NaT as int64
-
-
 _MAX_PERIOD_NS = 2**63 - 1  # torch.remainder takes the period as an int64 scalar
+
+
+def _check_harmonics(count: object, label: str) -> int:
+    if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
+        raise ValueError(f"{label} must be an int >= 1, got {count!r}")
+    return int(count)
 
 
 def _check_counts(periods_ns: Sequence[int], harmonics: Sequence[int]) -> None:
@@ -56,24 +53,17 @@ def _check_counts(periods_ns: Sequence[int], harmonics: Sequence[int]) -> None:
         if not 1 <= period <= _MAX_PERIOD_NS:
             raise ValueError(f"periods_ns[{i}] must lie in [1, 2**63 - 1] (int64 "
                              f"nanoseconds), got {period}")
-        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
-            raise ValueError(f"harmonics[{i}] must be an int >= 1, got {count!r}")
+        _check_harmonics(count, f"harmonics[{i}]")
 
 
 def fourier_features(nanoseconds: Tensor, periods_ns: Sequence[int], harmonics: Sequence[int],
                      *, dtype: torch.dtype = torch.float32) -> Tensor:
-    """Sin/cos of ``2*pi*k*t/P`` for each period ``P`` and harmonic ``k = 1..K``.
+    """Sin/cos of ``2*pi*k*t/P`` for each period ``P`` (whole nanoseconds, in
+    ``[1, 2**63 - 1]``) and harmonic ``k = 1..K`` (``K`` = its ``harmonics``).
 
-    Args:
-        nanoseconds: ``(...)`` int64 nanoseconds since the epoch (:func:`to_nanoseconds`).
-        periods_ns: whole-nanosecond periods, each in ``[1, 2**63 - 1]``.
-        harmonics: number of harmonics ``K`` of each period.
-        dtype: output dtype.
-
-    Returns:
-        ``(..., 2 * sum(harmonics))``: per period, ``[sin k=1, cos k=1, sin k=2, ...]``
-        (Prophet's column order). The phase ``(t mod P) / P`` is exact to 1e-16 cycles;
-        harmonic ``k`` multiplies that error by ``k``.
+    ``(...)`` int64 nanoseconds since the epoch (:func:`to_nanoseconds`) ->
+    ``(..., 2 * sum(harmonics))`` of ``dtype``: per period ``[sin k=1, cos k=1, sin k=2, ...]``
+    (Prophet's column order).
     """
     if nanoseconds.dtype != torch.int64:
         raise TypeError(f"nanoseconds must be an int64 tensor, got {nanoseconds.dtype}")
@@ -96,16 +86,14 @@ class FourierSeasonality(PositionEncoding):
     ``ts.tz_localize(None)``, for seasonality that follows the local clock across DST; or use
     :class:`CalendarFeatures`).
 
-    The default periods (:data:`DEFAULT_PERIODS`) take the mean Gregorian year, 365.2425
-    days; Prophet's yearly seasonality uses 365.25 days. :meth:`prophet` (periods
-    :data:`PROPHET_PERIODS`, harmonics :data:`PROPHET_HARMONICS`) reproduces Prophet's
-    default features, except that Prophet first floors timestamps to whole seconds.
+    :meth:`prophet` reproduces Prophet's default features, except that Prophet first floors
+    timestamps to whole seconds.
 
     Args:
-        periods: ``{name: period in seconds}``, rounded to whole nanoseconds; at most
-            ``2**63 - 1`` ns (about 292 years), as phases are reduced in int64.
-        harmonics: harmonics per period (Prophet uses 4 daily, 3 weekly, 10 yearly), one int
-            for all or ``{name: int}`` for each.
+        periods: ``{name: period in seconds}`` (default :data:`DEFAULT_PERIODS`), rounded to
+            whole nanoseconds; at most ``2**63 - 1`` ns (about 292 years), as phases are
+            reduced in int64.
+        harmonics: harmonics per period, one int for all or ``{name: int}`` for each.
     """
 
     kind = "additive"
@@ -138,17 +126,15 @@ class FourierSeasonality(PositionEncoding):
             counts = [harmonics[name] for name in periods]
         else:
             counts = [harmonics] * len(periods)
-        for name, count in zip(periods, counts, strict=True):
-            if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
-                raise ValueError(f"harmonics for {name!r} must be an int >= 1, got {count!r}")
         self.periods = periods
         self.periods_ns = [round(s * 10**9) for s in periods.values()]
-        self.harmonics = [int(count) for count in counts]
+        self.harmonics = [_check_harmonics(count, f"harmonics for {name!r}")
+                          for name, count in zip(periods, counts, strict=True)]
 
     @classmethod
     def prophet(cls) -> FourierSeasonality:
         """Prophet's default yearly (365.25 days, 10 harmonics), weekly (3) and daily (4)
-        seasonality features, in Prophet's column order."""
+        features (:data:`PROPHET_PERIODS`, :data:`PROPHET_HARMONICS`), in its column order."""
         return cls(PROPHET_PERIODS, PROPHET_HARMONICS)
 
     @property
@@ -170,9 +156,8 @@ class FourierSeasonality(PositionEncoding):
         check_output_dtype(dtype)
         if not (isinstance(timestamps, Tensor) and timestamps.dtype == torch.int64):
             timestamps = torch.from_numpy(to_nanoseconds(timestamps))
-        elif not torch.compiler.is_compiling() and bool((timestamps == _NAT).any()):
-            raise ValueError("timestamps contains NaT (int64 min); drop or fill missing "
-                             "timestamps before encoding them")
+        elif not torch.compiler.is_compiling():
+            check_no_nat(timestamps)
         return fourier_features(timestamps, self.periods_ns, self.harmonics, dtype=dtype)
 
     def extra_repr(self) -> str:

@@ -1,25 +1,22 @@
-"""Frequency strings (``"15min"``, ``"1h30min"``, ``"1.5h"``, ``"W-SUN"``, ``"ME"``) and what
-they imply.
+"""Frequency strings (``"15min"``, ``"1h30min"``, ``"1.5h"``, ``"W-SUN"``, ``"ME"``) and
+durations, parsed without pandas' offset machinery (its aliases changed in pandas 3), so they
+mean the same whatever pandas is installed.
 
-Parsed here, without pandas' offset machinery (its aliases changed in pandas 3), so a
-frequency means the same thing whatever pandas is installed; the meaning is pandas 3's
-``pandas.tseries.frequencies.to_offset`` (which GluonTS calls), checked string by string
-against it in tests/temporal/test_frequency_strings.py:
+A frequency means what pandas 3's ``to_offset`` (which GluonTS calls) reads, checked string by
+string against it in tests/temporal/test_frequency_strings.py:
 
 - fixed-length units ``D, h, min, s, ms, us, ns`` take decimal multiples (``"1.5h"`` is 90
-  minutes) and combine (``"1h30min"``, ``"2D12h"``); the result's unit is pandas', e.g.
-  ``"1h30min"`` -> 90 ``min``, ``"2D12h"`` -> 60 ``h``, ``"1D24h"`` -> 2 ``D``;
+  minutes) and combine (``"1h30min"``, ``"2D12h"``) into pandas' unit, e.g. ``"1h30min"``
+  -> 90 ``min``, ``"2D12h"`` -> 60 ``h``, ``"1D24h"`` -> 2 ``D``;
 - calendar offsets (``W``, ``ME``, ``MS``, ``QE``, ``YE``, ``B``, ...) take whole multiples
   and an anchor (``"2W-MON"``, ``"QE-NOV"``) and do not combine;
-- the aliases pandas < 2.2 used (``H, T, S, A, AS, Q, Y``) keep their old meaning; ``"M"``
-  is refused as ambiguous (month end to pandas < 2.2, refused by pandas 3, minutes to
-  many readers).
+- the aliases of pandas < 2.2 (``H, T, S, A, AS, Q, Y``) keep their old meaning; ``"M"`` is
+  refused as ambiguous (month end to pandas < 2.2, refused by pandas 3, minutes to many).
 
-Durations (a context length, a season, a time unit) are read by :func:`parse_duration` in the
-same vocabulary, plus the spellings of ``pd.Timedelta`` that no frequency uses (``"7 days"``,
-``"0 days 01:00:00"``); there a week is 7 days, and months, quarters, years and business days,
-which have no fixed length, are refused instead of being read as ``pd.Timedelta`` reads them
-(``"12MS"`` as 12 ms, ``"1m"`` as a minute).
+:func:`parse_duration` reads the same vocabulary plus ``pd.Timedelta``'s own spellings
+(``"7 days"``, ``"0 days 01:00:00"``); a week is 7 days there, and months, quarters, years
+and business days, which have no fixed length, are refused instead of being read as
+``pd.Timedelta`` reads them (``"12MS"`` as 12 ms, ``"1m"`` as a minute).
 """
 
 from __future__ import annotations
@@ -31,6 +28,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
+
+from .timestamps import UNITS
 
 __all__ = ["Frequency", "frequency_fields", "frequency_nanoseconds", "parse_duration",
            "parse_frequency"]
@@ -49,8 +48,7 @@ _GLUONTS_FIELDS: dict[str, tuple[str, ...]] = {
     "second": ("second", "minute", "hour", *_DAY),
 }
 # Fixed-length units (pandas' Tick offsets) in pandas 3 spelling, coarse to fine.
-_TICK_NS: dict[str, int] = {"D": 86400 * 10**9, "h": 3600 * 10**9, "min": 60 * 10**9,
-                            "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+_TICK_NS = {unit: UNITS[unit] for unit in ("D", "h", "min", "s", "ms", "us", "ns")}
 _TICK_FAMILY = {"D": "day", "h": "hour", "min": "minute", "s": "second"}
 _TICK_ALIASES: dict[str, str] = {
     **{unit: unit for unit in _TICK_NS},
@@ -105,34 +103,15 @@ def _scaled_tick(multiple: str, unit: str, freq: str, name: str) -> tuple[int, s
     raise ValueError(f"{name}={freq!r} is not a whole number of nanoseconds")
 
 
-def _tick_of(total_ns: int) -> tuple[int, str]:
-    """pandas' ``delta_to_tick``: the coarsest unit (days down) dividing ``total_ns``."""
-    for unit, size in _TICK_NS.items():
-        if total_ns % size == 0:
-            return total_ns // size, unit
-    raise AssertionError("unreachable: every int is whole nanoseconds")
-
-
-def _type_error(freq: object, name: str) -> TypeError:
-    return TypeError(f"{name} must be a pandas frequency string (e.g. '15min', '1h30min', "
-                     f"'W-SUN'), got {type(freq).__name__} ({freq!r})")
-
-
 def parse_frequency(freq: str, name: str = "freq") -> Frequency:
-    """``freq`` as pandas 3's ``to_offset(freq)`` reads it: ``(n, alias, anchor)``.
-
-    Args:
-        freq: a frequency string (see the module docstring).
-        name: argument name used in error messages.
-
-    Raises:
-        TypeError: ``freq`` is not a string.
-        ValueError: unknown alias or anchor, the ambiguous ``"M"``, a zero or negative step
-            (pandas allows them; no series is sampled so), a decimal or combined calendar
-            offset (``"1.5W"``, ``"1W1D"``, which pandas cannot represent either).
+    """``freq`` (module docstring) as pandas 3's ``to_offset(freq)`` reads it; ``name`` is
+    the argument named in errors. ``ValueError`` for an unknown alias or anchor, the ambiguous
+    ``"M"``, a zero or negative step (pandas allows them; no series is sampled so), a decimal
+    or combined calendar offset (``"1.5W"``, ``"1W1D"``, which pandas cannot represent either).
     """
     if not isinstance(freq, str):
-        raise _type_error(freq, name)
+        raise TypeError(f"{name} must be a pandas frequency string (e.g. '15min', '1h30min', "
+                        f"'W-SUN'), got {type(freq).__name__} ({freq!r})")
     text, position, parts = freq.strip(), 0, []
     if text.startswith("-"):
         raise ValueError(f"{name}={freq!r} must be a positive step (a negative frequency "
@@ -192,8 +171,9 @@ def parse_frequency(freq: str, name: str = "freq") -> Frequency:
         # pandas adds two ticks of one unit as they are, others through delta_to_tick.
         if result is None or result[1] == part[1]:
             result = part if result is None else (result[0] + part[0], part[1])
-        else:
-            result = _tick_of(total_ns)
+        else:  # pandas' delta_to_tick: the coarsest unit dividing the total
+            unit = next(u for u, size in _TICK_NS.items() if total_ns % size == 0)
+            result = (total_ns // _TICK_NS[unit], unit)
     if total_ns <= 0:
         raise ValueError(f"{name}={freq!r} must be a positive step, got {total_ns} ns")
     return Frequency(result[0], result[1])
@@ -201,11 +181,8 @@ def parse_frequency(freq: str, name: str = "freq") -> Frequency:
 
 def frequency_nanoseconds(freq: str, name: str = "freq") -> int:
     """Length of one step of a fixed-length ``freq`` in nanoseconds (pandas'
-    ``to_offset(freq).nanos``): 5_400_000_000_000 for ``"1h30min"`` and ``"1.5h"``.
-
-    Calendar offsets (weeks, months, business days, ...) have no fixed length and raise, as
-    in pandas (a week is fixed-length there only as ``"7D"``).
-    """
+    ``to_offset(freq).nanos``): 5_400_000_000_000 for ``"1h30min"`` and ``"1.5h"``. Calendar
+    offsets (weeks, months, ...) have no fixed length and raise, as in pandas."""
     frequency = parse_frequency(freq, name)
     if not frequency.fixed:
         raise ValueError(f"{name}={freq!r} has no fixed length (a calendar offset); give a "
@@ -218,9 +195,7 @@ def frequency_fields(freq: str, name: str = "freq") -> tuple[str, ...]:
 
     GluonTS dispatches on the class of ``to_offset(freq)``, so a combined or decimal
     frequency takes the fields of pandas' resulting unit: ``"1h30min"`` and ``"1.5h"`` (90
-    minutes) the minute fields, ``"2D12h"`` (60 hours) the hour fields. Old (``"H"``,
-    ``"T"``, ``"A"``) and new (``"h"``, ``"min"``, ``"ME"``, ``"YE"``) aliases both work,
-    with multiples (``"15min"``) and anchors (``"W-SUN"``, ``"QE-NOV"``).
+    minutes) the minute fields, ``"2D12h"`` (60 hours) the hour fields.
     """
     frequency = parse_frequency(freq, name)
     family = (_TICK_FAMILY.get(frequency.alias) if frequency.fixed
@@ -249,35 +224,22 @@ _CALENDAR_DAYS = {"year": ("year", 365), "quarter": ("quarter", 91), "month": ("
                   "business_day": ("business day", 1)}
 
 
-def _no_fixed_length(value: str, name: str, frequency: Frequency, alternative: str) -> ValueError:
-    label, days = _CALENDAR_DAYS[_CALENDAR[frequency.alias][0]]
-    about = (frequency.n * 365) // 12 if label == "month" and frequency.n % 12 == 0 else (
-        frequency.n * days)
-    return ValueError(f"{name}={value!r} is {frequency.n} calendar {label}(s) "
-                      f"({frequency.alias!r}), which have no fixed length; {name} takes a fixed "
-                      f"duration (units W, D, h, min, s, ms, us, ns), e.g. '{about}D' for about "
-                      f"as long{alternative}")
-
-
 def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
     """A fixed-length, positive duration -> nanoseconds (an int > 0).
 
     Args:
-        value: a string in the vocabulary of :func:`parse_frequency`'s fixed units (``"1h"``,
-            ``"30min"``, ``"1.5h"``, ``"1h30min"``, ``"7D"``), weeks (``"2W"``: 14 days), or a
-            ``pd.Timedelta`` spelling (``"7 days"``, ``"1 hour 30 minutes"``,
-            ``"0 days 01:00:00"``, ISO ``"P1DT2H"``); or a ``pd.Timedelta``,
-            ``datetime.timedelta``, ``np.timedelta64`` with a unit, or a fixed-length pandas
-            offset (``pd.offsets.Hour(2)``).
-        name: argument name used in error messages.
+        value: a string of :func:`parse_frequency`'s fixed units (``"1h"``, ``"1.5h"``,
+            ``"1h30min"``, ``"7D"``), weeks (``"2W"``: 14 days), or a ``pd.Timedelta``
+            spelling (``"7 days"``, ``"0 days 01:00:00"``, ISO ``"P1DT2H"``); or a
+            ``pd.Timedelta``, ``datetime.timedelta``, ``np.timedelta64`` with a unit, or a
+            fixed-length pandas offset (``pd.offsets.Hour(2)``).
+        name: the argument named in errors.
         alternative: what else the argument takes, appended to the messages for calendar and
             unitless values (e.g. ``"an int count of observations"``).
 
-    Raises:
-        TypeError: ``value`` is neither a string nor a timedelta.
-        ValueError: a calendar unit (``"MS"``, ``"ME"``, ``"QS"``, ``"YS"``, ``"B"``, ISO
-            ``"P1M"``, ``pd.offsets.MonthBegin()``), the ambiguous ``"m"``/``"M"``, a number
-            without a unit, an unknown unit, a non-positive, NaT or out-of-range duration.
+    ``ValueError`` for a calendar unit (``"MS"``, ``"B"``, ISO ``"P1M"``,
+    ``pd.offsets.MonthBegin()``), the ambiguous ``"m"``/``"M"``, a number without a unit, an
+    unknown unit, a non-positive, NaT or out-of-range duration.
     """
     or_else = f", or {alternative}" if alternative else ""
     unknown = ValueError(f"{name} must be {alternative + ' or ' if alternative else ''}a "
@@ -305,7 +267,14 @@ def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
                                  f"'min' for minutes (e.g. '30min'), or about '30D' for a "
                                  f"month{or_else}")
             if word in _CALENDAR and word != "W":
-                raise _no_fixed_length(value, name, parse_frequency(text, name), or_else)
+                step = parse_frequency(text, name)
+                label, days = _CALENDAR_DAYS[_CALENDAR[step.alias][0]]
+                about = (step.n * 365) // 12 if label == "month" and step.n % 12 == 0 else (
+                    step.n * days)
+                raise ValueError(f"{name}={value!r} is {step.n} calendar {label}(s) "
+                                 f"({step.alias!r}), which have no fixed length; {name} takes a "
+                                 f"fixed duration (units W, D, h, min, s, ms, us, ns), e.g. "
+                                 f"'{about}D' for about as long{or_else}")
         if words and all(word in _TICK_ALIASES for word in words):
             ns = frequency_nanoseconds(text, name)
             if ns > np.iinfo(np.int64).max:

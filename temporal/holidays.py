@@ -1,25 +1,22 @@
 """Holiday features: is the local date a holiday, and how many days from the nearest one, for
 any country (and subdivision) of the ``holidays`` package or a list of dates of your own.
 
-GluonTS's ``SpecialDateFeatureSet`` (``gluonts.time_feature.holiday``) loops over every
-timestamp and every holiday in Python; here the holiday dates are built once for the years
-spanned, as int64 day numbers, each timestamp's local date becomes a day number by one floor
-division, and ``torch.searchsorted`` finds the holidays around it: 10M timestamps take about
-a second. The kernels (indicator, exponential, squared exponential, with GluonTS's ``alpha``
-and ``tol``) are GluonTS's formulas.
+GluonTS's ``SpecialDateFeatureSet`` loops over every timestamp and holiday in Python; here
+the holiday dates are built once for the years spanned as int64 day numbers, each local date
+becomes a day number by one floor division, and ``torch.searchsorted`` finds the holidays
+around it (10M timestamps: about a second). The kernels are GluonTS's formulas.
 
-Distances are signed like GluonTS's ``(date - holiday).days``: positive after the holiday,
-negative before it, counted on local calendar days (an hourly timestamp at 23:00 the day
-before Christmas is -1). The nearest holiday is the nearest one; GluonTS takes the earliest
-occurrence within 200 days instead, which for a yearly holiday is the previous one also where
-the next is nearer (165-200 days after it). Ties go to the earlier holiday, as in GluonTS.
+Distances are signed like GluonTS's ``(date - holiday).days`` (positive after the holiday),
+counted on local calendar days (23:00 the day before Christmas is -1), to the nearest holiday,
+ties to the earlier one; GluonTS takes the earliest occurrence within 200 days instead, which
+for a yearly holiday is the previous one also where the next is nearer (165-200 days after).
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -35,7 +32,14 @@ from posenc.core.encoding import (
 )
 from torch import Tensor
 
-from .timestamps import UNITS, Timestamps, datetime_index, local_wall_time
+from .timestamps import (
+    UNITS,
+    Timestamps,
+    check_no_nat,
+    datetime_index,
+    local_wall_time,
+    real_tensor,
+)
 
 __all__ = ["KERNELS", "HolidayFeatures", "holiday_dates", "holiday_distance", "holiday_kernel"]
 
@@ -45,7 +49,6 @@ _NS_PER_DAY = UNITS["D"]
 # Day numbers around every table: never the nearest while a table holds a real date, and far
 # enough that no datetime64 day (even in seconds) reaches them; differences fit int64.
 _FAR = 2**62
-_NAT = torch.iinfo(torch.int64).min  # pandas' NaT as int64
 
 
 def _holidays_package() -> Any:
@@ -58,66 +61,68 @@ def _holidays_package() -> Any:
     return holidays
 
 
-def _build(holidays: Any, country: str, years: Iterable[int], subdiv: str | None,
-           observed: bool, categories: Any, language: str | None) -> tuple[Any, list[str]]:
-    """``holidays.country_holidays(...)`` and the warnings it gave (e.g. that some holidays
-    exist only in some years: a calendar that is incomplete there)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            calendar = holidays.country_holidays(country, subdiv=subdiv, years=list(years),
-                                                 observed=observed, categories=categories,
-                                                 language=language)
-        except (NotImplementedError, ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"holidays.country_holidays({country!r}, subdiv={subdiv!r}, "
-                             f"categories={categories!r}, language={language!r}) refused: "
-                             f"{err}") from err
-    return calendar, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+class _Calendar(NamedTuple):
+    """A country's calendar in the ``holidays`` package (``holidays.country_holidays``'s
+    arguments), built for the years asked."""
 
+    country: str
+    subdiv: str | None
+    observed: bool
+    categories: Any
+    language: str | None
 
-def _check_country(holidays: Any, country: object, subdiv: object, observed: object) -> None:
-    if not isinstance(country, str):
-        raise TypeError(f"country must be an ISO 3166 code string (e.g. 'US', 'DE'), got "
-                        f"{type(country).__name__} ({country!r})")
-    if subdiv is not None and not isinstance(subdiv, str):
-        raise TypeError(f"subdiv must be a subdivision code string or None, got "
-                        f"{type(subdiv).__name__} ({subdiv!r})")
-    check_bool(observed, "observed")
-    supported = holidays.list_supported_countries()
-    if country not in supported:
-        raise ValueError(f"country must be a code of holidays.list_supported_countries() "
-                         f"(e.g. 'US', 'GB', 'DE'), got {country!r}")
-    if subdiv is not None and subdiv not in supported[country]:
-        raise ValueError(f"subdiv must be one of {country}'s subdivisions "
-                         f"{supported[country]}, got {subdiv!r}")
+    def build(self, years: Iterable[int]) -> tuple[Any, list[str]]:
+        """The calendar for ``years`` and the warnings the package gave (e.g. that some
+        holidays exist only in some years: a calendar that is incomplete there)."""
+        holidays = _holidays_package()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                calendar = holidays.country_holidays(
+                    self.country, subdiv=self.subdiv, years=list(years), observed=self.observed,
+                    categories=self.categories, language=self.language)
+            except (NotImplementedError, ValueError, KeyError, TypeError) as err:
+                raise ValueError(f"holidays.country_holidays({self.country!r}, subdiv="
+                                 f"{self.subdiv!r}, categories={self.categories!r}, language="
+                                 f"{self.language!r}) refused: {err}") from err
+        return calendar, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
 
+    def span(self) -> tuple[int, int]:
+        """The years the package has this calendar for (its start/end_year), after checking
+        the arguments."""
+        holidays, country, subdiv = _holidays_package(), self.country, self.subdiv
+        if not isinstance(country, str):
+            raise TypeError(f"country must be an ISO 3166 code string (e.g. 'US', 'DE'), got "
+                            f"{type(country).__name__} ({country!r})")
+        if subdiv is not None and not isinstance(subdiv, str):
+            raise TypeError(f"subdiv must be a subdivision code string or None, got "
+                            f"{type(subdiv).__name__} ({subdiv!r})")
+        check_bool(self.observed, "observed")
+        supported = holidays.list_supported_countries()
+        if country not in supported:
+            raise ValueError(f"country must be a code of holidays.list_supported_countries() "
+                             f"(e.g. 'US', 'GB', 'DE'), got {country!r}")
+        if subdiv is not None and subdiv not in supported[country]:
+            raise ValueError(f"subdiv must be one of {country}'s subdivisions "
+                             f"{supported[country]}, got {subdiv!r}")
+        calendar, _ = self.build(())
+        return int(calendar.start_year), int(calendar.end_year)
 
-def _calendar_span(country: str, subdiv: str | None, observed: bool, categories: Any,
-                   language: str | None) -> tuple[int, int]:
-    """The years the holidays package has this calendar for (its start/end_year)."""
-    holidays = _holidays_package()
-    _check_country(holidays, country, subdiv, observed)
-    calendar, _ = _build(holidays, country, (), subdiv, observed, categories, language)
-    return int(calendar.start_year), int(calendar.end_year)
-
-
-def _country_calendar(country: str, years: range, subdiv: str | None, observed: bool,
-                      categories: Any, language: str | None) -> Any:
-    """The calendar for ``years``. Years the package does not cover, or covers only in part
-    (it warns), raise: their features would miss holidays."""
-    holidays = _holidays_package()
-    low, high = _calendar_span(country, subdiv, observed, categories, language)
-    if years and (years[0] < low or years[-1] > high):
-        raise ValueError(f"years {years[0]}-{years[-1]} are outside {country}"
-                         f"{'-' + subdiv if subdiv else ''}'s holiday calendar in the holidays "
-                         f"package ({low}-{high}); restrict the timestamps (or years) to it")
-    calendar, messages = _build(holidays, country, years, subdiv, observed, categories,
-                                language)
-    if messages:
-        raise ValueError(f"the holidays package's {country} calendar is incomplete in "
-                         f"{years[0]}-{years[-1]} ({'; '.join(sorted(set(messages)))}); "
-                         f"restrict the timestamps (or years) to the years it covers")
-    return calendar
+    def covering(self, years: range) -> Any:
+        """The calendar for ``years``. Years the package does not cover, or covers only in
+        part (it warns), raise: their features would miss holidays."""
+        low, high = self.span()
+        if years and (years[0] < low or years[-1] > high):
+            raise ValueError(f"years {years[0]}-{years[-1]} are outside {self.country}"
+                             f"{'-' + self.subdiv if self.subdiv else ''}'s holiday calendar in "
+                             f"the holidays package ({low}-{high}); restrict the timestamps (or "
+                             f"years) to it")
+        calendar, messages = self.build(years)
+        if messages:
+            raise ValueError(f"the holidays package's {self.country} calendar is incomplete in "
+                             f"{years[0]}-{years[-1]} ({'; '.join(sorted(set(messages)))}); "
+                             f"restrict the timestamps (or years) to the years it covers")
+        return calendar
 
 
 def _name_groups(calendar: Any, names: Sequence[str] | None, check: bool
@@ -145,44 +150,36 @@ def _name_groups(calendar: Any, names: Sequence[str] | None, check: bool
 def holiday_dates(country: str, years: Iterable[int], *, subdiv: str | None = None,
                   names: Sequence[str] | None = None, observed: bool = True,
                   categories: Any = None, language: str | None = None) -> np.ndarray:
-    """The holiday dates of ``country`` (and ``subdiv``) in ``years``, sorted, unique.
+    """``(H,)`` ``datetime64[D]``: the holiday dates of ``country`` (and ``subdiv``) in
+    ``years`` (e.g. ``range(2010, 2021)``), sorted, unique.
 
     Args:
         country: ISO 3166 code of ``holidays.list_supported_countries()`` (``"US"``).
-        years: the years (e.g. ``range(2010, 2021)``).
         subdiv: a subdivision of the country (``"CA"`` for California), or None.
         names: keep only the holidays of these names (in the calendar's language, e.g.
             ``["Christmas Day"]``; an observed day is its own name, "... (observed)").
-        observed: passed to ``holidays.country_holidays``.
-        categories: passed to ``holidays.country_holidays``.
-        language: passed to ``holidays.country_holidays``.
-
-    Returns:
-        ``(H,)`` ``datetime64[D]``.
+        observed: like ``categories`` and ``language``, passed to
+            ``holidays.country_holidays``.
     """
     chosen = sorted({check_int(y, "years") for y in years})
     if not chosen:
         raise ValueError("years must name at least one year, got none")
-    calendar = _country_calendar(country, range(chosen[0], chosen[-1] + 1), subdiv, observed,
-                                 categories, language)
+    source = _Calendar(country, subdiv, observed, categories, language)
+    calendar = source.covering(range(chosen[0], chosen[-1] + 1))
     groups = _name_groups(calendar, names, check=True)
     return np.unique(np.concatenate(list(groups.values())))
 
 
-def _holiday_groups(country: str, years: range, subdiv: str | None, names: Sequence[str] | None,
-                    observed: bool, categories: Any, language: str | None, *, check: bool
-                    ) -> dict[str, np.ndarray]:
-    """The groups (:func:`_name_groups`) that hold the nearest holiday of every day of
-    ``years``: the calendar for ``years`` widened (doubling, within the years the package
-    covers fully) until each group has a date on or before their first day and one on or
-    after their last. A yearly holiday needs one year either side; Inauguration Day (every
-    four years) up to four. Where the package's calendar ends first (or is incomplete), the
-    nearest is the nearest it has."""
-    calendar = _country_calendar(country, years, subdiv, observed, categories, language)
+def _holiday_groups(source: _Calendar, years: range, names: Sequence[str] | None, *,
+                    check: bool) -> dict[str, np.ndarray]:
+    """The groups (:func:`_name_groups`) holding the nearest holiday of every day of ``years``:
+    the calendar widened (doubling, within the years the package covers fully) until each
+    group has a date on or before their first day and one on or after their last (Inauguration
+    Day, every four years, needs up to four)."""
+    calendar = source.covering(years)
     if not years:
         return _name_groups(calendar, names, check=False)
-    holidays = _holidays_package()
-    low, high = _calendar_span(country, subdiv, observed, categories, language)
+    low, high = source.span()
     first = np.datetime64(f"{years[0]:04d}-01-01", "D")
     last = np.datetime64(f"{years[-1]:04d}-12-31", "D")
     # At least one year either side: an observed day may fall in the year before its holiday.
@@ -191,8 +188,7 @@ def _holiday_groups(country: str, years: range, subdiv: str | None, names: Seque
         before, after = (max(1, 2 * before) if early else before,
                          max(1, 2 * after) if late else after)
         span = range(max(low, years[0] - before), min(high, years[-1] + after) + 1)
-        wider, messages = _build(holidays, country, span, subdiv, observed, categories,
-                                 language)
+        wider, messages = source.build(span)
         if messages:  # incomplete beyond: the nearest is taken among the complete years
             break
         calendar = wider
@@ -271,22 +267,15 @@ def _nearest(days: Tensor, table: Tensor) -> Tensor:
     return torch.where(since <= until, since, -until).T
 
 
-def _span(days: Tensor) -> tuple[int, int] | None:
-    """``(first, last)`` day when computing once per day of the span and gathering is
+def _per_day(features: Callable[[Tensor], Tensor], days: Tensor) -> Tensor:
+    """``features(days)``, computed once per day of the span and gathered where that is
     cheaper (a CPU series covering few distinct days: 10M minutes span 7000 days)."""
     if days.device.type != "cpu" or not days.numel() or torch.compiler.is_compiling():
-        return None
+        return features(days)
     first, last = int(days.min()), int(days.max())
-    return (first, last) if last - first < days.numel() else None
-
-
-def _distances(days: Tensor, table: Tensor) -> Tensor:
-    """:func:`_nearest`, once per day of the span where that is cheaper."""
-    span = _span(days)
-    if span is None:
-        return _nearest(days, table)
-    per_day = _nearest(torch.arange(span[0], span[1] + 1, dtype=torch.int64), table)
-    return per_day[days - span[0]]
+    if last - first >= days.numel():
+        return features(days)
+    return features(torch.arange(first, last + 1, dtype=torch.int64))[days - first]
 
 
 def _years_of(first_day: int, last_day: int) -> range:
@@ -300,69 +289,47 @@ def holiday_distance(timestamps: Timestamps, country: str | None = None, *,
                      subdiv: str | None = None, names: Sequence[str] | None = None,
                      dates: Any = None, tz: Any = None, observed: bool = True,
                      categories: Any = None, language: str | None = None) -> np.ndarray:
-    """Signed days from each timestamp's local date to the nearest holiday.
+    """``(*timestamps.shape, G)`` int64 signed days ``date - nearest holiday`` from each
+    timestamp's local date (read in its zone, or ``tz``): > 0 after it, 0 on it (GluonTS's
+    sign; the indicator is ``distance == 0``, kernels: :func:`holiday_kernel`).
 
     Args:
-        timestamps: any accepted timestamp input (:mod:`posenc.temporal.timestamps`); the
-            local date of tz-aware ones is read in their zone (or ``tz``).
-        country: the calendar (with ``subdiv``, ``observed``, ``categories`` and ``language``:
-            see :func:`holiday_dates`), built for the years spanned (and one either side);
+        country: the calendar, with ``subdiv``, ``observed``, ``categories`` and ``language``
+            as in :func:`holiday_dates`, built for the years spanned (and one either side);
             years the holidays package does not (fully) cover raise.
-        subdiv: see :func:`holiday_dates`.
-        observed: see :func:`holiday_dates`.
-        categories: see :func:`holiday_dates`.
-        language: see :func:`holiday_dates`.
-        names: one output column per holiday name (GluonTS's one feature per holiday);
-            None: one column for every holiday together.
+        names: one column per holiday name (GluonTS's one feature per holiday); None: one
+            column (``G = 1``) for every holiday together.
         dates: instead of a country: dates (strings, ``date``, datetime64 at midnight), or
             ``{name: dates}`` for one column each. Their nearest is taken among them only.
-        tz: read the wall clock of this zone (tz-aware input only).
-
-    Returns:
-        ``(*timestamps.shape, G)`` int64: ``date - nearest holiday`` in days (> 0 after it,
-        0 on it; GluonTS's sign), ``G`` = 1 or ``len(names)`` (or of ``dates``). The
-        holiday indicator is ``distance == 0``; kernels: :func:`holiday_kernel`.
     """
     days, shape = _day_numbers(timestamps, tz, "timestamps")
     groups = _given_dates(country, dates, names, subdiv)
     if groups is None:
         span = _years_of(int(days.min()), int(days.max())) if days.size else range(0)
-        groups = _holiday_groups(country, span, subdiv, names, observed, categories, language,
-                                 check=bool(days.size))
+        source = _Calendar(country, subdiv, observed, categories, language)
+        groups = _holiday_groups(source, span, names, check=bool(days.size))
         if not all(len(v) for v in groups.values()) and days.size:
             raise ValueError(f"country {country!r} (subdiv {subdiv!r}) has no holidays in "
                              f"{span.start}-{span.stop - 1}")
     if not days.size:
         return np.zeros((*shape, len(groups)), dtype=np.int64)
-    out = _distances(torch.from_numpy(days), _table(groups)).numpy()
+    table = _table(groups)
+    out = _per_day(lambda d: _nearest(d, table), torch.from_numpy(days)).numpy()
     return out.reshape(*shape, len(groups))
 
 
 def holiday_kernel(distance: np.ndarray | Tensor, kernel: str = "indicator", *,
                    alpha: float = 1.0, tol: float = 1e-9) -> np.ndarray | Tensor:
-    """GluonTS's holiday kernels of a distance in days, elementwise.
-
-    - ``"indicator"``: ``1.0 if distance == 0 else 0.0``;
-    - ``"exponential"``: ``exp(-alpha * |distance|)``;
-    - ``"squared_exponential"``: ``exp(-alpha * distance**2)``;
-
-    the last two set to 0 where they are not above ``tol`` (GluonTS's ``tol=1e-9``).
-
-    Args:
-        distance: ``(...)`` ints or floats (:func:`holiday_distance`), numpy or torch.
-
-    Returns:
-        ``(...)`` float64 (float32 on devices without float64), numpy or torch as given.
+    """GluonTS's holiday kernels of ``(...)`` int or float days (:func:`holiday_distance`),
+    elementwise: ``"indicator"`` ``1.0 if distance == 0 else 0.0``, ``"exponential"``
+    ``exp(-alpha * |distance|)``, ``"squared_exponential"`` ``exp(-alpha * distance**2)``, the
+    last two set to 0 where not above ``tol``. ``(...)`` float64 (float32 on devices without
+    it), numpy or torch as given.
     """
     check_choice(kernel, "kernel", KERNELS)
     alpha = check_positive_float(alpha, "alpha")
     tol = check_float(tol, "tol", ge=0)
-    values = distance if isinstance(distance, Tensor) else torch.from_numpy(
-        np.asarray(distance))
-    if values.dtype == torch.bool or values.is_complex() or not (
-            values.is_floating_point() or values.dtype in (torch.int8, torch.int16,
-                                                           torch.int32, torch.int64)):
-        raise TypeError(f"distance must hold int or float days, got dtype {values.dtype}")
+    values = real_tensor(distance, "distance", "days")
     wide = wide_dtype(values.device)
     if kernel == "indicator":
         out = (values == 0).to(wide)
@@ -381,26 +348,12 @@ class HolidayFeatures(PositionEncoding):
     row; the indicator by default), and with ``distance_scale`` also that distance divided by
     it (a signed ramp, e.g. ``distance_scale=30`` makes a month 1.0).
 
-    The calendar is built once here for ``years``; timestamps outside them raise (checked for
-    CPU input, where the data pipeline makes them; on an accelerator the check would wait for
-    the device, so it is skipped).
-
-    Args:
-        country: the calendar (with ``subdiv``, ``names``, ``observed``, ``categories`` and
-            ``language``: see :func:`holiday_dates`).
-        subdiv: see :func:`holiday_dates`.
-        names: see :func:`holiday_dates`.
-        observed: see :func:`holiday_dates`.
-        categories: see :func:`holiday_dates`.
-        language: see :func:`holiday_dates`.
-        dates: instead of a country, dates or ``{name: dates}`` (see
-            :func:`holiday_distance`); ``years`` is then not checked.
-        kernel: see :func:`holiday_kernel`.
-        alpha: see :func:`holiday_kernel`.
-        tol: see :func:`holiday_kernel`.
-        distance_scale: days that make the distance column 1.0; None: no distance column.
-        years: ``(first, last)`` years the timestamps may fall in, inclusive; None: the
-            years the holidays package covers for the country, within 1900-2100.
+    ``country``, ``subdiv``, ``names``, ``observed``, ``categories`` and ``language`` choose
+    the calendar as in :func:`holiday_dates` (or ``dates`` as in :func:`holiday_distance`);
+    ``kernel``, ``alpha`` and ``tol`` are :func:`holiday_kernel`'s. The calendar is built once
+    for ``years``, ``(first, last)`` inclusive (None: the package's years for the country,
+    within 1900-2100); CPU timestamps outside them raise (on an accelerator the check would
+    wait for the device).
 
     Example::
 
@@ -423,8 +376,9 @@ class HolidayFeatures(PositionEncoding):
         self.tol = check_float(tol, "tol", ge=0)
         self.distance_scale = None if distance_scale is None else check_positive_float(
             distance_scale, "distance_scale")
+        source = _Calendar(country, subdiv, observed, categories, language)
         if years is None and country is not None:
-            span = _calendar_span(country, subdiv, observed, categories, language)
+            span = source.span()
             years = (max(1900, span[0]), min(2100, span[1]))
         elif years is None:
             years = (1, 9998)
@@ -438,8 +392,7 @@ class HolidayFeatures(PositionEncoding):
         groups = _given_dates(country, dates, names, subdiv)
         self._range = None
         if groups is None:
-            groups = _holiday_groups(country, range(first, last + 1), subdiv, names, observed,
-                                     categories, language, check=True)
+            groups = _holiday_groups(source, range(first, last + 1), names, check=True)
             self._range = (int(np.datetime64(f"{first:04d}-01-01", "D").astype(np.int64)),
                            int(np.datetime64(f"{last:04d}-12-31", "D").astype(np.int64)))
         self.country, self.subdiv = country, subdiv
@@ -458,40 +411,30 @@ class HolidayFeatures(PositionEncoding):
         suffixes = [""] if self.distance_scale is None else ["", "_distance"]
         return [f"{g}{s}" for g in self.groups for s in suffixes]
 
-    def _check_range(self, timestamps: Tensor | None, days: Tensor) -> None:
-        if torch.compiler.is_compiling() or days.device.type != "cpu" or not days.numel():
-            return
-        if timestamps is not None and bool((timestamps == _NAT).any()):
-            raise ValueError("timestamps contains NaT (int64 min); drop or fill missing "
-                             "timestamps before encoding them")
-        low, high = int(days.min()), int(days.max())
-        if self._range is not None and (low < self._range[0] or high > self._range[1]):
-            span = np.array([low, high]).astype("M8[D]")
-            raise ValueError(f"timestamps have local dates {span[0]}..{span[1]}, outside "
-                             f"years={self.years} this calendar was built for; widen years")
-
     def forward(self, timestamps: Timestamps, *, dtype: torch.dtype = torch.float32
                 ) -> Tensor:
-        """``(...)`` timestamps -> ``(..., dim)``.
-
-        An int64 tensor is read as wall-clock nanoseconds since 1970 (the forecaster's local
-        times) and stays on its device; other input goes through :func:`datetime_index`
-        (local dates of tz-aware timestamps in their own zone).
+        """``(...)`` timestamps -> ``(..., dim)``. An int64 tensor is read as wall-clock
+        nanoseconds since 1970 (the forecaster's local times) and stays on its device; other
+        input goes through :func:`datetime_index` (tz-aware: local dates in their own zone).
         """
         check_output_dtype(dtype)
-        raw = None
-        if isinstance(timestamps, Tensor) and timestamps.dtype == torch.int64:
-            shape, raw = timestamps.shape, timestamps.reshape(-1)
-            days = torch.div(raw, _NS_PER_DAY, rounding_mode="floor")
+        raw = isinstance(timestamps, Tensor) and timestamps.dtype == torch.int64
+        if raw:
+            shape = timestamps.shape
+            days = torch.div(timestamps.reshape(-1), _NS_PER_DAY, rounding_mode="floor")
         else:
             flat, shape = _day_numbers(timestamps, None, "timestamps")
             days = torch.from_numpy(flat)
-        self._check_range(raw, days)
-        span = _span(days)
-        if span is None:
-            return self._features(days).to(dtype).reshape(*shape, self.dim)
-        per_day = self._features(torch.arange(span[0], span[1] + 1, dtype=torch.int64))
-        return per_day.to(dtype)[days - span[0]].reshape(*shape, self.dim)
+        if not torch.compiler.is_compiling() and days.device.type == "cpu" and days.numel():
+            if raw:
+                check_no_nat(timestamps)
+            low, high = int(days.min()), int(days.max())
+            if self._range is not None and (low < self._range[0] or high > self._range[1]):
+                span = np.array([low, high]).astype("M8[D]")
+                raise ValueError(f"timestamps have local dates {span[0]}..{span[1]}, outside "
+                                 f"years={self.years} this calendar was built for; widen years")
+        features = _per_day(lambda d: self._features(d).to(dtype), days)
+        return features.reshape(*shape, self.dim)
 
     def _features(self, days: Tensor) -> Tensor:
         """``(M,)`` day numbers -> ``(M, dim)`` in the device's wide dtype."""

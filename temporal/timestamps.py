@@ -1,35 +1,29 @@
-"""Timestamps in: one conversion that every temporal encoding goes through.
+"""Timestamps in: the one conversion every temporal encoding and table reader goes through.
 
-Accepted everywhere a ``timestamps`` argument appears:
+Accepted wherever a ``timestamps`` argument appears (:data:`Timestamps`):
 
 - ``pandas.DatetimeIndex`` or a datetime ``pandas.Series``, tz-naive or tz-aware, any
   resolution (pandas 3 parses strings to microseconds, numpy gives seconds for dates);
-- ``pandas.PeriodIndex`` or a period ``pandas.Series`` (GluonTS's index type): each period
-  is the instant it starts, its ``start_time`` (what ``to_timestamp()`` gives), as naive
-  wall-clock time. pandas' (and so GluonTS's) own fields of a period longer than a day are
-  those of its *last* day (``Period("2020-01", "M").day`` is 31); pass
-  ``periods.asfreq("D", "end").to_timestamp()`` to encode those days instead;
+- ``pandas.PeriodIndex`` or a period ``Series`` (GluonTS's index type): each period is the
+  instant it starts, its ``start_time``, as naive wall-clock time. pandas' (and GluonTS's) own
+  fields of a period longer than a day are those of its *last* day
+  (``Period("2020-01", "M").day`` is 31); pass ``periods.asfreq("D", "end").to_timestamp()``
+  to encode those days instead;
 - a ``numpy`` ``datetime64`` array of any shape;
 - int64 nanoseconds since the Unix epoch, as a numpy array or a torch tensor of any shape
   (other integers, e.g. a list of ints or an int32 array, have no known unit and raise);
 - a list of ``datetime``/``date``/``Timestamp``/ISO strings (an empty list is no timestamps).
 
 tz-aware timestamps are instants; tz-naive ones are wall-clock readings (or UTC, if that is
-what the data means: then say so with ``localize(ts, "UTC")``). Nothing here guesses a zone:
-naive input with a ``tz`` raises, and so do NaT, mixed naive/aware values and, in
-:func:`localize`, wall times that a DST change makes ambiguous or nonexistent (unless an
-explicit ``ambiguous=``/``nonexistent=`` option says what to do).
+what the data means: say so with ``localize(ts, "UTC")``). Nothing here guesses a zone: naive
+input with a ``tz`` raises, and so do NaT, mixed naive/aware values and, in :func:`localize`,
+wall times that a DST change makes ambiguous or nonexistent unless ``ambiguous=`` /
+``nonexistent=`` say what to do (gaps and repeats of any length are handled exactly).
 
-Wall-clock readings -> instants: :func:`localize`, exact across DST gaps and repeats and
-across a zone's other offset changes (30-minute and whole-day gaps, a 23-hour repeat).
-
-Timestamp columns of a table -> instants and local wall-clock times.
-
-:func:`parse_timestamps` reads one column (datetime values, ``datetime`` objects or text in
-one format) and refuses what it cannot read exactly; :func:`utc_and_local` turns the result
-into the two int64 clocks a forecaster needs, through :func:`~posenc.temporal.localize`.
-Every table reader in posenc (the data modules, ``make_batch``, ``Forecaster.forecast``)
-goes through these two functions, so a timestamp means the same thing everywhere.
+A table's timestamp column goes through :func:`parse_timestamps` (one format, refusing what
+it cannot read exactly) and :func:`utc_and_local` (the two int64 clocks a forecaster needs);
+every table reader in posenc (the data modules, ``make_batch``, ``Forecaster.forecast``) uses
+these two, so a timestamp means the same thing everywhere.
 """
 
 from __future__ import annotations
@@ -45,41 +39,36 @@ import torch
 from pandas.tseries.api import guess_datetime_format
 from torch import Tensor
 
-__all__ = [
-    "Timestamps",
-    "UNITS",
-    "datetime_index",
-    "local_wall_time",
-    "to_nanoseconds",
-    "to_seconds",
-    "time_positions",
-    "localize",
-    "AMBIGUOUS",
-    "NONEXISTENT",
-    "check_tz_name",
-    "parse_timestamps",
-    "row_label",
-    "utc_and_local",
-]
+__all__ = ["AMBIGUOUS", "NONEXISTENT", "UNITS", "Timestamps", "check_no_nat", "check_tz_name",
+           "datetime_index", "local_wall_time", "localize", "parse_timestamps", "real_tensor",
+           "row_label",
+           "time_positions", "to_nanoseconds", "to_seconds", "utc_and_local"]
 
 
 Timestamps: TypeAlias = (pd.DatetimeIndex | pd.PeriodIndex | pd.Series | np.ndarray | Tensor
                          | Sequence[Any])
-"""The timestamp inputs accepted wherever a ``timestamps`` argument appears (module
-docstring).
-"""
+"""The timestamp inputs accepted wherever a ``timestamps`` argument appears (module docstring)."""
 
-UNITS: dict[str, int] = {
-    "ns": 1,
-    "us": 10**3,
-    "ms": 10**6,
-    "s": 10**9,
-    "min": 60 * 10**9,
-    "h": 3600 * 10**9,
-    "D": 86400 * 10**9,
-    "W": 7 * 86400 * 10**9,
-}
+UNITS: dict[str, int] = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "min": 60 * 10**9,
+                         "h": 3600 * 10**9, "D": 86400 * 10**9, "W": 7 * 86400 * 10**9}
 """Length of each unit in nanoseconds; the names are pandas 3's."""
+NAT = torch.iinfo(torch.int64).min  # pandas' NaT as int64
+
+
+def check_no_nat(values: Tensor | None, name: str = "timestamps") -> None:
+    """Raise if an int64 nanosecond tensor holds NaT (reads values: a host sync)."""
+    if values is not None and bool((values == NAT).any()):
+        raise ValueError(f"{name} contains NaT (int64 min); drop or fill missing timestamps "
+                         f"before encoding them")
+
+
+def real_tensor(values: np.ndarray | Tensor, name: str, what: str) -> Tensor:
+    """``values`` (numpy or torch) as a tensor if it holds ints or floats, else ``TypeError``."""
+    out = values if isinstance(values, Tensor) else torch.from_numpy(np.asarray(values))
+    ints = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    if not (out.is_floating_point() or out.dtype in ints):  # bool and complex are neither
+        raise TypeError(f"{name} must hold int or float {what}, got dtype {out.dtype}")
+    return out
 
 
 def _describe(timestamps: object) -> str:
@@ -145,27 +134,15 @@ def _from_datetime64(values: np.ndarray, name: str) -> pd.DatetimeIndex:
 
 def datetime_index(timestamps: Timestamps, name: str = "timestamps"
                    ) -> tuple[pd.DatetimeIndex, tuple[int, ...]]:
-    """Normalize any accepted timestamp input to a flat ``DatetimeIndex``.
-
-    Args:
-        timestamps: see the module docstring for the accepted kinds.
-        name: argument name used in error messages.
-
-    Returns:
-        ``(index, shape)``: the timestamps flattened (same resolution and zone as given), and
-        the input's shape, so callers can give their outputs the input's shape.
-
-    Raises:
-        TypeError: unsupported type or dtype (floats, and integers other than an int64 array
-            or tensor, have no unit), datetime64 without a unit or finer than ns, values
-            that are not datetimes, mixed naive/aware values.
-        ValueError: NaT values (the position of the first is named), unparsable values,
-            dates beyond pandas' range.
+    """Any accepted timestamp input (module docstring) -> ``(index, shape)``: the timestamps
+    as a flat ``DatetimeIndex`` (resolution and zone as given) and the input's shape, for the
+    callers' outputs. ``name`` is the argument named in errors: ``TypeError`` for types and
+    dtypes without a unit (floats; integers other than an int64 array or tensor) and mixed
+    naive/aware values, ``ValueError`` for NaT (the first is named), unparsable values and
+    dates beyond pandas' range.
     """
     if isinstance(getattr(timestamps, "dtype", None), pd.PeriodDtype):
-        # PeriodIndex, period Series or PeriodArray: a period is the instant it starts.
-        periods = pd.PeriodIndex(timestamps)
-        timestamps = periods.start_time
+        timestamps = pd.PeriodIndex(timestamps).start_time  # the instant each period starts
     if isinstance(timestamps, Tensor):
         if timestamps.dtype != torch.int64:
             raise TypeError(f"{name} as a tensor must hold int64 nanoseconds since the epoch, "
@@ -206,10 +183,6 @@ def datetime_index(timestamps: Timestamps, name: str = "timestamps"
     return index, shape
 
 
-def _is_aware(index: pd.DatetimeIndex) -> bool:
-    return index.tz is not None
-
-
 def _check_tz(tz: Any) -> Any:
     if tz is None or isinstance(tz, bool | int | float | np.number):
         # pandas would read a number as a fixed offset in seconds.
@@ -220,20 +193,15 @@ def _check_tz(tz: Any) -> Any:
 
 def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timestamps"
                     ) -> np.ndarray:
-    """Wall-clock readings of ``index`` as int64 ticks of ``index.unit`` since 1970-01-01.
+    """``(N,)`` int64 wall-clock ticks of ``index.unit`` since 1970-01-01, DST-correct (pandas
+    looks up each instant's UTC offset in the zone's transitions, once for all fields).
 
-    Args:
-        index: tz-naive (read as wall-clock already) or tz-aware timestamps.
-        tz: zone whose wall clock to read (name or tzinfo); ``None`` keeps the timestamps'
-            own zone. Naive timestamps with a ``tz`` raise: localize them first.
-
-    Returns:
-        ``(N,)`` int64 local ticks; DST-correct because the UTC offset of every instant is
-        looked up in the zone's transition table (by pandas, once for all fields).
+    Naive ``index`` is read as wall-clock already; aware ones in ``tz`` (a name or tzinfo;
+    None: their own zone). Naive timestamps with a ``tz`` raise: localize them first.
     """
     if tz is not None:
         _check_tz(tz)
-        if not _is_aware(index):
+        if index.tz is None:
             raise TypeError(
                 f"{name} are tz-naive, so tz={tz!r} is ambiguous: if they are wall-clock times "
                 f"in {tz!r}, call localize({name}, {tz!r}) (which handles DST gaps and "
@@ -244,7 +212,7 @@ def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timest
         except (KeyError, ValueError, TypeError) as err:
             raise ValueError(f"tz must be a time zone name or tzinfo, got {tz!r}: {err}"
                              ) from err
-    if not _is_aware(index):
+    if index.tz is None:
         return index.asi8
     offset = index.tz.utcoffset(None)
     out_of_range = ValueError(
@@ -266,11 +234,8 @@ def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timest
 
 
 def to_nanoseconds(timestamps: Timestamps) -> np.ndarray:
-    """int64 nanoseconds since 1970-01-01 (UTC for tz-aware input), in the input's shape.
-
-    The exact integer form of a timestamp, for phases reduced in integer arithmetic
-    (:class:`FourierSeasonality`). Covers 1677-09-21 to 2262-04-11.
-    """
+    """int64 nanoseconds since 1970-01-01 (UTC for tz-aware input), in the input's shape: the
+    exact form for phases reduced in integer arithmetic. Covers 1677-09-21 to 2262-04-11."""
     index, shape = datetime_index(timestamps)
     try:
         return index.as_unit("ns").asi8.reshape(shape)
@@ -297,17 +262,16 @@ def timestamp_argument(value: Any, name: str) -> pd.Timestamp:
     return stamp
 
 
-def _origin(origin: Any, index: pd.DatetimeIndex) -> pd.Timestamp:
+def _origin(origin: Any, index: pd.DatetimeIndex, name: str = "origin") -> pd.Timestamp:
     """``origin`` as a Timestamp, at the timestamps' resolution where that is exact (pandas
     subtracts in the finer of the two, which may not reach the timestamps' dates)."""
     if origin is None:
-        return pd.Timestamp(0, tz="UTC" if _is_aware(index) else None).as_unit(index.unit)
-    stamp = timestamp_argument(origin, "origin")
-    if (stamp.tz is not None) != _is_aware(index):
-        raise TypeError(
-            f"origin is tz-{'aware' if stamp.tz is not None else 'naive'} ({origin!r}) but "
-            f"timestamps are tz-{'aware' if _is_aware(index) else 'naive'}; give both the "
-            f"same kind")
+        return pd.Timestamp(0, tz="UTC" if index.tz is not None else None).as_unit(index.unit)
+    stamp = timestamp_argument(origin, name)
+    if (stamp.tz is not None) != (index.tz is not None):
+        kind = {True: "aware", False: "naive"}
+        raise TypeError(f"{name} is tz-{kind[stamp.tz is not None]} ({origin!r}) but timestamps "
+                        f"are tz-{kind[index.tz is not None]}; give both the same kind")
     try:
         return stamp.as_unit(index.unit, round_ok=False)
     except ValueError:  # finer than the timestamps, or out of their unit's range
@@ -315,27 +279,25 @@ def _origin(origin: Any, index: pd.DatetimeIndex) -> pd.Timestamp:
 
 
 def to_seconds(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -> np.ndarray:
-    """Elapsed time from ``origin`` as float64, in the input's shape.
+    """float64 elapsed time from ``origin`` in ``unit`` (one of :data:`UNITS`), in the input's
+    shape: real elapsed time for tz-aware input (DST adds or removes no hour), the difference
+    of wall-clock readings for naive input.
 
-    Args:
-        timestamps: see the module docstring. For tz-aware input this is real elapsed time
-            (DST changes do not add or remove an hour); for naive input it is the difference
-            of wall-clock readings.
-        origin: a timestamp (string, datetime, ``Timestamp``, datetime64; not a number,
-            which has no unit) of the same naive/aware kind as ``timestamps``; ``None`` is
-            the Unix epoch.
-        unit: one of :data:`UNITS` (``"ns", "us", "ms", "s", "min", "h", "D", "W"``).
-
-    Returns:
-        float64 array. The difference is formed in int64 ticks of the timestamps' resolution
-        (of the origin's, if finer) and converted once, so it is exact to the tick while
-        below 2**53 ticks (104 days in ns, 285 years in us); dates beyond 1677-2262 work at
-        a resolution coarser than ns. A difference beyond int64 ticks raises.
+    ``origin`` is a timestamp (string, datetime, ``Timestamp``, datetime64; not a number,
+    which has no unit) of the timestamps' naive/aware kind; None is the Unix epoch. The
+    difference is formed in int64 ticks of the timestamps' resolution (of the origin's, if
+    finer) and converted once, so it is exact to the tick below 2**53 ticks (104 days in ns,
+    285 years in us); dates beyond 1677-2262 work at a coarser resolution than ns. A
+    difference beyond int64 ticks raises.
     """
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {list(UNITS)}, got {unit!r}")
     index, shape = datetime_index(timestamps)
-    start = _origin(origin, index)
+    return _elapsed(index, _origin(origin, index), unit).reshape(shape)
+
+
+def _elapsed(index: pd.DatetimeIndex, start: pd.Timestamp, unit: str) -> np.ndarray:
+    """``(N,)`` float64 ``index - start`` in ``unit``, formed in int64 ticks."""
     try:
         delta = index - start
     except (OverflowError, ValueError) as err:
@@ -344,7 +306,7 @@ def to_seconds(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -
             f"{'the finer of their units' if start.unit != index.unit else index.unit!r} "
             f"({err}); choose an origin nearer the timestamps, at their resolution "
             f"({index.unit!r})") from err
-    return _in_unit(delta.asi8, delta.unit, unit).reshape(shape)
+    return _in_unit(delta.asi8, delta.unit, unit)
 
 
 def _in_unit(ticks: np.ndarray, tick_unit: str, unit: str) -> np.ndarray:
@@ -360,18 +322,13 @@ def _in_unit(ticks: np.ndarray, tick_unit: str, unit: str) -> np.ndarray:
 
 
 def time_positions(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -> Tensor:
-    """float64 tensor of :func:`to_seconds`, for coordinates of core's encodings.
-
-    Feed it to ``RotaryEncoding.rotate`` / ``ALiBi`` / ``MultiheadAttention(query_positions=
-    ...)`` so attention sees real time gaps: the RoPE score of a (query, key) pair then
-    depends only on their time difference, and ALiBi's bias is ``-slope * |dt|`` in ``unit``.
-    Pick ``unit`` so typical gaps are O(1) (hours for hourly data): ALiBi slopes and RoPE
-    wavelengths are tuned to token steps.
+    """float64 tensor of :func:`to_seconds`: positions for core's ``RotaryEncoding`` /
+    ``ALiBi`` / ``MultiheadAttention``, so attention sees real time gaps (a RoPE score then
+    depends only on the time difference; ALiBi's bias is ``-slope * |dt|`` in ``unit``). Pick
+    ``unit`` so typical gaps are O(1) (hours for hourly data): slopes and RoPE wavelengths are
+    tuned to token steps.
     """
     return torch.from_numpy(to_seconds(timestamps, origin, unit=unit))
-
-
-_SHIFTS = ("shift_forward", "shift_backward")
 
 
 def _check_ambiguous(ambiguous: Any, count: int) -> Any:
@@ -400,7 +357,7 @@ def _check_ambiguous(ambiguous: Any, count: int) -> Any:
 def _check_nonexistent(nonexistent: Any) -> Any:
     """``nonexistent`` as given, or a ``pd.Timedelta`` for a timedelta; else raise."""
     if isinstance(nonexistent, str):
-        if nonexistent not in ("raise", "NaT", *_SHIFTS):
+        if nonexistent not in ("raise", "NaT", "shift_forward", "shift_backward"):
             raise ValueError(f"nonexistent must be 'raise', 'NaT', 'shift_forward', "
                              f"'shift_backward' or a timedelta, got {nonexistent!r}")
         return nonexistent
@@ -459,34 +416,26 @@ def _check_sorted(index: pd.DatetimeIndex) -> None:
 
 def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
              nonexistent: Any = "raise") -> pd.DatetimeIndex:
-    """Read tz-naive wall-clock timestamps as local times of ``tz``.
+    """Read ``(N,)`` tz-naive wall-clock timestamps as local times of ``tz`` (e.g.
+    ``"America/Los_Angeles"``): a tz-aware ``DatetimeIndex`` of the same resolution.
 
-    Around DST changes (and a zone's other offset changes) some wall times do not exist (a
-    gap: an hour in spring, 30 minutes on Lord Howe, a whole day in Kiritimati 1994 and Apia
-    2011) and some occur twice (a repeat). By default both raise; the options follow pandas'
-    ``DatetimeIndex.tz_localize``, with gaps of any length shifted exactly (pandas' own shifts
-    assume one-hour gaps on the hour and misplace the others):
+    Around offset changes some wall times do not exist (a gap: an hour in spring, 30 minutes
+    on Lord Howe, a day in Kiritimati 1994) and some occur twice; both raise by default. The
+    options are pandas' ``tz_localize``'s, but gaps of any length are shifted exactly.
 
     Args:
-        timestamps: tz-naive timestamps, 1D.
-        tz: the zone (e.g. ``"America/Los_Angeles"``).
         ambiguous: ``"raise"``; ``"infer"`` (from the order of repeated readings: input not
             sorted in time raises); ``True``/``False`` or a bool array (True = the first
             of the two readings, e.g. DST); ``"NaT"``.
-        nonexistent: ``"raise"``; ``"shift_forward"`` (to the instant the gap ends, i.e.
-            the first existing wall time after it); ``"shift_backward"`` (to one tick of the
-            timestamps' resolution before the gap: the last existing time before it); a
-            ``timedelta`` to move the wall time by (landing in the gap again raises);
-            ``"NaT"``. NaT results must be dropped before encoding (every encoder rejects
-            NaT).
-
-    Returns:
-        ``(N,)`` tz-aware ``DatetimeIndex`` (same resolution).
+        nonexistent: ``"raise"``; ``"shift_forward"`` (to the instant the gap ends);
+            ``"shift_backward"`` (one tick of the timestamps' resolution before the gap); a
+            ``timedelta`` to move the wall time by (landing in a gap again raises); ``"NaT"``
+            (drop those before encoding: every encoder rejects NaT).
     """
     index, shape = datetime_index(timestamps)
     if len(shape) != 1:
         raise ValueError(f"timestamps must be 1D to localize, got shape {shape}")
-    if _is_aware(index):
+    if index.tz is not None:
         raise TypeError(f"timestamps are already tz-aware (tz={index.tz}); pass tz= to the "
                         f"encoder to read them in another zone")
     _check_tz(tz)
@@ -640,14 +589,9 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
             raise
         raise ValueError(f"timestamp_format={fmt!r} is not a usable format for timestamp "
                          f"column {name!r}: {err}") from err
-    unread = pd.isna(parsed).to_numpy() & ~null_like
-    if unread.any():
-        # Text that pandas reads as missing is reported as missing (NaT) by the caller.
-        rows = np.flatnonzero(unread)
-        blank = text.iloc[rows].str.strip().str.lower().isin(_NULL_TEXT).to_numpy(dtype=bool)
-        rows = rows[~blank]
-    else:
-        rows = np.zeros(0, np.int64)
+    # Unread rows but those pandas reads as missing, which the caller reports as NaT.
+    rows = np.flatnonzero(pd.isna(parsed).to_numpy() & ~null_like)
+    rows = rows[~text.iloc[rows].str.strip().str.lower().isin(_NULL_TEXT).to_numpy(dtype=bool)]
     if len(rows):
         row = int(rows[0])
         value = column.iloc[row]
@@ -667,29 +611,17 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
     return pd.DatetimeIndex(parsed)
 
 
-def _first_value(column: pd.Series) -> Any:
-    """The first non-missing value of ``column`` (None if there is none)."""
-    position = np.flatnonzero(column.notna().to_numpy())
-    return column.iloc[int(position[0])] if len(position) else None
-
-
 def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
                      timestamp_format: str | None = None) -> pd.DatetimeIndex:
-    """A timestamp column -> ``(N,)`` ``DatetimeIndex`` (naive, or tz-aware in its own zone
-    or UTC), at any resolution; ``parsed[i]`` is row ``i``.
+    """A timestamp column ``name`` -> ``(N,)`` ``DatetimeIndex`` (naive, or tz-aware in its own
+    zone or UTC), at any resolution; ``parsed[i]`` is row ``i``.
 
-    Args:
-        column: ``(N,)`` datetime values, periods (read as their start times, naive),
-            ``datetime`` objects or text.
-        name: the column's name, for messages.
-        source: the file it came from (rows of a ``.csv`` are also named by line).
-        timestamp_format: ``pd.to_datetime`` format of text timestamps (``"%d/%m/%Y %H:%M"``,
-            ``"ISO8601"``, ``"mixed"``); None takes the format pandas infers from the first
-            row, and every row must match it.
-
-    Raises ``ValueError`` naming the column and the first bad row for missing (NaT),
-    unparseable, differently formatted or mixed naive/offset timestamps, and ``TypeError``
-    for numeric columns (their unit is ambiguous: convert with ``pd.to_datetime(..., unit=)``).
+    ``column`` holds datetime values, periods (their naive start times), ``datetime`` objects
+    or text in one ``pd.to_datetime`` format: ``timestamp_format`` (``"%d/%m/%Y %H:%M"``,
+    ``"ISO8601"``, ``"mixed"``), else the one pandas infers from the first row. Messages name
+    the column and the first bad row (by line too for a ``.csv`` ``source``): ``ValueError``
+    for missing, unparseable, differently formatted or mixed naive/offset timestamps,
+    ``TypeError`` for numbers (their unit is ambiguous).
     """
     if not isinstance(column, pd.Series):
         raise TypeError(f"column must be a pandas Series, got {type(column).__name__}")
@@ -712,7 +644,7 @@ def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
     elif column.dtype == object and len(column) and all(
             isinstance(v, dt.datetime) or v is None or v is pd.NaT for v in column):
         parsed = _parse_objects(column, name, source)
-    elif column.dtype == object and isinstance(_first_value(column), pd.Period):
+    elif column.dtype == object and isinstance(next(iter(column.dropna()), None), pd.Period):
         try:
             parsed = pd.PeriodIndex(column.to_numpy()).start_time
         except (TypeError, ValueError) as err:  # several frequencies, or other values
@@ -755,21 +687,15 @@ def check_tz_name(tz: str | None) -> str | None:
 def utc_and_local(index: pd.DatetimeIndex, tz: str | None, ambiguous: str = "raise",
                   nonexistent: str = "raise", name: str = "timestamps"
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Parsed timestamps -> the two clocks of a forecaster.
+    """``(N,)`` parsed timestamps -> ``(utc, local)``, the two ``(N,)`` int64 nanosecond clocks
+    of a forecaster: UTC since the epoch (real elapsed time) and naive local wall-clock time
+    (calendar features).
 
-    Args:
-        index: ``(N,)`` timestamps (:func:`parse_timestamps`), naive or tz-aware.
-        tz: zone name. Naive timestamps are local times there, localized with
-            :func:`~posenc.temporal.localize` (in the given order: sort by wall clock first
-            for ``ambiguous="infer"``); aware ones are converted to it. None keeps naive data
-            as its own clock (no zone, no DST) and aware data in its zone.
-        ambiguous: one of :data:`AMBIGUOUS` (``earliest`` = the DST reading).
-        nonexistent: one of :data:`NONEXISTENT`.
-        name: the column, for messages.
-
-    Returns:
-        ``(utc, local)``: ``(N,)`` int64 UTC nanoseconds since the epoch (real elapsed time)
-        and ``(N,)`` int64 naive local wall-clock nanoseconds (calendar features).
+    Naive timestamps are local times of ``tz``, localized by :func:`localize` in the given
+    order (sort by wall clock for ``ambiguous="infer"``) with ``ambiguous`` one of
+    :data:`AMBIGUOUS` (``earliest`` = the DST reading) and ``nonexistent`` one of
+    :data:`NONEXISTENT`; aware ones are converted to ``tz``. ``tz=None`` keeps naive data as
+    its own clock (no zone, no DST) and aware data in its zone.
     """
     if index.tz is None and tz is not None:
         amb: Any = {"earliest": np.ones(len(index), bool),
