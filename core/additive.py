@@ -29,12 +29,8 @@ from .encoding import (
 )
 
 __all__ = [
-    "sinusoidal_inv_freq",
-    "sinusoidal_encoding",
-    "SinusoidalEncoding",
-    "LearnedEncoding",
-    "InputEmbedding",
-    "NoPE",
+    "sinusoidal_inv_freq", "sinusoidal_encoding", "SinusoidalEncoding", "LearnedEncoding",
+    "InputEmbedding", "NoPE",
 ]
 
 

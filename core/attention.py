@@ -49,18 +49,8 @@ from .positions import _check_lengths, incremental_positions, relative_positions
 from .rope import apply_rotation
 
 __all__ = [
-    "BACKENDS",
-    "ScoreMod",
-    "causal_block_mask",
-    "check_backend",
-    "flex_attend",
-    "flex_available",
-    "packed_block_mask",
-    "pair_batch",
-    "token_lookup",
-    "use_flex",
-    "KVCache",
-    "MultiheadAttention",
+    "BACKENDS", "ScoreMod", "causal_block_mask", "check_backend", "flex_attend", "flex_available",
+    "packed_block_mask", "pair_batch", "token_lookup", "use_flex", "KVCache", "MultiheadAttention",
 ]
 
 

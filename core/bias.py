@@ -41,18 +41,8 @@ from .encoding import (
 from .positions import relative_positions
 
 __all__ = [
-    "PairBias",
-    "ScoreModBias",
-    "alibi_slopes",
-    "ALiBi",
-    "t5_relative_bucket",
-    "check_t5_buckets",
-    "T5RelativeBias",
-    "ClippedRelativeBias",
-    "FIRE",
-    "KERPLE_KERNELS",
-    "kerple_bias",
-    "Kerple",
+    "PairBias", "ScoreModBias", "alibi_slopes", "ALiBi", "t5_relative_bucket", "check_t5_buckets",
+    "T5RelativeBias", "ClippedRelativeBias", "FIRE", "KERPLE_KERNELS", "kerple_bias", "Kerple",
 ]
 
 

@@ -8,11 +8,8 @@ from torch import Tensor
 from .encoding import check_position_dtype, check_positive_int, widen_positions
 
 __all__ = [
-    "positions_from_padding_mask",
-    "packed_positions",
-    "packed_attention_mask",
-    "incremental_positions",
-    "relative_positions",
+    "positions_from_padding_mask", "packed_positions", "packed_attention_mask",
+    "incremental_positions", "relative_positions",
 ]
 
 

@@ -44,20 +44,9 @@ from .encoding import (
 )
 
 __all__ = [
-    "RopeScaling",
-    "LinearScaling",
-    "NTKScaling",
-    "DynamicNTKScaling",
-    "YarnScaling",
-    "Llama3Scaling",
-    "LongRopeScaling",
-    "ProportionalScaling",
-    "rope_inv_freq",
-    "Rotation",
-    "rotation_from_angles",
-    "apply_rotation",
-    "RotaryEncoding",
-    "rotary_layout_permutation",
+    "RopeScaling", "LinearScaling", "NTKScaling", "DynamicNTKScaling", "YarnScaling",
+    "Llama3Scaling", "LongRopeScaling", "ProportionalScaling", "rope_inv_freq", "Rotation",
+    "rotation_from_angles", "apply_rotation", "RotaryEncoding", "rotary_layout_permutation",
     "convert_rotary_layout",
 ]
 
