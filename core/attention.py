@@ -181,7 +181,9 @@ def use_flex(backend: str, bias: object, attn_mask: object, q: Tensor, k: Tensor
         backend: one of :data:`BACKENDS`.
         bias: the module's bias encoding, or None.
         attn_mask: the caller's mask: None, a dense tensor or a ``BlockMask``.
-        q, k, v: ``(B, H, N, head_dim)`` after projection (device and autograd tell).
+        q: ``(B, H, N, head_dim)`` after projection (device and autograd tell).
+        k: the keys, the same shape.
+        v: the values, the same shape.
         dropout_p: the attention dropout of this forward (0 in eval mode).
     """
     block_mask = BlockMask is not None and isinstance(attn_mask, BlockMask)
