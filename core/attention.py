@@ -263,14 +263,10 @@ def _compiled_flex():
 
 
 class KVCache:
-    """Rotated keys, values and key positions of earlier decoding steps.
-
-    Keys are cached after rotation, so each step rotates only its new tokens.
-
-    Args:
-        coord_dims: trailing coordinate dims of a position (0 for token indices, 1 for
-            ``(row, col)`` or other vector coordinates); tells which axis is the token axis.
-    """
+    """Rotated keys, values and key positions of earlier decoding steps (cached after
+    rotation, so each step rotates only its new tokens). ``coord_dims`` is the number of
+    trailing coordinate dims of a position (0 for token indices, 1 for ``(row, col)``): it
+    tells which axis is the token axis."""
 
     def __init__(self, coord_dims: int = 0) -> None:
         if isinstance(coord_dims, bool) or not isinstance(coord_dims, int) or coord_dims < 0:
@@ -287,11 +283,8 @@ class KVCache:
         self, k: Tensor, v: Tensor, positions: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Add ``(B, H, n, head_dim)`` keys/values at ``positions`` (``(n, *C)`` or
-        ``(B, n, *C)``, or None when no encoding uses them); return everything cached.
-
-        Every step must have the batch, heads, head_dim, dtype and device of the first one
-        (a new batch needs a new cache).
-        """
+        ``(B, n, *C)``, or None when no encoding uses them); return everything cached. Every
+        step has the batch, heads, head_dim, dtype and device of the first one."""
         if k.ndim != 4 or v.shape != k.shape:
             raise ValueError(f"kv_cache takes keys and values of the same shape (B, H, n, "
                              f"head_dim), got {tuple(k.shape)} and {tuple(v.shape)}")
@@ -388,14 +381,10 @@ def _check_mask(mask: object, shape: tuple[int, int, int, int]) -> None:
 def _gqa_in_kernel(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
                    is_causal: bool) -> bool:
     """Whether SDPA should take the ``(B, H_kv, N, head_dim)`` keys/values as they are
-    (``enable_gqa``) rather than repeated to the query heads.
-
-    On CPU its kernels take grouped heads directly (with or without a mask: 48 vs 70 ms for
-    (4, 8 q / 2 kv heads, 512, 64) against repeating, same values). On CUDA only the flash
-    kernel takes them: another kernel (a float mask, float32, head_dim > 256) would fall back
-    to the math kernel, slower than repeating k/v for the memory-efficient one (see
-    transformers' ``use_gqa_in_sdpa``).
-    """
+    (``enable_gqa``) rather than repeated to the query heads: on CPU always (48 vs 70 ms for
+    (4, 8 q / 2 kv heads, 512, 64), same values); on CUDA only for the flash kernel, since
+    another (a float mask, float32, head_dim > 256) would fall back to the math kernel, slower
+    than repeating k/v for the memory-efficient one (transformers' ``use_gqa_in_sdpa``)."""
     if q.device.type == "cpu":
         return True
     if q.device.type != "cuda" or mask is not None or torch.compiler.is_compiling():
@@ -414,21 +403,18 @@ class MultiheadAttention(nn.Module):
             None. Rotations per head (RoPE-Mixed) with ``num_kv_heads < num_heads`` turn
             each query head's keys differently, so keys and values are repeated to
             ``num_heads`` before the rotation (and cached that way).
-        bias: attention-bias encoding added to the logits (e.g. ``ALiBi``), or None; it has
-            one bias per query head (``num_heads``).
-        num_kv_heads: key/value heads (grouped-query attention, Ainslie et al. 2023): query
-            head ``h`` attends with key/value head ``h // (num_heads // num_kv_heads)``, as
-            Hugging Face's ``repeat_kv`` and SDPA's ``enable_gqa``. Must divide ``num_heads``;
-            None (default) is ``num_heads`` (multi-head attention; 1 is multi-query). ``qkv``
-            then projects to ``dim + 2 * num_kv_heads * head_dim`` (q, then k, then v) and a
-            :class:`KVCache` holds ``num_kv_heads`` heads.
+        bias: attention-bias encoding with one bias per query head (e.g. ``ALiBi``), or None.
+        num_kv_heads: key/value heads (grouped-query attention, Ainslie et al. 2023), dividing
+            ``num_heads``: query head ``h`` attends with key/value head
+            ``h // (num_heads // num_kv_heads)``, as Hugging Face's ``repeat_kv``. None is
+            ``num_heads`` (1 is multi-query). ``qkv`` projects to ``dim + 2 * num_kv_heads *
+            head_dim`` (q, then k, then v).
         qkv_bias: bias in the fused q/k/v projection.
         qk_norm: LayerNorm q and k per head (as timm's ``qk_norm``).
         attn_drop: dropout on attention weights (training only).
         proj_drop: dropout after the output projection.
-        backend: ``"auto"`` (FlexAttention where it pays: CUDA and a bias encoding with
-            ``score_mod``; else SDPA with the materialised bias), ``"sdpa"`` or ``"flex"``
-            (forced; on CPU inference only). See :func:`posenc.core.attention.use_flex`.
+        backend: ``"auto"``, ``"sdpa"`` or ``"flex"`` (forced; on CPU inference only): see
+            :func:`posenc.core.attention.use_flex`.
     """
 
     def __init__(
@@ -540,10 +526,9 @@ class MultiheadAttention(nn.Module):
                 all of them.
 
         Each distinct positions tensor is read once per call, here: a NaN or inf raises
-        ``ValueError``, and so do positions out of a rotary encoding's range in the
-        attention's dtype, for encodings with ``check_range`` (e.g. :class:`~posenc.core.XPos`).
-        The encodings then run unchecked (shapes only). A model's blocks, whose positions its
-        edge made or checked once, call :meth:`_attend` instead: nothing there is read.
+        ``ValueError``, as do positions out of a rotary encoding's ``check_range`` in the
+        attention's dtype (:class:`~posenc.core.XPos`). The encodings then run unchecked. A
+        model's blocks, whose positions its edge made or checked, call :meth:`_attend`.
 
         Returns:
             ``(B, Nq, dim)``.
@@ -573,11 +558,9 @@ class MultiheadAttention(nn.Module):
     def _attend(self, x: Tensor, context: Tensor | None, query_positions: object,
                 key_positions: object, attn_mask: object = None, is_causal: bool = False,
                 kv_cache: KVCache | None = None) -> Tensor:
-        """:meth:`forward` without reading any value: positions checked (or made from
-        shapes) where they entered and given in full (None only when no encoding uses them;
-        no defaults are made here), the encodings called unchecked
-        (:func:`~posenc.core.encoding.unchecked`), so a block on a GPU never waits for the
-        host. Shapes are checked as in :meth:`forward`."""
+        """:meth:`forward` without reading any value, so a block on a GPU never waits for the
+        host: positions given in full (None only when no encoding uses them), checked or made
+        where they entered; the encodings called unchecked; shapes checked as there."""
         dim = self.qkv.in_features
         _check_tokens("x", x, dim)
         batch, num_q, _ = x.shape

@@ -167,21 +167,13 @@ def t5_relative_bucket(
     num_buckets: int = 32,
     max_distance: int = 128,
 ) -> Tensor:
-    """T5's bucket of each offset ``key - query`` (exactly Mesh TensorFlow / HF T5).
+    """T5's int64 bucket in ``[0, num_buckets)`` of each integer offset ``key - query`` (any
+    shape; exactly Mesh TensorFlow / HF T5).
 
-    Half the buckets hold exact small offsets, the rest are log-spaced up to
-    ``max_distance``; farther offsets share the last bucket.
-
-    Args:
-        relative_position: integer tensor of offsets, any shape.
-        bidirectional: split the buckets between negative and positive offsets (else positive
-            offsets, future keys, map to bucket 0).
-        num_buckets: the number of buckets.
-        max_distance: the offset the log-spaced buckets reach; see :func:`check_t5_buckets` for
-            the valid combinations of the three.
-
-    Returns:
-        int64 tensor of bucket ids in ``[0, num_buckets)``, same shape.
+    Half the buckets hold exact small offsets, the rest are log-spaced up to ``max_distance``
+    (farther offsets share the last bucket). ``bidirectional`` splits them between negative
+    and positive offsets; otherwise positive offsets (future keys) map to bucket 0. See
+    :func:`check_t5_buckets` for the valid settings.
     """
     if not isinstance(relative_position, Tensor) or relative_position.is_floating_point() \
             or relative_position.is_complex() or relative_position.dtype == torch.bool:
@@ -320,38 +312,28 @@ class FIRE(ScoreModBias, Float64Buffers):
 
     ``bias[b, h, i, j] = f(psi(d) / (psi(max(L, p_i, p_j)) + eps))[h]`` with ``d = p_i - p_j``
     (query minus key position), ``psi(x) = log(1 + |c| x)`` (for ``d < 0``: ``-psi(-d)``),
-    ``L = |threshold_multiplier| * init_threshold`` and ``f = Linear(1, mlp_width) -> ReLU ->
-    Linear(mlp_width, H)``. ``c`` and ``threshold_multiplier`` are learned scalars.
+    ``L = |threshold_multiplier| * init_threshold``, learned scalars ``c`` (initially
+    ``init_c``) and ``threshold_multiplier``, and ``f = Linear(1, mlp_width) -> ReLU ->
+    Linear(mlp_width, H)``; ``eps`` keeps ``|c| -> 0`` or ``L -> 0`` finite.
 
-    With ``causal=True`` keys after the query get ``-inf`` and every other pair has
-    ``p_j <= p_i``, so the bias is exactly the paper's ``f(psi(i - j) / psi(max(L, i)))`` and
-    its listing's (``|c|``, ``L`` as a learned multiple of its initial value, ``eps`` added to
-    the normaliser; ``init_c=0.1``, ``init_threshold=512``, ``mlp_width=32`` are its defaults).
-    ``causal=False`` is posenc's extension (the paper defines FIRE for causal attention): the
-    MLP gets the offset's sign, so a key 3 ahead and one 3 behind can differ (the listing's
-    ``|c (i - j)|`` would make them equal), and the normaliser covers the later of the two
-    positions, which keeps the MLP's input in ``[-1, 1]`` for positions ``>= 0`` as the causal
-    form keeps it in ``[0, 1]``.
+    With ``causal=True`` every unmasked pair has ``p_j <= p_i``, so the bias is exactly the
+    paper's ``f(psi(i - j) / psi(max(L, i)))`` and its listing's (the defaults are its own).
+    ``causal=False`` is posenc's extension: the MLP gets the offset's sign, so a key 3 ahead
+    and one 3 behind can differ (the listing's ``|c (i - j)|`` would make them equal), and the
+    normaliser covers the later position, which keeps the MLP's input in ``[-1, 1]`` for
+    positions ``>= 0`` as the causal form keeps it in ``[0, 1]``.
 
-    The bias depends only on ``p_i - p_j`` while ``max(p_i, p_j) <= L`` (the threshold makes
-    short contexts purely relative); beyond, it depends on the offset relative to the context
-    length, which is what lets FIRE interpolate to longer inputs. Positions count from the
-    start of the context: token indices, or times (e.g. hours from the first observation,
-    ``posenc.temporal.time_positions(ts, origin=ts[0], unit="h")``; give ``init_threshold`` in
-    that unit). Positions below 0 never raise the normaliser above ``L``.
+    The bias depends only on ``p_i - p_j`` while ``max(p_i, p_j) <= L`` (short contexts are
+    purely relative); beyond, on the offset relative to the context length, which is what lets
+    FIRE interpolate to longer inputs. Positions count from the start of the context: token
+    indices, or times (e.g. hours from the first observation,
+    ``posenc.temporal.time_positions(ts, origin=ts[0], unit="h")``, with ``init_threshold`` in
+    that unit); positions below 0 never raise the normaliser above ``L``.
 
-    Args:
-        num_heads: attention heads.
-        mlp_width: hidden width of ``f``.
-        causal: mask keys after the query (decoder use).
-        init_c: initial ``c`` (> 0).
-        init_threshold: initial ``L`` (> 0), in position units.
-        eps: added to the normaliser (> 0): keeps ``|c| -> 0`` or ``L -> 0`` finite.
-
-    ``c`` and ``threshold_multiplier`` stay float32 when the module is cast; the MLP runs in
-    float32 whatever its parameters' dtype (in bf16, ``psi`` of neighbouring long offsets would
-    round to one value). :meth:`forward` holds ``B * Nq * Nk * mlp_width`` hidden values, which
-    :meth:`score_mod` never materialises (it unrolls the hidden units per pair).
+    ``c`` and ``threshold_multiplier`` stay float32 when the module is cast, and the MLP runs
+    in float32 (in bf16, ``psi`` of neighbouring long offsets would round to one value).
+    :meth:`forward` holds ``B * Nq * Nk * mlp_width`` hidden values, which :meth:`score_mod`
+    never materialises (it unrolls the hidden units per pair).
     """
 
     fixed_dtype_parameters = ("c", "threshold_multiplier")
@@ -449,19 +431,10 @@ _FLOOR = 1e-2
 
 
 def kerple_bias(distance: Tensor, r1: Tensor, r2: Tensor, kernel: str) -> Tensor:
-    """The KERPLE bias of non-negative distances.
-
-    Args:
-        distance: ``|i - j|`` of any shape (float).
-        r1: positive kernel parameter that broadcasts against ``distance`` (e.g. ``(H, 1, 1)``
-            per head).
-        r2: the same; for ``"power"`` ``0 < r2 <= 2``.
-        kernel: ``"log"``, ``-r1 * log(1 + r2 * distance)``, or ``"power"``,
-            ``-r1 * distance ** r2``.
-
-    Returns:
-        the bias, broadcast shape of the inputs (0 at distance 0 for both kernels).
-    """
+    """The KERPLE bias of float distances ``|i - j|``: ``-r1 * log(1 + r2 * distance)``
+    (``kernel="log"``) or ``-r1 * distance ** r2`` (``"power"``, ``0 < r2 <= 2``), for
+    positive ``r1``, ``r2`` that broadcast against ``distance`` (e.g. ``(H, 1, 1)`` per head);
+    0 at distance 0."""
     if kernel == "log":
         return -r1 * torch.log1p(r2 * distance)
     # torch's pow backward gives 0 (not 0 * log 0 = NaN) for the exponent at distance 0.
@@ -482,21 +455,12 @@ class Kerple(_DistanceBias):
 
     The paper's constraints (``r1, r2 > 0``; power: ``r2 <= 2``) hold by construction:
     ``r1 = softplus(raw_r1)``, ``r2 = softplus(raw_r2)`` (log) or ``2 * sigmoid(raw_r2)``
-    (power, so ``0 < r2 < 2``: the endpoint 2 is approached, not reached). The official code
-    instead clamps the parameters in place inside its forward (a projected gradient step onto
-    ``[0.01, inf)``, ``[0.01, 2]``), which mutates the module during a forward and cannot be
-    compiled; the values it can express are the same. Initial values are the official draws,
-    ``r1 ~ U(0, 2)``, ``r2 ~ U(0, 1)`` (log) and ``r1 ~ U(0, 1)``, ``r2 ~ U(0, 2)`` (power),
-    clamped to its floor 0.01, unless ``r1``/``r2`` give one value for every head.
-
-    Args:
-        num_heads: attention heads.
-        kernel: ``"log"`` or ``"power"``.
-        causal: mask keys after the query (the paper's decoder use); False gives the
-            symmetric bias.
-        r1: initial value for every head instead of the random draw (``r1 > 0``).
-        r2: the same for ``r2`` (``r2 > 0`` and, for ``"power"``, ``r2 < 2``).
-
+    (power, so ``0 < r2 < 2``: 2 is approached, not reached). The official code instead clamps
+    the parameters in place inside its forward (onto ``[0.01, inf)``, ``[0.01, 2]``), which
+    mutates the module during a forward and cannot be compiled; the values it can express are
+    the same. Initial values are the official draws, ``r1 ~ U(0, 2)``, ``r2 ~ U(0, 1)`` (log)
+    and ``r1 ~ U(0, 1)``, ``r2 ~ U(0, 2)`` (power), clamped to its floor 0.01, unless ``r1``/
+    ``r2`` give one value for every head. ``causal=True`` is the paper's decoder use.
     ``raw_r1``/``raw_r2`` are ``(H,)`` float32 parameters that stay float32 when the module is
     cast (a bf16 exponent of distance 1000 is off by whole logits).
     """

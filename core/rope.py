@@ -426,17 +426,15 @@ class Rotation(NamedTuple):
     layout: str
 
 
-def rotation_from_angles(theta: Tensor, layout: str, scale: float = 1.0) -> Rotation:
+def rotation_from_angles(theta: Tensor, layout: str, scale: float | Tensor = 1.0) -> Rotation:
     """Build a :class:`Rotation` from angles of shape ``(N, R/2)``, ``(B, N, R/2)`` or
-    ``(B or 1, H or 1, N, R/2)`` (per-head angles, e.g. RoPE-Mixed)."""
-    if theta.ndim == 2:
-        theta = theta[None, None]
-    elif theta.ndim == 3:
-        theta = theta[:, None]
+    ``(B or 1, H or 1, N, R/2)`` (per-head angles, e.g. RoPE-Mixed); ``scale`` multiplies cos
+    and sin (a number, or a tensor of the angles' shape: xPos's scales)."""
     cos, sin = theta.cos(), theta.sin()
-    if scale != 1.0:
+    if isinstance(scale, Tensor) or scale != 1.0:
         cos, sin = cos * scale, sin * scale
-    return Rotation(cos.float(), sin.float(), layout)
+    lead = {2: (None, None), 3: (slice(None), None)}.get(theta.ndim, ())  # to 4-D
+    return Rotation(cos[lead].float(), sin[lead].float(), layout)
 
 
 def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:

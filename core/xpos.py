@@ -30,7 +30,6 @@ range, :class:`~posenc.core.MultiheadAttention` the dtype it attends in (outside
 from __future__ import annotations
 
 import math
-from functools import partialmethod
 
 import torch
 from torch import Tensor
@@ -48,7 +47,7 @@ from .encoding import (
     check_positive_float,
     wide_dtype,
 )
-from .rope import Rotation, apply_rotation, check_rotary_dim, rope_inv_freq
+from .rope import Rotation, apply_rotation, check_rotary_dim, rope_inv_freq, rotation_from_angles
 
 __all__ = ["XPos", "xpos_zeta"]
 
@@ -160,14 +159,13 @@ class XPos(Float64Buffers):
         positions = check_position_shape(positions)
         wide = wide_dtype(positions.device)
         theta = angles(positions, self.inv_freq64).to(wide)
-        scale = (sign * self._log_scale(positions)).exp()
-        cos, sin = theta.cos() * scale, theta.sin() * scale
-        if cos.ndim == 2:
-            cos, sin = cos[None], sin[None]
-        return Rotation(cos[:, None].float(), sin[:, None].float(), self.layout)
+        return rotation_from_angles(theta, self.layout, (sign * self._log_scale(positions)).exp())
 
-    _rotation = partialmethod(_scaled_rotation, sign=1.0)
-    _key_rotation = partialmethod(_scaled_rotation, sign=-1.0)
+    def _rotation(self, positions: Tensor) -> Rotation:
+        return self._scaled_rotation(positions, 1.0)
+
+    def _key_rotation(self, positions: Tensor) -> Rotation:
+        return self._scaled_rotation(positions, -1.0)
 
     def rotation(self, positions: Tensor) -> Rotation:
         """Queries' rotation: ``(N,)`` or ``(B, N)`` positions -> :class:`Rotation` whose
