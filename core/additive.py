@@ -1,8 +1,9 @@
-"""Fixed sinusoidal encoding ("Attention Is All You Need", section 3.5).
+"""Additive 1D encodings ``positions -> (..., dim)``, added to the token embeddings.
 
-Learned absolute position table, and the classic Transformer input layer.
-
-NoPE: no position encoding, the baseline every encoding is measured against.
+The fixed sinusoidal encoding ("Attention Is All You Need", section 3.5), whose
+:func:`sinusoidal_encoding` every sinusoidal feature in posenc (2D, elapsed time) goes
+through; a learned absolute table (BERT/GPT-2); the classic Transformer input layer; and NoPE,
+no position encoding, the baseline every encoding is measured against.
 """
 
 from __future__ import annotations
@@ -29,12 +30,8 @@ from .encoding import (
 )
 
 __all__ = [
-    "sinusoidal_inv_freq",
-    "sinusoidal_encoding",
-    "SinusoidalEncoding",
-    "LearnedEncoding",
-    "InputEmbedding",
-    "NoPE",
+    "sinusoidal_inv_freq", "sinusoidal_encoding", "SinusoidalEncoding", "LearnedEncoding",
+    "InputEmbedding", "NoPE",
 ]
 
 
@@ -46,20 +43,11 @@ def sinusoidal_inv_freq(dim: int, base: float = 10000.0) -> Tensor:
 
 
 def sinusoidal_encoding(positions: Tensor, inv_freq: Tensor, layout: str = "interleaved") -> Tensor:
-    """Sin/cos features of ``positions`` at angular frequencies ``inv_freq``: the one
-    implementation behind every sinusoidal encoding (1D, 2D, elapsed time).
-
-    Args:
-        positions: ``(...)`` int or float positions (any unit: tokens, seconds, ...).
-        inv_freq: ``(F,)`` angular frequencies, float64 for full precision.
-        layout: ``"interleaved"`` gives ``[sin f0, cos f0, sin f1, cos f1, ...]`` (the paper's
-            PE(p, 2i), PE(p, 2i+1)); ``"half"`` gives ``[sin f0.., cos f0..]`` (see
-            :mod:`posenc.core.encoding` for the layout vocabulary).
-
-    Returns:
-        ``(..., 2F)`` in the angles' dtype: float32, float64 if ``positions`` is float64 (the
-        encoding modules then cast to their ``dtype=``).
-    """
+    """Sin/cos features ``(..., 2F)`` of ``(...)`` int or float positions (any unit: tokens,
+    seconds) at ``(F,)`` angular frequencies ``inv_freq`` (float64 for full precision), in
+    :data:`~posenc.core.encoding.LAYOUTS` ``layout``: ``"interleaved"`` is the paper's PE(p,
+    2i), PE(p, 2i+1). Float32, or float64 if ``positions`` is (the modules cast to their
+    ``dtype=``)."""
     check_choice(layout, "layout", LAYOUTS)
     theta = angles(positions, inv_freq)
     if layout == "half":
@@ -68,15 +56,9 @@ def sinusoidal_encoding(positions: Tensor, inv_freq: Tensor, layout: str = "inte
 
 
 class SinusoidalEncoding(Float64Buffers):
-    """Additive sinusoidal encoding, PE(p, 2i) = sin(p / base^(2i/dim)), PE(p, 2i+1) = cos(.).
-
-    No maximum length; fractional positions are legal.
-
-    Args:
-        dim: embedding width (even).
-        base: wavelength base.
-        layout: ``"interleaved"`` (the paper's table) or ``"half"`` ([sin..., cos...]).
-    """
+    """Sinusoidal encoding, PE(p, 2i) = sin(p / base^(2i/dim)), PE(p, 2i+1) = cos(.), of even
+    width ``dim``: no maximum length, fractional positions legal. ``layout="interleaved"`` is
+    the paper's table, ``"half"`` ``[sin..., cos...]``."""
 
     kind = "additive"
 
@@ -107,15 +89,9 @@ class SinusoidalEncoding(Float64Buffers):
 
 
 class LearnedEncoding(PositionEncoding):
-    """A trainable ``(num_positions, dim)`` table (BERT/GPT-2 style).
-
-    Integer positions index the table; fractional positions interpolate linearly between
-    the two neighbouring rows. Positions outside ``[0, num_positions - 1]`` raise.
-
-    Args:
-        num_positions: rows of the table.
-        dim: embedding width.
-    """
+    """A trainable ``(num_positions, dim)`` table (BERT/GPT-2 style): integer positions index
+    it, fractional ones interpolate linearly between the two neighbouring rows; positions
+    outside ``[0, num_positions - 1]`` raise."""
 
     kind = "additive"
 
@@ -149,12 +125,9 @@ class LearnedEncoding(PositionEncoding):
 
     @torch.no_grad()
     def resize(self, new_num_positions: int) -> LearnedEncoding:
-        """Resample the table to ``new_num_positions`` rows by linear interpolation.
-
-        Rows are treated as samples over the same span (``align_corners=False``, as timm
-        resamples position tables), so the encoding of relative location is kept.
-        Returns ``self``.
-        """
+        """Resample the table to ``new_num_positions`` rows by linear interpolation, rows as
+        samples over the same span (``align_corners=False``, as timm resamples position
+        tables, so relative location is kept). Returns ``self``."""
         check_positive_int(new_num_positions, "new_num_positions")
         table = self.weight.detach().float().T[None]  # (1, dim, num_positions)
         resized = F.interpolate(table, size=new_num_positions, mode="linear", align_corners=False)
@@ -167,14 +140,8 @@ class LearnedEncoding(PositionEncoding):
 
 
 class InputEmbedding(nn.Module):
-    """Token embedding * sqrt(dim) + additive position encoding, then dropout.
-
-    Args:
-        vocab_size: number of token ids.
-        dim: embedding width.
-        encoding: an additive encoding ``positions -> (..., dim)``, or ``None`` (NoPE).
-        dropout: dropout probability after the sum.
-    """
+    """Token embedding * sqrt(dim) + an additive position ``encoding`` (None: NoPE), then
+    ``dropout``."""
 
     def __init__(self, vocab_size: int, dim: int, encoding: nn.Module | None,
                  dropout: float = 0.0) -> None:
@@ -196,11 +163,9 @@ class InputEmbedding(nn.Module):
 
 
 class NoPE(PositionEncoding):
-    """Identity encoding. Usable wherever an encoding is accepted (``None`` works too).
-
-    As an additive encoding it returns a 0-d zero that broadcasts against any embedding;
-    :class:`~posenc.core.MultiheadAttention` treats it like ``None`` as rotary or bias.
-    """
+    """Identity encoding, usable wherever an encoding is accepted (as ``None`` is): additive,
+    a 0-d zero that broadcasts against any embedding; :class:`~posenc.core.MultiheadAttention`
+    treats it as ``None`` as rotary or bias."""
 
     kind = "none"
 

@@ -3,31 +3,26 @@
 Rotary encodings provide ``rotation(positions) -> Rotation`` (and ``key_rotation(positions)``
 where keys turn differently from queries, as in :class:`~posenc.core.XPos`); bias encodings
 are called as ``bias(query_positions, key_positions) -> (B or 1, H, Nq, Nk)``. Positions can
-be 1D token indices, ``(N, 2)`` patch coordinates or seconds: this module only passes them through.
-Parameter names (``qkv``, ``q_norm``, ``k_norm``, ``proj``) match timm's ``Attention`` so
-timm checkpoints load into it unchanged.
+be token indices, ``(N, 2)`` patch coordinates or seconds: this module only passes them on.
+Parameter names (``qkv``, ``q_norm``, ``k_norm``, ``proj``) match timm's ``Attention`` so timm
+checkpoints load into it unchanged.
 
-FlexAttention for bias encodings: the bias computed from positions inside the kernel.
-
-The SDPA path of :class:`MultiheadAttention` materialises a bias encoding's
-``(B or 1, H, Nq, Nk)`` logits in memory (and their gradient in the backward). On a GPU,
-``torch.nn.attention.flex_attention`` can instead call the bias as a ``score_mod`` per
-(query, key) pair, from the positions and the encoding's table or slopes, so no bias tensor
-is ever written. Bias encodings that can be evaluated this way offer
-``score_mod(query_positions, key_positions) -> ScoreMod`` next to their materialised
-``forward``; a :class:`ScoreMod` computes exactly the value the forward puts at
-``[b, h, q, k]``.
-
-Masks are block masks (``create_block_mask``): :func:`causal_block_mask` (bottom-right
-aligned, as ``MultiheadAttention``'s ``is_causal``) and :func:`packed_block_mask` (packed
-documents, optionally causal), which skip whole blocks of masked pairs.
-
-torch's FlexAttention has no backward on CPU, so CPU training always takes the SDPA path;
-on CPU this path serves inference and the tests that prove it equals the SDPA path.
+Two paths compute the same attention. The SDPA path
+(``torch.nn.functional.scaled_dot_product_attention``) materialises a bias encoding's logits
+(and their gradient in the backward). The FlexAttention path
+(``torch.nn.attention.flex_attention``) calls the bias per (query, key) pair as a
+``score_mod``, from the positions and the encoding's table or slopes, so no bias tensor is
+written: bias encodings that can be evaluated so offer ``score_mod(query_positions,
+key_positions) -> ScoreMod`` next to their ``forward``, with exactly its value at every
+``[b, h, q, k]``. Its masks are block masks (:func:`causal_block_mask`,
+:func:`packed_block_mask`), which skip whole blocks of masked pairs. torch's FlexAttention
+has no backward on CPU, so CPU training takes the SDPA path; on CPU the Flex path serves
+inference and the tests that prove both paths equal (:func:`use_flex` chooses).
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import NamedTuple
@@ -49,18 +44,8 @@ from .positions import _check_lengths, incremental_positions, relative_positions
 from .rope import apply_rotation
 
 __all__ = [
-    "BACKENDS",
-    "ScoreMod",
-    "causal_block_mask",
-    "check_backend",
-    "flex_attend",
-    "flex_available",
-    "packed_block_mask",
-    "pair_batch",
-    "token_lookup",
-    "use_flex",
-    "KVCache",
-    "MultiheadAttention",
+    "BACKENDS", "ScoreMod", "causal_block_mask", "flex_attend", "flex_available",
+    "packed_block_mask", "pair_batch", "token_lookup", "use_flex", "KVCache", "MultiheadAttention",
 ]
 
 
@@ -116,8 +101,7 @@ class ScoreMod(NamedTuple):
 def pair_batch(query_positions: Tensor, key_positions: Tensor, coord_dims: int = 0) -> int:
     """The batch of every (query, key) pair of these positions (``B`` or 1), checked as
     :func:`posenc.core.positions.relative_positions` checks it (no pair is computed)."""
-    tail = (slice(None),) * coord_dims
-    empty = (..., slice(0, 0), *tail)
+    empty = (..., slice(0, 0), *(slice(None),) * coord_dims)
     return relative_positions(query_positions[empty], key_positions[empty],
                               coord_dims=coord_dims).shape[0]
 
@@ -134,11 +118,7 @@ def token_lookup(positions: Tensor, coord_dims: int = 0) -> Callable[[Tensor, Te
 
 def _causal(num_queries: int, num_keys: int):
     shift = num_keys - num_queries  # bottom-right aligned, as with a KV cache
-
-    def causal(b, h, q_idx, kv_idx):
-        return q_idx + shift >= kv_idx
-
-    return causal
+    return lambda b, h, q_idx, kv_idx: q_idx + shift >= kv_idx
 
 
 _CAUSAL_MASKS: dict[tuple[int, int, str], BlockMask] = {}
@@ -147,11 +127,8 @@ _CAUSAL_MASKS: dict[tuple[int, int, str], BlockMask] = {}
 def causal_block_mask(num_queries: int, num_keys: int,
                       device: torch.device | str | None = None) -> BlockMask:
     """Block mask where query ``i`` attends keys ``j <= i + (Nk - Nq)`` (as
-    ``MultiheadAttention``'s ``is_causal``), shared by batch and heads.
-
-    Built once per size and device (outside ``torch.compile``): building evaluates the mask
-    on every pair.
-    """
+    ``MultiheadAttention``'s ``is_causal``), shared by batch and heads. Built once per size
+    and device (outside ``torch.compile``): building evaluates the mask on every pair."""
     device = torch.device("cpu" if device is None else device)
     key = (num_queries, num_keys, str(device))
     if key in _CAUSAL_MASKS and not torch.compiler.is_compiling():
@@ -167,17 +144,14 @@ def causal_block_mask(num_queries: int, num_keys: int,
 
 def packed_block_mask(lengths: Tensor | list[int], *, causal: bool = False,
                       device: torch.device | str | None = None) -> BlockMask:
-    """Block mask for documents packed into one sequence: tokens attend only within their
-    document (and, with ``causal``, only earlier tokens of it); the block-mask form of
-    :func:`posenc.core.packed_attention_mask`.
+    """Block mask ``(1, 1, N, N)``, ``N = sum(lengths)``, for documents packed into one
+    sequence: tokens attend only within their document (and, with ``causal``, only earlier
+    tokens of it); the block-mask form of :func:`posenc.core.packed_attention_mask`.
 
     Args:
         lengths: ``(D,)`` document lengths.
         causal: also mask later tokens.
         device: of the mask (the queries' device); defaults to ``lengths``' device.
-
-    Returns:
-        a ``BlockMask`` of shape ``(1, 1, N, N)`` with ``N = sum(lengths)``.
     """
     check_bool(causal, "causal")
     lengths = _check_lengths(lengths)
@@ -192,10 +166,6 @@ def packed_block_mask(lengths: Tensor | list[int], *, causal: bool = False,
     mask_mod = and_masks(same_document, _causal(num_tokens, num_tokens)) if causal \
         else same_document
     return create_block_mask(mask_mod, None, None, num_tokens, num_tokens, device=device)
-
-
-def _is_block_mask(mask: object) -> bool:
-    return BlockMask is not None and isinstance(mask, BlockMask)
 
 
 def use_flex(backend: str, bias: object, attn_mask: object, q: Tensor, k: Tensor, v: Tensor,
@@ -216,7 +186,7 @@ def use_flex(backend: str, bias: object, attn_mask: object, q: Tensor, k: Tensor
         v: the values, the same shape.
         dropout_p: the attention dropout of this forward (0 in eval mode).
     """
-    block_mask = _is_block_mask(attn_mask)
+    block_mask = BlockMask is not None and isinstance(attn_mask, BlockMask)
     if backend == "sdpa" or (backend == "auto" and not block_mask):
         if block_mask and backend == "sdpa":
             raise ValueError("attn_mask is a BlockMask, which only backend='flex' (or "
@@ -245,17 +215,6 @@ def use_flex(backend: str, bias: object, attn_mask: object, q: Tensor, k: Tensor
     return True
 
 
-def _check_block_mask(mask: BlockMask, q: Tensor, num_k: int) -> None:
-    batch, num_q = q.shape[0], q.shape[-2]
-    mask_batch, _, mask_q, mask_k = mask.shape
-    if (mask_q, mask_k) != (num_q, num_k) or mask_batch not in (1, batch):
-        raise ValueError(f"attn_mask is a BlockMask of shape {tuple(mask.shape)}, expected "
-                         f"(1 or B={batch}, 1 or H, Nq={num_q}, Nk={num_k})")
-    if mask.kv_num_blocks.device != q.device:
-        raise ValueError(f"attn_mask is a BlockMask on {mask.kv_num_blocks.device} for queries "
-                         f"on {q.device}: build it with device= the queries' device")
-
-
 def flex_attend(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None = None, *,
                 block_mask: BlockMask | None = None, is_causal: bool = False) -> Tensor:
     """FlexAttention of ``(B, H, Nq, head_dim)`` queries over ``(B, H, Nk, head_dim)``
@@ -269,9 +228,15 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None = No
     Returns:
         ``(B, H, Nq, head_dim)``. A query whose keys are all masked gets 0 (SDPA gives NaN).
     """
-    num_q, num_k = q.shape[-2], k.shape[-2]
+    batch, num_q, num_k = q.shape[0], q.shape[-2], k.shape[-2]
     if block_mask is not None:
-        _check_block_mask(block_mask, q, num_k)
+        mask_batch, _, mask_q, mask_k = block_mask.shape
+        if (mask_q, mask_k) != (num_q, num_k) or mask_batch not in (1, batch):
+            raise ValueError(f"attn_mask is a BlockMask of shape {tuple(block_mask.shape)}, "
+                             f"expected (1 or B={batch}, 1 or H, Nq={num_q}, Nk={num_k})")
+        if block_mask.kv_num_blocks.device != q.device:
+            raise ValueError(f"attn_mask is a BlockMask on {block_mask.kv_num_blocks.device} for "
+                             f"queries on {q.device}: build it with device= the queries' device")
     if is_causal:
         block_mask = causal_block_mask(num_q, num_k, q.device) if block_mask is None else \
             create_block_mask(and_masks(block_mask.mask_mod, _causal(num_q, num_k)),
@@ -290,31 +255,18 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None = No
         return _flex_attention(q, k, v, score_mod=score, block_mask=block_mask)
 
 
-_COMPILED: list = []
-
-
+@functools.cache
 def _compiled_flex():
     """``torch.compile(flex_attention)``, built on first use: the fused kernel (eager
     FlexAttention computes the full score matrix)."""
-    if not _COMPILED:
-        _COMPILED.append(torch.compile(_flex_attention, dynamic=False))
-    return _COMPILED[0]
-
-
-def check_backend(backend: object) -> str:
-    """``backend`` if it is one of :data:`BACKENDS`, else ``TypeError``/``ValueError``."""
-    return check_choice(backend, "backend", BACKENDS)
+    return torch.compile(_flex_attention, dynamic=False)
 
 
 class KVCache:
-    """Rotated keys, values and key positions of earlier decoding steps.
-
-    Keys are cached after rotation, so each step rotates only its new tokens.
-
-    Args:
-        coord_dims: trailing coordinate dims of a position (0 for token indices, 1 for
-            ``(row, col)`` or other vector coordinates); tells which axis is the token axis.
-    """
+    """Rotated keys, values and key positions of earlier decoding steps (cached after
+    rotation, so each step rotates only its new tokens). ``coord_dims`` is the number of
+    trailing coordinate dims of a position (0 for token indices, 1 for ``(row, col)``): it
+    tells which axis is the token axis."""
 
     def __init__(self, coord_dims: int = 0) -> None:
         if isinstance(coord_dims, bool) or not isinstance(coord_dims, int) or coord_dims < 0:
@@ -331,18 +283,25 @@ class KVCache:
         self, k: Tensor, v: Tensor, positions: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Add ``(B, H, n, head_dim)`` keys/values at ``positions`` (``(n, *C)`` or
-        ``(B, n, *C)``, or None when no encoding uses them); return everything cached.
-
-        Every step must have the batch, heads, head_dim, dtype and device of the first one
-        (a new batch needs a new cache).
-        """
+        ``(B, n, *C)``, or None when no encoding uses them); return everything cached. Every
+        step has the batch, heads, head_dim, dtype and device of the first one."""
         if k.ndim != 4 or v.shape != k.shape:
             raise ValueError(f"kv_cache takes keys and values of the same shape (B, H, n, "
                              f"head_dim), got {tuple(k.shape)} and {tuple(v.shape)}")
         if self.k is None:
             self.k, self.v, self.positions = k, v, positions
             return k, v, positions
-        self._check_like_cached(k)
+        (batch, heads, _, head_dim), (b, h, _, d) = self.k.shape, k.shape
+        if b != batch:
+            raise ValueError(f"kv_cache holds a batch of {batch} sequences, got keys for a "
+                             f"batch of {b}: use a new KVCache for a new batch")
+        if (h, d) != (heads, head_dim):
+            raise ValueError(f"kv_cache holds {heads} heads of head_dim={head_dim}, got keys "
+                             f"with {h} heads of head_dim={d}")
+        if (k.dtype, k.device) != (self.k.dtype, self.k.device):
+            raise ValueError(f"kv_cache holds {self.k.dtype} keys on {self.k.device}, got "
+                             f"{k.dtype} keys on {k.device}: keep one dtype and device for "
+                             "every decoding step")
         old = self.positions
         token_axis = -1 - self.coord_dims
         if (positions is None) != (old is None) or (positions is not None and (
@@ -360,19 +319,6 @@ class KVCache:
             self.positions = torch.cat((old, positions), dim=token_axis)
         return self.k, self.v, self.positions
 
-    def _check_like_cached(self, k: Tensor) -> None:
-        (batch, heads, _, head_dim), (b, h, _, d) = self.k.shape, k.shape
-        if b != batch:
-            raise ValueError(f"kv_cache holds a batch of {batch} sequences, got keys for a "
-                             f"batch of {b}: use a new KVCache for a new batch")
-        if (h, d) != (heads, head_dim):
-            raise ValueError(f"kv_cache holds {heads} heads of head_dim={head_dim}, got keys "
-                             f"with {h} heads of head_dim={d}")
-        if (k.dtype, k.device) != (self.k.dtype, self.k.device):
-            raise ValueError(f"kv_cache holds {self.k.dtype} keys on {self.k.device}, got "
-                             f"{k.dtype} keys on {k.device}: keep one dtype and device for "
-                             "every decoding step")
-
 
 def _as_additive(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     if mask is None:
@@ -384,8 +330,7 @@ def _as_additive(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
 
 
 def _shape(positions: object) -> str:
-    """``positions``' shape for a message; encodings may take richer position objects (e.g.
-    posenc.spatial's GridPositions, whose tensor is ``.coords``)."""
+    """``positions``' shape for a message (spatial's GridPositions carry it as ``.coords``)."""
     tensor = getattr(positions, "coords", positions)
     return str(tuple(tensor.shape)) if isinstance(tensor, Tensor) else type(positions).__name__
 
@@ -436,14 +381,10 @@ def _check_mask(mask: object, shape: tuple[int, int, int, int]) -> None:
 def _gqa_in_kernel(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
                    is_causal: bool) -> bool:
     """Whether SDPA should take the ``(B, H_kv, N, head_dim)`` keys/values as they are
-    (``enable_gqa``) rather than repeated to the query heads.
-
-    On CPU its kernels take grouped heads directly (with or without a mask: 48 vs 70 ms for
-    (4, 8 q / 2 kv heads, 512, 64) against repeating, same values). On CUDA only the flash
-    kernel takes them: another kernel (a float mask, float32, head_dim > 256) would fall back
-    to the math kernel, slower than repeating k/v for the memory-efficient one (see
-    transformers' ``use_gqa_in_sdpa``).
-    """
+    (``enable_gqa``) rather than repeated to the query heads: on CPU always (48 vs 70 ms for
+    (4, 8 q / 2 kv heads, 512, 64), same values); on CUDA only for the flash kernel, since
+    another (a float mask, float32, head_dim > 256) would fall back to the math kernel, slower
+    than repeating k/v for the memory-efficient one (transformers' ``use_gqa_in_sdpa``)."""
     if q.device.type == "cpu":
         return True
     if q.device.type != "cuda" or mask is not None or torch.compiler.is_compiling():
@@ -462,21 +403,18 @@ class MultiheadAttention(nn.Module):
             None. Rotations per head (RoPE-Mixed) with ``num_kv_heads < num_heads`` turn
             each query head's keys differently, so keys and values are repeated to
             ``num_heads`` before the rotation (and cached that way).
-        bias: attention-bias encoding added to the logits (e.g. ``ALiBi``), or None; it has
-            one bias per query head (``num_heads``).
-        num_kv_heads: key/value heads (grouped-query attention, Ainslie et al. 2023): query
-            head ``h`` attends with key/value head ``h // (num_heads // num_kv_heads)``, as
-            Hugging Face's ``repeat_kv`` and SDPA's ``enable_gqa``. Must divide ``num_heads``;
-            None (default) is ``num_heads`` (multi-head attention; 1 is multi-query). ``qkv``
-            then projects to ``dim + 2 * num_kv_heads * head_dim`` (q, then k, then v) and a
-            :class:`KVCache` holds ``num_kv_heads`` heads.
+        bias: attention-bias encoding with one bias per query head (e.g. ``ALiBi``), or None.
+        num_kv_heads: key/value heads (grouped-query attention, Ainslie et al. 2023), dividing
+            ``num_heads``: query head ``h`` attends with key/value head
+            ``h // (num_heads // num_kv_heads)``, as Hugging Face's ``repeat_kv``. None is
+            ``num_heads`` (1 is multi-query). ``qkv`` projects to ``dim + 2 * num_kv_heads *
+            head_dim`` (q, then k, then v).
         qkv_bias: bias in the fused q/k/v projection.
         qk_norm: LayerNorm q and k per head (as timm's ``qk_norm``).
         attn_drop: dropout on attention weights (training only).
         proj_drop: dropout after the output projection.
-        backend: ``"auto"`` (FlexAttention where it pays: CUDA and a bias encoding with
-            ``score_mod``; else SDPA with the materialised bias), ``"sdpa"`` or ``"flex"``
-            (forced; on CPU inference only). See :func:`posenc.core.attention.use_flex`.
+        backend: ``"auto"``, ``"sdpa"`` or ``"flex"`` (forced; on CPU inference only): see
+            :func:`posenc.core.attention.use_flex`.
     """
 
     def __init__(
@@ -495,15 +433,14 @@ class MultiheadAttention(nn.Module):
         num_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
-        self.backend = check_backend(backend)
+        self.backend = check_choice(backend, "backend", BACKENDS)
         check_positive_int(dim, "dim")
         check_positive_int(num_heads, "num_heads")
         if dim % num_heads:
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
-        if num_kv_heads is None:
-            num_kv_heads = num_heads
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         check_positive_int(num_kv_heads, "num_kv_heads")
         if num_kv_heads > num_heads or num_heads % num_kv_heads:
             raise ValueError(f"num_kv_heads must divide num_heads={num_heads} (each key/value "
@@ -528,7 +465,7 @@ class MultiheadAttention(nn.Module):
         bias_heads = getattr(self.bias, "num_heads", num_heads)
         if bias_heads != num_heads:
             raise ValueError(f"bias.num_heads={bias_heads} does not match num_heads={num_heads}")
-        self.qkv = nn.Linear(dim, dim + 2 * num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.qkv = nn.Linear(dim, dim + 2 * self.num_kv_heads * self.head_dim, bias=qkv_bias)
         self.q_norm = norm_layer(self.head_dim) if qk_norm else nn.Identity()
         self.k_norm = norm_layer(self.head_dim) if qk_norm else nn.Identity()
         self.attn_drop = attn_drop
@@ -547,22 +484,18 @@ class MultiheadAttention(nn.Module):
             return t
         return t[:, :, None].expand(-1, -1, groups, -1, -1).flatten(1, 2)
 
-    def _flex(self, q: Tensor, k: Tensor, v: Tensor, query_positions: object,
-              key_positions: object, block_mask: object, is_causal: bool) -> Tensor:
-        """The FlexAttention path (:mod:`posenc.core.attention`): the bias as a
-        score_mod computed per pair, masks as block masks; ``(B, H, Nq, head_dim)``."""
-        score_mod = None
-        if self.bias is not None:
-            score_mod = unchecked(self.bias, "score_mod")(query_positions, key_positions)
-            if score_mod.device != q.device:
-                raise ValueError(f"bias {type(self.bias).__name__} gave a score_mod on "
-                                 f"{score_mod.device} for queries on {q.device}: make the "
-                                 "positions on the queries' device")
-            _check_fit("query_positions", query_positions, score_mod.num_queries, q.shape[-2])
-            _check_fit("key_positions", key_positions, score_mod.num_keys, k.shape[-2])
-            _check_batch("query_positions and key_positions", (query_positions, key_positions),
-                         score_mod.batch, q.shape[0])
-        return flex_attend(q, k, v, score_mod, block_mask=block_mask, is_causal=is_causal)
+    def _check_bias(self, what: str, device: torch.device, shape: tuple[int, int, int],
+                    q: Tensor, num_k: int, query_positions: object, key_positions: object
+                    ) -> None:
+        """Raise unless the bias encoding's ``what`` (its logits or score_mod), on ``device``
+        and covering ``shape = (batch, Nq, Nk)``, fits the queries ``q`` and ``num_k`` keys."""
+        if device != q.device:
+            raise ValueError(f"bias {type(self.bias).__name__} gave {what} on {device} for "
+                             f"queries on {q.device}: make the positions on the queries' device")
+        _check_fit("query_positions", query_positions, shape[1], q.shape[-2])
+        _check_fit("key_positions", key_positions, shape[2], num_k)
+        _check_batch("query_positions and key_positions", (query_positions, key_positions),
+                     shape[0], q.shape[0])
 
     def forward(
         self,
@@ -593,10 +526,9 @@ class MultiheadAttention(nn.Module):
                 all of them.
 
         Each distinct positions tensor is read once per call, here: a NaN or inf raises
-        ``ValueError``, and so do positions out of a rotary encoding's range in the
-        attention's dtype, for encodings with ``check_range`` (e.g. :class:`~posenc.core.XPos`).
-        The encodings then run unchecked (shapes only). A model's blocks, whose positions its
-        edge made or checked once, call :meth:`_attend` instead: nothing there is read.
+        ``ValueError``, as do positions out of a rotary encoding's ``check_range`` in the
+        attention's dtype (:class:`~posenc.core.XPos`). The encodings then run unchecked. A
+        model's blocks, whose positions its edge made or checked, call :meth:`_attend`.
 
         Returns:
             ``(B, Nq, dim)``.
@@ -626,22 +558,19 @@ class MultiheadAttention(nn.Module):
     def _attend(self, x: Tensor, context: Tensor | None, query_positions: object,
                 key_positions: object, attn_mask: object = None, is_causal: bool = False,
                 kv_cache: KVCache | None = None) -> Tensor:
-        """:meth:`forward` without reading any value: positions checked (or made from
-        shapes) where they entered and given in full (None only when no encoding uses them;
-        no defaults are made here), the encodings called unchecked
-        (:func:`~posenc.core.encoding.unchecked`), so a block on a GPU never waits for the
-        host. Shapes are checked as in :meth:`forward`."""
+        """:meth:`forward` without reading any value, so a block on a GPU never waits for the
+        host: positions given in full (None only when no encoding uses them), checked or made
+        where they entered; the encodings called unchecked; shapes checked as there."""
         dim = self.qkv.in_features
         _check_tokens("x", x, dim)
         batch, num_q, _ = x.shape
-        self_attention = context is None
-        if not self_attention:
+        if context is not None:
             _check_tokens("context", context, dim, batch)
         check_bool(is_causal, "is_causal")
         if kv_cache is not None and not isinstance(kv_cache, KVCache):
             raise TypeError(f"kv_cache must be a KVCache or None, got {type(kv_cache).__name__}")
         kv_dim = self.num_kv_heads * self.head_dim
-        if self_attention:
+        if context is None:
             q, k, v = self.qkv(x).split((dim, kv_dim, kv_dim), dim=-1)
         else:
             w_q, w_kv = self.qkv.weight.split((dim, 2 * kv_dim))
@@ -674,9 +603,15 @@ class MultiheadAttention(nn.Module):
         num_k = k.shape[-2]
         dropout_p = self.attn_drop if self.training else 0.0
         if use_flex(self.backend, self.bias, attn_mask, q, k, v, dropout_p):
+            score_mod = None
+            if self.bias is not None:
+                score_mod = unchecked(self.bias, "score_mod")(query_positions, key_positions)
+                shape = (score_mod.batch, score_mod.num_queries, score_mod.num_keys)
+                self._check_bias("a score_mod", score_mod.device, shape, q, num_k,
+                                 query_positions, key_positions)
             # flex_attend takes as many kv heads as query heads (its score_mod sees query heads)
-            out = self._flex(q, self._repeat_kv(k), self._repeat_kv(v), query_positions,
-                             key_positions, attn_mask, is_causal)
+            out = flex_attend(q, self._repeat_kv(k), self._repeat_kv(v), score_mod,
+                              block_mask=attn_mask, is_causal=is_causal)
             return self.proj_drop(self.proj(out.transpose(1, 2).reshape(batch, num_q, dim)))
         if attn_mask is not None:
             _check_mask(attn_mask, (batch, self.num_heads, num_q, num_k))
@@ -689,15 +624,9 @@ class MultiheadAttention(nn.Module):
             is_causal = False
         if self.bias is not None:
             bias = unchecked(self.bias)(query_positions, key_positions)
-            if bias.device != q.device:
-                raise ValueError(f"bias {type(self.bias).__name__} gave logits on {bias.device} "
-                                 f"for queries on {q.device}: make the positions on the "
-                                 "queries' device")
+            self._check_bias("logits", bias.device, (bias.shape[0], *bias.shape[-2:]), q, num_k,
+                             query_positions, key_positions)
             bias = bias.to(q.dtype)
-            _check_fit("query_positions", query_positions, bias.shape[-2], num_q)
-            _check_fit("key_positions", key_positions, bias.shape[-1], num_k)
-            _check_batch("query_positions and key_positions", (query_positions, key_positions),
-                         bias.shape[0], batch)
             if torch.onnx.is_in_onnx_export():
                 # An ONNX graph is inference only. Detached, a learned bias (relbias, cpb) no
                 # longer makes the exporter's type-promotion pass re-run SDPA (with grad mode

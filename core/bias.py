@@ -1,12 +1,20 @@
-"""ALiBi: attention with linear biases (Press et al. 2022).
+"""Attention biases from 1D positions: ``bias(query_positions, key_positions)`` gives float32
+logits ``(B or 1, H, Nq, Nk)`` to add, one value per head and (query, key) pair.
 
-Learned relative-position biases: T5 buckets and Shaw-style clipped offsets.
+- ALiBi (Press et al. 2022, "Train Short, Test Long"): a fixed penalty ``-slope_h |i - j|``.
+- KERPLE (Chi et al. 2022, "KERPLE: Kernelized Relative Positional Embedding for Length
+  Extrapolation"): a log or power kernel of the distance with two learned scalars per head.
+- FIRE (Li et al. 2023, "Functional Interpolation for Relative Positions Improves Long
+  Context Transformers", ICLR 2024): an MLP of the log offset, normalised by the context.
+- Learned tables of integer offsets ``key - query``: T5's log buckets and Shaw et al.'s
+  (2018) clipped offsets.
 
-FIRE: functional interpolation for relative positions (Li et al. 2023, "Functional
-Interpolation for Relative Positions Improves Long Context Transformers", ICLR 2024).
-
-KERPLE: kernelized relative positional biases (Chi et al. 2022, "KERPLE: Kernelized Relative
-Positional Embedding for Length Extrapolation"), logarithmic and power variants.
+Positions are explicit (token indices; for ALiBi, KERPLE and FIRE also times in any unit), so
+a bias holds for packed sequences, KV caches and irregular time, and ``causal=True`` masks keys
+after the query by position, whatever the token order. Every bias encoding (spatial's too)
+derives from :class:`PairBias`; those that FlexAttention can evaluate per pair from
+:class:`ScoreModBias`. Per-head constants stay float32 or float64 when the module is cast: a
+bf16 slope is off by up to 0.4%, whole logits at distance 1000.
 """
 
 from __future__ import annotations
@@ -27,24 +35,87 @@ from .encoding import (
     check_float,
     check_pair_values,
     check_position_shape,
-    check_positions,
     check_positive_float,
     check_positive_int,
 )
 from .positions import relative_positions
 
 __all__ = [
-    "alibi_slopes",
-    "ALiBi",
-    "t5_relative_bucket",
-    "check_t5_buckets",
-    "T5RelativeBias",
-    "ClippedRelativeBias",
-    "FIRE",
-    "KERPLE_KERNELS",
-    "kerple_bias",
-    "Kerple",
+    "PairBias", "ScoreModBias", "alibi_slopes", "ALiBi", "t5_relative_bucket", "check_t5_buckets",
+    "T5RelativeBias", "ClippedRelativeBias", "FIRE", "KERPLE_KERNELS", "kerple_bias", "Kerple",
 ]
+
+
+class PairBias(PositionEncoding):
+    """Base of the bias encodings: query and key positions -> ``(B or 1, H, Nq, Nk)`` logits.
+
+    :meth:`forward` reads the positions' values once (finite, not half precision; one read
+    when queries and keys are the same object) and calls the subclass's ``_forward``, which
+    checks shapes only: what a model's blocks call (:func:`~posenc.core.encoding.unchecked`)
+    on positions checked at the model's edge.
+    """
+
+    kind = "bias"
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Positions ``(Nq, *C)``/``(B, Nq, *C)`` and ``(Nk, *C)``/``(B, Nk, *C)`` (or the
+        position objects the class takes) -> float32 bias ``(B or 1, H, Nq, Nk)``, cast to the
+        logits' dtype by the attention."""
+        check_pair_values(query_positions, key_positions)
+        return self._forward(query_positions, key_positions)
+
+
+class ScoreModBias(PairBias):
+    """A :class:`PairBias` that FlexAttention can evaluate per pair, through ``_score_mod``."""
+
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod: the same value at every
+        ``[b, h, i, j]``, computed per pair from the positions (nothing materialised)."""
+        check_pair_values(query_positions, key_positions)
+        return self._score_mod(query_positions, key_positions)
+
+
+def _shapes(query_positions: Tensor, key_positions: Tensor) -> tuple[Tensor, Tensor]:
+    return (check_position_shape(query_positions, "query_positions"),
+            check_position_shape(key_positions, "key_positions"))
+
+
+def _pair_score_mod(query_positions: Tensor, key_positions: Tensor,
+                    bias: Callable[[Tensor, Tensor, Tensor], Tensor]) -> ScoreMod:
+    """ScoreMod of ``bias(query position, key position, h)``."""
+    q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
+    return ScoreMod(lambda b, h, q_idx, kv_idx: bias(q_at(b, q_idx), k_at(b, kv_idx), h),
+                    pair_batch(query_positions, key_positions), query_positions.shape[-1],
+                    key_positions.shape[-1], query_positions.device)
+
+
+class _DistanceBias(ScoreModBias, Float64Buffers):
+    """A per-head function of the distance ``|key - query|``, ``-inf`` for keys after the
+    query when ``causal``: subclasses give ``_of_distance() -> (distance, h) -> bias``, their
+    heads' parameters read once."""
+
+    def _bias(self) -> Callable[[Tensor, Tensor], Tensor]:
+        """``(rel, h) -> bias`` of float32 offsets ``rel = key - query`` and head indices."""
+        of_distance, causal = self._of_distance(), self.causal
+
+        def bias(rel: Tensor, h: Tensor) -> Tensor:
+            out = of_distance(rel.abs(), h)
+            return torch.where(rel > 0, float("-inf"), out) if causal else out
+
+        return bias
+
+    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        rel = relative_positions(*_shapes(query_positions, key_positions)).float()[:, None]
+        with torch.autocast(rel.device.type, enabled=False):
+            return self._bias()(rel, torch.arange(self.num_heads, device=rel.device)[:, None, None])
+
+    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        bias = self._bias()
+        return _pair_score_mod(*_shapes(query_positions, key_positions),
+                               lambda q, k, h: bias((k - q).float(), h))
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, causal={self.causal}"
 
 
 def alibi_slopes(num_heads: int) -> Tensor:
@@ -67,19 +138,14 @@ def alibi_slopes(num_heads: int) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-class ALiBi(Float64Buffers):
-    """Linear distance penalty per head, from explicit positions.
-
-    ``bias[b, h, i, j] = -slope_h * |pos_q[i] - pos_k[j]|``. With ``causal=True`` keys whose
-    position is after the query's get ``-inf``, so the module also enforces causality by
-    position (correct for packed sequences and KV caches, whatever the token order).
+class ALiBi(_DistanceBias):
+    """Linear distance penalty per head: ``bias[b, h, i, j] = -slope_h * |pos_q[i] - pos_k[j]|``
+    (slopes: :func:`alibi_slopes`).
 
     Args:
         num_heads: attention heads.
         causal: mask keys after the query (decoder use); False gives the symmetric bias.
     """
-
-    kind = "bias"
 
     def __init__(self, num_heads: int, causal: bool = True) -> None:
         super().__init__()
@@ -88,48 +154,11 @@ class ALiBi(Float64Buffers):
         self.reset_float64_buffers()
 
     def float64_buffers(self) -> dict[str, Tensor]:
-        # Kept out of .to(bfloat16): a bf16 slope is off by up to 0.4%, whole logits at
-        # distance 1000 (like a rotary frequency, it is a constant of the encoding).
         return {"slopes": alibi_slopes(self.num_heads)}
 
-    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias
-        ``(B or 1, H, Nq, Nk)``."""
-        check_pair_values(query_positions, key_positions)
-        return self._forward(query_positions, key_positions)
-
-    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        query_positions = check_position_shape(query_positions, "query_positions")
-        key_positions = check_position_shape(key_positions, "key_positions")
-        rel = relative_positions(query_positions, key_positions).float()
-        bias = -self.slopes.float()[:, None, None] * rel.abs()[:, None]
-        if self.causal:
-            bias = bias.masked_fill(rel[:, None] > 0, float("-inf"))
-        return bias
-
-    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod: the same value at every
-        ``[b, h, i, j]``, computed per pair from the positions (nothing materialised)."""
-        check_pair_values(query_positions, key_positions)
-        return self._score_mod(query_positions, key_positions)
-
-    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        query_positions = check_position_shape(query_positions, "query_positions")
-        key_positions = check_position_shape(key_positions, "key_positions")
-        batch = pair_batch(query_positions, key_positions)
-        q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
-        slopes, causal = self.slopes.float(), self.causal
-
-        def bias(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-            rel = (k_at(b, kv_idx) - q_at(b, q_idx)).float()
-            out = -slopes[h] * rel.abs()
-            return torch.where(rel > 0, float("-inf"), out) if causal else out
-
-        return ScoreMod(bias, batch, query_positions.shape[-1], key_positions.shape[-1],
-                        query_positions.device)
-
-    def extra_repr(self) -> str:
-        return f"num_heads={self.num_heads}, causal={self.causal}"
+    def _of_distance(self) -> Callable[[Tensor, Tensor], Tensor]:
+        slopes = self.slopes.float()
+        return lambda distance, h: -slopes[h] * distance
 
 
 def t5_relative_bucket(
@@ -138,23 +167,13 @@ def t5_relative_bucket(
     num_buckets: int = 32,
     max_distance: int = 128,
 ) -> Tensor:
-    """T5's bucket of each offset ``key - query`` (exactly Mesh TensorFlow / HF T5).
+    """T5's int64 bucket in ``[0, num_buckets)`` of each integer offset ``key - query`` (any
+    shape; exactly Mesh TensorFlow / HF T5).
 
-    Half the buckets hold exact small offsets, the rest are log-spaced up to
-    ``max_distance``; farther offsets share the last bucket. With ``bidirectional`` the
-    buckets are split between negative and positive offsets; otherwise positive offsets
-    (future keys) map to bucket 0.
-
-    Args:
-        relative_position: integer tensor of offsets, any shape.
-        bidirectional: split the buckets between negative and positive offsets (else positive
-            offsets map to bucket 0).
-        num_buckets: the number of buckets.
-        max_distance: the offset the log-spaced buckets reach; see :func:`check_t5_buckets` for
-            the valid combinations of the three.
-
-    Returns:
-        int64 tensor of bucket ids in ``[0, num_buckets)``, same shape.
+    Half the buckets hold exact small offsets, the rest are log-spaced up to ``max_distance``
+    (farther offsets share the last bucket). ``bidirectional`` splits them between negative
+    and positive offsets; otherwise positive offsets (future keys) map to bucket 0. See
+    :func:`check_t5_buckets` for the valid settings.
     """
     if not isinstance(relative_position, Tensor) or relative_position.is_floating_point() \
             or relative_position.is_complex() or relative_position.dtype == torch.bool:
@@ -208,28 +227,40 @@ def check_t5_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -
                          f"exactly), got {max_distance}")
 
 
-def _check_integer_positions(positions: Tensor, name: str) -> Tensor:
-    positions = check_positions(positions, name)
-    if positions.is_floating_point():
-        raise TypeError(f"{name} must be integer token positions for a learned relative "
-                        f"table, got {positions.dtype}")
-    return positions
+class _OffsetTable(ScoreModBias):
+    """A learned ``(R, H)`` table, read at row ``_rows()(key - query)`` of integer positions
+    (subclasses give ``_rows``)."""
+
+    def __init__(self, num_heads: int, rows: int) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.table = nn.Parameter(torch.empty(rows, num_heads))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.trunc_normal_(self.table, std=0.02)
+
+    @staticmethod
+    def _integers(query_positions: Tensor, key_positions: Tensor) -> tuple[Tensor, Tensor]:
+        pair = _shapes(query_positions, key_positions)
+        for name, positions in zip(("query_positions", "key_positions"), pair, strict=True):
+            if positions.is_floating_point():
+                raise TypeError(f"{name} must be integer token positions for a learned relative "
+                                f"table, got {positions.dtype}")
+        return pair
+
+    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        rel = relative_positions(*self._integers(query_positions, key_positions))
+        return self.table[self._rows()(rel)].permute(0, 3, 1, 2)
+
+    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        table, rows = self.table, self._rows()
+        return _pair_score_mod(*self._integers(query_positions, key_positions),
+                               lambda q, k, h: table[rows(k - q), h])
 
 
-def _table_score_mod(table: Tensor, query_positions: Tensor, key_positions: Tensor,
-                     row: Callable[[Tensor], Tensor]) -> ScoreMod:
-    """ScoreMod of ``table[row(key - query), h]`` for an ``(R, H)`` table."""
-    q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
-
-    def bias(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        return table[row(k_at(b, kv_idx) - q_at(b, q_idx)), h]
-
-    return ScoreMod(bias, pair_batch(query_positions, key_positions),
-                    query_positions.shape[-1], key_positions.shape[-1], query_positions.device)
-
-
-class T5RelativeBias(PositionEncoding):
-    """T5 relative attention bias: one learned scalar per (bucket, head).
+class T5RelativeBias(_OffsetTable):
+    """T5 relative attention bias: one learned scalar per (bucket, head), for integer positions.
 
     Args:
         num_heads: attention heads.
@@ -238,125 +269,73 @@ class T5RelativeBias(PositionEncoding):
         max_distance: see :func:`t5_relative_bucket`.
     """
 
-    kind = "bias"
-
     def __init__(self, num_heads: int, bidirectional: bool = True, num_buckets: int = 32,
                  max_distance: int = 128) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int(num_heads, "num_heads")
+        check_positive_int(num_heads, "num_heads")
         check_t5_buckets(bidirectional, num_buckets, max_distance)
+        super().__init__(num_heads, num_buckets)
         self.bidirectional = bidirectional
         self.num_buckets = num_buckets
         self.max_distance = max_distance
-        self.table = nn.Parameter(torch.empty(num_buckets, num_heads))
-        self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        nn.init.trunc_normal_(self.table, std=0.02)
-
-    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        """Integer positions ``(Nq,)``/``(B, Nq)``, ``(Nk,)``/``(B, Nk)`` -> bias
-        ``(B or 1, H, Nq, Nk)``."""
-        query_positions = _check_integer_positions(query_positions, "query_positions")
-        key_positions = _check_integer_positions(key_positions, "key_positions")
-        rel = relative_positions(query_positions, key_positions)
-        buckets = t5_relative_bucket(rel, self.bidirectional, self.num_buckets, self.max_distance)
-        return self.table[buckets].permute(0, 3, 1, 2)
-
-    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod (the bucket of each pair is
-        computed per pair, nothing materialised)."""
-        query_positions = _check_integer_positions(query_positions, "query_positions")
-        key_positions = _check_integer_positions(key_positions, "key_positions")
+    def _rows(self) -> Callable[[Tensor], Tensor]:
         settings = (self.bidirectional, self.num_buckets, self.max_distance)
-        return _table_score_mod(self.table, query_positions, key_positions,
-                                lambda rel: t5_relative_bucket(rel, *settings))
+        return lambda rel: t5_relative_bucket(rel, *settings)
 
     def extra_repr(self) -> str:
         return (f"num_heads={self.num_heads}, bidirectional={self.bidirectional}, "
                 f"num_buckets={self.num_buckets}, max_distance={self.max_distance}")
 
 
-class ClippedRelativeBias(PositionEncoding):
-    """Shaw et al. (2018) relative positions as a per-head scalar bias.
+class ClippedRelativeBias(_OffsetTable):
+    """Shaw et al. (2018) relative positions as a per-head scalar bias, for integer positions.
 
     Offsets ``key - query`` are clipped to ``[-max_distance, max_distance]`` and each of the
     ``2 * max_distance + 1`` values has a learned scalar per head.
     """
 
-    kind = "bias"
-
     def __init__(self, num_heads: int, max_distance: int) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int(num_heads, "num_heads")
-        self.max_distance = check_positive_int(max_distance, "max_distance")
-        self.table = nn.Parameter(torch.empty(2 * max_distance + 1, num_heads))
-        self.reset_parameters()
+        check_positive_int(num_heads, "num_heads")
+        super().__init__(num_heads, 2 * check_positive_int(max_distance, "max_distance") + 1)
+        self.max_distance = max_distance
 
-    def reset_parameters(self) -> None:
-        nn.init.trunc_normal_(self.table, std=0.02)
-
-    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        """Integer positions -> bias ``(B or 1, H, Nq, Nk)``."""
-        query_positions = _check_integer_positions(query_positions, "query_positions")
-        key_positions = _check_integer_positions(key_positions, "key_positions")
-        rel = relative_positions(query_positions, key_positions)
-        index = rel.clamp(-self.max_distance, self.max_distance) + self.max_distance
-        return self.table[index].permute(0, 3, 1, 2)
-
-    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod (nothing materialised)."""
-        query_positions = _check_integer_positions(query_positions, "query_positions")
-        key_positions = _check_integer_positions(key_positions, "key_positions")
+    def _rows(self) -> Callable[[Tensor], Tensor]:
         distance = self.max_distance
-        return _table_score_mod(self.table, query_positions, key_positions,
-                                lambda rel: rel.clamp(-distance, distance) + distance)
+        return lambda rel: rel.clamp(-distance, distance) + distance
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, max_distance={self.max_distance}"
 
 
-class FIRE(Float64Buffers):
+class FIRE(ScoreModBias, Float64Buffers):
     """FIRE bias per head: an MLP of the log-transformed offset, progressively interpolated.
 
     ``bias[b, h, i, j] = f(psi(d) / (psi(max(L, p_i, p_j)) + eps))[h]`` with ``d = p_i - p_j``
     (query minus key position), ``psi(x) = log(1 + |c| x)`` (for ``d < 0``: ``-psi(-d)``),
-    ``L = |threshold_multiplier| * init_threshold`` and ``f = Linear(1, mlp_width) -> ReLU ->
-    Linear(mlp_width, H)``. ``c`` and ``threshold_multiplier`` are learned scalars.
+    ``L = |threshold_multiplier| * init_threshold``, learned scalars ``c`` (initially
+    ``init_c``) and ``threshold_multiplier``, and ``f = Linear(1, mlp_width) -> ReLU ->
+    Linear(mlp_width, H)``; ``eps`` keeps ``|c| -> 0`` or ``L -> 0`` finite.
 
-    With ``causal=True`` keys after the query get ``-inf`` (as :class:`~posenc.core.ALiBi`) and
-    every other pair has ``p_j <= p_i``, so the bias is exactly the paper's
-    ``f(psi(i - j) / psi(max(L, i)))`` and its listing's (``|c|``, ``L`` as a learned multiple
-    of its initial value, ``eps`` added to the normaliser; ``init_c=0.1``, ``init_threshold=
-    512``, ``mlp_width=32`` are its defaults). ``causal=False`` is posenc's extension (the paper
-    defines FIRE for causal attention): the MLP gets the offset's sign, so a key 3 ahead and
-    one 3 behind can differ (the listing's ``|c (i - j)|`` would make them equal), and the
-    normaliser covers the later of the two positions, which keeps the MLP's input in
-    ``[-1, 1]`` for positions ``>= 0`` as the causal form keeps it in ``[0, 1]``.
+    With ``causal=True`` every unmasked pair has ``p_j <= p_i``, so the bias is exactly the
+    paper's ``f(psi(i - j) / psi(max(L, i)))`` and its listing's (the defaults are its own).
+    ``causal=False`` is posenc's extension: the MLP gets the offset's sign, so a key 3 ahead
+    and one 3 behind can differ (the listing's ``|c (i - j)|`` would make them equal), and the
+    normaliser covers the later position, which keeps the MLP's input in ``[-1, 1]`` for
+    positions ``>= 0`` as the causal form keeps it in ``[0, 1]``.
 
-    The bias depends only on ``p_i - p_j`` while ``max(p_i, p_j) <= L`` (the threshold makes
-    short contexts purely relative); beyond, it depends on the offset relative to the context
-    length, which is what lets FIRE interpolate to longer inputs. Positions count from the
-    start of the context: token indices, or times (e.g. hours from the first observation,
-    ``posenc.temporal.time_positions(ts, origin=ts[0], unit="h")``; give ``init_threshold`` in
-    that unit). Positions below 0 never raise the normaliser above ``L``.
+    The bias depends only on ``p_i - p_j`` while ``max(p_i, p_j) <= L`` (short contexts are
+    purely relative); beyond, on the offset relative to the context length, which is what lets
+    FIRE interpolate to longer inputs. Positions count from the start of the context: token
+    indices, or times (e.g. hours from the first observation,
+    ``posenc.temporal.time_positions(ts, origin=ts[0], unit="h")``, with ``init_threshold`` in
+    that unit); positions below 0 never raise the normaliser above ``L``.
 
-    Args:
-        num_heads: attention heads.
-        mlp_width: hidden width of ``f``.
-        causal: mask keys after the query (decoder use).
-        init_c: initial ``c`` (> 0).
-        init_threshold: initial ``L`` (> 0), in position units.
-        eps: added to the normaliser (> 0): keeps ``|c| -> 0`` or ``L -> 0`` finite.
-
-    ``c`` and ``threshold_multiplier`` stay float32 when the module is cast (like RoPE
-    frequencies); the MLP runs in float32 whatever its parameters' dtype (in bf16,
-    ``psi`` of neighbouring long offsets would round to one value). :meth:`forward` returns
-    float32, cast to the logits' dtype by the attention; it holds ``B * Nq * Nk *
-    mlp_width`` hidden values, which :meth:`score_mod` never materialises.
+    ``c`` and ``threshold_multiplier`` stay float32 when the module is cast, and the MLP runs
+    in float32 (in bf16, ``psi`` of neighbouring long offsets would round to one value).
+    :meth:`forward` holds ``B * Nq * Nk * mlp_width`` hidden values, which :meth:`score_mod`
+    never materialises (it unrolls the hidden units per pair).
     """
 
-    kind = "bias"
     fixed_dtype_parameters = ("c", "threshold_multiplier")
 
     def __init__(self, num_heads: int, mlp_width: int = 32, causal: bool = True, *,
@@ -407,15 +386,8 @@ class FIRE(Float64Buffers):
         psi = torch.log1p(c * offset.abs()) * offset.sign()
         return psi / (torch.log1p(c * normaliser) + self.eps)
 
-    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias
-        ``(B or 1, H, Nq, Nk)``."""
-        check_pair_values(query_positions, key_positions)
-        return self._forward(query_positions, key_positions)
-
     def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        query_positions = check_position_shape(query_positions, "query_positions")
-        key_positions = check_position_shape(key_positions, "key_positions")
+        query_positions, key_positions = _shapes(query_positions, key_positions)
         offset = -relative_positions(query_positions, key_positions).float()  # (B, Nq, Nk)
         query = query_positions.float()[..., :, None]
         key = key_positions.float()[..., None, :]
@@ -423,37 +395,24 @@ class FIRE(Float64Buffers):
         with torch.autocast(offset.device.type, enabled=False):
             x = self.interpolated(offset, query, key)
             hidden = torch.relu(x[..., None] * w1 + b1)  # (B, Nq, Nk, W)
-            bias = torch.nn.functional.linear(hidden, w2, b2).permute(0, 3, 1, 2)
+            bias = F.linear(hidden, w2, b2).permute(0, 3, 1, 2)
         if self.causal:
             bias = bias.masked_fill(offset[:, None] < 0, float("-inf"))
         return bias
 
-    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod: the MLP evaluated per pair
-        (its ``mlp_width`` hidden units unrolled, so the function stays pointwise), nothing
-        materialised."""
-        check_pair_values(query_positions, key_positions)
-        return self._score_mod(query_positions, key_positions)
-
     def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        query_positions = check_position_shape(query_positions, "query_positions")
-        key_positions = check_position_shape(key_positions, "key_positions")
-        batch = pair_batch(query_positions, key_positions)
-        q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
         w1, b1, w2, b2 = self._mlp_weights()
         causal, width, interpolated = self.causal, self.mlp_width, self.interpolated
 
-        def bias(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-            query, key = q_at(b, q_idx).float(), k_at(b, kv_idx).float()
-            offset = (q_at(b, q_idx) - k_at(b, kv_idx)).float()
-            x = interpolated(offset, query, key)
+        def bias(q: Tensor, k: Tensor, h: Tensor) -> Tensor:
+            offset = (q - k).float()
+            x = interpolated(offset, q.float(), k.float())
             out = b2[h]
             for unit in range(width):
                 out = out + w2[h, unit] * torch.relu(x * w1[unit] + b1[unit])
             return torch.where(offset < 0, float("-inf"), out) if causal else out
 
-        return ScoreMod(bias, batch, query_positions.shape[-1], key_positions.shape[-1],
-                        query_positions.device)
+        return _pair_score_mod(*_shapes(query_positions, key_positions), bias)
 
     def extra_repr(self) -> str:
         return (f"num_heads={self.num_heads}, mlp_width={self.mlp_width}, "
@@ -472,19 +431,10 @@ _FLOOR = 1e-2
 
 
 def kerple_bias(distance: Tensor, r1: Tensor, r2: Tensor, kernel: str) -> Tensor:
-    """The KERPLE bias of non-negative distances.
-
-    Args:
-        distance: ``|i - j|`` of any shape (float).
-        r1: positive kernel parameter that broadcasts against ``distance`` (e.g. ``(H, 1, 1)``
-            per head).
-        r2: the same; for ``"power"`` ``0 < r2 <= 2``.
-        kernel: ``"log"``, ``-r1 * log(1 + r2 * distance)``, or ``"power"``,
-            ``-r1 * distance ** r2``.
-
-    Returns:
-        the bias, broadcast shape of the inputs (0 at distance 0 for both kernels).
-    """
+    """The KERPLE bias of float distances ``|i - j|``: ``-r1 * log(1 + r2 * distance)``
+    (``kernel="log"``) or ``-r1 * distance ** r2`` (``"power"``, ``0 < r2 <= 2``), for
+    positive ``r1``, ``r2`` that broadcast against ``distance`` (e.g. ``(H, 1, 1)`` per head);
+    0 at distance 0."""
     if kernel == "log":
         return -r1 * torch.log1p(r2 * distance)
     # torch's pow backward gives 0 (not 0 * log 0 = NaN) for the exponent at distance 0.
@@ -495,37 +445,26 @@ def _inverse_softplus(value: Tensor) -> Tensor:
     return value + torch.log(-torch.expm1(-value))
 
 
-class Kerple(Float64Buffers):
+class Kerple(_DistanceBias):
     """KERPLE bias per head from explicit positions: token indices or real times.
 
     ``bias[b, h, i, j] = -r1_h * log(1 + r2_h * |pos_q[i] - pos_k[j]|)`` (``kernel="log"``) or
     ``-r1_h * |pos_q[i] - pos_k[j]| ** r2_h`` (``kernel="power"``), with learned ``r1_h, r2_h``.
-    With ``causal=True`` keys whose position is after the query's get ``-inf``, as
-    :class:`~posenc.core.ALiBi` (the paper's decoder use); ``causal=False`` gives the symmetric
-    bias. Distances are in the positions' unit (tokens, or e.g. hours from
+    Distances are in the positions' unit (tokens, or e.g. hours from
     ``posenc.temporal.time_positions(..., unit="h")``), any finite float.
 
     The paper's constraints (``r1, r2 > 0``; power: ``r2 <= 2``) hold by construction:
     ``r1 = softplus(raw_r1)``, ``r2 = softplus(raw_r2)`` (log) or ``2 * sigmoid(raw_r2)``
-    (power, so ``0 < r2 < 2``: the endpoint 2 is approached, not reached). The official code
-    instead clamps the parameters in place inside its forward (a projected gradient step onto
-    ``[0.01, inf)``, ``[0.01, 2]``), which mutates the module during a forward and cannot be
-    compiled; the values it can express are the same. Initial values are the official draws,
-    ``r1 ~ U(0, 2)``, ``r2 ~ U(0, 1)`` (log) and ``r1 ~ U(0, 1)``, ``r2 ~ U(0, 2)`` (power),
-    clamped to its floor 0.01, unless ``r1``/``r2`` give one value for every head.
-
-    Args:
-        num_heads: attention heads.
-        kernel: ``"log"`` or ``"power"``.
-        causal: mask keys after the query (decoder use); False gives the symmetric bias.
-        r1: initial value for every head instead of the random draw (``r1 > 0``).
-        r2: the same for ``r2`` (``r2 > 0`` and, for ``"power"``, ``r2 < 2``).
-
+    (power, so ``0 < r2 < 2``: 2 is approached, not reached). The official code instead clamps
+    the parameters in place inside its forward (onto ``[0.01, inf)``, ``[0.01, 2]``), which
+    mutates the module during a forward and cannot be compiled; the values it can express are
+    the same. Initial values are the official draws, ``r1 ~ U(0, 2)``, ``r2 ~ U(0, 1)`` (log)
+    and ``r1 ~ U(0, 1)``, ``r2 ~ U(0, 2)`` (power), clamped to its floor 0.01, unless ``r1``/
+    ``r2`` give one value for every head. ``causal=True`` is the paper's decoder use.
     ``raw_r1``/``raw_r2`` are ``(H,)`` float32 parameters that stay float32 when the module is
-    cast (like RoPE frequencies: a bf16 exponent of distance 1000 is off by whole logits).
+    cast (a bf16 exponent of distance 1000 is off by whole logits).
     """
 
-    kind = "bias"
     fixed_dtype_parameters = ("raw_r1", "raw_r2")
 
     def __init__(self, num_heads: int, kernel: str = "log", causal: bool = True, *,
@@ -571,43 +510,9 @@ class Kerple(Float64Buffers):
         raw = self.raw_r2.float()
         return F.softplus(raw) if self.kernel == "log" else 2 * torch.sigmoid(raw)
 
-    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias
-        ``(B or 1, H, Nq, Nk)`` (cast to the logits' dtype by the attention)."""
-        check_pair_values(query_positions, key_positions)
-        return self._forward(query_positions, key_positions)
-
-    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        query_positions = check_position_shape(query_positions, "query_positions")
-        key_positions = check_position_shape(key_positions, "key_positions")
-        rel = relative_positions(query_positions, key_positions).float()[:, None]
-        with torch.autocast(rel.device.type, enabled=False):
-            bias = kerple_bias(rel.abs(), self.r1[:, None, None], self.r2[:, None, None],
-                               self.kernel)
-        if self.causal:
-            bias = bias.masked_fill(rel > 0, float("-inf"))
-        return bias
-
-    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod: the same value at every
-        ``[b, h, i, j]``, computed per pair from the positions (nothing materialised)."""
-        check_pair_values(query_positions, key_positions)
-        return self._score_mod(query_positions, key_positions)
-
-    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        query_positions = check_position_shape(query_positions, "query_positions")
-        key_positions = check_position_shape(key_positions, "key_positions")
-        batch = pair_batch(query_positions, key_positions)
-        q_at, k_at = token_lookup(query_positions), token_lookup(key_positions)
-        r1, r2, kernel, causal = self.r1, self.r2, self.kernel, self.causal
-
-        def bias(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-            rel = (k_at(b, kv_idx) - q_at(b, q_idx)).float()
-            out = kerple_bias(rel.abs(), r1[h], r2[h], kernel)
-            return torch.where(rel > 0, float("-inf"), out) if causal else out
-
-        return ScoreMod(bias, batch, query_positions.shape[-1], key_positions.shape[-1],
-                        query_positions.device)
+    def _of_distance(self) -> Callable[[Tensor, Tensor], Tensor]:
+        r1, r2, kernel = self.r1, self.r2, self.kernel
+        return lambda distance, h: kerple_bias(distance, r1[h], r2[h], kernel)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, kernel={self.kernel!r}, causal={self.causal}"

@@ -1,33 +1,30 @@
-"""What every posenc encoding module shares: where it enters a transformer (its ``kind``),
-and that its parameters are position parameters.
+"""What every posenc encoding shares: the base class, the argument checks, and the angles.
 
-Argument checks shared by every encoding.
+:class:`PositionEncoding` declares where an encoding enters a transformer (its ``kind``) and
+that its parameters are position parameters; :class:`Float64Buffers` keeps frequencies in
+float64 when the module is cast.
 
-Each check raises ``ValueError``/``TypeError`` naming the argument, the value received and
-what was expected, so a bad call fails where it is made rather than deep inside a kernel.
+The checks raise ``ValueError``/``TypeError`` naming the argument, the value received and what
+was expected, so a bad call fails where it is made rather than deep inside a kernel. Values
+(finiteness) are read where positions enter (a data module, a function that builds positions,
+a public encoding method): a read is a host synchronisation on a GPU, so blocks check shapes
+only and call the encodings' unchecked methods (:func:`unchecked`).
 
-Angles ``position * frequency`` computed without losing precision at large positions.
+Every sinusoidal and rotary encoding goes through :func:`angles`: a float32 product
+``1e6 * inv_freq`` is only good to ~0.06 rad, so the product is formed in float64 and reduced
+modulo 2*pi before it is narrowed to float32. An angle ``theta_i`` (``i < F``) fills two
+channels, its sin and cos (sinusoidal) or the two channels a rotation turns together (rotary);
+:data:`LAYOUTS` names where they sit in a width ``2F``:
 
-Every sinusoidal and rotary encoding in posenc goes through :func:`angles`: a float32
-product ``1e6 * inv_freq`` is only good to ~0.06 rad, so the product is formed in float64
-and reduced modulo 2*pi before it is narrowed to float32.
-
-Channel layouts, one vocabulary for every encoding built on these angles. An angle ``theta_i``
-(``i < F``) fills two channels, its sin and cos (sinusoidal) or the two channels a rotation
-turns together (rotary); :data:`LAYOUTS` names where they sit in a width ``2F``:
-
-- ``"interleaved"``: side by side, channels ``2i`` and ``2i + 1``: ``[sin t0, cos t0, sin t1,
-  cos t1, ...]`` (the sinusoidal paper's PE(p, 2i), PE(p, 2i+1); GPT-J/RoFormer rotary).
-- ``"half"``: half the width apart, channels ``i`` and ``i + F``: ``[sin t0, sin t1, ...,
-  cos t0, cos t1, ...]`` (tensor2tensor's sinusoid; GPT-NeoX/Llama ``rotate_half`` rotary).
+- ``"interleaved"``: channels ``2i`` and ``2i + 1``, ``[sin t0, cos t0, sin t1, cos t1, ...]``
+  (the sinusoidal paper's PE(p, 2i), PE(p, 2i+1); GPT-J/RoFormer rotary).
+- ``"half"``: channels ``i`` and ``i + F``, ``[sin t0, sin t1, ..., cos t0, cos t1, ...]``
+  (tensor2tensor's sinusoid; GPT-NeoX/Llama ``rotate_half`` rotary).
 
 2D encodings add the order of the axes: :class:`posenc.spatial.SinCos2D` names
-``"rows_cols"``/``"cols_rows"`` (each axis a ``"half"`` block of its own, rows or columns
-first) and ``"half"`` (the 1D ``"half"`` layout over the angles of both axes, rows then
-columns: timm's ``build_sincos2d_pos_embed`` default). No layout is named after a library.
-
-Float64 buffers (and fixed-dtype parameters) that follow a module across devices but never
-across dtypes: the one ``_apply`` override in posenc.
+``"rows_cols"``/``"cols_rows"`` (each axis a ``"half"`` block of its own) and ``"half"`` (the
+1D layout over the angles of both axes, rows then columns: timm's ``build_sincos2d_pos_embed``).
+No layout is named after a library.
 """
 
 from __future__ import annotations
@@ -41,31 +38,11 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "check_int",
-    "check_positions",
-    "check_position_shape",
-    "check_position_values",
-    "check_pair_values",
-    "check_position_dtype",
-    "widen_positions",
-    "check_finite",
-    "check_positive_int",
-    "check_positive_float",
-    "check_float",
-    "check_bool",
-    "check_base",
-    "check_even",
-    "check_choice",
-    "check_output_dtype",
-    "LAYOUTS",
-    "angles",
-    "wide_dtype",
-    "KINDS",
-    "PositionEncoding",
-    "encoding_kind",
-    "no_weight_decay_names",
-    "unchecked",
-    "Float64Buffers",
+    "check_int", "check_positions", "check_position_shape", "check_position_values",
+    "check_pair_values", "check_position_dtype", "widen_positions", "check_finite",
+    "check_positive_int", "check_positive_float", "check_float", "check_bool", "check_base",
+    "check_even", "check_choice", "check_output_dtype", "LAYOUTS", "angles", "wide_dtype", "KINDS",
+    "PositionEncoding", "encoding_kind", "no_weight_decay_names", "unchecked", "Float64Buffers",
 ]
 
 
@@ -75,8 +52,7 @@ POSITION_FLOAT_DTYPES = (torch.float32, torch.float64)
 
 
 def check_int(value: object, name: str, *, ge: int | None = None) -> int:
-    """Return ``value`` if it is an ``int`` (not a bool) that is ``>= ge`` when given, else
-    raise naming ``name``."""
+    """Return ``value`` if it is an ``int`` (not a bool), ``>= ge`` when given."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
     if ge is not None and value < ge:
@@ -85,7 +61,7 @@ def check_int(value: object, name: str, *, ge: int | None = None) -> int:
 
 
 def check_positive_int(value: object, name: str) -> int:
-    """Return ``value`` if it is an ``int`` >= 1, else raise naming ``name``."""
+    """Return ``value`` if it is an ``int`` >= 1."""
     return check_int(value, name, ge=1)
 
 
@@ -110,8 +86,7 @@ def _as_float(value: object, name: str) -> float:
 
 
 def check_positive_float(value: object, name: str) -> float:
-    """Return ``value`` as a ``float`` if it is a finite real number > 0, else raise naming
-    ``name`` (ints and numpy scalars are accepted; bools, numpy bools included, are not)."""
+    """Return ``value`` as a ``float`` if it is a finite real number > 0."""
     number = _as_float(value, name)
     if not (math.isfinite(number) and number > 0):
         raise ValueError(f"{name} must be a positive number (finite, > 0), got {value!r}")
@@ -123,9 +98,8 @@ def check_float(
     lt: float | None = None,
 ) -> float:
     """Return ``value`` as a finite ``float`` within the given bounds (``> gt``, ``>= ge``,
-    ``< lt``), else raise naming ``name`` (``TypeError`` for a non-number or a bool,
-    ``ValueError`` for NaN, inf or a value out of bounds), e.g. ``check_float(base, "base",
-    gt=1)`` or ``check_float(dropout, "dropout", ge=0, lt=1)``."""
+    ``< lt``): ``TypeError`` for a non-number or a bool, ``ValueError`` for NaN, inf or a value
+    out of bounds, e.g. ``check_float(dropout, "dropout", ge=0, lt=1)``."""
     number = _as_float(value, name)
     bounds = [f"> {gt:g}"] if gt is not None else []
     bounds += [f">= {ge:g}"] if ge is not None else []
@@ -139,7 +113,7 @@ def check_float(
 
 def check_base(base: object, name: str = "base") -> float:
     """Return a sinusoidal or rotary wavelength base as a float: a finite number > 1 (base 1
-    gives every pair the same frequency; inf, NaN, bools and strings raise)."""
+    gives every pair the same frequency)."""
     return check_float(base, name, gt=1)
 
 
@@ -174,13 +148,8 @@ def check_output_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
 
 
 def check_finite(tensor: Tensor, name: str) -> Tensor:
-    """Return ``tensor`` if every value is finite, else raise ``ValueError`` naming ``name``.
-
-    The check reads the values (a host synchronisation, and a graph break under
-    ``torch.compile``, where it is skipped): call it where the data enters (a data module, a
-    function that builds positions, a public encoding method), not once per block. Integer
-    tensors are always finite.
-    """
+    """Return ``tensor`` if every value is finite (integer tensors always are). Reads the
+    values: skipped under ``torch.compile`` (a graph break), called where data enters."""
     if tensor.is_floating_point() and not torch.compiler.is_compiling():
         if not bool(torch.isfinite(tensor).all()):
             raise ValueError(f"{name} must be finite, got NaN or inf values")
@@ -191,8 +160,7 @@ def widen_positions(positions: Tensor, name: str = "positions") -> Tensor:
     """Integer positions as int64; floating ones unchanged.
 
     Narrow integers wrap in arithmetic (uint8 ``0 - 5`` is 251) and uint8 indexes a table as a
-    boolean mask, so every integer dtype is widened before offsets are taken or a table is
-    indexed. uint64 values past the int64 range raise (outside ``torch.compile``).
+    boolean mask. uint64 values past the int64 range raise (outside ``torch.compile``).
     """
     if positions.is_floating_point() or positions.dtype == torch.int64:
         return positions
@@ -204,8 +172,7 @@ def widen_positions(positions: Tensor, name: str = "positions") -> Tensor:
 
 
 def check_position_dtype(positions: Tensor, name: str = "positions") -> None:
-    """Refuse half-precision (float16, bfloat16, float8) positions with a ``TypeError``: they
-    are already the wrong positions (bfloat16 rounds 1001 to 1000)."""
+    """Refuse half-precision (float16, bfloat16, float8) positions with a ``TypeError``."""
     if positions.is_floating_point() and positions.dtype not in POSITION_FLOAT_DTYPES:
         raise TypeError(
             f"{name} must be an integer, float32 or float64 tensor, got {positions.dtype}: "
@@ -217,23 +184,14 @@ def check_position_dtype(positions: Tensor, name: str = "positions") -> None:
 def check_position_shape(
     positions: Tensor, name: str = "positions", *, trailing: tuple[int, ...] = ()
 ) -> Tensor:
-    """Validate the type, dtype and shape of a coordinate tensor of shape ``(N, *trailing)``
-    or ``(B, N, *trailing)`` and return it with integer dtypes widened to int64 (use the
-    returned tensor). Reads no values: what a block, or an encoding's unchecked method, runs.
+    """Check the type, dtype and shape ``(N, *trailing)`` or ``(B, N, *trailing)`` (e.g.
+    ``trailing=(2,)`` for (row, col)) of a coordinate tensor, reading no values: what blocks
+    and the encodings' unchecked methods run. Returns ``positions`` with integer dtypes
+    widened to int64 (use the returned tensor).
 
     Integer, float32 and float64 positions are legal (fractional positions come from
     interpolation, packed images and continuous time); bool, complex and half-precision
-    (float16, bfloat16, float8) positions raise ``TypeError``; a wrong shape ``ValueError``.
-    Encodings compute their angles from the returned tensor in float64, so integer positions
-    are exact at any dtype of the tensor the encoding is applied to.
-
-    Args:
-        positions: the coordinates.
-        name: argument name used in error messages.
-        trailing: fixed trailing dimensions, e.g. ``(2,)`` for (row, col) coordinates.
-
-    Returns:
-        ``positions``, as int64 if it was any integer dtype.
+    positions raise ``TypeError``, a wrong shape ``ValueError``.
     """
     if not isinstance(positions, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(positions).__name__}")
@@ -253,25 +211,16 @@ def check_position_shape(
 def check_positions(
     positions: Tensor, name: str = "positions", *, trailing: tuple[int, ...] = ()
 ) -> Tensor:
-    """:func:`check_position_shape`, then non-finite values raise ``ValueError``.
-
-    For where positions enter (a data module, a function that builds positions, a model's
-    forward that takes them): the finiteness check reads the values (a host synchronisation
-    on a GPU), so blocks take positions checked once there and check shapes only.
-    """
+    """:func:`check_position_shape`, then non-finite values raise ``ValueError``: for where
+    positions enter."""
     return check_finite(check_position_shape(positions, name, trailing=trailing), name)
 
 
 def check_position_values(positions: object, name: str = "positions") -> None:
     """Refuse half-precision and non-finite ``positions`` (a tensor, or an object carrying one
-    as ``.coords``: ``posenc.spatial.GridPositions``/``VideoPositions``) by name; anything
-    else is left to the shape checks that follow.
-
-    The value check of a public encoding method and of
-    :class:`~posenc.core.MultiheadAttention`'s forward, before they call the unchecked
-    method (``rotation`` -> ``_rotation``) that blocks call with positions checked at the
-    model's edge. Reads the values once (a host synchronisation on a GPU).
-    """
+    as ``.coords``: ``posenc.spatial.GridPositions``/``VideoPositions``); anything else is
+    left to the shape checks that follow. The value check of a public encoding method, before
+    it calls its unchecked twin (``rotation`` -> ``_rotation``)."""
     tensor = getattr(positions, "coords", positions)
     if isinstance(tensor, Tensor):
         name = name if tensor is positions else f"{name}.coords"
@@ -296,12 +245,9 @@ def wide_dtype(device: torch.device) -> torch.dtype:
 
 
 def angles(positions: Tensor, inv_freq: Tensor) -> Tensor:
-    """Angles ``positions[..., None] * inv_freq``.
-
-    Args:
-        positions: ``(...)`` int or float coordinates.
-        inv_freq: ``(F,)`` angular frequencies (float64 for full precision), or any shape that
-            broadcasts against ``(..., F)``, e.g. per-head ``(H, 1, F)``.
+    """Angles ``positions[..., None] * inv_freq`` of ``(...)`` int or float coordinates and
+    ``(F,)`` angular frequencies (float64 for full precision; or any shape that broadcasts
+    against ``(..., F)``, e.g. per-head ``(H, 1, F)``).
 
     Returns:
         ``(..., F)`` float32 angles reduced to ``[0, 2*pi)``; float64 (unreduced) when
@@ -327,15 +273,12 @@ added to the attention logits, or nowhere (the NoPE baseline).
 class PositionEncoding(nn.Module):
     """Base of posenc's encoding modules.
 
-    Every subclass declares its ``kind`` (one of :data:`KINDS`) as a class attribute, so code
-    that places an encoding (an attention module, ``posenc.spatial.attach``, the forecaster)
-    asks the class rather than guessing from its name or methods.
-
-    Every parameter an encoding owns (a learned table, RoPE-Mixed frequencies, a relative-bias
-    table, a continuous-bias MLP, Time2Vec frequencies) places tokens rather than transforms
-    their content, so weight decay would only pull positions towards each other.
-    :meth:`no_weight_decay` names them all, timm's convention, which optimizer set-ups read
-    through :func:`no_weight_decay_names`.
+    Every subclass declares its ``kind`` (one of :data:`KINDS`), so code that places an
+    encoding (an attention module, ``posenc.spatial.attach``, the forecaster) asks the class
+    rather than guessing from its name or methods. Every parameter an encoding owns places
+    tokens rather than transforms their content, so weight decay would only pull positions
+    towards each other: :meth:`no_weight_decay` names them all (timm's convention, read by
+    :func:`no_weight_decay_names`).
     """
 
     kind: ClassVar[str]
@@ -363,33 +306,23 @@ def encoding_kind(encoding: object) -> str:
 def no_weight_decay_names(model: nn.Module) -> set[str]:
     """Full names of the parameters of ``model`` that it or its submodules exclude from weight
     decay through a ``no_weight_decay()`` method (posenc encodings, timm models and layers).
-
     Names a module lists that it does not own (timm lists ``dist_token`` on every ViT) are
-    ignored.
-    """
+    ignored."""
     owned = {name for name, _ in model.named_parameters()}
     names: set[str] = set()
     for prefix, module in model.named_modules():
         declared = getattr(module, "no_weight_decay", None)
-        if not callable(declared):
-            continue
-        for name in declared():
-            names.add(f"{prefix}.{name}" if prefix else name)
+        if callable(declared):
+            names.update(f"{prefix}.{name}" if prefix else name for name in declared())
     return names & owned
 
 
 def unchecked(encoding: object, method: str = "forward") -> Callable:
-    """``encoding``'s ``method`` without its value checks: posenc's encodings check positions'
-    values in their public methods (``rotation``, ``key_rotation``, ``forward``,
-    ``score_mod``), then call the unchecked ``_rotation``, ..., ``_forward``, ``_score_mod``,
-    which check shapes only (as timm's Eva builds its rotary embedding at the model's edge
-    and passes it to the blocks).
-
-    For callers whose positions were checked once where they entered, or made from shapes
-    (a model's edge, the blocks after it, :class:`~posenc.core.MultiheadAttention` after its
-    own check), so nothing in a block waits for the host. An encoding of the user's own,
-    without the unchecked method, gets its public one.
-    """
+    """``encoding``'s ``method`` without its value checks: the unchecked twin (``_rotation``,
+    ``_key_rotation``, ``_forward``, ``_score_mod``) that checks shapes only, for callers whose
+    positions were checked where they entered or made from shapes (a model's edge and its
+    blocks, as timm's Eva builds its rotary embedding once and passes it to the blocks). An
+    encoding of the user's own, without the twin, gets its public method."""
     internal = getattr(encoding, f"_{method}", None)
     if internal is not None:
         return internal
@@ -397,24 +330,21 @@ def unchecked(encoding: object, method: str = "forward") -> Callable:
 
 
 class Float64Buffers(PositionEncoding):
-    """Base for modules that keep frequencies in float64.
+    """Base for modules that keep frequencies in float64: the one ``_apply`` override in posenc.
 
-    ``model.to(torch.bfloat16)`` casts every floating buffer; a bf16 inverse frequency is
-    off by up to 0.4%, which turns into whole radians at position 1000. The buffers named by
-    :meth:`float64_buffers` are moved to the new device but keep float64. They are derived
-    from the constructor's arguments, so they are left out of the state dict.
-
-    Subclasses return their buffers from :meth:`float64_buffers` and call
-    :meth:`reset_float64_buffers` in ``__init__``; the buffers can then be rebuilt at any
-    time. A module built under ``torch.device("meta")`` has meta buffers (no values):
-    ``to_empty(device=...)`` recomputes them on the new device, and, as for every posenc
+    ``model.to(torch.bfloat16)`` casts every floating buffer; a bf16 inverse frequency is off
+    by up to 0.4%, whole radians at position 1000. The buffers returned by
+    :meth:`float64_buffers` (computed from the constructor's arguments, so not in the state
+    dict) follow the module across devices but keep float64. Subclasses call
+    :meth:`reset_float64_buffers` in ``__init__``. Under ``torch.device("meta")`` the buffers
+    have no values: ``to_empty(device=...)`` recomputes them there, and, as for every posenc
     encoding and torchtune's modules, ``reset_parameters()`` after ``to_empty`` restores the
     whole encoding (learned parameters included).
 
     Learnable frequencies follow the same rule: the parameters named in
-    :attr:`fixed_dtype_parameters` (e.g. RoPE2D's mixed ``freqs``, float32) move with the
-    module across devices, in place (an optimizer keeps holding them), but keep their dtype
-    under ``.to(torch.bfloat16)``/``.half()``; unlike the buffers they are in the state dict.
+    :attr:`fixed_dtype_parameters` (e.g. RoPE2D's mixed ``freqs``, float32) move across
+    devices in place (an optimizer keeps holding them) but keep their dtype; unlike the
+    buffers they are in the state dict.
     """
 
     #: Names of parameters that move across devices but keep their dtype.
@@ -424,12 +354,6 @@ class Float64Buffers(PositionEncoding):
         """The float64 buffers, computed from the constructor's arguments (it runs under a CPU
         device context). Subclasses override it."""
         return {}
-
-    def _register_float64_buffer(self, name: str, tensor: Tensor) -> None:
-        self.register_buffer(name, tensor.to(torch.float64), persistent=False)
-        names = getattr(self, "_float64_buffer_names", ())
-        if name not in names:
-            self._float64_buffer_names = (*names, name)
 
     def reset_float64_buffers(self) -> None:
         """(Re)compute every buffer of :meth:`float64_buffers` and place it on the device the
@@ -448,8 +372,10 @@ class Float64Buffers(PositionEncoding):
         # ALiBi's slopes), then placed: a few hundred numbers at most.
         with torch.device("cpu"):
             built = self.float64_buffers()
-        for n, t in built.items():
-            self._register_float64_buffer(n, t.to(device))
+        for name, tensor in built.items():
+            self.register_buffer(name, tensor.to(device, torch.float64), persistent=False)
+        names = getattr(self, "_float64_buffer_names", ())
+        self._float64_buffer_names = (*names, *(n for n in built if n not in names))
 
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True):
         names = getattr(self, "_float64_buffer_names", ())
@@ -474,22 +400,19 @@ class Float64Buffers(PositionEncoding):
         if rebuild_on is not None:
             self._rebuild(rebuild_on)
         for n, p in params.items():
-            if p is not None:
-                self._parameters[n] = _move_parameter(p, _target_device(fn, p))
+            if p is None:
+                continue
+            device = _target_device(fn, p)
+            if p.is_meta and device.type != "meta":
+                # No values to copy, and a meta tensor cannot become a real parameter's .data:
+                # reset_parameters() fills the new one.
+                self._parameters[n] = nn.Parameter(torch.empty_like(p, device=device),
+                                                   requires_grad=p.requires_grad)
+            elif device != p.device:  # in place: optimizers hold the object
+                p.data = p.data.to(device)
+                if p.grad is not None:
+                    p.grad = p.grad.to(device)
         return self
-
-
-def _move_parameter(p: nn.Parameter, device: torch.device) -> nn.Parameter:
-    """``p`` on ``device`` with its dtype, moved in place (optimizers hold the object)."""
-    if p.is_meta and device.type != "meta":
-        # No values to copy (to_empty after a meta-device build), and a meta tensor cannot
-        # become a real parameter's .data: reset_parameters() fills the new one.
-        return nn.Parameter(torch.empty_like(p, device=device), requires_grad=p.requires_grad)
-    if device != p.device:
-        p.data = p.data.to(device)
-        if p.grad is not None:
-            p.grad = p.grad.to(device)
-    return p
 
 
 def _target_device(fn: Callable[[Tensor], Tensor], t: Tensor) -> torch.device:

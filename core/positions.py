@@ -8,24 +8,15 @@ from torch import Tensor
 from .encoding import check_position_dtype, check_positive_int, widen_positions
 
 __all__ = [
-    "positions_from_padding_mask",
-    "packed_positions",
-    "packed_attention_mask",
-    "incremental_positions",
-    "relative_positions",
+    "positions_from_padding_mask", "packed_positions", "packed_attention_mask",
+    "incremental_positions", "relative_positions",
 ]
 
 
 def positions_from_padding_mask(mask: Tensor) -> Tensor:
-    """Positions that count only real tokens, for left or right padding.
-
-    Args:
-        mask: ``(B, N)`` bool, True for real tokens and False for padding.
-
-    Returns:
-        ``(B, N)`` int64: the i-th real token of each row gets position i; padding gets 0
-        (it is masked out of attention, so its value is irrelevant but kept in range).
-    """
+    """``(B, N)`` int64 positions that count only real tokens of a ``(B, N)`` bool ``mask``
+    (True for real tokens), for left or right padding: the i-th real token of each row gets
+    position i, padding 0 (masked out of attention, so irrelevant, but kept in range)."""
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.ndim != 2:
         got = f"{mask.dtype} tensor of shape {tuple(mask.shape)}" if isinstance(
             mask, Tensor) else type(mask).__name__
@@ -44,25 +35,16 @@ def _check_lengths(lengths: Tensor | list[int]) -> Tensor:
 
 
 def packed_positions(lengths: Tensor | list[int]) -> Tensor:
-    """Positions for documents packed into one sequence, restarting at 0 for each.
-
-    Args:
-        lengths: ``(D,)`` document lengths.
-
-    Returns:
-        ``(sum(lengths),)`` int64, e.g. ``[3, 2] -> [0, 1, 2, 0, 1]``.
-    """
+    """``(sum(lengths),)`` int64 positions of documents of ``(D,)`` ``lengths`` packed into
+    one sequence, restarting at 0 for each: ``[3, 2] -> [0, 1, 2, 0, 1]``."""
     lengths = _check_lengths(lengths)
     starts = torch.repeat_interleave(lengths.cumsum(0) - lengths, lengths)
     return torch.arange(int(lengths.sum()), device=lengths.device) - starts
 
 
 def packed_attention_mask(lengths: Tensor | list[int]) -> Tensor:
-    """Block-diagonal mask that keeps packed documents from attending to each other.
-
-    Returns:
-        ``(N, N)`` bool with ``N = sum(lengths)``, True where attention is allowed.
-    """
+    """``(N, N)`` bool block-diagonal mask, ``N = sum(lengths)``, True where attention is
+    allowed: packed documents do not attend to each other."""
     lengths = _check_lengths(lengths)
     doc = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device), lengths)
     return doc[:, None] == doc[None, :]
@@ -71,15 +53,8 @@ def packed_attention_mask(lengths: Tensor | list[int]) -> Tensor:
 def incremental_positions(
     num_tokens: int, offset: int | Tensor, device: torch.device | str | None = None
 ) -> Tensor:
-    """Positions of ``num_tokens`` new tokens appended after ``offset`` cached ones.
-
-    Args:
-        num_tokens: how many tokens this decoding step adds.
-        offset: tokens already in the cache; an int, or ``(B,)`` per sequence.
-
-    Returns:
-        ``(num_tokens,)`` for an int offset, ``(B, num_tokens)`` for a tensor offset.
-    """
+    """Positions of ``num_tokens`` new tokens appended after ``offset`` cached ones (an int,
+    or ``(B,)`` per sequence): ``(num_tokens,)``, or ``(B, num_tokens)`` for a tensor offset."""
     check_positive_int(num_tokens, "num_tokens")
     if isinstance(offset, Tensor):
         if offset.ndim != 1 or offset.is_floating_point() or offset.dtype == torch.bool:

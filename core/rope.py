@@ -1,22 +1,23 @@
-"""Rotary position embedding (RoPE, Su et al. 2021) in both channel layouts.
+"""Rotary position embedding (RoPE, Su et al. 2021) and its context-extension scalings.
 
-Layouts pair channels differently; both are exact rotations, they differ only in which
+A rotation turns channel pairs of q and k by ``position * inv_freq``; the two layouts
+(:data:`~posenc.core.encoding.LAYOUTS`) are both exact rotations and differ only in which
 channels form a pair:
 
-- ``"half"`` (GPT-NeoX, Hugging Face Llama, ``rotate_half``): channel ``i`` pairs with
+- ``"half"`` (GPT-NeoX, Hugging Face Llama, ``rotate_half``): channel ``i`` with
   ``i + rotary_dim / 2``.
-- ``"interleaved"`` (GPT-J, RoFormer, Meta's complex form): channel ``2i`` pairs with ``2i + 1``.
+- ``"interleaved"`` (GPT-J, RoFormer, Meta's complex form): channel ``2i`` with ``2i + 1``.
 
-:func:`convert_rotary_layout` permutes q/k projection weights from one layout to the other,
-so a checkpoint trained with one runs exactly under the other.
+:func:`convert_rotary_layout` permutes q/k projection weights from one layout to the other, so
+a checkpoint trained with one runs exactly under the other.
 
-Context extension for RoPE: frequency rescaling methods.
-
-Each method maps the base inverse frequencies of a rotary encoding to new ones (and, for
-YaRN and LongRoPE, an attention scaling). The formulas follow Hugging Face transformers'
-``modeling_rope_utils`` (``linear``, ``dynamic``, ``yarn``, ``llama3``, ``longrope``,
-``proportional``); the static NTK-aware rule is bloc97's ``base * factor ** (dim / (dim - 2))``.
-Everything is computed in float64.
+A :class:`RopeScaling` maps the base inverse frequencies to new ones (and, for YaRN and
+LongRoPE, an attention scaling folded into cos and sin), computed in float64. The formulas
+follow Hugging Face transformers' ``modeling_rope_utils`` (``linear``, ``dynamic``, ``yarn``,
+``llama3``, ``longrope``, ``proportional``); the static NTK-aware rule is bloc97's
+``base * factor ** (dim / (dim - 2))``. Every ``factor`` is >= 1: each method extends the
+context (a factor < 1 would shrink it, and make YaRN's and Llama 3's "interpolated" band
+extrapolate instead).
 """
 
 from __future__ import annotations
@@ -44,20 +45,9 @@ from .encoding import (
 )
 
 __all__ = [
-    "RopeScaling",
-    "LinearScaling",
-    "NTKScaling",
-    "DynamicNTKScaling",
-    "YarnScaling",
-    "Llama3Scaling",
-    "LongRopeScaling",
-    "ProportionalScaling",
-    "rope_inv_freq",
-    "Rotation",
-    "rotation_from_angles",
-    "apply_rotation",
-    "RotaryEncoding",
-    "rotary_layout_permutation",
+    "RopeScaling", "LinearScaling", "NTKScaling", "DynamicNTKScaling", "YarnScaling",
+    "Llama3Scaling", "LongRopeScaling", "ProportionalScaling", "rope_inv_freq", "Rotation",
+    "rotation_from_angles", "apply_rotation", "RotaryEncoding", "rotary_layout_permutation",
     "convert_rotary_layout",
 ]
 
@@ -69,25 +59,16 @@ def rope_inv_freq(rotary_dim: int, base: float | Tensor) -> Tensor:
     number must be finite and > 1.
     """
     check_even(rotary_dim, "rotary_dim")
-    if not isinstance(base, Tensor):
-        base = check_base(base)
+    base = base.to(torch.float64) if isinstance(base, Tensor) else check_base(base)
     # Made on the base's device: a CPU arange copied to a GPU in every forward (dynamic NTK)
     # would wait for the GPU each time.
     device = base.device if isinstance(base, Tensor) else None
     exponent = torch.arange(0, rotary_dim, 2, dtype=torch.float64, device=device) / rotary_dim
-    if isinstance(base, Tensor):
-        base = base.to(torch.float64)
     return 1.0 / base**exponent
 
 
 def _check_factor(factor: float) -> float:
-    # Every method extends the context: factor < 1 would shrink it (and makes YaRN's and
-    # Llama 3's "interpolated" band extrapolate instead).
     return check_float(factor, "factor", ge=1)
-
-
-def _check_original(original_max_positions: int) -> int:
-    return check_positive_int(original_max_positions, "original_max_positions")
 
 
 def _ntk_exponent(rotary_dim: int) -> float:
@@ -102,11 +83,8 @@ def _ntk_exponent(rotary_dim: int) -> float:
 
 @dataclass(frozen=True)
 class RopeScaling:
-    """No rescaling; base class of the methods below.
-
-    Subclasses override :meth:`inv_freq` (static methods) or set ``dynamic`` and override
-    :meth:`dynamic_inv_freq` (methods that depend on the current sequence length).
-    """
+    """No rescaling; the base of the methods, which override :meth:`inv_freq` or, set
+    ``dynamic``, :meth:`dynamic_inv_freq` (those that depend on the current length)."""
 
     dynamic = False
 
@@ -169,7 +147,7 @@ class DynamicNTKScaling(RopeScaling):
 
     def __post_init__(self) -> None:
         _check_factor(self.factor)
-        _check_original(self.original_max_positions)
+        check_positive_int(self.original_max_positions, "original_max_positions")
 
     def dynamic_inv_freq(self, rotary_dim: int, base: float, seq_len: Tensor) -> Tensor:
         exponent = _ntk_exponent(rotary_dim)
@@ -178,7 +156,7 @@ class DynamicNTKScaling(RopeScaling):
         return rope_inv_freq(rotary_dim, base * ratio ** exponent)
 
     def inv_freq(self, rotary_dim: int, base: float) -> Tensor:
-        """Frequencies at the original context length (i.e. unscaled)."""
+        """Frequencies at the original context length (unscaled)."""
         _ntk_exponent(rotary_dim)  # refuse rotary_dim=2 when the encoding is built
         return rope_inv_freq(rotary_dim, base)
 
@@ -192,19 +170,13 @@ class YarnScaling(RopeScaling):
     """YaRN (Peng et al. 2023): interpolate low frequencies, keep high ones, ramp between.
 
     Frequencies that turn fewer than ``beta_slow`` times over the original context are divided
-    by ``factor``; those turning more than ``beta_fast`` times are kept; a linear ramp over
-    the (floored/ceiled) dimension range blends the two. ``attention_scaling`` is
-    ``0.1 ln(factor) + 1``, or the DeepSeek ratio when ``mscale`` and ``mscale_all_dim`` are
-    both given (DeepSeek-V2/V3; one given alone is ignored, as in Hugging Face, so ported
-    configs encode as they were trained). ``mscale`` and ``mscale_all_dim`` must be finite
-    and > 0 (Hugging Face reads 0 as "not given"; posenc asks for None). ``beta_fast`` and
-    ``beta_slow`` are rotation counts over the original context (Hugging Face's defaults 32
-    and 1), finite with ``beta_fast > beta_slow > 0``.
-
-    ``truncate=False`` (gpt-oss) keeps the ramp's ends where the rotation counts put them
-    instead of flooring/ceiling them to whole pairs. ``attention_factor`` (finite, > 0), when
-    given, is the attention scaling as is, whatever ``mscale``/``mscale_all_dim`` say (as in
-    Hugging Face).
+    by ``factor``, those turning more than ``beta_fast`` times are kept (rotation counts,
+    ``beta_fast > beta_slow > 0``), and a linear ramp over the dimension range between blends
+    the two; its ends are floored/ceiled to whole pairs unless ``truncate=False`` (gpt-oss).
+    ``attention_scaling`` is ``0.1 ln(factor) + 1``, or the DeepSeek-V2/V3 ratio when
+    ``mscale`` and ``mscale_all_dim`` are both given (one alone is ignored, as in Hugging
+    Face, so ported configs encode as they were trained; both > 0: Hugging Face reads 0 as
+    "not given", posenc asks for None), or ``attention_factor`` as is when given.
     """
 
     factor: float
@@ -218,7 +190,7 @@ class YarnScaling(RopeScaling):
 
     def __post_init__(self) -> None:
         _check_factor(self.factor)
-        _check_original(self.original_max_positions)
+        check_positive_int(self.original_max_positions, "original_max_positions")
         check_bool(self.truncate, "truncate")
         if self.attention_factor is not None:
             check_float(self.attention_factor, "attention_factor", gt=0)
@@ -230,7 +202,6 @@ class YarnScaling(RopeScaling):
                 f"beta_fast={self.beta_fast!r}, beta_slow={self.beta_slow!r}")
         for name in ("mscale", "mscale_all_dim"):
             if getattr(self, name) is not None:
-                # 0.1 * mscale * ln(factor) + 1 must stay > 0 (it divides, and scales cos/sin).
                 check_float(getattr(self, name), name, gt=0)
 
     @property
@@ -275,7 +246,7 @@ class Llama3Scaling(RopeScaling):
 
     def __post_init__(self) -> None:
         _check_factor(self.factor)
-        _check_original(self.original_max_positions)
+        check_positive_int(self.original_max_positions, "original_max_positions")
         check_float(self.low_freq_factor, "low_freq_factor", gt=0)
         check_float(self.high_freq_factor, "high_freq_factor", gt=0)
         if not self.high_freq_factor > self.low_freq_factor:
@@ -299,8 +270,8 @@ class Llama3Scaling(RopeScaling):
 
 
 def _check_factor_list(value: object, name: str) -> tuple[float, ...]:
-    """``value`` (a list/tuple of numbers, or a 1-D tensor/array) as a tuple of finite floats
-    > 0; a frozen dataclass keeps a tuple (hashable, and a caller's list cannot change it)."""
+    """A sequence or 1-D tensor/array of finite numbers > 0 as a tuple (hashable, and a
+    caller's list cannot change the frozen dataclass)."""
     if hasattr(value, "ndim") and hasattr(value, "tolist"):  # torch / numpy arrays
         if value.ndim != 1:
             raise ValueError(f"{name} must be 1-D (one factor per rotary pair), got shape "
@@ -319,27 +290,17 @@ class LongRopeScaling(RopeScaling):
     """LongRoPE (Ding et al. 2024; Phi-3 "su", Hugging Face ``"longrope"``): a searched
     rescale factor per rotary pair, one set for short and one for long sequences.
 
-    Pair ``i`` turns at ``base ** (-2i / rotary_dim) / f_i`` with ``f = short_factor`` while
-    the sequence fits the original context, ``f = long_factor`` once it is longer: a sequence
-    of ``seq_len = max(positions) + 1`` tokens uses the long set when ``seq_len >
-    original_max_positions``, for every token and every row of the batch (Hugging Face's
+    Pair ``i`` turns at ``base ** (-2i / rotary_dim) / f_i`` with ``f = short_factor``
+    (``rotary_dim // 2`` factors > 0) while the sequence fits the original context and
+    ``f = long_factor`` once it is longer: ``seq_len = max(positions) + 1 >
+    original_max_positions`` switches every token and every row of the batch (Hugging Face's
     Phi-3 switch). ``inv_freq`` are the short ones.
 
-    Both sets scale cos and sin by ``attention_factor``; when not given it is Hugging Face's
-    default ``sqrt(1 + ln(factor) / ln(original_max_positions))`` (1 for ``factor == 1``),
-    with ``factor`` the context ratio: given as is, or as ``max_positions /
-    original_max_positions`` (Phi-3 configs give ``max_position_embeddings`` instead of a
-    factor). Give one of the two (both only when they agree), or ``attention_factor``.
-
-    Args:
-        short_factor: ``rotary_dim // 2`` finite factors > 0 (a list, tuple or 1-D tensor;
-            stored as a tuple).
-        long_factor: the same, for sequences beyond ``original_max_positions``.
-        original_max_positions: the pre-training context (Phi-3's
-            ``original_max_position_embeddings``).
-        factor: context extension ratio (>= 1), for the default attention factor.
-        max_positions: the extended context (``max_position_embeddings``), >= the original.
-        attention_factor: the cos/sin scaling as is (finite, > 0).
+    Both sets scale cos and sin by ``attention_factor``, by default Hugging Face's
+    ``sqrt(1 + ln(factor) / ln(original_max_positions))`` (1 for ``factor == 1``) of the
+    context ratio ``factor``, given as is or as ``max_positions / original_max_positions``
+    (Phi-3 configs give ``max_position_embeddings``): give one of the two (both only when
+    they agree), or ``attention_factor``.
     """
 
     short_factor: tuple[float, ...]
@@ -357,7 +318,7 @@ class LongRopeScaling(RopeScaling):
             raise ValueError(
                 f"short_factor and long_factor must have the same length (one factor per "
                 f"rotary pair), got {len(self.short_factor)} and {len(self.long_factor)}")
-        original = _check_original(self.original_max_positions)
+        original = check_positive_int(self.original_max_positions, "original_max_positions")
         if self.factor is not None:
             _check_factor(self.factor)
         if self.max_positions is not None:
@@ -411,8 +372,8 @@ class LongRopeScaling(RopeScaling):
         return self._scaled(self.long_factor, rotary_dim, base)
 
     def select_inv_freq(self, seq_len: Tensor, short: Tensor, long: Tensor) -> Tensor:
-        """``long`` if ``seq_len > original_max_positions`` else ``short``; ``seq_len`` is a
-        0-d tensor, so this is traceable and needs no host synchronisation."""
+        """``long`` if the 0-d ``seq_len > original_max_positions`` else ``short`` (traced,
+        no host synchronisation)."""
         return torch.where(seq_len > self.original_max_positions, long, short)
 
     def dynamic_inv_freq(self, rotary_dim: int, base: float, seq_len: Tensor) -> Tensor:
@@ -457,43 +418,33 @@ class ProportionalScaling(RopeScaling):
 
 
 class Rotation(NamedTuple):
-    """Per-token rotation, ready to apply to q or k.
-
-    ``cos`` and ``sin`` are float32 of shape ``(B or 1, H or 1, N, rotary_dim // 2)``; they
-    already include the encoding's attention scaling. Channels past ``rotary_dim`` pass
-    through unchanged.
-    """
+    """Per-token rotation for :func:`apply_rotation`: float32 ``cos`` and ``sin`` of shape
+    ``(B or 1, H or 1, N, rotary_dim // 2)``, the encoding's attention scaling included."""
 
     cos: Tensor
     sin: Tensor
     layout: str
 
 
-def rotation_from_angles(theta: Tensor, layout: str, scale: float = 1.0) -> Rotation:
+def rotation_from_angles(theta: Tensor, layout: str, scale: float | Tensor = 1.0) -> Rotation:
     """Build a :class:`Rotation` from angles of shape ``(N, R/2)``, ``(B, N, R/2)`` or
-    ``(B or 1, H or 1, N, R/2)`` (per-head angles, e.g. RoPE-Mixed)."""
-    if theta.ndim == 2:
-        theta = theta[None, None]
-    elif theta.ndim == 3:
-        theta = theta[:, None]
+    ``(B or 1, H or 1, N, R/2)`` (per-head angles, e.g. RoPE-Mixed); ``scale`` multiplies cos
+    and sin (a number, or a tensor of the angles' shape: xPos's scales)."""
     cos, sin = theta.cos(), theta.sin()
-    if scale != 1.0:
+    if isinstance(scale, Tensor) or scale != 1.0:
         cos, sin = cos * scale, sin * scale
-    return Rotation(cos.float(), sin.float(), layout)
+    lead = {2: (None, None), 3: (slice(None), None)}.get(theta.ndim, ())  # to 4-D
+    return Rotation(cos[lead].float(), sin[lead].float(), layout)
 
 
 def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
-    """Rotate the leading ``rotary_dim`` channels of ``x``.
+    """Rotate the leading ``rotary_dim`` channels of ``(B, H, N, head_dim)`` queries or keys
+    ``x`` (any floating dtype; the arithmetic runs in at least float32); the rest pass through.
 
-    Args:
-        x: ``(B, H, N, head_dim)`` queries or keys, any floating dtype.
-        rotation: from :meth:`RotaryEncoding.rotation` (or a 2D encoding), or a rotation that
-            is not made of channel pairs and applies itself through its ``apply(x)`` method
-            (e.g. :class:`posenc.spatial.liere.BlockRotation`, LieRE's ``b x b`` blocks); it too has
-            a ``cos`` of shape ``(B or 1, H or 1, N, ...)``.
-
-    Returns:
-        Tensor shaped and typed like ``x``. The arithmetic runs in at least float32.
+    ``rotation`` is a :class:`Rotation`, or one not made of channel pairs that applies itself
+    through its ``apply(x)`` (e.g. LieRE's ``b x b`` blocks,
+    :class:`posenc.spatial.liere.BlockRotation`; it too has a ``cos`` of shape
+    ``(B or 1, H or 1, N, ...)``). Returns a tensor shaped and typed like ``x``.
     """
     if not isinstance(rotation, Rotation) and callable(getattr(rotation, "apply", None)):
         return rotation.apply(x)
@@ -529,13 +480,10 @@ def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
         if rot < x.shape[-1]:
             out = torch.cat((out, x[..., rot:].to(work)), dim=-1)
         return out.to(x.dtype)
-    # "half": out = x * [cos, cos, 1...] then two fused multiply-adds on the halves, which
-    # avoids materialising rotate_half(x) with torch.cat. Eager PyTorch has no op that reads a
-    # channel's partner 32 channels away in the same pass, so this is three passes (the two
-    # on halves run 32-wide inner loops): ~3-4x a ``q * 2`` pass on CPU, against ~1.1x for
-    # the interleaved complex multiply. To run a "half" checkpoint at the interleaved speed,
-    # convert its q/k projections once (:func:`convert_rotary_layout`): the attention logits
-    # are unchanged.
+    # "half": x * [cos, cos, 1...], then two fused multiply-adds on the halves (no
+    # rotate_half(x) made with torch.cat): three passes, ~3-4x a ``q * 2`` pass on CPU against
+    # ~1.1x for the interleaved complex multiply. A "half" checkpoint runs at the interleaved
+    # speed once its q/k projections are converted (convert_rotary_layout).
     scale = torch.cat((cos, cos, cos.new_ones(cos.shape[:-1] + (x.shape[-1] - rot,))), dim=-1)
     out = x * scale.to(work)
     out[..., :half].addcmul_(x[..., half:rot], sin, value=-1)
@@ -553,19 +501,17 @@ def check_rotary_dim(head_dim: int, rotary_dim: int | None) -> int:
 
 
 class RotaryEncoding(Float64Buffers):
-    """Rotary position embedding for q and k of shape ``(B, H, N, head_dim)``.
+    """Rotary position embedding for q and k of shape ``(B, H, N, head_dim)``, from ``(N,)`` or
+    ``(B, N)`` int or float positions (float64 positions keep float64 angles, for timestamps;
+    cos/sin stay within 1e-6 of exact up to position 1e6 and beyond).
 
     Args:
         head_dim: channels per head.
         base: wavelength base (``rope_theta``).
-        rotary_dim: channels that rotate (even, <= head_dim); the rest pass through
-            (partial rotary, as in GPT-NeoX/Phi). Defaults to ``head_dim``.
-        layout: ``"half"`` or ``"interleaved"`` channel pairing (see module docstring).
-        scaling: a context-extension method from :mod:`posenc.core.rope`.
-
-    Positions are ``(N,)`` or ``(B, N)``, int or float (float64 positions keep float64
-    angles, for timestamps). Angles are formed in float64 and reduced mod 2*pi, so cos/sin
-    stay within 1e-6 of exact up to position 1e6 and beyond.
+        rotary_dim: channels that rotate (even, <= head_dim; default ``head_dim``); the rest
+            pass through (partial rotary, as in GPT-NeoX/Phi).
+        layout: ``"half"`` or ``"interleaved"`` channel pairing.
+        scaling: a context-extension method (:class:`RopeScaling`), or None.
     """
 
     kind = "rotary"
@@ -608,8 +554,7 @@ class RotaryEncoding(Float64Buffers):
         return self.scaling.attention_scaling
 
     def rotation(self, positions: Tensor) -> Rotation:
-        """``(N,)`` or ``(B, N)`` positions -> :class:`Rotation` for :func:`apply_rotation`
-        (non-finite positions raise)."""
+        """``(N,)`` or ``(B, N)`` positions (finite) -> :class:`Rotation`."""
         check_position_values(positions)
         return self._rotation(positions)
 
@@ -649,11 +594,8 @@ class RotaryEncoding(Float64Buffers):
 def rotary_layout_permutation(
     head_dim: int, rotary_dim: int | None = None, src: str = "half", dst: str = "interleaved"
 ) -> Tensor:
-    """Channel index ``perm`` with ``x_dst = x_src[..., perm]`` for one head.
-
-    Pair ``i`` is channels ``(i, i + R/2)`` in ``"half"`` and ``(2i, 2i + 1)`` in
-    ``"interleaved"``; pass-through channels keep their place.
-    """
+    """Channel index ``perm`` with ``x_dst = x_src[..., perm]`` for one head (pass-through
+    channels keep their place)."""
     check_even(head_dim, "head_dim")
     rotary_dim = check_rotary_dim(head_dim, rotary_dim)
     check_choice(src, "src", LAYOUTS)
@@ -672,19 +614,10 @@ def rotary_layout_permutation(
 def convert_rotary_layout(
     weight: Tensor, num_heads: int, src: str, dst: str, rotary_dim: int | None = None
 ) -> Tensor:
-    """Permute a q or k projection's output channels from layout ``src`` to ``dst``.
-
-    Args:
-        weight: ``(num_heads * head_dim, in_features)`` weight or ``(num_heads * head_dim,)``
-            bias of the q (or k) projection.
-        num_heads: heads in the projection.
-        src: the layout ``weight`` is in, ``"half"`` or ``"interleaved"``.
-        dst: the layout to convert to, ``"half"`` or ``"interleaved"``.
-        rotary_dim: rotating channels per head (default: all).
-
-    Returns:
-        The permuted tensor; attention logits are unchanged when q and k are both converted.
-    """
+    """Permute the output channels of a q or k projection's ``(num_heads * head_dim,
+    in_features)`` weight or ``(num_heads * head_dim,)`` bias from layout ``src`` to ``dst``
+    (``rotary_dim`` rotating channels per head, default all). The attention logits are
+    unchanged when q and k are both converted."""
     check_positive_int(num_heads, "num_heads")
     if weight.ndim not in (1, 2):
         raise ValueError(f"weight must be a (num_heads * head_dim, in_features) weight or a "

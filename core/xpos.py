@@ -5,34 +5,26 @@ Queries are rotated and scaled by ``s(m) = zeta ** ((m - c) / scale_base)``, key
 scaled by ``1 / s(n)``, with one ``zeta_i = (2i + 0.4 R) / (1.4 R)`` per rotary pair
 (``R = rotary_dim``, ``zeta`` in ``[2/7, 1)``). The logit of a pair turns by the RoPE angle of
 ``m - n`` and is damped by ``zeta_i ** ((m - n) / scale_base)``: for causal attention
-(``m >= n``) the damping grows with distance, fastest for the high-frequency pairs (pair 0,
-``zeta_0 = 2/7``) and slowest for the low-frequency ones (``zeta`` near 1). The
-reference implementations use it in causal attention only (x-transformers refuses
-bidirectional xPos): for keys after the query the factor grows instead.
+(``m >= n``) the damping grows with distance, fastest for the high-frequency pairs. The
+references use it in causal attention only (x-transformers refuses bidirectional xPos): for
+keys after the query the factor grows instead.
 
-The centre ``c`` cancels in every logit, so it is a numerical choice only: it sets where the
-scales are 1. rotary-embedding-torch centres a sequence of length ``N`` at ``N // 2``,
-x-transformers at ``(max position + 1) // 2``; ``XPos(center=N // 2)`` reproduces their q and
-k values exactly, and any centre gives their logits. Here the centre is fixed at construction
-rather than taken from each call's positions, because queries and keys must share it: keys
-in a :class:`~posenc.core.KVCache` keep the scale of the step that made them, and a centre
-that moved with the sequence would change every cached logit.
+The centre ``c`` cancels in every logit; it only sets where the scales are 1.
+rotary-embedding-torch centres a sequence of length ``N`` at ``N // 2``, x-transformers at
+``(max position + 1) // 2``; ``XPos(center=N // 2)`` reproduces their q and k exactly. It is
+fixed at construction rather than taken from each call's positions because queries and keys
+must share it: keys in a :class:`~posenc.core.KVCache` keep the scale of the step that made
+them.
 
-Range, without clipping: a scale ``zeta_0 ** (offset / scale_base)`` grows exponentially with
-the offset ``|position - center|``. :meth:`XPos.max_offset` is the largest offset whose scale
-and inverse stay within ``[max ** -0.5, max ** 0.5]`` of a dtype's largest value ``max``, so
-q and k values up to ``max ** 0.5`` (256 in float16) stay finite after scaling: at the
-default ``scale_base=512`` that is 2266 positions either side of the centre in float16 and
-18,130 in bfloat16/float32 (rotations are float32, so float64 gets float32's range). Beyond
-it, posenc raises rather than let a scale overflow to inf or flush to 0: the rotation checks
-float32's range, :class:`~posenc.core.MultiheadAttention` checks the dtype its attention runs
-in (the autocast dtype under autocast), both where they read the positions' values (not
-under ``torch.compile``; the unchecked ``_rotation`` that blocks call reads nothing). For longer
-contexts in float16, centre the positions, raise ``scale_base`` (a gentler decay: a different
-model) or attend in bfloat16/float32.
-
-Everything is computed in float64 (float32 on MPS) and applied by
-:func:`~posenc.core.apply_rotation` in the dtype of q and k.
+Range: a scale grows exponentially with ``|position - center|``. :meth:`XPos.max_offset` is
+the largest offset whose scale and inverse stay within ``[max ** -0.5, max ** 0.5]`` of a
+dtype's largest value, so q and k values up to ``max ** 0.5`` (256 in float16) stay finite:
+at ``scale_base=512``, 2266 positions either side of the centre in float16 and 18,130 in
+bfloat16/float32 (rotations are float32, so float64 gets float32's range). Beyond it posenc
+raises rather than let a scale overflow or flush to 0: the public rotations check float32's
+range, :class:`~posenc.core.MultiheadAttention` the dtype it attends in (outside
+``torch.compile``). For longer contexts in float16, centre the positions, raise
+``scale_base`` (a gentler decay: a different model) or attend in bfloat16/float32.
 """
 
 from __future__ import annotations
@@ -55,7 +47,7 @@ from .encoding import (
     check_positive_float,
     wide_dtype,
 )
-from .rope import Rotation, apply_rotation, check_rotary_dim, rope_inv_freq
+from .rope import Rotation, apply_rotation, check_rotary_dim, rope_inv_freq, rotation_from_angles
 
 __all__ = ["XPos", "xpos_zeta"]
 
@@ -72,27 +64,22 @@ def xpos_zeta(rotary_dim: int) -> Tensor:
 
 
 class XPos(Float64Buffers):
-    """xPos rotary encoding for q and k of shape ``(B, H, N, head_dim)``; see the module
-    docstring for the formula, the centre and the range.
-
-    Use it as the ``rotary`` of :class:`~posenc.core.MultiheadAttention` (which turns queries
-    with :meth:`rotation` and keys with :meth:`key_rotation`), or directly:
-    ``q, k = xpos(q, k, positions)``.
+    """xPos rotary encoding for q and k of shape ``(B, H, N, head_dim)``: the ``rotary`` of
+    :class:`~posenc.core.MultiheadAttention` (queries turn by :meth:`rotation`, keys by
+    :meth:`key_rotation`), or ``q, k = xpos(q, k, positions)``. Computed in float64 (float32
+    on MPS), applied in the dtype of q and k.
 
     Args:
         head_dim: channels per head.
-        base: wavelength base of the rotation (``theta``), as :class:`RotaryEncoding`.
-        scale_base: decay length ``gamma`` in positions (the references' ``xpos_scale_base``
-            / ``scale_base``, default 512): the scale of pair ``i`` changes by ``zeta_i`` every
-            ``scale_base`` positions.
-        rotary_dim: channels that rotate and scale (even, <= head_dim); the rest pass through
-            unchanged. Defaults to ``head_dim``. ``zeta`` and the frequencies follow
-            ``rotary_dim``, as in both references' partial rotary.
-        layout: ``"half"`` or ``"interleaved"`` channel pairing (both references use
-            ``"interleaved"``).
-        center: position where every scale is 1. It cancels in the logits; put it mid-way
-            through the positions in use (the references use ``seq_len // 2``) to halve the
-            largest offset, which :meth:`max_offset` bounds.
+        base: wavelength base of the rotation, as :class:`~posenc.core.RotaryEncoding`'s.
+        scale_base: decay length in positions (the references' ``xpos_scale_base``): the scale
+            of pair ``i`` changes by ``zeta_i`` every ``scale_base`` positions.
+        rotary_dim: channels that rotate and scale (even, <= head_dim; default ``head_dim``;
+            ``zeta`` and the frequencies follow it, as in the references' partial rotary).
+        layout: ``"half"`` or ``"interleaved"`` (the references') channel pairing.
+        center: position where every scale is 1; mid-way through the positions in use (the
+            references' ``seq_len // 2``) halves the largest offset, which :meth:`max_offset`
+            bounds.
     """
 
     kind = "rotary"
@@ -131,8 +118,8 @@ class XPos(Float64Buffers):
 
     def max_offset(self, dtype: torch.dtype = torch.float16) -> float:
         """Largest ``|position - center|`` whose scales ``s`` and ``1 / s`` lie within
-        ``[max ** -0.5, max ** 0.5]`` for ``max`` the largest finite value of ``dtype`` (or of
-        float32, which rotations are computed in, if ``dtype`` is wider)."""
+        ``[max ** -0.5, max ** 0.5]``, ``max`` the largest value of ``dtype`` (at most
+        float32's, which rotations are computed in)."""
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         largest = min(torch.finfo(dtype).max, torch.finfo(torch.float32).max)
@@ -141,8 +128,7 @@ class XPos(Float64Buffers):
     def check_range(self, positions: Tensor, dtype: torch.dtype = torch.float32,
                     name: str = "positions") -> None:
         """Raise ``ValueError`` if a position lies more than :meth:`max_offset` (``dtype``)
-        from the centre. Reads the values (a host synchronisation; skipped under
-        ``torch.compile``, as :func:`~posenc.core.encoding.check_finite`): call it once where
+        from the centre. Reads the values (skipped under ``torch.compile``): call it where
         positions enter."""
         limit = self.max_offset(dtype)
         if not isinstance(positions, Tensor) or positions.numel() == 0 \
@@ -158,15 +144,9 @@ class XPos(Float64Buffers):
                 "use seq_len // 2), raise scale_base, or attend in bfloat16/float32")
 
     def scale(self, positions: Tensor) -> Tensor:
-        """Query-side scales ``zeta ** ((positions - center) / scale_base)``.
-
-        Args:
-            positions: ``(N,)`` or ``(B, N)``, int or float.
-
-        Returns:
-            ``(N, rotary_dim // 2)`` or ``(B, N, rotary_dim // 2)`` float64 (float32 on MPS);
-            keys use the reciprocal.
-        """
+        """Query-side scales ``zeta ** ((positions - center) / scale_base)`` of ``(N,)`` or
+        ``(B, N)`` positions: ``(*positions.shape, rotary_dim // 2)`` float64 (float32 on
+        MPS); keys use the reciprocal."""
         positions = check_positions(positions)
         return self._log_scale(positions).exp()
 
@@ -179,11 +159,7 @@ class XPos(Float64Buffers):
         positions = check_position_shape(positions)
         wide = wide_dtype(positions.device)
         theta = angles(positions, self.inv_freq64).to(wide)
-        scale = (sign * self._log_scale(positions)).exp()
-        cos, sin = theta.cos() * scale, theta.sin() * scale
-        if cos.ndim == 2:
-            cos, sin = cos[None], sin[None]
-        return Rotation(cos[:, None].float(), sin[:, None].float(), self.layout)
+        return rotation_from_angles(theta, self.layout, (sign * self._log_scale(positions)).exp())
 
     def _rotation(self, positions: Tensor) -> Rotation:
         return self._scaled_rotation(positions, 1.0)

@@ -20,16 +20,9 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from posenc.core import PositionEncoding
 from posenc.core.attention import ScoreMod, pair_batch, token_lookup
-from posenc.core.bias import alibi_slopes
-from posenc.core.encoding import (
-    Float64Buffers,
-    check_choice,
-    check_finite,
-    check_pair_values,
-    check_positive_int,
-)
+from posenc.core.bias import PairBias, ScoreModBias, alibi_slopes
+from posenc.core.encoding import Float64Buffers, check_choice, check_finite, check_positive_int
 from posenc.core.positions import relative_positions
 from torch import Tensor, nn
 
@@ -242,7 +235,7 @@ def _gather(table_t: Tensor, index: Tensor) -> Tensor:
     return out.transpose(0, 1)
 
 
-class RelativeBias2D(PositionEncoding):
+class RelativeBias2D(ScoreModBias):
     """Learned relative-position bias per head (Swin, BEiT), from 2D patch offsets.
 
     ``table`` has one row per offset ``(dr, dc) = query - key`` with ``|dr| < rows`` and
@@ -260,9 +253,10 @@ class RelativeBias2D(PositionEncoding):
             ones). ``"geometric"``: BEiT's geometric-progression interpolation, timm's
             ``resize_rel_pos_bias_table`` (what timm applies to BEiT checkpoints loaded at
             another size); under ``torch.export`` it needs static image sizes.
-    """
 
-    kind = "bias"
+    Coordinates must be integer-valued; fractional offsets and offsets beyond the table's grid
+    raise, in :meth:`score_mod` too (checked there on ``O(Nq + Nk)`` offsets).
+    """
 
     def __init__(self, num_heads: int, grid_size: int | tuple[int, int], *,
                  resize: str = "bicubic") -> None:
@@ -292,12 +286,6 @@ class RelativeBias2D(PositionEncoding):
         # a dynamic size compared with it would pin the exported size.)
         return resize_relative_table(self.table, self.grid_size, size, self.resize)
 
-    def forward(self, query_positions: Tensor | GridPositions,
-                key_positions: Tensor | GridPositions) -> Tensor:
-        """Integer-valued coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
-        check_pair_values(query_positions, key_positions)
-        return self._forward(query_positions, key_positions)
-
     def _forward(self, query_positions: Tensor | GridPositions,
                  key_positions: Tensor | GridPositions) -> Tensor:
         q, k, grid = _inputs(query_positions, key_positions)
@@ -308,14 +296,6 @@ class RelativeBias2D(PositionEncoding):
             return _pad_prefix(_gather(table.float().t(), index), q, k)
 
         return _memo(q, k, (id(self), "bias"), compute)
-
-    def score_mod(self, query_positions: Tensor | GridPositions,
-                  key_positions: Tensor | GridPositions) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod: the (resized) table read per
-        pair, nothing materialised. Raises as :meth:`forward` on fractional offsets and on
-        offsets beyond the table's grid (checked on ``O(Nq + Nk)`` offsets)."""
-        check_pair_values(query_positions, key_positions)
-        return self._score_mod(query_positions, key_positions)
 
     def _score_mod(self, query_positions: Tensor | GridPositions,
                    key_positions: Tensor | GridPositions) -> ScoreMod:
@@ -329,7 +309,7 @@ class RelativeBias2D(PositionEncoding):
         return f"num_heads={self.num_heads}, grid_size={self.grid_size}, resize={self.resize!r}"
 
 
-class ContinuousBias2D(PositionEncoding):
+class ContinuousBias2D(PairBias):
     """SwinV2 continuous position bias: an MLP of log-spaced 2D offsets, ``16 * sigmoid``.
 
     ``bias = 16 * sigmoid(mlp(f(dr), f(dc)))`` with ``f(d) = sign(d) * log2(1 + s |d|) / log2(8)``
@@ -346,8 +326,6 @@ class ContinuousBias2D(PositionEncoding):
     With a :class:`GridPositions` that names its grid, the MLP runs once per distinct offset
     (``(2 rows - 1)(2 cols - 1)`` of them) instead of once per token pair.
     """
-
-    kind = "bias"
 
     def __init__(self, num_heads: int, hidden: int = 512, *,
                  ref_grid_size: int | tuple[int, int] | None = None) -> None:
@@ -399,12 +377,6 @@ class ContinuousBias2D(PositionEncoding):
                                               x_t))
             return 16 * torch.sigmoid(second.weight.float() @ hidden_t)
 
-    def forward(self, query_positions: Tensor | GridPositions,
-                key_positions: Tensor | GridPositions) -> Tensor:
-        """Coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
-        check_pair_values(query_positions, key_positions)
-        return self._forward(query_positions, key_positions)
-
     def _forward(self, query_positions: Tensor | GridPositions,
                  key_positions: Tensor | GridPositions) -> Tensor:
         q, k, grid = _inputs(query_positions, key_positions)
@@ -424,7 +396,7 @@ class ContinuousBias2D(PositionEncoding):
                 f"ref_grid_size={self.ref_grid_size}")
 
 
-class ALiBi2D(Float64Buffers):
+class ALiBi2D(ScoreModBias, Float64Buffers):
     """2D ALiBi: ``bias = -slope_h * ||query - key||`` (Euclidean patch distance).
 
     Slopes are ALiBi's (:func:`posenc.core.bias.alibi_slopes`), a float64 buffer that stays float64
@@ -433,8 +405,6 @@ class ALiBi2D(Float64Buffers):
     Args:
         num_heads: attention heads.
     """
-
-    kind = "bias"
 
     def __init__(self, num_heads: int) -> None:
         super().__init__()
@@ -445,12 +415,6 @@ class ALiBi2D(Float64Buffers):
         # Kept out of .to(bfloat16), as ALiBi's: a bf16 slope is off by up to 0.4%.
         return {"slopes": alibi_slopes(self.num_heads)}
 
-    def forward(self, query_positions: Tensor | GridPositions,
-                key_positions: Tensor | GridPositions) -> Tensor:
-        """Coordinates -> float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
-        check_pair_values(query_positions, key_positions)
-        return self._forward(query_positions, key_positions)
-
     def _forward(self, query_positions: Tensor | GridPositions,
                  key_positions: Tensor | GridPositions) -> Tensor:
         q, k, _ = _inputs(query_positions, key_positions)
@@ -460,12 +424,6 @@ class ALiBi2D(Float64Buffers):
             return _pad_prefix(distance[:, None] * -self.slopes.float()[:, None, None], q, k)
 
         return _memo(q, k, (id(self), "bias"), compute)
-
-    def score_mod(self, query_positions: Tensor | GridPositions,
-                  key_positions: Tensor | GridPositions) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod (nothing materialised)."""
-        check_pair_values(query_positions, key_positions)
-        return self._score_mod(query_positions, key_positions)
 
     def _score_mod(self, query_positions: Tensor | GridPositions,
                    key_positions: Tensor | GridPositions) -> ScoreMod:
