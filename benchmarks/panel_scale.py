@@ -249,7 +249,7 @@ def loader_vs_step(dm, rounds: int, warmup: int = 2) -> dict:
     """Median seconds to draw a training batch and of one training step on it; the median of
     the per-round ratios. Batches and steps alternate, so machine load hits both alike."""
     import torch
-    from posenc.tasks.optim import param_groups
+    from posenc.tasks.config import param_groups
 
     torch.manual_seed(0)
     model = forecaster_for(dm)

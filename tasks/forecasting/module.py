@@ -22,8 +22,7 @@ from posenc.core.encoding import (
 from posenc.temporal.frequencies import parse_duration
 from torch import Tensor, nn
 
-from ..config import instantiate
-from ..optim import check_optim_args, configure_adamw_from_hparams
+from ..config import check_optim_args, configure_adamw_from_hparams, instantiate
 from .data import Fitted
 from .metrics import (
     LOSSES,

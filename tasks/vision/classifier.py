@@ -43,12 +43,14 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from ..config import WEIGHT_SOURCES, check_no_weight_sources, instantiate
-from ..optim import (
+from ..config import (
+    WEIGHT_SOURCES,
     check_finetune_args,
+    check_no_weight_sources,
     check_optim_args,
     configure_adamw,
     finetune_param_groups,
+    instantiate,
     position_parameter_names,
 )
 
@@ -215,7 +217,7 @@ class ImageClassifier(LightningModule):
         layer_decay: None, or layer-wise learning-rate decay in ``(0, 1]``: block ``i`` trains
             at ``lr * layer_decay ** (depth - i)`` (the final norm as the last block), the
             embeddings at ``lr * layer_decay ** (depth + 1)``, the head at ``lr``
-            (:func:`posenc.tasks.optim.finetune_param_groups`).
+            (:func:`posenc.tasks.config.finetune_param_groups`).
         position_lr: None, or the peak learning rate of the encoding's parameters (instead of
             ``lr`` and the layer decay); the schedule applies to it as to ``lr``.
         freeze_steps: train only the encoding's parameters and the head for the first
@@ -394,7 +396,7 @@ class ImageClassifier(LightningModule):
     # -- fine-tuning --------------------------------------------------------------------------
     def frozen_parameter_names(self) -> set[str]:
         """Names (in this module) of the parameters that the freeze warm-up holds: all but the
-        encoding's (:func:`posenc.tasks.optim.position_parameter_names`) and the head's."""
+        encoding's (:func:`posenc.tasks.config.position_parameter_names`) and the head's."""
         keep = {f"model.{n}" for n in position_parameter_names(self.model)}
         keep |= {f"model.head.{n}" for n, _ in self.model.head.named_parameters()}
         return {n for n, _ in self.named_parameters()} - keep

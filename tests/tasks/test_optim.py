@@ -7,7 +7,7 @@ import torch
 from posenc.core import ClippedRelativeBias, LearnedEncoding, T5RelativeBias
 from posenc.core.encoding import no_weight_decay_names
 from posenc.tasks import Forecaster, ImageClassifier
-from posenc.tasks.optim import param_groups
+from posenc.tasks.config import param_groups
 from timm.layers import RotaryEmbeddingMixed
 from torch import nn
 

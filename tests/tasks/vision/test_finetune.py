@@ -10,7 +10,7 @@ from lightning.pytorch import Callback
 from posenc.spatial import timm_state_dict
 from posenc.tasks import DigitsDataModule, ImageClassifier
 from posenc.tasks.cli import posenc_cli
-from posenc.tasks.optim import finetune_param_groups
+from posenc.tasks.config import finetune_param_groups
 
 from ..conftest import CONFIGS, ONE_EPOCH, cpu_trainer
 
