@@ -311,8 +311,7 @@ class IrregularStudy(Study):
                                               "irregular": None if keep >= 1 else keep,
                                               "seed": key["seed"]}))
 
-        config = {**self.config, "trainer": self.trainer_args(key["encoding"])}
-        return fit_and_test(config, key["seed"], build,
+        return fit_and_test(self.config, key["seed"], build,
                             {m: f"test/{m}" for m in self.metrics})
 
     def _keeps(self) -> list[float]:
