@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from posenc.core.encoding import check_positive_int
 
 # Configs and checkpoints written before IndexSinusoidal moved to the library name it here.
@@ -41,9 +42,11 @@ from .forecast import ForecastStudy
 from .runs import (
     Study,
     errorbars,
+    fingerprint,
     fit_and_test,
     format_mean_std,
     markdown_table,
+    mean_std,
     metric,
     run_missing,
     summarize,
@@ -120,14 +123,78 @@ class ResolutionStudy(Study):
         return [{"encoding": e, "augment": a, "seed": s} for s in self.config["seeds"]
                 for a in self.augments() for e in self.encodings()]
 
-    def model_args(self, encoding: str) -> dict[str, Any]:
-        """``ImageClassifier`` arguments of the runs of ``encoding`` (a spec that is a name or
-        None is the ``encoding`` argument; the encoding's name is the default)."""
+    def _spec(self, encoding: str) -> dict[str, Any]:
         spec = self.config["encodings"][encoding]
-        args = {**(self.config.get("model") or {}),
-                **({"encoding": spec} if isinstance(spec, (str, type(None))) else spec)}
+        return {"encoding": spec} if isinstance(spec, (str, type(None))) else dict(spec)
+
+    def model_args(self, encoding: str) -> dict[str, Any]:
+        """``ImageClassifier`` arguments of the runs of ``encoding``: the shared ``model``, then
+        the entry's own (but its ``trainer`` and ``from_pretrain``, which are the study's);
+        ``from_pretrain: true`` adds ``checkpoint_path``, the :meth:`pretrained_path` file."""
+        spec = self._spec(encoding)
+        spec.pop("trainer", None)
+        if spec.pop("from_pretrain", False):
+            spec["checkpoint_path"] = str(self.pretrained_path())
+        args = {**(self.config.get("model") or {}), **spec}
         args.setdefault("encoding", encoding)
         return args
+
+    def trainer_args(self, encoding: str) -> dict[str, Any]:
+        """``Trainer`` arguments of the runs of ``encoding``: the shared ``trainer`` updated
+        with the entry's ``trainer`` (a from-scratch run given the pretrain + fine-tune
+        epochs, say)."""
+        own = self._spec(encoding).get("trainer") or {}
+        if not isinstance(own, dict):
+            raise TypeError(f"encodings.{encoding}.trainer must be a mapping of Trainer "
+                            f"arguments, got {type(own).__name__} ({own!r})")
+        return {**(self.config.get("trainer") or {}), **own}
+
+    def _pretrain(self) -> dict[str, Any]:
+        pretrain = self.config.get("pretrain")
+        if not isinstance(pretrain, dict):
+            raise ValueError(f"an encoding with from_pretrain: true needs the config's "
+                             f"pretrain: a mapping with 'trainer' (and optionally 'model', "
+                             f"'seed', 'dir'), got {pretrain!r}")
+        return pretrain
+
+    def pretrained_path(self) -> Path:
+        """The timm weights file the ``from_pretrain`` runs start from:
+        ``<pretrain.dir (runs/pretrain)>/vit_<hash>.pth``, the hash of everything it is
+        trained with (``model``, ``data``, ``trainer``, ``pretrain``), so a changed setting
+        trains a new file instead of reusing a stale one."""
+        pretrain = self._pretrain()
+        made_of = {k: self.config.get(k) for k in ("model", "data", "trainer", "pretrain")}
+        return Path(pretrain.get("dir", "runs/pretrain")) / f"vit_{fingerprint(made_of)}.pth"
+
+    def prepare(self, log: Callable[[str], None]) -> None:
+        """Pretrain once, if an encoding has ``from_pretrain`` and the file is missing: an
+        ``ImageClassifier`` (the shared ``model`` updated with ``pretrain.model``; encoding
+        ``learned``, timm's APE) trained with seed ``pretrain.seed`` (0) and the shared
+        ``trainer`` updated with ``pretrain.trainer``, saved as a timm state dict
+        (:func:`posenc.spatial.timm_state_dict`) at :meth:`pretrained_path`."""
+        if not any(self._spec(e).get("from_pretrain") for e in self.encodings()):
+            return
+        path = self.pretrained_path()
+        if path.exists():
+            log(f"pretrained weights: {path} (cached)")
+            return
+        from posenc.spatial import timm_state_dict
+
+        from ..vision import ImageClassifier, MNISTDataModule
+
+        pretrain = self._pretrain()
+        model = ImageClassifier(**{**(self.config.get("model") or {}), "encoding": "learned",
+                                   **(pretrain.get("model") or {})})
+        trainer = {**(self.config.get("trainer") or {}), **(pretrain.get("trainer") or {})}
+        metrics = fit_and_test({"trainer": trainer}, pretrain.get("seed", 0),
+                               lambda: (model, MNISTDataModule(**self.data_args())),
+                               {f"acc_{s}": f"test/acc_{s}" for s in self.sizes()})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save(timm_state_dict(model.model), tmp)
+        tmp.replace(path)  # atomic: an interrupted pretraining leaves no half-written file
+        log(f"pretrained weights: {path} ("
+            + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) + ")")
 
     def data_args(self, augment: str = "") -> dict[str, Any]:
         """``MNISTDataModule`` arguments of the runs of setting ``augment``."""
@@ -145,7 +212,8 @@ class ResolutionStudy(Study):
             return (ImageClassifier(**self.model_args(key["encoding"])),
                     MNISTDataModule(**self.data_args(key.get("augment", ""))))
 
-        return fit_and_test(self.config, key["seed"], build,
+        config = {**self.config, "trainer": self.trainer_args(key["encoding"])}
+        return fit_and_test(config, key["seed"], build,
                             {f"acc_{s}": f"test/acc_{s}" for s in self.sizes()})
 
     def _accuracies(self, group: list[dict[str, str]]) -> list[list[float]]:

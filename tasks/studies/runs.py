@@ -160,6 +160,9 @@ class Study:
     def encodings(self) -> list[str]:
         return list(self.config["encodings"])
 
+    def prepare(self, log: Callable[[str], None]) -> None:
+        """Work every run needs, done once before the runs (none here)."""
+
     def fingerprints(self) -> tuple[str, dict[str, str]]:
         """Hashes of what a run's result depends on besides its key: the shared settings
         (everything but the run axes and the worker settings) and each encoding's spec.
@@ -262,6 +265,8 @@ def run_missing(study_class: type[Study], config: dict, out: str | Path,
         log(f"[{i}/{len(runs)}] {key}: {shown} ({seconds:.0f} s)")
         summarize(study, out, plot=False)
 
+    if todo:
+        study.prepare(log)
     if workers == 1:
         for i, key in todo:
             record(i, key, *_run_one(study_class, config, key, threads))

@@ -203,6 +203,7 @@ DOCS = Path(__file__).resolve().parents[3] / "docs" / "studies"
 
 @pytest.mark.parametrize(("study_name", "name"), [("resolution", "resolution"),
                                                    ("resolution", "resolution_scale"),
+                                                   ("resolution", "finetune"),
                                                    ("irregular", "irregular")])
 def test_the_published_tables_are_rebuilt_from_their_csv_exactly(study_name, name):
     """docs/studies/*_table.md came out of the study: the same rows give the same table."""
@@ -288,3 +289,70 @@ def test_configs_naming_index_sinusoidal_in_its_old_module_still_build():
     model = Forecaster(dim=16, depth=1, num_heads=2, encodings=[old], relative=None)
     [encoding] = model.model.time_features.encodings
     assert type(encoding) is IndexSinusoidal and encoding.encoding.dim == 16
+
+
+def _finetune_config(tmp_path: Path) -> dict:
+    config = _resolution_config()
+    config["eval_image_sizes"] = [28, 56]
+    config["pretrain"] = {"seed": 0, "dir": str(tmp_path / "pretrain"),
+                          "trainer": {"max_epochs": 2}}
+    config["encodings"] = {
+        "learned": {"encoding": "learned", "from_pretrain": True, "lr": 1e-4},
+        "rope_axial": {"encoding": "rope_axial", "from_pretrain": True, "freeze_steps": 2},
+        "rope_axial_scratch": {"encoding": "rope_axial", "trainer": {"max_epochs": 3}}}
+    return config
+
+
+@pytest.mark.slow
+def test_finetune_study_pretrains_once_and_fine_tunes_from_the_timm_file(tmp_path,
+                                                                         monkeypatch):
+    """from_pretrain runs start from one cached timm file of the pretrained learned-APE model;
+    an entry's trainer (a from-scratch run's longer budget) replaces the shared one."""
+    from posenc.tasks.vision import ImageClassifier
+
+    config = _finetune_config(tmp_path)
+    study = ResolutionStudy(config)
+    path = study.pretrained_path()
+    assert path.parent == tmp_path / "pretrain" and path.name.startswith("vit_")
+    assert study.trainer_args("rope_axial_scratch")["max_epochs"] == 3
+    assert study.trainer_args("learned")["max_epochs"] == 1
+    assert study.model_args("learned")["checkpoint_path"] == str(path)
+    assert "checkpoint_path" not in study.model_args("rope_axial_scratch")
+    assert "trainer" not in study.model_args("rope_axial_scratch")
+
+    steps = []
+    real_fit = ImageClassifier.on_fit_end
+
+    def record_steps(self):  # global steps of every fit: pretrain, then each run
+        steps.append(self.trainer.global_step)
+        return real_fit(self)
+
+    monkeypatch.setattr(ImageClassifier, "on_fit_end", record_steps)
+    logged = []
+    out = run_study("resolution", config, tmp_path / "out", log=logged.append, plot=False)
+    # 2 train batches an epoch: pretrain 2 epochs, fine-tunes 1, the scratch run 3.
+    assert steps == [4, 2, 2, 6]
+    assert logged[0].startswith(f"pretrained weights: {path} (acc_28=")
+    saved = torch.load(path, weights_only=True)
+    assert saved["pos_embed"].shape == (1, 1 + 49, 16)  # timm: class token + a 7x7 grid
+    rows = _rows(out / "results.csv")
+    assert [r["encoding"] for r in rows] == ["learned", "rope_axial", "rope_axial_scratch"]
+
+    # A second seed reuses the file; a changed pretraining trains another one.
+    logged.clear()
+    run_study("resolution", {**config, "seeds": [0, 1]}, tmp_path / "out",
+              log=logged.append, plot=False)
+    assert f"pretrained weights: {path} (cached)" in logged
+    assert torch.equal(torch.load(path, weights_only=True)["pos_embed"], saved["pos_embed"])
+    longer = {**config, "pretrain": {**config["pretrain"], "trainer": {"max_epochs": 3}}}
+    assert ResolutionStudy(longer).pretrained_path() != path
+
+
+def test_from_pretrain_without_a_pretrain_section_is_an_error_naming_it():
+    config = {**_resolution_config(), "encodings": {"learned": {"from_pretrain": True}}}
+    with pytest.raises(ValueError, match="from_pretrain: true needs the config's pretrain"):
+        ResolutionStudy(config).model_args("learned")
+    config["pretrain"] = {"trainer": {}}
+    config["encodings"]["learned"]["trainer"] = 3
+    with pytest.raises(TypeError, match=r"encodings.learned.trainer must be a mapping"):
+        ResolutionStudy(config).trainer_args("learned")
