@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from lightning.pytorch.cli import SaveConfigCallback
 from posenc.tasks.cli import posenc_cli
 from posenc.tasks.forecasting.output import ORIGIN_COLUMN, forecast_frame
 
@@ -116,6 +117,8 @@ def main(argv: list[str] | None = None) -> None:
         cli_args += ["--trainer.max_epochs", str(args.max_epochs)]
     cli = posenc_cli(cli_args, run=False)
     model, dm, trainer = cli.model, cli.datamodule, cli.trainer
+    # No config.yaml left in the working directory (the CLI's copy of the config).
+    trainer.callbacks = [c for c in trainer.callbacks if not isinstance(c, SaveConfigCallback)]
     torch.manual_seed(cli.config.get("seed_everything") or 0)
     start = time.process_time()
     trainer.fit(model, datamodule=dm)
