@@ -1,0 +1,165 @@
+"""posenc's side of the peer comparison (run in posenc's environment).
+
+For one shipped forecasting config this writes, under ``--out`` (default
+``benchmarks/peers/out/NAME``):
+
+- ``data.csv``: the data as a long table every peer reads: ``unique_id``, ``ds`` (UTC instants,
+  tz-naive, on a regular grid of the median step whatever the local clock does at DST;
+  a missing observation is a row with ``y`` NaN), ``y``, the
+  data module's past and future covariates (``past_*`` / ``futr_*``), and calendar features
+  of the local time (``futr_cal_*``: sin/cos of the hour of day, day of week and day of year),
+  which are known ahead and go to every model that takes future inputs;
+- ``points.csv``: the exact ``(unique_id, origin, ds)`` points of posenc's test backtest
+  (the data module's test windows; ``origin`` is the last context time), with the truth ``y``
+  and posenc's forecast ``posenc``;
+- ``meta.json``: horizon, context length, sampling step, the MASE season (in steps) and
+  posenc's CPU seconds (fit and test forecasts, this process's CPU clock).
+
+    python benchmarks/peers/posenc_windows.py configs/forecast_elecdemand.yaml
+    python benchmarks/peers/posenc_windows.py configs/forecast_nycweather.yaml --max_epochs 10
+
+``--max_epochs`` overrides the config's epoch budget (recorded in ``meta.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from lightning.pytorch.cli import SaveConfigCallback
+from posenc.tasks.cli import posenc_cli
+from posenc.tasks.forecasting.output import ORIGIN_COLUMN, forecast_frame
+
+HERE = Path(__file__).resolve().parent
+SERIES_ID = "__single__"
+
+
+def _utc_and_local(stamps: pd.Series, tz: str | None) -> tuple[pd.Series, pd.Series]:
+    """Tz-naive UTC and local wall-clock times of ``stamps`` (naive data: both the same)."""
+    stamps = pd.to_datetime(stamps)
+    if stamps.dt.tz is None:
+        if tz is None:
+            return stamps, stamps
+        stamps = stamps.dt.tz_localize(tz, ambiguous="infer")
+    local = stamps.dt.tz_convert(tz) if tz is not None else stamps
+    return stamps.dt.tz_convert("UTC").dt.tz_localize(None), local.dt.tz_localize(None)
+
+
+def calendar_features(local: pd.Series) -> pd.DataFrame:
+    """Sin/cos of the local hour of day, day of week and day of year (the cyclic calendar a
+    peer gets as future inputs); constant features (daily data's hour) are left out."""
+    hour = local.dt.hour + local.dt.minute / 60
+    parts = {"hour": (hour, 24.0), "dow": (local.dt.dayofweek, 7.0),
+             "doy": (local.dt.dayofyear - 1, 365.25)}
+    out = {}
+    for name, (value, period) in parts.items():
+        if value.nunique() <= 1:
+            continue
+        angle = 2 * np.pi * value.to_numpy(float) / period
+        out[f"futr_cal_{name}_sin"], out[f"futr_cal_{name}_cos"] = np.sin(angle), np.cos(angle)
+    return pd.DataFrame(out, index=local.index)
+
+
+def long_table(dm) -> pd.DataFrame:
+    """The data module's table as ``unique_id, ds, y, past_*, futr_*``, sorted, on each
+    series' regular UTC grid of the median step (``y`` and the past covariates NaN at a
+    missing time, the data's future covariates carried forward, the calendar features of
+    every grid time)."""
+    columns = dm.columns
+    frame = dm.load_frame()
+    utc, _ = _utc_and_local(frame[columns.timestamp_column], columns.tz)
+    ids = (frame[list(columns.series_columns)].astype(str).agg("|".join, axis=1)
+           if columns.series_columns else pd.Series(SERIES_ID, index=frame.index))
+    rows = pd.DataFrame({"unique_id": ids, "ds": utc,
+                         "y": frame[columns.target_columns[0]].astype(float)})
+    for name in columns.past_covariates:
+        rows[f"past_{name}"] = frame[name].astype(float)
+    futures = [f"futr_{name}" for name in columns.future_covariates]
+    for name, column in zip(columns.future_covariates, futures, strict=True):
+        rows[column] = frame[name].astype(float)
+    step = pd.Timedelta(dm.fitted.step_ns)
+    parts = []
+    for uid, part in rows.groupby("unique_id", sort=True):
+        grid = pd.date_range(part["ds"].min(), part["ds"].max(), freq=step, name="ds")
+        part = part.set_index("ds").reindex(grid).reset_index()
+        part["unique_id"] = uid
+        part[futures] = part[futures].ffill().bfill()
+        parts.append(part)
+    out = pd.concat(parts, ignore_index=True)
+    zone = dm.fitted.clock_zone
+    local = (out["ds"] if zone is None else
+             out["ds"].dt.tz_localize("UTC").dt.tz_convert(zone).dt.tz_localize(None))
+    return pd.concat([out, calendar_features(local)], axis=1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("config", type=Path)
+    parser.add_argument("--max_epochs", type=int, default=None,
+                        help="override the config's epoch budget")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    name = args.config.stem.removeprefix("forecast_")
+    out = args.out or HERE / "out" / name
+    out.mkdir(parents=True, exist_ok=True)
+
+    cli_args = ["--config", str(args.config), "--trainer.logger", "false",
+                "--trainer.enable_checkpointing", "false", "--trainer.accelerator", "cpu",
+                "--trainer.devices", "1", "--trainer.enable_progress_bar", "false"]
+    if args.max_epochs is not None:
+        cli_args += ["--trainer.max_epochs", str(args.max_epochs)]
+    cli = posenc_cli(cli_args, run=False)
+    model, dm, trainer = cli.model, cli.datamodule, cli.trainer
+    # No config.yaml left in the working directory (the CLI's copy of the config).
+    trainer.callbacks = [c for c in trainer.callbacks if not isinstance(c, SaveConfigCallback)]
+    torch.manual_seed(cli.config.get("seed_everything") or 0)
+    start = time.process_time()
+    trainer.fit(model, datamodule=dm)
+    fit_cpu = time.process_time() - start
+    dm.predict_split = "test"
+    start = time.process_time()
+    predictions = trainer.predict(model, datamodule=dm)
+    predict_cpu = time.process_time() - start
+    frame = forecast_frame(predictions, model.fitted)
+
+    data = long_table(dm)
+    data.to_csv(out / "data.csv", index=False)
+    columns = dm.columns
+    utc, _ = _utc_and_local(frame[columns.timestamp_column], columns.tz)
+    origin, _ = _utc_and_local(frame[ORIGIN_COLUMN], columns.tz)
+    ids = (frame[list(columns.series_columns)].astype(str).agg("|".join, axis=1)
+           if columns.series_columns else pd.Series(SERIES_ID, index=frame.index))
+    points = pd.DataFrame({"unique_id": ids, "origin": origin, "ds": utc,
+                           "posenc": frame[columns.target_columns[0]].astype(float)})
+    points = points.merge(data[["unique_id", "ds", "y"]], on=["unique_id", "ds"], how="left")
+    points = points[points["y"].notna()]  # scored where the truth is observed
+    points.to_csv(out / "points.csv", index=False)
+
+    step = pd.Timedelta(dm.fitted.step_ns)
+    meta = {"config": str(args.config), "name": name,
+            "max_epochs": trainer.max_epochs, "config_epochs_overridden": args.max_epochs
+            is not None, "threads": args.threads,
+            "horizon": int(dm.horizon) if not dm.by_time else str(dm.horizon),
+            "context_length": int(dm.context_length) if not dm.by_time
+            else str(dm.context_length),
+            "step": str(step), "mase_season": int(dm.mase_season),
+            "naive_season": dm.naive_season,
+            "past_covariates": list(columns.past_covariates),
+            "future_covariates": list(columns.future_covariates),
+            "cpu_seconds": {"posenc": fit_cpu + predict_cpu},
+            "posenc_fit_cpu": fit_cpu, "posenc_predict_cpu": predict_cpu,
+            "windows": int(points.groupby(["unique_id", "origin"]).ngroups),
+            "points": len(points)}
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    print(json.dumps(meta, indent=1))
+
+
+if __name__ == "__main__":
+    main()
