@@ -53,6 +53,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from ..config import check_split_fractions, make_hparams_plain, plain
+from .metrics import natural_seasons, seasonality_for_step
 from .windows import (
     WindowDataset,
     WindowIndex,
@@ -83,7 +84,7 @@ PERSISTENCE = "persistence"
 # Data module properties a Forecaster takes as arguments of the same names: the CLI links
 # them (posenc.tasks.cli), Python code passes dm.model_sizes().
 MODEL_SIZES = ("num_targets", "num_past_covariates", "num_future_covariates",
-               "static_cardinalities", "num_static_real", "mase_season", "naive_season")
+               "static_cardinalities", "num_static_real", "naive_seasons")
 # A window with more rows than this could not be attended to anyway; a duration long for the
 # data's sampling (years of seconds) is refused before its windows are built.
 MAX_WINDOW_ROWS = 100_000
@@ -883,6 +884,7 @@ def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
     batch = batch_of_series(utc, local, values, *count, fitted, stack("static_real"),
                             stack("static_cat"))
     batch["series"] = torch.from_numpy(stack("series"))
+    batch["seasonal_error"] = torch.from_numpy(stack("seasonal_error"))  # of whole histories
     return batch
 
 
@@ -930,10 +932,16 @@ class TimeSeriesDataModule(LightningDataModule):
             timestamps: naive for naive data (read in ``tz`` where given), with a UTC offset
             for aware data (naive ones are accepted there only with ``tz``).
         test_start: the same for the test split.
-        season: the seasonal-naive baseline's season: a fixed duration (``"7D"``; calendar
-            months such as ``"12MS"`` are refused: give 12 for monthly data), a count of median
-            sampling steps, ``"persistence"`` (the last observed value), or None for the
-            default of the data's step (:func:`~posenc.tasks.forecasting.metrics.season_for_step`).
+        season: the seasons of the seasonal-naive baselines, one or a list: a fixed duration
+            (``"7D"``; calendar months such as ``"12MS"`` are refused: give 12 for monthly
+            data), a count of median sampling steps or ``"persistence"`` (the last observed
+            value); None: every natural season of the data's step that fits in the context
+            (:func:`~posenc.tasks.forecasting.metrics.natural_seasons`: a day and a week for
+            hourly data). Each is logged as its own baseline (``test/mae_naive_7d``).
+        mase_season: the seasonal period ``m`` (observations) of MASE's and RMSSE's
+            denominators, the seasonal error of each series' history; None: GluonTS's for the
+            step (:func:`~posenc.tasks.forecasting.metrics.seasonality_for_step`: 24 for hourly
+            data, 1 for daily, 12 for monthly), whatever the baselines.
         irregular: keep a random fraction of observations (seeded), for irregular sampling;
             None keeps all.
         seed: seed of ``irregular``.
@@ -974,7 +982,8 @@ class TimeSeriesDataModule(LightningDataModule):
         test_fraction: float = 0.15,
         val_start: str | None = None,
         test_start: str | None = None,
-        season: int | str | None = None,
+        season: int | str | list[int | str] | None = None,
+        mase_season: int | None = None,
         irregular: float | None = None,
         seed: int = 0,
         batch_size: int = 64,
@@ -1018,8 +1027,14 @@ class TimeSeriesDataModule(LightningDataModule):
             raise ValueError(f"irregular is the fraction of observations kept, in (0, 1], "
                              f"got {irregular!r}")
         self.irregular = irregular
-        self.season = season if season in (None, PERSISTENCE) else parse_length(season,
-                                                                                 "season")
+        many = isinstance(season, (list, tuple))
+        if many and not season:
+            raise ValueError("season must be a season, a list of seasons or None, got []")
+        parsed = [s if s in (None, PERSISTENCE) else parse_length(s, "season")
+                  for s in (season if many else [season])]
+        self.season = parsed if many else parsed[0]
+        self._mase_season = None if mase_season is None else check_positive_int(
+            plain(mase_season), "mase_season")
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
         self.seed = int(seed)
@@ -1190,30 +1205,27 @@ class TimeSeriesDataModule(LightningDataModule):
         return scale[0] if not self.columns.series_columns else scale
 
     @property
-    def naive_season(self) -> str:
-        """The seasonal-naive season, a duration: ``season`` if given (a count is in median
+    def naive_seasons(self) -> list[str]:
+        """The seasonal-naive baselines' seasons, durations: ``season`` (a count is in median
         sampling steps; ``"persistence"``: 1 ns, which makes the baseline the last observed
-        value), else :func:`~posenc.tasks.forecasting.metrics.season_for_step` of the step."""
-        from .metrics import season_for_step
-
+        value), else :func:`~posenc.tasks.forecasting.metrics.natural_seasons` of the step."""
         step = pd.Timedelta(self.fitted.step_ns)
-        if self.season == PERSISTENCE:
-            # The value at or before origin + 1 ns - k ns for the smallest k that reaches the
-            # origin: the last observed value, exactly.
-            season = pd.Timedelta(1, "ns")
-        elif self.season is None:
-            season = season_for_step(step)
-        elif isinstance(self.season, pd.Timedelta):
-            season = self.season
-        else:
-            season = step * self.season
-        return str(season)
+        if self.season is None:
+            context = self.context_length if self.by_time else step * self.context_length
+            return [str(s) for s in natural_seasons(step, context)]
+        # The value at or before origin + 1 ns - k ns for the smallest k that reaches the
+        # origin is the last observed value, exactly.
+        return [str(pd.Timedelta(1, "ns") if s == PERSISTENCE else
+                    s if isinstance(s, pd.Timedelta) else step * s)
+                for s in (self.season if isinstance(self.season, list) else [self.season])]
 
     @property
     def mase_season(self) -> int:
-        """The season in median sampling steps (the MASE denominator's lag), at least 1."""
-        step = max(self.fitted.step_ns, 1)
-        return max(1, round(pd.Timedelta(self.naive_season).value / step))
+        """MASE's seasonal period in observations: ``mase_season`` if given, else GluonTS's
+        for the median step."""
+        if self._mase_season is not None:
+            return self._mase_season
+        return seasonality_for_step(pd.Timedelta(max(self.fitted.step_ns, 1)))
 
     # -- splits and windows ----------------------------------------------------------------
     def _split_times(self, utc: np.ndarray, aware: bool) -> tuple[int, int]:
@@ -1317,7 +1329,7 @@ class TimeSeriesDataModule(LightningDataModule):
             windows = self.windows(split)
             if not len(windows):
                 raise ValueError(self._no_window(split, panel, lo, hi))
-            datasets[split] = WindowDataset(panel, fitted, windows)
+            datasets[split] = WindowDataset(panel, fitted, windows, self.mase_season)
         self.datasets, self._datasets_panel = datasets, panel
 
     def _no_window(self, split: str, panel: Panel, lo: int, hi: int) -> str:

@@ -1,21 +1,11 @@
-"""Forecast losses and evaluation: the training losses (MAE, MSE, quantile) and the MASE
-metric, all with missing-value masks; the seasonal-naive baseline and per-series MAE, RMSE,
-MASE and wQL.
+"""Forecast losses and evaluation: the training losses (MAE, MSE, quantile) with
+missing-value masks; the seasonal-naive baselines; the seasonal period of the data and the
+seasonal error of each series' history; MAE, RMSE, MASE, RMSSE, sMAPE and wQL per series and
+aggregated, as GluonTS's ``Evaluator`` computes them.
 
-Evaluating a model and its seasonal-naive baseline on the same windows, in data units
-(``unscale``: ``value * scale + loc`` per series, as ``Forecaster`` does)::
-
-    target, context = unscale(batch["target_value"]), unscale(batch["context_value"])
-    args = (target, batch["target_observed"], batch["series"], context,
-            batch["context_observed"])
-    metrics.update(point, *args, quantile_prediction=quantiles)          # (B,Nh,C,Q) or None
-    naive = seasonal_naive(batch["context_time"], context, batch["context_observed"],
-                           batch["context_valid"], batch["target_time"], season.value,
-                           context_local=batch["context_local"],
-                           target_local=batch["target_local"])
-    naive_metrics.update(naive, *args, quantile_prediction=None if quantiles is None
-                         else naive[..., None].expand_as(quantiles))
-
+A model and each seasonal-naive baseline are scored on the same windows, in data units, by one
+:class:`ForecastMetrics` each (``Forecaster._eval_step``: the batch's targets, observed flags,
+series, context flags and ``seasonal_error``, with ``seasonal_naive`` of the unscaled context).
 A point forecast's quantiles are the point itself (how GluonTS scores point forecasters), so
 the baseline's wQL is comparable with the model's.
 """
@@ -34,8 +24,8 @@ from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
-__all__ = ["ForecastMetrics", "seasonal_naive", "season_for_step", "LOSSES", "masked_point_loss",
-           "pinball", "quantile_loss", "naive_scale", "scaled_errors", "MeanAbsoluteScaledError"]
+__all__ = ["LOSSES", "ForecastMetrics", "SeasonalError", "masked_point_loss", "natural_seasons",
+           "pinball", "quantile_loss", "season_label", "seasonal_naive", "seasonality_for_step"]
 
 
 LOSSES = ("mae", "mse", "quantile")
@@ -89,93 +79,6 @@ def quantile_loss(pred: Tensor, target: Tensor, mask: Tensor, quantiles: Tensor)
         quantiles: ``(Q,)`` levels in (0, 1).
     """
     return _masked_mean(pinball(pred, target, quantiles).mean(-1), mask)
-
-
-def naive_scale(context: Tensor, observed: Tensor, season: int = 1) -> tuple[Tensor, Tensor]:
-    """In-sample MAE of the seasonal naive forecast ``y[t] = y[t - season]`` per window and
-    channel (the MASE denominator, as GluonTS computes it from the context).
-
-    Args:
-        context: ``(B, N, C)`` values in time order.
-        observed: ``(B, N, C)`` bool.
-        season: lag in observations; windows without an observed pair that far apart fall
-            back to lag 1, as GluonTS does for contexts shorter than the season.
-
-    Returns:
-        ``(scale, count)`` of shape ``(B, C)``: mean absolute lag difference and how many pairs
-        it averages (0 where the context has no observed pair ``season`` apart).
-    """
-    check_positive_int(season, "season")
-
-    def lagged(lag: int) -> tuple[Tensor, Tensor]:
-        if lag >= context.shape[1]:
-            empty = context.new_zeros(context.shape[0], context.shape[2])
-            return empty, empty.long()
-        pair = observed[:, lag:] & observed[:, :-lag]
-        # where, not a product: a NaN left at a missing value must not reach the sum
-        diff = (context[:, lag:] - context[:, :-lag]).abs().where(pair, 0)
-        count = pair.sum(1)
-        return diff.sum(1) / count.clamp_min(1), count
-
-    scale, count = lagged(season)
-    if season > 1:
-        # GluonTS's fallback: a context too short for the season uses the lag-1 naive error.
-        scale_1, count_1 = lagged(1)
-        scale, count = scale.where(count > 0, scale_1), count.where(count > 0, count_1)
-    return scale, count
-
-
-def scaled_errors(pred: Tensor, target: Tensor, target_observed: Tensor, context: Tensor,
-                  context_observed: Tensor, season: int = 1) -> tuple[Tensor, Tensor]:
-    """Each window's MASE per channel: its MAE over the horizon divided by its context's
-    seasonal-naive MAE (:func:`naive_scale`).
-
-    Args:
-        pred: ``(B, Nh, C)``.
-        target: ``(B, Nh, C)``.
-        target_observed: ``(B, Nh, C)`` bool.
-        context: ``(B, Nc, C)`` in the units of ``target``.
-        context_observed: ``(B, Nc, C)`` bool.
-        season: lag in observations of the denominator.
-
-    Returns:
-        ``(ratio, defined)`` of shape ``(B, C)``: ``defined`` is False (and ``ratio`` 0) where
-        the horizon has no observed target or the denominator is undefined or zero (a
-        constant context), as no finite scaled error exists there.
-    """
-    scale, pairs = naive_scale(context, context_observed, season)
-    n = target_observed.sum(1)
-    mae = (pred - target).abs().where(target_observed, 0).sum(1) / n.clamp_min(1)
-    defined = (n > 0) & (pairs > 0) & (scale > 0)
-    ratio = (mae / scale.where(defined, torch.ones_like(scale))).where(defined, 0)
-    return ratio, defined
-
-
-class MeanAbsoluteScaledError(Metric):
-    """MASE: each window's MAE over the horizon divided by its context's seasonal-naive MAE,
-    averaged over (window, channel) pairs whose denominator is defined and non-zero.
-
-    Scale-free, so scaled and original units give the same value.
-    """
-
-    full_state_update = False
-
-    def __init__(self, season: int = 1) -> None:
-        super().__init__()
-        self.season = season
-        self.add_state("total", default=torch.zeros(()), dist_reduce_fx="sum")
-        self.add_state("count", default=torch.zeros(()), dist_reduce_fx="sum")
-
-    def update(self, pred: Tensor, target: Tensor, target_observed: Tensor, context: Tensor,
-               context_observed: Tensor) -> None:
-        """``pred``/``target``/``target_observed``: ``(B, Nh, C)``; context ones ``(B, Nc, C)``."""
-        ratio, defined = scaled_errors(pred.float(), target.float(), target_observed,
-                                       context.float(), context_observed, self.season)
-        self.total += ratio.sum()
-        self.count += defined.sum()
-
-    def compute(self) -> Tensor:
-        return self.total / self.count
 
 
 def _check_tensor(value: object, name: str, kind: str, ndim: int) -> Tensor:
@@ -299,34 +202,18 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
     return value.where(index >= 0, torch.full_like(value, float("nan")))
 
 
-# GluonTS's default seasonalities, gluonts.time_feature.seasonality.DEFAULT_SEASONALITIES
-# (https://github.com/awslabs/gluonts/blob/dev/src/gluonts/time_feature/seasonality.py):
-# S: 3600, T (min): 1440, H: 24, D: 1, W: 1, M: 12, B: 5, Q: 4, divided by the offset's
-# multiple, falling back to 1 (naive) when it does not divide. As durations: seconds -> 1 hour,
-# minutes and hours -> 1 day, a day or a week -> itself, months and quarters -> 1 year.
-_BASE_PERIODS = ((pd.Timedelta(minutes=1), pd.Timedelta(days=1)),   # T and H: one day
-                 (pd.Timedelta(seconds=1), pd.Timedelta(hours=1)))  # S: one hour
+# -- seasonality and the seasonal error of a series' history ----------------------------------
+# gluonts.time_feature.seasonality.DEFAULT_SEASONALITIES by the step's largest whole unit:
+# S: 3600, T: 1440, H: 24, D: 1, M: 12, Q: 4; get_seasonality divides it by the step's multiple
+# and falls back to 1 where that leaves a remainder.
+_UNITS = ((pd.Timedelta(days=1), 1), (pd.Timedelta(hours=1), 24),
+          (pd.Timedelta(minutes=1), 1440), (pd.Timedelta(seconds=1), 3600))
 _YEAR = pd.Timedelta(days=365)
+# The calendar periods a seasonal naive repeats (see natural_seasons).
+_DAY, _WEEK = pd.Timedelta(days=1), pd.Timedelta(days=7)
 
 
-def season_for_step(step: pd.Timedelta | datetime.timedelta | np.timedelta64) -> pd.Timedelta:
-    """The default seasonal-naive season for data sampled every ``step``, as GluonTS's
-    ``get_seasonality`` picks it for the step's frequency, as a duration.
-
-    =====================================  ==========================================
-    step                                   season
-    =====================================  ==========================================
-    whole minutes or hours, < 1 day        1 day if ``step`` divides it, else ``step``
-    whole seconds (not minutes)            1 hour if ``step`` divides it, else ``step``
-    whole days (1 day, 1 week, ...)        ``step`` (GluonTS: ``D`` and ``W`` -> 1)
-    28-31 or 89-92 days (months/quarters)  365 days (GluonTS: ``M`` -> 12, ``Q`` -> 4)
-    anything else (sub-second, 36 h, ...)  ``step`` (the naive forecast)
-    =====================================  ==========================================
-
-    Daily data thus gets the naive forecast (GluonTS's choice); pass a season of 7 days for
-    weekly structure. Months are not a fixed duration: with 365 days, a query exactly 12
-    months past an origin before a 29 February repeats the value of two years earlier.
-    """
+def _check_step(step: object) -> pd.Timedelta:
     if isinstance(step, (str, bytes)) or not isinstance(step, (datetime.timedelta,
                                                                np.timedelta64)):
         raise TypeError(f"step must be a pandas.Timedelta (or datetime.timedelta, "
@@ -334,17 +221,119 @@ def season_for_step(step: pd.Timedelta | datetime.timedelta | np.timedelta64) ->
     step = pd.Timedelta(step)
     if pd.isna(step) or step <= pd.Timedelta(0):
         raise ValueError(f"step must be a positive duration, got {step!r}")
-    day = pd.Timedelta(days=1)
-    if step % day == pd.Timedelta(0):
-        days = step // day
-        return _YEAR if 28 <= days <= 31 or 89 <= days <= 92 else step
-    for unit, base in _BASE_PERIODS:
-        if step % unit == pd.Timedelta(0):
-            return base if base % step == pd.Timedelta(0) else step
     return step
 
 
+def _months(step: pd.Timedelta) -> int:
+    """12 for a step of a calendar month (28-31 days), 4 of a quarter (89-92), else 0."""
+    days = step / _DAY
+    return 12 if 28 <= days <= 31 else 4 if 89 <= days <= 92 else 0
+
+
+def seasonality_for_step(step: pd.Timedelta | datetime.timedelta | np.timedelta64) -> int:
+    """The seasonal period ``m`` in steps of data sampled every ``step``, as GluonTS's
+    ``get_seasonality`` gives it for the step's frequency: 24 for hourly data, 48 for
+    half-hourly, 1440 / minutes, 3600 / seconds, 1 for daily and weekly data, 12 for
+    monthly (a step of 28-31 days) and 4 for quarterly (89-92 days); 1 where the step does
+    not divide the base period (36 h, 7 min) or has no entry (sub-second, yearly). The
+    median step cannot tell business days (GluonTS: 5) from days."""
+    step = _check_step(step)
+    months = _months(step)
+    if months:
+        return months
+    for unit, base in _UNITS:
+        if step % unit == pd.Timedelta(0):
+            count, remainder = divmod(base, step // unit)
+            return count if not remainder else 1
+    return 1
+
+
+def natural_seasons(step: pd.Timedelta | datetime.timedelta | np.timedelta64,
+                    context: pd.Timedelta | None = None) -> list[pd.Timedelta]:
+    """The seasons of the seasonal-naive baselines of data sampled every ``step``: the
+    calendar periods longer than a step that it divides: a day and a week for sub-daily data,
+    a week and a year (365 days) for daily data, a year for weekly, monthly and quarterly
+    data; only those within ``context`` (a window's context span, None: no limit), as a
+    seasonal naive repeats its context. None fit: ``[1 ns]``, the last observed value."""
+    step = _check_step(step)
+    if _months(step):
+        candidates = [_YEAR]
+    elif step < _DAY:
+        candidates = [p for p in (_DAY, _WEEK) if p % step == pd.Timedelta(0)]
+    else:
+        candidates = [p for p in (_WEEK, _YEAR) if p > step and (p % step == pd.Timedelta(0)
+                                                               or p == _YEAR)]
+    seasons = [p for p in candidates if context is None or p <= context]
+    return seasons or [pd.Timedelta(1, "ns")]
+
+
+def season_label(season_ns: int) -> str:
+    """A baseline's name in logged keys: ``"1d"``, ``"7d"``, ``"24h"``, ``"30min"``;
+    ``"persistence"`` for 1 ns (the last observed value)."""
+    check_positive_int(season_ns, "season_ns")
+    if season_ns == 1:
+        return "persistence"
+    for unit, ns in (("d", _DAY_NS), ("h", 3600 * 10**9), ("min", 60 * 10**9), ("s", 10**9)):
+        if season_ns % ns == 0:
+            return f"{season_ns // ns}{unit}"
+    return f"{season_ns}ns"
+
+
+class SeasonalError:
+    """The in-sample seasonal-naive error of each series' history before a forecast origin,
+    the MASE and RMSSE denominators: ``mean |y[t] - y[t - m]|`` and ``mean (y[t] -
+    y[t - m])^2`` over the pairs of observed values ``m`` rows apart in the rows of the series
+    before the origin (its whole history, not a window's context). As GluonTS's
+    ``calculate_seasonal_error``, a history of at most ``m`` rows uses lag 1; no observed pair
+    gives NaN. Rows are observations: on a regular grid with missing values as NaN rows (as
+    GluonTS reads data) lag ``m`` rows is ``m`` steps.
+
+    Prefix sums over the rows (float64) make each lookup two subtractions.
+
+    Args:
+        values: ``(N, C)`` target values, rows sorted by series then time, NaN where missing.
+        starts: ``(S + 1,)`` row offsets of the series.
+        seasonality: ``m``, in rows.
+    """
+
+    def __init__(self, values: np.ndarray, starts: np.ndarray, seasonality: int) -> None:
+        self.seasonality = check_positive_int(seasonality, "seasonality")
+        values = np.asarray(values, np.float64)
+        if values.ndim != 2:
+            raise ValueError(f"values must be (N, C), got shape {values.shape}")
+        self.starts = np.asarray(starts, np.int64)
+        offset = np.arange(len(values)) - np.repeat(self.starts[:-1], np.diff(self.starts))
+        self.sums = {lag: self._prefix(values, offset, lag) for lag in {1, self.seasonality}}
+
+    @staticmethod
+    def _prefix(values: np.ndarray, offset: np.ndarray, lag: int) -> np.ndarray:
+        """``(N + 1, C, 3)`` running sums of ``|d|``, ``d^2`` and pairs, ``d = y[t] - y[t-lag]``
+        within a series."""
+        diff = np.full(values.shape, np.nan)
+        diff[lag:] = values[lag:] - values[:-lag]
+        diff[offset < lag] = np.nan  # the pair would cross into the previous series
+        pair = ~np.isnan(diff)
+        diff = np.where(pair, diff, 0.0)
+        terms = np.stack((np.abs(diff), diff * diff, pair), -1)
+        return np.concatenate((np.zeros((1, *terms.shape[1:])), np.cumsum(terms, 0)))
+
+    def __call__(self, series: np.ndarray, origin: np.ndarray) -> np.ndarray:
+        """``(B,)`` series and ``(B,)`` rows of each forecast origin (the first row not in the
+        history) -> ``(B, C, 2)`` float64: the mean absolute and the mean squared seasonal
+        error of the history, NaN without an observed pair."""
+        start = self.starts[series]
+        short = (origin - start <= self.seasonality)[:, None, None]
+        total = np.where(short, self.sums[1][origin] - self.sums[1][start],
+                         self.sums[self.seasonality][origin]
+                         - self.sums[self.seasonality][start])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return total[..., :2] / np.where(total[..., 2:] > 0, total[..., 2:], np.nan)
+
+
 # -- metrics ---------------------------------------------------------------------------------
+_RATIOS = ("mase", "rmsse", "smape")  # per-row metrics, averaged over rows
+
+
 def check_quantile_levels(levels: object, name: str = "quantiles") -> list[float] | None:
     """None, or ``levels`` as floats increasing in (0, 1), else an error naming ``name``."""
     if levels is None:
@@ -360,60 +349,64 @@ def check_quantile_levels(levels: object, name: str = "quantiles") -> list[float
     return floats
 
 
-_STATES = ("series", "abs_error", "squared_error", "points", "scaled_error", "scaled_count",
-           "abs_target", "pinball", "unscored")
+_STATES = ("series", "abs_error", "squared_error", "points", "abs_target", "unscored",
+           "pinball", *(f"{name}{part}" for name in _RATIOS for part in ("", "_rows")))
 
 
 class ForecastMetrics(Metric):
-    """MAE, RMSE, MASE and (with quantiles) wQL of forecasts, per series and aggregated.
+    """MAE, RMSE, MASE, RMSSE, sMAPE and (with quantiles) wQL of forecasts, per series and
+    aggregated, as GluonTS's ``Evaluator`` computes them (``gluonts/evaluation/_base.py``,
+    ``metrics.py``; default ``aggregate_no_nan``, missing targets masked).
 
     Each window's sums are kept (``cat`` states, so DDP gathers them without knowing the
-    number of series) and summed per series (a weighted ``bincount``) when computed:
+    number of series) and summed per series (a weighted ``bincount``) when computed. A *row*
+    is one (window, channel): GluonTS's per-forecast row.
 
     - Scored points: the observed (window, time, channel) targets whose channel is observed
       somewhere in the window's context. Where it is not (an outage longer than the
-      context) no forecast from history exists, the seasonal-naive one is NaN, and the
-      point is left out of every metric below and counted in ``unscored``: a model and its
-      baseline are compared on the same points, as MASE's undefined pairs (the same
-      context's) are left out of both. The rule reads only the window, so the model's
-      metrics do not depend on whether a baseline is evaluated beside it.
-    - ``mae`` = sum ``|y - yhat|`` / points; ``rmse`` = sqrt(sum ``(y - yhat)^2`` /
-      points): pooled over every scored point (GluonTS's ``RMSE`` is the root of the mean
-      per-forecast MSE: the same when every window has as many scored points).
-    - ``mase``: GluonTS's ``mase`` (gluonts/evaluation/metrics.py: ``mean(|Y - Yhat|) /
-      seasonal_error``, ``seasonal_error = mean(|Y[t] - Y[t-m]|)`` of the past, lag 1 when the
-      past is shorter than the season) per window and channel, the past being the window's
-      context; aggregated as GluonTS's ``Evaluator`` does (``MASE: "mean"`` over its
-      per-forecast rows, each rolling window one row): the mean over (window, channel)
-      pairs. Pairs with no observed target or a zero or undefined denominator (a constant
-      context) have no finite value and are left out (counted in ``scaled_count``).
-    - ``wql`` (GluonTS ``mean_wQuantileLoss``): for each level ``q``, ``quantile_loss = 2 *
-      sum |(Y - Yhat_q) * (1[Y <= Yhat_q] - q)|`` (twice the pinball loss) summed over all
-      scored points, divided by their ``sum |Y|``; then the mean over the levels.
+      context) the seasonal-naive forecast is NaN: the point is left out of every metric
+      below and counted in ``unscored``, so a model and its baselines are compared on the
+      same points. The rule reads only the window (the model's metrics do not depend on the
+      baselines beside it).
+    - ``mae`` = sum ``|y - yhat|`` / points; ``rmse`` = sqrt(sum ``(y - yhat)^2`` / points),
+      pooled over every scored point (GluonTS's ``RMSE`` is the root of the mean per-row
+      MSE: the same when every row has as many points).
+    - ``mase``: per row ``mean |y - yhat| / seasonal_error``, ``seasonal_error`` the mean
+      ``|y[t] - y[t-m]|`` of the series' whole history before the origin
+      (:class:`SeasonalError`); the mean over rows. ``rmsse`` (M5's, GluonTS has none): per
+      row ``sqrt(mean (y - yhat)^2 / mean (y[t] - y[t-m])^2)``, the mean over rows. A row
+      without a scored point or without an observed history pair is NaN and left out of the
+      mean; a zero seasonal error gives ``inf`` (a perfect row ``0 / 0``: NaN, left out), and
+      an ``inf`` row makes the mean ``inf``, as in GluonTS.
+    - ``smape``: per row ``2 * mean |y - yhat| / (|y| + |yhat|)`` over its scored points with
+      a non-zero denominator (GluonTS's masked division leaves ``0 / 0`` out); the mean over
+      rows with one such point.
+    - ``wql`` (GluonTS ``mean_wQuantileLoss``): for each level ``q``, ``2 * sum |(y -
+      yhat_q) * (1[y <= yhat_q] - q)|`` (twice the pinball loss) over all scored points, over
+      their ``sum |y|`` (0: ``inf``, or NaN where the loss is 0 too); the mean over the levels.
     - ``unscored``: how many observed target points were left out (no context history).
+
+    Computed in float32, or in float64 when the inputs are float64.
 
     Args:
         quantiles: the levels of ``quantile_prediction``, increasing in (0, 1); None for point
             forecasts only (no ``wql``).
-        mase_season: lag in observations of the MASE denominator (``dm.mase_season``).
     """
 
     full_state_update = False
     is_differentiable = False
     higher_is_better = False
 
-    def __init__(self, quantiles: list[float] | None = None, mase_season: int = 1,
-                 **kwargs) -> None:
+    def __init__(self, quantiles: list[float] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.quantiles = check_quantile_levels(quantiles)
-        self.mase_season = check_positive_int(mase_season, "mase_season")
         self.register_buffer("levels", torch.tensor(self.quantiles or [], dtype=torch.float32),
                              persistent=False)
         for name in _STATES:
             self.add_state(name, default=[], dist_reduce_fx="cat")
 
     def update(self, prediction: Tensor, target: Tensor, observed: Tensor, series: Tensor,
-               context_value: Tensor, context_observed: Tensor,
+               context_observed: Tensor, seasonal_error: Tensor,
                quantile_prediction: Tensor | None = None) -> None:
         """Add a batch of windows (all values in the same, data units).
 
@@ -423,8 +416,10 @@ class ForecastMetrics(Metric):
             observed: ``(B, Nh, C)`` bool, True where ``target`` is present (False on
                 padding).
             series: ``(B,)`` integer index of each window's series (>= 0).
-            context_value: ``(B, Nc, C)``; context_observed: ``(B, Nc, C)`` bool (MASE's
-                denominator).
+            context_observed: ``(B, Nc, C)`` bool (which channels the context observes).
+            seasonal_error: ``(B, C, 2)`` the mean absolute and mean squared seasonal error of
+                each window's history (a batch's ``seasonal_error``, :class:`SeasonalError`),
+                NaN where undefined.
             quantile_prediction: ``(B, Nh, C, Q)`` at ``quantiles``; required iff the metric
                 has quantiles.
         """
@@ -436,35 +431,45 @@ class ForecastMetrics(Metric):
         _check_shape(_check_tensor(observed, "observed", "bool", 3), "observed", shape,
                      "(B, Nh, C) as prediction")
         _check_shape(_check_tensor(series, "series", "integer", 1), "series", (b,), "(B,)")
-        _check_tensor(context_value, "context_value", "float", 3)
-        _check_shape(context_value, "context_value", (b, context_value.shape[1], channels),
-                     "(B, Nc, C)")
-        _check_shape(_check_tensor(context_observed, "context_observed", "bool", 3),
-                     "context_observed", tuple(context_value.shape), "(B, Nc, C)")
+        _check_tensor(context_observed, "context_observed", "bool", 3)
+        _check_shape(context_observed, "context_observed",
+                     (b, context_observed.shape[1], channels), "(B, Nc, C)")
+        _check_shape(_check_tensor(seasonal_error, "seasonal_error", "float", 3),
+                     "seasonal_error", (b, channels, 2), "(B, C, 2)")
         if (quantile_prediction is None) != (self.quantiles is None):
             raise ValueError(
                 "quantile_prediction is required: the metric was built with quantiles="
                 f"{self.quantiles}" if quantile_prediction is None else
                 "quantile_prediction was given but the metric has quantiles=None")
-        prediction, target = prediction.float(), target.float()
+        dtype = torch.promote_types(prediction.dtype, torch.float32)
+        prediction, target = prediction.to(dtype), target.to(dtype)
+        seasonal_error = seasonal_error.to(dtype)
         # No context observation of the channel: no forecast from history (class docstring).
         scored = observed & context_observed.any(1, keepdim=True)
         error = (prediction - target).where(scored, 0)
-        ratio, defined = scaled_errors(prediction, target, scored, context_value.float(),
-                                       context_observed, self.mase_season)
+        points = scored.sum(1)                                                    # (B, C)
+        # IEEE division gives GluonTS's values: x / 0 = inf, 0 / 0 = NaN (no point or pair).
+        denominator = target.abs() + prediction.abs()
+        kept = scored & (denominator != 0)
+        ratio = (error.abs() / denominator).where(kept, 0)
+        rows = {"mase": error.abs().sum(1) / points / seasonal_error[..., 0],
+                "rmsse": (error.square().sum(1) / points / seasonal_error[..., 1]).sqrt(),
+                "smape": 2 * ratio.sum(1) / kept.sum(1)}
         self.series.append(series.long())
         self.abs_error.append(error.abs().sum((1, 2)))
         self.squared_error.append(error.square().sum((1, 2)))
-        self.points.append(scored.sum((1, 2)).float())
-        self.scaled_error.append(ratio.sum(1))
-        self.scaled_count.append(defined.sum(1).float())
+        self.points.append(points.sum(1).to(dtype))
         self.abs_target.append(target.abs().where(scored, 0).sum((1, 2)))
-        self.unscored.append((observed & ~scored).sum((1, 2)).float())
+        self.unscored.append((observed & ~scored).sum((1, 2)).to(dtype))
+        for name, value in rows.items():
+            defined = ~value.isnan()
+            getattr(self, name).append(value.where(defined, 0).sum(1))
+            getattr(self, f"{name}_rows").append(defined.sum(1).to(dtype))
         if quantile_prediction is not None:
             _check_tensor(quantile_prediction, "quantile_prediction", "float", 4)
             _check_shape(quantile_prediction, "quantile_prediction",
                          (*shape, len(self.quantiles)), f"(B, Nh, C, Q = {len(self.quantiles)})")
-            loss = pinball(quantile_prediction.float(), target, self.levels)
+            loss = pinball(quantile_prediction.to(dtype), target, self.levels)
             # flat (B * Q,): DDP fills a rank without windows with a 1D empty state
             self.pinball.append(loss.where(scored[..., None], 0).sum((1, 2)).flatten())
 
@@ -488,15 +493,15 @@ class ForecastMetrics(Metric):
     def _metrics(self, sums: dict[str, Tensor]) -> dict[str, Tensor]:
         out = {"mae": sums["abs_error"] / sums["points"],
                "rmse": (sums["squared_error"] / sums["points"]).sqrt(),
-               "mase": sums["scaled_error"] / sums["scaled_count"]}
+               **{name: sums[name] / sums[f"{name}_rows"] for name in _RATIOS}}
         if self.quantiles is not None:
             out["wql"] = (2 * sums["pinball"] / sums["abs_target"][..., None]).mean(-1)
         return out
 
     def compute(self) -> dict[str, Tensor]:
-        """Aggregated over all series and windows: ``{"mae", "rmse", "mase"[, "wql"],
-        "unscored"}`` 0-dim float32 tensors on the metric's device (NaN when nothing was
-        scored; ``unscored`` a count)."""
+        """Aggregated over all series and windows: ``{"mae", "rmse", "mase", "rmsse",
+        "smape"[, "wql"], "unscored"}`` 0-dim float32 tensors on the metric's device (NaN when
+        nothing was scored; ``unscored`` a count)."""
         sums = {name: value.sum(0) for name, value in self._sums().items()
                 if name != "series"}
         out = {**self._metrics(sums), "unscored": sums["unscored"]}
@@ -510,7 +515,8 @@ class ForecastMetrics(Metric):
                 largest series index seen.
 
         Returns:
-            ``{"mae", "rmse", "mase"[, "wql"], "windows", "points", "unscored"}``: ``(S,)``
+            ``{"mae", "rmse", "mase", "rmsse", "smape"[, "wql"], "windows", "points",
+            "unscored"}``: ``(S,)``
             float64 CPU tensors indexed by series (NaN and 0 windows for a series without
             windows); ``points`` the scored points, ``unscored`` those left out.
         """

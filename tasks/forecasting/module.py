@@ -30,6 +30,7 @@ from .metrics import (
     check_quantile_levels,
     masked_point_loss,
     quantile_loss,
+    season_label,
     seasonal_naive,
 )
 from .network import (
@@ -81,15 +82,17 @@ class Forecaster(LightningModule):
             refused, they have no fixed length); pick the typical sampling step.
         loss: ``mae``, ``mse`` or ``quantile``.
         quantiles: levels for the quantile loss; the one closest to 0.5 is the point forecast.
-        mase_season: seasonal lag (observations) of the MASE denominator (linked from the
-            data module's ``mase_season`` by the CLI).
-        naive_season: the season of the seasonal-naive baseline, a duration (``"7D"``; linked
-            from the data module's ``naive_season``; whole days mean the same local day, see
-            :func:`~.metrics.seasonal_naive`); evaluation logs its metrics beside the
-            model's on the same windows (``test/mae_naive``, ...). None: no baseline. Both
-            are scored on the same points: ``{stage}/unscored`` counts the observed targets
-            left out because the window's context never observes their channel (an outage
-            longer than the context; :class:`~.metrics.ForecastMetrics`).
+        naive_seasons: the seasons of the seasonal-naive baselines, durations (``["1D",
+            "7D"]``; linked from the data module's ``naive_seasons``; whole days mean the same
+            local day, see :func:`~.metrics.seasonal_naive`); evaluation logs each one's
+            metrics beside the model's on the same windows (``test/mae_naive_7d``, ...;
+            :func:`~.metrics.season_label`) and the strongest's (lowest MAE of the split) as
+            ``test/mae_naive``, ... None or ``[]``: no baseline. All are scored on the same
+            points: ``{stage}/unscored`` counts the observed targets left out because the
+            window's context never observes their channel (an outage longer than the
+            context; :class:`~.metrics.ForecastMetrics`). MASE and RMSSE are scaled by the
+            seasonal error of each series' history that the batches carry
+            (``seasonal_error``: the data module's ``mase_season``), whatever the baselines.
         instance_norm: standardize each window by its own context (RevIN) before the
             transformer and undo it on the output; helps with level shifts.
         lr: AdamW's peak learning rate.
@@ -116,8 +119,7 @@ class Forecaster(LightningModule):
         time_unit: str = "1h",
         loss: str = "mae",
         quantiles: list[float] | None = None,
-        mase_season: int = 1,
-        naive_season: str | None = None,
+        naive_seasons: list[str] | None = None,
         instance_norm: bool = True,
         lr: float = 1e-3,
         weight_decay: float = 0.01,
@@ -129,7 +131,7 @@ class Forecaster(LightningModule):
         self.save_hyperparameters()
         check_optim_args(lr, weight_decay, warmup, scheduler, min_lr_ratio)
         for name, value in (("num_targets", num_targets), ("dim", dim), ("depth", depth),
-                            ("num_heads", num_heads), ("mase_season", mase_season)):
+                            ("num_heads", num_heads)):
             check_positive_int(value, name)
         for name, value in (("num_past_covariates", num_past_covariates),
                             ("num_future_covariates", num_future_covariates),
@@ -141,8 +143,17 @@ class Forecaster(LightningModule):
                             f"{type(static_cardinalities).__name__} ({static_cardinalities!r})")
         for i, value in enumerate(static_cardinalities or []):
             check_positive_int(value, f"static_cardinalities[{i}]")
-        self.naive_season_ns = None if naive_season is None else parse_duration(naive_season,
-                                                                                "naive_season")
+        if naive_seasons is not None and not isinstance(naive_seasons, (list, tuple)):
+            raise TypeError(f"naive_seasons must be a list of durations or None, got "
+                            f"{type(naive_seasons).__name__} ({naive_seasons!r})")
+        # {logged-name suffix: season ns}, e.g. {"_naive_7d": 604800000000000}
+        self.naive_seasons = {}
+        for i, season in enumerate(naive_seasons or []):
+            season_ns = parse_duration(season, f"naive_seasons[{i}]")
+            suffix = f"_naive_{season_label(season_ns)}"
+            if suffix in self.naive_seasons:
+                raise ValueError(f"naive_seasons={naive_seasons} repeats the season {season!r}")
+            self.naive_seasons[suffix] = season_ns
         if dim % num_heads:
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
         check_positive_float(mlp_ratio, "mlp_ratio")
@@ -191,11 +202,11 @@ class Forecaster(LightningModule):
         self.fitted: Fitted | None = None
         self._data_fitted: Fitted | None = None  # what the trainer's data reads with
         self.point_index = int((self.quantiles - 0.5).abs().argmin())
-        # The model's and the seasonal-naive baseline's errors on the same windows.
+        # The model's and the seasonal-naive baselines' errors on the same windows, by suffix.
         levels = quantiles if loss == "quantile" else None
         self.metrics = nn.ModuleDict({
-            stage: nn.ModuleDict({"model": ForecastMetrics(levels, mase_season),
-                                  "naive": ForecastMetrics(levels, mase_season)})
+            stage: nn.ModuleDict({suffix or "model": ForecastMetrics(levels)
+                                  for suffix in ("", *self.naive_seasons)})
             for stage in ("val", "test")})
         self.test_per_series: pd.DataFrame | None = None
 
@@ -273,38 +284,45 @@ class Forecaster(LightningModule):
         pred = self._unscale(pred, batch)
         target = self._unscale(batch["target_value"], batch)
         context = self._unscale(batch["context_value"], batch)
-        observed, context_observed = batch["target_observed"], batch["context_observed"]
+        context_observed = batch["context_observed"]
         series = batch.get("series", torch.zeros(size, dtype=torch.int64, device=pred.device))
+        args = (target, batch["target_observed"], series, context_observed,
+                batch["seasonal_error"])
+        quantile = self.hparams.loss == "quantile"
         metrics = self.metrics[stage]
-        metrics["model"].update(pred[..., self.point_index], target, observed, series, context,
-                                context_observed,
-                                pred if self.hparams.loss == "quantile" else None)
-        if self.naive_season_ns is not None:
+        metrics["model"].update(pred[..., self.point_index], *args, pred if quantile else None)
+        for suffix, season_ns in self.naive_seasons.items():
             naive = seasonal_naive(batch["context_time"], context, context_observed,
-                                   batch["context_valid"], batch["target_time"],
-                                   self.naive_season_ns, context_local=batch["context_local"],
+                                   batch["context_valid"], batch["target_time"], season_ns,
+                                   context_local=batch["context_local"],
                                    target_local=batch["target_local"])
             # Every quantile at the naive value: its wQL is comparable with the model's.
-            metrics["naive"].update(naive, target, observed, series, context, context_observed,
-                                    naive[..., None].expand_as(pred)
-                                    if self.hparams.loss == "quantile" else None)
+            metrics[suffix].update(naive, *args, naive[..., None].expand_as(pred)
+                                   if quantile else None)
 
-    def _compared(self) -> tuple[tuple[str, str], ...]:
-        """``(metrics key, logged-name suffix)`` of what is evaluated: the model, and the
-        seasonal-naive baseline where it has a season."""
-        baseline = (("naive", "_naive"),) if self.naive_season_ns is not None else ()
-        return (("model", ""), *baseline)
+    def _compared(self, stage: str) -> list[tuple[str, str, dict[str, Tensor]]]:
+        """``(metrics key, logged-name suffix, computed metrics)`` of the model, each
+        baseline, and the strongest baseline (lowest MAE) again as ``_naive``."""
+        compared = [(key, "" if key == "model" else key, metric.compute())
+                    for key, metric in self.metrics[stage].items()]
+        baselines = [c for c in compared[1:] if not c[2]["mae"].isnan()]
+        if baselines:
+            key, _, values = min(baselines, key=lambda c: c[2]["mae"].item())
+            compared.append((key, "_naive", values))
+        return compared
 
     def _log_metrics(self, stage: str) -> None:
-        """Aggregated metrics of the epoch: ``{stage}/mae`` ... and ``{stage}/mae_naive`` ...
-        (the seasonal-naive forecast on the same windows)."""
+        """Aggregated metrics of the epoch: ``{stage}/mae`` ..., each baseline's
+        ``{stage}/mae_naive_7d`` ... and the strongest's ``{stage}/mae_naive`` ... (the
+        seasonal-naive forecasts on the same windows)."""
         metrics = self.metrics[stage]
-        for who, suffix in self._compared():
-            for name, value in metrics[who].compute().items():
+        compared = self._compared(stage)
+        for _, suffix, values in compared:
+            for name, value in values.items():
                 self.log(f"{stage}/{name}{suffix}", value, prog_bar=stage == "val"
-                         and name == "mae" and who == "model")
+                         and name == "mae" and not suffix)
         if stage == "test":
-            self.test_per_series = self._per_series(metrics)
+            self.test_per_series = self._per_series(metrics, compared)
             trainer = self._trainer
             if (self.test_per_series is not None and trainer is not None and trainer.loggers
                     and trainer.is_global_zero and trainer.log_dir):
@@ -315,15 +333,16 @@ class Forecaster(LightningModule):
         for metric in metrics.values():
             metric.reset()
 
-    def _per_series(self, metrics: nn.ModuleDict) -> pd.DataFrame | None:
-        """The test metrics per series (model, then ``*_naive``), one row per series of the
-        data tested (the model's series, then any new to it)."""
+    def _per_series(self, metrics: nn.ModuleDict, compared: list) -> pd.DataFrame | None:
+        """The test metrics per series (model, then each ``*_naive_*``, then the strongest's
+        ``*_naive``), one row per series of the data tested (the model's series, then any
+        new to it)."""
         fitted = self.fitted if self._data_fitted is None else self._data_fitted
         if fitted is None:
             return None
         names = list(fitted.columns.series_columns)
         frames = []
-        for who, suffix in self._compared():
+        for who, suffix, _ in compared:
             frame = metrics[who].per_series_frame(fitted.series_keys, names)
             frames.append(frame if not suffix else frame.drop(columns=names).add_suffix(suffix))
         return pd.concat(frames, axis=1)

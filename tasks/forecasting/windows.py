@@ -23,6 +23,9 @@ key                     shape / dtype    meaning
 ``series``              (B,) int64       the window's series (row of ``fitted.series_keys``)
 ``series_start_local``  (B,) int64       local wall-clock ns of the series' first
                                          observation (the origin of its age)
+``seasonal_error``      (B, C, 2) f32    mean ``|y[t] - y[t-m]|`` and ``(y[t] - y[t-m])^2``
+                                         of the series' history before the origin, in data
+                                         units (MASE/RMSSE denominators; NaN: undefined)
 ======================  ===============  ===============================================
 
 The calendar fields depend on the timestamps only, so they are computed once per series
@@ -42,6 +45,8 @@ from posenc import temporal
 from posenc.temporal.calendar import FIELDS
 from torch import Tensor
 from torch.utils.data import Dataset
+
+from .metrics import SeasonalError
 
 __all__ = ["WindowDataset", "WindowIndex", "batched", "count_windows", "duration_windows",
            "local_time_fields", "time_origins"]
@@ -185,9 +190,13 @@ class WindowDataset(Dataset):
             of ``panel.values`` (``fitted.columns.groups()``), the targets' scaling and each
             series' start (the origin of its age).
         windows: this split's :class:`WindowIndex`.
+        seasonality: the lag ``m`` (rows) of ``seasonal_error``
+            (:class:`~posenc.tasks.forecasting.metrics.SeasonalError`).
     """
 
-    def __init__(self, panel: Any, fitted: Any, windows: WindowIndex) -> None:
+    def __init__(self, panel: Any, fitted: Any, windows: WindowIndex,
+                 seasonality: int = 1) -> None:
+
         self.fitted = fitted
         self.groups = fitted.columns.groups()
         self.utc, self.local = panel.utc, panel.local
@@ -200,6 +209,11 @@ class WindowDataset(Dataset):
             raise ValueError(f"fitted.series_start must hold one start per series "
                              f"({panel.num_series}), got shape {self.series_start.shape}")
         self.windows = windows
+        # The targets' seasonal errors in scaled units; a difference scales by ``scale``.
+        first, end = next((first, end) for key, _, _, first, end in self.groups
+                          if key == "value")
+        self.seasonal_error = SeasonalError(self.values[:, first:end], panel.starts,
+                                            seasonality)
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -212,6 +226,9 @@ class WindowDataset(Dataset):
                  "static_real": torch.from_numpy(self.static_real[series]),
                  "static_cat": torch.from_numpy(self.static_cat[series]),
                  "series_start_local": torch.from_numpy(self.series_start[series])}
+        scale = self.scale[series].astype(np.float64)[..., None] ** np.array([1.0, 2.0])
+        batch["seasonal_error"] = torch.from_numpy(
+            (self.seasonal_error(series, t0) * scale).astype(np.float32))
         for side, (a, b) in (("context", (c0, t0)), ("target", (t0, t1))):
             rows, valid = _gather(a, b)
             local = self.local[rows]

@@ -57,7 +57,7 @@ def test_the_cli_links_every_data_size_into_the_model(tmp_path, monkeypatch):
         assert hp[name] == getattr(dm, name), name
     assert (hp.num_targets, hp.num_past_covariates, hp.num_future_covariates) == (2, 2, 1)
     assert hp.static_cardinalities == [3] and hp.num_static_real == 2
-    assert hp.naive_season == "7 days 00:00:00" and hp.mase_season == 7 * 48
+    assert hp.naive_seasons == ["7 days 00:00:00"] and dm.mase_season == 48
     # the same sizes as the data module built directly in Python
     direct = TimeSeriesDataModule(**{**data_args, "data": str(tmp_path / "meters.csv")})
     assert direct.model_sizes() == {name: hp[name] for name in direct.model_sizes()}

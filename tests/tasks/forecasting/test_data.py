@@ -263,6 +263,7 @@ def test_make_batch_is_the_data_module_s_batch_of_the_same_window(series):
                       scale=dm.scale)
     assert set(made) == set(batch)
     made["series_start_local"] = batch["series_start_local"]  # the request's age origin
+    made["seasonal_error"] = batch["seasonal_error"]  # of the history given: here the context
     for key in set(batch) - {"target_value", "target_observed"}:
         torch.testing.assert_close(made[key], batch[key], rtol=0, atol=1e-6, msg=key)
     assert not made["target_observed"].any() and batch["target_observed"].any()
@@ -418,5 +419,5 @@ def test_monthly_data_in_a_dst_zone_gets_the_yearly_season():
     dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
                               tz="Europe/Paris", context_length=12, horizon=3)
     dm.setup("fit")
-    assert dm.naive_season == "365 days 00:00:00"
+    assert dm.naive_seasons == ["365 days 00:00:00"]
     assert dm.mase_season == 12

@@ -248,7 +248,7 @@ def test_birthdays_module_is_the_51_state_panel():
     assert dm.num_series == 51 and dm.series_keys == [(s,) for s in BIRTHDAY_STATES]
     assert (dm.num_targets, dm.num_past_covariates, dm.num_future_covariates) == (1, 0, 0)
     assert dm.static_cardinalities == [] and dm.columns.tz is None
-    assert dm.season == pd.Timedelta("7D") and dm.mase_season == 7
+    assert dm.season == pd.Timedelta("7D") and dm.mase_season == 1  # GluonTS: daily 1
     # 16-week context, 4-week horizon, weekly origins; the last 10 % of 20 years each.
     assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 41565, "val": 5151,
                                                            "test": 5151}
@@ -290,7 +290,7 @@ def test_elecdemand_module_wires_the_covariates():
     assert dm.columns.past_covariates == ("Temperature",)
     assert dm.columns.future_covariates == ("WorkDay",)
     assert dm.columns.tz == MELBOURNE and dm.num_series == 1
-    assert dm.season == pd.Timedelta("7D") and dm.mase_season == 336
+    assert dm.season == pd.Timedelta("7D") and dm.mase_season == 48  # half-hourly
     assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 248, "val": 54, "test": 54}
     batch = dm.datasets["train"].__getitems__([0])
     # The first context starts at the data's first instant, read on the local clock.
@@ -324,8 +324,8 @@ def test_glucose_module_windows_by_duration():
     dm = GlucoseDataModule()
     dm.setup("fit")
     assert dm.columns.past_covariates == ("isig",) and dm.columns.tz is None
-    assert dm.season == "persistence" and dm.mase_season == 1
-    assert pd.Timedelta(dm.naive_season) == pd.Timedelta(1, "ns")  # the last value
+    assert dm.season == "persistence" and dm.mase_season == 288  # 5 minutes
+    assert dm.naive_seasons == [str(pd.Timedelta(1, "ns"))]  # the last value
     assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 3063, "val": 685,
                                                            "test": 696}
 

@@ -56,8 +56,8 @@ def test_fit_then_predict_a_forecasts_file_from_a_panel_csv(tmp_path, monkeypatc
     # The sizes came from the data: the config names none of them.
     hp = cli.model.hparams
     assert (hp.num_targets, hp.num_past_covariates, hp.num_future_covariates) == (1, 1, 1)
-    assert hp.static_cardinalities == [3] and hp.mase_season == 24
-    assert hp.naive_season == "1 days 00:00:00"
+    assert hp.static_cardinalities == [3] and cli.datamodule.mase_season == 24
+    assert hp.naive_seasons == ["1 days 00:00:00"]
     out = capsys.readouterr().out
     reported = dict(re.findall(r"^\s+(test/\S+)\s+([0-9.]+)$", out, re.M))
     assert {"test/mae", "test/mase", "test/mae_naive", "test/mase_naive", "test/wql",

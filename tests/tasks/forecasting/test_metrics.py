@@ -1,6 +1,7 @@
-"""Evaluation: the seasonal-naive forecast against hand-worked and brute-force values, GluonTS's
-default seasons as durations, and ForecastMetrics against direct per-series computations,
-however the windows are batched or split across processes."""
+"""Evaluation: the seasonal-naive forecast against hand-worked and brute-force values, the
+natural seasons of a step, the seasonal error of whole histories, and ForecastMetrics against
+direct per-series computations, however the windows are batched or split across processes
+(GluonTS's own numbers: test_gluonts_metrics.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import pytest
 import torch
 from posenc.tasks.forecasting.metrics import (
     ForecastMetrics,
-    MeanAbsoluteScaledError,
-    naive_scale,
-    season_for_step,
+    SeasonalError,
+    natural_seasons,
+    season_label,
     seasonal_naive,
+    seasonality_for_step,
 )
 
 HOUR = 3600 * 10**9
@@ -188,7 +190,7 @@ def test_day_seasons_repeat_the_same_local_day_across_dst(season_days):
     torch.testing.assert_close(naive, expected, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("season, expected", [(None, 4.0), ("7D", 7.0)])
+@pytest.mark.parametrize("season, expected", [("1D", 4.0), ("7D", 7.0)])
 def test_naive_test_metrics_are_the_same_with_and_without_a_dst_zone(tmp_path, season,
                                                                        expected):
     from posenc.tasks import Forecaster
@@ -205,7 +207,7 @@ def test_naive_test_metrics_are_the_same_with_and_without_a_dst_zone(tmp_path, s
     for tz, result in results.items():
         assert result["test/mae_naive"] == pytest.approx(expected, abs=1e-4), tz
         assert result["test/rmse_naive"] == pytest.approx(
-            math.sqrt(np.mean(np.square(np.arange(1, 8)))) if season is None else 7.0,
+            math.sqrt(np.mean(np.square(np.arange(1, 8)))) if season == "1D" else 7.0,
             abs=1e-4), tz
 
 
@@ -290,25 +292,27 @@ def test_seasonal_naive_rejects_bad_seasons(season, error):
         seasonal_naive(*_good(), season)
 
 
-# -- season_for_step -------------------------------------------------------------------------
-@pytest.mark.parametrize("step, season", [
-    ("1h", "1D"), ("2h", "1D"),        # GluonTS H: 24, "2H" -> 12: one day
-    ("30min", "1D"), ("5min", "1D"),   # T: 1440
-    ("5h", "5h"), ("7min", "7min"),    # multiple does not divide -> seasonality 1 (naive)
-    ("30s", "1h"), ("7s", "7s"),       # S: 3600
-    ("1D", "1D"), ("2D", "2D"),        # D: 1
-    ("7D", "7D"),                      # W: 1
-    ("31D", "365D"), ("28D", "365D"),  # M: 12
-    ("91D", "365D"),                   # Q: 4
-    ("365D", "365D"), ("36h", "36h"), ("500ms", "500ms"),   # not in the table: naive
+# -- natural seasons, season labels, the seasonal error of a history ----------------------------
+@pytest.mark.parametrize("step, context, seasons", [
+    ("1h", None, ["1D", "7D"]), ("30min", "7D", ["1D", "7D"]), ("1h", "72h", ["1D"]),
+    ("11min", None, []),                                  # divides neither: persistence
+    ("1D", None, ["7D", "365D"]), ("1D", "112D", ["7D"]), ("7D", None, ["365D"]),
+    ("31D", None, ["365D"]), ("91D", None, ["365D"]), ("730D", None, []),
 ])
-def test_season_for_step_follows_gluonts_default_seasonalities(step, season):
-    assert season_for_step(pd.Timedelta(step)) == pd.Timedelta(season)
+def test_natural_seasons_are_the_calendar_periods_a_step_divides(step, context, seasons):
+    got = natural_seasons(pd.Timedelta(step), None if context is None else pd.Timedelta(context))
+    assert got == ([pd.Timedelta(s) for s in seasons] or [pd.Timedelta(1, "ns")])
 
 
-def test_season_for_step_accepts_python_and_numpy_durations():
-    assert season_for_step(datetime.timedelta(minutes=15)) == pd.Timedelta("1D")
-    assert season_for_step(np.timedelta64(1, "h")) == pd.Timedelta("1D")
+def test_season_labels_name_the_logged_baselines():
+    labels = [season_label(pd.Timedelta(s).value) for s in ("1D", "7D", "24h", "36h", "30min",
+                                                            "90s", "1ns", "1500ms")]
+    assert labels == ["1d", "7d", "1d", "36h", "30min", "90s", "persistence", "1500000000ns"]
+
+
+def test_seasonality_accepts_python_and_numpy_durations():
+    assert seasonality_for_step(datetime.timedelta(minutes=15)) == 96
+    assert seasonality_for_step(np.timedelta64(1, "h")) == 24
 
 
 @pytest.mark.parametrize("step, error", [
@@ -316,9 +320,24 @@ def test_season_for_step_accepts_python_and_numpy_durations():
     (pd.Timedelta(0), ValueError), (pd.Timedelta("-1h"), ValueError),
     (np.timedelta64("NaT"), ValueError),
 ])
-def test_season_for_step_rejects_non_durations(step, error):
-    with pytest.raises(error, match="step must be"):
-        season_for_step(step)
+def test_seasonality_and_natural_seasons_reject_non_durations(step, error):
+    for function in (seasonality_for_step, natural_seasons):
+        with pytest.raises(error, match="step must be"):
+            function(step)
+
+
+def test_seasonal_error_is_the_whole_history_before_the_origin_within_its_series():
+    # series 0: 1, 3, NaN, 6, 2, 8 (rows 0-5); series 1: 5, 5, 9 (rows 6-8); lag 2
+    values = np.array([1, 3, np.nan, 6, 2, 8, 5, 5, 9.0])[:, None]
+    error = SeasonalError(values, np.array([0, 6, 9]), 2)
+    got = error(np.array([0, 0, 1, 1, 0]), np.array([6, 5, 9, 8, 2]))
+    # origin 6: pairs (6-3), (8-6) (2-NaN left out) -> |3|, |2|; origin 5: (6-3) only;
+    # series 1, origin 9 (3 rows > lag): (9-5) -> 4; origin 8 (2 rows <= lag): lag 1, |5-5|;
+    # series 0, origin 2 (2 rows): lag 1, |3-1| = 2
+    np.testing.assert_allclose(got[:, 0], [[2.5, 6.5], [3, 9], [4, 16], [0, 0], [2, 4]])
+    # no observed pair: NaN (GluonTS's masked mean), never a pair across series
+    lone = SeasonalError(np.array([[1.0], [7.0], [np.nan]]), np.array([0, 1, 3]), 1)
+    assert np.isnan(lone(np.array([0, 1]), np.array([1, 3]))).all()
 
 
 # -- ForecastMetrics: hand-worked ------------------------------------------------------------
@@ -327,14 +346,15 @@ def _ones(*shape):
 
 
 def test_metrics_match_hand_computed_values_per_series_and_aggregated():
-    # two windows of series 0, one of series 1; C = 1, Nh = 2, context 1,3,2,6 (lag-1 MAE 7/3)
-    context = torch.tensor([[1.0, 3.0, 2.0, 6.0]] * 3)[..., None]
+    # two windows of series 0, one of series 1; C = 1, Nh = 2; each history's seasonal error
+    # that of 1, 3, 2, 6 at lag 1: mean |d| = 7/3, mean d^2 = 21/3
+    seasonal = torch.tensor([[[7 / 3, 7.0]]] * 3)
     target = torch.tensor([[6.0, 8.0], [2.0, 4.0], [10.0, 0.0]])[..., None]
     pred = torch.tensor([[5.0, 5.0], [2.0, 2.0], [7.0, 9.0]])[..., None]
     observed = torch.tensor([[True, True], [True, True], [True, False]])[..., None]
     quant = torch.stack([pred - 1, pred, pred + 1], -1)          # levels 0.1, 0.5, 0.9
-    metric = ForecastMetrics([0.1, 0.5, 0.9], mase_season=1)
-    metric.update(pred, target, observed, torch.tensor([0, 0, 1]), context, _ones(3, 4, 1),
+    metric = ForecastMetrics([0.1, 0.5, 0.9])
+    metric.update(pred, target, observed, torch.tensor([0, 0, 1]), _ones(3, 4, 1), seasonal,
                   quant)
     # abs errors: series 0: 1, 3, 0, 2 (4 points); series 1: 3 (the 9 is unobserved)
     per = metric.per_series()
@@ -344,6 +364,10 @@ def test_metrics_match_hand_computed_values_per_series_and_aggregated():
     # window MASEs: (2 / (7/3)), (1 / (7/3)); series 1: 3 / (7/3)
     torch.testing.assert_close(per["mase"], torch.tensor([1.5 / (7 / 3), 3 / (7 / 3)],
                                                          dtype=torch.float64))
+    # rows' RMSSE: sqrt(5 / 7), sqrt(2 / 7); sMAPE: 2 * (1/11 + 3/13) / 2, 2 * (0/4 + 2/6) / 2
+    assert per["rmsse"][0].item() == pytest.approx((math.sqrt(5 / 7) + math.sqrt(2 / 7)) / 2)
+    assert per["smape"].tolist() == pytest.approx([(1 / 11 + 3 / 13 + 1 / 3) / 2, 6 / 17])
+    assert per["rmsse"][1].item() == pytest.approx(math.sqrt(9 / 7))
     assert per["windows"].tolist() == [2.0, 1.0] and per["points"].tolist() == [4.0, 1.0]
     # pinball per point at q (e = y - yhat_q): computed by hand for series 1 (y=10, yhat 6,7,8)
     wql_1 = np.mean([2 * 0.1 * 4 / 10, 2 * 0.5 * 3 / 10, 2 * 0.9 * 2 / 10])
@@ -352,7 +376,7 @@ def test_metrics_match_hand_computed_values_per_series_and_aggregated():
     assert out["mae"].item() == pytest.approx(9 / 5)
     assert out["rmse"].item() == pytest.approx(math.sqrt(23 / 5))
     assert out["mase"].item() == pytest.approx((2 + 1 + 3) / 3 / (7 / 3))
-    assert set(out) == {"mae", "rmse", "mase", "wql", "unscored"}
+    assert set(out) == {"mae", "rmse", "mase", "rmsse", "smape", "wql", "unscored"}
     assert out["mae"].dtype == torch.float32 and out["unscored"].item() == 0
 
 
@@ -368,38 +392,41 @@ def _random_windows(seed, w=23, nh=4, nc=9, channels=2, levels=(0.1, 0.5, 0.9), 
     quant = pred[..., None] + torch.tensor(levels) - 0.5 + 0.3 * torch.randn(
         w, nh, channels, len(levels), generator=g)
     observed = torch.rand(w, nh, channels, generator=g) < 0.8
-    context = torch.randn(w, nc, channels, generator=g)
     context_observed = torch.rand(w, nc, channels, generator=g) < 0.9
+    seasonal = torch.rand(w, channels, 2, generator=g) + 0.5
+    seasonal[1, 0] = float("nan")                       # a history without a pair
     ids = torch.randint(0, series, (w,), generator=g)
     ids[ids == 3] = 2                                   # series 3 has no window
-    return pred, target, observed, ids, context, context_observed, quant
+    return pred, target, observed, ids, context_observed, seasonal, quant
 
 
-def _direct(windows, levels, season, num_series):
+def _direct(windows, levels, num_series):
     """Per-series metrics straight from the definitions, window by window in numpy."""
-    pred, target, observed, ids, context, cobs, quant = (t.double().numpy() for t in windows)
-    observed, cobs = observed.astype(bool), cobs.astype(bool)
+    pred, target, observed, ids, cobs, seasonal, quant = (t.double().numpy() for t in windows)
+    observed = observed.astype(bool) & cobs.astype(bool).any(1, keepdims=True)
     rows = {}
     for s in range(num_series):
-        err, ys, ratios, qls, n = [], [], [], np.zeros(len(levels)), 0
+        err, ys, qls, n = [], [], np.zeros(len(levels)), 0
+        ratios = {"mase": [], "rmsse": [], "smape": []}
         for w in np.flatnonzero(ids == s):
             for c in range(pred.shape[2]):
                 m = observed[w, :, c]
-                err += list(pred[w, m, c] - target[w, m, c])
-                ys += list(target[w, m, c])
+                e, y = pred[w, m, c] - target[w, m, c], target[w, m, c]
+                err += list(e)
+                ys += list(y)
                 for i, q in enumerate(levels):
-                    qls[i] += _gluonts_quantile_loss(target[w, m, c], quant[w, m, c, i], q)
-                ctx, ok = context[w, :, c], cobs[w, :, c]
-                pairs = ok[season:] & ok[:-season]
-                seasonal_error = np.abs(ctx[season:] - ctx[:-season])[pairs].mean()
+                    qls[i] += _gluonts_quantile_loss(y, quant[w, m, c, i], q)
                 if m.any():
-                    ratios.append(np.abs(pred[w, m, c] - target[w, m, c]).mean()
-                                  / seasonal_error)
+                    ratios["smape"].append(2 * np.mean(np.abs(e) / (np.abs(y)
+                                                                    + np.abs(pred[w, m, c]))))
+                    if not np.isnan(seasonal[w, c, 0]):
+                        ratios["mase"].append(np.abs(e).mean() / seasonal[w, c, 0])
+                        ratios["rmsse"].append(np.sqrt((e ** 2).mean() / seasonal[w, c, 1]))
             n += 1
         err = np.array(err)
         rows[s] = {"mae": np.abs(err).mean() if n else np.nan,
                    "rmse": np.sqrt((err ** 2).mean()) if n else np.nan,
-                   "mase": np.mean(ratios) if ratios else np.nan,
+                   **{k: np.mean(v) if v else np.nan for k, v in ratios.items()},
                    "wql": np.mean(qls / np.abs(ys).sum()) if n else np.nan,
                    "err": err, "ratios": ratios, "ql": qls, "abs_y": np.abs(ys).sum()}
     return rows
@@ -415,53 +442,58 @@ def _feed(metric, windows, bounds):
 @pytest.mark.parametrize("bounds", [[0, 23], list(range(24)), [0, 4, 5, 17, 23],
                                     [0, 0, 11, 23]])
 def test_accumulation_equals_a_direct_computation_however_windows_are_batched(bounds):
-    levels, season = [0.1, 0.5, 0.9], 2
+    levels = [0.1, 0.5, 0.9]
     windows = _random_windows(0, levels=tuple(levels))
-    metric = ForecastMetrics(levels, mase_season=season)
+    metric = ForecastMetrics(levels)
     _feed(metric, windows, bounds)
-    direct = _direct(windows, levels, season, 5)
+    direct = _direct(windows, levels, 5)
     per = metric.per_series(num_series=5)
-    for name in ("mae", "rmse", "mase", "wql"):
+    for name in ("mae", "rmse", "mase", "rmsse", "smape", "wql"):
         np.testing.assert_allclose(per[name].numpy(), [direct[s][name] for s in range(5)],
                                    rtol=1e-5)
     assert math.isnan(per["mae"][3]) and per["windows"][3] == 0
     rows = direct.values()
     err = np.concatenate([r["err"] for r in rows])
-    ratios = sum((r["ratios"] for r in rows), [])
+    ratios = {k: sum((r["ratios"][k] for r in rows), []) for k in ("mase", "rmsse", "smape")}
     wql = np.mean(sum(r["ql"] for r in rows) / sum(r["abs_y"] for r in rows))
     out = metric.compute()
     assert out["mae"].item() == pytest.approx(np.abs(err).mean(), rel=1e-5)
     assert out["rmse"].item() == pytest.approx(np.sqrt((err ** 2).mean()), rel=1e-5)
-    assert out["mase"].item() == pytest.approx(np.mean(ratios), rel=1e-5)
+    for name, values in ratios.items():
+        assert out[name].item() == pytest.approx(np.mean(values), rel=1e-5)
     assert out["wql"].item() == pytest.approx(wql, rel=1e-5)
 
 
-def test_mase_agrees_with_mean_absolute_scaled_error():
-    windows = _random_windows(1)
-    metric, reference = ForecastMetrics(None, mase_season=3), MeanAbsoluteScaledError(3)
-    pred, target, observed, ids, context, cobs, _ = windows
-    metric.update(pred, target, observed, ids, context, cobs)
-    reference.update(pred, target, observed, context, cobs)
-    assert metric.compute()["mase"].item() == pytest.approx(reference.compute().item())
-    assert "wql" not in metric.compute()
+def test_zero_denominators_give_inf_or_are_left_out_as_gluonts_does():
+    # row 0: error 1 over a zero seasonal error -> MASE inf; row 1: a perfect forecast of
+    # zeros over a zero seasonal error -> 0 / 0, and every sMAPE term 0 / 0: both left out
+    pred = torch.tensor([[[1.0]], [[0.0]]])
+    metric = ForecastMetrics(None)
+    metric.update(pred, torch.zeros(2, 1, 1), _ones(2, 1, 1), torch.tensor([0, 1]),
+                  _ones(2, 3, 1), torch.zeros(2, 1, 2))
+    per, out = metric.per_series(), metric.compute()
+    assert math.isinf(out["mase"].item()) and math.isinf(out["rmsse"].item())
+    assert out["smape"].item() == 2.0 and "wql" not in out
+    assert math.isnan(per["mase"][1]) and math.isnan(per["smape"][1])
 
 
 def test_per_series_frame_names_each_series_by_its_key():
     metric = ForecastMetrics(None)
     pred = torch.zeros(2, 1, 1)
     metric.update(pred, pred + torch.tensor([1.0, 3.0])[:, None, None], _ones(2, 1, 1),
-                  torch.tensor([2, 0]), torch.tensor([[[0.0], [1.0]]] * 2), _ones(2, 2, 1))
+                  torch.tensor([2, 0]), _ones(2, 2, 1), torch.ones(2, 1, 2))
     frame = metric.per_series_frame([("CA", 1), ("NY", 1), ("TX", 2)], ["state", "group"])
-    assert list(frame.columns) == ["state", "group", "mae", "rmse", "mase", "windows",
-                                   "points", "unscored"]
+    assert list(frame.columns) == ["state", "group", "mae", "rmse", "mase", "rmsse", "smape",
+                                   "windows", "points", "unscored"]
     assert frame["state"].tolist() == ["CA", "NY", "TX"]
     assert frame["mae"].tolist()[::2] == [3.0, 1.0] and math.isnan(frame["mae"][1])
     assert frame["windows"].tolist() == [1, 0, 1]
     single = ForecastMetrics(None)
     single.update(pred[:1], pred[:1] + 2, _ones(1, 1, 1), torch.tensor([0]),
-                  torch.tensor([[[0.0], [1.0]]]), _ones(1, 2, 1))
+                  _ones(1, 2, 1), torch.ones(1, 1, 2))
     assert single.per_series_frame([()], []).to_dict("list") == {
-        "mae": [2.0], "rmse": [2.0], "mase": [2.0], "windows": [1], "points": [1],
+        "mae": [2.0], "rmse": [2.0], "mase": [2.0], "rmsse": [2.0], "smape": [2.0],
+        "windows": [1], "points": [1],
         "unscored": [0]}
 
 
@@ -470,10 +502,13 @@ def test_the_seasonal_naive_baseline_is_scored_on_the_same_windows():
     y = torch.tensor([1.0, 2, 3, 4, 5, 6, 7, 2, 3, 4, 5, 9])[None, :, None]
     ct, cv, co, valid = _window(days[:9], y[0, :9])
     naive = seasonal_naive(ct, cv, co, valid, days[None, 9:], 7 * DAY)   # y[2], y[3], y[4]
-    metric = ForecastMetrics([0.5], mase_season=7)
-    metric.update(naive, y[:, 9:], _ones(1, 3, 1), torch.tensor([0]), cv, co,
-                  naive[..., None])
-    # |4-3|, |5-4|, |9-5| -> MAE 2; context lag-7 errors |2-1|, |3-2| -> 1; wQL 2*0.5*6/18
+    metric = ForecastMetrics([0.5])
+    # the history's lag-7 errors |2-1|, |3-2| -> 1
+    seasonal = SeasonalError(y[0].double().numpy(), np.array([0, 12]), 7)(np.array([0]),
+                                                                         np.array([9]))
+    metric.update(naive, y[:, 9:], _ones(1, 3, 1), torch.tensor([0]), co,
+                  torch.from_numpy(seasonal).float(), naive[..., None])
+    # |4-3|, |5-4|, |9-5| -> MAE 2, over 1 -> MASE 2; wQL 2*0.5*6/18
     out = metric.compute()
     assert naive[0, :, 0].tolist() == [3.0, 4.0, 5.0]
     assert (out["mae"].item(), out["mase"].item()) == (2.0, 2.0)
@@ -495,8 +530,8 @@ def test_points_without_context_history_are_left_out_of_model_and_naive_alike():
     results = {}
     for name, pred in (("model", model), ("naive", naive)):
         metric = ForecastMetrics([0.5])
-        metric.update(pred, target, observed, torch.tensor([0, 1]), context, context_observed,
-                      pred[..., None])
+        metric.update(pred, target, observed, torch.tensor([0, 1]), context_observed,
+                      torch.ones(2, 1, 2), pred[..., None])
         results[name] = (metric.compute(), metric.per_series())
     (model_out, model_per), (naive_out, naive_per) = results["model"], results["naive"]
     assert (model_out["mae"].item(), naive_out["mae"].item()) == (1.0, 1.5)   # |3-2|, |4-2|
@@ -551,10 +586,10 @@ def test_an_outage_longer_than_the_context_leaves_naive_test_metrics_finite(tmp_
 # -- ForecastMetrics under DDP ---------------------------------------------------------------
 def _halves(seed):
     windows = _random_windows(seed)
-    first, second = ForecastMetrics([0.1, 0.5, 0.9], 2), ForecastMetrics([0.1, 0.5, 0.9], 2)
+    first, second = ForecastMetrics([0.1, 0.5, 0.9]), ForecastMetrics([0.1, 0.5, 0.9])
     _feed(first, windows, [0, 5, 11])
     _feed(second, windows, [11, 23])
-    whole = ForecastMetrics([0.1, 0.5, 0.9], 2)
+    whole = ForecastMetrics([0.1, 0.5, 0.9])
     _feed(whole, windows, [0, 23])
     return first, second, whole
 
@@ -590,10 +625,10 @@ def _fake_gather(other):
 def test_cat_reduction_across_ranks_equals_one_process_seeing_everything(empty_rank):
     first, second, whole = _halves(3)
     if empty_rank:   # a rank that saw no window: torchmetrics sends a 1D float empty state
-        second, first = first, ForecastMetrics([0.1, 0.5, 0.9], 2)
+        second, first = first, ForecastMetrics([0.1, 0.5, 0.9])
         whole = second
     for method in ("compute", "per_series"):
-        rank = ForecastMetrics([0.1, 0.5, 0.9], 2, distributed_available_fn=lambda: True)
+        rank = ForecastMetrics([0.1, 0.5, 0.9], distributed_available_fn=lambda: True)
         if first.update_called:
             rank.merge_state(first)
         rank.dist_sync_fn = _fake_gather(second)
@@ -608,8 +643,8 @@ def test_cat_reduction_across_ranks_equals_one_process_seeing_everything(empty_r
 def _update_args():
     pred = torch.zeros(2, 3, 1)
     return dict(prediction=pred, target=pred + 1, observed=_ones(2, 3, 1),
-                series=torch.tensor([0, 1]), context_value=torch.zeros(2, 4, 1),
-                context_observed=_ones(2, 4, 1))
+                series=torch.tensor([0, 1]), context_observed=_ones(2, 4, 1),
+                seasonal_error=torch.ones(2, 1, 2))
 
 
 @pytest.mark.parametrize("key, bad, error, match", [
@@ -618,9 +653,10 @@ def _update_args():
     ("observed", lambda t: t.float(), TypeError, "observed must be a bool tensor"),
     ("series", lambda t: t.float(), TypeError, r"series must be a integer \(series indices\)"),
     ("series", lambda t: t[:1], ValueError, r"series must be \(B,\) = \(2,\)"),
-    ("context_value", lambda t: t[..., None], ValueError, "context_value must have 3"),
-    ("context_value", lambda t: t.expand(2, 4, 2), ValueError, r"context_value must be \(B, "),
-    ("context_observed", lambda t: t[:, :3], ValueError, "context_observed must be"),
+    ("context_observed", lambda t: t.expand(2, 4, 2), ValueError,
+     r"context_observed must be \(B, Nc, C\)"),
+    ("seasonal_error", lambda t: t.long(), TypeError, "seasonal_error must be a floating"),
+    ("seasonal_error", lambda t: t[..., :1], ValueError, r"seasonal_error must be \(B, C, 2\)"),
 ])
 def test_update_rejects_bad_tensors_naming_them(key, bad, error, match):
     args = _update_args()
@@ -645,8 +681,6 @@ def test_quantile_predictions_must_match_the_levels():
     ({"quantiles": []}, ValueError, "increasing levels in"),
     ({"quantiles": "0.5"}, TypeError, "quantiles must be a list"),
     ({"quantiles": [True]}, TypeError, "quantiles must be numbers"),
-    ({"mase_season": 0}, ValueError, "mase_season must be >= 1"),
-    ({"mase_season": 2.0}, TypeError, "mase_season must be an int"),
 ])
 def test_bad_metric_arguments_are_named(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -671,20 +705,12 @@ def test_half_precision_inputs_are_scored_in_float32_and_nan_at_missing_is_ignor
     args["target"] = args["target"].masked_fill(torch.tensor([True, False, False])[:, None],
                                                 float("nan"))
     args["observed"] = ~torch.isnan(args["target"])
-    args["context_value"][:, 0] = float("nan")
     args["context_observed"][:, 0] = False
     metric = ForecastMetrics(None)
     metric.update(**args)
     out = metric.compute()
     assert out["mae"].item() == 1.0 and out["rmse"].item() == 1.0
-    assert math.isnan(out["mase"].item())   # constant context: no defined MASE pair
-
-
-def test_naive_scale_ignores_nan_left_at_missing_values():
-    context = torch.tensor([[[1.0], [float("nan")], [2.0], [4.0]]])
-    observed = torch.tensor([[[True], [False], [True], [True]]])
-    scale, count = naive_scale(context, observed, 1)
-    assert scale.item() == 2.0 and count.item() == 1
+    assert out["mase"].item() == 1.0 and out["smape"].item() == 2.0
 
 
 def test_naive_and_update_never_read_tensor_values_on_the_host(monkeypatch):
@@ -692,17 +718,57 @@ def test_naive_and_update_never_read_tensor_values_on_the_host(monkeypatch):
     windows = _random_windows(4)
     ct = EPOCH + torch.arange(9)[None].expand(23, 9) * HOUR
     tt = ct[:, -1:] + torch.arange(1, 5)[None] * HOUR
-    metric = ForecastMetrics([0.1, 0.5, 0.9], 2)
+    metric = ForecastMetrics([0.1, 0.5, 0.9])
 
     def refuse(*args, **kwargs):
         raise AssertionError("host read")
     for name in ("item", "__bool__", "__int__", "__float__", "__index__", "tolist", "cpu",
                  "numpy"):
         monkeypatch.setattr(torch.Tensor, name, refuse)
-    naive = seasonal_naive(ct, windows[4], windows[5], _ones(23, 9), tt, 24 * HOUR)
-    local = seasonal_naive(ct, windows[4], windows[5], _ones(23, 9), tt, 24 * HOUR,
+    context = torch.randn(23, 9, 2)
+    naive = seasonal_naive(ct, context, windows[4], _ones(23, 9), tt, 24 * HOUR)
+    local = seasonal_naive(ct, context, windows[4], _ones(23, 9), tt, 24 * HOUR,
                            context_local=ct - 5 * HOUR, target_local=tt - 5 * HOUR)
     metric.update(naive, *windows[1:6], quantile_prediction=windows[6])
     monkeypatch.undo()
     torch.testing.assert_close(local, naive)   # a fixed offset: the same lookups
     assert naive.shape == (23, 4, 2) and metric.compute()["mae"] > 0
+
+
+def test_test_mase_is_the_fields_mase_and_every_natural_naive_is_logged(tmp_path):
+    from posenc.tasks import Forecaster, TimeSeriesDataModule
+
+    from ..conftest import cpu_trainer
+
+    hours = pd.date_range("2021-01-01", periods=24 * 12, freq="h")
+    rng = np.random.default_rng(0)
+    frames = []
+    for name, amplitude in (("a", 3.0), ("b", 10.0)):
+        y = 20 + amplitude * np.sin(2 * np.pi * np.arange(len(hours)) / 24)
+        y += rng.normal(0, 1, len(hours))
+        y[rng.random(len(hours)) < 0.1] = np.nan
+        frames.append(pd.DataFrame({"id": name, "ts": hours, "y": y}))
+    frame = pd.concat(frames)
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="y",
+                              series_column="id", context_length=168, horizon=12, stride=12)
+    model = Forecaster(**dm.model_sizes(), dim=16, depth=1, num_heads=2)
+    [result] = cpu_trainer(tmp_path).test(model, dm, verbose=False)
+    # the field's MASE from the raw table: each (series, window)'s MAE over the seasonal
+    # error (lag 24, GluonTS's hourly seasonality) of the series' whole history
+    ratios = []
+    for batch in dm.test_dataloader():
+        with torch.no_grad():
+            out = model.eval().predict_step(batch)
+        for b, s in enumerate(out["series"].tolist()):
+            rows = frame[frame.id == dm.series_keys[s][0]].set_index("ts").y
+            times = pd.to_datetime(out["time"][b][out["valid"][b]].numpy())
+            truth = rows.loc[times].to_numpy()
+            error = np.abs(out["prediction"][b, : len(times), 0].numpy() - truth)
+            past = rows[rows.index < times[0]].to_numpy()
+            ratios.append(np.nanmean(error) / np.nanmean(np.abs(past[24:] - past[:-24])))
+    assert len(ratios) > 2 and result["test/mase"] == pytest.approx(np.mean(ratios), rel=1e-5)
+    # hourly data with a week of context: the daily and the weekly naive, and the stronger
+    assert dm.naive_seasons == [str(pd.Timedelta("1D")), str(pd.Timedelta("7D"))]
+    daily, weekly = result["test/mae_naive_1d"], result["test/mae_naive_7d"]
+    assert daily != weekly and result["test/mae_naive"] == min(daily, weekly)
+    assert {"mae_naive_1d", "mase_naive_7d", "smape_naive"} <= set(model.test_per_series)

@@ -15,9 +15,8 @@ from posenc.core import RotaryEncoding
 from posenc.tasks import Forecaster, TimeSeriesDataModule, make_batch
 from posenc.tasks.forecasting.data import collate_windows
 from posenc.tasks.forecasting.metrics import (
-    MeanAbsoluteScaledError,
+    SeasonalError,
     masked_point_loss,
-    naive_scale,
     quantile_loss,
 )
 from posenc.tasks.forecasting.network import TimeFeatures, encoding_dim, encoding_reads
@@ -179,26 +178,17 @@ def test_quantile_loss_is_the_pinball_loss():
     assert loss.item() == pytest.approx((0.2 + 0.5 + 0.1) / 3)
 
 
-def test_mase_matches_the_seasonal_naive_formula():
-    context = torch.tensor([[[1.0], [3.0], [2.0], [6.0]]])
-    observed = torch.ones_like(context, dtype=torch.bool)
-    scale, count = naive_scale(context, observed, season=1)
-    assert scale.item() == pytest.approx((2 + 1 + 4) / 3) and count.item() == 3
-    metric = MeanAbsoluteScaledError(season=1)
-    pred, target = torch.tensor([[[5.0], [5.0]]]), torch.tensor([[[6.0], [8.0]]])
-    metric.update(pred, target, torch.ones_like(target, dtype=torch.bool), context, observed)
-    # second window: context 0,0,0 has a zero naive error -> skipped
-    metric.update(pred, target, torch.ones_like(target, dtype=torch.bool),
-                  torch.zeros_like(context), observed)
-    assert metric.compute().item() == pytest.approx(2.0 / (7 / 3))
-
-
 def test_logged_metrics_equal_an_independent_computation(datamodule, tmp_path):
     seed_everything(0)
     model = Forecaster(encodings=["calendar"], loss="quantile", quantiles=[0.2, 0.5, 0.8],
-                       mase_season=2, **TINY)
+                       **TINY)
     [result] = _trainer(tmp_path).validate(model, datamodule, verbose=False)
     errors, scaled_ratios, losses = [], [], []
+    # MASE's denominator: GluonTS's seasonal error of the whole history before each origin
+    # (hourly: lag 24 observations), from the raw table
+    times = pd.to_datetime(datamodule.data["timestamp"]).to_numpy().astype("datetime64[ns]")
+    values = datamodule.data["value"].to_numpy(float)
+    assert datamodule.mase_season == 24
     model.eval()
     with torch.no_grad():
         for batch in datamodule.val_dataloader():
@@ -209,10 +199,11 @@ def test_logged_metrics_equal_an_independent_computation(datamodule, tmp_path):
             truth = batch["target_value"] * batch["scale"][:, None] + batch["loc"][:, None]
             errors.append((unscaled - truth)[obs])
             for b in range(point.shape[0]):
-                ctx = batch["context_value"][b, batch["context_valid"][b], 0].numpy()
-                naive = np.abs(ctx[2:] - ctx[:-2]).mean()
+                past = values[times < np.datetime64(int(batch["target_time"][b, 0]), "ns")]
+                lag = 24 if 24 < len(past) else 1
+                naive = np.nanmean(np.abs(past[lag:] - past[:-lag]))
                 tgt = obs[b, :, 0]
-                mae = (point[b, tgt, 0] - batch["target_value"][b, tgt, 0]).abs().mean()
+                mae = (unscaled[b, tgt, 0] - truth[b, tgt, 0]).abs().mean()
                 scaled_ratios.append(float(mae) / naive)
             losses.append(quantile_loss(pred, batch["target_value"], obs,
                                         torch.tensor([0.2, 0.5, 0.8])))
@@ -268,26 +259,29 @@ def test_bad_arguments_raise_clear_errors(kwargs, match):
         Forecaster(**{**TINY, **kwargs})
 
 
-@pytest.mark.parametrize("argument", ["time_unit", "naive_season"])
+@pytest.mark.parametrize("argument", ["time_unit", "naive_seasons"])
 @pytest.mark.parametrize("value", ["12MS", "1m", "1M", "1MS", "ME", "3600"])
 def test_calendar_and_unitless_durations_are_refused_by_the_forecaster(argument, value):
     # pd.Timedelta read "1MS" as 0.001 s and "1m" as a minute.
-    with pytest.raises(ValueError, match=rf"^{argument}={value!r} (is|has no unit).*"
+    name = re.escape("naive_seasons[0]") if argument == "naive_seasons" else argument
+    with pytest.raises(ValueError, match=rf"^{name}={value!r} (is|has no unit).*"
                                          rf"(fixed duration|write a duration)"):
-        Forecaster(**{**TINY, argument: value})
+        Forecaster(**{**TINY, argument: [value] if argument == "naive_seasons" else value})
 
 
 @pytest.mark.parametrize("value, seconds", [("1h", 3600), ("30min", 1800), ("7D", 604800),
                                             ("1W", 604800), ("1 days 00:00:00", 86400)])
 def test_fixed_time_units_are_their_seconds(value, seconds):
-    model = Forecaster(**{**TINY, "time_unit": value, "naive_season": value})
+    model = Forecaster(**{**TINY, "time_unit": value, "naive_seasons": [value]})
     assert model.model.unit_seconds == seconds
-    assert model.naive_season_ns == seconds * 10**9
+    assert list(model.naive_seasons.values()) == [seconds * 10**9]
 
 
 def test_bad_sizes_name_the_argument():
     with pytest.raises(ValueError, match="mase_season must be >= 1"):
-        Forecaster(**{**TINY, "mase_season": 0})
+        TimeSeriesDataModule(synthetic_series(48), mase_season=0)
+    with pytest.raises(ValueError, match=r"naive_seasons=\['1D', '24h'\] repeats the season"):
+        Forecaster(**{**TINY, "naive_seasons": ["1D", "24h"]})
     with pytest.raises(TypeError, match="depth must be an int"):
         Forecaster(**{**TINY, "depth": 2.0})
 
@@ -299,12 +293,12 @@ def test_model_and_data_disagreeing_on_targets_is_an_error(datamodule, tmp_path)
 
 
 def test_mase_falls_back_to_lag_one_for_short_contexts():
-    context = torch.tensor([[[1.0], [3.0], [2.0]]])
-    observed = torch.ones_like(context, dtype=torch.bool)
-    scale, count = naive_scale(context, observed, season=24)
-    assert scale.item() == pytest.approx(1.5) and count.item() == 2
-    scale, count = naive_scale(torch.cat([context] * 10, 1), observed.repeat(1, 10, 1), 3)
-    assert scale.item() == 0.0 and count.item() == 27  # period-3 data: zero seasonal error
+    history = np.array([[1.0], [3.0], [2.0]])
+    scale = SeasonalError(history, np.array([0, 3]), 24)(np.array([0]), np.array([3]))
+    assert scale[0, 0, 0] == pytest.approx(1.5)           # 3 rows <= 24: lag 1
+    periodic = np.tile(history, (10, 1))
+    scale = SeasonalError(periodic, np.array([0, 30]), 3)(np.array([0]), np.array([30]))
+    assert scale[0, 0, 0] == 0.0  # period-3 data: zero seasonal error
 
 
 def test_instance_norm_makes_forecasts_follow_the_context_level_and_scale(batch):
