@@ -46,7 +46,6 @@ from .runs import (
     fit_and_test,
     format_mean_std,
     markdown_table,
-    mean_std,
     metric,
     run_missing,
     summarize,
