@@ -1,36 +1,22 @@
-"""Patch-grid coordinates: what every 2D encoding in posenc.spatial is a function of.
+"""Patch and video coordinates: what every encoding in posenc.spatial is a function of.
 
-A patch token's coordinate is its ``(row, col)`` on the patch grid. Coordinates are explicit
-per token, ``(N, 2)`` or ``(B, N, 2)``, so subsets (MAE keep indices, patch dropout) and
-packed batches are just other coordinate tensors.
+A patch token's coordinate is its ``(row, col)`` on the patch grid (:func:`patch_coords`). A
+clip of ``T`` frames of ``rows x cols`` patches is ``T * rows * cols`` tokens, frame-major then
+row-major: token ``i`` sits at ``(t, row, col)`` with frame ``i // (rows * cols)`` and patch
+``(i // cols % rows, i % cols)`` (:func:`video_coords`), ``t`` being the frame index or the
+frame's real time in any unit (e.g. ``posenc.temporal.time_positions(timestamps, origin,
+unit="s")``), so irregularly timed frames (dropped frames, variable frame rate, sparse key
+frames) are encoded at their true times. Coordinates are explicit per token, ``(N, D)`` or
+``(B, N, D)``, so subsets (MAE keep indices, patch dropout) and packed batches are just other
+coordinate tensors.
 
-Rotary and bias encodings also accept :class:`GridPositions`, which adds two facts a bare
-tensor cannot carry: how many prefix tokens (cls, registers) precede the patch tokens, and
-the regular grid the coordinates lie on (which lets grid-based tables resize and lets bias
-encodings evaluate each distinct offset once).
+Rotary and bias encodings also accept :class:`GridPositions` / :class:`VideoPositions`, which
+add what a bare tensor cannot carry: how many prefix tokens (cls, registers) precede the patch
+tokens, a per-forward cache, and (2D) the regular grid the coordinates lie on, which lets
+grid-based tables resize and lets bias encodings evaluate each distinct offset once.
 
-:class:`CoordAugment` is DINOv3's training-time coordinate augmentation (a random shift,
-per-axis scale and shared scale of all coordinates), as timm's ``shift_coords``,
-``jitter_coords`` and ``rescale_coords``.
-
-Video coordinates: a ``(t, row, col)`` position per patch token of a sequence of frames.
-
-A video (or any image sequence) of ``T`` frames, each cut into a ``rows x cols`` patch grid,
-becomes ``T * rows * cols`` tokens in frame-major, then row-major order (all patches of frame
-0, then of frame 1, ...); token ``i`` sits at frame ``i // (rows * cols)`` and patch
-``(i // cols % rows, i % cols)``. Its coordinate is ``(t, row, col)``:
-
-- ``row``, ``col``: patch indices, as :func:`posenc.spatial.patch_coords` gives them;
-- ``t``: the frame index ``0 .. T-1``, or the frame's real time in any unit, e.g.
-  ``posenc.temporal.time_positions(timestamps, origin, unit="s")`` (float64 seconds).
-  Frames need not be equally spaced: ``t`` is a float coordinate, so irregularly timed
-  frames (dropped frames, variable frame rate, sparse key frames) are encoded at their true
-  times.
-
-The 3D encodings (:class:`posenc.spatial.RoPE3D`, :class:`posenc.spatial.MRoPE`,
-:class:`posenc.spatial.SinCos3D`) are functions of these ``(N, 3)``/``(B, N, 3)`` coordinates;
-rotary ones also take a :class:`VideoPositions`, which adds the prefix tokens (cls,
-registers) and a per-forward cache, as :class:`posenc.spatial.coords.GridPositions` does in 2D.
+:class:`CoordAugment` is DINOv3's training-time coordinate augmentation (timm's
+``shift_coords``, ``jitter_coords`` and ``rescale_coords``).
 """
 
 from __future__ import annotations
@@ -193,13 +179,23 @@ def grid_position_shape(positions: Tensor | GridPositions,
                         name: str = "positions") -> GridPositions:
     """:func:`as_grid_positions` without reading values (types and shapes only): what the
     encodings' unchecked methods run, on positions their model made or checked once."""
-    if isinstance(positions, GridPositions):
-        coords = check_position_shape(positions.coords, f"{name}.coords", trailing=(2,))
-        if positions.grid_size is not None:
-            check_grid_size(positions.grid_size, f"{name}.grid_size")
-        check_int(positions.num_prefix_tokens, f"{name}.num_prefix_tokens", ge=0)
-        return positions if coords is positions.coords else positions._replace(coords=coords)
-    return GridPositions(check_position_shape(positions, name, trailing=(2,)))
+    return _position_shape(positions, GridPositions, name)
+
+
+def _position_shape(positions: object, cls: type[T], name: str) -> T:
+    """``positions`` as a ``cls`` (:class:`GridPositions` or :class:`VideoPositions`) whose
+    coordinates have the shape and dtype of its axes; the same object when nothing changed."""
+    trailing = (2,) if cls is GridPositions else (3,)
+    if not isinstance(positions, cls):
+        return cls(check_position_shape(positions, name, trailing=trailing))
+    coords = check_position_shape(positions.coords, f"{name}.coords", trailing=trailing)
+    if getattr(positions, "grid_size", None) is not None:
+        check_grid_size(positions.grid_size, f"{name}.grid_size")
+    check_int(positions.num_prefix_tokens, f"{name}.num_prefix_tokens", ge=0)
+    if positions.cache is not None and not isinstance(positions.cache, dict):
+        raise TypeError(f"{name}.cache must be a dict or None, got "
+                        f"{type(positions.cache).__name__}")
+    return positions if coords is positions.coords else positions._replace(coords=coords)
 
 
 def _symbolic(key: object) -> bool:
@@ -222,6 +218,13 @@ def cached(positions: GridPositions, key: Hashable, compute: Callable[[], T]) ->
     if key not in cache:
         cache[key] = compute()
     return cache[key]
+
+
+def check_generator(generator: object) -> None:
+    """Refuse a ``generator`` that is neither a ``torch.Generator`` nor None."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got "
+                        f"{type(generator).__name__}")
 
 
 class CoordAugment(nn.Module):
@@ -292,9 +295,7 @@ class CoordAugment(nn.Module):
         if coords.ndim not in (2, 3) or coords.shape[-1] != 2:
             raise ValueError(f"coords must have shape (N, 2) or (B, N, 2), got "
                              f"{tuple(coords.shape)}")
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator or None, got "
-                            f"{type(generator).__name__}")
+        check_generator(generator)
         if not self.training or not self.active:
             return coords
         if not coords.is_floating_point():
@@ -441,11 +442,4 @@ def video_position_shape(positions: Tensor | VideoPositions,
         raise TypeError(f"{name} must be (N, 3)/(B, N, 3) (t, row, col) coordinates or a "
                         f"VideoPositions, got a GridPositions of 2D (row, col) coordinates: "
                         f"make them with posenc.spatial.video_coords")
-    if isinstance(positions, VideoPositions):
-        coords = check_position_shape(positions.coords, f"{name}.coords", trailing=(3,))
-        check_int(positions.num_prefix_tokens, f"{name}.num_prefix_tokens", ge=0)
-        if positions.cache is not None and not isinstance(positions.cache, dict):
-            raise TypeError(f"{name}.cache must be a dict or None, got "
-                            f"{type(positions.cache).__name__}")
-        return positions if coords is positions.coords else positions._replace(coords=coords)
-    return VideoPositions(check_position_shape(positions, name, trailing=(3,)))
+    return _position_shape(positions, VideoPositions, name)

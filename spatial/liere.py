@@ -44,18 +44,16 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from posenc.core.encoding import (
-    Float64Buffers,
     check_base,
     check_choice,
-    check_position_values,
     check_positive_float,
     check_positive_int,
     wide_dtype,
 )
 from torch import Tensor, nn
 
-from .coords import NORMALIZE, GridPositions, cached, check_rotate_inputs, grid_position_shape
-from .rope import init_mixed_freqs
+from .coords import NORMALIZE, GridPositions
+from .rope import _Rotary, init_mixed_freqs
 
 __all__ = ["BlockRotation", "LieRE", "skew_expm"]
 
@@ -167,7 +165,7 @@ def _skew_pairs(freqs: Tensor, block_size: int) -> Tensor:
     return g.flatten(-4, -3).flatten(-2)
 
 
-class LieRE(Float64Buffers):
+class LieRE(_Rotary):
     """Learned-rotation 2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``.
 
     Use it as the ``rotary`` of :class:`posenc.core.MultiheadAttention` with ``(N, 2)``/
@@ -201,7 +199,6 @@ class LieRE(Float64Buffers):
     b)`` for ComRoPE; ``axis_scales`` (ComRoPE only), the ``theta``: ``(2, D/b)``.
     """
 
-    kind = "rotary"
     # bf16 generators would be off by ~0.4%, i.e. whole radians a few hundred patches away.
     fixed_dtype_parameters = ("generators", "axis_scales")
 
@@ -256,43 +253,20 @@ class LieRE(Float64Buffers):
             return skew
         return skew[:, None] * self.axis_scales[None, :, :, None, None]
 
-    def rotation(self, positions: Tensor | GridPositions) -> BlockRotation:
-        """Coordinates -> :class:`BlockRotation` over ``num_prefix_tokens + N`` tokens
-        (``(B or 1, H, P + N, ...)``); prefix tokens get the identity."""
-        check_position_values(positions)
-        return self._rotation(positions)
-
-    def _rotation(self, positions: Tensor | GridPositions) -> BlockRotation:
-        positions = grid_position_shape(positions)
-
-        def compute() -> BlockRotation:
-            coords = positions.coords
-            if coords.ndim == 2:
-                coords = coords[None]
-            wide = wide_dtype(coords.device)
-            with torch.autocast(coords.device.type, enabled=False):
-                a = self.axis_generators().to(wide)
-                g = torch.einsum("bna,hajxy->bhnjxy", coords.to(wide), a)
-                if positions.num_prefix_tokens:  # exp(0) = I exactly
-                    g = F.pad(g, (0, 0, 0, 0, 0, 0, positions.num_prefix_tokens, 0))
-                r = skew_expm(g)
-            out = torch.float64 if coords.dtype == torch.float64 else torch.float32
-            r = r.to(out)
-            cos, sin = (r + r.mT) / 2, (r - r.mT) / 2
-            return BlockRotation(cos.flatten(-3), sin.flatten(-3), self.block_size)
-
-        return cached(positions, (id(self), "rotation"), compute)
-
-    def rotate(self, x: Tensor, positions: Tensor | GridPositions) -> Tensor:
-        """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 2)``/``(B, N, 2)``
-        coordinates or a :class:`GridPositions` with ``P`` prefix tokens (left unrotated)."""
-        check_position_values(positions)
-        positions = grid_position_shape(positions)
-        check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
-                            self.num_heads)
-        return self._rotation(positions).apply(x)
-
-    forward = rotate
+    def _compute(self, positions: GridPositions) -> BlockRotation:
+        coords = positions.coords
+        if coords.ndim == 2:
+            coords = coords[None]
+        wide = wide_dtype(coords.device)
+        with torch.autocast(coords.device.type, enabled=False):
+            a = self.axis_generators().to(wide)
+            g = torch.einsum("bna,hajxy->bhnjxy", coords.to(wide), a)
+            if positions.num_prefix_tokens:  # exp(0) = I exactly
+                g = F.pad(g, (0, 0, 0, 0, 0, 0, positions.num_prefix_tokens, 0))
+            r = skew_expm(g)
+        r = r.to(torch.float64 if coords.dtype == torch.float64 else torch.float32)
+        cos, sin = (r + r.mT) / 2, (r - r.mT) / 2
+        return BlockRotation(cos.flatten(-3), sin.flatten(-3), self.block_size)
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, num_heads={self.num_heads}, "
