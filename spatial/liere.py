@@ -15,19 +15,14 @@ block-diagonal and orthogonal (norms are kept).
   direction per block, ``A_axis = theta[axis, block] * (P - P^T)`` with ``P`` per head and
   block and ``theta`` per axis and block (shared by the heads, as in the paper's code).
 
-What the relative-position property ``score(q at p, k at p') = f(q, k, p - p')`` needs:
-``R(p)^T R(p') = R(p' - p)`` holds for every ``p, p'`` exactly when the two axes' generators
-commute. ComRoPE's always do, so its score depends only on the offset (to rounding). LieRE's
-generators are free: the default ``init="mixed"`` starts them as RoPE-Mixed's (``2 x 2``
-rotations in the same planes, which commute: at initialisation LieRE *is* RoPE-Mixed,
-``RoPE2D(variant="mixed", layout="interleaved")`` with the same random draw, and exactly
-relative), and training moves them off that set, where LieRE is no longer a relative
-encoding: the score then also depends on where the pair sits. ``init="random"`` (the papers'
-``randn * init_std``) is not relative from the start.
-
-Commuting skew-symmetric matrices share an orthogonal eigenbasis, so ComRoPE equals RoPE-Mixed
-applied in a learned orthogonal basis per head and block; only LieRE's non-commuting case goes
-beyond what RoPE-Mixed with learned q/k projections can express.
+The score depends only on the offset (``R(p)^T R(p') = R(p' - p)`` for all ``p, p'``) exactly
+when the two axes' generators commute. ComRoPE's always do; commuting skew-symmetric matrices
+share an orthogonal eigenbasis, so ComRoPE is RoPE-Mixed in a learned orthogonal basis per head
+and block. LieRE's default ``init="mixed"`` starts as RoPE-Mixed (``RoPE2D(variant="mixed",
+layout="interleaved")`` with the same random draw: ``2 x 2`` rotations in the same planes,
+which commute), and training moves it off that set, where the score also depends on where the
+pair sits; ``init="random"`` (the papers' ``randn * init_std``) is not relative from the start.
+Only that non-commuting case goes beyond RoPE-Mixed with learned q/k projections.
 
 Numerics: ``sum p_a A_a`` and its exponential are formed in float64 (float32 on MPS) and never
 under autocast; the rotations are float32 (float64 for float64 coordinates). The exponential is
@@ -88,13 +83,9 @@ def _squarings(s: Tensor) -> int:
 
 
 def skew_expm(g: Tensor) -> Tensor:
-    """``exp(g)`` of a batch ``(..., b, b)`` of (skew-symmetric) matrices, in ``g``'s dtype.
-
-    Scaling and squaring with a Taylor polynomial, without a host synchronisation: every
-    matrix is scaled by its own ``2**-s`` and squared ``s`` times inside a loop whose length
-    is fixed (20) except on the CPU, where it ends after the largest ``s``. Matrices whose
-    1-norm exceeds ``2**20`` come back NaN rather than inaccurate.
-    """
+    """``exp(g)`` of a batch ``(..., b, b)`` of (skew-symmetric) matrices, in ``g``'s dtype,
+    without a host synchronisation; matrices whose 1-norm exceeds ``2**20`` come back NaN
+    rather than inaccurate."""
     # The 1-norm bounds the spectral radius. Detached: s only picks the scaling, and
     # log2's gradient at a zero generator (prefix tokens) would be 0 * inf = NaN.
     norm = g.detach().abs().sum(-2).amax(-1)
@@ -118,14 +109,14 @@ def skew_expm(g: Tensor) -> Tensor:
 
 
 class BlockRotation(NamedTuple):
-    """Per-token block-diagonal rotation (LieRE, ComRoPE), ready to apply to q or k.
+    """Per-token block-diagonal rotation (LieRE, ComRoPE), which
+    :func:`posenc.core.apply_rotation` applies by :meth:`apply`.
 
-    Every ``b x b`` block ``R`` is stored as its symmetric and skew-symmetric parts,
-    ``cos = (R + R^T) / 2`` and ``sin = (R - R^T) / 2`` (for ``b = 2`` exactly RoPE's
-    ``cos(t) I`` and ``sin(t) J``), flattened per token: both are float32 (float64 for float64
-    coordinates) of shape ``(B or 1, H, N, num_blocks * b * b)``, so code that reads a
-    rotation's token and batch extent from ``cos`` (as :class:`posenc.core.rope.Rotation`'s) reads
-    this one alike. :func:`posenc.core.apply_rotation` calls :meth:`apply`.
+    Every ``b x b`` block ``R`` is stored as its symmetric and skew-symmetric parts, ``cos = (R
+    + R^T) / 2`` and ``sin = (R - R^T) / 2`` (for ``b = 2`` exactly RoPE's ``cos(t) I`` and
+    ``sin(t) J``), float32 (float64 for float64 coordinates) of shape ``(B or 1, H, N,
+    num_blocks * b * b)``, so a ``cos`` gives the token and batch extent as a
+    :class:`posenc.core.rope.Rotation`'s does.
     """
 
     cos: Tensor
@@ -168,19 +159,14 @@ def _skew_pairs(freqs: Tensor, block_size: int) -> Tensor:
 class LieRE(_Rotary):
     """Learned-rotation 2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``.
 
-    Use it as the ``rotary`` of :class:`posenc.core.MultiheadAttention` with ``(N, 2)``/
-    ``(B, N, 2)`` patch coordinates or a :class:`GridPositions` (prefix tokens are not rotated),
-    through :func:`posenc.spatial.attach` (one module per block, as a learnable encoding), or
-    call :meth:`rotate` on q or k. See the module docstring for the formulas and when the score
-    depends only on the offset.
+    Used as :class:`RoPE2D` (``attach`` gives each block its own, as a learnable encoding).
 
     Args:
         head_dim: channels per head, divisible by ``block_size``; all of them rotate.
         num_heads: attention heads (each has its own generators).
         variant: ``"liere"`` (free generators) or ``"comrope"`` (ComRoPE-LD, commuting).
-        block_size: ``b``, the size of the rotated blocks (>= 2): ``b = 2`` is RoPE-Mixed's
-            pairs (LieRE with ``b = 2`` stays RoPE-Mixed: 2 x 2 generators always commute);
-            the papers use larger blocks.
+        block_size: ``b``, the size of the rotated blocks (>= 2; the papers use larger ones
+            than 2, where LieRE stays RoPE-Mixed: 2 x 2 generators always commute).
         init: ``"mixed"`` (LieRE only, its default): RoPE-Mixed's frequencies
             (:func:`init_mixed_freqs` with ``base``, drawn as RoPE2D does) on the 2 x 2
             diagonal of each block; needs an even ``block_size``. ``"random"`` (ComRoPE's
@@ -191,8 +177,7 @@ class LieRE(_Rotary):
             about ``1 / grid size``.
         base: RoPE-Mixed frequency base of the mixed init.
         normalize: coordinate system, as :class:`RoPE2D`'s: ``None`` (patch indices) or
-            ``"unit"`` (``[-1, 1]``, for which the mixed init folds RoPE2D's ``2 pi`` into the
-            generators). :func:`attach` makes the coordinates it names.
+            ``"unit"`` (``[-1, 1]``; the mixed init folds RoPE2D's ``2 pi`` into the generators).
 
     Parameters (float32 under any ``.to(dtype)``, none weight-decayed): ``generators``, the
     ``P``: ``(H, 2, D/b, b, b)`` for LieRE (``[:, 0]`` rows, ``[:, 1]`` columns), ``(H, D/b, b,

@@ -72,16 +72,8 @@ from .coords import (
     video_position_shape,
 )
 
-__all__ = [
-    "RoPE2D",
-    "init_mixed_freqs",
-    "MRoPE",
-    "RoPE3D",
-    "default_sections",
-    "check_sections",
-    "init_mixed_freqs_3d",
-    "mrope_axes",
-]
+__all__ = ["RoPE2D", "init_mixed_freqs", "MRoPE", "RoPE3D", "default_sections", "check_sections",
+           "init_mixed_freqs_3d", "mrope_axes"]
 
 
 VARIANTS = ("axial", "mixed")
@@ -95,18 +87,16 @@ AXIS_LAYOUTS = ("chunked", "strided")
 
 
 def _axis_angles(coords: Tensor, freqs: Tensor) -> Tensor:
-    """``(B, N, A)`` coordinates, ``(A, H or 1, P)`` frequencies -> ``(B, H or 1, N, P)`` angles.
-
-    One axis at a time: a ``(B, H, N, A, P)`` product would hold ``A`` times the angles. A zero
-    frequency gives an exact 0, so a pair that reads one axis gets exactly that axis's angle.
-    """
+    """``(B, N, A)`` coordinates, ``(A, H or 1, P)`` frequencies -> ``(B, H or 1, N, P)`` angles,
+    one axis at a time (a ``(B, H, N, A, P)`` product would hold ``A`` times the angles); a zero
+    frequency adds an exact 0."""
     return sum(angles(coords[:, None, :, a], freqs[a][:, None, :]) for a in range(len(freqs)))
 
 
 class _Rotary(Float64Buffers):
-    """What the spatial rotary encodings share. :meth:`rotation` checks the positions' values,
-    then ``_rotation`` (what an attached model's blocks call) their shapes, memoising the
-    rotation in the positions' cache; :meth:`rotate` (also ``forward``) applies it to q or k."""
+    """What the spatial rotary encodings share: :meth:`rotation` checks the positions' values,
+    ``_rotation`` (what blocks call) their shapes and memoises the rotation in their cache;
+    :meth:`rotate` (also ``forward``) applies it to q or k."""
 
     kind = "rotary"
     head_dim: int
@@ -160,13 +150,10 @@ class _Rotary(Float64Buffers):
 
 def init_mixed_freqs(head_dim: int, num_heads: int, base: float = 10.0, *,
                      rotate: bool = True, generator: torch.Generator | None = None) -> Tensor:
-    """RoPE-Mixed initial frequencies ``(2, num_heads, head_dim // 2)`` float32.
-
-    The paper's ``init_random_2d_freqs(head_dim, num_heads, theta=base, rotate)``, with the
-    axes in posenc's ``(row, col)`` order: ``[0]`` is the paper's ``freqs_y`` (rows) and
-    ``[1]`` its ``freqs_x`` (columns). The per-head angles are drawn exactly as the paper's
-    loop does (one ``torch.rand`` value per head, in order), so a seeded run reproduces it.
-    """
+    """RoPE-Mixed initial frequencies ``(2, num_heads, head_dim // 2)`` float32: the paper's
+    ``init_random_2d_freqs(head_dim, num_heads, theta=base, rotate)`` in ``(row, col)`` order
+    (``[0]`` its ``freqs_y``, ``[1]`` its ``freqs_x``), drawn as its loop draws (one
+    ``torch.rand`` value per head), so a seeded run reproduces it."""
     _check_head_dim(head_dim)
     check_positive_int(num_heads, "num_heads")
     mag = rope_inv_freq(head_dim // 2, check_base(base))  # base ** (-4i / head_dim), float64
@@ -191,17 +178,17 @@ def _check_head_dim(head_dim: int) -> int:
 class RoPE2D(_Rotary):
     """2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``.
 
-    Use it as the ``rotary`` of :class:`posenc.core.MultiheadAttention` with ``(N, 2)``/
-    ``(B, N, 2)`` patch coordinates or a :class:`GridPositions` as positions, or call
-    :meth:`rotate` on q or k. The coordinates are expected in the system :attr:`normalize`
-    names (``patch_coords(grid, rope.normalize)``; :func:`~posenc.spatial.attach` makes them so).
+    The ``rotary`` of :class:`posenc.core.MultiheadAttention`, or :meth:`rotate` q or k, with
+    ``(N, 2)``/``(B, N, 2)`` coordinates or a :class:`GridPositions` in the system
+    :attr:`normalize` names (``patch_coords(grid, rope.normalize)``, as
+    :func:`~posenc.spatial.attach` makes them).
 
     Args:
         head_dim: channels per head (divisible by 4); all of them rotate.
         num_heads: attention heads (mixed has frequencies per head).
-        variant: ``"axial"`` or ``"mixed"`` (see the module docstring).
-        base: frequency base; None takes the paper's value: 100 for axial, 10 for mixed (and
-            nothing with ``min_period``/``max_period`` or ``freqs_for="pixel"``).
+        variant: ``"axial"`` or ``"mixed"``.
+        base: frequency base; None: the paper's, 100 for axial, 10 for mixed (none with
+            ``min_period``/``max_period`` or ``freqs_for="pixel"``).
         normalize: coordinate system, one of :data:`~posenc.spatial.coords.COORD_NORMALIZE`
             (see :func:`patch_coords`): ``None`` (patch indices, RoPE-ViT), ``"unit"``
             (``[-1, 1]``; DINOv3's RoPE is ``RoPE2D(d, h, "axial", base=100, normalize="unit",
@@ -223,12 +210,10 @@ class RoPE2D(_Rotary):
         linear_bands: pixel frequencies linearly (True, default: rotary-embedding-torch) or
             log-spaced (False: timm's ``RotaryEmbedding`` default).
         shift_coords: with ``jitter_coords`` and ``rescale_coords``, DINOv3's coordinate
-            augmentation in training mode (:class:`~posenc.spatial.coords.CoordAugment`; timm's
-            ``RotaryEmbeddingDinoV3`` arguments). One transform is drawn per positions object
-            and kept in its cache, so every encoding with the same augmentation that reads the
-            positions of one forward (all blocks of an attached ViT) sees the same transform.
-            Positions without a cache draw on each :meth:`rotation` call: in cross-attention
-            give q and k coordinates augmented once by a ``CoordAugment`` instead.
+            augmentation in training mode (:class:`~posenc.spatial.coords.CoordAugment`, timm's
+            ``RotaryEmbeddingDinoV3`` arguments), drawn once per positions object and cached,
+            so all blocks of a forward see one transform. Positions without a cache draw on
+            each call: in cross-attention augment q and k coordinates once yourself.
         jitter_coords: see ``shift_coords``.
         rescale_coords: see ``shift_coords``.
 
@@ -423,8 +408,7 @@ def mrope_axes(sections: tuple[int, int, int], axis_layout: str = "chunked") -> 
 
     ``"chunked"``: ``[0] * s_t + [1] * s_row + [2] * s_col`` (Qwen2-VL). ``"strided"``: pair
     ``j`` reads the row if ``j % 3 == 1 and j < 3 * s_row``, the column if ``j % 3 == 2 and j <
-    3 * s_col``, else ``t`` (Qwen3-VL); sections whose strided counts differ from the sections
-    themselves raise.
+    3 * s_col``, else ``t`` (Qwen3-VL); sections that do not fit so raise.
     """
     check_choice(axis_layout, "axis_layout", AXIS_LAYOUTS)
     pairs = sum(sections)
@@ -500,10 +484,10 @@ class _Rotary3D(_Rotary):
 class MRoPE(_Rotary3D):
     """Qwen2-VL's multimodal rotary embedding (mRoPE) for q and k ``(B, H, P + N, head_dim)``.
 
-    Equal to transformers' ``Qwen2VLRotaryEmbedding`` (``rope_type="default"``) applied with
-    ``apply_rotary_pos_emb`` (``axis_layout="chunked"``, ``layout="half"``) and to
-    ``Qwen3VLTextRotaryEmbedding`` (``"strided"``); Hugging Face's ``position_ids`` of shape
-    ``(3, B, N)`` are this module's ``position_ids.permute(1, 2, 0)``.
+    Equals transformers' ``Qwen2VLRotaryEmbedding`` (``rope_type="default"``) with
+    ``apply_rotary_pos_emb`` (``axis_layout="chunked"``, ``layout="half"``) and
+    ``Qwen3VLTextRotaryEmbedding`` (``"strided"``); their ``(3, B, N)`` ``position_ids`` are
+    these coordinates' ``permute(2, 0, 1)``.
 
     Args:
         head_dim: channels per head (even); all of them rotate.
@@ -542,16 +526,14 @@ class MRoPE(_Rotary3D):
 class RoPE3D(_Rotary3D):
     """Axial or mixed 3D rotary encoding for q and k ``(B, H, P + N, head_dim)``.
 
-    Use it as the ``rotary`` of :class:`posenc.core.MultiheadAttention` with ``(N, 3)``/
-    ``(B, N, 3)`` ``(t, row, col)`` positions (:func:`posenc.spatial.video_coords`) or a
-    :class:`VideoPositions`, or call :meth:`rotate` on q or k.
+    As :class:`RoPE2D`, on ``(N, 3)``/``(B, N, 3)`` ``(t, row, col)`` coordinates
+    (:func:`posenc.spatial.video_coords`) or a :class:`VideoPositions`.
 
     Args:
         head_dim: channels per head (even); all of them rotate.
         num_heads: attention heads (mixed has frequencies per head).
-        variant: ``"axial"`` or ``"mixed"`` (see the module docstring).
-        base: frequency base; None: RoPE-ViT's, 100 for axial, 10 for mixed (as
-            :class:`RoPE2D`).
+        variant: ``"axial"`` or ``"mixed"``.
+        base: frequency base; None: 100 for axial, 10 for mixed (as :class:`RoPE2D`).
         sections: rotary pairs per axis ``(t, row, col)`` summing to ``head_dim // 2``; None:
             :func:`default_sections`.
         layout: channel pairing, ``"interleaved"`` (as :class:`RoPE2D`; the faster on CPU) or
