@@ -33,23 +33,54 @@ from torch import Tensor, nn
 from .coords import NORMALIZE, check_grid_size, patch_coords, video_coords
 from .rope import check_sections
 
-__all__ = [
-    "SinCos2D",
-    "SinCos3D",
-    "Factorized2D",
-    "Learned2D",
-]
+__all__ = ["SinCos2D", "SinCos3D", "Factorized2D", "Learned2D"]
 
 
 # posenc.core.encoding's layout words, with the order of the two axes.
 LAYOUTS = ("rows_cols", "cols_rows", "half")
+LAYOUTS_3D = ("t_rows_cols", "t_cols_rows")
+# The axes of coordinates in the order of their blocks, per layout.
+_AXIS_ORDER = {"rows_cols": (0, 1), "cols_rows": (1, 0), "half": (0, 1),
+               "t_rows_cols": (0, 1, 2), "t_cols_rows": (0, 2, 1)}
 
 
-class SinCos2D(Float64Buffers):
+class _SinCos(Float64Buffers):
+    """A 1D sinusoidal encoding of each coordinate axis, ``sections[a]`` frequencies ``base **
+    (-i / sections[a])`` as a ``"half"`` block ``[sin(p f_0), ..., cos(p f_0), ...]``, the
+    blocks concatenated in the order ``layout`` names."""
+
+    kind = "additive"
+    sections: tuple[int, ...]
+    base: float
+    layout: str
+
+    def float64_buffers(self) -> dict[str, Tensor]:
+        return {"inv_freq64": torch.cat([sinusoidal_inv_freq(2 * s, self.base)
+                                         for s in self.sections])}
+
+    def forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        """``(N, A)``/``(B, N, A)`` coordinates of the ``A`` axes (``(row, col)`` or ``(t, row,
+        col)``) -> ``(..., N, dim)`` of ``dtype`` (that of the tokens it is added to)."""
+        check_position_values(coords, "coords")
+        return self._forward(coords, dtype=dtype)
+
+    def _forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        coords = check_position_shape(coords, "coords", trailing=(len(self.sections),))
+        check_output_dtype(dtype)
+        freqs = self.inv_freq64.split(self.sections)
+        blocks = [sinusoidal_encoding(coords[..., a], freqs[a], "half")
+                  for a in _AXIS_ORDER[self.layout]]
+        if self.layout == "half":  # the sines of all axes, then their cosines
+            sines, cosines = zip(*(b.chunk(2, -1) for b in blocks), strict=True)
+            blocks = [*sines, *cosines]
+        return torch.cat(blocks, dim=-1).to(dtype)
+
+
+class SinCos2D(_SinCos):
     """Additive 2D sin-cos encoding (MAE, timm's ``build_sincos2d_pos_embed``).
 
     Each axis gets ``dim / 4`` frequencies ``base ** (-4i / dim)`` (the 1D encoding of width
-    ``dim / 2``), in the channel order ``layout`` names:
+    ``dim / 2``), in the channel order ``layout`` names (f runs over the frequencies):
 
     - ``"rows_cols"``: ``[sin(row f), cos(row f), sin(col f), cos(col f)]``, half the channels
       for rows then half for columns; equals timm ``build_sincos2d_pos_embed(...,
@@ -70,39 +101,17 @@ class SinCos2D(Float64Buffers):
             (patch indices, as MAE/timm) or ``"unit"`` (see :func:`patch_coords`).
     """
 
-    kind = "additive"
-
     def __init__(self, dim: int, base: float = 10000.0, *, layout: str = "rows_cols",
                  normalize: str | None = None) -> None:
         super().__init__()
         if check_positive_int(dim, "dim") % 4:
             raise ValueError(f"dim must be a positive multiple of 4 (a sin and a cos per axis), "
                              f"got {dim!r}")
-        self.dim = dim
+        self.dim, self.sections = dim, (dim // 4, dim // 4)
         self.base = check_base(base)
         self.layout = check_choice(layout, "layout", LAYOUTS)
         self.normalize = check_choice(normalize, "normalize", NORMALIZE)
         self.reset_float64_buffers()
-
-    def float64_buffers(self) -> dict[str, Tensor]:
-        return {"inv_freq64": sinusoidal_inv_freq(self.dim // 2, self.base)}
-
-    def forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        """``(N, 2)``/``(B, N, 2)`` (row, col) coordinates -> ``(..., N, dim)`` of ``dtype``
-        (that of the tokens it is added to)."""
-        check_position_values(coords, "coords")
-        return self._forward(coords, dtype=dtype)
-
-    def _forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        coords = check_position_shape(coords, "coords", trailing=(2,))
-        check_output_dtype(dtype)
-        if self.layout == "cols_rows":
-            coords = coords.flip(-1)
-        # (..., N, axis, [sin f.., cos f..]) -> (..., N, axis, sin|cos, F)
-        enc = sinusoidal_encoding(coords, self.inv_freq64, "half").unflatten(-1, (2, -1))
-        if self.layout == "half":
-            enc = enc.transpose(-3, -2)
-        return enc.flatten(-3).to(dtype)
 
     def encode_grid(self, grid_size: int | tuple[int, int], *,
                     dtype: torch.dtype = torch.float32) -> Tensor:
@@ -115,10 +124,7 @@ class SinCos2D(Float64Buffers):
                 f"normalize={self.normalize!r}")
 
 
-LAYOUTS_3D = ("t_rows_cols", "t_cols_rows")
-
-
-class SinCos3D(Float64Buffers):
+class SinCos3D(_SinCos):
     """Additive 3D sin-cos encoding of ``(t, row, col)`` video coordinates.
 
     Axis ``a`` gets ``sections[a]`` frequencies ``base ** (-i / sections[a])``, a ``"half"``
@@ -145,8 +151,6 @@ class SinCos3D(Float64Buffers):
     origin=...)``) in a unit that keeps them O(1..1000).
     """
 
-    kind = "additive"
-
     def __init__(self, dim: int, base: float = 10000.0, *,
                  sections: tuple[int, int, int] | None = None,
                  layout: str = "t_rows_cols") -> None:
@@ -156,24 +160,6 @@ class SinCos3D(Float64Buffers):
         self.base = check_base(base)
         self.layout = check_choice(layout, "layout", LAYOUTS_3D)
         self.reset_float64_buffers()
-
-    def float64_buffers(self) -> dict[str, Tensor]:
-        return {"inv_freq64": torch.cat([sinusoidal_inv_freq(2 * s, self.base)
-                                         for s in self.sections])}
-
-    def forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        """``(N, 3)``/``(B, N, 3)`` ``(t, row, col)`` coordinates -> ``(..., N, dim)`` of
-        ``dtype``."""
-        check_position_values(coords, "coords")
-        return self._forward(coords, dtype=dtype)
-
-    def _forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        coords = check_position_shape(coords, "coords", trailing=(3,))
-        check_output_dtype(dtype)
-        freqs = self.inv_freq64.split(self.sections)
-        order = (0, 1, 2) if self.layout == "t_rows_cols" else (0, 2, 1)
-        blocks = [sinusoidal_encoding(coords[..., a], freqs[a], "half") for a in order]
-        return torch.cat(blocks, dim=-1).to(dtype)
 
     def encode_video(self, grid_size: int | tuple[int, int], frames: int | Tensor, *,
                      time_scale: float = 1.0, dtype: torch.dtype = torch.float32) -> Tensor:

@@ -137,6 +137,14 @@ class _Rotary(Float64Buffers):
 
     forward = rotate
 
+    def _make_freqs(self) -> None:
+        """Axial: the float64 frequency buffers; mixed: the learned ``freqs``."""
+        if self.variant == "axial":
+            self.register_parameter("freqs", None)
+            self.reset_float64_buffers()
+        else:
+            self.freqs = nn.Parameter(self._initial_freqs())
+
     def _initial_freqs(self) -> Tensor:
         raise NotImplementedError
 
@@ -251,11 +259,7 @@ class RoPE2D(_Rotary):
         self.coord_augment = augment if augment.active else None
         # DINOv3's periods are in units of the unit coordinates: 2 pi turns per period.
         self.scale = 2 * math.pi if freqs_for == "lang" and self.normalize in UNIT else 1.0
-        if variant == "axial":
-            self.register_parameter("freqs", None)
-            self.reset_float64_buffers()
-        else:
-            self.freqs = nn.Parameter(self._initial_freqs())
+        self._make_freqs()
 
     @property
     def normalize_coords(self) -> str | None:
@@ -558,11 +562,7 @@ class RoPE3D(_Rotary3D):
         self.base = DEFAULT_BASE[variant] if base is None else check_base(base)
         self.sections = check_sections(sections, head_dim // 2)
         self.layout = check_choice(layout, "layout", LAYOUTS)
-        if variant == "axial":
-            self.register_parameter("freqs", None)
-            self.reset_float64_buffers()
-        else:
-            self.freqs = nn.Parameter(self._initial_freqs())
+        self._make_freqs()
 
     def float64_buffers(self) -> dict[str, Tensor]:
         if self.variant != "axial":

@@ -54,16 +54,8 @@ from .factory import (
 )
 from .rope import MRoPE, RoPE3D, _Rotary3D
 
-__all__ = [
-    "GridAttention",
-    "GridBlock",
-    "GridResPostBlock",
-    "GridVisionTransformer",
-    "patch_grid",
-    "attach",
-    "VIDEO_ENCODINGS",
-    "VideoVisionTransformer",
-]
+__all__ = ["GridAttention", "GridBlock", "GridResPostBlock", "GridVisionTransformer", "patch_grid",
+           "attach", "VIDEO_ENCODINGS", "VideoVisionTransformer"]
 
 
 SUPPORTED = ("timm.models.vision_transformer.VisionTransformer (vit_*, deit_* without a "
@@ -347,19 +339,12 @@ class GridVisionTransformer(VisionTransformer):
             x = run_block(self, block, x, positions, attn_mask, is_causal)
         return self.norm(x)
 
-    def forward_intermediates(
-            self,
-            x: Tensor,
-            indices: int | list[int] | None = None,
-            return_prefix_tokens: bool = False,
-            norm: bool = False,
-            stop_early: bool = False,
-            output_fmt: str = "NCHW",
-            intermediates_only: bool = False,
-            output_dict: bool = False,
-            attn_mask: Tensor | None = None,
-            is_causal: bool = False,
-    ) -> list[Tensor] | tuple[Tensor, list[Tensor]] | dict:
+    def forward_intermediates(self, x: Tensor, indices: int | list[int] | None = None,
+                              return_prefix_tokens: bool = False, norm: bool = False,
+                              stop_early: bool = False, output_fmt: str = "NCHW",
+                              intermediates_only: bool = False, output_dict: bool = False,
+                              attn_mask: Tensor | None = None, is_causal: bool = False,
+                              ) -> list[Tensor] | tuple[Tensor, list[Tensor]] | dict:
         """timm's ``VisionTransformer.forward_intermediates`` (timm 1.0.31's arguments and
         outputs) for images of any size; NCHW maps are ``(B, dim, rows, cols)``."""
         if output_fmt not in ("NCHW", "NLC"):
