@@ -1,10 +1,10 @@
-"""Fixed 2D sin-cos encoding: a 1D sinusoidal encoding of the row and one of the column.
+"""Additive encodings of patch (and video) coordinates: ``coords -> (..., N, dim)``, added to
+the patch tokens.
 
-Fixed 3D sin-cos encoding: a 1D sinusoidal encoding of each of ``t``, ``row`` and ``col``.
-
-Factorized learned encoding: a row table plus a column table (NaViT).
-
-Learned absolute position grid (ViT), resampled to any other grid.
+Fixed: :class:`SinCos2D` and :class:`SinCos3D`, a 1D sinusoidal encoding
+(:func:`posenc.core.additive.sinusoidal_encoding`) of each axis, concatenated. Learned:
+:class:`Factorized2D`, a row table plus a column table (NaViT), and :class:`Learned2D`, ViT's
+``pos_embed`` grid, resampled like an image to any other grid.
 """
 
 from __future__ import annotations
@@ -33,24 +33,54 @@ from torch import Tensor, nn
 from .coords import NORMALIZE, check_grid_size, patch_coords, video_coords
 from .rope import check_sections
 
-__all__ = [
-    "SinCos2D",
-    "SinCos3D",
-    "Factorized2D",
-    "Learned2D",
-]
+__all__ = ["SinCos2D", "SinCos3D", "Factorized2D", "Learned2D"]
 
 
-# The words of posenc.core.encoding' layout vocabulary, with the order of the two axes.
+# posenc.core.encoding's layout words, with the order of the two axes.
 LAYOUTS = ("rows_cols", "cols_rows", "half")
+LAYOUTS_3D = ("t_rows_cols", "t_cols_rows")
+# The axes of coordinates in the order of their blocks, per layout.
+_AXIS_ORDER = {"rows_cols": (0, 1), "cols_rows": (1, 0), "half": (0, 1),
+               "t_rows_cols": (0, 1, 2), "t_cols_rows": (0, 2, 1)}
 
 
-class SinCos2D(Float64Buffers):
+class _SinCos(Float64Buffers):
+    """A 1D sinusoidal encoding of each coordinate axis, ``sections[a]`` frequencies ``base **
+    (-i / sections[a])`` as a ``"half"`` block ``[sin(p f_0), ..., cos(p f_0), ...]``, the
+    blocks concatenated in the order ``layout`` names."""
+
+    kind = "additive"
+    sections: tuple[int, ...]
+    base: float
+    layout: str
+
+    def float64_buffers(self) -> dict[str, Tensor]:
+        return {"inv_freq64": torch.cat([sinusoidal_inv_freq(2 * s, self.base)
+                                         for s in self.sections])}
+
+    def forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        """``(N, A)``/``(B, N, A)`` coordinates of the ``A`` axes (``(row, col)`` or ``(t, row,
+        col)``) -> ``(..., N, dim)`` of ``dtype`` (that of the tokens it is added to)."""
+        check_position_values(coords, "coords")
+        return self._forward(coords, dtype=dtype)
+
+    def _forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        coords = check_position_shape(coords, "coords", trailing=(len(self.sections),))
+        check_output_dtype(dtype)
+        freqs = self.inv_freq64.split(self.sections)
+        blocks = [sinusoidal_encoding(coords[..., a], freqs[a], "half")
+                  for a in _AXIS_ORDER[self.layout]]
+        if self.layout == "half":  # the sines of all axes, then their cosines
+            sines, cosines = zip(*(b.chunk(2, -1) for b in blocks), strict=True)
+            blocks = [*sines, *cosines]
+        return torch.cat(blocks, dim=-1).to(dtype)
+
+
+class SinCos2D(_SinCos):
     """Additive 2D sin-cos encoding (MAE, timm's ``build_sincos2d_pos_embed``).
 
-    Each axis gets ``dim / 4`` frequencies ``base ** (-4i / dim)``, i.e. the 1D sinusoidal
-    encoding of width ``dim / 2``; the channel order is named by ``layout`` (in the vocabulary
-    of :mod:`posenc.core.encoding`):
+    Each axis gets ``dim / 4`` frequencies ``base ** (-4i / dim)`` (the 1D encoding of width
+    ``dim / 2``), in the channel order ``layout`` names (f runs over the frequencies):
 
     - ``"rows_cols"``: ``[sin(row f), cos(row f), sin(col f), cos(col f)]``, half the channels
       for rows then half for columns; equals timm ``build_sincos2d_pos_embed(...,
@@ -71,44 +101,21 @@ class SinCos2D(Float64Buffers):
             (patch indices, as MAE/timm) or ``"unit"`` (see :func:`patch_coords`).
     """
 
-    kind = "additive"
-
     def __init__(self, dim: int, base: float = 10000.0, *, layout: str = "rows_cols",
                  normalize: str | None = None) -> None:
         super().__init__()
         if check_positive_int(dim, "dim") % 4:
             raise ValueError(f"dim must be a positive multiple of 4 (a sin and a cos per axis), "
                              f"got {dim!r}")
-        self.dim = dim
+        self.dim, self.sections = dim, (dim // 4, dim // 4)
         self.base = check_base(base)
         self.layout = check_choice(layout, "layout", LAYOUTS)
         self.normalize = check_choice(normalize, "normalize", NORMALIZE)
         self.reset_float64_buffers()
 
-    def float64_buffers(self) -> dict[str, Tensor]:
-        return {"inv_freq64": sinusoidal_inv_freq(self.dim // 2, self.base)}
-
-    def forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        """``(N, 2)``/``(B, N, 2)`` (row, col) coordinates -> ``(..., N, dim)`` of ``dtype``
-        (pass the dtype of the tokens it is added to)."""
-        check_position_values(coords, "coords")
-        return self._forward(coords, dtype=dtype)
-
-    def _forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        coords = check_position_shape(coords, "coords", trailing=(2,))
-        check_output_dtype(dtype)
-        if self.layout == "cols_rows":
-            coords = coords.flip(-1)
-        # (..., N, axis, [sin f.., cos f..]) -> (..., N, axis, sin|cos, F)
-        enc = sinusoidal_encoding(coords, self.inv_freq64, "half").unflatten(-1, (2, -1))
-        if self.layout == "half":
-            enc = enc.transpose(-3, -2)
-        return enc.flatten(-3).to(dtype)
-
     def encode_grid(self, grid_size: int | tuple[int, int], *,
                     dtype: torch.dtype = torch.float32) -> Tensor:
         """``(rows * cols, dim)`` encoding of a whole grid in row-major order, of ``dtype``."""
-        # Coordinates made from the grid's shape: no value to check.
         return self._forward(patch_coords(grid_size, self.normalize,
                                           device=self.inv_freq64.device), dtype=dtype)
 
@@ -117,17 +124,12 @@ class SinCos2D(Float64Buffers):
                 f"normalize={self.normalize!r}")
 
 
-# The words of SinCos2D's layouts, with time first.
-LAYOUTS_3D = ("t_rows_cols", "t_cols_rows")
-
-
-class SinCos3D(Float64Buffers):
+class SinCos3D(_SinCos):
     """Additive 3D sin-cos encoding of ``(t, row, col)`` video coordinates.
 
-    Axis ``a`` gets ``sections[a]`` frequencies ``base ** (-i / sections[a])``: the 1D
-    sinusoidal encoding of width ``2 * sections[a]``, as a ``"half"`` block ``[sin(p f_0), ...,
-    cos(p f_0), ...]`` (the vocabulary of :mod:`posenc.core.encoding`). The blocks follow
-    ``layout``:
+    Axis ``a`` gets ``sections[a]`` frequencies ``base ** (-i / sections[a])``, a ``"half"``
+    block ``[sin(p f_0), ..., cos(p f_0), ...]`` of width ``2 * sections[a]``, in the order
+    ``layout`` names:
 
     - ``"t_rows_cols"``: time, then rows, then columns (:class:`SinCos2D`'s ``"rows_cols"``
       after a time block).
@@ -149,8 +151,6 @@ class SinCos3D(Float64Buffers):
     origin=...)``) in a unit that keeps them O(1..1000).
     """
 
-    kind = "additive"
-
     def __init__(self, dim: int, base: float = 10000.0, *,
                  sections: tuple[int, int, int] | None = None,
                  layout: str = "t_rows_cols") -> None:
@@ -161,29 +161,10 @@ class SinCos3D(Float64Buffers):
         self.layout = check_choice(layout, "layout", LAYOUTS_3D)
         self.reset_float64_buffers()
 
-    def float64_buffers(self) -> dict[str, Tensor]:
-        return {"inv_freq64": torch.cat([sinusoidal_inv_freq(2 * s, self.base)
-                                         for s in self.sections])}
-
-    def forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        """``(N, 3)``/``(B, N, 3)`` ``(t, row, col)`` coordinates -> ``(..., N, dim)`` of
-        ``dtype`` (pass the dtype of the tokens it is added to)."""
-        check_position_values(coords, "coords")
-        return self._forward(coords, dtype=dtype)
-
-    def _forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        coords = check_position_shape(coords, "coords", trailing=(3,))
-        check_output_dtype(dtype)
-        freqs = self.inv_freq64.split(self.sections)
-        order = (0, 1, 2) if self.layout == "t_rows_cols" else (0, 2, 1)
-        blocks = [sinusoidal_encoding(coords[..., a], freqs[a], "half") for a in order]
-        return torch.cat(blocks, dim=-1).to(dtype)
-
     def encode_video(self, grid_size: int | tuple[int, int], frames: int | Tensor, *,
                      time_scale: float = 1.0, dtype: torch.dtype = torch.float32) -> Tensor:
-        """The encoding of every patch of every frame: :func:`video_coords` ``(grid_size,
-        frames, time_scale=...)`` -> ``(T * rows * cols, dim)`` or ``(B, T * rows * cols,
-        dim)`` for ``(B, T)`` frame times, of ``dtype``."""
+        """The encoding of :func:`video_coords` ``(grid_size, frames, time_scale=...)``:
+        ``(T * rows * cols, dim)``, or ``(B, T * rows * cols, dim)`` for ``(B, T)`` times."""
         device = frames.device if isinstance(frames, Tensor) else self.inv_freq64.device
         coords = video_coords(grid_size, frames, time_scale=time_scale, device=device)
         return self(coords, dtype=dtype)
@@ -197,8 +178,7 @@ class Factorized2D(PositionEncoding):
     """``encoding(row, col) = rows[row] + cols[col]`` with two learned 1D tables (NaViT).
 
     Each table is a :class:`posenc.core.LearnedEncoding`: integer coordinates index it,
-    fractional ones interpolate linearly between neighbouring rows, coordinates outside
-    ``[0, max - 1]`` raise.
+    fractional ones interpolate linearly, coordinates outside ``[0, max - 1]`` raise.
 
     Args:
         max_grid_size: ``max`` or ``(max_rows, max_cols)``, the table lengths.
@@ -234,11 +214,10 @@ class Factorized2D(PositionEncoding):
     def encode_grid(self, grid_size: int | tuple[int, int]) -> Tensor:
         """``(rows * cols, dim)`` encoding of a whole grid in row-major order.
 
-        An axis that fits in its table uses patch indices ``0 .. n-1`` (NaViT); a longer axis is
-        spread over the whole table with fractional coordinates ``linspace(0, max - 1, n)``
-        (NaViT's fractional variant), so any grid size works. Both go through the same
-        interpolating lookup (an integer position interpolates to exactly its row), so the
-        choice is made on tensors and ``torch.export`` keeps the grid size dynamic.
+        An axis that fits in its table uses patch indices ``0 .. n-1`` (NaViT), a longer one
+        ``linspace(0, max - 1, n)`` over the whole table (NaViT's fractional variant). Both go
+        through the interpolating lookup (exact at integers), so the choice is made on tensors
+        and ``torch.export`` keeps the grid size dynamic.
         """
         rows, cols = check_grid_size(grid_size)
         device = self.rows.weight.device
@@ -251,8 +230,8 @@ class Factorized2D(PositionEncoding):
 
 
 def _axis_positions(n: int, size: int, device: torch.device) -> Tensor:
-    """``(n,)`` float32 table positions of ``n`` patches on a table of ``size`` rows: ``0 .. n-1``
-    when they fit, else ``i * (size - 1) / (n - 1)`` (exactly ``size - 1`` at the last patch)."""
+    """``(n,)`` float32 positions of ``n`` patches on a table of ``size`` rows (see
+    :meth:`Factorized2D.encode_grid`)."""
     steps = torch.arange(n, device=device, dtype=torch.float32)
     # n - 1 as a tensor, not a Python comparison, so export does not specialise on the table
     # size; clamped to 1 so that n = 1 does not divide by zero.
@@ -266,10 +245,9 @@ INTERPOLATIONS = ("bicubic", "bilinear", "nearest")
 class Learned2D(PositionEncoding):
     """A trainable ``(rows, cols, dim)`` grid of embeddings, as ViT's ``pos_embed``.
 
-    On another grid the table is resampled like an image (``F.interpolate``, centres aligned,
-    as timm's ``resample_abs_pos_embed``), so a patch keeps the embedding of the same relative
-    image location. Individual coordinates index the stored grid: integers exactly, fractions
-    by bilinear interpolation; coordinates outside it raise.
+    On another grid the table is resampled like an image (timm's ``resample_abs_pos_embed``),
+    so a patch keeps the embedding of the same relative image location. Coordinates index the
+    stored grid: integers exactly, fractions bilinearly; coordinates outside it raise.
 
     Args:
         grid_size: ``rows`` or ``(rows, cols)`` of the stored grid.
@@ -318,11 +296,8 @@ class Learned2D(PositionEncoding):
         return torch.lerp(top, bottom, fr)
 
     def resample(self, grid_size: int | tuple[int, int]) -> Tensor:
-        """The table resampled to ``grid_size``: ``(rows', cols', dim)``, differentiable.
-
-        Equals ``timm.layers.resample_abs_pos_embed`` with this module's interpolation and
-        antialias (computed in float32, returned in the table dtype).
-        """
+        """The table resampled to ``grid_size``, ``(rows', cols', dim)``, differentiable: timm's
+        ``resample_abs_pos_embed`` (in float32, returned in the table dtype)."""
         size = check_grid_size(grid_size)
         exporting = torch.compiler.is_exporting()
         if not exporting and tuple(size) == tuple(self.grid_size):
@@ -340,9 +315,8 @@ class Learned2D(PositionEncoding):
     @torch.no_grad()
     def load_timm_pos_embed(self, pos_embed: Tensor, num_prefix_tokens: int = 0,
                             grid_size: int | tuple[int, int] | None = None) -> Tensor:
-        """Copy a timm ``pos_embed`` ``(1, P + rows * cols, dim)`` into this grid.
-
-        The source grid is resampled to this module's grid when the sizes differ.
+        """Copy a timm ``pos_embed`` ``(1, P + rows * cols, dim)`` into this grid (resampled
+        when the sizes differ).
 
         Args:
             pos_embed: e.g. ``model.pos_embed`` or ``state_dict["pos_embed"]``.
@@ -352,8 +326,8 @@ class Learned2D(PositionEncoding):
             grid_size: source grid; inferred as square when None.
 
         Returns:
-            The ``(1, P, dim)`` prefix entries (empty when P = 0); add them to the class/register
-            tokens to keep the model's function unchanged.
+            The ``(1, P, dim)`` prefix entries; add them to the class/register tokens to keep
+            the model's function.
         """
         _check_pos_embed(pos_embed, num_prefix_tokens)
         if pos_embed.shape[-1] != self.dim:
@@ -385,7 +359,7 @@ class Learned2D(PositionEncoding):
 
 
 def _check_pos_embed(pos_embed: object, num_prefix_tokens: object) -> Tensor:
-    """A finite floating ``(1, P + rows * cols, dim)`` tensor with ``0 <= P <= `` its length."""
+    """A finite floating ``(1, P + rows * cols, dim)`` tensor with ``0 <= P <`` its length."""
     if not isinstance(pos_embed, Tensor):
         raise TypeError(f"pos_embed must be a torch.Tensor, got {type(pos_embed).__name__}")
     if pos_embed.ndim != 3 or pos_embed.shape[0] != 1:

@@ -1,16 +1,14 @@
-"""Attention biases from 2D patch offsets: learned table (Swin/BEiT), continuous MLP (SwinV2)
+"""Attention biases from 2D patch offsets: a learned table (Swin/BEiT), a continuous MLP (SwinV2)
 and 2D ALiBi.
 
 Every bias is called as ``bias(query_positions, key_positions)`` with ``(N, 2)``/``(B, N, 2)``
 coordinates or :class:`GridPositions` and returns float32 ``(B or 1, H, P + Nq, P + Nk)``,
-where ``P`` prefix tokens (cls, registers) get zero bias. Offsets are ``query - key`` (Swin's
-convention), so the learned table has Swin's layout; :func:`resize_relative_table` resizes such
-a table to another grid (bicubic, or BEiT's geometric interpolation).
-
-Resizing a learned relative-position table (Swin's layout, :class:`RelativeBias2D`'s) to
-the offsets of another patch grid: bicubic as an image (timm's
-``resize_rel_pos_bias_table_simple``) or BEiT's geometric placement (timm's
-``resize_rel_pos_bias_table``), on the device and differentiable.
+where ``P`` prefix tokens (cls, registers) get zero bias (the table's and ALiBi's ``score_mod``
+give it to FlexAttention without materialising it). Offsets are ``query - key`` (Swin's
+convention), so the learned table has Swin's layout, which :func:`resize_relative_table`
+resizes to another grid on the device, differentiably: bicubic as an image (timm's
+``resize_rel_pos_bias_table_simple``) or by BEiT's geometric placement (timm's
+``resize_rel_pos_bias_table``).
 """
 
 from __future__ import annotations
@@ -28,13 +26,7 @@ from torch import Tensor, nn
 
 from .coords import GridPositions, cached, check_grid_size, grid_position_shape
 
-__all__ = [
-    "RESIZE",
-    "resize_relative_table",
-    "RelativeBias2D",
-    "ContinuousBias2D",
-    "ALiBi2D",
-]
+__all__ = ["RESIZE", "resize_relative_table", "RelativeBias2D", "ContinuousBias2D", "ALiBi2D"]
 
 
 #: The ways a learned relative table is resized to another grid (:func:`resize_relative_table`).
@@ -43,10 +35,8 @@ RESIZE = ("bicubic", "geometric")
 
 def _geometric_axis(src: int, dst: int, device: torch.device) -> Tensor:
     """``(src,)`` float32 offsets at which BEiT places a table axis of ``src = 2n - 1`` entries
-    when it is stretched to ``dst = 2n' - 1``: ``0, +-1, +-(1 + q), +-(1 + q + q^2), ...``, with
-    ``q`` found by BEiT's bisection in ``[1.01, 1.5]`` so that the outermost offset is about
-    ``n' - 1`` (timm's ``resize_rel_pos_bias_table``, its ``_calc``, step for step: the result
-    is the last midpoint tried)."""
+    stretched to ``dst = 2n' - 1``: ``0, +-1, +-(1 + q), ...``, ``q`` from BEiT's bisection in
+    ``[1.01, 1.5]`` (timm's ``_calc`` step for step: the last midpoint tried)."""
     half = src // 2
     left, right = 1.01, 1.5
     while right - left > 1e-6:
@@ -62,9 +52,8 @@ def _geometric_axis(src: int, dst: int, device: torch.device) -> Tensor:
 
 
 def _linear_weights(points: Tensor, targets: Tensor) -> Tensor:
-    """``(T, S)`` weights of 1D linear interpolation from values at the increasing ``(S,)``
-    ``points`` to the ``(T,)`` ``targets``; a target outside the points takes the nearest end
-    value (as timm's ``RegularGridInterpolator``)."""
+    """``(T, S)`` weights of linear interpolation from the increasing ``(S,)`` ``points`` to
+    ``(T,)`` ``targets``, the nearest end beyond them (as timm's ``RegularGridInterpolator``)."""
     size = points.shape[0]
     if size == 1:
         return targets.new_ones(targets.shape[0], 1)
@@ -86,20 +75,14 @@ def resize_relative_table(table: Tensor, grid_size: int | tuple[int, int],
             layout, for ``grid_size = (r, c)``.
         grid_size: ``rows`` or ``(rows, cols)`` of the table's grid.
         new_grid_size: the same for the target grid ``(r', c')``.
-        mode: how offsets between the table's entries are read:
-
-            - ``"bicubic"``: the table as an image, ``F.interpolate(mode="bicubic",
-              align_corners=False)`` to ``(2r' - 1, 2c' - 1)``: timm's
-              ``resize_rel_pos_bias_table_simple``.
-            - ``"geometric"``: BEiT's fine-tuning resize. The table's entries are placed at
-              geometrically growing offsets ``0, +-1, +-(1 + q), ...`` (``q`` in ``[1.01, 1.5]``,
-              spreading them over the new grid's offsets: fine near zero, coarse far away) and
-              read at the new grid's integer offsets by linear interpolation (the nearest end
-              value beyond them): timm 1.0.31's ``resize_rel_pos_bias_table`` without
-              scipy (its default), equal to it to float32 rounding. As there, both axes are
-              placed so whenever the grid changes, an unchanged axis too (``q`` is at least
-              1.01, so it is read slightly inside its entries), and shrinking reads the
-              table's middle (the offsets the smaller grid has).
+        mode: ``"bicubic"``: the table as an image, ``F.interpolate(mode="bicubic",
+            align_corners=False)`` to ``(2r' - 1, 2c' - 1)``. ``"geometric"``: BEiT's fine-tuning
+            resize, timm 1.0.31's ``resize_rel_pos_bias_table`` without scipy (to float32
+            rounding): the entries are placed at geometrically growing offsets ``0, +-1, +-(1 +
+            q), ...`` (fine near zero, coarse far away) and read at the new grid's integer
+            offsets linearly (the nearest end beyond them). As there, both axes are placed so
+            whenever the grid changes, an unchanged one too (``q >= 1.01`` reads it slightly
+            inside), and shrinking reads the table's middle.
 
     Returns:
         ``((2r' - 1)(2c' - 1), H)``, ``table``'s dtype and device (computed in float32;
@@ -143,8 +126,8 @@ def _inputs(query_positions, key_positions) -> tuple[GridPositions, GridPosition
 
 
 def _memo(q: GridPositions, k: GridPositions, key, compute):
-    """Memoise in the positions' cache for self-attention (the same positions object for
-    queries and keys, as every block of a ViT forward gets)."""
+    """Memoise in the positions' cache for self-attention (one positions object for queries and
+    keys, as the blocks of a ViT forward get)."""
     return cached(q, key, compute) if q is k else compute()
 
 
@@ -172,10 +155,8 @@ def _lattice_offsets(grid: tuple[int, int], device: torch.device) -> Tensor:
 
 
 def _lattice_index(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
-    """Row of each integer offset in a flattened ``(2 rows - 1) x (2 cols - 1)`` table.
-
-    Raises (outside tracing) on fractional offsets and on offsets beyond the grid.
-    """
+    """Row of each integer offset in a flattened ``(2 rows - 1) x (2 cols - 1)`` table; raises
+    (outside tracing) on fractional offsets and on offsets beyond the grid."""
     rows, cols = grid
     if not torch.compiler.is_compiling() and offsets.numel():
         if offsets.is_floating_point() and bool((offsets != offsets.round()).any()):
@@ -198,9 +179,9 @@ def _lattice_rows(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
 
 
 def _representative_offsets(q: GridPositions, k: GridPositions) -> Tensor:
-    """``(M, 2)`` offsets ``query - key`` of ``O(Nq + Nk)`` pairs that :func:`_lattice_index`
-    can check for all ``Nq * Nk``: the extremes per axis, and ``q_i - k_0``, ``q_0 - k_j``
-    (integers exactly when every offset is: ``q_i - k_j`` is their sum minus ``q_0 - k_0``)."""
+    """``(M, 2)`` offsets of ``O(Nq + Nk)`` pairs whose check by :func:`_lattice_index` holds for
+    all ``Nq * Nk``: the extremes per axis, ``q_i - k_0`` and ``q_0 - k_j`` (all offsets are
+    integers when these are: ``q_i - k_j`` is their sum minus ``q_0 - k_0``)."""
     qc, kc = q.coords, k.coords
     if not qc.shape[-2] or not kc.shape[-2]:
         return qc.new_zeros(0, 2)
@@ -240,19 +221,17 @@ class RelativeBias2D(ScoreModBias):
 
     ``table`` has one row per offset ``(dr, dc) = query - key`` with ``|dr| < rows`` and
     ``|dc| < cols``, at row ``(dr + rows - 1) * (2 cols - 1) + dc + cols - 1`` (Swin's
-    ``relative_position_bias_table``). For a :class:`GridPositions` on another grid the table is
-    resized to that grid's offsets (:func:`resize_relative_table`, differentiably, every forward
-    at that grid; the parameter itself keeps its size) as ``resize`` says.
+    ``relative_position_bias_table``). For a :class:`GridPositions` on another grid it is
+    resized to that grid's offsets in every forward (the parameter keeps its size).
 
     Args:
         num_heads: attention heads.
         grid_size: ``rows`` or ``(rows, cols)`` of the grid the table is learned for.
-        resize: ``"bicubic"`` (default): like an image (``F.interpolate``, bicubic,
-            ``align_corners=False``), exactly timm's ``resize_rel_pos_bias_table_simple`` (its
-            flat ``(L, H)`` form for square tables, its ``(H, 2r-1, 2c-1)`` form for non-square
-            ones). ``"geometric"``: BEiT's geometric-progression interpolation, timm's
-            ``resize_rel_pos_bias_table`` (what timm applies to BEiT checkpoints loaded at
-            another size); under ``torch.export`` it needs static image sizes.
+        resize: :func:`resize_relative_table`'s ``mode``: ``"bicubic"`` (default; timm's
+            ``resize_rel_pos_bias_table_simple``, its flat form for square tables, its
+            ``(H, 2r-1, 2c-1)`` form for others) or ``"geometric"`` (what timm applies to BEiT
+            checkpoints loaded at another size; under ``torch.export`` it needs static image
+            sizes).
 
     Coordinates must be integer-valued; fractional offsets and offsets beyond the table's grid
     raise, in :meth:`score_mod` too (checked there on ``O(Nq + Nk)`` offsets).
@@ -282,8 +261,8 @@ class RelativeBias2D(ScoreModBias):
                                  "export with a static image size, or use resize='bicubic'")
         elif not torch.compiler.is_exporting() and tuple(size) == tuple(self.grid_size):
             return self.table
-        # (Exporting, bicubic resizes even at the table's own grid, where it is the identity:
-        # a dynamic size compared with it would pin the exported size.)
+        # Exporting, bicubic resizes even at the table's own grid (the identity there): a
+        # dynamic size compared with it would pin the exported size.
         return resize_relative_table(self.table, self.grid_size, size, self.resize)
 
     def _forward(self, query_positions: Tensor | GridPositions,
@@ -348,7 +327,7 @@ class ContinuousBias2D(PairBias):
         self.mlp[2].reset_parameters()
 
     def log_offsets(self, offsets: Tensor) -> Tensor:
-        """SwinV2's log-spaced coordinates of ``(..., 2)`` offsets."""
+        """SwinV2's log-spaced coordinates of ``(..., 2)`` offsets (float32)."""
         scaled = offsets.float() * offsets.new_tensor(self.offset_scale, dtype=torch.float32)
         return torch.sign(scaled) * torch.log2(scaled.abs() + 1.0) / math.log2(8)
 
@@ -365,9 +344,8 @@ class ContinuousBias2D(PairBias):
         return bias_t.t().reshape(*offsets.shape[:-1], self.num_heads)
 
     def _bias_t(self, offsets: Tensor) -> Tensor:
-        """``(M, 2)`` offsets -> ``(H, M)`` float32 bias: ``self.mlp`` computed in float32 and
-        transposed, which keeps every matmul of its backward wide (``M`` columns) instead of 2
-        or ``H`` columns wide, about a third faster on CPU."""
+        """``(M, 2)`` offsets -> ``(H, M)`` float32 bias: the MLP in float32, transposed so every
+        matmul of its backward is ``M`` columns wide, not 2 or ``H`` (a third faster on CPU)."""
         first, _, second = self.mlp
         # Float32 even under autocast or with bf16 weights: in bf16 the log-spaced offsets of
         # neighbouring far patches (60 and 61) round to one value and get one bias.
@@ -399,8 +377,8 @@ class ContinuousBias2D(PairBias):
 class ALiBi2D(ScoreModBias, Float64Buffers):
     """2D ALiBi: ``bias = -slope_h * ||query - key||`` (Euclidean patch distance).
 
-    Slopes are ALiBi's (:func:`posenc.core.bias.alibi_slopes`), a float64 buffer that stays float64
-    when the module is cast; no parameters, any coordinates.
+    Slopes are ALiBi's (:func:`posenc.core.bias.alibi_slopes`), a float64 buffer that stays
+    float64 when the module is cast; no parameters, any coordinates.
 
     Args:
         num_heads: attention heads.

@@ -1,36 +1,22 @@
-"""Patch-grid coordinates: what every 2D encoding in posenc.spatial is a function of.
+"""Patch and video coordinates: what every encoding in posenc.spatial is a function of.
 
-A patch token's coordinate is its ``(row, col)`` on the patch grid. Coordinates are explicit
-per token, ``(N, 2)`` or ``(B, N, 2)``, so subsets (MAE keep indices, patch dropout) and
-packed batches are just other coordinate tensors.
+A patch token's coordinate is its ``(row, col)`` on the patch grid (:func:`patch_coords`). A
+clip of ``T`` frames of ``rows x cols`` patches is ``T * rows * cols`` tokens, frame-major then
+row-major: token ``i`` sits at ``(t, row, col)`` with frame ``i // (rows * cols)`` and patch
+``(i // cols % rows, i % cols)`` (:func:`video_coords`), ``t`` being the frame index or the
+frame's real time in any unit (e.g. ``posenc.temporal.time_positions(timestamps, origin,
+unit="s")``), so irregularly timed frames (dropped frames, variable frame rate, sparse key
+frames) are encoded at their true times. Coordinates are explicit per token, ``(N, D)`` or
+``(B, N, D)``, so subsets (MAE keep indices, patch dropout) and packed batches are just other
+coordinate tensors.
 
-Rotary and bias encodings also accept :class:`GridPositions`, which adds two facts a bare
-tensor cannot carry: how many prefix tokens (cls, registers) precede the patch tokens, and
-the regular grid the coordinates lie on (which lets grid-based tables resize and lets bias
-encodings evaluate each distinct offset once).
+Rotary and bias encodings also accept :class:`GridPositions` / :class:`VideoPositions`, which
+add what a bare tensor cannot carry: how many prefix tokens (cls, registers) precede the patch
+tokens, a per-forward cache, and (2D) the regular grid the coordinates lie on, which lets
+grid-based tables resize and lets bias encodings evaluate each distinct offset once.
 
-:class:`CoordAugment` is DINOv3's training-time coordinate augmentation (a random shift,
-per-axis scale and shared scale of all coordinates), as timm's ``shift_coords``,
-``jitter_coords`` and ``rescale_coords``.
-
-Video coordinates: a ``(t, row, col)`` position per patch token of a sequence of frames.
-
-A video (or any image sequence) of ``T`` frames, each cut into a ``rows x cols`` patch grid,
-becomes ``T * rows * cols`` tokens in frame-major, then row-major order (all patches of frame
-0, then of frame 1, ...); token ``i`` sits at frame ``i // (rows * cols)`` and patch
-``(i // cols % rows, i % cols)``. Its coordinate is ``(t, row, col)``:
-
-- ``row``, ``col``: patch indices, as :func:`posenc.spatial.patch_coords` gives them;
-- ``t``: the frame index ``0 .. T-1``, or the frame's real time in any unit, e.g.
-  ``posenc.temporal.time_positions(timestamps, origin, unit="s")`` (float64 seconds).
-  Frames need not be equally spaced: ``t`` is a float coordinate, so irregularly timed
-  frames (dropped frames, variable frame rate, sparse key frames) are encoded at their true
-  times.
-
-The 3D encodings (:class:`posenc.spatial.RoPE3D`, :class:`posenc.spatial.MRoPE`,
-:class:`posenc.spatial.SinCos3D`) are functions of these ``(N, 3)``/``(B, N, 3)`` coordinates;
-rotary ones also take a :class:`VideoPositions`, which adds the prefix tokens (cls,
-registers) and a per-forward cache, as :class:`posenc.spatial.coords.GridPositions` does in 2D.
+:class:`CoordAugment` is DINOv3's training-time coordinate augmentation (timm's
+``shift_coords``, ``jitter_coords`` and ``rescale_coords``).
 """
 
 from __future__ import annotations
@@ -53,41 +39,22 @@ from posenc.core.encoding import (
 )
 from torch import Tensor, nn
 
-__all__ = [
-    "COORD_NORMALIZE",
-    "NORMALIZE",
-    "CoordAugment",
-    "GridPositions",
-    "as_grid_positions",
-    "cached",
-    "check_grid_size",
-    "check_rotate_inputs",
-    "grid_position_shape",
-    "patch_coords",
-    "AXES",
-    "VideoPositions",
-    "as_video_positions",
-    "video_coords",
-    "video_position_shape",
-]
+__all__ = ["COORD_NORMALIZE", "NORMALIZE", "CoordAugment", "GridPositions", "as_grid_positions",
+           "cached", "check_grid_size", "check_rotate_inputs", "grid_position_shape",
+           "patch_coords", "AXES", "VideoPositions", "as_video_positions", "video_coords",
+           "video_position_shape"]
 
 
 #: The coordinate systems every 2D encoding takes: patch indices or DINOv3's unit coordinates.
 NORMALIZE = (None, "unit")
+#: Every coordinate system :func:`patch_coords` makes (RoPE2D takes them all).
 COORD_NORMALIZE = (*NORMALIZE, "unit_min", "unit_max", "pixel")
-"""Every coordinate system :func:`patch_coords` makes (RoPE2D takes them all): NORMALIZE, the
-unit coordinates with DINOv3's ``normalize_coords="min"``/``"max"``, and ``"pixel"``.
-"""
 T = TypeVar("T")
 
 
 def check_grid_size(grid_size: object, name: str = "grid_size") -> tuple[int, int]:
-    """``int`` or ``(rows, cols)`` -> ``(rows, cols)``, each a positive int.
-
-    ``TypeError`` for anything but an int or a pair of ints (``3.0``, ``("a", 3)``, a bool,
-    three sizes); ``ValueError`` for sizes < 1. Symbolic sizes
-    (``torch.SymInt``, from ``torch.export``/``torch.compile``) pass unchecked.
-    """
+    """``int`` or ``(rows, cols)`` -> ``(rows, cols)`` of positive ints (``TypeError`` for
+    anything else, ``ValueError`` below 1); symbolic sizes (``torch.SymInt``) pass unchecked."""
     if isinstance(grid_size, (int, torch.SymInt)) and not isinstance(grid_size, bool):
         grid_size = (grid_size, grid_size)
     if not isinstance(grid_size, (tuple, list, torch.Size)) or len(grid_size) != 2:
@@ -111,10 +78,9 @@ def patch_coords(
     device: torch.device | str | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> Tensor:
-    """``(rows * cols, 2)`` patch coordinates ``(row, col)`` in row-major order.
-
-    Row-major is the order in which timm (and every ViT) flattens the patch grid, so token
-    ``i`` sits at ``(i // cols, i % cols)``.
+    """``(rows * cols, 2)`` patch coordinates ``(row, col)`` in row-major order, the order in
+    which timm (and every ViT) flattens the patch grid: token ``i`` is at ``(i // cols, i %
+    cols)``; column 0 of the result is the row, column 1 the column.
 
     Args:
         grid_size: ``rows`` (square) or ``(rows, cols)``.
@@ -133,9 +99,6 @@ def patch_coords(
               ``freqs_for="pixel"``); a single patch sits at -1, as there.
         device: of the result.
         dtype: of the result (a floating dtype).
-
-    Returns:
-        ``(rows * cols, 2)`` tensor; column 0 is the row, column 1 the column.
     """
     rows, cols = check_grid_size(grid_size)
     check_choice(normalize, "normalize", COORD_NORMALIZE)
@@ -160,15 +123,14 @@ class GridPositions(NamedTuple):
 
     Attributes:
         coords: ``(N, 2)`` or ``(B, N, 2)`` coordinates of the N patch tokens.
-        grid_size: the regular ``(rows, cols)`` grid the coordinates come from, or None. When
-            given, every coordinate must be an integer position on that grid (a full grid or
-            a subset of it, e.g. MAE keep indices); grid-based tables then resize to it.
-        num_prefix_tokens: tokens without a grid position (cls, registers) that precede the
-            patch tokens in the sequence. Rotary encodings leave them unrotated and bias
-            encodings give them zero bias, so outputs cover ``num_prefix_tokens + N`` tokens.
+        grid_size: the regular ``(rows, cols)`` grid the coordinates lie on (all of it or a
+            subset, e.g. MAE keep indices; integer positions), to which grid-based tables
+            resize; or None.
+        num_prefix_tokens: tokens without a position (cls, registers) before the patch tokens:
+            unrotated and zero-biased, so outputs cover ``num_prefix_tokens + N`` tokens.
         cache: an optional dict in which encodings keep what they derive from these positions
-            (a rotation, a bias, offset indices), so that the blocks of one forward that share
-            an encoding or the positions compute it once. Give a fresh dict per forward.
+            (a rotation, a bias, offset indices), so the blocks of one forward compute it once.
+            Give a fresh dict per forward.
     """
 
     coords: Tensor
@@ -193,13 +155,22 @@ def grid_position_shape(positions: Tensor | GridPositions,
                         name: str = "positions") -> GridPositions:
     """:func:`as_grid_positions` without reading values (types and shapes only): what the
     encodings' unchecked methods run, on positions their model made or checked once."""
-    if isinstance(positions, GridPositions):
-        coords = check_position_shape(positions.coords, f"{name}.coords", trailing=(2,))
-        if positions.grid_size is not None:
-            check_grid_size(positions.grid_size, f"{name}.grid_size")
-        check_int(positions.num_prefix_tokens, f"{name}.num_prefix_tokens", ge=0)
-        return positions if coords is positions.coords else positions._replace(coords=coords)
-    return GridPositions(check_position_shape(positions, name, trailing=(2,)))
+    return _position_shape(positions, GridPositions, name)
+
+
+def _position_shape(positions: object, cls: type[T], name: str) -> T:
+    """``positions`` as a ``cls`` with checked shapes; the same object when nothing changed."""
+    trailing = (2,) if cls is GridPositions else (3,)
+    if not isinstance(positions, cls):
+        return cls(check_position_shape(positions, name, trailing=trailing))
+    coords = check_position_shape(positions.coords, f"{name}.coords", trailing=trailing)
+    if getattr(positions, "grid_size", None) is not None:
+        check_grid_size(positions.grid_size, f"{name}.grid_size")
+    check_int(positions.num_prefix_tokens, f"{name}.num_prefix_tokens", ge=0)
+    if positions.cache is not None and not isinstance(positions.cache, dict):
+        raise TypeError(f"{name}.cache must be a dict or None, got "
+                        f"{type(positions.cache).__name__}")
+    return positions if coords is positions.coords else positions._replace(coords=coords)
 
 
 def _symbolic(key: object) -> bool:
@@ -209,13 +180,9 @@ def _symbolic(key: object) -> bool:
 
 
 def cached(positions: GridPositions, key: Hashable, compute: Callable[[], T]) -> T:
-    """``compute()``, memoised in ``positions.cache`` under ``key`` when there is a cache.
-
-    ``key`` is a tuple of Python values, e.g. ``(id(self), "rotation")``. A key holding a
-    symbolic size (``torch.export``/``torch.compile`` with dynamic shapes trace grid sizes as
-    ``torch.SymInt``, which has no hash) is not memoised: the value is computed again, with the
-    same result.
-    """
+    """``compute()``, memoised in ``positions.cache`` (if any) under ``key``, a tuple of Python
+    values such as ``(id(self), "rotation")``. A key holding a symbolic size (``torch.SymInt``
+    under ``torch.export``/``torch.compile``, which has no hash) is computed again instead."""
     cache = positions.cache
     if cache is None or _symbolic(key):
         return compute()
@@ -224,12 +191,17 @@ def cached(positions: GridPositions, key: Hashable, compute: Callable[[], T]) ->
     return cache[key]
 
 
+def check_generator(generator: object) -> None:
+    """Refuse a ``generator`` that is neither a ``torch.Generator`` nor None."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got "
+                        f"{type(generator).__name__}")
+
+
 class CoordAugment(nn.Module):
     """DINOv3's coordinate augmentation: one random transform of all patch coordinates per
-    call in training mode, the identity in eval mode.
-
-    In order (DINOv3's and timm's ``_apply_coord_augs``, drawing from the same generator in
-    the same order, so a seed gives timm's transform):
+    call in training mode, the identity in eval mode. In order (timm's ``_apply_coord_augs``,
+    drawing alike, so a seed gives timm's transform):
 
     1. shift: ``coords + s`` with ``s ~ U[-shift_coords, shift_coords]`` per axis, in the
        coordinates' units (unit coordinates: a shift of 1 is half the image);
@@ -239,8 +211,7 @@ class CoordAugment(nn.Module):
        (``R = rescale_coords``): a random zoom.
 
     An argument left None skips its step (and draws nothing). The transform is shared by every
-    token and every image of the call, as in DINOv3 and timm: positions stay consistent within
-    an image, and relative offsets move with it.
+    token and image of the call, as in DINOv3 and timm.
 
     Args:
         shift_coords: largest shift, a finite number >= 0, or None.
@@ -271,19 +242,10 @@ class CoordAugment(nn.Module):
         return self.shift_coords, self.jitter_coords, self.rescale_coords
 
     def forward(self, coords: Tensor, *, generator: torch.Generator | None = None) -> Tensor:
-        """Transform ``(N, 2)``/``(B, N, 2)`` coordinates (training mode; else returned as
-        given).
-
-        Args:
-            coords: int, float32 or float64 coordinates; integer ones become float32 (timm's
-                grids are float32) when transformed.
-            generator: a ``torch.Generator`` on ``coords``' device; None uses the global one
-                (as timm). The draws are made on ``coords``' device in its dtype: nothing waits
-                for the host.
-
-        Returns:
-            Coordinates of ``coords``' shape, float32 or float64.
-        """
+        """Transform ``(N, 2)``/``(B, N, 2)`` int, float32 or float64 coordinates (training
+        mode; else returned as given) into float32 (integers, as timm's grids) or float64 ones.
+        ``generator``: on ``coords``' device, where the draws are made (nothing waits for the
+        host); None uses the global one, as timm."""
         if not isinstance(coords, Tensor):
             raise TypeError(f"coords must be a torch.Tensor, got {type(coords).__name__}")
         if coords.dtype == torch.bool or coords.is_complex():
@@ -292,9 +254,7 @@ class CoordAugment(nn.Module):
         if coords.ndim not in (2, 3) or coords.shape[-1] != 2:
             raise ValueError(f"coords must have shape (N, 2) or (B, N, 2), got "
                              f"{tuple(coords.shape)}")
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator or None, got "
-                            f"{type(generator).__name__}")
+        check_generator(generator)
         if not self.training or not self.active:
             return coords
         if not coords.is_floating_point():
@@ -319,10 +279,8 @@ class CoordAugment(nn.Module):
 
 def check_rotate_inputs(x: Any, coords: Tensor, num_prefix_tokens: int, head_dim: int,
                         num_heads: int | None) -> None:
-    """A rotary encoding's ``rotate(x, positions)`` inputs: ``x`` a ``(B, H, P + N,
-    head_dim)`` tensor (``H = num_heads`` where the encoding fixes it, else any) and
-    ``coords`` ``(N, D)`` or ``(B or 1, N, D)`` for its ``P + N`` tokens; ``TypeError`` /
-    ``ValueError`` naming what differs."""
+    """Check a rotary ``rotate(x, positions)``: ``x`` ``(B, H, P + N, head_dim)`` (``H =
+    num_heads`` unless None), ``coords`` ``(N, D)`` or ``(B or 1, N, D)``."""
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.ndim != 4 or x.shape[-1] != head_dim or (num_heads and x.shape[1] != num_heads):
@@ -350,7 +308,8 @@ def video_coords(
     device: torch.device | str | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> Tensor:
-    """``(t, row, col)`` coordinates of every patch of every frame, frame-major then row-major.
+    """``(t, row, col)`` coordinates of every patch of every frame, frame-major then row-major:
+    ``(T * rows * cols, 3)``, or ``(B, T * rows * cols, 3)`` for ``(B, T)`` times.
 
     Args:
         grid_size: the patch grid of one frame, ``rows`` (square) or ``(rows, cols)``.
@@ -361,12 +320,9 @@ def video_coords(
             wavelengths are tuned to steps of 1): e.g. ``fps`` for times in seconds, or
             Qwen2.5-VL's ``tokens_per_second``.
         device: of the result (with ``frames`` a tensor: its device).
-        dtype: of the result when ``frames`` is an int. With frame times the result keeps
-            their floating dtype (float64 seconds keep float64 coordinates, so angles stay
-            exact far from the origin); integer times give float64 (exact to 2**53).
-
-    Returns:
-        ``(T * rows * cols, 3)``, or ``(B, T * rows * cols, 3)`` for ``(B, T)`` times.
+        dtype: of the result when ``frames`` is an int. Frame times keep their floating dtype
+            (float64 seconds keep angles exact far from the origin); integer times give
+            float64 (exact to 2**53).
     """
     grid_size = check_grid_size(grid_size)
     scale = check_positive_float(time_scale, "time_scale")
@@ -383,8 +339,7 @@ def video_coords(
 
 def _video_coords(grid_size: tuple[int, int], frames: int | Tensor, scale: float,
                   device: torch.device | str | None, dtype: torch.dtype) -> Tensor:
-    """:func:`video_coords` of checked arguments (frame times checked where they entered,
-    e.g. :class:`~posenc.spatial.VideoVisionTransformer`'s forward): reads no values."""
+    """:func:`video_coords` of checked arguments: reads no values."""
     rows, cols = grid_size
     if isinstance(frames, Tensor):
         work = frames.dtype if frames.is_floating_point() else torch.float64
@@ -402,17 +357,13 @@ def _video_coords(grid_size: tuple[int, int], frames: int | Tensor, scale: float
 
 
 class VideoPositions(NamedTuple):
-    """Video coordinates plus what a ViT's attention needs to know about them.
+    """Video coordinates plus what a ViT's attention needs to know about them, as
+    :class:`GridPositions` (without a grid).
 
     Attributes:
-        coords: ``(N, 3)`` or ``(B, N, 3)`` ``(t, row, col)`` coordinates of the N patch tokens
-            (:func:`video_coords`, or a subset of them: kept patches of patch dropout).
-        num_prefix_tokens: tokens without a position (cls, registers) that precede the patch
-            tokens; rotary encodings leave them unrotated, so a rotation covers
-            ``num_prefix_tokens + N`` tokens.
-        cache: an optional dict in which encodings keep what they derive from these positions
-            (a rotation), so blocks sharing an encoding compute it once per forward. Give a
-            fresh dict per forward.
+        coords: ``(N, 3)`` or ``(B, N, 3)`` ``(t, row, col)`` coordinates of the N patch tokens.
+        num_prefix_tokens: tokens without a position (cls, registers) before the patch tokens.
+        cache: an optional dict for what encodings derive from these positions, per forward.
     """
 
     coords: Tensor
@@ -422,30 +373,17 @@ class VideoPositions(NamedTuple):
 
 def as_video_positions(positions: Tensor | VideoPositions,
                        name: str = "positions") -> VideoPositions:
-    """Validate ``(N, 3)``/``(B, N, 3)`` coordinates or a :class:`VideoPositions`: non-finite
-    coordinates raise (a read of their values), then :func:`video_position_shape`.
-
-    Integer coordinates come back as int64 (:func:`posenc.core.encoding.check_positions`); a
-    :class:`VideoPositions` whose coordinates need no change comes back as the same object.
-    A 2D :class:`GridPositions` is a ``TypeError`` (a 3D encoding needs ``t``).
-    """
+    """:func:`as_grid_positions` for ``(N, 3)``/``(B, N, 3)`` coordinates or a
+    :class:`VideoPositions`; a 2D :class:`GridPositions` is a ``TypeError``."""
     check_position_values(positions, name)
     return video_position_shape(positions, name)
 
 
 def video_position_shape(positions: Tensor | VideoPositions,
                          name: str = "positions") -> VideoPositions:
-    """:func:`as_video_positions` without reading values (types and shapes only): what the
-    encodings' unchecked methods run, on positions their model made or checked once."""
+    """:func:`as_video_positions` without reading values."""
     if isinstance(positions, GridPositions):
         raise TypeError(f"{name} must be (N, 3)/(B, N, 3) (t, row, col) coordinates or a "
                         f"VideoPositions, got a GridPositions of 2D (row, col) coordinates: "
                         f"make them with posenc.spatial.video_coords")
-    if isinstance(positions, VideoPositions):
-        coords = check_position_shape(positions.coords, f"{name}.coords", trailing=(3,))
-        check_int(positions.num_prefix_tokens, f"{name}.num_prefix_tokens", ge=0)
-        if positions.cache is not None and not isinstance(positions.cache, dict):
-            raise TypeError(f"{name}.cache must be a dict or None, got "
-                            f"{type(positions.cache).__name__}")
-        return positions if coords is positions.coords else positions._replace(coords=coords)
-    return VideoPositions(check_position_shape(positions, name, trailing=(3,)))
+    return _position_shape(positions, VideoPositions, name)

@@ -1,11 +1,9 @@
 """The spatial encodings by name: one registry for configs, :func:`attach`, plots and benchmarks.
 
-Each name's facts live in one :class:`SpatialEncodingSpec` of :data:`ENCODINGS`: its class
-(whose ``kind`` attribute is its kind), the constructor arguments the name fixes
-(``rope_axial`` is ``RoPE2D(variant="axial")``), and the arguments taken from a model's sizes
-(:func:`size_arguments`). Whether blocks get one module each or share one is a single rule,
-:func:`one_module_per_block`, applied to the built module, so a name and the class path it
-stands for place modules alike.
+Each name is one :class:`SpatialEncodingSpec` of :data:`ENCODINGS`: its class, the constructor
+arguments the name fixes (``rope_axial`` is ``RoPE2D(variant="axial")``) and those taken from a
+model's sizes. Whether blocks get one module each is one rule on the built module,
+:func:`one_module_per_block`, so a name and the class path it stands for place modules alike.
 """
 
 from __future__ import annotations
@@ -37,19 +35,16 @@ SIZE_ARGUMENTS = ("dim", "num_heads", "head_dim", "grid_size", "max_grid_size", 
 def size_arguments(*, dim: int | None = None, num_heads: int | None = None,
                    head_dim: int | None = None,
                    grid_size: tuple[int, int] | None = None) -> dict[str, Any]:
-    """A model's sizes under the constructor-argument names of the spatial encodings.
-
-    The patch grid is ``grid_size`` of Learned2D and RelativeBias2D, ``max_grid_size`` of
-    Factorized2D and ``ref_grid_size`` of ContinuousBias2D (SwinV2's pretraining window).
-    Sizes left None are None here (the constructor that needs one then says so).
-    """
+    """A model's sizes under the spatial encodings' argument names: the patch grid is
+    ``grid_size`` (Learned2D, RelativeBias2D), ``max_grid_size`` (Factorized2D) and
+    ``ref_grid_size`` (ContinuousBias2D: SwinV2's pretraining window); None stays None."""
     return {"dim": dim, "num_heads": num_heads, "head_dim": head_dim, "grid_size": grid_size,
             "max_grid_size": grid_size, "ref_grid_size": grid_size}
 
 
 def vit_size_arguments(model: nn.Module) -> dict[str, Any]:
-    """:func:`size_arguments` of a timm ``VisionTransformer``: its ``embed_dim``, the first
-    block's heads and head size, and the patch grid at its configured image size."""
+    """:func:`size_arguments` of a timm ``VisionTransformer`` (the first block's heads, the grid
+    at its configured image size)."""
     attn = model.blocks[0].attn
     # getattr: a block whose attention is not timm's Attention is refused by attach with a
     # message naming it, which a bare AttributeError here would pre-empt.
@@ -59,21 +54,17 @@ def vit_size_arguments(model: nn.Module) -> dict[str, Any]:
 
 
 def one_module_per_block(encoding: nn.Module) -> bool:
-    """The per-block rule, for names and class paths alike: True for a learnable rotary or bias
-    encoding (one owning parameters: RoPE-Mixed frequencies, a relative-bias table, a
-    continuous-bias MLP), which gets one module per block as in the papers (RoPE-Mixed, Swin,
-    SwinV2); False for a parameter-free one (axial RoPE, 2D ALiBi), which all blocks share and
-    is computed once per forward, and for additive ones, which enter once, before the blocks.
-    """
+    """True for a rotary or bias encoding with parameters (RoPE-Mixed frequencies, a bias table
+    or MLP), which gets one module per block as in the papers; False for a parameter-free one
+    (all blocks share it, computed once per forward) and for additive ones (added once)."""
     return _core_encoding_kind(encoding) in ("rotary", "bias") \
         and next(encoding.parameters(), None) is not None
 
 
 def encodings_for_blocks(build: Callable[[], nn.Module],
                          num_blocks: int) -> nn.Module | list[nn.Module]:
-    """``build()`` once, or ``num_blocks`` times (a list, block order) where
-    :func:`one_module_per_block` says so: what :func:`attach` takes for a model of
-    ``num_blocks`` blocks."""
+    """``build()`` once, or ``num_blocks`` times (a list) where :func:`one_module_per_block`
+    says so."""
     first = build()
     if not one_module_per_block(first):
         return first
@@ -112,15 +103,13 @@ class SpatialEncodingSpec:
     @property
     def per_block(self) -> bool:
         """Whether :func:`attach` gives every block its own module (:func:`one_module_per_block`
-        of this name's module, built on the meta device at small sizes: nothing is
-        allocated)."""
+        of a small meta-device build)."""
         sizes = size_arguments(dim=8, num_heads=2, head_dim=8, grid_size=(2, 2))
         with torch.device("meta"):
             return one_module_per_block(self.build(**self.arguments(sizes)))
 
     def arguments(self, sizes: Mapping[str, Any]) -> dict[str, Any]:
-        """The constructor arguments this name takes from ``sizes`` (a :func:`size_arguments`
-        dict)."""
+        """The constructor arguments this name takes from a :func:`size_arguments` dict."""
         return {key: sizes[key] for key in self.infers}
 
     def infer(self, model: nn.Module) -> dict[str, Any]:
@@ -174,24 +163,13 @@ def encoding_spec(name: str) -> SpatialEncodingSpec:
 
 
 def encoding_from_name(name: str, **kwargs) -> nn.Module:
-    """Build a spatial encoding by name; ``kwargs`` go to its constructor.
-
-    Names: ``none`` (NoPE), ``learned`` (Learned2D), ``sincos2d`` (SinCos2D), ``factorized``
-    (Factorized2D), ``rope_axial`` / ``rope_mixed`` / ``rope_dinov3`` (unit coordinates; takes
-    ``normalize_coords``, ``min_period``/``max_period``, ``shift_coords``/``jitter_coords``/
-    ``rescale_coords``) / ``rope_pixel`` (pixel frequencies) (RoPE2D), ``liere`` /
-    ``comrope`` (LieRE), ``relbias`` (RelativeBias2D), ``cpb`` (ContinuousBias2D),
-    ``alibi2d`` (ALiBi2D).
-
-    Example: ``encoding_from_name("rope_mixed", head_dim=64, num_heads=6)``.
-    """
+    """Build the encoding :data:`ENCODINGS` names; ``kwargs`` go to its constructor, e.g.
+    ``encoding_from_name("rope_mixed", head_dim=64, num_heads=6)``."""
     return encoding_spec(name).build(**kwargs)
 
 
 def encoding_kind(encoding: str | nn.Module | type | None) -> str:
-    """``"none"``, ``"additive"``, ``"rotary"`` or ``"bias"`` for a name (from the registry),
-    an encoding module or class (:func:`posenc.core.encoding_kind`: its ``kind`` attribute), or
-    None."""
+    """:func:`posenc.core.encoding_kind`, also of a registry name."""
     if isinstance(encoding, str):
         return encoding_spec(encoding).kind
     return _core_encoding_kind(encoding)

@@ -15,19 +15,14 @@ block-diagonal and orthogonal (norms are kept).
   direction per block, ``A_axis = theta[axis, block] * (P - P^T)`` with ``P`` per head and
   block and ``theta`` per axis and block (shared by the heads, as in the paper's code).
 
-What the relative-position property ``score(q at p, k at p') = f(q, k, p - p')`` needs:
-``R(p)^T R(p') = R(p' - p)`` holds for every ``p, p'`` exactly when the two axes' generators
-commute. ComRoPE's always do, so its score depends only on the offset (to rounding). LieRE's
-generators are free: the default ``init="mixed"`` starts them as RoPE-Mixed's (``2 x 2``
-rotations in the same planes, which commute: at initialisation LieRE *is* RoPE-Mixed,
-``RoPE2D(variant="mixed", layout="interleaved")`` with the same random draw, and exactly
-relative), and training moves them off that set, where LieRE is no longer a relative
-encoding: the score then also depends on where the pair sits. ``init="random"`` (the papers'
-``randn * init_std``) is not relative from the start.
-
-Commuting skew-symmetric matrices share an orthogonal eigenbasis, so ComRoPE equals RoPE-Mixed
-applied in a learned orthogonal basis per head and block; only LieRE's non-commuting case goes
-beyond what RoPE-Mixed with learned q/k projections can express.
+The score depends only on the offset (``R(p)^T R(p') = R(p' - p)`` for all ``p, p'``) exactly
+when the two axes' generators commute. ComRoPE's always do; commuting skew-symmetric matrices
+share an orthogonal eigenbasis, so ComRoPE is RoPE-Mixed in a learned orthogonal basis per head
+and block. LieRE's default ``init="mixed"`` starts as RoPE-Mixed (``RoPE2D(variant="mixed",
+layout="interleaved")`` with the same random draw: ``2 x 2`` rotations in the same planes,
+which commute), and training moves it off that set, where the score also depends on where the
+pair sits; ``init="random"`` (the papers' ``randn * init_std``) is not relative from the start.
+Only that non-commuting case goes beyond RoPE-Mixed with learned q/k projections.
 
 Numerics: ``sum p_a A_a`` and its exponential are formed in float64 (float32 on MPS) and never
 under autocast; the rotations are float32 (float64 for float64 coordinates). The exponential is
@@ -44,18 +39,16 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from posenc.core.encoding import (
-    Float64Buffers,
     check_base,
     check_choice,
-    check_position_values,
     check_positive_float,
     check_positive_int,
     wide_dtype,
 )
 from torch import Tensor, nn
 
-from .coords import NORMALIZE, GridPositions, cached, check_rotate_inputs, grid_position_shape
-from .rope import init_mixed_freqs
+from .coords import NORMALIZE, GridPositions
+from .rope import _Rotary, init_mixed_freqs
 
 __all__ = ["BlockRotation", "LieRE", "skew_expm"]
 
@@ -90,13 +83,9 @@ def _squarings(s: Tensor) -> int:
 
 
 def skew_expm(g: Tensor) -> Tensor:
-    """``exp(g)`` of a batch ``(..., b, b)`` of (skew-symmetric) matrices, in ``g``'s dtype.
-
-    Scaling and squaring with a Taylor polynomial, without a host synchronisation: every
-    matrix is scaled by its own ``2**-s`` and squared ``s`` times inside a loop whose length
-    is fixed (20) except on the CPU, where it ends after the largest ``s``. Matrices whose
-    1-norm exceeds ``2**20`` come back NaN rather than inaccurate.
-    """
+    """``exp(g)`` of a batch ``(..., b, b)`` of (skew-symmetric) matrices, in ``g``'s dtype,
+    without a host synchronisation; matrices whose 1-norm exceeds ``2**20`` come back NaN
+    rather than inaccurate."""
     # The 1-norm bounds the spectral radius. Detached: s only picks the scaling, and
     # log2's gradient at a zero generator (prefix tokens) would be 0 * inf = NaN.
     norm = g.detach().abs().sum(-2).amax(-1)
@@ -120,14 +109,14 @@ def skew_expm(g: Tensor) -> Tensor:
 
 
 class BlockRotation(NamedTuple):
-    """Per-token block-diagonal rotation (LieRE, ComRoPE), ready to apply to q or k.
+    """Per-token block-diagonal rotation (LieRE, ComRoPE), which
+    :func:`posenc.core.apply_rotation` applies by :meth:`apply`.
 
-    Every ``b x b`` block ``R`` is stored as its symmetric and skew-symmetric parts,
-    ``cos = (R + R^T) / 2`` and ``sin = (R - R^T) / 2`` (for ``b = 2`` exactly RoPE's
-    ``cos(t) I`` and ``sin(t) J``), flattened per token: both are float32 (float64 for float64
-    coordinates) of shape ``(B or 1, H, N, num_blocks * b * b)``, so code that reads a
-    rotation's token and batch extent from ``cos`` (as :class:`posenc.core.rope.Rotation`'s) reads
-    this one alike. :func:`posenc.core.apply_rotation` calls :meth:`apply`.
+    Every ``b x b`` block ``R`` is stored as its symmetric and skew-symmetric parts, ``cos = (R
+    + R^T) / 2`` and ``sin = (R - R^T) / 2`` (for ``b = 2`` exactly RoPE's ``cos(t) I`` and
+    ``sin(t) J``), float32 (float64 for float64 coordinates) of shape ``(B or 1, H, N,
+    num_blocks * b * b)``, so a ``cos`` gives the token and batch extent as a
+    :class:`posenc.core.rope.Rotation`'s does.
     """
 
     cos: Tensor
@@ -167,22 +156,17 @@ def _skew_pairs(freqs: Tensor, block_size: int) -> Tensor:
     return g.flatten(-4, -3).flatten(-2)
 
 
-class LieRE(Float64Buffers):
+class LieRE(_Rotary):
     """Learned-rotation 2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``.
 
-    Use it as the ``rotary`` of :class:`posenc.core.MultiheadAttention` with ``(N, 2)``/
-    ``(B, N, 2)`` patch coordinates or a :class:`GridPositions` (prefix tokens are not rotated),
-    through :func:`posenc.spatial.attach` (one module per block, as a learnable encoding), or
-    call :meth:`rotate` on q or k. See the module docstring for the formulas and when the score
-    depends only on the offset.
+    Used as :class:`RoPE2D` (``attach`` gives each block its own, as a learnable encoding).
 
     Args:
         head_dim: channels per head, divisible by ``block_size``; all of them rotate.
         num_heads: attention heads (each has its own generators).
         variant: ``"liere"`` (free generators) or ``"comrope"`` (ComRoPE-LD, commuting).
-        block_size: ``b``, the size of the rotated blocks (>= 2): ``b = 2`` is RoPE-Mixed's
-            pairs (LieRE with ``b = 2`` stays RoPE-Mixed: 2 x 2 generators always commute);
-            the papers use larger blocks.
+        block_size: ``b``, the size of the rotated blocks (>= 2; the papers use larger ones
+            than 2, where LieRE stays RoPE-Mixed: 2 x 2 generators always commute).
         init: ``"mixed"`` (LieRE only, its default): RoPE-Mixed's frequencies
             (:func:`init_mixed_freqs` with ``base``, drawn as RoPE2D does) on the 2 x 2
             diagonal of each block; needs an even ``block_size``. ``"random"`` (ComRoPE's
@@ -193,15 +177,13 @@ class LieRE(Float64Buffers):
             about ``1 / grid size``.
         base: RoPE-Mixed frequency base of the mixed init.
         normalize: coordinate system, as :class:`RoPE2D`'s: ``None`` (patch indices) or
-            ``"unit"`` (``[-1, 1]``, for which the mixed init folds RoPE2D's ``2 pi`` into the
-            generators). :func:`attach` makes the coordinates it names.
+            ``"unit"`` (``[-1, 1]``; the mixed init folds RoPE2D's ``2 pi`` into the generators).
 
     Parameters (float32 under any ``.to(dtype)``, none weight-decayed): ``generators``, the
     ``P``: ``(H, 2, D/b, b, b)`` for LieRE (``[:, 0]`` rows, ``[:, 1]`` columns), ``(H, D/b, b,
     b)`` for ComRoPE; ``axis_scales`` (ComRoPE only), the ``theta``: ``(2, D/b)``.
     """
 
-    kind = "rotary"
     # bf16 generators would be off by ~0.4%, i.e. whole radians a few hundred patches away.
     fixed_dtype_parameters = ("generators", "axis_scales")
 
@@ -256,43 +238,20 @@ class LieRE(Float64Buffers):
             return skew
         return skew[:, None] * self.axis_scales[None, :, :, None, None]
 
-    def rotation(self, positions: Tensor | GridPositions) -> BlockRotation:
-        """Coordinates -> :class:`BlockRotation` over ``num_prefix_tokens + N`` tokens
-        (``(B or 1, H, P + N, ...)``); prefix tokens get the identity."""
-        check_position_values(positions)
-        return self._rotation(positions)
-
-    def _rotation(self, positions: Tensor | GridPositions) -> BlockRotation:
-        positions = grid_position_shape(positions)
-
-        def compute() -> BlockRotation:
-            coords = positions.coords
-            if coords.ndim == 2:
-                coords = coords[None]
-            wide = wide_dtype(coords.device)
-            with torch.autocast(coords.device.type, enabled=False):
-                a = self.axis_generators().to(wide)
-                g = torch.einsum("bna,hajxy->bhnjxy", coords.to(wide), a)
-                if positions.num_prefix_tokens:  # exp(0) = I exactly
-                    g = F.pad(g, (0, 0, 0, 0, 0, 0, positions.num_prefix_tokens, 0))
-                r = skew_expm(g)
-            out = torch.float64 if coords.dtype == torch.float64 else torch.float32
-            r = r.to(out)
-            cos, sin = (r + r.mT) / 2, (r - r.mT) / 2
-            return BlockRotation(cos.flatten(-3), sin.flatten(-3), self.block_size)
-
-        return cached(positions, (id(self), "rotation"), compute)
-
-    def rotate(self, x: Tensor, positions: Tensor | GridPositions) -> Tensor:
-        """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 2)``/``(B, N, 2)``
-        coordinates or a :class:`GridPositions` with ``P`` prefix tokens (left unrotated)."""
-        check_position_values(positions)
-        positions = grid_position_shape(positions)
-        check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
-                            self.num_heads)
-        return self._rotation(positions).apply(x)
-
-    forward = rotate
+    def _compute(self, positions: GridPositions) -> BlockRotation:
+        coords = positions.coords
+        if coords.ndim == 2:
+            coords = coords[None]
+        wide = wide_dtype(coords.device)
+        with torch.autocast(coords.device.type, enabled=False):
+            a = self.axis_generators().to(wide)
+            g = torch.einsum("bna,hajxy->bhnjxy", coords.to(wide), a)
+            if positions.num_prefix_tokens:  # exp(0) = I exactly
+                g = F.pad(g, (0, 0, 0, 0, 0, 0, positions.num_prefix_tokens, 0))
+            r = skew_expm(g)
+        r = r.to(torch.float64 if coords.dtype == torch.float64 else torch.float32)
+        cos, sin = (r + r.mT) / 2, (r - r.mT) / 2
+        return BlockRotation(cos.flatten(-3), sin.flatten(-3), self.block_size)
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, num_heads={self.num_heads}, "

@@ -1,55 +1,39 @@
-"""2D rotary position embedding for patch grids: axial and RoPE-Mixed.
+"""Rotary position embeddings of patch grids (2D) and of clips (3D).
 
-Heo et al. 2024, "Rotary Position Embedding for Vision Transformer" (RoPE-ViT):
+Every encoding here turns rotary pair ``j`` of head ``h`` by ``sum_a coord_a * freqs[a, h, j]``
+over the coordinate axes (``(row, col)`` or ``(t, row, col)``), so the attention score of a
+query and a key depends only on their offset (with frame times as ``t``: on their true time
+gap). They differ in ``freqs``:
 
-- axial: the rotary pairs are split in two; the first half rotates with the row, the second
-  with the column, each at frequencies ``base ** (-4i / head_dim)`` (``base=100``).
-- mixed: every head has learnable 2D frequencies; pair ``j`` of head ``h`` turns by
-  ``row * freqs[0, h, j] + col * freqs[1, h, j]``, so heads can attend along diagonals.
-  Initialised as the paper's ``init_random_2d_freqs`` (``theta=10``): per head a random
-  direction ``phi ~ U[0, 2pi)``; the first half of the pairs use direction ``phi``, the second
-  ``phi + pi/2``, with magnitudes ``base ** (-4i / head_dim)``.
+- :class:`RoPE2D` ``"axial"`` (Heo et al. 2024, "Rotary Position Embedding for Vision
+  Transformer", RoPE-ViT): the first half of the pairs reads the row, the second the column.
+  Frequency families (``freqs_for``): ``"lang"``, ``base ** (-4i / head_dim)`` (``base=100``)
+  or DINOv3's periods ``min_period * (max_period / min_period) ** linspace(0, 1, head_dim / 4)``
+  (frequency ``1 / period``; on unit coordinates the angle is ``2 pi coord freq``, as in
+  DINOv3); ``"pixel"``, on coordinates in ``[-1, 1]``: ``linspace(1, max_freq / 2, head_dim /
+  4) * pi`` (rotary-embedding-torch ``freqs_for="pixel"``; timm ``RotaryEmbedding(in_pixels=True,
+  linear_bands=True)`` with ``max_res=max_freq``) or timm's log-spaced default ``2 **
+  linspace(0, log2(max_freq) - 1, head_dim / 4) * pi`` (``linear_bands=False``).
+- :class:`RoPE2D` ``"mixed"`` (RoPE-Mixed, same paper): learnable per-head frequencies, so heads
+  can attend along diagonals. Initialised as the paper's ``init_random_2d_freqs``
+  (``theta=10``): per head a random direction ``phi ~ U[0, 2pi)``; the first half of the pairs
+  use direction ``phi``, the second ``phi + pi/2``, with magnitudes ``base ** (-4i / head_dim)``.
+- :class:`MRoPE` (Qwen2-VL's multimodal RoPE): the 1D spectrum ``base ** (-2j / head_dim)`` over
+  all pairs, each reading one axis; ``sections`` are the pairs per axis (``mrope_section``).
+  ``axis_layout="chunked"`` gives the axes contiguous blocks, ``t`` first (Qwen2-VL,
+  Qwen2.5-VL), which leaves the columns only the slowest frequencies (head_dim 128: ``10000 **
+  (-80/128)`` and below, visible turns only over tens of patches); ``"strided"`` cycles ``t,
+  row, col`` over the first ``3 * sections`` pairs, the rest reading ``t`` (Qwen3-VL's
+  interleaved mRoPE), which gives every axis the whole range. Text tokens at ``(p, p, p)`` get
+  exactly the 1D RoPE of ``p``, which lets text and vision tokens share one sequence.
+- :class:`RoPE3D` ``"axial"``: a 1D RoPE per axis over its block of pairs, ``base ** (-i /
+  sections[a])``; ``"mixed"``: learnable per-head 3D frequencies (a head can follow motion along
+  space-time diagonals), initialised per head with a random orthonormal frame ``u_t, u_row,
+  u_col``, axis ``a``'s pairs turning along ``u_a`` at the axial magnitudes.
 
-In both, the attention score of a query and a key depends only on their 2D offset.
-
-Axial frequency families (``freqs_for``):
-
-- ``"lang"``: ``base ** (-4i / head_dim)`` (RoPE-ViT), or DINOv3's periods
-  ``min_period * (max_period / min_period) ** linspace(0, 1, head_dim / 4)`` (frequency
-  ``1 / period``); on unit coordinates the angle is ``2 pi coord freq``, as in DINOv3.
-- ``"pixel"``: ``linspace(1, max_freq / 2, head_dim / 4) * pi`` on coordinates in ``[-1, 1]``
-  (rotary-embedding-torch ``freqs_for="pixel"``; timm ``RotaryEmbedding(in_pixels=True,
-  linear_bands=True)`` with ``max_res=max_freq``), or timm's log-spaced default
-  ``2 ** linspace(0, log2(max_freq) - 1, head_dim / 4) * pi`` (``linear_bands=False``).
-
-DINOv3's training-time coordinate augmentation (:class:`~posenc.spatial.coords.CoordAugment`)
-is an option too: ``shift_coords``/``jitter_coords``/``rescale_coords``, applied in training
-mode only.
-
-3D rotary position embedding over ``(t, row, col)`` video coordinates.
-
-The ``head_dim / 2`` rotary pairs are divided among the three axes by ``sections`` (pairs per
-axis, in the order ``t, row, col``; Qwen2-VL's ``mrope_section``). Pair ``j`` of head ``h``
-turns by ``sum_a coord_a * freqs[a, h, j]``; the variants differ in ``freqs``:
-
-- :class:`MRoPE` (Qwen2-VL's multimodal RoPE): the 1D RoPE spectrum ``base ** (-2j /
-  head_dim)`` over all pairs, each pair reading one axis. ``axis_layout="chunked"`` gives the
-  axes contiguous blocks of pairs, ``t`` first (Qwen2-VL, Qwen2.5-VL); ``"strided"`` cycles
-  ``t, row, col, t, row, col, ...`` over the first ``3 * sections`` pairs, the rest reading
-  ``t`` (Qwen3-VL's interleaved mRoPE). Text tokens at ``(p, p, p)`` get exactly the 1D RoPE
-  of position ``p``, which is what lets text and vision tokens share one sequence. Chunked
-  leaves the columns only the slowest frequencies (with head_dim 128, ``10000 ** (-80/128)``
-  and below: visible turns only over tens of patches); strided gives every axis the whole
-  range, which is why Qwen3-VL moved to it.
-- :class:`RoPE3D` ``"axial"``: each axis is a 1D RoPE of its own over its block of pairs,
-  frequencies ``base ** (-i / sections[a])`` (RoPE-ViT's axial RoPE with a third axis).
-- :class:`RoPE3D` ``"mixed"``: learnable per-head 3D frequencies (RoPE-Mixed with a third
-  axis), so a head can attend along space-time diagonals (motion). Initialised per head with a
-  random orthonormal frame ``u_t, u_row, u_col``: the pairs of axis ``a``'s block turn along
-  ``u_a`` with the axial magnitudes; without rotation (``rotate=False``) it starts as axial.
-
-In all of them the attention score of a query and a key depends only on their 3D offset, so
-with frame times as ``t`` it depends on the true time gap between frames.
+Each takes coordinates, or a :class:`~posenc.spatial.coords.GridPositions` /
+:class:`~posenc.spatial.coords.VideoPositions` whose prefix tokens (cls, registers) stay
+unrotated.
 """
 
 from __future__ import annotations
@@ -82,21 +66,14 @@ from .coords import (
     GridPositions,
     VideoPositions,
     cached,
+    check_generator,
     check_rotate_inputs,
     grid_position_shape,
     video_position_shape,
 )
 
-__all__ = [
-    "RoPE2D",
-    "init_mixed_freqs",
-    "MRoPE",
-    "RoPE3D",
-    "default_sections",
-    "check_sections",
-    "init_mixed_freqs_3d",
-    "mrope_axes",
-]
+__all__ = ["RoPE2D", "init_mixed_freqs", "MRoPE", "RoPE3D", "default_sections", "check_sections",
+           "init_mixed_freqs_3d", "mrope_axes"]
 
 
 VARIANTS = ("axial", "mixed")
@@ -106,23 +83,89 @@ FREQS_FOR = ("lang", "pixel")
 NORMALIZE_COORDS = {"separate": "unit", "min": "unit_min", "max": "unit_max"}
 UNIT = tuple(NORMALIZE_COORDS.values())
 DEFAULT_MAX_FREQ = 10.0  # rotary-embedding-torch's default
+AXIS_LAYOUTS = ("chunked", "strided")
+
+
+def _axis_angles(coords: Tensor, freqs: Tensor) -> Tensor:
+    """``(B, N, A)`` coordinates, ``(A, H or 1, P)`` frequencies -> ``(B, H or 1, N, P)`` angles,
+    one axis at a time (a ``(B, H, N, A, P)`` product would hold ``A`` times the angles); a zero
+    frequency adds an exact 0."""
+    return sum(angles(coords[:, None, :, a], freqs[a][:, None, :]) for a in range(len(freqs)))
+
+
+class _Rotary(Float64Buffers):
+    """What the spatial rotary encodings share: :meth:`rotation` checks the positions' values,
+    ``_rotation`` (what blocks call) their shapes and memoises the rotation in their cache;
+    :meth:`rotate` (also ``forward``) applies it to q or k."""
+
+    kind = "rotary"
+    head_dim: int
+    num_heads: int
+    layout: str
+    _position_shape = staticmethod(grid_position_shape)
+
+    def rotation(self, positions: Tensor | GridPositions | VideoPositions) -> Rotation:
+        """``(N, D)``/``(B, N, D)`` coordinates (or positions) -> the rotation of their
+        ``num_prefix_tokens + N`` tokens, ``(B or 1, H or 1, P + N, ...)``; prefix tokens get
+        the identity."""
+        check_position_values(positions)
+        return self._rotation(positions)
+
+    def _rotation(self, positions: Tensor | GridPositions | VideoPositions) -> Rotation:
+        positions = self._position_shape(positions)
+        return cached(positions, (id(self), "rotation"), lambda: self._compute(positions))
+
+    def _compute(self, positions: GridPositions | VideoPositions) -> Rotation:
+        theta = self.angles(self._coords(positions))
+        if positions.num_prefix_tokens:
+            theta = F.pad(theta, (0, 0, positions.num_prefix_tokens, 0))
+        return rotation_from_angles(theta, self.layout)
+
+    def _coords(self, positions: GridPositions | VideoPositions) -> Tensor:
+        return positions.coords
+
+    def rotate(self, x: Tensor, positions: Tensor | GridPositions | VideoPositions) -> Tensor:
+        """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, D)``/``(B, N, D)``
+        coordinates, or positions with ``P`` prefix tokens (left unrotated)."""
+        check_position_values(positions)
+        positions = self._position_shape(positions)
+        # Only learned frequencies (per head) fix the number of heads.
+        heads = self.num_heads if next(self.parameters(), None) is not None else None
+        check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
+                            heads)
+        return apply_rotation(x, self._rotation(positions))
+
+    forward = rotate
+
+    def _make_freqs(self) -> None:
+        """Axial: the float64 frequency buffers; mixed: the learned ``freqs``."""
+        if self.variant == "axial":
+            self.register_parameter("freqs", None)
+            self.reset_float64_buffers()
+        else:
+            self.freqs = nn.Parameter(self._initial_freqs())
+
+    def _initial_freqs(self) -> Tensor:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Redraw the mixed frequencies, recompute the axial ones (after ``to_empty()``)."""
+        self.reset_float64_buffers()
+        if getattr(self, "freqs", None) is not None:
+            self.freqs.copy_(self._initial_freqs())
 
 
 def init_mixed_freqs(head_dim: int, num_heads: int, base: float = 10.0, *,
                      rotate: bool = True, generator: torch.Generator | None = None) -> Tensor:
-    """RoPE-Mixed initial frequencies ``(2, num_heads, head_dim // 2)`` float32.
-
-    The paper's ``init_random_2d_freqs(head_dim, num_heads, theta=base, rotate)``, with the
-    axes in posenc's ``(row, col)`` order: ``[0]`` is the paper's ``freqs_y`` (rows) and
-    ``[1]`` its ``freqs_x`` (columns). The per-head angles are drawn exactly as the paper's
-    loop does (one ``torch.rand`` value per head, in order), so a seeded run reproduces it.
-    """
+    """RoPE-Mixed initial frequencies ``(2, num_heads, head_dim // 2)`` float32: the paper's
+    ``init_random_2d_freqs(head_dim, num_heads, theta=base, rotate)`` in ``(row, col)`` order
+    (``[0]`` its ``freqs_y``, ``[1]`` its ``freqs_x``), drawn as its loop draws (one
+    ``torch.rand`` value per head), so a seeded run reproduces it."""
     _check_head_dim(head_dim)
     check_positive_int(num_heads, "num_heads")
     mag = rope_inv_freq(head_dim // 2, check_base(base))  # base ** (-4i / head_dim), float64
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got "
-                        f"{type(generator).__name__}")
+    check_generator(generator)
     if check_bool(rotate, "rotate"):
         phi = (torch.rand(num_heads, 1, generator=generator) * 2 * torch.pi).double()
     else:
@@ -140,52 +183,45 @@ def _check_head_dim(head_dim: int) -> int:
     return head_dim
 
 
-class RoPE2D(Float64Buffers):
+class RoPE2D(_Rotary):
     """2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``.
 
-    Use it as the ``rotary`` of :class:`posenc.core.MultiheadAttention` with ``(N, 2)``/
-    ``(B, N, 2)`` patch coordinates or a :class:`GridPositions` as positions, or call it
-    (:meth:`rotate`, as :class:`posenc.core.RotaryEncoding`) on q or k. The coordinates are
-    expected in the system :attr:`normalize` names (``patch_coords(grid, rope.normalize)``;
-    :func:`~posenc.spatial.attach` makes them so).
+    The ``rotary`` of :class:`posenc.core.MultiheadAttention`, or :meth:`rotate` q or k, with
+    ``(N, 2)``/``(B, N, 2)`` coordinates or a :class:`GridPositions` in the system
+    :attr:`normalize` names (``patch_coords(grid, rope.normalize)``, as
+    :func:`~posenc.spatial.attach` makes them).
 
     Args:
         head_dim: channels per head (divisible by 4); all of them rotate.
         num_heads: attention heads (mixed has frequencies per head).
-        variant: ``"axial"`` or ``"mixed"`` (see module docstring).
-        base: frequency base; None takes the paper's value: 100 for axial, 10 for mixed (and
-            nothing with ``min_period``/``max_period`` or ``freqs_for="pixel"``).
+        variant: ``"axial"`` or ``"mixed"``.
+        base: frequency base; None: the paper's, 100 for axial, 10 for mixed (none with
+            ``min_period``/``max_period`` or ``freqs_for="pixel"``).
         normalize: coordinate system, one of :data:`~posenc.spatial.coords.COORD_NORMALIZE`
             (see :func:`patch_coords`): ``None`` (patch indices, RoPE-ViT), ``"unit"``
-            (``[-1, 1]``; with ``"lang"`` frequencies angles are ``2 pi coord freq`` as in
-            DINOv3, whose RoPE is ``RoPE2D(d, h, "axial", base=100, normalize="unit",
+            (``[-1, 1]``; DINOv3's RoPE is ``RoPE2D(d, h, "axial", base=100, normalize="unit",
             layout="half")``), ``"unit_min"``/``"unit_max"`` or ``"pixel"`` (``linspace(-1,
             1)``, for ``freqs_for="pixel"``).
-        layout: channel pairing of :class:`posenc.core.rope.Rotation`: ``"interleaved"`` (pair ``i``
-            is channels ``2i, 2i+1``, as RoPE-ViT and timm's ``RotaryEmbedding``; the faster
-            one on CPU) or ``"half"`` (``i, i + head_dim/2``, as DINOv3).
+        layout: channel pairing of :class:`posenc.core.rope.Rotation`: ``"interleaved"`` (pair
+            ``i`` is channels ``2i, 2i+1``, as RoPE-ViT and timm's ``RotaryEmbedding``; the
+            faster one on CPU) or ``"half"`` (``i, i + head_dim/2``, as DINOv3).
         normalize_coords: DINOv3's name for the unit systems, with ``normalize="unit"``:
-            ``"separate"`` (each axis by its own size; ``"unit"``), ``"min"`` (``"unit_min"``)
-            or ``"max"`` (``"unit_max"``); :attr:`normalize` then holds the system. None keeps
-            ``normalize`` as given.
+            ``"separate"`` (``"unit"``), ``"min"`` (``"unit_min"``) or ``"max"``
+            (``"unit_max"``); :attr:`normalize` then holds the system.
         min_period: with ``max_period``, DINOv3's period schedule instead of ``base`` (axial,
-            ``"lang"``): periods
-            ``min_period * (max_period / min_period) ** linspace(0, 1, head_dim / 4)`` in
-            coordinate units, ``0 < min_period <= max_period``; give both or neither.
+            ``"lang"``), in coordinate units, ``0 < min_period <= max_period``; give both or
+            neither.
         max_period: see ``min_period``.
-        freqs_for: ``"lang"`` or ``"pixel"`` frequencies (module docstring; pixel: axial only,
-            coordinates in ``[-1, 1]``).
+        freqs_for: ``"lang"`` or ``"pixel"`` frequencies (pixel: axial only, coordinates in
+            ``[-1, 1]``).
         max_freq: the pixel frequencies' ``max_freq`` (timm's ``max_res``); default 10.
         linear_bands: pixel frequencies linearly (True, default: rotary-embedding-torch) or
             log-spaced (False: timm's ``RotaryEmbedding`` default).
         shift_coords: with ``jitter_coords`` and ``rescale_coords``, DINOv3's coordinate
-            augmentation in training mode (:class:`~posenc.spatial.coords.CoordAugment`; timm's
-            ``RotaryEmbeddingDinoV3`` arguments). One transform is drawn per positions object
-            and kept in its cache, so every encoding with the same augmentation that reads the
-            positions of one forward (all blocks of an attached ViT, per-block mixed modules
-            included) sees the same transform. Positions without a cache draw on each
-            :meth:`rotation` call: in cross-attention give q and k coordinates augmented once
-            by a :class:`~posenc.spatial.coords.CoordAugment` instead.
+            augmentation in training mode (:class:`~posenc.spatial.coords.CoordAugment`, timm's
+            ``RotaryEmbeddingDinoV3`` arguments), drawn once per positions object and cached,
+            so all blocks of a forward see one transform. Positions without a cache draw on
+            each call: in cross-attention augment q and k coordinates once yourself.
         jitter_coords: see ``shift_coords``.
         rescale_coords: see ``shift_coords``.
 
@@ -193,7 +229,6 @@ class RoPE2D(Float64Buffers):
     (``[0]`` multiplies rows, ``[1]`` columns) that stays float32 when the module is cast.
     """
 
-    kind = "rotary"
     # A bf16 frequency is off by up to 0.4%, i.e. whole radians a few hundred patches away.
     fixed_dtype_parameters = ("freqs",)
 
@@ -224,11 +259,7 @@ class RoPE2D(Float64Buffers):
         self.coord_augment = augment if augment.active else None
         # DINOv3's periods are in units of the unit coordinates: 2 pi turns per period.
         self.scale = 2 * math.pi if freqs_for == "lang" and self.normalize in UNIT else 1.0
-        if variant == "axial":
-            self.register_parameter("freqs", None)
-            self.reset_float64_buffers()
-        else:
-            self.freqs = nn.Parameter(init_mixed_freqs(head_dim, num_heads, self.base))
+        self._make_freqs()
 
     @property
     def normalize_coords(self) -> str | None:
@@ -253,12 +284,8 @@ class RoPE2D(Float64Buffers):
             return {"inv_freq64": self.scale / periods}
         return {"inv_freq64": rope_inv_freq(self.head_dim // 2, self.base) * self.scale}
 
-    @torch.no_grad()
-    def reset_parameters(self) -> None:
-        """Redraw the mixed frequencies, recompute the axial ones (after ``to_empty()``)."""
-        self.reset_float64_buffers()
-        if self.freqs is not None:
-            self.freqs.copy_(init_mixed_freqs(self.head_dim, self.num_heads, self.base))
+    def _initial_freqs(self) -> Tensor:
+        return init_mixed_freqs(self.head_dim, self.num_heads, self.base)
 
     def angles(self, coords: Tensor) -> Tensor:
         """Rotation angles of ``(N, 2)``/``(B, N, 2)`` coordinates: ``(B or 1, 1, N, D/2)``
@@ -268,47 +295,16 @@ class RoPE2D(Float64Buffers):
         if self.freqs is None:
             # (B, N, 2, D/4) -> (B, 1, N, D/2): row pairs first, then column pairs.
             return angles(coords, self.inv_freq64).flatten(-2)[:, None]
-        freqs = self.freqs.float() * self.scale  # (2, H, D/2)
-        per_axis = [angles(coords[:, None, :, a], freqs[a][:, None, :]) for a in range(2)]
-        return per_axis[0] + per_axis[1]
+        return _axis_angles(coords, self.freqs.float() * self.scale)
 
-    def rotation(self, positions: Tensor | GridPositions) -> Rotation:
-        """Coordinates -> :class:`Rotation` over ``num_prefix_tokens + N`` tokens.
-
-        Prefix tokens (``GridPositions.num_prefix_tokens``) get the identity rotation.
-        """
-        check_position_values(positions)
-        return self._rotation(positions)
-
-    def _rotation(self, positions: Tensor | GridPositions) -> Rotation:
-        positions = grid_position_shape(positions)
-
-        def compute() -> Rotation:
-            coords = positions.coords
-            augment = self.coord_augment
-            if augment is not None and augment.training:
-                # Keyed by the augmentation, not the module: every encoding of a forward
-                # with this augmentation gets the same transform of the same positions.
-                coords = cached(positions, ("coord_augment", *augment.config),
-                                lambda: augment(coords))
-            theta = self.angles(coords)
-            if positions.num_prefix_tokens:
-                theta = F.pad(theta, (0, 0, positions.num_prefix_tokens, 0))
-            return rotation_from_angles(theta, self.layout)
-
-        return cached(positions, (id(self), "rotation"), compute)
-
-    def rotate(self, x: Tensor, positions: Tensor | GridPositions) -> Tensor:
-        """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 2)``/``(B, N, 2)``
-        coordinates or a :class:`GridPositions` with ``P`` prefix tokens (left unrotated)."""
-        check_position_values(positions)
-        positions = grid_position_shape(positions)
-        # Only per-head (mixed) frequencies fix the number of heads.
-        check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
-                            self.num_heads if self.freqs is not None else None)
-        return apply_rotation(x, self._rotation(positions))
-
-    forward = rotate
+    def _coords(self, positions: GridPositions) -> Tensor:
+        augment = self.coord_augment
+        if augment is None or not augment.training:
+            return positions.coords
+        # Keyed by the augmentation, not the module: every encoding of a forward with this
+        # augmentation gets the same transform of the same positions.
+        return cached(positions, ("coord_augment", *augment.config),
+                      lambda: augment(positions.coords))
 
     def extra_repr(self) -> str:
         text = (f"head_dim={self.head_dim}, num_heads={self.num_heads}, "
@@ -381,9 +377,6 @@ def _check_pixel(max_freq: object, linear_bands: object, base: object, variant: 
     return max_freq, linear
 
 
-AXIS_LAYOUTS = ("chunked", "strided")
-
-
 def default_sections(pairs: int) -> tuple[int, int, int]:
     """``(t, row, col)`` pairs for ``pairs`` rotary (or sin/cos) pairs: rows and columns
     ``3 * pairs // 8`` each, time the rest (a quarter when ``pairs % 8 == 0``: Qwen2-VL's
@@ -419,8 +412,7 @@ def mrope_axes(sections: tuple[int, int, int], axis_layout: str = "chunked") -> 
 
     ``"chunked"``: ``[0] * s_t + [1] * s_row + [2] * s_col`` (Qwen2-VL). ``"strided"``: pair
     ``j`` reads the row if ``j % 3 == 1 and j < 3 * s_row``, the column if ``j % 3 == 2 and j <
-    3 * s_col``, else ``t`` (Qwen3-VL); sections whose strided counts differ from the sections
-    themselves raise.
+    3 * s_col``, else ``t`` (Qwen3-VL); sections that do not fit so raise.
     """
     check_choice(axis_layout, "axis_layout", AXIS_LAYOUTS)
     pairs = sum(sections)
@@ -453,9 +445,7 @@ def init_mixed_freqs_3d(head_dim: int, num_heads: int, base: float = 10.0,
     check_positive_int(num_heads, "num_heads")
     sections = check_sections(sections, pairs)
     base = check_base(base)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got "
-                        f"{type(generator).__name__}")
+    check_generator(generator)
     rotate = check_bool(rotate, "rotate")
     device = torch.get_default_device()
     # Drawn on the CPU (a CPU generator, QR and indexing need values: not under a meta
@@ -479,13 +469,11 @@ def _axial_freqs(axis: Tensor, inv_freq: Tensor) -> Tensor:
     return (F.one_hot(axis, 3).T.double() * inv_freq)[:, None, :]
 
 
-class _Rotary3D(Float64Buffers):
-    """What the 3D rotary encodings share: angles from ``(3, H or 1, P)`` frequencies,
-    rotations over prefix + patch tokens, :meth:`rotate`."""
+class _Rotary3D(_Rotary):
+    """A rotary encoding of ``(t, row, col)`` coordinates, from ``(3, H or 1, P)``
+    frequencies."""
 
-    kind = "rotary"
-    head_dim: int
-    layout: str
+    _position_shape = staticmethod(video_position_shape)
 
     def frequencies(self) -> Tensor:
         """``(3, H or 1, head_dim // 2)`` angular frequencies per axis (t, row, col)."""
@@ -494,60 +482,23 @@ class _Rotary3D(Float64Buffers):
     def angles(self, coords: Tensor) -> Tensor:
         """``(N, 3)``/``(B, N, 3)`` coordinates -> ``(B or 1, H or 1, N, head_dim // 2)``
         angles (float32, float64 for float64 coordinates)."""
-        if coords.ndim == 2:
-            coords = coords[None]
-        freqs = self.frequencies()
-        # One axis at a time: a (B, H, N, 3, P) product would hold three times the angles.
-        # A zero frequency gives an exact 0, so fixed layouts sum to exactly their one axis.
-        return sum(angles(coords[:, None, :, a], freqs[a][:, None, :]) for a in range(3))
-
-    def rotation(self, positions: Tensor | VideoPositions) -> Rotation:
-        """``(N, 3)``/``(B, N, 3)`` coordinates or a :class:`VideoPositions` ->
-        :class:`posenc.core.rope.Rotation` over ``num_prefix_tokens + N`` tokens (prefix tokens
-        unrotated)."""
-        check_position_values(positions)
-        return self._rotation(positions)
-
-    def _rotation(self, positions: Tensor | VideoPositions) -> Rotation:
-        positions = video_position_shape(positions)
-
-        def compute() -> Rotation:
-            theta = self.angles(positions.coords)
-            if positions.num_prefix_tokens:
-                theta = F.pad(theta, (0, 0, positions.num_prefix_tokens, 0))
-            return rotation_from_angles(theta, self.layout)
-
-        return cached(positions, (id(self), "rotation"), compute)
-
-    def rotate(self, x: Tensor, positions: Tensor | VideoPositions) -> Tensor:
-        """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, 3)``/``(B, N, 3)``
-        coordinates or a :class:`VideoPositions` with ``P`` prefix tokens."""
-        check_position_values(positions)
-        positions = video_position_shape(positions)
-        # Only per-head (mixed) frequencies fix the number of heads.
-        heads = self.num_heads if getattr(self, "freqs", None) is not None else None
-        check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
-                            heads)
-        return apply_rotation(x, self._rotation(positions))
-
-    forward = rotate
+        return _axis_angles(coords[None] if coords.ndim == 2 else coords, self.frequencies())
 
 
 class MRoPE(_Rotary3D):
     """Qwen2-VL's multimodal rotary embedding (mRoPE) for q and k ``(B, H, P + N, head_dim)``.
 
-    Equal to transformers' ``Qwen2VLRotaryEmbedding`` (``rope_type="default"``) applied with
-    ``apply_rotary_pos_emb`` (``axis_layout="chunked"``, ``layout="half"``) and to
-    ``Qwen3VLTextRotaryEmbedding`` (``"strided"``); Hugging Face's ``position_ids`` of shape
-    ``(3, B, N)`` are this module's ``position_ids.permute(1, 2, 0)``.
+    Equals transformers' ``Qwen2VLRotaryEmbedding`` (``rope_type="default"``) with
+    ``apply_rotary_pos_emb`` (``axis_layout="chunked"``, ``layout="half"``) and
+    ``Qwen3VLTextRotaryEmbedding`` (``"strided"``); their ``(3, B, N)`` ``position_ids`` are
+    these coordinates' ``permute(2, 0, 1)``.
 
     Args:
         head_dim: channels per head (even); all of them rotate.
         sections: rotary pairs per axis ``(t, row, col)``, summing to ``head_dim // 2``
             (``mrope_section``); None: :func:`default_sections`.
         base: wavelength base (``rope_theta``).
-        axis_layout: ``"chunked"`` (Qwen2-VL, Qwen2.5-VL) or ``"strided"`` (Qwen3-VL); see the
-            module docstring.
+        axis_layout: ``"chunked"`` (Qwen2-VL, Qwen2.5-VL) or ``"strided"`` (Qwen3-VL).
         layout: channel pairing of the rotation, ``"half"`` (Hugging Face's ``rotate_half``)
             or ``"interleaved"``.
     """
@@ -579,16 +530,14 @@ class MRoPE(_Rotary3D):
 class RoPE3D(_Rotary3D):
     """Axial or mixed 3D rotary encoding for q and k ``(B, H, P + N, head_dim)``.
 
-    Use it as the ``rotary`` of :class:`posenc.core.MultiheadAttention` with ``(N, 3)``/
-    ``(B, N, 3)`` ``(t, row, col)`` positions (:func:`posenc.spatial.video_coords`) or a
-    :class:`VideoPositions`, or call :meth:`rotate` on q or k.
+    As :class:`RoPE2D`, on ``(N, 3)``/``(B, N, 3)`` ``(t, row, col)`` coordinates
+    (:func:`posenc.spatial.video_coords`) or a :class:`VideoPositions`.
 
     Args:
         head_dim: channels per head (even); all of them rotate.
         num_heads: attention heads (mixed has frequencies per head).
-        variant: ``"axial"`` or ``"mixed"`` (see the module docstring).
-        base: frequency base; None: RoPE-ViT's, 100 for axial, 10 for mixed (as
-            :class:`RoPE2D`).
+        variant: ``"axial"`` or ``"mixed"``.
+        base: frequency base; None: 100 for axial, 10 for mixed (as :class:`RoPE2D`).
         sections: rotary pairs per axis ``(t, row, col)`` summing to ``head_dim // 2``; None:
             :func:`default_sections`.
         layout: channel pairing, ``"interleaved"`` (as :class:`RoPE2D`; the faster on CPU) or
@@ -613,12 +562,7 @@ class RoPE3D(_Rotary3D):
         self.base = DEFAULT_BASE[variant] if base is None else check_base(base)
         self.sections = check_sections(sections, head_dim // 2)
         self.layout = check_choice(layout, "layout", LAYOUTS)
-        if variant == "axial":
-            self.register_parameter("freqs", None)
-            self.reset_float64_buffers()
-        else:
-            self.freqs = nn.Parameter(init_mixed_freqs_3d(head_dim, num_heads, self.base,
-                                                          self.sections))
+        self._make_freqs()
 
     def float64_buffers(self) -> dict[str, Tensor]:
         if self.variant != "axial":
@@ -626,13 +570,8 @@ class RoPE3D(_Rotary3D):
         inv_freq = torch.cat([rope_inv_freq(2 * s, self.base) for s in self.sections])
         return {"freqs64": _axial_freqs(mrope_axes(self.sections), inv_freq)}
 
-    @torch.no_grad()
-    def reset_parameters(self) -> None:
-        """Redraw the mixed frequencies, recompute the axial ones (after ``to_empty()``)."""
-        self.reset_float64_buffers()
-        if self.freqs is not None:
-            self.freqs.copy_(init_mixed_freqs_3d(self.head_dim, self.num_heads, self.base,
-                                                 self.sections))
+    def _initial_freqs(self) -> Tensor:
+        return init_mixed_freqs_3d(self.head_dim, self.num_heads, self.base, self.sections)
 
     def frequencies(self) -> Tensor:
         return self.freqs64 if self.freqs is None else self.freqs.float()

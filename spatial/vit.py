@@ -1,21 +1,15 @@
-"""Give a timm ``VisionTransformer`` any posenc 2D encoding, at any image size.
+"""timm ``VisionTransformer`` with posenc positions: images (:func:`attach`) and clips
+(:class:`VideoVisionTransformer`), by one path.
 
-:func:`attach` changes the model in place, keeping every timm parameter name:
-
-- the model becomes a :class:`GridVisionTransformer` (``model.__class__`` is swapped for this
-  module-level subclass, so ``torch.save(model)``/``copy.deepcopy`` round-trip); its
-  ``forward_features`` and ``forward_intermediates`` compute the patch grid from the image shape.
-- ``model.pos_embed`` becomes None; an additive encoding lives at
-  ``model.patch_embed.pos_encoding`` and is added for the current grid.
-- for rotary and bias encodings each ``block.attn`` becomes a :class:`GridAttention`, i.e.
-  :class:`posenc.core.MultiheadAttention` holding the block's ``qkv``/``q_norm``/``k_norm``/
-  ``proj`` modules, and each block a :class:`~posenc.spatial.vit.GridBlock` (or
-  ``GridResPostBlock``), whose forward takes the forward's positions, as timm's
-  ``EvaBlock.forward(x, rope=...)``.
-
-How positions reach the blocks (passed explicitly to each, so gradient checkpointing and
-multi-crop stay correct) is in :mod:`posenc.spatial.vit`, which holds the model, block and
-attention classes, shared with :class:`posenc.spatial.VideoVisionTransformer`.
+:func:`attach` changes a model in place, keeping every timm parameter name: its class becomes
+:class:`GridVisionTransformer` (a module-level subclass, so ``torch.save``/``copy.deepcopy``
+round-trip), whose ``forward_features``/``forward_intermediates`` compute the patch grid from the
+image shape; ``pos_embed`` becomes None, an additive encoding lives at
+``model.patch_embed.pos_encoding``, and with a rotary or bias encoding each ``block.attn``
+becomes a :class:`GridAttention` (:class:`posenc.core.MultiheadAttention` holding the block's
+``qkv``/``q_norm``/``k_norm``/``proj``) and each block a :class:`GridBlock` (or
+:class:`GridResPostBlock`). :class:`VideoVisionTransformer` changes a ViT alike for clips, whose
+frames it embeds as one sequence with ``(t, row, col)`` coordinates.
 
 ``attach(..., ref_grid_size=(h, w))`` is EVA's ``ref_feat_shape`` (timm's
 ``RotaryEmbeddingCat(ref_feat_shape=...)``): the patch indices of every grid are rescaled to the
@@ -28,62 +22,19 @@ reader and ``checkpoint_filter_fn``, so a ``pos_embed`` of another grid is resam
 (the ``pos_embed`` an encoding replaces). :func:`timm_state_dict` goes the other way for a model
 trained with ``"learned"``: a state dict that timm's ``VisionTransformer`` loads strictly.
 
-The shared path by which :func:`posenc.spatial.attach` (images) and
-:class:`posenc.spatial.VideoVisionTransformer` (clips) run a timm ``VisionTransformer``'s blocks
-with posenc positions: :class:`GridAttention`, the blocks :class:`GridBlock` and
-:class:`GridResPostBlock`, and the image model :class:`GridVisionTransformer`.
-
-How positions reach the attention, and why. As timm's Eva passes ``rope=`` to each
+How positions reach the attention, and why: as timm's Eva passes ``rope=`` to each
 ``EvaBlock.forward(x, rope=None, attn_mask=None)``, the model passes every block this forward's
-positions (a :class:`~.coords.GridPositions` or :class:`~.video.VideoPositions`:
-the patch coordinates, with the kept patches of patch dropout, the prefix-token count and the
-cache of this forward's rotations/biases) as ``block(x, positions, attn_mask=...)``; the block
-hands them to its :class:`GridAttention`. Positions travel with the computation: a gradient-
-checkpointed block (``set_grad_checkpointing``) recomputes in backward from the very positions
-object of its own forward, whatever other forwards (multi-crop: two image sizes in one step)
-ran in between. Nothing is read from model state at recompute time.
-
-Each distinct rotary/bias encoding of the blocks is computed once per forward, before the
-blocks run, into the positions' cache (:func:`enter_blocks`); blocks (and their recompute) only
-read it. Blocks sharing an encoding (``rope_axial``, ``alibi2d``, one module passed for all
-blocks) thus share its rotation/bias, and no cached value that needs a gradient is ever made
-inside a checkpointed block, whose recompute would find it cached and save fewer tensors than
-its forward did. Cache keys are Python values (module ids and names); sizes traced as
-``torch.SymInt`` are never used as keys (see :func:`posenc.spatial.coords.cached`), so the
-models run under ``torch.compile`` and ``torch.export`` with dynamic sizes (nothing calls
-``.item()``).
-
-A timm ``VisionTransformer`` fed video: per-frame patches, one sequence, 3D positions.
-
-:class:`VideoVisionTransformer` wraps a timm ViT (built with ``pretrained=False`` or loaded
-from an image checkpoint) and runs it on clips. Shapes, for ``B`` clips of ``T`` frames of
-``C x H x W`` pixels, patch size ``p``, ``h = H / p``, ``w = W / p``, ``P`` prefix tokens
-(cls, registers):
-
-=====================================  ==============================================
-``video``                              ``(B, T, C, H, W)``
-``frame_times`` (optional)             ``(T,)`` shared or ``(B, T)`` per clip; default
-                                       the frame indices ``0 .. T-1``
-the ViT's own patch embed, per frame   ``(B * T, h * w, dim)``
-tokens, frame-major then row-major     ``(B, T * h * w, dim)``
-coordinates (:func:`video_coords`)     ``(T * h * w, 3)`` or ``(B, T * h * w, 3)``:
-                                       ``(t, row, col)``, ``t = frame_times * time_scale``
-+ prefix tokens, into the blocks       ``(B, P + T * h * w, dim)``
-:meth:`forward_features`               ``(B, P + n, dim)`` (``n`` patches kept by
-                                       patch dropout, ``T * h * w`` in eval)
-:meth:`forward`                        ``(B, num_classes)`` (the ViT's own head)
-=====================================  ==============================================
-
-The position encoding is a 3D one: :class:`SinCos3D` (added to the patch tokens) or a 3D
-rotary encoding (:class:`RoPE3D`, :class:`MRoPE`), with which each ``block.attn`` becomes a
-:class:`posenc.spatial.vit.GridAttention` (posenc's attention holding the block's ``qkv``,
-``q_norm``, ``k_norm``, ``proj``) and each block a :class:`posenc.spatial.vit.GridBlock` that
-receives the clip's :class:`VideoPositions` explicitly, by the same path
-(:mod:`posenc.spatial.vit`) as :func:`posenc.spatial.attach` for images. Frames may
-be irregularly timed: give their times (any unit, e.g. ``posenc.temporal.time_positions``)
-and the rotary score of two patches depends on their true time gap. The ViT is changed in
-place: its 2D ``pos_embed`` is dropped (a checkpoint then loads with ``strict=False``,
-reporting only ``pos_embed``), image size checks follow the clip's frame size.
+positions (a :class:`~posenc.spatial.coords.GridPositions` or
+:class:`~posenc.spatial.coords.VideoPositions`: the coordinates of the patches patch dropout
+kept, the prefix-token count, a cache) as ``block(x, positions, attn_mask=...)``. A
+gradient-checkpointed block thus recomputes in backward from the very positions of its own
+forward, whatever other forwards (multi-crop: two image sizes in one step) ran in between.
+Each distinct rotary/bias encoding of the blocks is computed once per forward into the
+positions' cache before the blocks run (:func:`enter_blocks`), so blocks sharing an encoding
+share its output, and no cached value that needs a gradient is made inside a checkpointed block
+(whose recompute would find it cached and save fewer tensors than its forward did). Cache keys
+are Python values, never sizes traced as ``torch.SymInt``, and nothing calls ``.item()``, so the
+models run under ``torch.compile`` and ``torch.export`` with dynamic sizes.
 """
 
 from __future__ import annotations
@@ -141,11 +92,8 @@ Positions = TypeVar("Positions", GridPositions, VideoPositions)
 
 
 class GridAttention(MultiheadAttention):
-    """:class:`posenc.core.MultiheadAttention` with timm ``Attention``'s call signature.
-
-    Its ``positions`` argument is what the model's forward made for this input (see the module
-    docstring), which the model passes to every block and the block to its attention.
-    """
+    """:class:`posenc.core.MultiheadAttention` with timm ``Attention``'s call signature, plus
+    the positions of the model's forward."""
 
     @classmethod
     def from_timm(cls, attn: Attention, rotary: nn.Module | None,
@@ -178,47 +126,36 @@ class GridAttention(MultiheadAttention):
 
     def forward(self, x: Tensor, positions: GridPositions | VideoPositions | None = None,
                 attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
-        """``(B, P + N, dim)`` tokens -> ``(B, P + N, dim)``, as timm's ``Attention``.
-
-        Args:
-            x: the block's normed tokens, ``P`` prefix tokens then ``N`` patches.
-            positions: this forward's positions of the ``N`` patches, their rotations/biases
-                already in its cache (its model made them: :func:`enter_blocks`).
-            attn_mask: bool (True = attend) or float additive mask broadcastable to
-                ``(B, H, P + N, P + N)``, or None.
-            is_causal: causal attention over the ``P + N`` tokens.
-        """
+        """``(B, P + N, dim)`` tokens (``P`` prefix tokens, then ``N`` patches) -> ``(B, P + N,
+        dim)``. ``positions``: the forward's, its rotations/biases already cached
+        (:func:`enter_blocks`); ``attn_mask``: bool (True = attend) or additive, broadcastable
+        to ``(B, H, P + N, P + N)``."""
         if not isinstance(positions, (GridPositions, VideoPositions)):
             raise TypeError(
                 f"GridAttention takes the positions of its model's forward (GridPositions or "
                 f"VideoPositions), got {type(positions).__name__}; call the model (forward, "
                 f"forward_features or forward_intermediates), which passes them to every block")
-        # The model made the positions from the image shape (finite by construction) and
-        # computed their rotations/biases into the cache (enter_blocks): the block attends
-        # unchecked and reads no values, so nothing in it waits for the host.
+        # Positions made from the image shape, their encodings cached by enter_blocks: no
+        # value is read, so nothing in the block waits for the host.
         return self._attend(x, None, positions, positions, attn_mask, is_causal)
 
 
 class GridBlock(Block):
-    """timm's ``Block`` taking this forward's positions for its :class:`GridAttention`, as
-    timm's ``EvaBlock.forward(x, rope=None, attn_mask=None)`` takes its rotary embedding (same
-    modules and parameter names: :func:`use_grid_attention` swaps a ``Block``'s class)."""
+    """timm's ``Block`` (same modules; its class is swapped) passing the forward's positions to
+    its :class:`GridAttention`."""
 
     def forward(self, x: Tensor, positions: GridPositions | VideoPositions | None = None,
                 attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
-        """``(B, P + N, dim)`` tokens -> ``(B, P + N, dim)``."""
         x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), positions, attn_mask,
                                                    is_causal)))
         return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
 
 
 class GridResPostBlock(ResPostBlock):
-    """timm's ``ResPostBlock`` (post-norm) taking this forward's positions, as
-    :class:`GridBlock`."""
+    """timm's ``ResPostBlock`` (post-norm), as :class:`GridBlock`."""
 
     def forward(self, x: Tensor, positions: GridPositions | VideoPositions | None = None,
                 attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
-        """``(B, P + N, dim)`` tokens -> ``(B, P + N, dim)``."""
         x = x + self.drop_path1(self.norm1(self.attn(x, positions, attn_mask, is_causal)))
         return x + self.drop_path2(self.norm2(self.mlp(x)))
 
@@ -227,8 +164,8 @@ _GRID_BLOCKS = {Block: GridBlock, ResPostBlock: GridResPostBlock}
 
 
 def check_vit(vit: object, name: str) -> VisionTransformer:
-    """Raise unless ``vit`` is a fresh timm ``VisionTransformer`` that posenc can give
-    positions (``name``: the argument, for messages)."""
+    """``vit`` if it is a fresh timm ``VisionTransformer`` posenc can give positions, else
+    raise naming the argument ``name``."""
     if isinstance(vit, GridVisionTransformer):
         raise ValueError(f"{name} already has a posenc 2D encoding attached "
                          f"(posenc.spatial.attach); use a fresh timm VisionTransformer (or one "
@@ -253,11 +190,9 @@ def check_vit(vit: object, name: str) -> VisionTransformer:
 
 def use_grid_attention(vit: VisionTransformer, rotary: Sequence[nn.Module] | None = None,
                        bias: Sequence[nn.Module] | None = None) -> None:
-    """Give each block of ``vit`` a :class:`GridAttention` (its timm modules, shared) with the
-    block's ``rotary`` or ``bias`` encoding (one per block; neither: keep timm's attention),
-    the block's class becoming :class:`GridBlock`/:class:`GridResPostBlock` (same modules);
-    drop ``vit.pos_embed``, and leave image sizes to :func:`patch_grid`. Everything is checked
-    before ``vit`` changes, so a refused encoding leaves it as it was."""
+    """Give each block of ``vit`` a :class:`GridAttention` with its ``rotary`` or ``bias``
+    encoding (one per block; neither: keep timm's attention), drop ``vit.pos_embed`` and leave
+    image sizes to :func:`patch_grid`. All is checked before ``vit`` changes."""
     attentions = []
     if rotary is not None or bias is not None:
         for block in vit.blocks:
@@ -276,15 +211,12 @@ def use_grid_attention(vit: VisionTransformer, rotary: Sequence[nn.Module] | Non
 
 def enter_blocks(vit: VisionTransformer, blocks: Sequence[nn.Module], x: Tensor,
                  positions: Positions | None, what: str) -> tuple[Tensor, Positions | None, bool]:
-    """``(B, n, dim)`` patch tokens (with any additive encoding added) -> the ``(B, P + k,
-    dim)`` tokens ``blocks`` take, the positions of the ``k`` patches patch dropout kept (from
-    ``positions`` of all ``n``, or None), and whether it dropped any.
+    """``(B, n, dim)`` patch tokens (additive encoding added) -> the ``(B, P + k, dim)`` tokens
+    ``blocks`` take, the positions of the ``k`` patches patch dropout kept (or None), and
+    whether it dropped any; the blocks' encodings are computed into the positions' cache.
 
-    Prefix tokens are prepended here, not by timm's ``_pos_embed``: without a ``pos_embed``,
-    timm <= 1.0.25 returns before prepending them. Each distinct rotary/bias encoding of
-    ``blocks`` is computed into the positions' cache here, before any block runs (see the
-    module docstring), and its output's shape checked against the tokens (``what``:
-    ``"image"``/``"clip"``, for messages): a wrong encoding fails here, naming itself.
+    Prefix tokens are prepended here: without a ``pos_embed``, timm <= 1.0.25's
+    ``_pos_embed`` returns before prepending them.
     """
     batch = x.shape[0]
     prefix = [t.expand(batch, -1, -1) for t in (vit.cls_token, vit.reg_token) if t is not None]
@@ -308,8 +240,8 @@ def run_block(vit: VisionTransformer, block: nn.Module, x: Tensor,
               positions: GridPositions | VideoPositions | None, attn_mask: Tensor | None,
               is_causal: bool) -> Tensor:
     """``block(x, positions, attn_mask=..., is_causal=...)``, gradient-checkpointed when
-    ``vit`` is set to; a block of timm's own (no positions) gets only what is set, so an
-    older timm ``Block.forward(x, attn_mask)`` works too."""
+    ``vit`` is set to; timm's own blocks get only what is set (older timm's
+    ``Block.forward(x, attn_mask)``)."""
     args = (x,) if positions is None else (x, positions)
     kwargs = {"attn_mask": attn_mask} if attn_mask is not None else {}
     if is_causal:
@@ -324,10 +256,9 @@ def run_block(vit: VisionTransformer, block: nn.Module, x: Tensor,
 
 def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions | VideoPositions,
                       tokens: Tensor, what: str) -> None:
-    """Compute each distinct rotary/bias encoding of ``blocks`` once into ``positions.cache``
-    (posenc's encodings memoise their output there; see the module docstring), checking that
-    it covers the ``(B, P + n, dim)`` ``tokens`` (a wrong one fails here, naming the encoding,
-    rather than inside a block)."""
+    """Compute each distinct rotary/bias encoding of ``blocks`` once into ``positions.cache``,
+    checking that it covers the ``(B, P + n, dim)`` ``tokens``: a wrong encoding fails here,
+    naming itself (``what``: ``"image"``/``"clip"``), not inside a block."""
     batch, num_tokens = tokens.shape[0], tokens.shape[1]
     done: list[nn.Module] = []
     for block in blocks:
@@ -355,10 +286,9 @@ def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions | Vi
 
 def patch_grid(patch_embed: nn.Module, height: int, width: int, what: str = "image"
                ) -> tuple[int, int]:
-    """The ``(rows, cols)`` patch grid timm's ``patch_embed`` makes of a ``height x width``
-    ``what`` (``"image"``, ``"frame"``): padded up to whole patches with
-    ``dynamic_img_pad``, else a size not divisible by the patch is a ``ValueError`` (never
-    silently floored), and so is one holding no patch."""
+    """The ``(rows, cols)`` patch grid ``patch_embed`` makes of a ``height x width`` ``what``
+    (``"image"``, ``"frame"``): padded up with ``dynamic_img_pad``, else a size not divisible
+    by the patch (never silently floored) or holding no patch is a ``ValueError``."""
     ph, pw = patch_embed.patch_size
     if patch_embed.dynamic_img_pad:
         grid = (-(-height // ph), -(-width // pw))  # timm pads up to whole patches
@@ -373,14 +303,11 @@ def patch_grid(patch_embed: nn.Module, height: int, width: int, what: str = "ima
 
 
 class GridVisionTransformer(VisionTransformer):
-    """A timm ``VisionTransformer`` after :func:`attach` (made by swapping ``__class__``).
+    """A timm ``VisionTransformer`` after :func:`attach`, for ``(B, C, H, W)`` images of any
+    size divisible by the patch size (any size with ``dynamic_img_pad``).
 
-    ``forward_features`` and ``forward_intermediates`` take ``(B, C, H, W)`` images of any
-    size divisible by the patch size (any size with ``dynamic_img_pad``) and give every block
-    the forward's :class:`~posenc.spatial.coords.GridPositions`. ``model.coord_normalize`` is the
-    coordinate system of the positions (``patch_coords``'s ``normalize``);
-    ``model.ref_grid_size`` the reference grid they are rescaled to, or None
-    (:meth:`grid_coords`).
+    ``coord_normalize`` is the coordinate system of its positions (``patch_coords``'s
+    ``normalize``), ``ref_grid_size`` the reference grid they are rescaled to, or None.
     """
 
     coord_normalize: str | None
@@ -388,15 +315,11 @@ class GridVisionTransformer(VisionTransformer):
 
     def grid_coords(self, grid_size: tuple[int, int], *,
                     device: torch.device | str | None = None) -> Tensor:
-        """The ``(rows * cols, 2)`` float32 coordinates this model gives its encodings for a
-        ``(rows, cols)`` patch grid, in row-major order: ``patch_coords(grid_size,
-        coord_normalize)``, and with a ``ref_grid_size`` ``(R, C)`` the patch indices rescaled
-        to it, ``(row / rows * R, col / cols * C)``, in timm's order of operations
-        (``_build_grid`` with ``ref_feat_shape``), so an image at twice the reference size gets
-        half-patch steps spanning the reference grid's range.
-
-        RoPE2D's coordinate augmentation (``shift_coords`` etc., training mode) transforms these
-        coordinates afterwards, as timm augments the rescaled grid."""
+        """The ``(rows * cols, 2)`` float32 row-major coordinates this model gives its encodings
+        for a ``(rows, cols)`` grid: ``patch_coords(grid_size, coord_normalize)``, with a
+        ``ref_grid_size`` ``(R, C)`` rescaled to ``(row / rows * R, col / cols * C)`` in timm's
+        order of operations (``_build_grid`` with ``ref_feat_shape``). RoPE2D's coordinate
+        augmentation transforms them afterwards, as timm augments the rescaled grid."""
         coords = patch_coords(grid_size, self.coord_normalize, device=device)
         if self.ref_grid_size is None:
             return coords
@@ -406,9 +329,8 @@ class GridVisionTransformer(VisionTransformer):
 
     def _embed(self, x: Tensor, blocks: Sequence[nn.Module]
                ) -> tuple[Tensor, GridPositions | None, tuple[int, int], bool]:
-        """Images -> ``(B, P + n, dim)`` tokens for ``blocks``, their positions (None when
-        they hold no :class:`GridAttention`), the ``(rows, cols)`` grid, and whether patch
-        dropout dropped patches."""
+        """Images -> ``(B, P + n, dim)`` tokens for ``blocks``, their positions (None without a
+        :class:`GridAttention`), the ``(rows, cols)`` grid, and whether patches were dropped."""
         if not isinstance(x, Tensor) or x.ndim != 4:
             raise ValueError(f"x must be a (B, C, H, W) image tensor, got "
                              f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
@@ -418,9 +340,8 @@ class GridVisionTransformer(VisionTransformer):
             x = x.flatten(1, 2)
         encoding = self.patch_embed.pos_encoding
         if encoding is not None:
-            # attach allows a ref_grid_size only for additive encodings of coordinates
-            # (SinCos2D), whose forward takes them; made from the image shape, they need no
-            # value check.
+            # With a ref_grid_size the encoding is a SinCos2D (attach checks), fed coordinates
+            # made from the image shape: no value to check.
             table = encoding.encode_grid(grid) if self.ref_grid_size is None \
                 else unchecked(encoding)(self.grid_coords(grid, device=x.device))
             x = x + table.to(x.dtype)
@@ -442,19 +363,12 @@ class GridVisionTransformer(VisionTransformer):
             x = run_block(self, block, x, positions, attn_mask, is_causal)
         return self.norm(x)
 
-    def forward_intermediates(
-            self,
-            x: Tensor,
-            indices: int | list[int] | None = None,
-            return_prefix_tokens: bool = False,
-            norm: bool = False,
-            stop_early: bool = False,
-            output_fmt: str = "NCHW",
-            intermediates_only: bool = False,
-            output_dict: bool = False,
-            attn_mask: Tensor | None = None,
-            is_causal: bool = False,
-    ) -> list[Tensor] | tuple[Tensor, list[Tensor]] | dict:
+    def forward_intermediates(self, x: Tensor, indices: int | list[int] | None = None,
+                              return_prefix_tokens: bool = False, norm: bool = False,
+                              stop_early: bool = False, output_fmt: str = "NCHW",
+                              intermediates_only: bool = False, output_dict: bool = False,
+                              attn_mask: Tensor | None = None, is_causal: bool = False,
+                              ) -> list[Tensor] | tuple[Tensor, list[Tensor]] | dict:
         """timm's ``VisionTransformer.forward_intermediates`` (timm 1.0.31's arguments and
         outputs) for images of any size; NCHW maps are ``(B, dim, rows, cols)``."""
         if output_fmt not in ("NCHW", "NLC"):
@@ -607,7 +521,7 @@ def _load_timm_file(model: VisionTransformer, path: str | os.PathLike) -> tuple[
 def _from_name(model: VisionTransformer, name: str, kwargs: dict,
                ref_grid_size: tuple[int, int] | None) -> list[nn.Module] | nn.Module:
     """Encodings for ``name`` with sizes inferred from ``model`` (``kwargs`` override), one
-    per block or shared as :func:`posenc.spatial.factory.one_module_per_block` rules."""
+    per block or shared (:func:`~posenc.spatial.factory.one_module_per_block`)."""
     spec = encoding_spec(name)
     params = {**spec.infer(model), **kwargs}
     if ref_grid_size is not None:
@@ -622,8 +536,8 @@ def _from_name(model: VisionTransformer, name: str, kwargs: dict,
 
 @torch.no_grad()
 def _learned_from_model(model: VisionTransformer, params: dict) -> Learned2D:
-    """The model's own ``pos_embed`` as a Learned2D; its prefix entries move into the
-    class/register tokens, so the model computes the same function at its grid."""
+    """The model's ``pos_embed`` as a Learned2D, its prefix entries moved into the
+    class/register tokens: the same function at the model's grid."""
     num_embed_prefix = 0 if model.no_embed_class else model.num_prefix_tokens
     grid = tuple(model.patch_embed.grid_size)
     target = params.pop("grid_size")
@@ -655,8 +569,8 @@ _NO_REF_GRID = {
 
 
 def _check_ref_grid(encodings: Sequence[nn.Module | None], label: str) -> None:
-    """Raise unless every one of ``encodings`` reads coordinates in which EVA's rescaling means
-    what it does in timm: rotary encodings and SinCos2D on patch indices (``normalize=None``)."""
+    """Raise unless each of ``encodings`` reads coordinates in which EVA's rescaling means what
+    it does in timm: rotary encodings and SinCos2D on patch indices (``normalize=None``)."""
     for enc in encodings:
         kind, cls = encoding_kind(enc), "no encoding" if enc is None else type(enc).__name__
         normalize = getattr(enc, "normalize", None)
@@ -674,8 +588,7 @@ def _check_ref_grid(encodings: Sequence[nn.Module | None], label: str) -> None:
 
 
 def _takes_ref_grid(encoding: object) -> bool:
-    """Whether ``encoding`` names a class whose constructor takes ``ref_grid_size`` itself
-    (``"cpb"``: SwinV2's pretraining window), which then gets attach's keyword."""
+    """Whether ``encoding`` names a class taking ``ref_grid_size`` itself (``"cpb"``)."""
     return isinstance(encoding, str) and "ref_grid_size" in inspect.signature(
         encoding_spec(encoding).cls).parameters
 
@@ -855,16 +768,16 @@ VIDEO_ENCODINGS: Mapping[str, SpatialEncodingSpec] = MappingProxyType(
 """3D encoding name -> :class:`SpatialEncodingSpec` (sizes inferred from the ViT), read-only."""
 
 
-def _video_encoding_spec(name: str) -> SpatialEncodingSpec:
-    if not isinstance(name, str) or name not in VIDEO_ENCODINGS:
-        raise ValueError(f"unknown video encoding {name!r}; valid names: "
-                         f"{list(VIDEO_ENCODINGS)}")
-    return VIDEO_ENCODINGS[name]
-
-
 class VideoVisionTransformer(nn.Module):
-    """A timm ``VisionTransformer`` over clips, with a 3D position encoding (module docstring
-    gives every shape).
+    """A timm ``VisionTransformer`` over ``(B, T, C, H, W)`` clips, with a 3D position encoding.
+
+    Each frame goes through the ViT's own patch embed; the ``T * h * w`` patch tokens (``h = H /
+    p``, ``w = W / p`` for patch size ``p``) form one sequence, frame-major then row-major, at
+    :func:`video_coords` ``(t, row, col)`` with ``t = frame_times * time_scale`` (frame times
+    ``(T,)`` or ``(B, T)`` in any unit and spacing, e.g. ``posenc.temporal.time_positions``;
+    default the indices ``0 .. T-1``), so a rotary score depends on the true time gap. The ViT
+    is changed in place: its 2D ``pos_embed`` is dropped (a checkpoint then loads with
+    ``strict=False``, reporting only ``pos_embed``) and image size checks follow the frames.
 
     Args:
         vit: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_small_patch16_224",
@@ -874,8 +787,7 @@ class VideoVisionTransformer(nn.Module):
             override them, e.g. ``sections=(4, 6, 6)``), a :class:`SinCos3D` (added to the
             patch tokens), a 3D rotary module (:class:`RoPE3D`, :class:`MRoPE`; shared by all
             blocks), a sequence of one 3D rotary module per block, or None (no position).
-        time_scale: multiplies the frame times (or indices) to give ``t`` (see
-            :func:`video_coords`).
+        time_scale: multiplies the frame times (or indices) to give ``t``.
 
     With a rotary encoding, prefix tokens (cls, registers) are unrotated, i.e. they sit at
     ``(0, 0, 0)``: patch-to-patch scores depend only on offsets, but a cls token sees where
@@ -889,7 +801,10 @@ class VideoVisionTransformer(nn.Module):
         vit = check_vit(vit, "vit")
         self.time_scale = check_positive_float(time_scale, "time_scale")
         if isinstance(encoding, str):
-            spec = _video_encoding_spec(encoding)
+            if encoding not in VIDEO_ENCODINGS:
+                raise ValueError(f"unknown video encoding {encoding!r}; valid names: "
+                                 f"{list(VIDEO_ENCODINGS)}")
+            spec = VIDEO_ENCODINGS[encoding]
             params = {**spec.infer(vit), **kwargs}
             encoding = encodings_for_blocks(lambda: spec.build(**params), len(vit.blocks))
         elif kwargs:
@@ -945,8 +860,8 @@ class VideoVisionTransformer(nn.Module):
 
     def _embed(self, video: Tensor, frame_times: Tensor | None
                ) -> tuple[Tensor, VideoPositions | None]:
-        """Clips -> ``(B, P + n, dim)`` tokens and their positions (None without a rotary
-        encoding)."""
+        """Clips -> ``(B, P + n, dim)`` tokens (``n`` patches kept by patch dropout, ``T * h * w``
+        in eval) and their positions (None without a rotary encoding)."""
         if not isinstance(video, Tensor) or video.ndim != 5:
             got = tuple(video.shape) if isinstance(video, Tensor) else type(video).__name__
             raise ValueError(f"video must be a (B, T, C, H, W) tensor of clips, got {got}")
@@ -972,9 +887,8 @@ class VideoVisionTransformer(nn.Module):
 
     def forward_features(self, video: Tensor, frame_times: Tensor | None = None, *,
                          attn_mask: Tensor | None = None) -> Tensor:
-        """``(B, T, C, H, W)`` clips (frame times ``(T,)``/``(B, T)``, default ``0 .. T-1``)
-        -> ``(B, P + n, dim)`` normed tokens. ``attn_mask``: bool (True = attend) or additive,
-        broadcastable to ``(B, heads, P + n, P + n)``."""
+        """Clips -> ``(B, P + n, dim)`` normed tokens. ``attn_mask``: bool (True = attend) or
+        additive, broadcastable to ``(B, heads, P + n, P + n)``."""
         x, positions = self._embed(video, frame_times)
         for block in self.vit.blocks:
             x = run_block(self.vit, block, x, positions, attn_mask, False)
