@@ -5,6 +5,7 @@
     posenc test --config configs/quickstart.yaml --ckpt_path=path/to/last.ckpt
     posenc fit --config configs/quickstart.yaml --print_config
     posenc export --config configs/quickstart.yaml --ckpt_path=last.ckpt --out model.onnx
+    posenc fit --config configs/forecast_csv.yaml --refit_epochs 10
     posenc plot --help
 
 Models and data modules are chosen in the config with ``class_path``/``init_args`` (subclass
@@ -17,12 +18,14 @@ Also runnable as ``python -m posenc.tasks.cli``.
 
 from __future__ import annotations
 
+import copy
 import importlib
+import os
 import sys
 from typing import Any
 
 import torch
-from lightning.pytorch import LightningDataModule, LightningModule
+from lightning.pytorch import LightningDataModule, LightningModule, seed_everything
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.core.saving import _is_imported_subclass
 from lightning.pytorch.utilities.model_registry import _is_registry
@@ -47,15 +50,24 @@ EXTRA_HELP = {"plot": "Write PNG plots of what position encodings do, and of for
 
 
 class PosencCLI(LightningCLI):
-    """``LightningCLI`` in subclass mode with one extra option, ``test_after_fit``, one extra
-    subcommand, ``export``, and the model's data sizes (:data:`LINKED_SIZES`) linked from the
-    data module.
+    """``LightningCLI`` in subclass mode with two extra options of ``fit``,
+    ``test_after_fit`` and ``refit_epochs``, one extra subcommand, ``export``, and the model's
+    data sizes (:data:`LINKED_SIZES`) linked from the data module.
 
     ``test_after_fit: true`` in a config makes ``fit`` finish by testing the trained weights
     on the data module's test split, so one command reports a held-out score. ``export
     --ckpt_path CKPT --out model.onnx`` builds the model as ``test --ckpt_path`` does (the
     same checks of the checkpoint's class paths) and writes it with
     :func:`posenc.tasks.export.export_onnx`.
+    ``refit_epochs: N`` (or ``--refit_epochs N``): after the fit, a fresh model of the same
+    config and seed is trained for ``N`` epochs on the training and validation spans (the
+    data module's ``train_on_val``: its fitted state, e.g. the scaling, is refitted on that
+    span too), without validation, and replaces the fitted one, so the test backtest sees a
+    model trained on all the data before the test start. ``test_after_fit`` then tests it.
+    The refit is a run of its own: its logger writes a new version, its config file (the
+    fit's with ``train_on_val: true`` and ``max_epochs: N``) reproduces it directly, and a
+    ``ModelCheckpoint`` with a ``dirpath`` writes under ``dirpath/refit/`` (one without, in
+    the refit's log directory), never over the fit's checkpoints.
     """
 
     def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
@@ -80,6 +92,19 @@ class PosencCLI(LightningCLI):
         if subcommand in EXTRA_COMMANDS:
             parser.error(f"{subcommand!r} must come first: posenc {subcommand} ... (see "
                          f"posenc {subcommand} --help)")
+        refit = self.config[subcommand].get("refit_epochs") if subcommand else None
+        if refit is not None:
+            data = self.config[subcommand].get("data")
+            init_args = getattr(data, "init_args", None)
+            if subcommand != "fit" or refit < 1:
+                parser.error(f"--refit_epochs={refit} must be a positive number of epochs "
+                             f"and is an option of fit, not of {subcommand}"
+                             if subcommand != "fit" else
+                             f"--refit_epochs={refit} must be a positive number of epochs")
+            if init_args is None or "train_on_val" not in init_args:
+                parser.error(f"--refit_epochs needs a data module with a train_on_val "
+                             f"argument (a posenc.tasks.TimeSeriesDataModule), got "
+                             f"{getattr(data, 'class_path', data)!r}")
         # The command-line config is the user's (trusted): the module classes it names (its
         # model, encodings) may be built, also when a --ckpt_path checkpoint names them again.
         # The parser has imported their modules; what does not resolve is left to it.
@@ -143,6 +168,12 @@ class PosencCLI(LightningCLI):
         parser.add_argument(
             "--test_after_fit", type=bool, default=False,
             help="After fit, run the test loop with the final weights (fit only).")
+        parser.add_argument(
+            "--refit_epochs", type=int | None, default=None,
+            help="After fit, train a fresh model (same config and seed) for this many epochs "
+                 "on the training and validation spans (the data module's train_on_val) and "
+                 "keep it; test_after_fit tests it. Checkpoints of a ModelCheckpoint with a "
+                 "dirpath go to dirpath/refit/ (fit only).")
 
     def _run_subcommand(self, subcommand: str) -> None:
         if subcommand != "export":  # Lightning's run a Trainer method of that name
@@ -152,6 +183,9 @@ class PosencCLI(LightningCLI):
         print(f"Wrote {path}", flush=True)
 
     def after_fit(self) -> None:
+        epochs = self.config[self.subcommand].get("refit_epochs")
+        if epochs is not None:
+            self._refit(epochs)
         if not self.config[self.subcommand].get("test_after_fit"):
             return
         results = self.trainer.test(self.model, datamodule=self.datamodule, verbose=False)
@@ -161,7 +195,33 @@ class PosencCLI(LightningCLI):
             merged = {k: v for result in results for k, v in result.items()}
             width = max(map(len, merged), default=0)
             lines = [f"  {k:<{width}}  {v:.4f}" for k, v in sorted(merged.items())]
-            print("Test results (final weights):", *lines, sep="\n", flush=True)
+            weights = ("final weights" if epochs is None else
+                       f"refit on train + validation for {epochs} epochs")
+            print(f"Test results ({weights}):", *lines, sep="\n", flush=True)
+
+    def _refit(self, epochs: int) -> None:
+        """Replace the fitted model, data module and trainer by a fresh model of the same
+        config and seed trained for ``epochs`` epochs on train + validation (see the class
+        docstring); ``self.config`` becomes the refit's config, the one its run saves."""
+        config = copy.deepcopy(self.config)
+        sub = config[self.subcommand]
+        sub.refit_epochs = None
+        sub.data.init_args.train_on_val = True
+        for name, value in (("max_epochs", epochs), ("max_steps", -1),
+                            ("limit_val_batches", 0), ("num_sanity_val_steps", 0)):
+            sub.trainer[name] = value
+        if sub.get("seed_everything") is not False:  # the seed the fit ran with (_set_seed)
+            seed_everything(sub.seed_everything, workers=True)
+        self.config = config
+        self.config_init = self.parser.instantiate_classes(config)
+        self.datamodule = self._get(self.config_init, "data")
+        self.model = self._get(self.config_init, "model")
+        self._add_configure_optimizers_method_to_model(self.subcommand)
+        self.trainer = self.instantiate_trainer()
+        for callback in self.trainer.checkpoint_callbacks:
+            if getattr(callback, "dirpath", None) is not None:
+                callback.dirpath = os.path.join(callback.dirpath, "refit")
+        self.trainer.fit(self.model, datamodule=self.datamodule)
 
 
 def _class_paths(value: Any, where: str = "") -> list[tuple[str, Any]]:

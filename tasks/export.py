@@ -49,8 +49,9 @@ _MAX = 1 << 20
 
 def forecast_input_names(model: Forecaster) -> list[str]:
     """The ONNX input names of an exported ``model``, in order: the batch keys its network
-    reads, then ``loc`` and ``scale``."""
-    return [*model.model.input_keys(), "loc", "scale"]
+    reads, then ``loc`` and ``scale`` (which a ``nonnegative`` network reads itself)."""
+    keys = model.model.input_keys()
+    return keys + [key for key in ("loc", "scale") if key not in keys]
 
 
 class _Forecasts(nn.Module):

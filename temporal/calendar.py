@@ -39,7 +39,8 @@ from .frequencies import frequency_fields
 from .timestamps import UNITS, Timestamps, datetime_index, local_wall_time
 
 __all__ = ["CYCLE_PERIODS", "FIELDS", "CalendarEmbedding", "CalendarFeatures", "calendar_features",
-           "calendar_fields", "check_calendar_fields", "check_field_range", "field_column"]
+           "calendar_fields", "check_calendar_fields", "check_field_range", "field_column",
+           "month_positions"]
 
 
 FIELDS: dict[str, tuple[int, int]] = {
@@ -521,3 +522,44 @@ class CalendarEmbedding(PositionEncoding):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, fields={list(self.fields)}, embed_type={self.embed_type!r}"
+
+
+def month_positions(local: Tensor, dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
+    """Positions of local wall-clock times in calendar months: whole months since January
+    1970 and the fraction of the month elapsed, exact from the wall clock.
+
+    The fraction is the wall-clock time since the month's first midnight over the month's
+    length (28 to 31 days), so every month counts as one whatever its length, and the first
+    instant of a month is an integer. Quarters are months / 3, years months / 12. The same
+    integer arithmetic as :func:`calendar_fields` (Hinnant's ``civil_from_days``, proleptic
+    Gregorian), in torch: it runs on the tensor's device and never reads values on the host.
+
+    Args:
+        local: ``(...)`` int64 naive local wall-clock nanoseconds since 1970-01-01 (a batch's
+            ``*_local``: DST and zone already applied, so a month is its wall-clock length).
+        dtype: floating dtype of the fraction (float64; float32 where the device lacks it).
+
+    Returns:
+        ``(months, fraction)``: ``(...)`` int64 ``12 * (year - 1970) + month - 1``, and
+        ``(...)`` ``dtype`` in ``[0, 1)``.
+    """
+    if not isinstance(local, Tensor) or local.dtype != torch.int64:
+        raise TypeError(f"local must be an int64 tensor of wall-clock nanoseconds, got "
+                        f"{getattr(local, 'dtype', type(local).__name__)}")
+    day_ns = 86400 * 10**9
+    days = torch.div(local, day_ns, rounding_mode="floor")
+    z = days + 719468                                   # days since 0000-03-01
+    era = torch.div(z, 146097, rounding_mode="floor")   # 400-year cycles
+    doe = z - era * 146097                              # [0, 146096]
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365  # [0, 399]
+    doy_march = doe - (365 * yoe + yoe // 4 - yoe // 100)           # [0, 365] from March 1
+    mp = (5 * doy_march + 2) // 153                     # month counted from March, [0, 11]
+    month_start = (153 * mp + 2) // 5                   # its first day, counted from March 1
+    month = torch.where(mp < 10, mp + 3, mp - 9)
+    year = yoe + era * 400 + (month <= 2).long()
+    leap = ((year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))).long()
+    # March-based months run 31, 30, 31, ... to January; February (mp 11) ends the year.
+    length = torch.where(mp == 11, 28 + leap, (153 * (mp + 1) + 2) // 5 - month_start)
+    into = (doy_march - month_start) * day_ns + (local - days * day_ns)  # exact int64 ns
+    months = 12 * (year - 1970) + month - 1
+    return months, into.to(dtype) / (length * day_ns).to(dtype)

@@ -311,3 +311,50 @@ def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
     if pd.isna(delta) or delta <= pd.Timedelta(0):
         raise ValueError(f"{name} must be a positive duration, got {value!r}")
     return int(delta.value)
+
+
+class TimeUnit(NamedTuple):
+    """A unit of elapsed time (:func:`parse_time_unit`): a fixed length in nanoseconds, or a
+    number of calendar months (``months > 0``, ``nanoseconds == 0``)."""
+
+    nanoseconds: int = 0
+    months: int = 0
+
+
+# Calendar families that are whole months, and their months.
+_MONTHS_PER = {"month": 1, "quarter": 3, "year": 12}
+_CALENDAR_UNIT_WORDS = re.compile(r"\s*(\d+)?\s*(month|quarter|year)s?\s*", re.IGNORECASE)
+
+
+def parse_time_unit(value: Any, name: str = "time_unit") -> TimeUnit:
+    """A unit of elapsed time: a fixed duration (:func:`parse_duration`) or calendar months.
+
+    Calendar units: month (``"MS"``, ``"ME"``, ``"3MS"``), quarter (``"QS"``, ``"QE"``, ``"Q"``,
+    3 months) and year (``"YS"``, ``"YE"``, ``"Y"``, ``"A"``, 12 months) frequency strings
+    (an anchor such as ``"QS-NOV"`` is accepted and changes nothing: a length of time has no
+    anchor), or the words ``"month"``, ``"2 months"``, ``"quarter"``, ``"year"``. The
+    ambiguous ``"M"`` stays refused (:func:`parse_frequency`). Positions in calendar months are
+    computed from the local wall clock (:func:`posenc.temporal.calendar.month_positions`).
+
+    Raises:
+        TypeError: neither a string nor a timedelta.
+        ValueError: what :func:`parse_duration` refuses that is no month, quarter or year
+            (business days, a number without a unit, ...), or zero months.
+    """
+    if isinstance(value, str):
+        words = _CALENDAR_UNIT_WORDS.fullmatch(value)
+        if words is not None:
+            months = int(words.group(1) or 1) * _MONTHS_PER[words.group(2).lower()]
+            if months < 1:
+                raise ValueError(f"{name}={value!r} must be a positive number of months")
+            return TimeUnit(months=months)
+        match = _COMPONENT.fullmatch(value.strip())
+        family = _CALENDAR.get(match.group(2), ("",))[0] if match else ""
+        if family in _MONTHS_PER:
+            frequency = parse_frequency(value, name)
+            return TimeUnit(months=frequency.n * _MONTHS_PER[family])
+    try:
+        return TimeUnit(nanoseconds=parse_duration(value, name))
+    except ValueError as err:
+        raise ValueError(f"{err}; or calendar months, quarters or years ('MS', 'QS', 'YS', "
+                         f"'3 months')") from None

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch import LightningDataModule
-from posenc.core.encoding import check_choice, check_int, check_positive_int
+from posenc.core.encoding import check_bool, check_choice, check_int, check_positive_int
 from posenc.temporal.frequencies import parse_duration
 from posenc.temporal.timestamps import (
     AMBIGUOUS,
@@ -922,9 +922,15 @@ class TimeSeriesDataModule(LightningDataModule):
         context_length: context per window: observations (int) or a duration with a unit
             (``"7D"``, a ``timedelta``); a bare number such as ``"168"`` or ``168.0`` is refused.
         horizon: predicted span per window: observations (int) or a duration (``"24h"``).
-        stride: distance between consecutive forecast origins, same kind as the lengths
-            (default: ``horizon``). Durations may not place more than ``MAX_ORIGINS_PER_ROW``
-            origins per observation, and a window holds at most ``MAX_WINDOW_ROWS`` rows.
+        stride: distance between consecutive forecast origins of the validation and test
+            backtests, same kind as the lengths (default: ``horizon``). Durations may not
+            place more than ``MAX_ORIGINS_PER_ROW`` origins per observation, and a window
+            holds at most ``MAX_WINDOW_ROWS`` rows.
+        train_stride: distance between consecutive training origins, same kind as the
+            lengths. None (default): dense, every origin: one per observation (counts), or
+            one per median sampling step of the data (durations). A training epoch then
+            holds about as many windows as observations; bound it with the trainer's
+            ``limit_train_batches`` where that is too many.
         val_fraction: the last fraction of the time span held out for validation
             (ignored where ``val_start`` is given).
         test_fraction: the last fraction for test (ignored where ``test_start`` is given).
@@ -932,6 +938,10 @@ class TimeSeriesDataModule(LightningDataModule):
             timestamps: naive for naive data (read in ``tz`` where given), with a UTC offset
             for aware data (naive ones are accepted there only with ``tz``).
         test_start: the same for the test split.
+        train_on_val: train on the validation span too: the fitted state (scaling, series
+            starts, vocabularies, step) and the training windows reach ``test_start``, and
+            there are no validation windows (run the trainer with ``limit_val_batches=0``).
+            The refit before the test backtest (``posenc fit --refit_epochs N``) sets it.
         season: the seasons of the seasonal-naive baselines, one or a list: a fixed duration
             (``"7D"``; calendar months such as ``"12MS"`` are refused: give 12 for monthly
             data), a count of median sampling steps or ``"persistence"`` (the last observed
@@ -978,10 +988,12 @@ class TimeSeriesDataModule(LightningDataModule):
         context_length: int | str = 168,
         horizon: int | str = 24,
         stride: int | str | None = None,
+        train_stride: int | str | None = None,
         val_fraction: float = 0.15,
         test_fraction: float = 0.15,
         val_start: str | None = None,
         test_start: str | None = None,
+        train_on_val: bool = False,
         season: int | str | list[int | str] | None = None,
         mase_season: int | None = None,
         irregular: float | None = None,
@@ -1008,11 +1020,15 @@ class TimeSeriesDataModule(LightningDataModule):
         self.context_length = parse_length(context_length, "context_length")
         self.horizon = parse_length(horizon, "horizon")
         self.stride = self.horizon if stride is None else parse_length(stride, "stride")
-        kinds = {type(v) for v in (self.context_length, self.horizon, self.stride)}
+        self.train_stride = None if train_stride is None else parse_length(train_stride,
+                                                                           "train_stride")
+        kinds = {type(v) for v in (self.context_length, self.horizon, self.stride,
+                                   self.train_stride) if v is not None}
         if len(kinds) != 1:
             raise ValueError(
-                f"context_length={context_length!r}, horizon={horizon!r} and stride={stride!r} "
-                "must all be observation counts (int) or all durations (str)")
+                f"context_length={context_length!r}, horizon={horizon!r}, stride={stride!r} "
+                f"and train_stride={train_stride!r} must all be observation counts (int) or "
+                "all durations (str)")
         self.by_time = kinds == {pd.Timedelta}
         if not self.by_time and self.context_length + self.horizon > MAX_WINDOW_ROWS:
             raise ValueError(
@@ -1022,6 +1038,7 @@ class TimeSeriesDataModule(LightningDataModule):
                                                                       test_fraction)
         self.val_start = self._split_argument(val_start, "val_start")
         self.test_start = self._split_argument(test_start, "test_start")
+        self.train_on_val = check_bool(train_on_val, "train_on_val")
         if irregular is not None and (isinstance(irregular, (bool, np.bool_)) or not (
                 isinstance(irregular, Real) and 0 < irregular <= 1)):  # NaN fails this too
             raise ValueError(f"irregular is the fraction of observations kept, in (0, 1], "
@@ -1045,6 +1062,9 @@ class TimeSeriesDataModule(LightningDataModule):
         self.num_workers = check_int(plain(num_workers), "num_workers", ge=0)
         self.predict_split = check_choice(predict_split, "predict_split",
                                           ("future", "test", "val"))
+        if self.train_on_val and self.predict_split == "val":
+            raise ValueError("predict_split='val' needs validation windows, but "
+                             "train_on_val=True trains on them")
         if future_data is not None and not isinstance(future_data,
                                                       (str, os.PathLike, pd.DataFrame)):
             raise TypeError(f"future_data must be a path or a pandas DataFrame, got "
@@ -1138,7 +1158,8 @@ class TimeSeriesDataModule(LightningDataModule):
                              "observation(s); forecasting needs many more")
         t_val, t_test = self._split_times(panel.utc, panel.zone is not None if known is None
                                           else known.aware)
-        fitted = fit(panel, self.columns, t_val, known,
+        # The state of the training span: through the validation span with train_on_val.
+        fitted = fit(panel, self.columns, t_test if self.train_on_val else t_val, known,
                      context_length=self._given("context_length"),
                      horizon=self._given("horizon"))
         self.split_times = {"val": t_val, "test": t_test}
@@ -1271,18 +1292,31 @@ class TimeSeriesDataModule(LightningDataModule):
                              f"data from {pd.Timestamp(start)} to {pd.Timestamp(end)} (UTC)")
         return t_val, t_test
 
-    def _window_lengths(self) -> tuple[int, int, int]:
-        """``(context, horizon, stride)``: rows in count mode, nanoseconds in time mode."""
-        lengths = (self.context_length, self.horizon, self.stride)
+    def _window_lengths(self, split: str) -> tuple[int, int, int]:
+        """``(context, horizon, stride)`` of a split's windows: rows in count mode,
+        nanoseconds in time mode. Training strides by ``train_stride``, by default one row
+        (counts) or the median sampling step (durations; ``stride`` for data without one)."""
+        stride = self.stride
+        if split == "train":
+            stride = self.train_stride
+            if stride is None and not self.by_time:
+                stride = 1
+            elif stride is None:
+                stride = pd.Timedelta(self.fitted.step_ns) if self.fitted.step_ns > 0 \
+                    else self.stride
+        lengths = (self.context_length, self.horizon, stride)
         return tuple(int(v.value) for v in lengths) if self.by_time else lengths
 
     def split_bounds(self) -> dict[str, tuple[int, int]]:
         """Each split's ``[lo, hi)`` in UTC ns: a window belongs to the split that holds its
-        whole horizon."""
+        whole horizon. With ``train_on_val`` training reaches ``test_start`` and there is no
+        ``val`` split."""
         utc = self.panel().utc
         t_val, t_test = self.split_times["val"], self.split_times["test"]
-        return {"train": (int(utc.min()), t_val), "val": (t_val, t_test),
-                "test": (t_test, int(utc.max()) + 1)}
+        test = (t_test, int(utc.max()) + 1)
+        if self.train_on_val:
+            return {"train": (int(utc.min()), t_test), "test": test}
+        return {"train": (int(utc.min()), t_val), "val": (t_val, t_test), "test": test}
 
     def windows(self, split: str) -> WindowIndex:
         """The lazy index of one split's windows (``train``, ``val`` or ``test``).
@@ -1293,20 +1327,29 @@ class TimeSeriesDataModule(LightningDataModule):
         check_choice(split, "split", ("train", "val", "test"))
         panel = self.panel()
         bounds = self.split_bounds()
+        if split not in bounds:
+            raise ValueError(f"split={split!r}: train_on_val=True trains on the validation "
+                             "span, there are no validation windows")
         lo, hi = bounds[split]
-        lengths = self._window_lengths()
+        lengths = self._window_lengths(split)
         if not self.by_time:
             return count_windows(panel.starts, panel.utc, lo, hi, *lengths)
         # Here, not in setup: every caller of windows() must be refused before the work.
-        origins = sum(int(time_origins(panel.starts, panel.utc, a, b, *lengths)[1].sum())
-                      for a, b in bounds.values())
-        if origins > MAX_ORIGINS_PER_ROW * len(panel.utc):
+        origins = {s: int(time_origins(panel.starts, panel.utc, a, b,
+                                       *self._window_lengths(s))[1].sum())
+                   for s, (a, b) in bounds.items()}
+        total = sum(origins.values())
+        if total > MAX_ORIGINS_PER_ROW * len(panel.utc):
+            most = max(origins, key=origins.get)  # the split whose stride to name
+            name = "train_stride" if most == "train" else "stride"
+            given = self._given(name) if most == "train" else (self._given("stride")
+                                                                or self._given("horizon"))
             raise ValueError(
-                f"stride={self._given('stride') or self._given('horizon')!r} places about "
-                f"{origins:.2g} forecast origins in data of {len(panel.utc)} observations (more "
-                f"than MAX_ORIGINS_PER_ROW={MAX_ORIGINS_PER_ROW} per observation): windows "
-                f"would repeat the same rows; use a stride of at least the sampling interval "
-                f"(median {pd.Timedelta(self.fitted.step_ns)} here)")
+                f"{name}={given!r} places about {total:.2g} forecast origins in data of "
+                f"{len(panel.utc)} observations, {origins[most]:.2g} of them in the {most} "
+                f"split (more than MAX_ORIGINS_PER_ROW={MAX_ORIGINS_PER_ROW} per "
+                f"observation): windows would repeat the same rows; use a {name} of at least "
+                f"the sampling interval (median {pd.Timedelta(self.fitted.step_ns)} here)")
         windows = duration_windows(panel.starts, panel.utc, lo, hi, *lengths)
         if len(windows):
             rows = int((windows.rows[:, 2] - windows.rows[:, 0]).max())
@@ -1352,6 +1395,9 @@ class TimeSeriesDataModule(LightningDataModule):
                           persistent_workers=self.num_workers > 0)
 
     def _split_loader(self, split: str) -> DataLoader:
+        if split == "val" and self.train_on_val:
+            raise RuntimeError("train_on_val=True trains on the validation span: there are no "
+                               "validation windows; run the trainer with limit_val_batches=0")
         if split not in self.datasets:
             raise RuntimeError(f"{type(self).__name__}.setup() must run before asking for "
                                "data loaders")

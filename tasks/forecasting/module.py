@@ -19,7 +19,7 @@ from posenc.core.encoding import (
     check_positive_float,
     check_positive_int,
 )
-from posenc.temporal.frequencies import parse_duration
+from posenc.temporal.frequencies import parse_duration, parse_time_unit
 from torch import Tensor, nn
 
 from ..config import check_optim_args, configure_adamw_from_hparams, instantiate
@@ -78,8 +78,13 @@ class Forecaster(LightningModule):
             ``{class_path: posenc.core.RotaryEncoding, init_args: {base: 1000.0}}`` (missing
             ``head_dim``/``num_heads`` filled in); one instance per block.
         time_unit: unit of elapsed time (relative positions, continuous/Time2Vec/TimeDelta
-            inputs), a fixed duration (``"1h"``, ``"30min"``, ``"1D"``; calendar months are
-            refused, they have no fixed length); pick the typical sampling step.
+            inputs); pick the typical sampling step. A fixed duration (``"1h"``, ``"30min"``,
+            ``"1D"``): real elapsed time. Or calendar months, quarters or years (``"MS"``,
+            ``"3MS"``, ``"QS"``, ``"YS"``, ``"month"``, ``"quarter"``, ``"year"``;
+            :func:`~posenc.temporal.frequencies.parse_time_unit`) for monthly or coarser
+            data: elapsed months of the local wall clock, each month one unit whatever its
+            length (:func:`~posenc.temporal.calendar.month_positions`; a quarter is 3
+            months, a year 12). ``"M"`` is refused as ambiguous.
         loss: ``mae``, ``mse`` or ``quantile``.
         quantiles: levels for the quantile loss; the one closest to 0.5 is the point forecast.
         naive_seasons: the seasons of the seasonal-naive baselines, durations (``["1D",
@@ -95,6 +100,12 @@ class Forecaster(LightningModule):
             (``seasonal_error``: the data module's ``mase_season``), whatever the baselines.
         instance_norm: standardize each window by its own context (RevIN) before the
             transformer and undo it on the output; helps with level shifts.
+        nonnegative: forecasts (the point and every quantile) never below zero in data
+            units, in training and prediction alike, for counts and other non-negative
+            targets: a softplus floored at the scaled zero, which keeps a gradient below
+            zero where a clamp would have none (see
+            :class:`~posenc.tasks.forecasting.network.ForecastTransformer`); forecasts in
+            data units are clamped at 0 only to remove float32 rounding of the unscaling.
         lr: AdamW's peak learning rate.
         weight_decay: AdamW's weight decay (position parameters get none).
         warmup: fraction of training steps with linear warmup.
@@ -121,6 +132,7 @@ class Forecaster(LightningModule):
         quantiles: list[float] | None = None,
         naive_seasons: list[str] | None = None,
         instance_norm: bool = True,
+        nonnegative: bool = False,
         lr: float = 1e-3,
         weight_decay: float = 0.01,
         warmup: float = 0.05,
@@ -162,6 +174,7 @@ class Forecaster(LightningModule):
                              f"{int(dim * mlp_ratio)} (dim={dim}); it must be >= 1 / dim")
         check_float(dropout, "dropout", ge=0, lt=1)
         check_bool(instance_norm, "instance_norm")
+        check_bool(nonnegative, "nonnegative")
         if encodings is not None and not isinstance(encodings, (list, tuple)):
             raise TypeError(f"encodings must be a list of encodings, got "
                             f"{type(encodings).__name__} ({encodings!r})")
@@ -171,7 +184,7 @@ class Forecaster(LightningModule):
                                               else quantiles)
         elif quantiles:
             raise ValueError(f"quantiles={quantiles} need loss='quantile', got loss={loss!r}")
-        unit_seconds = parse_duration(time_unit, "time_unit") / 1e9
+        unit = parse_time_unit(time_unit, "time_unit")
         encodings = ["calendar", "continuous"] if encodings is None else list(encodings)
 
         head_dim = dim // num_heads
@@ -193,9 +206,10 @@ class Forecaster(LightningModule):
         self.register_buffer("quantiles", torch.tensor(quantiles or [0.5]), persistent=False)
         self.model = ForecastTransformer(
             num_targets, len(quantiles or [0.5]), dim, depth, num_heads, mlp_ratio, dropout,
-            TimeFeatures(modules, reads), relative_modules, unit_seconds, instance_norm,
-            num_past=num_past_covariates, num_future=num_future_covariates,
-            static_cardinalities=static_cardinalities, num_static_real=num_static_real)
+            TimeFeatures(modules, reads), relative_modules, unit.nanoseconds / 1e9,
+            instance_norm, num_past=num_past_covariates, num_future=num_future_covariates,
+            static_cardinalities=static_cardinalities, num_static_real=num_static_real,
+            unit_months=unit.months, nonnegative=nonnegative)
         # The state fitted on the training span (columns, zone, series, scaling): the data
         # module's own at the first fit, then the model's: stored in checkpoints, used by
         # forecast() and handed to the data it is tested on; never replaced once set.
@@ -270,6 +284,12 @@ class Forecaster(LightningModule):
             scale, loc = scale[..., None], loc[..., None]
         return values * scale + loc
 
+    def _forecast_units(self, pred: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
+        """Scaled ``(B, N, C, Q)`` predictions -> data units; with ``nonnegative``, float32
+        rounding of ``value * scale + loc`` (a few ulps below 0) is clamped away."""
+        pred = self._unscale(pred, batch)
+        return pred.clamp_min(0) if self.hparams.nonnegative else pred
+
     def training_step(self, batch: Mapping[str, Tensor], batch_idx: int) -> Tensor:
         loss = self._loss(self(batch), batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["target_valid"].shape[0])
@@ -281,7 +301,7 @@ class Forecaster(LightningModule):
         size = batch["target_valid"].shape[0]
         self.log(f"{stage}/loss", loss, sync_dist=True, prog_bar=stage == "val",
                  batch_size=size)
-        pred = self._unscale(pred, batch)
+        pred = self._forecast_units(pred, batch)
         target = self._unscale(batch["target_value"], batch)
         context = self._unscale(batch["context_value"], batch)
         context_observed = batch["context_observed"]
@@ -365,7 +385,7 @@ class Forecaster(LightningModule):
         "origin": (B,) int64 UTC ns of the last context observation, "time": (B, Nh) int64
         UTC ns, "valid": (B, Nh), "prediction": (B, Nh, C) point, "quantiles":
         (B, Nh, C, Q)}``."""
-        pred = self._unscale(self(batch).float(), batch)
+        pred = self._forecast_units(self(batch).float(), batch)
         last = batch["context_valid"].sum(1, keepdim=True).clamp_min(1) - 1
         series = batch.get("series")
         if series is None:

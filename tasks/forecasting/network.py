@@ -24,8 +24,9 @@ import torch
 from posenc import temporal
 from posenc.core import FIRE, ALiBi, Kerple, MultiheadAttention, RotaryEncoding
 from posenc.core.encoding import check_choice, unchecked, wide_dtype
-from posenc.temporal.calendar import FIELDS
+from posenc.temporal.calendar import FIELDS, month_positions
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 __all__ = ["ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
            "RELATIVE_ENCODINGS", "READS", "encoding_dim", "encoding_reads"]
@@ -166,7 +167,8 @@ class ForecastTransformer(nn.Module):
         dropout: dropout probability.
         time_features: the additive encodings (may hold none).
         relative: per block, ``(rotary, bias)`` modules (each may be None).
-        unit_seconds: seconds per position unit for the relative encodings.
+        unit_seconds: seconds per unit of elapsed time (relative positions and the encodings
+            that read ``elapsed``); unused with ``unit_months``.
         instance_norm: standardize each window's values by its context's mean and standard
             deviation and undo it at the output (RevIN, Kim et al. 2022).
         num_past: past covariates ``P``: with their observed flags, part of each context
@@ -177,6 +179,16 @@ class ForecastTransformer(nn.Module):
             embedding each, summed into every token of the window.
         num_static_real: numeric static columns (``static_real``): one linear map, summed
             into every token.
+        unit_months: when > 0, elapsed time is in calendar months of the local wall clock
+            divided by this (1: months, 3: quarters, 12: years;
+            :func:`~posenc.temporal.calendar.month_positions`) instead of real seconds.
+        nonnegative: forecasts never below zero in data units (``value * scale + loc``,
+            with the batch's ``loc``/``scale``): the output ``y`` in scaled units becomes
+            ``z + softplus(y - z)``, ``z = -loc / scale`` the scaled zero. A softplus, not a
+            clamp: a clamp has no gradient below zero, so a forecast pushed there could not
+            come back; the softplus has one everywhere, is the identity far above zero
+            (within float32 for ``y - z > 20``, i.e. 20 series standard deviations) and
+            approaches zero (never reaches it) for counts that are mostly 0.
     """
 
     def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
@@ -184,7 +196,8 @@ class ForecastTransformer(nn.Module):
                  relative: list[tuple[nn.Module | None, nn.Module | None]],
                  unit_seconds: float, instance_norm: bool = True, num_past: int = 0,
                  num_future: int = 0, static_cardinalities: list[int] | None = None,
-                 num_static_real: int = 0) -> None:
+                 num_static_real: int = 0, unit_months: int = 0,
+                 nonnegative: bool = False) -> None:
         super().__init__()
         self.num_past, self.num_future, self.num_static_real = num_past, num_future, \
             num_static_real
@@ -195,7 +208,8 @@ class ForecastTransformer(nn.Module):
         self.static_proj = nn.Linear(num_static_real, dim) if num_static_real else None
         self.instance_norm = instance_norm
         self.num_targets, self.num_outputs = num_targets, num_outputs
-        self.unit_seconds = unit_seconds
+        self.unit_seconds, self.unit_months = unit_seconds, unit_months
+        self.nonnegative = nonnegative
         self.value_embed = nn.Linear(2 * (num_targets + num_past), dim)
         self.query_token = nn.Parameter(torch.zeros(dim))
         nn.init.trunc_normal_(self.query_token, std=0.02)
@@ -231,6 +245,7 @@ class ForecastTransformer(nn.Module):
         keys += ["context_future", "target_future"] if self.num_future else []
         keys += ["static_cat"] if self.static_embeds else []
         keys += ["static_real"] if self.num_static_real else []
+        keys += ["loc", "scale"] if self.nonnegative else []
         return keys
 
     def _check_batch(self, batch: Mapping[str, Tensor]) -> None:
@@ -276,6 +291,26 @@ class ForecastTransformer(nn.Module):
                         f"int calendar fields of batch['{side}_local'] (local_time_fields), "
                         f"got {fields.dtype} of shape {tuple(fields.shape)}")
 
+    def elapsed(self, batch: Mapping[str, Tensor]) -> Tensor:
+        """``(B, Nc + Nh)`` float64 (float32 on MPS) time of every context and query token from
+        the forecast origin (the window's last real observation), in the time unit: real time
+        in ``unit_seconds``, or wall-clock calendar months / ``unit_months``."""
+        last = batch["context_valid"].sum(1, keepdim=True).clamp_min(1) - 1
+        dtype = wide_dtype(batch["context_time"].device)
+        if self.unit_months:
+            local = torch.cat((batch["context_local"], batch["target_local"]), dim=1)
+            months, fraction = month_positions(local, dtype)
+            origin_months, origin_fraction = month_positions(
+                batch["context_local"].gather(1, last), dtype)
+            # Whole months subtracted as integers: the fractions keep full precision.
+            return ((months - origin_months).to(dtype) + (fraction - origin_fraction)) \
+                / self.unit_months
+        time = torch.cat((batch["context_time"], batch["target_time"]), dim=1)
+        # Differences in int64 ns (exact) before the one conversion to float64 (float32 on
+        # MPS), which keeps sub-second precision over years of elapsed time.
+        return (time - batch["context_time"].gather(1, last)).to(dtype) \
+            / (self.unit_seconds * 1e9)
+
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         """Batch dict (see :mod:`posenc.tasks.forecasting.data`) -> ``(B, Nh, C, outputs)``
         predictions in scaled units.
@@ -286,17 +321,11 @@ class ForecastTransformer(nn.Module):
         self._check_batch(batch)
         ctx_valid, tgt_valid = batch["context_valid"], batch["target_valid"]
         num_ctx = ctx_valid.shape[1]
-        time = torch.cat((batch["context_time"], batch["target_time"]), dim=1)
         local = torch.cat((batch["context_local"], batch["target_local"]), dim=1)
         fields = torch.cat((batch["context_fields"], batch["target_fields"]), dim=1) \
             if self.time_features.reads_fields else None
         valid = torch.cat((ctx_valid, tgt_valid), dim=1)
-        # Forecast origin: the last real observation of each window. Differences are taken in
-        # int64 ns (exact) before the one conversion to float64 (float32 on MPS).
-        last = ctx_valid.sum(1, keepdim=True).clamp_min(1) - 1
-        origin = batch["context_time"].gather(1, last)
-        # float64 (float32 on MPS) keeps sub-second precision over years of elapsed time.
-        elapsed = (time - origin).to(wide_dtype(time.device)) / (self.unit_seconds * 1e9)
+        elapsed = self.elapsed(batch)
 
         observed = batch["context_observed"]
         context = batch["context_value"].float()
@@ -342,4 +371,7 @@ class ForecastTransformer(nn.Module):
         out = out.unflatten(-1, (self.num_targets, self.num_outputs))
         if self.instance_norm:
             out = out * window_scale[..., None] + window_loc[..., None]
+        if self.nonnegative:
+            zero = (-batch["loc"].float() / batch["scale"].float())[:, None, :, None]
+            out = zero + F.softplus(out - zero)
         return out

@@ -63,7 +63,8 @@ def test_time_window_contents_match_a_brute_force_construction():
     frame = synthetic_series(200)
     keep = np.random.default_rng(3).random(200) < 0.7
     frame = frame[keep].reset_index(drop=True)
-    dm = setup_series(frame, context_length="10h", horizon="4h", stride="3h")
+    dm = setup_series(frame, context_length="10h", horizon="4h", stride="3h",
+                      train_stride="3h")
     stamps = pd.DatetimeIndex(frame["timestamp"]).as_unit("ns").asi8
     t_val = dm.split_times["val"]
     expected = []
@@ -123,7 +124,7 @@ def test_multiple_targets_and_missing_values():
 
 def test_collate_pads_with_masks_and_repeated_times(series):
     frame = series.drop(index=range(40, 52)).reset_index(drop=True)
-    dm = setup_series(frame, context_length="1D", horizon="6h", stride="6h")
+    dm = setup_series(frame, context_length="1D", horizon="6h", stride="6h", train_stride="6h")
     items = _windows(dm, "train")[:6]
     batch = collate_windows(items)
     lengths = [len(i["context_time"]) for i in items]

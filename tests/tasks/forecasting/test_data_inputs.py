@@ -93,7 +93,8 @@ def test_timedelta_objects_are_durations(series):
 
 
 def test_a_stride_far_below_the_sampling_interval_is_refused_before_the_work(series):
-    dm = TimeSeriesDataModule(series, context_length="1D", horizon="6h", stride="1ns")
+    dm = TimeSeriesDataModule(series, context_length="1D", horizon="6h", stride="1ns",
+                              train_stride="1ns")
     with pytest.raises(ValueError, match=r"stride='1ns' places about 1\.3e\+15 forecast "
                                          r"origins .* 400 observations"):
         dm.setup()
@@ -101,7 +102,8 @@ def test_a_stride_far_below_the_sampling_interval_is_refused_before_the_work(ser
 
 def test_windows_of_any_split_refuse_a_tiny_stride_without_setup(series):
     # dm.windows() is public: it must refuse before allocating the origins (~1e15 here).
-    dm = TimeSeriesDataModule(series, context_length="1D", horizon="6h", stride="1ns")
+    dm = TimeSeriesDataModule(series, context_length="1D", horizon="6h", stride="1ns",
+                              train_stride="1ns")
     for split in ("train", "val", "test"):
         with pytest.raises(ValueError, match=r"stride='1ns' places about 1\.3e\+15 forecast "
                                              r"origins .* 400 observations"):

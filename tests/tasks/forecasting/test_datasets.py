@@ -243,7 +243,7 @@ def test_glucose_leaves_the_shared_sample_frame_untouched(glucose):
 
 # -- data modules ----------------------------------------------------------------------------
 def test_birthdays_module_is_the_51_state_panel():
-    dm = BirthdaysDataModule()
+    dm = BirthdaysDataModule(train_stride=7)  # training as the backtests: weekly origins
     dm.setup("fit")
     assert dm.num_series == 51 and dm.series_keys == [(s,) for s in BIRTHDAY_STATES]
     assert (dm.num_targets, dm.num_past_covariates, dm.num_future_covariates) == (1, 0, 0)
@@ -285,13 +285,20 @@ def test_birthdays_module_refuses_bad_subsets(kwargs, error, match):
 
 
 def test_elecdemand_module_wires_the_covariates():
-    dm = ElecDemandDataModule()
+    dm = ElecDemandDataModule(train_stride=48)  # training as the backtests: daily origins
     dm.setup("fit")
     assert dm.columns.past_covariates == ("Temperature",)
     assert dm.columns.future_covariates == ("WorkDay",)
     assert dm.columns.tz == MELBOURNE and dm.num_series == 1
     assert dm.season == pd.Timedelta("7D") and dm.mase_season == 48  # half-hourly
     assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 248, "val": 54, "test": 54}
+    # Dense by default: an origin at every half-hour with a week before and a day after it
+    # in the training span.
+    dense = ElecDemandDataModule()
+    dense.setup("fit")
+    rows = int((dense.panel().utc < dense.split_times["val"]).sum())
+    assert len(dense.datasets["train"]) == rows - 336 - 48 + 1
+    assert {k: len(dense.datasets[k]) for k in ("val", "test")} == {"val": 54, "test": 54}
     batch = dm.datasets["train"].__getitems__([0])
     # The first context starts at the data's first instant, read on the local clock.
     assert int(batch["context_time"][0, 0]) == pd.Timestamp("2013-12-31 14:00", tz="UTC").value
@@ -307,7 +314,7 @@ def test_elecdemand_module_refuses_an_unknown_temperature_role():
 
 
 def test_nycweather_module_is_a_panel_with_past_covariates():
-    dm = NYCWeatherDataModule()
+    dm = NYCWeatherDataModule(train_stride=24)  # training as the backtests: daily origins
     dm.setup("fit")
     assert dm.series_keys == [("EWR",), ("JFK",), ("LGA",)]
     assert dm.columns.past_covariates == ("dewp", "humid", "wind_speed", "pressure")
@@ -321,7 +328,7 @@ def test_nycweather_module_is_a_panel_with_past_covariates():
 
 
 def test_glucose_module_windows_by_duration():
-    dm = GlucoseDataModule()
+    dm = GlucoseDataModule(train_stride="1h")  # training as the backtests: hourly origins
     dm.setup("fit")
     assert dm.columns.past_covariates == ("isig",) and dm.columns.tz is None
     assert dm.season == "persistence" and dm.mase_season == 288  # 5 minutes

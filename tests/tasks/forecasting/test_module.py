@@ -259,8 +259,10 @@ def test_bad_arguments_raise_clear_errors(kwargs, match):
         Forecaster(**{**TINY, **kwargs})
 
 
-@pytest.mark.parametrize("argument", ["time_unit", "naive_seasons"])
-@pytest.mark.parametrize("value", ["12MS", "1m", "1M", "1MS", "ME", "3600"])
+# Calendar months are a time_unit (test_units_and_counts.py), never a naive season.
+@pytest.mark.parametrize(("argument", "value"), [
+    *(("naive_seasons", v) for v in ["12MS", "1m", "1M", "1MS", "ME", "3600"]),
+    *(("time_unit", v) for v in ["1m", "1M", "3600"])])
 def test_calendar_and_unitless_durations_are_refused_by_the_forecaster(argument, value):
     # pd.Timedelta read "1MS" as 0.001 s and "1m" as a minute.
     name = re.escape("naive_seasons[0]") if argument == "naive_seasons" else argument
