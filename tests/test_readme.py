@@ -19,6 +19,11 @@ PRELUDES = {
 }
 
 
+def test_the_readme_stays_a_front_page():
+    # Tables, studies and option lists live in docs/; the README keeps what a newcomer reads.
+    assert len(README.read_text().splitlines()) <= 300
+
+
 def test_the_readme_has_its_examples():
     assert len(EXAMPLES) >= 3
 
