@@ -103,6 +103,19 @@ def _forecast_export(model: Forecaster, datamodule: LightningDataModule | None
             {"batch": {name: axes(name) for name in names}}, names, "quantiles")
 
 
+def _check_exportable(model: ImageClassifier) -> None:
+    """Refuse, by name, what cannot enter an ONNX graph of dynamic image sizes (the exporter
+    would fall back to another tracer and fail with an unrelated message)."""
+    from posenc.spatial import RelativeBias2D
+
+    for name, module in model.named_modules():
+        if isinstance(module, RelativeBias2D) and module.resize == "geometric":
+            raise ValueError(f"{name} is RelativeBias2D(resize='geometric'): BEiT's geometric "
+                             f"table resize is a Python bisection over the grid size, which no "
+                             f"ONNX operator (any opset) expresses for a dynamic image size; "
+                             f"export with resize='bicubic'")
+
+
 def export_onnx(model: LightningModule, out: str | os.PathLike,
                 ckpt_path: str | os.PathLike | None = None,
                 datamodule: LightningDataModule | None = None) -> Path:
@@ -141,6 +154,7 @@ def export_onnx(model: LightningModule, out: str | os.PathLike,
         model.on_load_checkpoint(ckpt)
     model = model.cpu().eval()
     if isinstance(model, ImageClassifier):
+        _check_exportable(model)
         module, inputs, shapes, names, output = _image_export(model)
     else:
         module, inputs, shapes, names, output = _forecast_export(model, datamodule)

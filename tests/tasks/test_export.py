@@ -140,6 +140,12 @@ def test_a_forecaster_with_a_learned_time_bias_exports_from_python(tmp_path):
 
 def test_export_refuses_what_it_cannot_write(tmp_path):
     model = ImageClassifier(img_size=8, patch_size=4, embed_dim=16, depth=1, num_heads=2)
+    geometric = ImageClassifier(img_size=8, patch_size=4, embed_dim=16, depth=1, num_heads=2,
+                                encoding={"class_path": "posenc.spatial.RelativeBias2D",
+                                          "init_args": {"resize": "geometric"}})
+    with pytest.raises(ValueError, match=r"blocks\.0\..*RelativeBias2D\(resize='geometric'\)"):
+        export_onnx(geometric, tmp_path / "g.onnx")
+    assert not (tmp_path / "g.onnx").exists()
     with pytest.raises(TypeError, match="ImageClassifier or a Forecaster, got Linear"):
         export_onnx(torch.nn.Linear(2, 2), tmp_path / "x.onnx")
     with pytest.raises(ValueError, match="out is an empty path"):
