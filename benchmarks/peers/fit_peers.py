@@ -15,8 +15,9 @@ Every method forecasts each point from the history up to its own origin:
   target only (it has no exogenous inputs).
 - MSTL (seasons day and week, AutoETS trend) and AutoETS (daily season) (statsforecast):
   ``cross_validation`` at the same origins, fitted on the last ``--stats_input`` grid steps.
-- The seasonal naives: the last observed value at or before ``ds - k * season``, with the
-  smallest ``k`` that reaches the origin (posenc's baseline rule), for each natural season.
+- The naives: the last observed value at or before ``ds - k * season``, with the smallest
+  ``k`` that reaches the origin (posenc's baseline rule), for each natural season, and the
+  last observed value (persistence).
 
 Missing target values are linearly interpolated for the peers' inputs only (neuralforecast
 and statsforecast need a complete regular grid); missing past covariates are carried forward.
@@ -44,11 +45,13 @@ STATS = ("MSTL", "AutoETS")
 
 
 def natural_seasons(step: pd.Timedelta) -> dict[str, pd.Timedelta]:
-    """The seasonal naives of data sampled every ``step``: day and week below a day, week and
-    year (52 weeks, same weekday) for daily data."""
+    """The naives of data sampled every ``step``: the last value (persistence: a season of
+    1 ns reaches back to the origin exactly), and the seasonal ones of a day and a week below
+    a day, of a week and a year (52 weeks, same weekday) for daily data."""
+    last = {"naive_last": pd.Timedelta(1, "ns")}
     if step < pd.Timedelta("1D"):
-        return {"naive_1D": pd.Timedelta("1D"), "naive_7D": pd.Timedelta("7D")}
-    return {"naive_7D": pd.Timedelta("7D"), "naive_364D": pd.Timedelta("364D")}
+        return {**last, "naive_1D": pd.Timedelta("1D"), "naive_7D": pd.Timedelta("7D")}
+    return {**last, "naive_7D": pd.Timedelta("7D"), "naive_364D": pd.Timedelta("364D")}
 
 
 def seasonal_naive(data: pd.DataFrame, points: pd.DataFrame, season: pd.Timedelta
@@ -111,7 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--methods", nargs="*", default=["NHITS", *STATS, "PatchTST", "TFT"])
     parser.add_argument("--max_steps", type=int, default=300)
     parser.add_argument("--stats_input", type=int, default=None,
-                        help="grid steps statsforecast fits on (default: 8 weeks)")
+                        help="grid steps statsforecast fits on (default: 8 weeks, at least "
+                        "3 of the longest season)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -161,7 +165,9 @@ def main(argv: list[str] | None = None) -> None:
             sf = StatsForecast(models=[model], freq=freq, n_jobs=1)
             cv = sf.cross_validation(h=h, df=frame[["unique_id", "ds", "y"]],
                                      n_windows=n_windows, step_size=step_size,
-                                     input_size=args.stats_input or 8 * 7 * day, refit=False)
+                                     input_size=args.stats_input or max(8 * 7 * day,
+                                                                        3 * max(seasons)),
+                                     refit=False)
         else:
             raise ValueError(f"unknown method {name!r}; expected one of {NEURAL + STATS}")
         cpu[name] = time.process_time() - start

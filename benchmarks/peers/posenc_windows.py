@@ -4,34 +4,39 @@ For one shipped forecasting config this writes, under ``--out`` (default
 ``benchmarks/peers/out/NAME``):
 
 - ``data.csv``: the data as a long table every peer reads: ``unique_id``, ``ds`` (UTC instants,
-  tz-naive, on a regular grid of the median step whatever the local clock does at DST;
-  a missing observation is a row with ``y`` NaN), ``y``, the
+  tz-naive, on a regular grid of the median step from each series' first observation
+  whatever the local clock does at DST; irregular data (glucose) is snapped to the nearest
+  grid time, the first of the observations that meet there kept; a missing observation is a
+  row with ``y`` NaN), ``y``, the
   data module's past and future covariates (``past_*`` / ``futr_*``), and calendar features
   of the local time (``futr_cal_*``: sin/cos of the hour of day, day of week and day of year),
   which are known ahead and go to every model that takes future inputs;
-- ``points.csv``: the exact ``(unique_id, origin, ds)`` points of posenc's test backtest
-  (the data module's test windows; ``origin`` is the last context time), with the truth ``y``
-  and posenc's forecast ``posenc``;
-- ``meta.json``: horizon, context length, sampling step, the MASE season (in steps) and
-  posenc's CPU seconds (fit and test forecasts, this process's CPU clock).
+- ``points.csv``: the ``(unique_id, origin, ds)`` points of posenc's test backtest (the data
+  module's test windows; ``origin`` is the last context time), with the truth ``y`` observed
+  at that time and posenc's forecast ``posenc`` for it; ``origin`` and ``ds`` are snapped to
+  the grid as in ``data.csv`` (identity on regular data), the keys the peers forecast at;
+  of points that snap to one key, the first is kept;
+- ``meta.json``: the peers' horizon and context length in grid steps, sampling step, the MASE season
+  (in steps) and posenc's CPU seconds (fit and test forecasts, this process's CPU clock).
 
     python benchmarks/peers/posenc_windows.py configs/forecast_elecdemand.yaml
-    python benchmarks/peers/posenc_windows.py configs/forecast_nycweather.yaml --max_epochs 10
+    python benchmarks/peers/posenc_windows.py configs/forecast_glucose.yaml --refit_epochs 12
 
-``--max_epochs`` overrides the config's epoch budget (recorded in ``meta.json``).
+Other arguments go to ``posenc fit`` (e.g. ``--trainer.max_epochs 10``,
+``--refit_epochs 30``) and are recorded in ``meta.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
-from lightning.pytorch.cli import SaveConfigCallback
 from posenc.tasks.cli import posenc_cli
 from posenc.tasks.forecasting.output import ORIGIN_COLUMN, forecast_frame
 
@@ -65,6 +70,19 @@ def calendar_features(local: pd.Series) -> pd.DataFrame:
     return pd.DataFrame(out, index=local.index)
 
 
+def series_ids(frame: pd.DataFrame, columns) -> pd.Series:
+    """Each row's series as one string (its key columns joined by ``|``)."""
+    if not columns.series_columns:
+        return pd.Series(SERIES_ID, index=frame.index)
+    return frame[list(columns.series_columns)].astype(str).agg("|".join, axis=1)
+
+
+def snap(times: pd.Series, first: pd.Timestamp | pd.Series, step: pd.Timedelta) -> pd.Series:
+    """``times`` moved to the nearest ``first + k * step`` (identity on the grid; ``first``
+    per row or one for all)."""
+    return first + ((times - first) / step).round().astype(np.int64) * step
+
+
 def long_table(dm) -> pd.DataFrame:
     """The data module's table as ``unique_id, ds, y, past_*, futr_*``, sorted, on each
     series' regular UTC grid of the median step (``y`` and the past covariates NaN at a
@@ -73,8 +91,7 @@ def long_table(dm) -> pd.DataFrame:
     columns = dm.columns
     frame = dm.load_frame()
     utc, _ = _utc_and_local(frame[columns.timestamp_column], columns.tz)
-    ids = (frame[list(columns.series_columns)].astype(str).agg("|".join, axis=1)
-           if columns.series_columns else pd.Series(SERIES_ID, index=frame.index))
+    ids = series_ids(frame, columns)
     rows = pd.DataFrame({"unique_id": ids, "ds": utc,
                          "y": frame[columns.target_columns[0]].astype(float)})
     for name in columns.past_covariates:
@@ -85,6 +102,9 @@ def long_table(dm) -> pd.DataFrame:
     step = pd.Timedelta(dm.fitted.step_ns)
     parts = []
     for uid, part in rows.groupby("unique_id", sort=True):
+        part = part.sort_values("ds", kind="stable")
+        part["ds"] = snap(part["ds"], part["ds"].min(), step)
+        part = part.drop_duplicates("ds")
         grid = pd.date_range(part["ds"].min(), part["ds"].max(), freq=step, name="ds")
         part = part.set_index("ds").reindex(grid).reset_index()
         part["unique_id"] = uid
@@ -100,29 +120,26 @@ def long_table(dm) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("config", type=Path)
-    parser.add_argument("--max_epochs", type=int, default=None,
-                        help="override the config's epoch budget")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args(argv)
+    args, overrides = parser.parse_known_args(argv)
     torch.set_num_threads(args.threads)
     name = args.config.stem.removeprefix("forecast_")
     out = args.out or HERE / "out" / name
     out.mkdir(parents=True, exist_ok=True)
 
-    cli_args = ["--config", str(args.config), "--trainer.logger", "false",
-                "--trainer.enable_checkpointing", "false", "--trainer.accelerator", "cpu",
-                "--trainer.devices", "1", "--trainer.enable_progress_bar", "false"]
-    if args.max_epochs is not None:
-        cli_args += ["--trainer.max_epochs", str(args.max_epochs)]
-    cli = posenc_cli(cli_args, run=False)
+    # `posenc fit` itself (seeded by the CLI before it builds the model; a refit_epochs of the
+    # config or the command line refits on train + validation), so this run is the config's
+    # own: the number its header quotes. The test backtest is predicted below.
+    with tempfile.TemporaryDirectory() as root:
+        cli_args = ["fit", "--config", str(args.config), "--trainer.logger", "false",
+                    "--trainer.enable_checkpointing", "false", "--trainer.accelerator", "cpu",
+                    "--trainer.devices", "1", "--trainer.enable_progress_bar", "false",
+                    "--trainer.default_root_dir", root, "--test_after_fit", "false", *overrides]
+        start = time.process_time()
+        cli = posenc_cli(cli_args)
+        fit_cpu = time.process_time() - start
     model, dm, trainer = cli.model, cli.datamodule, cli.trainer
-    # No config.yaml left in the working directory (the CLI's copy of the config).
-    trainer.callbacks = [c for c in trainer.callbacks if not isinstance(c, SaveConfigCallback)]
-    torch.manual_seed(cli.config.get("seed_everything") or 0)
-    start = time.process_time()
-    trainer.fit(model, datamodule=dm)
-    fit_cpu = time.process_time() - start
     dm.predict_split = "test"
     start = time.process_time()
     predictions = trainer.predict(model, datamodule=dm)
@@ -134,23 +151,45 @@ def main(argv: list[str] | None = None) -> None:
     columns = dm.columns
     utc, _ = _utc_and_local(frame[columns.timestamp_column], columns.tz)
     origin, _ = _utc_and_local(frame[ORIGIN_COLUMN], columns.tz)
-    ids = (frame[list(columns.series_columns)].astype(str).agg("|".join, axis=1)
-           if columns.series_columns else pd.Series(SERIES_ID, index=frame.index))
+    ids = series_ids(frame, columns)
     points = pd.DataFrame({"unique_id": ids, "origin": origin, "ds": utc,
                            "posenc": frame[columns.target_columns[0]].astype(float)})
-    points = points.merge(data[["unique_id", "ds", "y"]], on=["unique_id", "ds"], how="left")
-    points = points[points["y"].notna()]  # scored where the truth is observed
+    raw = dm.load_frame()
+    raw_ids = series_ids(raw, columns)
+    truth = pd.DataFrame({"unique_id": raw_ids,
+                          "ds": _utc_and_local(raw[columns.timestamp_column], columns.tz)[0],
+                          "y": raw[columns.target_columns[0]].astype(float)})
+    truth = truth.dropna().drop_duplicates(["unique_id", "ds"])
+    points = points.merge(truth, on=["unique_id", "ds"], how="inner")  # scored where observed
+    step = pd.Timedelta(dm.fitted.step_ns)
+    first = data.groupby("unique_id")["ds"].min()
+    start = points["unique_id"].map(first)
+    for key in ("origin", "ds"):
+        points[key] = snap(points[key], start, step)
+    merged = len(points)
+    points = points.drop_duplicates(["unique_id", "origin", "ds"])
+    merged -= len(points)
+    # Windows by duration start after a gap at times: their points lie further than the
+    # horizon from the last observation. The peers forecast up to twice the horizon in steps;
+    # the few points beyond are left out for every method (counted in meta.json).
+    horizon = int(np.ceil(dm.horizon / step)) if dm.by_time else int(dm.horizon)
+    limit = 2 * horizon if dm.by_time else horizon
+    lead = (points["ds"] - points["origin"]) / step
+    beyond = int((lead > limit).sum())
+    points = points[lead <= limit]
     points.to_csv(out / "points.csv", index=False)
 
-    step = pd.Timedelta(dm.fitted.step_ns)
     meta = {"config": str(args.config), "name": name,
-            "max_epochs": trainer.max_epochs, "config_epochs_overridden": args.max_epochs
-            is not None, "threads": args.threads,
-            "horizon": int(dm.horizon) if not dm.by_time else str(dm.horizon),
+            "max_epochs": trainer.max_epochs, "overrides": overrides,
+            # a refit leaves the CLI with the refit's config (train_on_val, its epochs)
+            "refit": bool(cli.config["fit"]["data"]["init_args"].get("train_on_val")),
+            "threads": args.threads,
+            "horizon": limit, "points_beyond_horizon": beyond,
             "context_length": int(dm.context_length) if not dm.by_time
-            else str(dm.context_length),
+            else int(dm.context_length / step),
+            "points_merged_by_snapping": merged,
             "step": str(step), "mase_season": int(dm.mase_season),
-            "naive_season": dm.naive_season,
+            "naive_seasons": dm.naive_seasons,
             "past_covariates": list(columns.past_covariates),
             "future_covariates": list(columns.future_covariates),
             "cpu_seconds": {"posenc": fit_cpu + predict_cpu},

@@ -4,13 +4,18 @@ Reads each ``OUT`` folder (``points.csv``, ``peers.csv``, ``data.csv``, ``meta.j
 ``peers_cpu.json``) and writes ``docs/peers_results.csv`` (one row per data set and method)
 and ``docs/peers_table.md``.
 
-- MAE and RMSE over all points (``masked_point_loss``, ``"mae"`` / ``"mse"``), in the
-  target's units;
-- MASE as posenc's ``scaled_errors`` defines it at this commit: each window's MAE over its
-  horizon divided by the in-sample seasonal-naive MAE of its context (the last
-  ``context_length`` observed values up to the origin, lag ``mase_season`` observations),
-  averaged over windows. (Not the per-series scale of Hyndman & Koehler / M4: a window
-  definition; issue 20 replaces it.)
+Every method is scored by :class:`~posenc.tasks.forecasting.metrics.ForecastMetrics`, the
+metrics posenc logs (GluonTS's ``Evaluator`` definitions, checked against it to 1e-6):
+
+- MAE and RMSE over all points, in the target's units;
+- MASE and RMSSE: each window's error over its series' in-sample seasonal-naive error up to
+  the origin (:class:`~posenc.tasks.forecasting.metrics.SeasonalError` on the series' regular
+  grid, missing steps NaN as GluonTS reads data; lag ``mase_season`` steps, the data's
+  seasonal period), averaged over windows; sMAPE as GluonTS.
+
+A window is one (series, origin); its context (``context_length`` grid steps up to the
+origin) only decides whether a point is scored (a series with no observation there has no
+forecast from history, ``ForecastMetrics``'s rule), the same for every method.
 
     python benchmarks/peers/score.py benchmarks/peers/out/elecdemand benchmarks/peers/out/nycweather
 """
@@ -21,40 +26,54 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
-from posenc.tasks.forecasting.metrics import masked_point_loss, scaled_errors
+from posenc.tasks.forecasting.metrics import ForecastMetrics, SeasonalError
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = ["unique_id", "origin", "ds"]
+NEURAL = ("NHITS", "PatchTST", "TFT")
 
 
-def window_tensors(points: pd.DataFrame, data: pd.DataFrame, methods: list[str],
-                   context: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor,
-                                          torch.Tensor, torch.Tensor]:
-    """Per window (series, origin): predictions ``(B, Nh, 1)`` per method, target and its
-    mask ``(B, Nh, 1)``, context and its mask ``(B, Nc, 1)`` (the last ``context`` observed
-    values at or before the origin, left-padded)."""
+def window_batch(points: pd.DataFrame, data: pd.DataFrame, methods: list[str], context: int,
+                 season: int) -> dict[str, torch.Tensor]:
+    """The points as one batch of windows (series, origin), float64:
+
+    ``{method: (B, Nh, 1)}`` forecasts, ``target``/``observed`` ``(B, Nh, 1)``, ``series``
+    ``(B,)``, ``context_observed`` ``(B, context, 1)`` and ``seasonal_error`` ``(B, 1, 2)``.
+    """
+    data = data.sort_values(["unique_id", "ds"], ignore_index=True)
+    ids = list(dict.fromkeys(data["unique_id"]))
+    bounds = data.groupby("unique_id", sort=False).size().reindex(ids).to_numpy()
+    starts = np.concatenate(([0], np.cumsum(bounds)))
+    values = data["y"].to_numpy(float)[:, None]
+    errors = SeasonalError(values, starts, season)
     windows = list(points.groupby(["unique_id", "origin"], sort=True))
     nh = max(len(part) for _, part in windows)
     b = len(windows)
-    preds = {m: torch.zeros(b, nh, 1, dtype=torch.float64) for m in methods}
-    target = torch.zeros(b, nh, 1, dtype=torch.float64)
-    mask = torch.zeros(b, nh, 1, dtype=torch.bool)
-    ctx = torch.zeros(b, context, 1, dtype=torch.float64)
-    ctx_mask = torch.zeros(b, context, 1, dtype=torch.bool)
-    observed = {uid: part for uid, part in data[data["y"].notna()].groupby("unique_id")}
+    out = {m: torch.zeros(b, nh, 1, dtype=torch.float64) for m in methods}
+    out["target"] = torch.zeros(b, nh, 1, dtype=torch.float64)
+    out["observed"] = torch.zeros(b, nh, 1, dtype=torch.bool)
+    out["context_observed"] = torch.zeros(b, context, 1, dtype=torch.bool)
+    series = np.zeros(b, np.int64)
+    origin_rows = np.zeros(b, np.int64)
+    times = data["ds"].to_numpy("datetime64[ns]")
     for i, ((uid, origin), part) in enumerate(windows):
         n = len(part)
-        target[i, :n, 0] = torch.from_numpy(part["y"].to_numpy(float))
-        mask[i, :n, 0] = True
+        out["target"][i, :n, 0] = torch.from_numpy(part["y"].to_numpy(float))
+        out["observed"][i, :n, 0] = True
         for m in methods:
-            preds[m][i, :n, 0] = torch.from_numpy(part[m].to_numpy(float))
-        rows = observed[uid]
-        history = rows.loc[rows["ds"] <= origin, "y"].to_numpy(float)[-context:]
-        ctx[i, context - len(history):, 0] = torch.from_numpy(history)
-        ctx_mask[i, context - len(history):, 0] = True
-    return preds, target, mask, ctx, ctx_mask
+            out[m][i, :n, 0] = torch.from_numpy(part[m].to_numpy(float))
+        s = ids.index(uid)
+        lo, hi = starts[s], starts[s + 1]
+        row = lo + int(np.searchsorted(times[lo:hi], np.datetime64(origin, "ns"), "right"))
+        seen = ~np.isnan(values[max(lo, row - context):row, 0])
+        out["context_observed"][i, context - len(seen):, 0] = torch.from_numpy(seen)
+        series[i], origin_rows[i] = s, row
+    out["series"] = torch.from_numpy(series)
+    out["seasonal_error"] = torch.from_numpy(errors(series, origin_rows))
+    return out
 
 
 def score(out: Path) -> pd.DataFrame:
@@ -66,53 +85,93 @@ def score(out: Path) -> pd.DataFrame:
     table = points.merge(peers, on=KEYS, how="left", validate="one_to_one")
     methods = ["posenc", *[c for c in peers.columns if c not in KEYS]]
     cpu = {**meta["cpu_seconds"], **peers_meta["cpu_seconds"]}
-    preds, target, mask, ctx, ctx_mask = window_tensors(table, data, methods,
-                                                        int(meta["context_length"]))
+    batch = window_batch(table, data, methods, int(meta["context_length"]),
+                         int(meta["mase_season"]))
     rows = []
     for m in methods:
-        pred = preds[m]
-        have = mask & ~pred.isnan()
-        if not bool(have.eq(mask).all()):
-            raise ValueError(f"{out.name}: {m} has no forecast at "
-                             f"{int((mask & ~have).sum())} points")
-        ratio, defined = scaled_errors(pred, target, mask, ctx, ctx_mask, meta["mase_season"])
+        pred = batch[m]
+        missing = batch["observed"] & pred.isnan()
+        if bool(missing.any()):
+            raise ValueError(f"{out.name}: {m} has no forecast at {int(missing.sum())} points")
+        metric = ForecastMetrics()
+        metric.update(pred, batch["target"], batch["observed"], batch["series"],
+                      batch["context_observed"], batch["seasonal_error"])
+        value = {k: float(v) for k, v in metric.compute().items()}
         rows.append({
-            "dataset": out.name, "method": m,
-            "mae": float(masked_point_loss(pred, target, mask, "mae")),
-            "rmse": float(masked_point_loss(pred, target, mask, "mse").sqrt()),
-            "mase": float(ratio[defined].mean()),
+            "dataset": out.name, "method": m, "mae": value["mae"], "rmse": value["rmse"],
+            "mase": value["mase"], "rmsse": value["rmsse"], "smape": value["smape"],
             "cpu_seconds": round(float(cpu[m]), 1),
-            "windows": int(mask.any(1).sum()), "points": int(mask.sum()),
+            "windows": int(batch["observed"].any(1).sum()),
+            "points": int(batch["observed"].sum()) - int(value["unscored"]),
             "mase_season": int(meta["mase_season"]),
-            "context_length": int(meta["context_length"]),
-            "budget": (f"{meta['max_epochs']} epochs" if m == "posenc" else
-                       f"{peers_meta['max_steps']} steps" if m in ("NHITS", "PatchTST", "TFT")
-                       else ""),
+            "budget": (f"{meta['max_epochs']} epochs"
+                       + (" refit on train + validation" if meta.get("refit") else "")
+                       if m == "posenc" else
+                       f"{peers_meta['max_steps']} steps" if m in NEURAL else ""),
+            "config": meta["config"] if m == "posenc" else "",
         })
     return pd.DataFrame(rows)
 
 
 def markdown(results: pd.DataFrame) -> str:
     lines = ["# Peer comparison (generated by benchmarks/peers/score.py; do not edit)", "",
-             "MAE and RMSE in the target's units over the same (series, origin, time) points "
-             "of posenc's test backtest; MASE as posenc computes it at this commit (each "
-             "window's MAE over its context's seasonal-naive MAE, averaged over windows); CPU "
-             "seconds are the fit plus all test forecasts on one thread of a shared machine.",
-             ""]
+             "The same (series, origin, time) points of posenc's test backtest for every "
+             "method, scored by posenc's `ForecastMetrics` (GluonTS's definitions): MAE and "
+             "RMSE in the target's units; MASE, RMSSE scaled by each series' in-sample "
+             "seasonal-naive error up to the origin at the data's seasonal period; CPU "
+             "seconds are the fit plus all test forecasts on one thread of a shared machine "
+             "(`benchmarks/peers/`, `docs/benchmarks.md`).", ""]
     for dataset, part in results.groupby("dataset", sort=False):
         part = part.sort_values("mae")
-        lines += [f"## {dataset}", "", "| method | MAE | RMSE | MASE | CPU s | budget |",
-                  "|---|---|---|---|---|---|"]
+        lines += [f"## {dataset}", "",
+                  "| method | MAE | RMSE | MASE | RMSSE | sMAPE | CPU s | budget |",
+                  "|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r.method} | {r.mae:.4g} | {r.rmse:.4g} | {r.mase:.3f} | "
-                  f"{r.cpu_seconds:g} | {r.budget} |" for r in part.itertuples()]
+                  f"{r.rmsse:.3f} | {r.smape:.3f} | {r.cpu_seconds:g} | {r.budget} |"
+                  for r in part.itertuples()]
         first = part.iloc[0]
-        lines += ["", f"{int(first.windows)} windows, {int(first.points)} points; MASE lag "
-                  f"{first.mase_season} observations"
-                  + (" (no longer than the context of "
-                     f"{first.context_length}: no pair is a season apart, so posenc's "
-                     "window MASE falls back to the lag-1 naive error, as GluonTS does)"
-                     if first.mase_season >= first.context_length else "") + ".", ""]
+        config = part.loc[part["method"] == "posenc", "config"].iloc[0]
+        lines += ["", f"{int(first.windows)} windows, {int(first.points)} points; MASE "
+                  f"season {first.mase_season} steps; posenc: `{config}`.", ""]
     return "\n".join(lines)
+
+
+NAMES = {"birthdays": "births", "elecdemand": "demand", "glucose": "glucose",
+         "nycweather": "weather"}
+
+
+def _best(part: pd.DataFrame, methods: tuple[str, ...] | str) -> pd.Series:
+    """The row of the lowest MAE among ``methods`` (a tuple of names, or a name prefix)."""
+    chosen = part[part["method"].isin(methods) if isinstance(methods, tuple)
+                  else part["method"].str.startswith(methods)]
+    return chosen.sort_values("mae").iloc[0]
+
+
+def config_quote(results: pd.DataFrame, dataset: str) -> str:
+    """The sentence a shipped config's header quotes for its number (checked by
+    ``tests/tasks/forecasting/test_peers.py``)."""
+    part = results[results["dataset"] == dataset]
+    own, naive, peer = (part[part["method"] == "posenc"].iloc[0], _best(part, "naive_"),
+                        _best(part, NEURAL))
+    return (f"Test MAE {own.mae:.3g} against {naive.mae:.3g} for {naive.method} and "
+            f"{peer.mae:.3g} for {peer.method} on the same points (docs/peers_table.md).")
+
+
+def headline(results: pd.DataFrame) -> str:
+    """The README's line on the peers (checked by ``tests/tasks/forecasting/test_peers.py``):
+    per data set posenc's MAE, the best neural peer's, the strongest naive's, and posenc's
+    CPU time over NHITS's."""
+    parts = []
+    for dataset, part in results.groupby("dataset", sort=True):
+        own, naive, peer = (part[part["method"] == "posenc"].iloc[0], _best(part, "naive_"),
+                            _best(part, NEURAL))
+        nhits = part[part["method"] == "NHITS"].iloc[0]
+        parts.append(f"{NAMES.get(dataset, dataset)} {own.mae:.3g} vs {peer.mae:.3g} "
+                     f"({peer.method}) and {naive.mae:.3g} ({naive.method}) at "
+                     f"{own.cpu_seconds / nhits.cpu_seconds:.1f}x NHITS's CPU time")
+    return ("Test MAE of the shipped configs against the best of NHITS, PatchTST and TFT and "
+            "the strongest naive on the same points ([peers](docs/peers_table.md)): "
+            + "; ".join(parts) + ".")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -124,6 +183,9 @@ def main(argv: list[str] | None = None) -> None:
     results.to_csv(args.docs / "peers_results.csv", index=False, float_format="%.6g")
     (args.docs / "peers_table.md").write_text(markdown(results))
     print(markdown(results))
+    print("README:", headline(results))
+    for dataset in results["dataset"].unique():
+        print(f"configs ({dataset}):", config_quote(results, dataset))
 
 
 if __name__ == "__main__":
