@@ -110,6 +110,8 @@ def score(out: Path) -> pd.DataFrame:
                        f"{peers_meta['max_steps']} steps" if m in NEURAL else ""),
             "config": meta["config"] if m == "posenc" else "",
         })
+    for m, why in peers_meta.get("skipped", {}).items():
+        rows.append({"dataset": out.name, "method": m, "budget": f"not run: {why}"})
     return pd.DataFrame(rows)
 
 
@@ -122,7 +124,8 @@ def markdown(results: pd.DataFrame) -> str:
              "seconds are the fit plus all test forecasts on one thread of a shared machine "
              "(`benchmarks/peers/`, `docs/benchmarks.md`).", ""]
     for dataset, part in results.groupby("dataset", sort=False):
-        part = part.sort_values("mae")
+        skipped = part[part["mae"].isna()]
+        part = part[part["mae"].notna()].sort_values("mae")
         lines += [f"## {dataset}", "",
                   "| method | MAE | RMSE | MASE | RMSSE | sMAPE | CPU s | budget |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -130,9 +133,17 @@ def markdown(results: pd.DataFrame) -> str:
                   f"{r.rmsse:.3f} | {r.smape:.3f} | {r.cpu_seconds:g} | {r.budget} |"
                   for r in part.itertuples()]
         first = part.iloc[0]
-        config = part.loc[part["method"] == "posenc", "config"].iloc[0]
+        own, naive, peer = _compared(part)
+        ratio = own.cpu_seconds / part.loc[part["method"] == "NHITS", "cpu_seconds"].iloc[0]
+        met = own.mae <= peer.mae and ratio <= 2
         lines += ["", f"{int(first.windows)} windows, {int(first.points)} points; MASE "
-                  f"season {first.mase_season} steps; posenc: `{config}`.", ""]
+                  f"season {first.mase_season} steps; posenc: `{own.config}`. posenc's MAE "
+                  f"is {own.mae / peer.mae - 1:+.1%} against the best neural peer "
+                  f"({peer.method}) and {own.mae / naive.mae - 1:+.1%} against the strongest "
+                  f"naive ({naive.method}), at {ratio:.1f}x NHITS's CPU time: the target (MAE "
+                  f"no worse than the best neural peer's at most at 2x NHITS's CPU time) is "
+                  f"{'met' if met else 'not met'}."]
+        lines += [f"{r.method} {r.budget}." for r in skipped.itertuples()] + [""]
     return "\n".join(lines)
 
 
@@ -147,12 +158,16 @@ def _best(part: pd.DataFrame, methods: tuple[str, ...] | str) -> pd.Series:
     return chosen.sort_values("mae").iloc[0]
 
 
+def _compared(part: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """A data set's rows of posenc, its strongest naive and its best neural peer."""
+    return part[part["method"] == "posenc"].iloc[0], _best(part, "naive_"), _best(part, NEURAL)
+
+
 def config_quote(results: pd.DataFrame, dataset: str) -> str:
     """The sentence a shipped config's header quotes for its number (checked by
     ``tests/tasks/forecasting/test_peers.py``)."""
     part = results[results["dataset"] == dataset]
-    own, naive, peer = (part[part["method"] == "posenc"].iloc[0], _best(part, "naive_"),
-                        _best(part, NEURAL))
+    own, naive, peer = _compared(part)
     return (f"Test MAE {own.mae:.3g} against {naive.mae:.3g} for {naive.method} and "
             f"{peer.mae:.3g} for {peer.method} on the same points (docs/peers_table.md).")
 
@@ -163,8 +178,7 @@ def headline(results: pd.DataFrame) -> str:
     CPU time over NHITS's."""
     parts = []
     for dataset, part in results.groupby("dataset", sort=True):
-        own, naive, peer = (part[part["method"] == "posenc"].iloc[0], _best(part, "naive_"),
-                            _best(part, NEURAL))
+        own, naive, peer = _compared(part)
         nhits = part[part["method"] == "NHITS"].iloc[0]
         parts.append(f"{NAMES.get(dataset, dataset)} {own.mae:.3g} vs {peer.mae:.3g} "
                      f"({peer.method}) and {naive.mae:.3g} ({naive.method}) at "
