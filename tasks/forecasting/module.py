@@ -122,6 +122,10 @@ class Forecaster(LightningModule):
             days, exactly the baselines' forecast of ``naive_seasons``), in the units the
             context enters the network in, embedded by one linear map into the query token
             (:meth:`~posenc.tasks.forecasting.network.ForecastTransformer.lag_inputs`).
+        patch_size: context observations per token (1: one each): with ``P > 1`` every
+            ``P`` consecutive observations, counted back from the forecast origin, become one
+            token (PatchTST's patches) after their own embedding and time features; see
+            :class:`~posenc.tasks.forecasting.network.ForecastTransformer`.
     """
 
     def __init__(
@@ -151,12 +155,13 @@ class Forecaster(LightningModule):
         min_lr_ratio: float = 0.0,
         instance_norm_stats: str = "standard",
         lags: list[str] | None = None,
+        patch_size: int = 1,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         check_optim_args(lr, weight_decay, warmup, scheduler, min_lr_ratio)
         for name, value in (("num_targets", num_targets), ("dim", dim), ("depth", depth),
-                            ("num_heads", num_heads)):
+                            ("num_heads", num_heads), ("patch_size", patch_size)):
             check_positive_int(value, name)
         for name, value in (("num_past_covariates", num_past_covariates),
                             ("num_future_covariates", num_future_covariates),
@@ -229,7 +234,8 @@ class Forecaster(LightningModule):
             instance_norm, num_past=num_past_covariates, num_future=num_future_covariates,
             static_cardinalities=static_cardinalities, num_static_real=num_static_real,
             unit_months=unit.months, nonnegative=nonnegative,
-            instance_norm_stats=instance_norm_stats, lag_seasons=lag_seasons or None)
+            instance_norm_stats=instance_norm_stats, lag_seasons=lag_seasons or None,
+            patch_size=patch_size)
         # The state fitted on the training span (columns, zone, series, scaling): the data
         # module's own at the first fit, then the model's: stored in checkpoints, used by
         # forecast() and handed to the data it is tested on; never replaced once set.

@@ -243,6 +243,14 @@ class ForecastTransformer(nn.Module):
             ``(B, Nh, 2 * L * C)`` inputs is added to the query token. Built after every
             other parameter, so a seed gives the other parameters the values it gives them
             without lags.
+        patch_size: context observations per token (``P``; 1: a token per observation).
+            With ``P > 1`` (PatchTST's patches, Nie et al. 2023), each observation is
+            embedded as without patches (values, covariates, statics, time features), then
+            every ``P`` consecutive ones, counted back from the forecast origin, become one
+            token by a linear map of their ``P`` embeddings concatenated (the earliest patch
+            zero-filled where the context runs out); a patch sits at its latest
+            observation's elapsed time (relative attention). About ``P`` times fewer context
+            tokens to attend over. Built after the lags' map.
     """
 
     def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
@@ -252,7 +260,7 @@ class ForecastTransformer(nn.Module):
                  num_future: int = 0, static_cardinalities: list[int] | None = None,
                  num_static_real: int = 0, unit_months: int = 0,
                  nonnegative: bool = False, instance_norm_stats: str = "standard",
-                 lag_seasons: list[int] | None = None) -> None:
+                 lag_seasons: list[int] | None = None, patch_size: int = 1) -> None:
         super().__init__()
         self.num_past, self.num_future, self.num_static_real = num_past, num_future, \
             num_static_real
@@ -293,6 +301,8 @@ class ForecastTransformer(nn.Module):
         # Last, so that the parameters above are initialised as without lags.
         self.lag_proj = nn.Linear(2 * len(self.lag_seasons) * num_targets, dim) \
             if self.lag_seasons else None
+        self.patch_size = check_positive_int(patch_size, "patch_size")
+        self.patch_embed = nn.Linear(patch_size * dim, dim) if patch_size > 1 else None
 
     def _static(self, batch: Mapping[str, Tensor]) -> Tensor | None:
         """``(B, dim)`` sum of the window's static embeddings, or None without any."""
@@ -405,6 +415,36 @@ class ForecastTransformer(nn.Module):
             parts += [naive.nan_to_num(0.0), present.to(context.dtype)]
         return torch.cat(parts, dim=-1)
 
+    def patches(self, tokens: Tensor, elapsed: Tensor, valid: Tensor
+                ) -> tuple[Tensor, Tensor, Tensor]:
+        """Group the context's token embeddings into patches of ``P = patch_size``, counted
+        back from each window's last real token (right padding ignored).
+
+        Args:
+            tokens: ``(B, Nc, D)`` context token embeddings.
+            elapsed: ``(B, Nc)`` their elapsed times.
+            valid: ``(B, Nc)`` bool, False on padding (padding only at the end).
+
+        Returns:
+            ``(B, Np, P * D)`` the patches' embeddings concatenated in time order (zeros
+            where a patch reaches before the window's first token), ``(B, Np)`` the
+            elapsed time of each patch's latest token, ``(B, Np)`` bool valid patches;
+            ``Np = ceil(Nc / P)``, in time order (the last patch ends at the origin).
+        """
+        b, nc, d = tokens.shape
+        p = self.patch_size
+        num = -(-nc // p)
+        # Token j*P + s of the output (patch j, slot s) is P*num - 1 - (j*P + s) tokens
+        # before the last real one.
+        back = torch.arange(num * p - 1, -1, -1, device=tokens.device)
+        index = valid.sum(1, keepdim=True) - 1 - back                     # (B, Np * P)
+        present = index >= 0
+        index = index.clamp_min(0)
+        gathered = tokens.gather(1, index[..., None].expand(-1, -1, d)) * present[..., None]
+        last = index.view(b, num, p)[..., -1]
+        return (gathered.reshape(b, num, p * d), elapsed.gather(1, last),
+                present.view(b, num, p)[..., -1])
+
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         """Batch dict (see :mod:`posenc.tasks.forecasting.data`) -> ``(B, Nh, C, outputs)``
         predictions in scaled units.
@@ -451,6 +491,13 @@ class ForecastTransformer(nn.Module):
             features = self.time_features(fields, local, elapsed, has_value, start)
             x = x + self.time_proj(features)
 
+        if self.patch_embed is not None:
+            patches, patch_elapsed, ctx_valid = self.patches(
+                x[:, :num_ctx], elapsed[:, :num_ctx], ctx_valid)
+            x = torch.cat((self.patch_embed(patches), x[:, num_ctx:]), dim=1)
+            elapsed = torch.cat((patch_elapsed, elapsed[:, num_ctx:]), dim=1)
+            num_ctx = ctx_valid.shape[1]
+            valid = torch.cat((ctx_valid, tgt_valid), dim=1)
         # Keys: real observations; every token also sees itself (no empty rows).
         total = valid.shape[1]
         key_ok = torch.zeros_like(valid)

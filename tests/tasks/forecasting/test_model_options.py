@@ -1,6 +1,6 @@
 """Forecaster's model options from the NHITS/PatchTST study (issue 20): seasonal lag inputs on
-the query tokens and robust (median / MAD) instance normalisation. Each is off by default and
-then changes nothing; on, its numbers equal a hand computation."""
+the query tokens, robust (median / MAD) instance normalisation and patch tokens. Each is off
+by default and then changes nothing; on, its numbers equal a hand computation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch import seed_everything
-from posenc.tasks import Forecaster
+from posenc.tasks import Forecaster, TimeSeriesDataModule
+from posenc.tasks.forecasting.data import collate_windows
 from posenc.tasks.forecasting.metrics import seasonal_naive
 from posenc.tasks.forecasting.network import window_statistics
 
@@ -19,15 +20,18 @@ HOUR = 3_600_000_000_000
 
 
 @pytest.fixture(scope="module")
-def batch() -> dict[str, torch.Tensor]:
-    from posenc.tasks import TimeSeriesDataModule
-
+def datamodule() -> TimeSeriesDataModule:
     frame = synthetic_series(300)
     frame = frame[np.random.default_rng(0).random(300) < 0.8].reset_index(drop=True)
     dm = TimeSeriesDataModule(frame, context_length="1D", horizon="6h", stride="4h",
                               batch_size=8)
     dm.setup("fit")
-    return next(iter(dm.train_dataloader()))
+    return dm
+
+
+@pytest.fixture(scope="module")
+def batch(datamodule) -> dict[str, torch.Tensor]:
+    return next(iter(datamodule.train_dataloader()))
 
 
 def _hand_batch() -> dict[str, torch.Tensor]:
@@ -169,7 +173,58 @@ def test_robust_instance_norm_makes_forecasts_follow_the_context_level_and_scale
     ({"lags": "1D"}, TypeError, "lags must be a list of durations or None, got str"),
     ({"lags": ["1MS"]}, ValueError, r"lags\[0\]"),
     ({"lags": ["1D", "24h"]}, ValueError, "repeats a season"),
+    ({"patch_size": 0}, ValueError, "patch_size must be"),
+    ({"patch_size": 2.0}, TypeError, "patch_size must be an int"),
 ])
 def test_bad_model_options_raise_naming_the_argument(kwargs, error, match):
     with pytest.raises(error, match=match):
         Forecaster(**kwargs, **TINY)
+
+
+def test_patches_are_consecutive_tokens_counted_back_from_the_origin():
+    model = Forecaster(patch_size=2, **TINY).model
+    tokens = torch.arange(1.0, 6.0).repeat(2, 1)[..., None]            # (2, 5, 1): 1..5
+    elapsed = torch.arange(-4.0, 1.0).repeat(2, 1) * 10                  # -40 .. 0
+    valid = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    patches, patch_elapsed, patch_valid = model.patches(tokens, elapsed, valid)
+    # Window 0 (5 tokens): [pad, 1], [2, 3], [4, 5]; window 1 (3 tokens, then padding):
+    # [pad, pad], [pad, 1], [2, 3].
+    torch.testing.assert_close(patches, torch.tensor([[[0.0, 1], [2, 3], [4, 5]],
+                                                      [[0.0, 0], [0, 1], [2, 3]]]))
+    # Each patch at its latest token's time (an empty patch at the first token's).
+    torch.testing.assert_close(patch_elapsed, torch.tensor([[-40.0, -20, 0], [-40, -40, -20]]))
+    assert patch_valid.tolist() == [[True, True, True], [False, True, True]]
+
+
+def test_patches_keep_the_other_parameters_and_shorten_the_context(batch):
+    seed_everything(0)
+    plain = Forecaster(lags=["1D"], **TINY)
+    seed_everything(0)
+    patched = Forecaster(lags=["1D"], patch_size=4, **TINY)
+    assert plain.model.patch_embed is None
+    assert patched.model.patch_embed.in_features == 4 * 16
+    for key, value in plain.state_dict().items():
+        torch.testing.assert_close(patched.state_dict()[key], value, rtol=0, atol=0)
+    seen = {}
+    patched.model.blocks[0].register_forward_hook(lambda m, args, out: seen.update(x=out))
+    out = patched(batch)
+    nc, nh = batch["context_valid"].shape[1], batch["target_valid"].shape[1]
+    assert seen["x"].shape == (len(out), -(-nc // 4) + nh, 16)
+    assert out.shape == (*batch["target_valid"].shape, 1, 1)
+    out.sum().backward()
+    assert patched.model.patch_embed.weight.grad.abs().sum() > 0
+
+
+def test_padding_does_not_change_a_patched_window_forecast(datamodule):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar", "timedelta"], patch_size=3, lags=["3h"],
+                       **TINY).eval()
+    ds = datamodule.datasets["train"]
+    items = [ds[i] for i in range(len(ds))]
+    short = min(range(len(items)), key=lambda i: len(items[i]["context_time"]))
+    longest = max(range(len(items)), key=lambda i: len(items[i]["context_time"]))
+    assert len(items[short]["context_time"]) < len(items[longest]["context_time"])
+    alone = model(collate_windows([items[short]]))
+    padded = model(collate_windows([items[short], items[longest]]))[:1]
+    n = alone.shape[1]
+    torch.testing.assert_close(padded[:, :n], alone, rtol=1e-5, atol=1e-5)
