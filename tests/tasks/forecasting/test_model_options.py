@@ -228,3 +228,22 @@ def test_padding_does_not_change_a_patched_window_forecast(datamodule):
     padded = model(collate_windows([items[short], items[longest]]))[:1]
     n = alone.shape[1]
     torch.testing.assert_close(padded[:, :n], alone, rtol=1e-5, atol=1e-5)
+
+
+def test_the_ablation_table_is_rebuilt_from_its_csv_and_the_script_s_variants():
+    """docs/studies/forecast_ablation_table.md is benchmarks/forecast_ablation.py's table of
+    the committed CSV, and every row's overrides are its variant's as the script runs it."""
+    import csv
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "forecast_ablation.py"
+    spec = importlib.util.spec_from_file_location("forecast_ablation", path)
+    ablation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ablation)
+    assert ablation.TABLE.read_text() == ablation.table() + "\n"
+    with ablation.RESULTS.open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows and list(rows[0]) == ablation.COLUMNS
+    for row in rows:
+        assert row["overrides"] == " ".join(ablation.overrides(row["dataset"], row["variant"]))
