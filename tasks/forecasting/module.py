@@ -34,6 +34,7 @@ from .metrics import (
     seasonal_naive,
 )
 from .network import (
+    NORM_STATS,
     RELATIVE_ENCODINGS,
     TIME_ENCODINGS,
     ForecastTransformer,
@@ -111,6 +112,20 @@ class Forecaster(LightningModule):
         warmup: fraction of training steps with linear warmup.
         scheduler: ``"cosine"`` or ``"constant"`` after warmup.
         min_lr_ratio: the cosine schedule's final learning rate / ``lr``.
+        instance_norm_stats: with ``instance_norm``, the window's level and spread:
+            ``"standard"`` (mean and standard deviation, RevIN) or ``"robust"`` (median and
+            median absolute deviation, neuralforecast's ``robust`` scaler; see
+            :func:`~posenc.tasks.forecasting.network.window_statistics`).
+        lags: seasons as durations (``["1D", "7D"]``), or None: each time to predict gets
+            the seasonal-naive value of each season at its time as an input (the last
+            observed context value a whole number of seasons earlier, local days for whole
+            days, exactly the baselines' forecast of ``naive_seasons``), in the units the
+            context enters the network in, embedded by one linear map into the query token
+            (:meth:`~posenc.tasks.forecasting.network.ForecastTransformer.lag_inputs`).
+        patch_size: context observations per token (1: one each): with ``P > 1`` every
+            ``P`` consecutive observations, counted back from the forecast origin, become one
+            token (PatchTST's patches) after their own embedding and time features; see
+            :class:`~posenc.tasks.forecasting.network.ForecastTransformer`.
     """
 
     def __init__(
@@ -138,12 +153,15 @@ class Forecaster(LightningModule):
         warmup: float = 0.05,
         scheduler: str = "cosine",
         min_lr_ratio: float = 0.0,
+        instance_norm_stats: str = "standard",
+        lags: list[str] | None = None,
+        patch_size: int = 1,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         check_optim_args(lr, weight_decay, warmup, scheduler, min_lr_ratio)
         for name, value in (("num_targets", num_targets), ("dim", dim), ("depth", depth),
-                            ("num_heads", num_heads)):
+                            ("num_heads", num_heads), ("patch_size", patch_size)):
             check_positive_int(value, name)
         for name, value in (("num_past_covariates", num_past_covariates),
                             ("num_future_covariates", num_future_covariates),
@@ -166,6 +184,11 @@ class Forecaster(LightningModule):
             if suffix in self.naive_seasons:
                 raise ValueError(f"naive_seasons={naive_seasons} repeats the season {season!r}")
             self.naive_seasons[suffix] = season_ns
+        if lags is not None and not isinstance(lags, (list, tuple)):
+            raise TypeError(f"lags must be a list of durations or None, got "
+                            f"{type(lags).__name__} ({lags!r})")
+        lag_seasons = [parse_duration(season, f"lags[{i}]") for i, season in
+                       enumerate(lags or [])]
         if dim % num_heads:
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
         check_positive_float(mlp_ratio, "mlp_ratio")
@@ -175,6 +198,7 @@ class Forecaster(LightningModule):
         check_float(dropout, "dropout", ge=0, lt=1)
         check_bool(instance_norm, "instance_norm")
         check_bool(nonnegative, "nonnegative")
+        check_choice(instance_norm_stats, "instance_norm_stats", NORM_STATS)
         if encodings is not None and not isinstance(encodings, (list, tuple)):
             raise TypeError(f"encodings must be a list of encodings, got "
                             f"{type(encodings).__name__} ({encodings!r})")
@@ -209,7 +233,9 @@ class Forecaster(LightningModule):
             TimeFeatures(modules, reads), relative_modules, unit.nanoseconds / 1e9,
             instance_norm, num_past=num_past_covariates, num_future=num_future_covariates,
             static_cardinalities=static_cardinalities, num_static_real=num_static_real,
-            unit_months=unit.months, nonnegative=nonnegative)
+            unit_months=unit.months, nonnegative=nonnegative,
+            instance_norm_stats=instance_norm_stats, lag_seasons=lag_seasons or None,
+            patch_size=patch_size)
         # The state fitted on the training span (columns, zone, series, scaling): the data
         # module's own at the first fit, then the model's: stored in checkpoints, used by
         # forecast() and handed to the data it is tested on; never replaced once set.

@@ -23,13 +23,22 @@ from typing import Any
 import torch
 from posenc import temporal
 from posenc.core import FIRE, ALiBi, Kerple, MultiheadAttention, RotaryEncoding
-from posenc.core.encoding import check_choice, unchecked, wide_dtype
+from posenc.core.encoding import check_choice, check_positive_int, unchecked, wide_dtype
 from posenc.temporal.calendar import FIELDS, month_positions
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-__all__ = ["ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS",
-           "RELATIVE_ENCODINGS", "READS", "encoding_dim", "encoding_reads"]
+from .metrics import seasonal_naive
+
+__all__ = ["ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS", "NORM_STATS",
+           "RELATIVE_ENCODINGS", "READS", "encoding_dim", "encoding_reads", "window_statistics"]
+
+# How instance normalisation measures a window's level and spread (see window_statistics).
+NORM_STATS = ("standard", "robust")
+# neuralforecast's robust scaler falls back to std * this where the MAD is 0 (the MAD of a
+# normal distribution is 0.6745 of its standard deviation).
+_MAD_PER_STD = 0.6744897501960817
+_MAX_SEASON_NS = 2 ** 62
 
 # What an additive encoding reads, declared by its class as ``reads``:
 #   "fields":     calendar fields of local wall-clock time, ``{name: (B, N) int tensor}``
@@ -133,6 +142,39 @@ class TimeFeatures(nn.Module):
         return torch.cat(features, dim=-1)
 
 
+def window_statistics(context: Tensor, observed: Tensor, stats: str = "standard"
+                      ) -> tuple[Tensor, Tensor]:
+    """Each window's level and spread over its observed context values, per channel.
+
+    ``"standard"`` (RevIN): the mean and ``sqrt(variance + 1e-5)``. ``"robust"``
+    (neuralforecast's ``robust`` scaler): the median (the lower one of an even count, as
+    ``torch.nanmedian``) and the median absolute deviation from it, where that is 0 (over
+    half the values equal) ``0.6745`` standard deviations instead, then
+    ``sqrt(mad^2 + 1e-5)``: a few outliers (a holiday, a spike) move neither.
+
+    Args:
+        context: ``(B, Nc, C)`` float values (anything where unobserved).
+        observed: ``(B, Nc, C)`` bool, True where a value is present (False on padding).
+        stats: one of :data:`NORM_STATS`.
+
+    Returns:
+        ``(loc, scale)``, each ``(B, 1, C)`` in ``context``'s dtype; a channel never observed
+        in the window gets ``loc = 0`` and ``scale = sqrt(1e-5)``.
+    """
+    weight = observed.to(context.dtype)
+    count = weight.sum(1, keepdim=True).clamp_min(1)
+    mean = (context * weight).sum(1, keepdim=True) / count
+    var = ((context - mean).square() * weight).sum(1, keepdim=True) / count
+    if stats == "standard":
+        return mean, (var + 1e-5).sqrt()
+    missing = torch.full_like(context, float("nan"))
+    median = context.where(observed, missing).nanmedian(1, keepdim=True).values.nan_to_num(0.0)
+    mad = (context - median).abs().where(observed, missing).nanmedian(1, keepdim=True) \
+        .values.nan_to_num(0.0)
+    mad = mad.where(mad > 0, var.sqrt() * _MAD_PER_STD)
+    return median, (mad.square() + 1e-5).sqrt()
+
+
 class Block(nn.Module):
     """Pre-norm transformer block around the core attention."""
 
@@ -189,6 +231,26 @@ class ForecastTransformer(nn.Module):
             come back; the softplus has one everywhere, is the identity far above zero
             (within float32 for ``y - z > 20``, i.e. 20 series standard deviations) and
             approaches zero (never reaches it) for counts that are mostly 0.
+        instance_norm_stats: with ``instance_norm``, how a window's level and spread are
+            measured (:func:`window_statistics`): ``"standard"`` (mean, standard deviation)
+            or ``"robust"`` (median, median absolute deviation).
+        lag_seasons: seasons in ns (``L`` of them, each in (0, 2**62]), or None: each query
+            token gets, per season and channel, the seasonal-naive value at its time (the
+            last observed context value at or before ``t - k * season``, ``k >= 1`` the
+            smallest reaching the context; :func:`~.metrics.seasonal_naive`, local wall-clock
+            time for whole days), in the units the context enters in (instance-normalised
+            with ``instance_norm``), and a flag that it exists; one linear map of these
+            ``(B, Nh, 2 * L * C)`` inputs is added to the query token. Built after every
+            other parameter, so a seed gives the other parameters the values it gives them
+            without lags.
+        patch_size: context observations per token (``P``; 1: a token per observation).
+            With ``P > 1`` (PatchTST's patches, Nie et al. 2023), each observation is
+            embedded as without patches (values, covariates, statics, time features), then
+            every ``P`` consecutive ones, counted back from the forecast origin, become one
+            token by a linear map of their ``P`` embeddings concatenated (the earliest patch
+            zero-filled where the context runs out); a patch sits at its latest
+            observation's elapsed time (relative attention). About ``P`` times fewer context
+            tokens to attend over. Built after the lags' map.
     """
 
     def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
@@ -197,7 +259,8 @@ class ForecastTransformer(nn.Module):
                  unit_seconds: float, instance_norm: bool = True, num_past: int = 0,
                  num_future: int = 0, static_cardinalities: list[int] | None = None,
                  num_static_real: int = 0, unit_months: int = 0,
-                 nonnegative: bool = False) -> None:
+                 nonnegative: bool = False, instance_norm_stats: str = "standard",
+                 lag_seasons: list[int] | None = None, patch_size: int = 1) -> None:
         super().__init__()
         self.num_past, self.num_future, self.num_static_real = num_past, num_future, \
             num_static_real
@@ -220,6 +283,26 @@ class ForecastTransformer(nn.Module):
         self.use_positions = any(r is not None or b is not None for r, b in relative)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_targets * num_outputs)
+        check_choice(instance_norm_stats, "instance_norm_stats", NORM_STATS)
+        if instance_norm_stats != "standard" and not instance_norm:
+            raise ValueError(f"instance_norm_stats={instance_norm_stats!r} needs "
+                             f"instance_norm=True")
+        self.instance_norm_stats = instance_norm_stats
+        if lag_seasons is not None and not isinstance(lag_seasons, (list, tuple)):
+            raise TypeError(f"lag_seasons must be a list of seasons in ns or None, got "
+                            f"{type(lag_seasons).__name__} ({lag_seasons!r})")
+        self.lag_seasons = [check_positive_int(season, f"lag_seasons[{i}]")
+                            for i, season in enumerate(lag_seasons or [])]
+        for i, season in enumerate(self.lag_seasons):
+            if season > _MAX_SEASON_NS:
+                raise ValueError(f"lag_seasons[{i}] must be at most 2**62 ns, got {season}")
+        if len(set(self.lag_seasons)) != len(self.lag_seasons):
+            raise ValueError(f"lag_seasons={self.lag_seasons} repeats a season")
+        # Last, so that the parameters above are initialised as without lags.
+        self.lag_proj = nn.Linear(2 * len(self.lag_seasons) * num_targets, dim) \
+            if self.lag_seasons else None
+        self.patch_size = check_positive_int(patch_size, "patch_size")
+        self.patch_embed = nn.Linear(patch_size * dim, dim) if patch_size > 1 else None
 
     def _static(self, batch: Mapping[str, Tensor]) -> Tensor | None:
         """``(B, dim)`` sum of the window's static embeddings, or None without any."""
@@ -311,6 +394,57 @@ class ForecastTransformer(nn.Module):
         return (time - batch["context_time"].gather(1, last)).to(dtype) \
             / (self.unit_seconds * 1e9)
 
+    def lag_inputs(self, batch: Mapping[str, Tensor], context: Tensor) -> Tensor:
+        """``(B, Nh, 2 * L * C)`` inputs of the query tokens for ``lag_seasons``: per season
+        (in order) the ``C`` seasonal-naive values of ``context`` at the query times, 0 where
+        the channel has none (never observed in the context), then the ``C`` flags (1.0:
+        a value) of that season.
+
+        Args:
+            batch: the batch (its context/target times, local times, validity, observed).
+            context: ``(B, Nc, C)`` float context values as they enter the network
+                (instance-normalised with ``instance_norm``).
+        """
+        parts = []
+        for season in self.lag_seasons:
+            naive = seasonal_naive(batch["context_time"], context, batch["context_observed"],
+                                   batch["context_valid"], batch["target_time"], season,
+                                   context_local=batch["context_local"],
+                                   target_local=batch["target_local"])
+            present = ~naive.isnan()
+            parts += [naive.nan_to_num(0.0), present.to(context.dtype)]
+        return torch.cat(parts, dim=-1)
+
+    def patches(self, tokens: Tensor, elapsed: Tensor, valid: Tensor
+                ) -> tuple[Tensor, Tensor, Tensor]:
+        """Group the context's token embeddings into patches of ``P = patch_size``, counted
+        back from each window's last real token (right padding ignored).
+
+        Args:
+            tokens: ``(B, Nc, D)`` context token embeddings.
+            elapsed: ``(B, Nc)`` their elapsed times.
+            valid: ``(B, Nc)`` bool, False on padding (padding only at the end).
+
+        Returns:
+            ``(B, Np, P * D)`` the patches' embeddings concatenated in time order (zeros
+            where a patch reaches before the window's first token), ``(B, Np)`` the
+            elapsed time of each patch's latest token, ``(B, Np)`` bool valid patches;
+            ``Np = ceil(Nc / P)``, in time order (the last patch ends at the origin).
+        """
+        b, nc, d = tokens.shape
+        p = self.patch_size
+        num = -(-nc // p)
+        # Token j*P + s of the output (patch j, slot s) is P*num - 1 - (j*P + s) tokens
+        # before the last real one.
+        back = torch.arange(num * p - 1, -1, -1, device=tokens.device)
+        index = valid.sum(1, keepdim=True) - 1 - back                     # (B, Np * P)
+        present = index >= 0
+        index = index.clamp_min(0)
+        gathered = tokens.gather(1, index[..., None].expand(-1, -1, d)) * present[..., None]
+        last = index.view(b, num, p)[..., -1]
+        return (gathered.reshape(b, num, p * d), elapsed.gather(1, last),
+                present.view(b, num, p)[..., -1])
+
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         """Batch dict (see :mod:`posenc.tasks.forecasting.data`) -> ``(B, Nh, C, outputs)``
         predictions in scaled units.
@@ -331,11 +465,8 @@ class ForecastTransformer(nn.Module):
         context = batch["context_value"].float()
         if self.instance_norm:
             # RevIN-style: standardize each window by its own context, restore at the output.
-            weight = observed.float()
-            count = weight.sum(1, keepdim=True).clamp_min(1)
-            window_loc = (context * weight).sum(1, keepdim=True) / count
-            window_var = ((context - window_loc).square() * weight).sum(1, keepdim=True) / count
-            window_scale = (window_var + 1e-5).sqrt()
+            window_loc, window_scale = window_statistics(context, observed,
+                                                         self.instance_norm_stats)
             context = (context - window_loc) / window_scale
         parts = [context * observed, observed.float()]
         if self.num_past:
@@ -343,6 +474,8 @@ class ForecastTransformer(nn.Module):
             parts += [batch["context_past"].float() * past_observed, past_observed.float()]
         ctx_tokens = self.value_embed(torch.cat(parts, dim=-1))
         tgt_tokens = self.query_token.expand(tgt_valid.shape[0], tgt_valid.shape[1], -1)
+        if self.lag_proj is not None:
+            tgt_tokens = tgt_tokens + self.lag_proj(self.lag_inputs(batch, context))
         x = torch.cat((ctx_tokens, tgt_tokens.to(ctx_tokens.dtype)), dim=1)
         if self.future_proj is not None:
             future = torch.cat((batch["context_future"], batch["target_future"]), dim=1)
@@ -358,6 +491,13 @@ class ForecastTransformer(nn.Module):
             features = self.time_features(fields, local, elapsed, has_value, start)
             x = x + self.time_proj(features)
 
+        if self.patch_embed is not None:
+            patches, patch_elapsed, ctx_valid = self.patches(
+                x[:, :num_ctx], elapsed[:, :num_ctx], ctx_valid)
+            x = torch.cat((self.patch_embed(patches), x[:, num_ctx:]), dim=1)
+            elapsed = torch.cat((patch_elapsed, elapsed[:, num_ctx:]), dim=1)
+            num_ctx = ctx_valid.shape[1]
+            valid = torch.cat((ctx_valid, tgt_valid), dim=1)
         # Keys: real observations; every token also sees itself (no empty rows).
         total = valid.shape[1]
         key_ok = torch.zeros_like(valid)

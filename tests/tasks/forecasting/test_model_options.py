@@ -1,0 +1,249 @@
+"""Forecaster's model options from the NHITS/PatchTST study (issue 20): seasonal lag inputs on
+the query tokens, robust (median / MAD) instance normalisation and patch tokens. Each is off
+by default and then changes nothing; on, its numbers equal a hand computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from lightning.pytorch import seed_everything
+from posenc.tasks import Forecaster, TimeSeriesDataModule
+from posenc.tasks.forecasting.data import collate_windows
+from posenc.tasks.forecasting.metrics import seasonal_naive
+from posenc.tasks.forecasting.network import window_statistics
+
+from ..conftest import synthetic_series
+
+TINY = {"dim": 16, "depth": 1, "num_heads": 2}
+HOUR = 3_600_000_000_000
+
+
+@pytest.fixture(scope="module")
+def datamodule() -> TimeSeriesDataModule:
+    frame = synthetic_series(300)
+    frame = frame[np.random.default_rng(0).random(300) < 0.8].reset_index(drop=True)
+    dm = TimeSeriesDataModule(frame, context_length="1D", horizon="6h", stride="4h",
+                              batch_size=8)
+    dm.setup("fit")
+    return dm
+
+
+@pytest.fixture(scope="module")
+def batch(datamodule) -> dict[str, torch.Tensor]:
+    return next(iter(datamodule.train_dataloader()))
+
+
+def _hand_batch() -> dict[str, torch.Tensor]:
+    """Two windows of two channels at hours 0..7, values 10 * hour (channel 1: 10 * hour +
+    1). Window 0: hour 5 unobserved, channel 1 never observed; 8 real tokens, targets at
+    hours 8..11. Window 1: 6 real tokens (hours 0..5, all observed) and 2 of padding (time
+    repeated, value 0, unobserved: collate_windows' convention); targets at hours 6..9."""
+    hours = torch.arange(8)
+    time = torch.stack([hours, hours.clamp_max(5)]) * HOUR
+    value = torch.stack([10.0 * hours, 10.0 * hours + 1], dim=-1).repeat(2, 1, 1)
+    observed = torch.ones(2, 8, 2, dtype=torch.bool)
+    observed[0, 5, 0] = False
+    observed[0, :, 1] = False
+    valid = torch.ones(2, 8, dtype=torch.bool)
+    valid[1, 6:] = False
+    observed[1, 6:] = False
+    value[1, 6:] = 0.0
+    target_time = torch.stack([torch.arange(8, 12), torch.arange(6, 10)]) * HOUR
+    # Local time 10 h ahead of UTC (a fixed zone: whole-day lookups give the same rows).
+    return {"context_time": time, "context_local": time + 10 * HOUR,
+            "target_time": target_time, "target_local": target_time + 10 * HOUR,
+            "context_value": value, "context_observed": observed, "context_valid": valid}
+
+
+def test_lag_inputs_are_the_hand_computed_seasonal_naive_values():
+    model = Forecaster(lags=["3h", "1D"], instance_norm=False, num_targets=2, **TINY).model
+    batch = _hand_batch()
+    lags = model.lag_inputs(batch, batch["context_value"])
+    assert lags.shape == (2, 4, 8)
+    # Season 3 h, window 0 (origin hour 7): t=8 -> hour 5, unobserved -> hour 4 (40);
+    # t=9 -> 6 (60); t=10 -> 7 (70); t=11 is 4 h ahead: k=2 -> hour 5 -> hour 4 (40).
+    # Window 1 (origin hour 5, the padding after it ignored): t=6 -> 3, 7 -> 4, 8 -> 5,
+    # 9 -> k=2 -> 3; channel 1 the same hours, + 1.
+    three_h = torch.tensor([[[40.0, 0.0], [60, 0], [70, 0], [40, 0]],
+                            [[30.0, 31.0], [40, 41], [50, 51], [30, 31]]])
+    flags = torch.tensor([[1.0, 0.0], [1.0, 1.0]])[:, None].expand(2, 4, 2)
+    # Season 1 D: every lookup is before the context: the last observed value (naive).
+    one_day = torch.tensor([[[70.0, 0.0]] * 4, [[50.0, 51.0]] * 4])
+    expected = torch.cat([three_h, flags, one_day, flags], dim=-1)
+    torch.testing.assert_close(lags, expected)
+
+
+def test_lag_inputs_enter_in_instance_normalised_units(batch):
+    seed_everything(0)
+    model = Forecaster(lags=["1D", "3h"], **TINY).eval()
+    seen = {}
+    model.model.lag_proj.register_forward_hook(lambda m, args, out: seen.update(x=args[0]))
+    model(batch)
+    value, observed = batch["context_value"].double(), batch["context_observed"]
+    weight = observed.double()
+    mean = (value * weight).sum(1, keepdim=True) / weight.sum(1, keepdim=True)
+    std = ((((value - mean) * weight) ** 2).sum(1, keepdim=True)
+           / weight.sum(1, keepdim=True) + 1e-5).sqrt()
+    normalised = ((value - mean) / std).float()
+    day = 24 * HOUR
+    for i, season in enumerate((day, 3 * HOUR)):
+        naive = seasonal_naive(batch["context_time"], normalised, observed,
+                               batch["context_valid"], batch["target_time"], season,
+                               context_local=batch["context_local"],
+                               target_local=batch["target_local"])
+        torch.testing.assert_close(seen["x"][..., 2 * i], naive[..., 0], rtol=1e-4, atol=1e-4)
+        assert (seen["x"][..., 2 * i + 1] == 1).all()
+    assert seen["x"].shape == (*batch["target_valid"].shape, 4)
+
+
+def test_without_lags_the_model_is_the_one_before_them(batch):
+    """Lags are built last (a seed gives every other parameter its old value) and only add
+    to the query tokens: zeroing their map gives the model without lags exactly."""
+    seed_everything(0)
+    plain = Forecaster(**TINY).eval()
+    seed_everything(0)
+    lagged = Forecaster(lags=["1D"], **TINY).eval()
+    assert plain.model.lag_proj is None
+    ours = {k: v for k, v in lagged.state_dict().items() if not k.startswith("model.lag_proj")}
+    assert ours.keys() == plain.state_dict().keys()
+    for key, value in plain.state_dict().items():
+        torch.testing.assert_close(ours[key], value, rtol=0, atol=0)
+    assert not torch.allclose(lagged(batch), plain(batch), atol=1e-4)  # lags do reach it
+    with torch.no_grad():
+        lagged.model.lag_proj.weight.zero_()
+        lagged.model.lag_proj.bias.zero_()
+    torch.testing.assert_close(lagged(batch), plain(batch), rtol=0, atol=0)
+
+
+def test_lags_keep_queries_independent_and_future_values_out(batch):
+    seed_everything(0)
+    model = Forecaster(lags=["1D", "3h"], **TINY).eval()
+    full = model(batch)
+    poisoned = dict(batch, target_value=torch.randn_like(batch["target_value"]) * 100,
+                    target_observed=~batch["target_observed"])
+    torch.testing.assert_close(model(poisoned), full, rtol=0, atol=0)
+    keep = [0, 2]
+    subset = dict(batch)
+    for key in ("target_time", "target_local", "target_fields", "target_valid",
+                "target_value", "target_observed"):
+        subset[key] = batch[key][:, keep]
+    torch.testing.assert_close(model(subset), full[:, keep], rtol=1e-5, atol=1e-5)
+    model(batch).sum().backward()
+    assert model.model.lag_proj.weight.grad.abs().sum() > 0
+
+
+def test_robust_statistics_are_the_median_and_the_median_absolute_deviation():
+    # Window 0: 5 observed values with an outlier, 2 padding tokens (value 0, unobserved).
+    # Window 1: over half the values equal: MAD 0 -> 0.6745 standard deviations.
+    values = torch.tensor([[3.0, 1.0, 100.0, 2.0, 4.0, 0.0, 0.0],
+                           [1.0, 1.0, 1.0, 1.0, 6.0, 1.0, 1.0]])[..., None]
+    observed = torch.ones(2, 7, 1, dtype=torch.bool)
+    observed[0, 5:] = False
+    loc, scale = window_statistics(values, observed, "robust")
+    assert loc.shape == scale.shape == (2, 1, 1)
+    # median(1, 2, 3, 4, 100) = 3; |x - 3| = 0, 2, 97, 1, 1 -> MAD 1.
+    assert loc[0, 0, 0].item() == pytest.approx(3.0)
+    assert scale[0, 0, 0].item() == pytest.approx(np.sqrt(1.0 + 1e-5))
+    std = np.std([1, 1, 1, 1, 6, 1, 1])
+    assert loc[1, 0, 0].item() == pytest.approx(1.0)
+    assert scale[1, 0, 0].item() == pytest.approx(np.sqrt((0.6744897501960817 * std) ** 2
+                                                          + 1e-5), rel=1e-6)
+    # The standard statistics of window 0 are the outlier's.
+    mean, std0 = window_statistics(values, observed, "standard")
+    assert mean[0, 0, 0].item() == pytest.approx(22.0)
+    assert std0[0, 0, 0].item() == pytest.approx(np.sqrt(np.var([3, 1, 100, 2, 4]) + 1e-5))
+
+
+def test_robust_instance_norm_makes_forecasts_follow_the_context_level_and_scale(batch):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar"], instance_norm_stats="robust", **TINY).eval()
+    moved = dict(batch, context_value=batch["context_value"] * 3.0 + 5.0)
+    torch.testing.assert_close(model(moved), model(batch) * 3.0 + 5.0, rtol=1e-3, atol=1e-3)
+    seed_everything(0)
+    standard = Forecaster(encodings=["calendar"], **TINY).eval()
+    assert not torch.allclose(model(batch), standard(batch), atol=1e-3)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"instance_norm_stats": "median"}, ValueError,
+     r"instance_norm_stats must be one of \['standard', 'robust'\], got 'median'"),
+    ({"instance_norm_stats": "robust", "instance_norm": False}, ValueError,
+     "instance_norm_stats='robust' needs instance_norm=True"),
+    ({"lags": "1D"}, TypeError, "lags must be a list of durations or None, got str"),
+    ({"lags": ["1MS"]}, ValueError, r"lags\[0\]"),
+    ({"lags": ["1D", "24h"]}, ValueError, "repeats a season"),
+    ({"patch_size": 0}, ValueError, "patch_size must be"),
+    ({"patch_size": 2.0}, TypeError, "patch_size must be an int"),
+])
+def test_bad_model_options_raise_naming_the_argument(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        Forecaster(**kwargs, **TINY)
+
+
+def test_patches_are_consecutive_tokens_counted_back_from_the_origin():
+    model = Forecaster(patch_size=2, **TINY).model
+    tokens = torch.arange(1.0, 6.0).repeat(2, 1)[..., None]            # (2, 5, 1): 1..5
+    elapsed = torch.arange(-4.0, 1.0).repeat(2, 1) * 10                  # -40 .. 0
+    valid = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    patches, patch_elapsed, patch_valid = model.patches(tokens, elapsed, valid)
+    # Window 0 (5 tokens): [pad, 1], [2, 3], [4, 5]; window 1 (3 tokens, then padding):
+    # [pad, pad], [pad, 1], [2, 3].
+    torch.testing.assert_close(patches, torch.tensor([[[0.0, 1], [2, 3], [4, 5]],
+                                                      [[0.0, 0], [0, 1], [2, 3]]]))
+    # Each patch at its latest token's time (an empty patch at the first token's).
+    torch.testing.assert_close(patch_elapsed, torch.tensor([[-40.0, -20, 0], [-40, -40, -20]]))
+    assert patch_valid.tolist() == [[True, True, True], [False, True, True]]
+
+
+def test_patches_keep_the_other_parameters_and_shorten_the_context(batch):
+    seed_everything(0)
+    plain = Forecaster(lags=["1D"], **TINY)
+    seed_everything(0)
+    patched = Forecaster(lags=["1D"], patch_size=4, **TINY)
+    assert plain.model.patch_embed is None
+    assert patched.model.patch_embed.in_features == 4 * 16
+    for key, value in plain.state_dict().items():
+        torch.testing.assert_close(patched.state_dict()[key], value, rtol=0, atol=0)
+    seen = {}
+    patched.model.blocks[0].register_forward_hook(lambda m, args, out: seen.update(x=out))
+    out = patched(batch)
+    nc, nh = batch["context_valid"].shape[1], batch["target_valid"].shape[1]
+    assert seen["x"].shape == (len(out), -(-nc // 4) + nh, 16)
+    assert out.shape == (*batch["target_valid"].shape, 1, 1)
+    out.sum().backward()
+    assert patched.model.patch_embed.weight.grad.abs().sum() > 0
+
+
+def test_padding_does_not_change_a_patched_window_forecast(datamodule):
+    seed_everything(0)
+    model = Forecaster(encodings=["calendar", "timedelta"], patch_size=3, lags=["3h"],
+                       **TINY).eval()
+    ds = datamodule.datasets["train"]
+    items = [ds[i] for i in range(len(ds))]
+    short = min(range(len(items)), key=lambda i: len(items[i]["context_time"]))
+    longest = max(range(len(items)), key=lambda i: len(items[i]["context_time"]))
+    assert len(items[short]["context_time"]) < len(items[longest]["context_time"])
+    alone = model(collate_windows([items[short]]))
+    padded = model(collate_windows([items[short], items[longest]]))[:1]
+    n = alone.shape[1]
+    torch.testing.assert_close(padded[:, :n], alone, rtol=1e-5, atol=1e-5)
+
+
+def test_the_ablation_table_is_rebuilt_from_its_csv_and_the_script_s_variants():
+    """docs/studies/forecast_ablation_table.md is benchmarks/forecast_ablation.py's table of
+    the committed CSV, and every row's overrides are its variant's as the script runs it."""
+    import csv
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "forecast_ablation.py"
+    spec = importlib.util.spec_from_file_location("forecast_ablation", path)
+    ablation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ablation)
+    assert ablation.TABLE.read_text() == ablation.table() + "\n"
+    with ablation.RESULTS.open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows and list(rows[0]) == ablation.COLUMNS
+    for row in rows:
+        assert row["overrides"] == " ".join(ablation.overrides(row["dataset"], row["variant"]))
