@@ -83,11 +83,11 @@ def snap(times: pd.Series, first: pd.Timestamp | pd.Series, step: pd.Timedelta) 
     return first + ((times - first) / step).round().astype(np.int64) * step
 
 
-def long_table(dm) -> pd.DataFrame:
+def long_table(dm, pad: int = 0) -> pd.DataFrame:
     """The data module's table as ``unique_id, ds, y, past_*, futr_*``, sorted, on each
-    series' regular UTC grid of the median step (``y`` and the past covariates NaN at a
-    missing time, the data's future covariates carried forward, the calendar features of
-    every grid time)."""
+    series' regular UTC grid of the median step, ``pad`` steps past its last observation
+    (``y`` and the past covariates NaN at a missing time, the data's future covariates
+    carried forward, the calendar features of every grid time)."""
     columns = dm.columns
     frame = dm.load_frame()
     utc, _ = _utc_and_local(frame[columns.timestamp_column], columns.tz)
@@ -105,7 +105,8 @@ def long_table(dm) -> pd.DataFrame:
         part = part.sort_values("ds", kind="stable")
         part["ds"] = snap(part["ds"], part["ds"].min(), step)
         part = part.drop_duplicates("ds")
-        grid = pd.date_range(part["ds"].min(), part["ds"].max(), freq=step, name="ds")
+        grid = pd.date_range(part["ds"].min(), part["ds"].max() + pad * step, freq=step,
+                             name="ds")
         part = part.set_index("ds").reindex(grid).reset_index()
         part["unique_id"] = uid
         part[futures] = part[futures].ffill().bfill()
@@ -146,7 +147,14 @@ def main(argv: list[str] | None = None) -> None:
     predict_cpu = time.process_time() - start
     frame = forecast_frame(predictions, model.fitted)
 
-    data = long_table(dm)
+    step = pd.Timedelta(dm.fitted.step_ns)
+    # Windows by duration start after a gap at times: their points lie further than the
+    # horizon from the last observation. The peers forecast up to twice the horizon in steps
+    # (the grid runs that far past each series' end, so a last window has its times); the few
+    # points beyond are left out for every method (counted in meta.json).
+    horizon = int(np.ceil(dm.horizon / step)) if dm.by_time else int(dm.horizon)
+    limit = 2 * horizon if dm.by_time else horizon
+    data = long_table(dm, pad=limit if dm.by_time else 0)
     data.to_csv(out / "data.csv", index=False)
     columns = dm.columns
     utc, _ = _utc_and_local(frame[columns.timestamp_column], columns.tz)
@@ -161,7 +169,6 @@ def main(argv: list[str] | None = None) -> None:
                           "y": raw[columns.target_columns[0]].astype(float)})
     truth = truth.dropna().drop_duplicates(["unique_id", "ds"])
     points = points.merge(truth, on=["unique_id", "ds"], how="inner")  # scored where observed
-    step = pd.Timedelta(dm.fitted.step_ns)
     first = data.groupby("unique_id")["ds"].min()
     start = points["unique_id"].map(first)
     for key in ("origin", "ds"):
@@ -169,11 +176,6 @@ def main(argv: list[str] | None = None) -> None:
     merged = len(points)
     points = points.drop_duplicates(["unique_id", "origin", "ds"])
     merged -= len(points)
-    # Windows by duration start after a gap at times: their points lie further than the
-    # horizon from the last observation. The peers forecast up to twice the horizon in steps;
-    # the few points beyond are left out for every method (counted in meta.json).
-    horizon = int(np.ceil(dm.horizon / step)) if dm.by_time else int(dm.horizon)
-    limit = 2 * horizon if dm.by_time else horizon
     lead = (points["ds"] - points["origin"]) / step
     beyond = int((lead > limit).sum())
     points = points[lead <= limit]

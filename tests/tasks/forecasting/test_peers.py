@@ -1,0 +1,123 @@
+"""The peer comparison (benchmarks/peers/): its scoring, and every number the README, the docs
+and the shipped configs quote from it, read from the committed ``docs/peers_results.csv``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+RESULTS = ROOT / "docs" / "peers_results.csv"
+DATASETS = ("birthdays", "elecdemand", "glucose", "nycweather")  # the four shipped data sets
+METHODS = {"posenc", "NHITS", "PatchTST", "TFT", "MSTL", "AutoETS", "naive_last"}
+
+
+def _score_module():
+    spec = importlib.util.spec_from_file_location("peers_score",
+                                                  ROOT / "benchmarks" / "peers" / "score.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+score = _score_module()
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _write_run(out: Path) -> None:
+    """One hourly series ``y = [0, 1, 3, 6, 10, 15, 21, 28, 36, 45]`` (steps 1..9), MASE
+    season 2, two windows: origin 5 h (points 6, 7 h) and origin 7 h (points 8, 9 h)."""
+    out.mkdir()
+    times = pd.date_range("2024-01-01", periods=10, freq="h")
+    y = np.array([0, 1, 3, 6, 10, 15, 21, 28, 36, 45], float)
+    pd.DataFrame({"unique_id": "a", "ds": times, "y": y}).to_csv(out / "data.csv", index=False)
+    origin = times[[5, 5, 7, 7]]
+    ds = times[[6, 7, 8, 9]]
+    truth = y[[6, 7, 8, 9]]
+    pd.DataFrame({"unique_id": "a", "origin": origin, "ds": ds, "y": truth,
+                  "posenc": truth + [1, -2, 0, 8]}).to_csv(out / "points.csv", index=False)
+    pd.DataFrame({"unique_id": "a", "origin": origin, "ds": ds,
+                  "NHITS": truth}).to_csv(out / "peers.csv", index=False)
+    (out / "meta.json").write_text(json.dumps(
+        {"context_length": 3, "mase_season": 2, "cpu_seconds": {"posenc": 4.0},
+         "max_epochs": 1, "config": "configs/x.yaml"}))
+    (out / "peers_cpu.json").write_text(json.dumps(
+        {"cpu_seconds": {"NHITS": 2.0}, "max_steps": 10}))
+
+
+def test_score_scales_each_window_by_its_series_history_up_to_the_origin(tmp_path):
+    # Window 1: |errors| 1, 2 (MAE 1.5); history rows 0-5 at lag 2: |3-0|, |6-1|, |10-3|,
+    # |15-6| = 3, 5, 7, 9 (mean 6) -> 0.25. Window 2: |errors| 0, 8 (MAE 4); rows 0-7:
+    # 3, 5, 7, 9, 11, 13 (mean 8) -> 0.5. MASE is their mean, 0.375 (the origin's own row in
+    # the history: without it the first window would be 1.5 / 5).
+    _write_run(tmp_path / "toy")
+    rows = score.score(tmp_path / "toy").set_index("method")
+    assert rows.loc["posenc", "mae"] == pytest.approx(2.75)
+    assert rows.loc["posenc", "rmse"] == pytest.approx(np.sqrt((1 + 4 + 0 + 64) / 4))
+    assert rows.loc["posenc", "mase"] == pytest.approx(0.375)
+    # RMSSE: window 1 sqrt(2.5 / mean(9, 25, 49, 81)), window 2 sqrt(32 / mean(9..169))
+    rmsse = [np.sqrt(2.5 / np.mean([9, 25, 49, 81])),
+             np.sqrt(32 / np.mean([9, 25, 49, 81, 121, 169]))]
+    assert rows.loc["posenc", "rmsse"] == pytest.approx(np.mean(rmsse))
+    assert rows.loc["NHITS", "mae"] == 0 and rows.loc["NHITS", "mase"] == 0
+    assert rows.loc["NHITS", "cpu_seconds"] == 2.0
+    assert (rows["windows"] == 2).all() and (rows["points"] == 4).all()
+
+
+def test_score_refuses_a_method_without_a_forecast_at_a_point(tmp_path):
+    _write_run(tmp_path / "toy")
+    peers = pd.read_csv(tmp_path / "toy" / "peers.csv")
+    peers.loc[2, "NHITS"] = np.nan
+    peers.to_csv(tmp_path / "toy" / "peers.csv", index=False)
+    with pytest.raises(ValueError, match="NHITS has no forecast at 1 points"):
+        score.score(tmp_path / "toy")
+
+
+def _results() -> pd.DataFrame:
+    return pd.read_csv(RESULTS, keep_default_na=False, na_values=[""])
+
+
+def test_the_comparison_covers_the_four_data_sets_and_every_peer():
+    results = _results()
+    assert sorted(results["dataset"].unique()) == list(DATASETS)
+    for dataset, part in results.groupby("dataset"):
+        methods = set(part["method"])
+        assert METHODS <= methods, f"{dataset}: no {sorted(METHODS - methods)}"
+        # A method without numbers says why (statsforecast over its fit budget: glucose).
+        not_run = part["budget"].fillna("").str.startswith("not run: ")
+        assert part.loc[not_run, "mae"].isna().all()
+        run = part[~not_run]
+        assert {"posenc", "NHITS", "PatchTST", "TFT", "naive_last"} <= set(run["method"])
+        assert (run["points"] == run["points"].iloc[0]).all()  # the same points for all
+        assert run[["mae", "rmse", "mase", "rmsse", "smape"]].notna().all().all()
+
+
+def test_the_peers_table_is_the_csv():
+    assert (ROOT / "docs" / "peers_table.md").read_text() == score.markdown(_results())
+
+
+def test_the_readme_headline_is_read_from_the_csv():
+    readme = (ROOT / "README.md").read_text()
+    advice = readme.split("## Which encoding should I use", 1)[1].split("\n## ")[0]
+    assert _squash(score.headline(_results())) in _squash(advice)
+
+
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_each_shipped_config_quotes_the_number_it_scored(dataset):
+    """The posenc row of each data set is its shipped config's own run (posenc_windows.py
+    trains it as ``posenc fit`` does, seeded by the CLI), and the config's header quotes it."""
+    results = _results()
+    config = results[(results["dataset"] == dataset) & (results["method"] == "posenc")]
+    path = ROOT / config["config"].iloc[0]
+    assert path.name == f"forecast_{dataset}.yaml"
+    header = " ".join(line.lstrip("# ") for line in path.read_text().splitlines()
+                      if line.startswith("#"))
+    assert _squash(score.config_quote(results, dataset)) in _squash(header)
