@@ -1144,6 +1144,7 @@ class TimeSeriesDataModule(LightningDataModule):
                              "read lazily: leave irregular=None (thin the files instead)")
         self.datasets: dict[str, WindowDataset | DatasetWindows] = {}
         self._datasets_panel: Panel | None = None  # the panel self.datasets window
+        self._datasets_rank: tuple[int, int] | None = None  # (rank, world) they were dealt to
         self._known: Fitted | None = None  # a trained model's state (read_with)
         self._read: tuple[Fitted | None, Panel, Fitted] | None = None  # (known, panel, state)
 
@@ -1473,11 +1474,13 @@ class TimeSeriesDataModule(LightningDataModule):
         panel; Lightning restores a checkpoint, whose state the model hands over, after
         ``setup``: the loaders call this again)."""
         panel, fitted = self._reading()
-        if self.datasets and self._datasets_panel is panel:
+        # A Parquet dataset's windows are dealt to ranks: rebuilt once DDP has started.
+        rank = self._rank() if self.streaming else None
+        if self.datasets and self._datasets_panel is panel and self._datasets_rank == rank:
             return
         if self.streaming:
             self.datasets = self._dataset_windows(panel, fitted)
-            self._datasets_panel = panel
+            self._datasets_panel, self._datasets_rank = panel, rank
             return
         datasets = {}
         for split, (lo, hi) in self.split_bounds().items():

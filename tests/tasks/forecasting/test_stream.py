@@ -200,6 +200,14 @@ def test_shuffled_training_order_changes_between_epochs_the_windows_do_not(writt
     assert list(first) != list(second) and set(first) == set(second)
 
 
+def future_of(frame: pd.DataFrame) -> pd.DataFrame:
+    """The times to predict: 3 hours after each series' end, with the future covariate."""
+    last = frame.groupby("store", observed=True)["time"].max()
+    return pd.DataFrame([{"store": str(store), "time": end + pd.Timedelta(hours=k + 1),
+                          "promo": float(k % 2)} for store, end in last.items()
+                         for k in range(3)])
+
+
 def small_forecaster(dm) -> Forecaster:
     torch.manual_seed(0)
     return Forecaster(**dm.model_sizes(), dim=16, depth=1, num_heads=2, lr=3e-3)
@@ -235,10 +243,7 @@ def test_metrics_and_checkpoint_forecasts_equal_the_in_memory_paths(written, tmp
 
     loaded = Forecaster.load_from_checkpoint(tmp_path / "m.ckpt", weights_only=True)
     writer = ForecastWriter(str(tmp_path / "forecasts"), per_rank=True)
-    last = written[0].groupby("store")["time"].max()
-    future = pd.DataFrame([{"store": store, "time": end + pd.Timedelta(hours=k + 1),
-                            "promo": float(k % 2)} for store, end in last.items()
-                           for k in range(3)])
+    future = future_of(written[0])
     predictor = TimeSeriesDataModule(written[2], **{**ARGS, "chunk_rows": 150,
                                                     "future_data": future})
     trainer(callbacks=[writer]).predict(loaded, datamodule=predictor,
@@ -281,17 +286,17 @@ def test_bad_datasets_are_refused_naming_the_argument(tmp_path, written):
     frame = written[0]
     root = write_dataset(frame.drop(columns=["temp"]), tmp_path / "no_temp", partition=False)
     with pytest.raises(ValueError, match="column 'temp' not found"):
-        TimeSeriesDataModule(root, **ARGS).fitted
+        TimeSeriesDataModule(root, **ARGS).read_with(None)
     with pytest.raises(FileNotFoundError, match="no Parquet files"):
-        TimeSeriesDataModule(str(tmp_path / "empty*"), **ARGS).fitted
+        TimeSeriesDataModule(str(tmp_path / "empty*"), **ARGS).read_with(None)
     with pytest.raises(ValueError, match="irregular"):
         TimeSeriesDataModule(root, **{**ARGS, "irregular": 0.5})
     with pytest.raises(ValueError, match="ambiguous='infer'"):
-        TimeSeriesDataModule(written[2], **{**ARGS, "ambiguous": "infer"}).fitted
+        TimeSeriesDataModule(written[2], **{**ARGS, "ambiguous": "infer"}).read_with(None)
     repeated = pd.concat([frame, frame.iloc[:1]], ignore_index=True)
     root = write_dataset(repeated, tmp_path / "repeat", partition=False)
     with pytest.raises(ValueError, match="repeats the timestamp"):
-        TimeSeriesDataModule(root, **ARGS).fitted
+        TimeSeriesDataModule(root, **ARGS).read_with(None)
     with pytest.raises(ValueError, match="chunk_rows"):
         TimeSeriesDataModule(root, **{**ARGS, "chunk_rows": 0})
 
@@ -300,3 +305,47 @@ def test_fitted_round_trips_and_a_known_state_is_kept(written):
     memory, lazy = pair(written)
     known = dataclasses.replace(memory.fitted)
     assert lazy.read_with(known) == memory.read_with(known)
+
+
+@pytest.mark.slow
+def test_two_ddp_processes_see_each_window_once_per_epoch_and_agree_with_one(written,
+                                                                            tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    frame, path, dataset = written
+    script = Path(__file__).with_name("stream_ddp.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(script), dataset, str(tmp_path)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    memory = TimeSeriesDataModule(path, **ARGS)
+    memory.setup("fit")
+    expected = sorted(
+        [key[0], key[1], key[2], key[3], len(w["context_time"])]
+        for key, w in windows_of(memory._loader(memory.datasets["train"])).items())
+    ranks = [json.loads((tmp_path / f"train-{r}.json").read_text()) for r in range(2)]
+    for epoch in range(2):
+        assert ranks[0][epoch]["batches"] == ranks[1][epoch]["batches"]
+        assert all(len(rank[epoch]["windows"]) > 20 for rank in ranks)  # both ranks train
+        seen = sorted(w for rank in ranks for w in rank[epoch]["windows"])
+        assert seen == expected  # every window, once
+    # The ranks' test metrics (synchronised) equal one process's on the in-memory path.
+    got = json.loads((tmp_path / "test.json").read_text())
+    loaded = Forecaster.load_from_checkpoint(tmp_path / "m.ckpt", weights_only=True)
+    one = trainer().test(loaded, datamodule=memory, verbose=False)[0]
+    for key, value in one.items():
+        if not key.endswith("/loss"):
+            np.testing.assert_allclose(got[key], value, rtol=2e-5, err_msg=key)
+    # One forecast file per rank, together every series once, as one process's forecast().
+    parts = sorted((tmp_path / "forecasts").glob("part-*.parquet"))
+    assert [p.name for p in parts] == ["part-00000.parquet", "part-00001.parquet"]
+    got = pd.concat([pd.read_parquet(p) for p in parts]).sort_values(["store", "time"])
+    future = future_of(frame)
+    want = loaded.forecast(frame, future).sort_values(["store", "time"])
+    assert len(got) == len(want) == len(future)
+    assert (got["store"].astype(str).to_numpy() == want["store"].astype(str).to_numpy()).all()
+    np.testing.assert_allclose(got["sales"], want["sales"], rtol=1e-5, atol=1e-5)
