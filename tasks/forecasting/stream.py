@@ -106,6 +106,18 @@ def open_dataset(data: str | os.PathLike) -> Any:
                       partitioning="hive", partition_base_dir=base)
 
 
+def _row_groups(dataset: Any, cache: dict | None = None) -> list[Any]:
+    """Every row group of the dataset as a fragment, files in order (the same list in every
+    process: the unit a chunk reads)."""
+    if cache is not None and "_row_groups" in cache:
+        return cache["_row_groups"]
+    groups = [group for fragment in dataset.get_fragments()
+              for group in fragment.split_by_row_group()]
+    if cache is not None:
+        cache["_row_groups"] = groups
+    return groups
+
+
 def _frame(table: Any) -> pd.DataFrame:
     """An Arrow table -> its DataFrame; dictionary columns (hive partitions) decoded to their
     values, as a single file's columns would read."""
@@ -128,6 +140,9 @@ class DatasetPanel:
         span: ``(first, last)`` UTC ns of the whole dataset.
         aware: whether the timestamps are tz-aware.
         chunks: lists of consecutive series indexes, each read at once.
+        groups: ``(offsets (S + 1,), row groups)``: series ``s`` has rows in the row groups
+            ``groups[1][offsets[s]:offsets[s + 1]]`` (indexes into the dataset's files'
+            row groups, in file order).
         first_time: ``(S,)`` int64 UTC ns of each series' first row (after :meth:`fit`).
         before: ``(S, 2)`` int64 rows of each series before the two split times (after
             :meth:`fit`).
@@ -143,11 +158,13 @@ class DatasetPanel:
     first_time: np.ndarray | None = None
     before: np.ndarray | None = None
     split_times: tuple[int, int] | None = None
+    groups: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- reading --------------------------------------------------------------------------
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state.pop("_dataset", None)
+        state.pop("_row_groups", None)
         return state
 
     @property
@@ -184,16 +201,18 @@ class DatasetPanel:
                              "dataset is read in chunks: give ambiguous='earliest' or 'latest'")
         series_columns = list(columns.series_columns)
         counts, lo, hi, aware, total = [], None, None, None, 0
-        for batch in dataset.to_batches(columns=[*series_columns, columns.timestamp_column],
-                                        batch_size=1 << 20):
-            if not batch.num_rows:
+        for g, group in enumerate(_row_groups(dataset)):
+            table = group.to_table(schema=dataset.schema,
+                                   columns=[*series_columns, columns.timestamp_column])
+            if not table.num_rows:
                 continue
-            table = pa.Table.from_batches([batch])
             total += table.num_rows
             if series_columns:
                 keys = pa.Table.from_pandas(_frame(table.select(series_columns)),
                                             preserve_index=False)
-                counts.append(keys.group_by(series_columns).aggregate([([], "count_all")]))
+                count = keys.group_by(series_columns).aggregate([([], "count_all")])
+                counts.append(count.append_column(
+                    "row_group", pa.array(np.full(count.num_rows, g, np.int64))))
             index = parse_timestamps(_frame(table.select([columns.timestamp_column]))
                                      .iloc[:, 0], columns.timestamp_column, text,
                                      columns.timestamp_format)
@@ -213,34 +232,48 @@ class DatasetPanel:
         if not total:
             raise ValueError(f"data={text!r} has no rows (columns {names})")
         if series_columns:
-            table = pa.concat_tables(counts).group_by(series_columns).aggregate(
-                [("count_all", "sum")])
-            frame = _frame(table)
-            codes, keys = _series_codes(frame[series_columns], columns.series_columns, None,
-                                        None)
-            rows = np.zeros(len(keys), np.int64)
-            rows[codes] = frame["count_all_sum"].to_numpy(np.int64)
+            # (series, row group, rows) for every series in every row group.
+            frame = _frame(pa.concat_tables(counts))
+            unique = frame[series_columns].drop_duplicates().reset_index(drop=True)
+            codes, keys = _series_codes(unique, columns.series_columns, None, None)
+            unique["_code"] = codes
+            code = frame.merge(unique, on=series_columns, how="left")["_code"].to_numpy()
+            group = frame["row_group"].to_numpy(np.int64)
+            count = frame["count_all"].to_numpy(np.int64)
         else:
-            keys, rows = ((),), np.array([total], np.int64)
+            keys, code = ((),), np.zeros(len(_row_groups(dataset)), np.int64)
+            group, count = np.arange(len(code)), np.ones(len(code), np.int64)
         if known is not None:
             # A trained model's series keep their indexes; new ones follow, sorted.
-            lookup = {key: i for i, key in enumerate(keys)}
-            new = [key for key in keys if key not in set(known.series_keys)]
-            order = [*known.series_keys, *new]
-            rows = np.array([rows[lookup[k]] if k in lookup else 0 for k in order], np.int64)
+            known_keys = set(known.series_keys)
+            order = [*known.series_keys, *(key for key in keys if key not in known_keys)]
+            position = {key: i for i, key in enumerate(order)}
+            code = np.array([position[keys[c]] for c in range(len(keys))], np.int64)[code]
             keys = tuple(order)
+        rows = np.bincount(code, count, len(keys)).astype(np.int64)
+        if not series_columns:
+            rows = np.array([total], np.int64)
+        # Each series' row groups, series by series (CSR): a chunk reads only its own.
+        by_series = np.lexsort((group, code))
+        groups = (np.concatenate(([0], np.cumsum(np.bincount(code, minlength=len(keys)))))
+                  .astype(np.int64), group[by_series])
         return cls(text, columns, tuple(keys), rows, (lo, hi), bool(aware),
-                   _chunks(rows, chunk_rows))
+                   _chunks(rows, chunk_rows), groups=groups)
 
     def frame(self, series: np.ndarray) -> pd.DataFrame:
-        """The raw rows of some series (``(k,)`` indexes), read with a pyarrow filter on the
-        series columns (row groups whose statistics exclude them are skipped)."""
+        """The raw rows of some series (``(k,)`` indexes): only the row groups that hold
+        them (:attr:`groups`), filtered on the series columns where a row group holds other
+        series too. A dataset sorted or partitioned by series reads each row group about
+        once per pass; one ordered by time reads every row group for every chunk."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         names = list(self.columns.series_columns)
         keys = [self.series_keys[int(s)] for s in series]
         schema = self.dataset.schema
+        offsets, groups = self.groups
+        wanted_groups = np.unique(np.concatenate([groups[offsets[s]:offsets[s + 1]]
+                                                  for s in series]))
         expression = None
         for j, name in enumerate(names):
             kind = schema.field(name).type
@@ -248,7 +281,13 @@ class DatasetPanel:
             values = pa.array(sorted({key[j] for key in keys}, key=repr), type=kind)
             term = pc.field(name).isin(values)
             expression = term if expression is None else expression & term
-        frame = _frame(self.dataset.to_table(columns=self.needed, filter=expression))
+        row_groups = _row_groups(self.dataset, self.__dict__)
+        own = self._own_groups()
+        chosen = set(int(s) for s in series)
+        tables = [row_groups[g].to_table(
+            schema=schema, columns=self.needed,
+            filter=None if own[g] <= chosen else expression) for g in wanted_groups]
+        frame = _frame(pa.concat_tables(tables))
         if len(names) > 1:  # the filter above holds every combination of the values
             wanted = pd.MultiIndex.from_tuples(keys, names=names)
             frame = frame[pd.MultiIndex.from_frame(frame[names]).isin(wanted)]
@@ -261,6 +300,17 @@ class DatasetPanel:
         panel = read_panel(self.frame(series), self.columns, None, self.data)
         lookup = self._lookup()
         return panel, np.array([lookup[key] for key in panel.series_keys], np.int64)
+
+    def _own_groups(self) -> list[set[int]]:
+        """The series of each row group (sets: whether a chunk needs a filter there)."""
+        if "_own" not in self.__dict__:
+            offsets, groups = self.groups
+            series = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+            own: list[set[int]] = [set() for _ in range(int(groups.max(initial=-1)) + 1)]
+            for s, g in zip(series.tolist(), groups.tolist(), strict=True):
+                own[g].add(s)
+            self.__dict__["_own"] = own
+        return self.__dict__["_own"]
 
     def _lookup(self) -> dict[tuple, int]:
         if "_keys" not in self.__dict__:

@@ -349,3 +349,23 @@ def test_two_ddp_processes_see_each_window_once_per_epoch_and_agree_with_one(wri
     assert len(got) == len(want) == len(future)
     assert (got["store"].astype(str).to_numpy() == want["store"].astype(str).to_numpy()).all()
     np.testing.assert_allclose(got["sales"], want["sales"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_dataset_sorted_by_series_reads_only_its_row_groups_and_the_same_windows(
+        written, tmp_path):
+    frame, path, _ = written
+    root = write_dataset(frame.sort_values(["store", "time"]), tmp_path / "sorted",
+                         partition=False, row_group=40)
+    memory = TimeSeriesDataModule(path, **ARGS)
+    lazy = TimeSeriesDataModule(root, **{**ARGS, "chunk_rows": 150})
+    memory.setup("fit")
+    lazy.setup("fit")
+    dataset = lazy._reading()[0]
+    offsets, groups = dataset.groups
+    # A series spans a few consecutive row groups of 40 rows, not all of them.
+    spans = np.diff(offsets)
+    assert (spans <= dataset.lengths // 40 + 2).all() and groups.max() > 10
+    assert lazy.fitted == memory.fitted
+    for split in ("train", "test"):
+        same_windows(windows_of(lazy._loader(lazy.datasets[split])),
+                     windows_of(memory._loader(memory.datasets[split])))
