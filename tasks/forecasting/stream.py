@@ -449,7 +449,11 @@ class DatasetWindows(IterableDataset):
         shuffle: a new order of chunks and of windows within each chunk every epoch
             (seeded by ``seed``, the epoch, rank and worker); else key and time order.
         seasonality: MASE's lag in rows.
-        rank, world_size: this process's DDP rank and the number of ranks.
+        rank: this process's DDP rank.
+        world_size: the number of ranks.
+        future: with ``bounds`` None, the times to predict (the series and timestamp
+            columns and the future covariates; each chunk takes its series' rows); None: the
+            trained horizon after each series' end.
     """
 
     def __init__(self, panel: DatasetPanel, fitted: Fitted, bounds: tuple[int, int] | None,
