@@ -369,3 +369,42 @@ def test_a_dataset_sorted_by_series_reads_only_its_row_groups_and_the_same_windo
     for split in ("train", "test"):
         same_windows(windows_of(lazy._loader(lazy.datasets[split])),
                      windows_of(memory._loader(memory.datasets[split])))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"series_column": ["region", "store"], "static_columns": ["size"]},  # a hive partition key
+    {"series_column": None, "static_columns": []}])
+def test_several_series_columns_or_none_give_the_tables_state_and_windows(tmp_path, kwargs):
+    frame = panel_frame(seed=3, num_series=5)
+    if kwargs["series_column"] is None:
+        frame = frame[frame["store"] == "s02"].drop(columns=["store"])
+    path = tmp_path / "panel.parquet"
+    frame.to_parquet(path, index=False)
+    root = write_dataset(frame, tmp_path / "dataset")
+    memory = TimeSeriesDataModule(str(path), **{**ARGS, **kwargs})
+    lazy = TimeSeriesDataModule(root, **{**ARGS, **kwargs, "chunk_rows": 100})
+    memory.setup("fit")
+    lazy.setup("fit")
+    assert lazy.fitted == memory.fitted
+    for split in ("train", "val", "test"):
+        same_windows(windows_of(lazy._loader(lazy.datasets[split])),
+                     windows_of(memory._loader(memory.datasets[split])))
+
+
+def test_a_trained_models_state_reads_a_dataset_with_new_series(written, tmp_path):
+    frame, path, dataset = written
+    old = frame[~frame["store"].isin(["s01", "s04"])]
+    trained = TimeSeriesDataModule(old, **ARGS).fitted
+    memory = TimeSeriesDataModule(path, **ARGS)
+    lazy = TimeSeriesDataModule(dataset, **{**ARGS, "chunk_rows": 150})
+    ours, theirs = lazy.read_with(trained), memory.read_with(trained)
+    n = len(trained.series_keys)
+    assert ours.series_keys[:n] == trained.series_keys
+    assert ours.loc[:n] == trained.loc and ours.scale[:n] == trained.scale
+    # New series: after the model's, sorted here (the in-memory path numbers them in table
+    # order), each scaled on its own training rows exactly as the table path does.
+    assert ours.series_keys[n:] == (("s01",), ("s04",))
+    scaling = {key: (theirs.loc[i], theirs.scale[i], theirs.series_start[i])
+               for i, key in enumerate(theirs.series_keys)}
+    assert {key: (ours.loc[i], ours.scale[i], ours.series_start[i])
+            for i, key in enumerate(ours.series_keys)} == scaling
