@@ -1022,7 +1022,8 @@ class TimeSeriesDataModule(LightningDataModule):
         seed: seed of ``irregular``.
         batch_size: training windows per batch.
         eval_batch_size: windows per validation, test and predict batch.
-        num_workers: loader worker processes.
+        num_workers: loader worker processes (with a Parquet dataset they also read the
+            chunks of the set-up's fitting pass).
         timestamp_format: ``pd.to_datetime`` format of text timestamps (``"%d/%m/%Y %H:%M"``,
             ``"ISO8601"``, ``"mixed"``). None: the format pandas infers from the first row,
             which every row must match (a row in another format is an error, not a guess).
@@ -1237,7 +1238,7 @@ class TimeSeriesDataModule(LightningDataModule):
                                           dataset.aware if known is None else known.aware)
         fitted = dataset.fit(t_test if self.train_on_val else t_val, (t_val, t_test), known,
                              context_length=self._given("context_length"),
-                             horizon=self._given("horizon"))
+                             horizon=self._given("horizon"), workers=self.num_workers)
         self.split_times = {"val": t_val, "test": t_test}
         return dataset, fitted
 

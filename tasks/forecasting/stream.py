@@ -318,11 +318,31 @@ class DatasetPanel:
         return self.__dict__["_keys"]
 
     # -- fitting --------------------------------------------------------------------------
+    def chunk_stats(self, chunk: int, train_end: int, split_times: tuple[int, int]
+                    ) -> dict[str, Any]:
+        """What chunk ``chunk`` adds to the fitted state: its series' indexes, moments, first
+        local and UTC times, rows before each split time, static values, counted steps and
+        zone (arrays of its ``S_chunk`` series)."""
+        panel, index = self.read(self.chunks[chunk])
+        series = panel.series_of_rows()
+        within = np.diff(panel.local)[np.diff(series) == 0]
+        return {"index": index, "moments": series_moments(panel, train_end),
+                "first_local": panel.series_starts(),
+                "first_time": panel.utc[panel.starts[:-1]],
+                "before": np.stack([np.bincount(series, panel.utc < t, len(index))
+                                    for t in split_times], 1),
+                "static": panel.static, "zone": panel.zone,
+                "steps": np.unique(within, return_counts=True)}
+
     def fit(self, train_end: int, split_times: tuple[int, int], known: Fitted | None, *,
-            context_length: Any = None, horizon: Any = None) -> Fitted:
+            context_length: Any = None, horizon: Any = None, workers: int = 0) -> Fitted:
         """One pass over the chunks -> the :class:`Fitted` state of the rows before
         ``train_end`` (UTC ns), as ``fit`` makes it of the whole table; also each series'
-        first time and rows before each of ``split_times`` (the windows' plan)."""
+        first time and rows before each of ``split_times`` (the windows' plan). With
+        ``workers`` > 0 the chunks are read by that many loader worker processes; each
+        chunk's numbers go to its own series' places, so the state is the same."""
+        from torch.utils.data import DataLoader
+
         num, channels = len(self.series_keys), len(self.columns.channels)
         moments = [np.zeros((num, channels)) for _ in range(3)]
         moments[1][:], moments[2][:] = np.nan, np.nan
@@ -332,23 +352,21 @@ class DatasetPanel:
         static: dict[str, np.ndarray] = {}
         steps: Counter = Counter()
         zone = None
-        for chunk in self.chunks:
-            panel, index = self.read(chunk)
-            zone = panel.zone
-            for total, part in zip(moments, series_moments(panel, train_end), strict=True):
-                total[index] = part
-            first_local[index] = panel.series_starts()
-            self.first_time[index] = panel.utc[panel.starts[:-1]]
-            series = panel.series_of_rows()
-            for k, t in enumerate(split_times):
-                self.before[index, k] = np.bincount(series, panel.utc < t, len(index))
-            for name, values in panel.static.items():
+        stats = DataLoader(_ChunkStats(self, train_end, tuple(split_times)), batch_size=None,
+                           num_workers=workers, collate_fn=_same)
+        for part in stats:
+            index, zone = part["index"], part["zone"]
+            for total, value in zip(moments, part["moments"], strict=True):
+                total[index] = value
+            first_local[index] = part["first_local"]
+            self.first_time[index] = part["first_time"]
+            self.before[index] = part["before"]
+            for name, values in part["static"].items():
                 if name not in static:
                     static[name] = np.full(num, None if values.dtype == object else np.nan,
                                            values.dtype)
                 static[name][index] = values
-            within = np.diff(panel.local)[np.diff(series) == 0]
-            steps.update(dict(zip(*np.unique(within, return_counts=True), strict=True)))
+            steps.update(dict(zip(*part["steps"], strict=True)))
         self.split_times = tuple(split_times)
         return fit_state(self.columns, self.series_keys, tuple(moments), first_local, train_end,
                          known, static=static, step_ns=_median(steps), aware=self.aware,
@@ -383,6 +401,26 @@ class DatasetPanel:
                 return int(self.lengths.sum())
             return int(self.before[:, self.split_times.index(t)].sum())
         return before(hi) - before(lo)
+
+
+class _ChunkStats(torch.utils.data.Dataset):
+    """Item ``i``: :meth:`DatasetPanel.chunk_stats` of chunk ``i`` (the fit pass, through a
+    ``DataLoader`` for its worker processes)."""
+
+    def __init__(self, panel: DatasetPanel, train_end: int, split_times: tuple[int, int]
+                 ) -> None:
+        self.panel, self.train_end, self.split_times = panel, train_end, split_times
+
+    def __len__(self) -> int:
+        return len(self.panel.chunks)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.panel.chunk_stats(i, self.train_end, self.split_times)
+
+
+def _same(item: Any) -> Any:
+    """The identity ``collate_fn``: chunk statistics stay numpy arrays."""
+    return item
 
 
 def _chunks(lengths: np.ndarray, chunk_rows: int) -> list[np.ndarray]:

@@ -185,8 +185,9 @@ def test_ranks_and_workers_share_the_windows_exactly_once_in_equal_batch_counts(
         same_windows(seen, expected)
 
 
-def test_two_loader_workers_yield_every_window_once(written):
+def test_two_loader_workers_fit_the_same_state_and_yield_every_window_once(written):
     memory, lazy = pair(written, num_workers=2)
+    assert lazy.fitted == memory.fitted  # the fit pass read its chunks in the workers too
     loader = lazy.val_dataloader()
     batches = list(loader)
     assert len(batches) == len(loader)
