@@ -32,7 +32,9 @@ under ``--dir``), rows for the lazy path too, each size in its own child process
 
 - training starts: ``TimeSeriesDataModule(data=folder).setup()`` and the first training batch
   vs the in-memory set-up of the 10M-row file (frame read included) in the same run;
-- peak RSS of the whole process (its high-water mark, Python and Arrow included) vs 2 GiB;
+- peak RSS of the whole process (its high-water mark, Python, torch and Arrow included)
+  through set-up and loading vs 2 GiB, and again after the training steps (the model's
+  activations on top);
 - loader throughput: training windows per second drawn from the dataset's loader vs the
   in-memory loader's on the 10M-row panel (ratio = in-memory time per window / the
   dataset's: at least 1 is the target);
@@ -330,8 +332,10 @@ def measure_dataset(path: str, rounds: int, batch: int = BATCH) -> dict:
     included), the loader's windows per second, the loader against a training step, and
     the process's peak RSS (its high-water mark: everything it ever held)."""
     import pyarrow.dataset
+    import torch  # noqa: F401  (the process's own libraries, before any data)
 
     assert pyarrow.dataset.dataset(path, format="parquet").schema  # loads Arrow's libraries
+    imports_rss = _status_kb("VmRSS") * 1024
     start = time.perf_counter()
     dm = datamodule(path, batch)
     dm.setup("fit")
@@ -341,11 +345,12 @@ def measure_dataset(path: str, rounds: int, batch: int = BATCH) -> dict:
     out = {"setup_s": setup_s, "first_batch_s": first_batch_s,
            "rows": int(dm._reading()[0].lengths.sum()), "series": dm.num_series,
            "train_windows": dm.datasets["train"].num_windows,
-           "chunk_rows": dm.chunk_rows}
-    out.update(loader_vs_step(dm, rounds))
-    # Past the first chunk: the dataset's throughput includes reading the next ones.
+           "chunk_rows": dm.chunk_rows, "imports_rss": imports_rss}
     out["windows_per_s"] = windows_per_second(dm, 20 * rounds)
+    # The data's high-water mark: set-up and loading (the model's steps come next).
     out["peak_rss"] = _status_kb("VmHWM") * 1024
+    out.update(loader_vs_step(dm, rounds))
+    out["peak_rss_steps"] = _status_kb("VmHWM") * 1024
     return out
 
 
@@ -426,9 +431,15 @@ def dataset_rows(results: list[dict], memory: dict, file: dict) -> list[dict]:
                       f"(set-up {r['setup_s']:.1f} s)",
                  posenc_s=r["first_batch_s"], baseline=f"in-memory set-up, {base}, file read",
                  baseline_s=file["setup_s"], target="-"),
-            dict(case=f"peak RSS per process, {size} (chunks of {r['chunk_rows']:,} rows)",
+            dict(case=f"peak RSS per process, set-up and loader, {size} (chunks of "
+                      f"{r['chunk_rows']:,} rows; {r['imports_rss'] / MB:,.0f} MB of it the "
+                      "process's libraries before any data)",
                  posenc_amount=r["peak_rss"] / MB, baseline="2 GiB",
                  baseline_amount=DATASET_RSS_MB, unit="MB", target="< 1"),
+            dict(case=f"peak RSS per process with the training steps too, {size} (the "
+                      f"default Forecaster's activations, batch {r['batch']})",
+                 posenc_amount=r["peak_rss_steps"] / MB, baseline="2 GiB",
+                 baseline_amount=DATASET_RSS_MB, unit="MB", target="-"),
             dict(case=f"loader throughput, {size}: s per 1000 windows "
                       f"({r['windows_per_s']:,.0f} windows/s)",
                  posenc_s=1000 / r["windows_per_s"],

@@ -750,11 +750,16 @@ def scaling_from_moments(count: np.ndarray, mean: np.ndarray, std: np.ndarray,
             np.where(np.isfinite(scale) & (scale > 0), scale, 1.0))
 
 
+def local_steps(panel: Panel) -> np.ndarray:
+    """``(N - S,)`` int64 ns between consecutive local times within each series."""
+    return np.diff(panel.local)[np.diff(panel.series_of_rows()) == 0]
+
+
 def median_step(panel: Panel) -> int:
     """The median step of the local clock within series, ns (0 without one). Monthly data
     in a DST zone is 30 days 23 h apart in UTC at the median, which is no calendar step (and
     no yearly season)."""
-    within = np.diff(panel.local)[np.diff(panel.series_of_rows()) == 0]
+    within = local_steps(panel)
     return int(np.median(within)) if len(within) else 0
 
 

@@ -54,6 +54,7 @@ from .data import (
     batch_of_series,
     check_unique_columns,
     fit_state,
+    local_steps,
     read_panel,
     scale_panel,
     series_moments,
@@ -118,14 +119,19 @@ def _row_groups(dataset: Any, cache: dict | None = None) -> list[Any]:
     return groups
 
 
-def _frame(table: Any) -> pd.DataFrame:
-    """An Arrow table -> its DataFrame; dictionary columns (hive partitions) decoded to their
-    values, as a single file's columns would read."""
+def _decoded(table: Any) -> Any:
+    """An Arrow table with its dictionary columns (hive partitions) decoded to their values,
+    as a single file's columns would read."""
     import pyarrow as pa
 
     columns = [column.cast(column.type.value_type) if pa.types.is_dictionary(column.type)
                else column for column in table.columns]
-    return pa.table(columns, names=table.column_names).to_pandas()
+    return pa.table(columns, names=table.column_names)
+
+
+def _frame(table: Any) -> pd.DataFrame:
+    """An Arrow table -> its DataFrame (:func:`_decoded`)."""
+    return _decoded(table).to_pandas()
 
 
 @dataclasses.dataclass
@@ -208,9 +214,8 @@ class DatasetPanel:
                 continue
             total += table.num_rows
             if series_columns:
-                keys = pa.Table.from_pandas(_frame(table.select(series_columns)),
-                                            preserve_index=False)
-                count = keys.group_by(series_columns).aggregate([([], "count_all")])
+                count = _decoded(table.select(series_columns)).group_by(
+                    series_columns).aggregate([([], "count_all")])
                 counts.append(count.append_column(
                     "row_group", pa.array(np.full(count.num_rows, g, np.int64))))
             index = parse_timestamps(_frame(table.select([columns.timestamp_column]))
@@ -325,7 +330,7 @@ class DatasetPanel:
         zone (arrays of its ``S_chunk`` series)."""
         panel, index = self.read(self.chunks[chunk])
         series = panel.series_of_rows()
-        within = np.diff(panel.local)[np.diff(series) == 0]
+        within = local_steps(panel)  # counted: their median is fit()'s median step
         return {"index": index, "moments": series_moments(panel, train_end),
                 "first_local": panel.series_starts(),
                 "first_time": panel.utc[panel.starts[:-1]],
