@@ -524,13 +524,16 @@ class DatasetWindows(IterableDataset):
     def __len__(self) -> int:
         return self.num_batches
 
-    def _windows(self, chunk: np.ndarray) -> tuple[WindowDataset, np.ndarray]:
-        """A chunk's :class:`WindowDataset` and the dataset index of its series."""
+    def _windows(self, chunk: np.ndarray) -> tuple[WindowDataset | list, np.ndarray | None]:
+        """A chunk's :class:`WindowDataset` and the dataset index of its series (None: the
+        dataset's already, a forecast request's)."""
         if self.bounds is None:
             from .output import request_dataset
 
-            return request_dataset(self.fitted, self.panel.frame(chunk),
-                                   self._future_of(chunk)), None
+            future = self._future_of(chunk)
+            if future is not None and not len(future):  # no times to predict here
+                return [], None
+            return request_dataset(self.fitted, self.panel.frame(chunk), future), None
         panel, index = self.panel.read(chunk)
         state = subset_state(self.fitted, index)
         panel = scale_panel(panel, state, self.panel.data)

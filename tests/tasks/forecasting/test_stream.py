@@ -409,3 +409,17 @@ def test_a_trained_models_state_reads_a_dataset_with_new_series(written, tmp_pat
                for i, key in enumerate(theirs.series_keys)}
     assert {key: (ours.loc[i], ours.scale[i], ours.series_start[i])
             for i, key in enumerate(ours.series_keys)} == scaling
+
+
+def test_forecast_requests_only_for_some_series_read_those_and_pad_the_rest(written):
+    frame, _, dataset = written
+    future = future_of(frame)
+    future = future[future["store"].isin(["s00", "s06"])]
+    dm = TimeSeriesDataModule(dataset, **{**ARGS, "chunk_rows": 150, "future_data": future})
+    loader = dm.predict_dataloader()
+    batches = list(loader)
+    assert len(batches) == len(loader)
+    real = [(int(b["series"][i]), int(t)) for b in batches for i in np.flatnonzero(b["real"])
+            for t in b["target_time"][i]]
+    keys = dm.fitted.series_keys
+    assert sorted({keys[s][0] for s, _ in real}) == ["s00", "s06"] and len(real) == 6
