@@ -25,7 +25,8 @@ Parquet files reads it with ``pyarrow.dataset``, never as one table:
   bool, every batch has it) is False; the ``Forecaster`` leaves them out of losses, metrics
   and forecasts, so each real window counts once.
 
-Memory per process: the per-series state (``O(series)``) and one chunk's rows.
+Memory per process: the per-series state (``O(series)``) and two chunks' rows (the one
+batched and the next, read in a thread meanwhile).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -579,16 +581,26 @@ class DatasetWindows(IterableDataset):
         if self.shuffle:
             mine = [mine[i] for i in rng.permutation(len(mine))]
         done = 0
-        for i in mine:
-            windows, index = self._windows(self.chunks[i])
-            count = len(windows)
-            order = rng.permutation(count) if self.shuffle else np.arange(count)
-            for a in range(0, count, self.batch_size):
-                batch = windows.__getitems__(order[a:a + self.batch_size])
-                if index is not None:  # the chunk's series numbered from 0 -> the dataset's
-                    batch["series"] = torch.from_numpy(index[batch["series"].numpy()])
-                batch["real"] = torch.ones(len(batch["series"]), dtype=torch.bool)
-                done += 1
-                yield batch
+        # The next chunk is read in a thread while this one's batches are drawn (Arrow's
+        # reads and numpy release the GIL): two chunks in memory at most.
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            ahead = pool.submit(self._windows, self.chunks[mine[0]]) if mine else None
+            for k in range(len(mine)):
+                windows, index = ahead.result()
+                ahead = (pool.submit(self._windows, self.chunks[mine[k + 1]])
+                         if k + 1 < len(mine) else None)
+                count = len(windows)
+                order = rng.permutation(count) if self.shuffle else np.arange(count)
+                for a in range(0, count, self.batch_size):
+                    batch = windows.__getitems__(order[a:a + self.batch_size])
+                    if index is not None:  # the chunk's series from 0 -> the dataset's
+                        batch["series"] = torch.from_numpy(index[batch["series"].numpy()])
+                    batch["real"] = torch.ones(len(batch["series"]), dtype=torch.bool)
+                    done += 1
+                    yield batch
+                del windows  # before the chunk after next is read
+        finally:  # an epoch cut short (limit_train_batches) does not wait for the read
+            pool.shutdown(wait=False, cancel_futures=True)
         for _ in range(planned - done):
             yield self._padding()
