@@ -1039,7 +1039,8 @@ class TimeSeriesDataModule(LightningDataModule):
             or DataFrame of the series and timestamp columns and the future covariates; None:
             the trained horizon after each series' last observation.
         chunk_rows: with a Parquet dataset, the rows read at once (whole series, at least
-            one): memory per process is about this many rows (or the longest series).
+            one): memory per process holds about two such chunks (the next one is read
+            ahead), or the longest series twice.
 
     The table is read with this data's own state (fitted on its training period) until a
     trained model hands it its own (:meth:`read_with`); then a series new to the model is
