@@ -4,6 +4,7 @@ loader's share of a training step.
     python benchmarks/panel_scale.py                          # 10M rows, 10k series (minutes)
     python benchmarks/panel_scale.py --rows 1000000 --series 1000
     python benchmarks/panel_scale.py --dry-run                # tiny panel, in-process: runs?
+    python benchmarks/panel_scale.py --dataset 10000000,30000000,100000000 --dir /tmp
 
 The panel is synthetic and written to a temporary Parquet file: one row per (series, hour),
 a text series id, UTC timestamps read in ``America/New_York``, one target, one past and one
@@ -24,6 +25,22 @@ Rows (``time ratio`` = posenc / baseline, as benchmarks/run_all.py prints it):
   training step of the default ``Forecaster`` (dim 64, depth 2; forward, backward, AdamW
   step) on it, context 168 and horizon 24 observations; the ratio is the median of
   per-round ratios, batches and steps alternating.
+
+With ``--dataset ROWS,...`` (a Parquet dataset per size, ``ROWS / 1000`` series of ~1000 rows,
+one file per 1000 series, rows sorted by series then time as a partitioned export is, written
+under ``--dir``), rows for the lazy path too, each size in its own child process:
+
+- training starts: ``TimeSeriesDataModule(data=folder).setup()`` and the first training batch
+  vs the in-memory set-up of the 10M-row file (frame read included) in the same run;
+- peak RSS of the whole process (its high-water mark, Python, torch and Arrow included)
+  through set-up and loading vs 2 GiB, and again after the training steps (the model's
+  activations on top);
+- loader throughput: training windows per second drawn from the dataset's loader (1.5
+  chunks' worth of batches from a new epoch: two chunk reads in) vs the in-memory loader's
+  on the 10M-row panel (ratio = the dataset's time per window / the in-memory one's: at
+  most 1 is the target);
+- the loader's share of a training step (drawn batch vs the default ``Forecaster``'s step,
+  as for the in-memory loader; at most 0.1 is the target).
 
 Each set-up runs in a fresh child process so its memory peak and timing are its own; the
 resident peak is reset through ``/proc/self/clear_refs`` (Linux). Without it (or with
@@ -60,10 +77,36 @@ TZ = "America/New_York"
 # frame; from the file, the frame itself and the reader's buffers (2.4x the frame for
 # pd.read_parquet alone) on top, at most 5x; a batch drawn in less time than a step.
 MEMORY_TARGET, FILE_MEMORY_TARGET, LOADER_TARGET = "<= 3", "<= 5", "< 1"
+# Issue 22's targets for a partitioned Parquet dataset read lazily.
+DATASET_RSS_MB, DATASET_LOADER_TARGET, THROUGHPUT_TARGET = 2048, "< 0.1", "<= 1"
+ROWS_PER_SERIES, SERIES_PER_FILE = 1000, 1000
 
 
 def write_panel(path: Path, rows: int, series: int, seed: int = 0) -> None:
     """Write the synthetic long-format panel (``rows`` rows, ``series`` series) to Parquet."""
+    frame, order = panel_frame(rows, series, seed)
+    frame.iloc[order].reset_index(drop=True).to_parquet(path, index=False)
+
+
+def write_dataset(root: Path, rows: int, series: int, seed: int = 0) -> None:
+    """The panel as a partitioned Parquet dataset: ``part-NNNNN.parquet`` files of
+    :data:`SERIES_PER_FILE` series each (generated file by file: memory stays that of one
+    file), rows sorted by series then time."""
+    root.mkdir(parents=True, exist_ok=True)
+    files = max(1, series // SERIES_PER_FILE)
+    for f in range(files):
+        block = series // files + (f < series % files)
+        first = f * (series // files) + min(f, series % files)
+        block_rows = rows // files + (f < rows % files)
+        frame, _ = panel_frame(block_rows, block, seed + f, first_id=first)
+        frame.sort_values([SERIES, TIMESTAMP]).to_parquet(root / f"part-{f:05d}.parquet",
+                                                          index=False, row_group_size=1 << 17)
+
+
+def panel_frame(rows: int, series: int, seed: int = 0, first_id: int = 0
+                ) -> tuple[pd.DataFrame, np.ndarray]:
+    """The synthetic panel (series ids from ``first_id``) and its row order by time, then
+    series (how a database export orders it)."""
     if rows < 2 * series:
         raise ValueError(f"rows={rows} must be at least 2 * series={series} (two rows a series)")
     rng = np.random.default_rng(seed)
@@ -91,11 +134,11 @@ def write_panel(path: Path, rows: int, series: int, seed: int = 0) -> None:
     past[rng.random(rows) < 0.05] = np.nan
     frame = pd.DataFrame({
         TIMESTAMP: pd.DatetimeIndex(origin + hours * 3_600_000_000_000, tz="UTC"),
-        SERIES: pd.Series([f"s{i:05d}" for i in range(series)])[which].to_numpy(),
+        SERIES: pd.Series([f"s{i:06d}" for i in range(first_id, first_id + series)]
+                          )[which].to_numpy(),
         TARGET: target, PAST: past,
         FUTURE: (rng.random(rows) < 0.2).astype(np.float64)})
-    order = np.lexsort((which, hours))  # by time, then series
-    frame.iloc[order].reset_index(drop=True).to_parquet(path, index=False)
+    return frame, np.lexsort((which, hours))  # by time, then series
 
 
 def datamodule(data, batch_size: int = BATCH):
@@ -229,7 +272,16 @@ def measure_frame(path: str, rounds: int, batch: int = BATCH, use_tracemalloc: b
            "frame_bytes": frame_bytes, "rows": len(frame),
            "series": dm.num_series, "train_windows": len(dm.datasets["train"])}
     out.update(loader_vs_step(dm, rounds))
+    out["windows_per_s"] = windows_per_second(dm, throughput_batches(rounds))
     return out
+
+
+def throughput_batches(rounds: int, dataset=None) -> int:
+    """Batches drawn for the throughput rows: ``100 * rounds`` (2,000 by default), and for a
+    dataset at least one and a half chunks' worth, so that reading the next chunk is in."""
+    if dataset is None or not dataset.planned:
+        return 100 * rounds
+    return max(100 * rounds, int(1.5 * max(dataset.planned)))
 
 
 def forecaster_for(dm):
@@ -284,6 +336,49 @@ def loader_vs_step(dm, rounds: int, warmup: int = 2) -> dict:
             "batch": dm.batch_size}
 
 
+def measure_dataset(path: str, rounds: int, batch: int = BATCH) -> dict:
+    """A Parquet dataset read lazily: seconds until the first training batch (set-up
+    included), the loader's windows per second, the loader against a training step, and
+    the process's peak RSS (its high-water mark: everything it ever held)."""
+    import pyarrow.dataset
+    import torch  # noqa: F401  (the process's own libraries, before any data)
+
+    assert pyarrow.dataset.dataset(path, format="parquet").schema  # loads Arrow's libraries
+    imports_rss = _status_kb("VmRSS") * 1024
+    start = time.perf_counter()
+    dm = datamodule(path, batch)
+    dm.setup("fit")
+    setup_s = time.perf_counter() - start
+    next(iter(dm.train_dataloader()))
+    first_batch_s = time.perf_counter() - start
+    out = {"setup_s": setup_s, "first_batch_s": first_batch_s,
+           "rows": int(dm._reading()[0].lengths.sum()), "series": dm.num_series,
+           "train_windows": dm.datasets["train"].num_windows,
+           "chunk_rows": dm.chunk_rows, "imports_rss": imports_rss}
+    train = dm.datasets["train"]
+    out["throughput_batches"] = throughput_batches(rounds, train)
+    out["windows_per_s"] = windows_per_second(dm, out["throughput_batches"])
+    # The data's high-water mark: set-up and loading (the model's steps come next).
+    out["peak_rss"] = _status_kb("VmHWM") * 1024
+    out.update(loader_vs_step(dm, rounds))
+    out["peak_rss_steps"] = _status_kb("VmHWM") * 1024
+    return out
+
+
+def windows_per_second(dm, batches: int) -> float:
+    """Training windows per second drawn from a new epoch of ``dm``'s loader (``batches``
+    batches; a dataset's reads of its first and next chunks included)."""
+    count, start = 0, time.perf_counter()
+    loader = iter(dm.train_dataloader())
+    for _ in range(batches):
+        batch = next(loader, None)
+        if batch is None:
+            loader = iter(dm.train_dataloader())
+            batch = next(loader)
+        count += int(batch["real"].sum()) if "real" in batch else len(batch["series"])
+    return count / (time.perf_counter() - start)
+
+
 def _child(kind: str, path: str, rounds: int, batch: int, use_tracemalloc: bool) -> dict:
     """Run one measurement in a fresh interpreter; its result is the last stdout line."""
     command = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--path", path,
@@ -315,6 +410,57 @@ def measure(rows: int, series: int, rounds: int, batch: int = BATCH, in_process:
             frame = _child("frame", path, rounds, batch, use_tracemalloc)
         return {"file": file, "frame": frame, "read": read, "write_s": write_s,
                 "file_bytes": os.path.getsize(path)}
+
+
+def measure_datasets(sizes: list[int], rounds: int, batch: int = BATCH,
+                     in_process: bool = False, directory: str | None = None) -> list[dict]:
+    """Write and measure one dataset per size (``size / ROWS_PER_SERIES`` series)."""
+    results = []
+    for rows in sizes:
+        series = max(1, rows // ROWS_PER_SERIES)
+        with tempfile.TemporaryDirectory(dir=directory) as tmp:
+            root = Path(tmp) / "panel"
+            start = time.perf_counter()
+            write_dataset(root, rows, series)
+            write_s = time.perf_counter() - start
+            size = sum(f.stat().st_size for f in root.iterdir())
+            result = (measure_dataset(str(root), rounds, batch) if in_process
+                      else _child("dataset", str(root), rounds, batch, False))
+        results.append({**result, "write_s": write_s, "bytes": size})
+    return results
+
+
+def dataset_rows(results: list[dict], memory: dict, file: dict) -> list[dict]:
+    """The lazy path's rows: against the in-memory path's measurements of the same run."""
+    out = []
+    for r in results:
+        size = f"{r['rows'] / 1e6:g}M rows, {r['series']:,} series (Parquet dataset)"
+        base = f"{memory['rows'] / 1e6:g}M rows in memory"
+        out += [
+            dict(case=f"training starts, {size}: set-up + first batch "
+                      f"(set-up {r['setup_s']:.1f} s)",
+                 posenc_s=r["first_batch_s"], baseline=f"in-memory set-up, {base}, file read",
+                 baseline_s=file["setup_s"], target="-"),
+            dict(case=f"peak RSS per process, set-up and loader, {size} (chunks of "
+                      f"{r['chunk_rows']:,} rows; {r['imports_rss'] / MB:,.0f} MB of it the "
+                      "process's libraries before any data)",
+                 posenc_amount=r["peak_rss"] / MB, baseline="2 GiB",
+                 baseline_amount=DATASET_RSS_MB, unit="MB", target="< 1"),
+            dict(case=f"peak RSS per process with the training steps too, {size} (the "
+                      f"default Forecaster's activations, batch {r['batch']})",
+                 posenc_amount=r["peak_rss_steps"] / MB, baseline="2 GiB",
+                 baseline_amount=DATASET_RSS_MB, unit="MB", target="-"),
+            dict(case=f"loader throughput, {size}: s per 1000 windows "
+                      f"({r['windows_per_s']:,.0f} windows/s over {r['throughput_batches']:,}"
+                      " batches, reading 2 chunks)",
+                 posenc_s=1000 / r["windows_per_s"],
+                 baseline=f"in-memory loader, {base} ({memory['windows_per_s']:,.0f}/s)",
+                 baseline_s=1000 / memory["windows_per_s"], target=THROUGHPUT_TARGET),
+            dict(case=f"loader: draw a train batch of {r['batch']}, {size}",
+                 posenc_s=r["draw_s"], baseline="Forecaster train step (dim 64, depth 2)",
+                 baseline_s=r["step_s"], ratio=r["loader_ratio"],
+                 target=DATASET_LOADER_TARGET)]
+    return out
 
 
 def rows_of(result: dict) -> list[dict]:
@@ -361,7 +507,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="a tiny panel measured in this process: checks that it runs")
     parser.add_argument("--tracemalloc", action="store_true",
                         help="peak memory from tracemalloc instead of the resident set")
-    parser.add_argument("--child", choices=("file", "frame", "read"), help=argparse.SUPPRESS)
+    parser.add_argument("--dataset", default="",
+                        help="comma-separated row counts of Parquet datasets read lazily "
+                             "(e.g. 10000000,30000000,100000000)")
+    parser.add_argument("--dir", default=None, help="where the panels are written (a "
+                        "temporary folder under it; default: the system's)")
+    parser.add_argument("--child", choices=("file", "frame", "read", "dataset"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     for name in ("rows", "series", "rounds", "batch"):
@@ -371,9 +523,17 @@ def main(argv: list[str] | None = None) -> int:
         result = {"file": lambda: measure_file(args.path, args.tracemalloc),
                   "read": lambda: measure_read(args.path, args.tracemalloc),
                   "frame": lambda: measure_frame(args.path, args.rounds, args.batch,
-                                                 args.tracemalloc)}[args.child]()
+                                                 args.tracemalloc),
+                  "dataset": lambda: measure_dataset(args.path, args.rounds,
+                                                     args.batch)}[args.child]()
         print(json.dumps(result))
         return 0
+    try:
+        sizes = [int(v) for v in args.dataset.split(",") if v.strip()]
+    except ValueError:
+        parser.error(f"--dataset must be comma-separated row counts, got {args.dataset!r}")
+    if any(v < 2 * ROWS_PER_SERIES for v in sizes):
+        parser.error(f"--dataset sizes must be at least {2 * ROWS_PER_SERIES} rows")
     if args.dry_run:
         args.rows, args.series, args.rounds, args.batch = 12_000, 20, 2, 16
     if args.rows < 2 * args.series:
@@ -383,14 +543,21 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     result = measure(args.rows, args.series, args.rounds, args.batch, in_process=args.dry_run,
-                     use_tracemalloc=args.tracemalloc)
+                     use_tracemalloc=args.tracemalloc, directory=args.dir)
+    datasets = measure_datasets(sizes, args.rounds, args.batch, in_process=args.dry_run,
+                                directory=args.dir)
     frame = result["frame"]
     extra = [f"Panel: {frame['rows']:,} rows, {frame['series']:,} series, Parquet "
              f"{result['file_bytes'] / MB:.0f} MB (written in {result['write_s']:.1f} s), frame "
              f"{frame['frame_bytes'] / MB:.0f} MB in memory; context {CONTEXT}, horizon "
              f"{HORIZON} observations, batch {args.batch}, {args.rounds} rounds"]
     mode = "dry run (in-process, tiny panel)" if args.dry_run else "full"
-    return report([{"suite": "panel", **row} for row in rows_of(result)], [],
+    extra += [f"Dataset: {r['rows']:,} rows, {r['series']:,} series, "
+              f"{r['bytes'] / MB:.0f} MB of Parquet in {r['series'] // SERIES_PER_FILE or 1} "
+              f"files (written in {r['write_s']:.0f} s), {r['train_windows']:,} training "
+              "windows" for r in datasets]
+    rows = rows_of(result) + dataset_rows(datasets, frame, result["file"])
+    return report([{"suite": "panel", **row} for row in rows], [],
                   f"Mode: {mode}; {time.perf_counter() - start:.0f} s; time ratio = posenc / "
                   "baseline; memory rows: peak / the frame's memory", extra)
 

@@ -97,3 +97,28 @@ def test_dry_run_prints_every_row(capsys):
     assert all(r.count(" MB | ") == 2 and "| the frame's own memory |" in r for r in memory)
     assert sum("loader: draw a train batch of 16" in r and "train step" in r for r in rows) == 1
     assert "FAILED" not in out
+
+
+def test_dataset_is_written_by_series_in_files_of_whole_series(tmp_path):
+    bench = _load("panel_scale")
+    bench.write_dataset(tmp_path / "d", 6_000, 3_000 // 1000 * 2)
+    files = sorted((tmp_path / "d").glob("part-*.parquet"))
+    frame = pd.concat([pd.read_parquet(f) for f in files])
+    assert len(frame) == 6_000 and frame[bench.SERIES].nunique() == 6
+    assert all(pd.read_parquet(f)[bench.SERIES].is_monotonic_increasing for f in files)
+    assert frame.groupby(bench.SERIES)[bench.TIMESTAMP].is_monotonic_increasing.all()
+
+
+@pytest.mark.slow  # the tiny panel, then a 20,000-row dataset read lazily: about 10 s of CPU
+def test_dry_run_with_a_dataset_prints_its_rows(capsys):
+    assert _load("panel_scale").main(["--dry-run", "--dataset", "20000"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| panel |")]
+    assert len(rows) == 10
+    lazy = rows[5:]
+    assert "training starts, 0.02M rows, 20 series (Parquet dataset)" in lazy[0]
+    assert "peak RSS per process, set-up and loader" in lazy[1]
+    assert lazy[1].endswith(" | < 1 |") and "with the training steps" in lazy[2]
+    assert "loader throughput" in lazy[3] and lazy[3].endswith(" | <= 1 |")
+    assert "Forecaster train step" in lazy[4] and lazy[4].endswith(" | < 0.1 |")
+    assert "Dataset: 20,000 rows, 20 series" in out and "FAILED" not in out

@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Sequence
 from numbers import Real
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -63,6 +63,9 @@ from .windows import (
     time_origins,
 )
 
+if TYPE_CHECKING:
+    from .stream import DatasetPanel, DatasetWindows
+
 __all__ = ["CHANNELS", "COLUMN_ARGUMENTS", "MAX_ORIGINS_PER_ROW", "MAX_WINDOW_ROWS",
            "MODEL_SIZES", "PERSISTENCE", "Columns", "Fitted", "Panel", "TimeSeriesDataModule",
            "check_unique_columns", "collate_windows", "fit", "numeric_column", "parse_length",
@@ -91,6 +94,9 @@ MAX_WINDOW_ROWS = 100_000
 # More forecast origins than this many per observation repeat the same rows (the stride is
 # below the sampling interval): refused before any window is built.
 MAX_ORIGINS_PER_ROW = 10
+# Rows of a Parquet dataset read at a time (whole series): ~50 MB of panel for a few channels;
+# reads cost about the same per row whatever the chunk size: a smaller chunk only holds less.
+CHUNK_ROWS = 500_000
 _RELATIVE = ("now", "today", "yesterday", "tomorrow")
 _NAT = np.iinfo(np.int64).min
 
@@ -417,10 +423,7 @@ class Panel:
         out = np.full(self.num_series, _NAT, np.int64)
         held = self.lengths > 0
         out[held] = self.local[self.starts[:-1][held]]
-        stored = np.asarray(known, np.int64)[:len(out)]
-        here = out[:len(stored)]
-        out[:len(stored)] = np.where(stored == _NAT, here, np.minimum(stored, here))
-        return out
+        return merge_series_starts(out, known)
 
     def keep_rows(self, keep: np.ndarray) -> Panel:
         """The panel without the rows where ``keep`` is False (series stay, maybe shorter)."""
@@ -429,6 +432,16 @@ class Panel:
             self, utc=self.utc[keep], local=self.local[keep], values=self.values[keep],
             starts=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
             rows=self.rows[keep])
+
+
+def merge_series_starts(first: np.ndarray, known: Sequence[int] = ()) -> np.ndarray:
+    """``(S,)`` int64 local ns of each series' first row here (int64 min without rows) ->
+    with ``known`` (a trained model's ``series_start``), the earlier of it and that row."""
+    out = np.array(first, np.int64)
+    stored = np.asarray(known, np.int64)[:len(out)]
+    here = out[:len(stored)]
+    out[:len(stored)] = np.where(stored == _NAT, here, np.minimum(stored, here))
+    return out
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -665,11 +678,12 @@ def read_panel(frame: pd.DataFrame, columns: Columns, known: Fitted | None = Non
 
 
 # -- fitting and scaling -----------------------------------------------------------------------
-def _fit_static(panel: Panel, columns: Columns) -> tuple[dict, dict]:
-    """Category vocabularies (sorted as text) and ``(mean, std)`` of numeric static columns."""
+def _fit_static(static: dict[str, np.ndarray], columns: Columns) -> tuple[dict, dict]:
+    """Category vocabularies (sorted as text) and ``(mean, std)`` of numeric static columns,
+    from each column's ``(S,)`` values per series (``Panel.static``)."""
     categories, stats = {}, {}
     for name in columns.static_columns:
-        values = panel.static[name]
+        values = static[name]
         if values.dtype == object:
             categories[name] = tuple(sorted({v for v in values if v is not None}, key=str))
             continue
@@ -683,19 +697,18 @@ def _fit_static(panel: Panel, columns: Columns) -> tuple[dict, dict]:
     return categories, stats
 
 
-def _fit_scaling(panel: Panel, columns: Columns, train_end: int | None,
-                 known: Fitted | None) -> tuple[np.ndarray, np.ndarray]:
-    """Per-series, per-channel ``(loc, scale)``, ``(S, C)``: a known series keeps ``known``'s,
-    a new one takes the mean and spread of its rows before ``train_end`` (UTC ns; None: all),
-    or the training rows pooled over all series when it has none there."""
+def series_moments(panel: Panel, train_end: int | None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-series, per-channel ``(count, mean, std)``, each ``(S, C)`` float64, of the observed
+    values before ``train_end`` (UTC ns; None: all rows); NaN mean/std without one. Each
+    series' sums run over its own rows in time order, so a panel of some of the series (a
+    chunk of a Parquet dataset) gives the same numbers for them as the whole panel."""
     values, num_series = panel.values, panel.num_series
     channels = values.shape[1]
     series = panel.series_of_rows()
     train = np.ones(len(values), bool) if train_end is None else panel.utc < train_end
     count, mean, std = (np.zeros((num_series, channels)) for _ in range(3))
-    pooled = np.zeros((2, channels))
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN channels: checked below
+    with np.errstate(all="ignore"):
         for c in range(channels):
             used = train & ~np.isnan(values[:, c])
             x = np.where(used, values[:, c], 0.0)
@@ -703,9 +716,23 @@ def _fit_scaling(panel: Panel, columns: Columns, train_end: int | None,
             mean[:, c] = np.bincount(series, x, num_series) / count[:, c]
             centred = np.where(used, x - mean[series, c], 0.0)
             std[:, c] = np.sqrt(np.bincount(series, centred**2, num_series) / count[:, c])
-            pooled[0, c] = x.sum() / used.sum()
-            pooled[1, c] = np.sqrt((np.where(used, x - pooled[0, c], 0.0) ** 2).sum()
-                                   / used.sum())
+    return count, mean, std
+
+
+def scaling_from_moments(count: np.ndarray, mean: np.ndarray, std: np.ndarray,
+                         columns: Columns, train_end: int | None, known: Fitted | None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Per-series ``(loc, scale)``, ``(S, C)``, from :func:`series_moments`: a known series
+    keeps ``known``'s, a new one its own mean and spread, or, without training rows, those of
+    the training rows pooled over all series (combined from the per-series moments, in series
+    order: the same whichever process computed them)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN channels: checked below
+        held = count > 0
+        total = count.sum(0)
+        pooled_mean = np.where(held, count * mean, 0.0).sum(0) / total
+        spread = np.where(held, count * (std**2 + (mean - pooled_mean) ** 2), 0.0).sum(0)
+        pooled = np.stack((pooled_mean, np.sqrt(spread / total)))
     if known is None:
         for c, (name, role) in enumerate(zip(columns.channels, columns.channel_roles,
                                              strict=True)):
@@ -724,6 +751,49 @@ def _fit_scaling(panel: Panel, columns: Columns, train_end: int | None,
             np.where(np.isfinite(scale) & (scale > 0), scale, 1.0))
 
 
+def local_steps(panel: Panel) -> np.ndarray:
+    """``(N - S,)`` int64 ns between consecutive local times within each series."""
+    return np.diff(panel.local)[np.diff(panel.series_of_rows()) == 0]
+
+
+def median_step(panel: Panel) -> int:
+    """The median step of the local clock within series, ns (0 without one). Monthly data
+    in a DST zone is 30 days 23 h apart in UTC at the median, which is no calendar step (and
+    no yearly season)."""
+    within = local_steps(panel)
+    return int(np.median(within)) if len(within) else 0
+
+
+def fit_state(columns: Columns, series_keys: tuple[tuple, ...],
+              moments: tuple[np.ndarray, np.ndarray, np.ndarray], first_local: np.ndarray,
+              train_end: int | None, known: Fitted | None = None, *,
+              static: dict[str, np.ndarray] | None = None, step_ns: int = 0,
+              aware: bool = False, zone: str | None = None,
+              context_length: int | str | None = None, horizon: int | str | None = None
+              ) -> Fitted:
+    """The :class:`Fitted` state from its per-series parts (what :func:`fit` reads off a
+    panel, and the Parquet dataset path off its chunks, :mod:`.stream`).
+
+    Args:
+        series_keys: the ``S`` keys (``known``'s first, then new ones).
+        moments: :func:`series_moments` of the ``S`` series.
+        first_local: ``(S,)`` int64 local ns of each series' first row (int64 min: none).
+        known: a trained model's state, kept (new series are scaled on their own rows); None:
+            a new state of ``static`` (``Panel.static`` of the ``S`` series), ``step_ns``,
+            ``aware``, ``zone`` and the windows' lengths.
+    """
+    loc, scale = scaling_from_moments(*moments, columns, train_end, known)
+    if known is None:
+        categories, stats = _fit_static(static or {}, columns)
+        known = Fitted(columns, aware=aware, zone=zone, static_categories=categories,
+                       static_stats=stats, step_ns=step_ns, context_length=context_length,
+                       horizon=horizon)
+    return dataclasses.replace(
+        known, columns=columns, series_keys=series_keys,
+        loc=tuple(map(tuple, loc.tolist())), scale=tuple(map(tuple, scale.tolist())),
+        series_start=tuple(merge_series_starts(first_local, known.series_start).tolist()))
+
+
 def fit(panel: Panel, columns: Columns, train_end: int | None, known: Fitted | None = None,
         *, context_length: int | str | None = None, horizon: int | str | None = None
         ) -> Fitted:
@@ -735,22 +805,11 @@ def fit(panel: Panel, columns: Columns, train_end: int | None, known: Fitted | N
     their own rows before ``train_end``, and each series starts at the earlier of ``known``'s
     start and its first row here. ``known`` itself is never changed.
     """
-    if known is None:
-        categories, stats = _fit_static(panel, columns)
-        # The step of the local clock: monthly data in a DST zone is 30 days 23 h apart
-        # in UTC at the median, which is no calendar step (and no yearly season).
-        within = np.diff(panel.local)[np.diff(panel.series_of_rows()) == 0]
-        known = Fitted(columns, aware=panel.zone is not None, zone=panel.zone,
-                       static_categories=categories, static_stats=stats,
-                       step_ns=int(np.median(within)) if len(within) else 0,
-                       context_length=context_length, horizon=horizon)
-        loc, scale = _fit_scaling(panel, columns, train_end, None)
-    else:
-        loc, scale = _fit_scaling(panel, columns, train_end, known)
-    return dataclasses.replace(
-        known, columns=columns, series_keys=panel.series_keys,
-        loc=tuple(map(tuple, loc.tolist())), scale=tuple(map(tuple, scale.tolist())),
-        series_start=tuple(panel.series_starts(known.series_start).tolist()))
+    return fit_state(columns, panel.series_keys, series_moments(panel, train_end),
+                     panel.series_starts(), train_end, known, static=panel.static,
+                     step_ns=median_step(panel) if known is None else 0,
+                     aware=panel.zone is not None, zone=panel.zone,
+                     context_length=context_length, horizon=horizon)
 
 
 def _encode_static(panel: Panel, fitted: Fitted, source: str | None
@@ -889,12 +948,24 @@ def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
 
 
 # -- the data module ---------------------------------------------------------------------------
+def _stream() -> Any:
+    """:mod:`.stream` (the Parquet dataset path), imported where used: it builds on this
+    module."""
+    from . import stream
+
+    return stream
+
+
 class TimeSeriesDataModule(LightningDataModule):
     """Sliding-window forecasting data from a CSV/Parquet file or a DataFrame.
 
     Args:
         data: path (``str`` or ``os.PathLike``, stored as text) to a ``.csv`` / ``.parquet``
-            file, or a ``pandas.DataFrame``. Column names must be unique.
+            file, or a ``pandas.DataFrame``, read in memory; or a partitioned Parquet dataset
+            read lazily, chunk by chunk, on each DDP rank and loader worker its own share
+            (:mod:`~posenc.tasks.forecasting.stream`): a directory, a glob
+            (``"panel/*.parquet"``) or an fsspec URL (``"s3://bucket/panel/"``). Column names
+            must be unique.
         timestamp_column: column holding the timestamps (text or datetime; naive or with a UTC
             offset, one form for the whole column). Duplicate timestamps (the same instant,
             whatever its offset) within a series are an error.
@@ -957,7 +1028,8 @@ class TimeSeriesDataModule(LightningDataModule):
         seed: seed of ``irregular``.
         batch_size: training windows per batch.
         eval_batch_size: windows per validation, test and predict batch.
-        num_workers: loader worker processes.
+        num_workers: loader worker processes (with a Parquet dataset they also read the
+            chunks of the set-up's fitting pass).
         timestamp_format: ``pd.to_datetime`` format of text timestamps (``"%d/%m/%Y %H:%M"``,
             ``"ISO8601"``, ``"mixed"``). None: the format pandas infers from the first row,
             which every row must match (a row in another format is an error, not a guess).
@@ -967,6 +1039,9 @@ class TimeSeriesDataModule(LightningDataModule):
         future_data: with ``predict_split="future"``, the times to predict: a CSV/Parquet path
             or DataFrame of the series and timestamp columns and the future covariates; None:
             the trained horizon after each series' last observation.
+        chunk_rows: with a Parquet dataset, the rows read at once (whole series, at least
+            one): memory per process holds about two such chunks (the next one is read
+            ahead), or the longest series twice.
 
     The table is read with this data's own state (fitted on its training period) until a
     trained model hands it its own (:meth:`read_with`); then a series new to the model is
@@ -1004,6 +1079,7 @@ class TimeSeriesDataModule(LightningDataModule):
         timestamp_format: str | None = None,
         predict_split: str = "future",
         future_data: str | os.PathLike | Any = None,
+        chunk_rows: int = CHUNK_ROWS,
     ) -> None:
         super().__init__()
         # A DataFrame is data, not a hyperparameter: keep it out of the checkpoint.
@@ -1070,8 +1146,13 @@ class TimeSeriesDataModule(LightningDataModule):
             raise TypeError(f"future_data must be a path or a pandas DataFrame, got "
                             f"{type(future_data).__name__}")
         self.future_data = future_data
-        self.datasets: dict[str, WindowDataset] = {}
+        self.chunk_rows = check_positive_int(plain(chunk_rows), "chunk_rows")
+        if self.irregular is not None and self.irregular < 1 and _stream().is_dataset(data):
+            raise ValueError("irregular thins a table read in memory; a Parquet dataset is "
+                             "read lazily: leave irregular=None (thin the files instead)")
+        self.datasets: dict[str, WindowDataset | DatasetWindows] = {}
         self._datasets_panel: Panel | None = None  # the panel self.datasets window
+        self._datasets_rank: tuple[int, int] | None = None  # (rank, world) they were dealt to
         self._known: Fitted | None = None  # a trained model's state (read_with)
         self._read: tuple[Fitted | None, Panel, Fitted] | None = None  # (known, panel, state)
 
@@ -1102,9 +1183,17 @@ class TimeSeriesDataModule(LightningDataModule):
         """An argument as the user wrote it (for messages), else as parsed."""
         return self.hparams.get(name, getattr(self, name, None))
 
+    @property
+    def streaming(self) -> bool:
+        """Whether ``data`` is a Parquet dataset read lazily (a directory, glob or URL)."""
+        return _stream().is_dataset(self.data)
+
     def load_frame(self) -> pd.DataFrame:
         """The raw table (a preset overrides it)."""
         data = self.data
+        if self.streaming:
+            raise ValueError(f"{self._describe_data()} is a Parquet dataset, read lazily in "
+                             "chunks: it is never one table in memory")
         if isinstance(data, pd.DataFrame):
             return data
         if data is None:
@@ -1143,7 +1232,26 @@ class TimeSeriesDataModule(LightningDataModule):
             self._read = read = (self._known, *self._read_table(self._known))
         return read[1], read[2]
 
+    def _read_dataset(self, known: Fitted | None) -> tuple[DatasetPanel, Fitted]:
+        """The Parquet dataset path of :meth:`_read_table`: a scan of the series and time
+        columns (span, keys), then one pass over the chunks for the state."""
+        dataset = _stream().DatasetPanel.scan(self.data, self.columns, known, self.chunk_rows)
+        if known is not None and dataset.aware != known.aware and self.columns.tz is None:
+            kinds = ["tz-naive", "tz-aware"]
+            raise ValueError(f"timestamp column {self.columns.timestamp_column!r} is "
+                             f"{kinds[dataset.aware]} but the model was trained on "
+                             f"{kinds[known.aware]} timestamps; use one form")
+        t_val, t_test = self._split_times(np.array(dataset.span),
+                                          dataset.aware if known is None else known.aware)
+        fitted = dataset.fit(t_test if self.train_on_val else t_val, (t_val, t_test), known,
+                             context_length=self._given("context_length"),
+                             horizon=self._given("horizon"), workers=self.num_workers)
+        self.split_times = {"val": t_val, "test": t_test}
+        return dataset, fitted
+
     def _read_table(self, known: Fitted | None) -> tuple[Panel, Fitted]:
+        if self.streaming:
+            return self._read_dataset(known)
         frame = self.load_frame()
         check_unique_columns(list(frame.columns), self._describe_data())
         if not len(frame):
@@ -1167,7 +1275,12 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def panel(self) -> Panel:
         """The checked, sorted and scaled table (read when first asked for, before ``setup``:
-        the model sizes the CLI links need it), with the state of :attr:`fitted`."""
+        the model sizes the CLI links need it), with the state of :attr:`fitted`. A Parquet
+        dataset has none (``TypeError``): it is read chunk by chunk."""
+        if self.streaming:
+            raise TypeError(f"{self._describe_data()} is a Parquet dataset read lazily: there "
+                            "is no in-memory panel; its batches come from "
+                            "dm.datasets[split] after setup()")
         return self._reading()[0]
 
     @property
@@ -1311,12 +1424,13 @@ class TimeSeriesDataModule(LightningDataModule):
         """Each split's ``[lo, hi)`` in UTC ns: a window belongs to the split that holds its
         whole horizon. With ``train_on_val`` training reaches ``test_start`` and there is no
         ``val`` split."""
-        utc = self.panel().utc
+        first, last = (self._reading()[0].span if self.streaming else
+                       (int(self.panel().utc.min()), int(self.panel().utc.max())))
         t_val, t_test = self.split_times["val"], self.split_times["test"]
-        test = (t_test, int(utc.max()) + 1)
+        test = (t_test, last + 1)
         if self.train_on_val:
-            return {"train": (int(utc.min()), t_test), "test": test}
-        return {"train": (int(utc.min()), t_val), "val": (t_val, t_test), "test": test}
+            return {"train": (first, t_test), "test": test}
+        return {"train": (first, t_val), "val": (t_val, t_test), "test": test}
 
     def windows(self, split: str) -> WindowIndex:
         """The lazy index of one split's windows (``train``, ``val`` or ``test``).
@@ -1325,6 +1439,9 @@ class TimeSeriesDataModule(LightningDataModule):
         :data:`MAX_ORIGINS_PER_ROW` origins per observation, and for windows of more than
         :data:`MAX_WINDOW_ROWS` rows (durations; counts are checked when given)."""
         check_choice(split, "split", ("train", "val", "test"))
+        if self.streaming:
+            raise TypeError(f"{self._describe_data()} is a Parquet dataset: its windows are "
+                            "made chunk by chunk (dm.datasets[split] after setup())")
         panel = self.panel()
         bounds = self.split_bounds()
         if split not in bounds:
@@ -1365,7 +1482,13 @@ class TimeSeriesDataModule(LightningDataModule):
         panel; Lightning restores a checkpoint, whose state the model hands over, after
         ``setup``: the loaders call this again)."""
         panel, fitted = self._reading()
-        if self.datasets and self._datasets_panel is panel:
+        # A Parquet dataset's windows are dealt to ranks: rebuilt once DDP has started.
+        rank = self._rank() if self.streaming else None
+        if self.datasets and self._datasets_panel is panel and self._datasets_rank == rank:
+            return
+        if self.streaming:
+            self.datasets = self._dataset_windows(panel, fitted)
+            self._datasets_panel, self._datasets_rank = panel, rank
             return
         datasets = {}
         for split, (lo, hi) in self.split_bounds().items():
@@ -1375,9 +1498,45 @@ class TimeSeriesDataModule(LightningDataModule):
             datasets[split] = WindowDataset(panel, fitted, windows, self.mase_season)
         self.datasets, self._datasets_panel = datasets, panel
 
-    def _no_window(self, split: str, panel: Panel, lo: int, hi: int) -> str:
-        count = int(((panel.utc >= lo) & (panel.utc < hi)).sum())
-        what = "series" if panel.num_series == 1 else f"{panel.num_series} series"
+    def _rank(self) -> tuple[int, int]:
+        """``(rank, world size)``: the trainer's, else torch.distributed's, else one."""
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None:
+            return int(trainer.global_rank), int(trainer.world_size)
+        return _stream().distributed_rank()
+
+    def _dataset_windows(self, dataset: DatasetPanel, fitted: Fitted
+                         ) -> dict[str, DatasetWindows]:
+        """Each split's :class:`~posenc.tasks.forecasting.stream.DatasetWindows`, planned
+        from per-series counts (no rows read here)."""
+        rank, world = self._rank()
+        out = {}
+        for split, (lo, hi) in self.split_bounds().items():
+            lengths = self._window_lengths(split)
+            windows = _stream().DatasetWindows(
+                dataset, fitted, (lo, hi), lengths, self.by_time,
+                self.batch_size if split == "train" else self.eval_batch_size,
+                shuffle=split == "train", seed=self.seed, seasonality=self.mase_season,
+                rank=rank, world_size=world)
+            if not windows.num_windows:
+                raise ValueError(self._no_window(split, dataset, lo, hi))
+            if self.by_time and windows.num_windows > MAX_ORIGINS_PER_ROW * int(
+                    dataset.lengths.sum()):
+                name = "train_stride" if split == "train" else "stride"
+                raise ValueError(f"{name}={self._given(name)!r} places {windows.num_windows} "
+                                 f"forecast origins in the {split} split of "
+                                 f"{int(dataset.lengths.sum())} observations (more than "
+                                 f"MAX_ORIGINS_PER_ROW={MAX_ORIGINS_PER_ROW} per observation)")
+            out[split] = windows
+        return out
+
+    def _no_window(self, split: str, panel: Panel | DatasetPanel, lo: int, hi: int) -> str:
+        if isinstance(panel, _stream().DatasetPanel):
+            count, num_series = panel.rows_in(lo, hi), len(panel.series_keys)
+        else:
+            count = int(((panel.utc >= lo) & (panel.utc < hi)).sum())
+            num_series = panel.num_series
+        what = "series" if num_series == 1 else f"{num_series} series"
         message = (f"the {split} split ({pd.Timestamp(lo)} to {pd.Timestamp(hi)} UTC, {count} "
                    f"observations in {what}) fits no window of context_length="
                    f"{self._given('context_length')!r} and horizon={self._given('horizon')!r}")
@@ -1390,6 +1549,9 @@ class TimeSeriesDataModule(LightningDataModule):
             "the split"
 
     def _loader(self, dataset: Any, shuffle: bool = False) -> DataLoader:
+        if isinstance(dataset, _stream().DatasetWindows):  # yields whole batches, shuffles itself
+            return DataLoader(dataset, batch_size=None, num_workers=self.num_workers,
+                              persistent_workers=self.num_workers > 0)
         return DataLoader(dataset, batch_size=self.batch_size if shuffle else self.eval_batch_size,
                           shuffle=shuffle, collate_fn=batched, num_workers=self.num_workers,
                           persistent_workers=self.num_workers > 0)
@@ -1421,6 +1583,14 @@ class TimeSeriesDataModule(LightningDataModule):
         future = self.future_data
         if isinstance(future, (str, os.PathLike)):
             future = read_table(future)
+        if self.streaming:
+            # One window per series after its end, chunk by chunk, on each rank its share.
+            dataset, fitted = self._reading()
+            rank, world = self._rank()
+            return self._loader(_stream().DatasetWindows(
+                dataset, fitted, None,
+                self._window_lengths("test"), self.by_time, self.eval_batch_size,
+                rank=rank, world_size=world, future=future))
         # A trained model's state (its scaling and series) reads the whole table as history.
         return self._loader(request_dataset(
             self.fitted if self._known is None else self._known, self.load_frame(),

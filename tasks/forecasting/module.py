@@ -322,6 +322,12 @@ class Forecaster(LightningModule):
         return loss
 
     def _eval_step(self, stage: str, batch: Mapping[str, Tensor]) -> None:
+        real = batch.get("real")
+        if real is not None and not bool(real.all()):
+            # A Parquet dataset's padding (every rank runs as many batches): no window.
+            if not bool(real.any()):
+                return
+            batch = {key: value[real] for key, value in batch.items()}
         pred = self(batch).float()
         loss = self._loss(pred, batch)
         size = batch["target_valid"].shape[0]
@@ -416,8 +422,11 @@ class Forecaster(LightningModule):
         series = batch.get("series")
         if series is None:
             series = torch.zeros(len(last), dtype=torch.int64, device=last.device)
+        valid = batch["target_valid"]
+        if "real" in batch:  # a Parquet dataset's padding windows forecast nothing
+            valid = valid & batch["real"][:, None]
         return {"series": series, "origin": batch["context_time"].gather(1, last)[:, 0],
-                "time": batch["target_time"], "valid": batch["target_valid"],
+                "time": batch["target_time"], "valid": valid,
                 "prediction": pred[..., self.point_index], "quantiles": pred}
 
     @torch.no_grad()

@@ -41,7 +41,7 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 from pandas.tseries.frequencies import to_offset
-from posenc.core.encoding import check_positive_int
+from posenc.core.encoding import check_bool, check_positive_int
 from posenc.temporal import localize
 from posenc.temporal.timestamps import (
     check_tz_name,
@@ -303,7 +303,10 @@ class ForecastWriter(BasePredictionWriter):
     :class:`~posenc.tasks.forecasting.data.Fitted`; a forecast request's dataset's, which
     knows series new to the model, comes first) and ``pl_module.quantile_levels`` (list or
     None). Under DDP each rank's forecasts are gathered to rank 0, which writes the file;
-    every rank waits for it. In a config::
+    every rank waits for it. With ``per_rank=True`` (forecasts too many for one process, as
+    from a Parquet dataset) ``path`` is a folder and each rank writes its own forecasts,
+    nothing gathered, to ``part-{rank:05d}.parquet`` there (each file sorted as the table;
+    ``pd.read_parquet(path)`` reads them as one). In a config::
 
         trainer:
           callbacks:
@@ -311,9 +314,19 @@ class ForecastWriter(BasePredictionWriter):
               init_args: {path: forecasts/test.csv}
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, per_rank: bool = False) -> None:
         super().__init__(write_interval="epoch")
-        self.path = _forecast_path(path, "ForecastWriter path")
+        self.per_rank = check_bool(per_rank, "per_rank")
+        if self.per_rank:
+            if not isinstance(path, (str, os.PathLike)):
+                raise TypeError(f"ForecastWriter path must be a folder path (str), got "
+                                f"{type(path).__name__}")
+            self.path = Path(path)
+            if self.path.suffix.lower() in FORECAST_SUFFIXES:
+                raise ValueError(f"ForecastWriter path={str(path)!r}: with per_rank=True the "
+                                 "path is a folder (one Parquet file per rank), not a file")
+        else:
+            self.path = _forecast_path(path, "ForecastWriter path")
 
     def write_on_epoch_end(self, trainer: Any, pl_module: Any, predictions: Sequence[Any],
                            batch_indices: Sequence[Any]) -> None:
@@ -331,6 +344,10 @@ class ForecastWriter(BasePredictionWriter):
                 "has one once trained or loaded from a checkpoint (predict with --ckpt_path)")
         levels = getattr(pl_module, "quantile_levels", None)
         rows = _rows(_flatten(predictions), fitted, levels)
+        if self.per_rank:  # no gather: each rank's file holds its own windows
+            write_forecasts(_table(rows, fitted, levels),
+                            self.path / f"part-{trainer.global_rank:05d}.parquet")
+            return
         gathered = _gather_to_rank_zero(rows, trainer)
         if trainer.is_global_zero:
             merged = {key: np.concatenate([part[key] for part in gathered]) for key in rows}

@@ -48,8 +48,8 @@ from torch.utils.data import Dataset
 
 from .metrics import SeasonalError
 
-__all__ = ["WindowDataset", "WindowIndex", "batched", "count_windows", "duration_windows",
-           "local_time_fields", "time_origins"]
+__all__ = ["WindowDataset", "WindowIndex", "batched", "count_plan", "count_windows",
+           "duration_windows", "local_time_fields", "origins_from_first", "time_origins"]
 
 
 def local_time_fields(local: np.ndarray | Tensor) -> Tensor:
@@ -125,12 +125,21 @@ def count_windows(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context
     # Rows of each series before lo / before hi (utc is sorted within a series).
     before_lo = np.bincount(series, utc < lo, num).astype(np.int64)
     before_hi = np.bincount(series, utc < hi, num).astype(np.int64)
-    first = np.maximum(starts[:-1] + context, starts[:-1] + before_lo)
-    last = np.minimum(starts[1:] - horizon, starts[:-1] + before_hi - horizon)
-    counts = np.where(last >= first, (last - first) // stride + 1, 0)
+    first, counts = count_plan(starts, before_lo, before_hi, context, horizon, stride)
     return WindowIndex(offsets=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
                        first=first.astype(np.int64), context=context, horizon=horizon,
                        stride=stride)
+
+
+def count_plan(starts: np.ndarray, before_lo: np.ndarray, before_hi: np.ndarray,
+               context: int, horizon: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """Count mode from per-series numbers only: ``(first horizon row, number of windows)``,
+    each ``(S,)``, given the ``(S + 1,)`` row offsets and each series' ``(S,)`` counts of rows
+    before ``lo`` and before ``hi`` (:func:`count_windows`; a Parquet dataset's plan counts
+    its windows without holding the rows)."""
+    first = np.maximum(starts[:-1] + context, starts[:-1] + before_lo)
+    last = np.minimum(starts[1:] - horizon, starts[:-1] + before_hi - horizon)
+    return first, np.where(last >= first, (last - first) // stride + 1, 0)
 
 
 def time_origins(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context: int,
@@ -142,6 +151,14 @@ def time_origins(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context:
     # An empty series' start is its successor's (or past the end): read no time for it.
     first_time = utc[np.where(held, starts[:-1], 0)] if len(utc) else np.zeros(len(held),
                                                                               np.int64)
+    return origins_from_first(first_time, held, lo, hi, context, horizon, stride)
+
+
+def origins_from_first(first_time: np.ndarray, held: np.ndarray, lo: int, hi: int,
+                       context: int, horizon: int, stride: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`time_origins` from each series' ``(S,)`` first time (UTC ns) and whether it has
+    rows: the origins depend on nothing else (a gap drops a window afterwards)."""
     first = np.maximum(lo, first_time + context)
     return first, np.where(held, np.maximum(0, (hi - horizon - first) // stride + 1), 0)
 

@@ -1,0 +1,606 @@
+"""Partitioned Parquet datasets read lazily: panels larger than memory, on many processes.
+
+A :class:`TimeSeriesDataModule <posenc.tasks.forecasting.data.TimeSeriesDataModule>` given a
+directory, a glob or an fsspec URL (``s3://bucket/panel/``, ``memory://``, ``file://``) of
+Parquet files reads it with ``pyarrow.dataset``, never as one table:
+
+- :meth:`DatasetPanel.scan`: the series and timestamp columns only, batch by batch: the series
+  keys (sorted, as :func:`~posenc.tasks.forecasting.data.read_panel` sorts them), each
+  series' row count and the time span (the split times).
+- chunks: runs of consecutive series (in key order, so a dataset sorted or partitioned by
+  series reads only its own row groups) of at most ``chunk_rows`` rows, or one series where
+  it is longer. A chunk is read with a pyarrow filter on the series columns and becomes a
+  small :class:`~posenc.tasks.forecasting.data.Panel` through the in-memory path's own
+  ``read_panel`` and ``scale_panel``.
+- :meth:`DatasetPanel.fit`: one pass over the chunks; each chunk adds its series' moments,
+  first times, static values and step counts; :func:`~posenc.tasks.forecasting.data.fit_state`
+  makes the same :class:`~posenc.tasks.forecasting.data.Fitted` as ``fit`` on the whole table
+  (every fitted number is per series, or combined from per-series numbers in series order).
+- :class:`DatasetWindows`: one split's batches, built chunk by chunk by the one batch builder
+  (:class:`~posenc.tasks.forecasting.windows.WindowDataset` over the chunk's panel). Chunks go
+  to DDP ranks round-robin and to loader workers round-robin within a rank; each process
+  reads only its chunks. Every rank yields the same number of batches (uneven iterable
+  datasets hang DDP): the number is planned from per-series counts, the same on every
+  process, and a rank short of it yields padding batches whose ``real`` flag (``(B,)``
+  bool, every batch has it) is False; the ``Forecaster`` leaves them out of losses, metrics
+  and forecasts, so each real window counts once.
+
+Memory per process: the per-series state (``O(series)``) and two chunks' rows (the one
+batched and the next, read in a thread meanwhile).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from posenc.temporal.timestamps import parse_timestamps, utc_and_local
+from torch import Tensor
+from torch.utils.data import IterableDataset, get_worker_info
+
+from .data import (
+    CHUNK_ROWS,
+    Columns,
+    Fitted,
+    Panel,
+    _series_codes,
+    batch_of_series,
+    check_unique_columns,
+    fit_state,
+    local_steps,
+    read_panel,
+    scale_panel,
+    series_moments,
+)
+from .windows import WindowDataset, count_plan, count_windows, duration_windows, origins_from_first
+
+__all__ = ["CHUNK_ROWS", "DatasetPanel", "DatasetWindows", "is_dataset", "open_dataset"]
+
+PARQUET_SUFFIXES = (".parquet", ".pq")
+_GLOB = "*?["
+_NAT = np.iinfo(np.int64).min
+
+
+def is_dataset(data: Any) -> bool:
+    """Whether ``data`` names a Parquet dataset read lazily: a directory, a glob or a URL
+    (``scheme://``); a single ``.csv``/``.parquet`` path is read in memory."""
+    if not isinstance(data, (str, os.PathLike)):
+        return False
+    text = os.fspath(data)
+    return "://" in text or any(c in text for c in _GLOB) or Path(text).is_dir()
+
+
+def open_dataset(data: str | os.PathLike) -> Any:
+    """A directory, glob or fsspec URL of Parquet files -> a ``pyarrow.dataset.Dataset``
+    (hive partition folders such as ``region=north/`` become columns). Local paths use
+    Arrow's own file system; other URLs go through fsspec."""
+    import fsspec
+    import pyarrow.dataset as ds
+    from fsspec.implementations.local import LocalFileSystem
+
+    text = os.fspath(data)
+    fs, path = fsspec.core.url_to_fs(text)
+    if any(c in path for c in _GLOB):
+        files = sorted(f for f in fs.glob(path) if fs.isfile(f))
+        base = path[:min(path.find(c) for c in _GLOB if c in path)].rsplit("/", 1)[0] or "/"
+    elif fs.isdir(path):
+        files = sorted(f for f in fs.find(path) if f.lower().endswith(PARQUET_SUFFIXES))
+        base = path
+    else:
+        files, base = ([path] if fs.isfile(path) else []), None
+    if not files:
+        raise FileNotFoundError(f"data={text!r}: no Parquet files found (expected a directory, "
+                                "a glob or a URL of .parquet files)")
+    bad = [f for f in files if not f.lower().endswith(PARQUET_SUFFIXES)]
+    if bad:
+        raise ValueError(f"data={text!r} matches {bad[0]!r}, not a .parquet file: a dataset is "
+                         "read as Parquet (a CSV is read in memory: give its path)")
+    return ds.dataset(files, format="parquet",
+                      filesystem=None if isinstance(fs, LocalFileSystem) else fs,
+                      partitioning="hive", partition_base_dir=base)
+
+
+def _row_groups(dataset: Any, cache: dict | None = None) -> list[Any]:
+    """Every row group of the dataset as a fragment, files in order (the same list in every
+    process: the unit a chunk reads)."""
+    if cache is not None and "_row_groups" in cache:
+        return cache["_row_groups"]
+    groups = [group for fragment in dataset.get_fragments()
+              for group in fragment.split_by_row_group()]
+    if cache is not None:
+        cache["_row_groups"] = groups
+    return groups
+
+
+def _decoded(table: Any) -> Any:
+    """An Arrow table with its dictionary columns (hive partitions) decoded to their values,
+    as a single file's columns would read."""
+    import pyarrow as pa
+
+    columns = [column.cast(column.type.value_type) if pa.types.is_dictionary(column.type)
+               else column for column in table.columns]
+    return pa.table(columns, names=table.column_names)
+
+
+def _frame(table: Any) -> pd.DataFrame:
+    """An Arrow table -> its DataFrame (:func:`_decoded`)."""
+    return _decoded(table).to_pandas()
+
+
+@dataclasses.dataclass
+class DatasetPanel:
+    """A Parquet dataset's series, read chunk by chunk (:meth:`scan` builds it).
+
+    Attributes:
+        data: the path, glob or URL (reopened in each process: datasets do not pickle).
+        columns: the column roles.
+        series_keys: the ``S`` keys, sorted (a trained model's first where it has some).
+        lengths: ``(S,)`` int64 rows per series.
+        span: ``(first, last)`` UTC ns of the whole dataset.
+        aware: whether the timestamps are tz-aware.
+        chunks: lists of consecutive series indexes, each read at once.
+        groups: ``(offsets (S + 1,), row groups)``: series ``s`` has rows in the row groups
+            ``groups[1][offsets[s]:offsets[s + 1]]`` (indexes into the dataset's files'
+            row groups, in file order).
+        first_time: ``(S,)`` int64 UTC ns of each series' first row (after :meth:`fit`).
+        before: ``(S, 2)`` int64 rows of each series before the two split times (after
+            :meth:`fit`).
+    """
+
+    data: str
+    columns: Columns
+    series_keys: tuple[tuple, ...]
+    lengths: np.ndarray
+    span: tuple[int, int]
+    aware: bool
+    chunks: list[np.ndarray]
+    first_time: np.ndarray | None = None
+    before: np.ndarray | None = None
+    split_times: tuple[int, int] | None = None
+    groups: tuple[np.ndarray, np.ndarray] | None = None
+
+    # -- reading --------------------------------------------------------------------------
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_dataset", None)
+        state.pop("_row_groups", None)
+        return state
+
+    @property
+    def dataset(self) -> Any:
+        if "_dataset" not in self.__dict__:
+            self.__dict__["_dataset"] = open_dataset(self.data)
+        return self.__dict__["_dataset"]
+
+    @property
+    def needed(self) -> list[str]:
+        c = self.columns
+        return [c.timestamp_column, *c.series_columns, *c.channels, *c.static_columns]
+
+    @classmethod
+    def scan(cls, data: str | os.PathLike, columns: Columns, known: Fitted | None = None,
+             chunk_rows: int = CHUNK_ROWS) -> DatasetPanel:
+        """Read the series and timestamp columns batch by batch: keys, row counts, span.
+
+        Raises ``ValueError`` naming the column for a column the dataset lacks, a missing
+        series id or timestamp, timestamps naive in one file and aware in another."""
+        import pyarrow as pa
+
+        text = os.fspath(data)
+        dataset = open_dataset(text)
+        names = list(dataset.schema.names)
+        check_unique_columns(names, f"data={text!r}")
+        for name in [columns.timestamp_column, *columns.series_columns, *columns.channels,
+                     *columns.static_columns]:
+            if name not in names:
+                raise ValueError(f"column {name!r} not found; the dataset data={text!r} has "
+                                 f"columns {names}")
+        if columns.ambiguous == "infer":
+            raise ValueError("ambiguous='infer' reads the order of a whole table; a Parquet "
+                             "dataset is read in chunks: give ambiguous='earliest' or 'latest'")
+        series_columns = list(columns.series_columns)
+        counts, lo, hi, aware, total = [], None, None, None, 0
+        for g, group in enumerate(_row_groups(dataset)):
+            table = group.to_table(schema=dataset.schema,
+                                   columns=[*series_columns, columns.timestamp_column])
+            if not table.num_rows:
+                continue
+            total += table.num_rows
+            if series_columns:
+                count = _decoded(table.select(series_columns)).group_by(
+                    series_columns).aggregate([([], "count_all")])
+                counts.append(count.append_column(
+                    "row_group", pa.array(np.full(count.num_rows, g, np.int64))))
+            index = parse_timestamps(_frame(table.select([columns.timestamp_column]))
+                                     .iloc[:, 0], columns.timestamp_column, text,
+                                     columns.timestamp_format)
+            if aware is not None and aware != (index.tz is not None):
+                raise ValueError(f"timestamp column {columns.timestamp_column!r} is tz-aware "
+                                 f"in some files of data={text!r} and tz-naive in others; "
+                                 "use one form")
+            aware = index.tz is not None
+            if index.tz is None and columns.tz is not None:
+                utc, _ = utc_and_local(index, columns.tz, columns.ambiguous,
+                                       columns.nonexistent, columns.timestamp_column)
+            else:  # the instant itself (aware) or the data's own clock (naive, no zone)
+                utc = (index.tz_convert("UTC").tz_localize(None) if aware else index
+                       ).as_unit("ns").asi8
+            lo = int(utc.min()) if lo is None else min(lo, int(utc.min()))
+            hi = int(utc.max()) if hi is None else max(hi, int(utc.max()))
+        if not total:
+            raise ValueError(f"data={text!r} has no rows (columns {names})")
+        if series_columns:
+            # (series, row group, rows) for every series in every row group.
+            frame = _frame(pa.concat_tables(counts))
+            unique = frame[series_columns].drop_duplicates().reset_index(drop=True)
+            codes, keys = _series_codes(unique, columns.series_columns, None, None)
+            unique["_code"] = codes
+            code = frame.merge(unique, on=series_columns, how="left")["_code"].to_numpy()
+            group = frame["row_group"].to_numpy(np.int64)
+            count = frame["count_all"].to_numpy(np.int64)
+        else:
+            keys, code = ((),), np.zeros(len(_row_groups(dataset)), np.int64)
+            group, count = np.arange(len(code)), np.ones(len(code), np.int64)
+        if known is not None:
+            # A trained model's series keep their indexes; new ones follow, sorted.
+            known_keys = set(known.series_keys)
+            order = [*known.series_keys, *(key for key in keys if key not in known_keys)]
+            position = {key: i for i, key in enumerate(order)}
+            code = np.array([position[keys[c]] for c in range(len(keys))], np.int64)[code]
+            keys = tuple(order)
+        rows = np.bincount(code, count, len(keys)).astype(np.int64)
+        if not series_columns:
+            rows = np.array([total], np.int64)
+        # Each series' row groups, series by series (CSR): a chunk reads only its own.
+        by_series = np.lexsort((group, code))
+        groups = (np.concatenate(([0], np.cumsum(np.bincount(code, minlength=len(keys)))))
+                  .astype(np.int64), group[by_series])
+        return cls(text, columns, tuple(keys), rows, (lo, hi), bool(aware),
+                   _chunks(rows, chunk_rows), groups=groups)
+
+    def frame(self, series: np.ndarray) -> pd.DataFrame:
+        """The raw rows of some series (``(k,)`` indexes): only the row groups that hold
+        them (:attr:`groups`), filtered on the series columns where a row group holds other
+        series too. A dataset sorted or partitioned by series reads each row group about
+        once per pass; one ordered by time reads every row group for every chunk."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        names = list(self.columns.series_columns)
+        keys = [self.series_keys[int(s)] for s in series]
+        schema = self.dataset.schema
+        offsets, groups = self.groups
+        wanted_groups = np.unique(np.concatenate([groups[offsets[s]:offsets[s + 1]]
+                                                  for s in series]))
+        expression = None
+        for j, name in enumerate(names):
+            kind = schema.field(name).type
+            kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+            values = pa.array(sorted({key[j] for key in keys}, key=repr), type=kind)
+            term = pc.field(name).isin(values)
+            expression = term if expression is None else expression & term
+        row_groups = _row_groups(self.dataset, self.__dict__)
+        own = self._own_groups()
+        chosen = set(int(s) for s in series)
+        tables = [row_groups[g].to_table(
+            schema=schema, columns=self.needed,
+            filter=None if own[g] <= chosen else expression) for g in wanted_groups]
+        frame = _frame(pa.concat_tables(tables))
+        if len(names) > 1:  # the filter above holds every combination of the values
+            wanted = pd.MultiIndex.from_tuples(keys, names=names)
+            frame = frame[pd.MultiIndex.from_frame(frame[names]).isin(wanted)]
+        return frame.reset_index(drop=True)
+
+    def read(self, series: np.ndarray) -> tuple[Panel, np.ndarray]:
+        """The rows of some series -> their checked, sorted :class:`Panel` (``read_panel``,
+        keys of these series only) and ``(S_chunk,)`` the dataset's index of each of its
+        series."""
+        panel = read_panel(self.frame(series), self.columns, None, self.data)
+        lookup = self._lookup()
+        return panel, np.array([lookup[key] for key in panel.series_keys], np.int64)
+
+    def _own_groups(self) -> list[set[int]]:
+        """The series of each row group (sets: whether a chunk needs a filter there)."""
+        if "_own" not in self.__dict__:
+            offsets, groups = self.groups
+            series = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+            own: list[set[int]] = [set() for _ in range(int(groups.max(initial=-1)) + 1)]
+            for s, g in zip(series.tolist(), groups.tolist(), strict=True):
+                own[g].add(s)
+            self.__dict__["_own"] = own
+        return self.__dict__["_own"]
+
+    def _lookup(self) -> dict[tuple, int]:
+        if "_keys" not in self.__dict__:
+            self.__dict__["_keys"] = {key: i for i, key in enumerate(self.series_keys)}
+        return self.__dict__["_keys"]
+
+    # -- fitting --------------------------------------------------------------------------
+    def chunk_stats(self, chunk: int, train_end: int, split_times: tuple[int, int]
+                    ) -> dict[str, Any]:
+        """What chunk ``chunk`` adds to the fitted state: its series' indexes, moments, first
+        local and UTC times, rows before each split time, static values, counted steps and
+        zone (arrays of its ``S_chunk`` series)."""
+        panel, index = self.read(self.chunks[chunk])
+        series = panel.series_of_rows()
+        within = local_steps(panel)  # counted: their median is fit()'s median step
+        return {"index": index, "moments": series_moments(panel, train_end),
+                "first_local": panel.series_starts(),
+                "first_time": panel.utc[panel.starts[:-1]],
+                "before": np.stack([np.bincount(series, panel.utc < t, len(index))
+                                    for t in split_times], 1),
+                "static": panel.static, "zone": panel.zone,
+                "steps": np.unique(within, return_counts=True)}
+
+    def fit(self, train_end: int, split_times: tuple[int, int], known: Fitted | None, *,
+            context_length: Any = None, horizon: Any = None, workers: int = 0) -> Fitted:
+        """One pass over the chunks -> the :class:`Fitted` state of the rows before
+        ``train_end`` (UTC ns), as ``fit`` makes it of the whole table; also each series'
+        first time and rows before each of ``split_times`` (the windows' plan). With
+        ``workers`` > 0 the chunks are read by that many loader worker processes; each
+        chunk's numbers go to its own series' places, so the state is the same."""
+        from torch.utils.data import DataLoader
+
+        num, channels = len(self.series_keys), len(self.columns.channels)
+        moments = [np.zeros((num, channels)) for _ in range(3)]
+        moments[1][:], moments[2][:] = np.nan, np.nan
+        first_local = np.full(num, _NAT, np.int64)
+        self.first_time = np.full(num, _NAT, np.int64)
+        self.before = np.zeros((num, 2), np.int64)
+        static: dict[str, np.ndarray] = {}
+        steps: Counter = Counter()
+        zone = None
+        stats = DataLoader(_ChunkStats(self, train_end, tuple(split_times)), batch_size=None,
+                           num_workers=workers, collate_fn=_same)
+        for part in stats:
+            index, zone = part["index"], part["zone"]
+            for total, value in zip(moments, part["moments"], strict=True):
+                total[index] = value
+            first_local[index] = part["first_local"]
+            self.first_time[index] = part["first_time"]
+            self.before[index] = part["before"]
+            for name, values in part["static"].items():
+                if name not in static:
+                    static[name] = np.full(num, None if values.dtype == object else np.nan,
+                                           values.dtype)
+                static[name][index] = values
+            steps.update(dict(zip(*part["steps"], strict=True)))
+        self.split_times = tuple(split_times)
+        return fit_state(self.columns, self.series_keys, tuple(moments), first_local, train_end,
+                         known, static=static, step_ns=_median(steps), aware=self.aware,
+                         zone=zone, context_length=context_length, horizon=horizon)
+
+    # -- windows --------------------------------------------------------------------------
+    def slots(self, lo: int, hi: int, lengths: tuple[int, int, int], by_time: bool
+              ) -> np.ndarray:
+        """``(S,)`` window slots per series of the split ``[lo, hi)``: its windows in count
+        mode; in time mode its origins (a gap drops some windows: their slots pad)."""
+        held = self.lengths > 0
+        if by_time:
+            return origins_from_first(self.first_time, held, lo, hi, *lengths)[1]
+        starts = np.concatenate(([0], np.cumsum(self.lengths))).astype(np.int64)
+
+        def rows_before(t: int) -> np.ndarray:
+            # The plan holds counts at the split times and the ends of the data only.
+            if t <= self.span[0]:
+                return np.zeros_like(self.lengths)
+            if t > self.span[1]:
+                return self.lengths
+            return self.before[:, self.split_times.index(t)]
+
+        return count_plan(starts, rows_before(lo), rows_before(hi), *lengths)[1]
+
+    def rows_in(self, lo: int, hi: int) -> int:
+        """Observations in ``[lo, hi)`` (bounds: the split times or the data's ends)."""
+        def before(t: int) -> int:
+            if t <= self.span[0]:
+                return 0
+            if t > self.span[1]:
+                return int(self.lengths.sum())
+            return int(self.before[:, self.split_times.index(t)].sum())
+        return before(hi) - before(lo)
+
+
+class _ChunkStats(torch.utils.data.Dataset):
+    """Item ``i``: :meth:`DatasetPanel.chunk_stats` of chunk ``i`` (the fit pass, through a
+    ``DataLoader`` for its worker processes)."""
+
+    def __init__(self, panel: DatasetPanel, train_end: int, split_times: tuple[int, int]
+                 ) -> None:
+        self.panel, self.train_end, self.split_times = panel, train_end, split_times
+
+    def __len__(self) -> int:
+        return len(self.panel.chunks)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.panel.chunk_stats(i, self.train_end, self.split_times)
+
+
+def _same(item: Any) -> Any:
+    """The identity ``collate_fn``: chunk statistics stay numpy arrays."""
+    return item
+
+
+def _chunks(lengths: np.ndarray, chunk_rows: int) -> list[np.ndarray]:
+    """Consecutive series with rows, at most ``chunk_rows`` rows a chunk (or one series)."""
+    chunks, current, rows = [], [], 0
+    for s in np.flatnonzero(lengths > 0):
+        if current and rows + lengths[s] > chunk_rows:
+            chunks.append(np.array(current, np.int64))
+            current, rows = [], 0
+        current.append(int(s))
+        rows += int(lengths[s])
+    if current:
+        chunks.append(np.array(current, np.int64))
+    return chunks
+
+
+def _median(counts: Counter) -> int:
+    """``int(np.median(x))`` of the values ``x`` counted in ``counts`` (value -> count), as
+    ``fit`` takes the median step of all within-series steps: the middle one, or the mean of
+    the two middle ones; 0 without values."""
+    if not counts:
+        return 0
+    values = np.array(sorted(counts), np.int64)
+    cumulative = np.cumsum([counts[v] for v in values])
+    total = int(cumulative[-1])
+    middle = sorted({(total - 1) // 2, total // 2})
+    return int(np.median(values[np.searchsorted(cumulative, middle, "right")]))
+
+
+def subset_state(fitted: Fitted, index: np.ndarray) -> Fitted:
+    """``fitted`` for some of its series (``(S_chunk,)`` indexes): what a chunk's panel, whose
+    series are numbered from 0, is scaled and batched with."""
+    index = [int(i) for i in index]
+    return dataclasses.replace(
+        fitted, series_keys=tuple(fitted.series_keys[i] for i in index),
+        loc=tuple(fitted.loc[i] for i in index), scale=tuple(fitted.scale[i] for i in index),
+        series_start=tuple(fitted.series_start[i] for i in index) if fitted.series_start
+        else ())
+
+
+def distributed_rank() -> tuple[int, int]:
+    """``(rank, world size)`` of this process: torch.distributed's once initialized."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+class DatasetWindows(IterableDataset):
+    """One split's batches of a Parquet dataset, chunk by chunk (module docstring).
+
+    Yields whole batches (a ``DataLoader`` with ``batch_size=None``): the keys of
+    :mod:`~posenc.tasks.forecasting.windows` plus ``real`` ``(B,)`` bool; ``series`` indexes
+    ``fitted.series_keys``. ``len()`` is the number of batches of every rank.
+
+    Args:
+        panel: the dataset (:class:`DatasetPanel`, fitted).
+        fitted: the state the batches are scaled with (all series).
+        bounds: the split's ``[lo, hi)`` UTC ns; None: forecast requests (one window per
+            series after its end, :func:`~posenc.tasks.forecasting.output.request_dataset`,
+            with ``future``, a table of the times to predict, or None).
+        lengths: ``(context, horizon, stride)`` in rows or ns (``by_time``).
+        batch_size: windows per batch.
+        shuffle: a new order of chunks and of windows within each chunk every epoch
+            (seeded by ``seed``, the epoch, rank and worker); else key and time order.
+        seasonality: MASE's lag in rows.
+        rank: this process's DDP rank.
+        world_size: the number of ranks.
+        future: with ``bounds`` None, the times to predict (the series and timestamp
+            columns and the future covariates; each chunk takes its series' rows); None: the
+            trained horizon after each series' end.
+    """
+
+    def __init__(self, panel: DatasetPanel, fitted: Fitted, bounds: tuple[int, int] | None,
+                 lengths: tuple[int, int, int], by_time: bool, batch_size: int,
+                 shuffle: bool = False, seed: int = 0, seasonality: int = 1, rank: int = 0,
+                 world_size: int = 1, future: pd.DataFrame | None = None) -> None:
+        self.panel, self.fitted, self.bounds = panel, fitted, bounds
+        self.lengths, self.by_time = lengths, by_time
+        self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
+        self.seasonality, self.rank, self.world_size = seasonality, rank, world_size
+        self.future = future
+        self.epoch = 0
+        slots = (panel.slots(*bounds, lengths, by_time) if bounds is not None
+                 else (panel.lengths > 0).astype(np.int64))
+        self.num_windows = int(slots.sum())  # slots: in time mode some pad
+        # Chunks with a window, dealt to ranks round-robin (every process deals the same).
+        chunks = [c for c in panel.chunks if slots[c].sum() > 0]
+        self.planned = [math.ceil(int(slots[c].sum()) / batch_size) for c in chunks]
+        per_rank = [sum(self.planned[r::world_size]) for r in range(world_size)]
+        self.num_batches = max(per_rank) if per_rank else 0
+        self.mine = list(range(len(chunks)))[rank::world_size]
+        self.chunks = chunks
+        self.short = self.num_batches - per_rank[rank] if per_rank else 0
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def _windows(self, chunk: np.ndarray) -> tuple[WindowDataset | list, np.ndarray | None]:
+        """A chunk's :class:`WindowDataset` and the dataset index of its series (None: the
+        dataset's already, a forecast request's)."""
+        if self.bounds is None:
+            from .output import request_dataset
+
+            future = self._future_of(chunk)
+            if future is not None and not len(future):  # no times to predict here
+                return [], None
+            return request_dataset(self.fitted, self.panel.frame(chunk), future), None
+        panel, index = self.panel.read(chunk)
+        state = subset_state(self.fitted, index)
+        panel = scale_panel(panel, state, self.panel.data)
+        make = duration_windows if self.by_time else count_windows
+        windows = make(panel.starts, panel.utc, *self.bounds, *self.lengths)
+        return WindowDataset(panel, state, windows, self.seasonality), index
+
+    def _future_of(self, chunk: np.ndarray) -> pd.DataFrame | None:
+        if self.future is None:
+            return None
+        names = list(self.panel.columns.series_columns)
+        if not names:
+            return self.future
+        keys = pd.MultiIndex.from_tuples([self.panel.series_keys[int(s)] for s in chunk],
+                                         names=names)
+        rows = pd.MultiIndex.from_frame(self.future[names]).isin(keys)
+        return self.future[rows].reset_index(drop=True)
+
+    def _padding(self) -> dict[str, Tensor]:
+        """A batch of one window that is no window (``real`` False, nothing observed in its
+        horizon): made by the batch builder from two zero rows, no reading."""
+        state = subset_state(self.fitted, np.array([0]))
+        width = len(state.columns.channels)
+        batch = batch_of_series(np.array([0, 1], np.int64), np.array([0, 1], np.int64),
+                                np.zeros((2, width), np.float32), np.array([1]), np.array([1]),
+                                state, np.zeros((1, len(state.static_real_columns)), np.float32),
+                                np.zeros((1, len(state.static_cat_columns)), np.int64))
+        for key in [k for k in batch if k.startswith("target_") and batch[k].dtype == torch.bool
+                    and k != "target_valid"]:
+            batch[key] = torch.zeros_like(batch[key])
+        batch["seasonal_error"] = torch.nan_to_num(batch["seasonal_error"], nan=1.0)
+        batch["real"] = torch.zeros(1, dtype=torch.bool)
+        return batch
+
+    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+        info = get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        mine = self.mine[worker::workers]
+        # Worker 0 also yields the rank's padding batches: the rank's total is exact.
+        planned = sum(self.planned[i] for i in mine) + (self.short if worker == 0 else 0)
+        rng = np.random.default_rng([self.seed, self.epoch, self.rank, worker])
+        self.epoch += 1
+        if self.shuffle:
+            mine = [mine[i] for i in rng.permutation(len(mine))]
+        done = 0
+        # The next chunk is read in a thread while this one's batches are drawn (Arrow's
+        # reads and numpy release the GIL): two chunks in memory at most.
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            ahead = pool.submit(self._windows, self.chunks[mine[0]]) if mine else None
+            for k in range(len(mine)):
+                windows, index = ahead.result()
+                ahead = (pool.submit(self._windows, self.chunks[mine[k + 1]])
+                         if k + 1 < len(mine) else None)
+                count = len(windows)
+                order = rng.permutation(count) if self.shuffle else np.arange(count)
+                for a in range(0, count, self.batch_size):
+                    batch = windows.__getitems__(order[a:a + self.batch_size])
+                    if index is not None:  # the chunk's series from 0 -> the dataset's
+                        batch["series"] = torch.from_numpy(index[batch["series"].numpy()])
+                    batch["real"] = torch.ones(len(batch["series"]), dtype=torch.bool)
+                    done += 1
+                    yield batch
+                del windows  # before the chunk after next is read
+        finally:  # an epoch cut short (limit_train_batches) does not wait for the read
+            pool.shutdown(wait=False, cancel_futures=True)
+        for _ in range(planned - done):
+            yield self._padding()
