@@ -8,30 +8,12 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch import seed_everything
-from posenc.tasks import Forecaster, TimeSeriesDataModule
-from posenc.tasks.forecasting.data import collate_windows
+from posenc.tasks import Forecaster
 from posenc.tasks.forecasting.metrics import seasonal_naive
 from posenc.tasks.forecasting.network import window_statistics
 
-from ..conftest import synthetic_series
-
 TINY = {"dim": 16, "depth": 1, "num_heads": 2}
 HOUR = 3_600_000_000_000
-
-
-@pytest.fixture(scope="module")
-def datamodule() -> TimeSeriesDataModule:
-    frame = synthetic_series(300)
-    frame = frame[np.random.default_rng(0).random(300) < 0.8].reset_index(drop=True)
-    dm = TimeSeriesDataModule(frame, context_length="1D", horizon="6h", stride="4h",
-                              batch_size=8)
-    dm.setup("fit")
-    return dm
-
-
-@pytest.fixture(scope="module")
-def batch(datamodule) -> dict[str, torch.Tensor]:
-    return next(iter(datamodule.train_dataloader()))
 
 
 def _hand_batch() -> dict[str, torch.Tensor]:
@@ -213,21 +195,6 @@ def test_patches_keep_the_other_parameters_and_shorten_the_context(batch):
     assert out.shape == (*batch["target_valid"].shape, 1, 1)
     out.sum().backward()
     assert patched.model.patch_embed.weight.grad.abs().sum() > 0
-
-
-def test_padding_does_not_change_a_patched_window_forecast(datamodule):
-    seed_everything(0)
-    model = Forecaster(encodings=["calendar", "timedelta"], patch_size=3, lags=["3h"],
-                       **TINY).eval()
-    ds = datamodule.datasets["train"]
-    items = [ds[i] for i in range(len(ds))]
-    short = min(range(len(items)), key=lambda i: len(items[i]["context_time"]))
-    longest = max(range(len(items)), key=lambda i: len(items[i]["context_time"]))
-    assert len(items[short]["context_time"]) < len(items[longest]["context_time"])
-    alone = model(collate_windows([items[short]]))
-    padded = model(collate_windows([items[short], items[longest]]))[:1]
-    n = alone.shape[1]
-    torch.testing.assert_close(padded[:, :n], alone, rtol=1e-5, atol=1e-5)
 
 
 def test_the_ablation_table_is_rebuilt_from_its_csv_and_the_script_s_variants():

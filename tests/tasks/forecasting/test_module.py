@@ -27,21 +27,6 @@ from ..conftest import synthetic_series
 TINY = {"dim": 16, "depth": 1, "num_heads": 2}
 
 
-@pytest.fixture(scope="module")
-def datamodule() -> TimeSeriesDataModule:
-    frame = synthetic_series(300)
-    frame = frame[np.random.default_rng(0).random(300) < 0.8].reset_index(drop=True)
-    dm = TimeSeriesDataModule(frame, context_length="1D", horizon="6h", stride="4h",
-                              batch_size=8)
-    dm.setup("fit")
-    return dm
-
-
-@pytest.fixture(scope="module")
-def batch(datamodule) -> dict[str, torch.Tensor]:
-    return next(iter(datamodule.train_dataloader()))
-
-
 def _trainer(tmp_path, **kwargs) -> Trainer:
     return Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
                    enable_model_summary=False, default_root_dir=tmp_path,
@@ -125,9 +110,12 @@ def test_each_query_is_independent_of_the_other_queries(batch):
     torch.testing.assert_close(model(subset), full[:, keep], rtol=1e-5, atol=1e-5)
 
 
-def test_padding_does_not_change_a_window_forecast(datamodule):
+@pytest.mark.parametrize("options", [{"relative": "alibi"},
+                                     {"patch_size": 3, "lags": ["3h"]}],  # patches, lags
+                         ids=["alibi", "patches_lags"])
+def test_padding_does_not_change_a_window_forecast(datamodule, options):
     seed_everything(0)
-    model = Forecaster(encodings=["calendar", "timedelta"], relative="alibi", **TINY).eval()
+    model = Forecaster(encodings=["calendar", "timedelta"], **options, **TINY).eval()
     ds = datamodule.datasets["train"]
     items = [ds[i] for i in range(len(ds))]
     short = min(range(len(items)), key=lambda i: len(items[i]["context_time"]))
