@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 if sys.version_info >= (3, 11):
@@ -99,3 +100,20 @@ def test_the_reference_builds_strict_and_shows_every_exported_name(tmp_path):
         # so an anchor is also proof that the constants are documented.
         missing = [name for name in _exports(package) if f"posenc.{package}.{name}" not in anchors]
         assert missing == [], f"not in the posenc.{package} reference: {missing}"
+
+
+def test_the_forecaster_ablation_prose_quotes_its_table_and_the_peers():
+    """Every number of two or more decimals in the ablation section's text (not its tables)
+    is a cell of the ablation table (rebuilt from its CSV) or a peer comparison MAE (from
+    docs/peers_results.csv), as the table or the peers' table rounds it."""
+    page = (ROOT / "docs" / "studies" / "README.md").read_text()
+    section = page.split("## Forecaster ablation", 1)[1].split("\n## ")[0]
+    prose = "\n".join(line for line in section.splitlines() if not line.startswith("|"))
+    table = (ROOT / "docs" / "studies" / "forecast_ablation_table.md").read_text()
+    cells = set(re.findall(r"-?\d+\.\d+", table))
+    maes = pd.read_csv(ROOT / "docs" / "peers_results.csv")["mae"].dropna()
+    cells |= {f"{v:.4f}" for v in maes} | {f"{v:.4g}" for v in maes}
+    quoted = re.findall(r"-?\d+\.\d{2,}", prose)
+    assert len(quoted) >= 20
+    assert [q for q in quoted if q not in cells] == []
+
