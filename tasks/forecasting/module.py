@@ -34,7 +34,6 @@ from .metrics import (
     seasonal_naive,
 )
 from .network import (
-    NORM_STATS,
     RELATIVE_ENCODINGS,
     TIME_ENCODINGS,
     ForecastTransformer,
@@ -161,7 +160,7 @@ class Forecaster(LightningModule):
         self.save_hyperparameters()
         check_optim_args(lr, weight_decay, warmup, scheduler, min_lr_ratio)
         for name, value in (("num_targets", num_targets), ("dim", dim), ("depth", depth),
-                            ("num_heads", num_heads), ("patch_size", patch_size)):
+                            ("num_heads", num_heads)):
             check_positive_int(value, name)
         for name, value in (("num_past_covariates", num_past_covariates),
                             ("num_future_covariates", num_future_covariates),
@@ -198,7 +197,6 @@ class Forecaster(LightningModule):
         check_float(dropout, "dropout", ge=0, lt=1)
         check_bool(instance_norm, "instance_norm")
         check_bool(nonnegative, "nonnegative")
-        check_choice(instance_norm_stats, "instance_norm_stats", NORM_STATS)
         if encodings is not None and not isinstance(encodings, (list, tuple)):
             raise TypeError(f"encodings must be a list of encodings, got "
                             f"{type(encodings).__name__} ({encodings!r})")
