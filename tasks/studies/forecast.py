@@ -7,7 +7,9 @@ is one (dataset, encoding, seed). The table reports, per dataset, each encoding'
 MASE (mean ± std over seeds) and its skill against seasonal naive, ``1 - MAE / MAE_naive``
 (positive: better than the baseline), and the baseline's own MAE. A dataset's ``baseline``
 names its baseline in the table (default "seasonal naive"; the data module's ``season``
-decides what it is, e.g. ``"persistence"``).
+decides what it is, e.g. ``"persistence"``), and its ``trainer`` (optional) overrides the
+study's ``trainer`` settings for that data (e.g. ``limit_train_batches``: data sets differ in
+how many training windows an epoch holds).
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ class ForecastStudy(Study):
         return {**(self.config.get("model") or {}), **extra,
                 **(self.config["encodings"][encoding] or {})}
 
+    def trainer_args(self, dataset: str) -> dict[str, Any]:
+        """``Trainer`` settings of ``dataset``'s runs: the study's, then the dataset's."""
+        return {**(self.config.get("trainer") or {}),
+                **(self.config["datasets"][dataset].get("trainer") or {})}
+
     def run(self, key: dict[str, Any]) -> dict[str, float]:
         from ..forecasting import Forecaster
 
@@ -77,7 +84,8 @@ class ForecastStudy(Study):
                                **self.model_args(key["encoding"], dataset))
             return model, data
 
-        return fit_and_test(self.config, key["seed"], build, {m: f"test/{m}" for m in METRICS})
+        config = {**self.config, "trainer": self.trainer_args(dataset)}
+        return fit_and_test(config, key["seed"], build, {m: f"test/{m}" for m in METRICS})
 
     def _group(self, rows: list[dict[str, str]], dataset: str) -> dict[str, list[dict]]:
         return self.by_encoding([r for r in rows if r["dataset"] == dataset])

@@ -10,11 +10,13 @@ CONFIG = {
     "seeds": [0, 1],
     "datasets": {"births": {"data": {"class": "BirthdaysDataModule",
                                      "init_args": {"states": ["CA"], "start": 1988}},
-                            "model": {"time_unit": "1D"}},
+                            "model": {"time_unit": "1D"},
+                            "trainer": {"limit_train_batches": 5}},
                  "cgm": {"data": {"class": "GlucoseDataModule"}, "baseline": "naive"}},
     "encodings": {"none": {"encodings": [], "relative": None},
                   "rope": {"encodings": [], "relative": "rope"}},
     "model": {"dim": 16},
+    "trainer": {"max_epochs": 3, "limit_train_batches": 9},
 }
 
 
@@ -28,6 +30,27 @@ def test_runs_are_seed_major_over_datasets_and_encodings():
 def test_model_arguments_layer_study_dataset_and_encoding():
     args = ForecastStudy(CONFIG).model_args("rope", "births")
     assert args == {"dim": 16, "time_unit": "1D", "encodings": [], "relative": "rope"}
+
+
+def test_trainer_arguments_layer_study_and_dataset():
+    study = ForecastStudy(CONFIG)
+    assert study.trainer_args("births") == {"max_epochs": 3, "limit_train_batches": 5}
+    assert study.trainer_args("cgm") == {"max_epochs": 3, "limit_train_batches": 9}
+
+
+def test_a_run_trains_with_its_datasets_trainer_arguments(monkeypatch):
+    from posenc.tasks.studies import forecast
+
+    seen = {}
+
+    def fake_fit_and_test(config, seed, build, metrics):
+        seen.update(trainer=config["trainer"], seed=seed, metrics=metrics)
+        return {}
+
+    monkeypatch.setattr(forecast, "fit_and_test", fake_fit_and_test)
+    ForecastStudy(CONFIG).run({"dataset": "births", "encoding": "none", "seed": 1})
+    assert seen == {"trainer": {"max_epochs": 3, "limit_train_batches": 5}, "seed": 1,
+                    "metrics": {m: f"test/{m}" for m in METRICS}}
 
 
 def test_data_modules_are_named_not_imported():
