@@ -1234,8 +1234,13 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def _read_dataset(self, known: Fitted | None) -> tuple[DatasetPanel, Fitted]:
         """The Parquet dataset path of :meth:`_read_table`: a scan of the series and time
-        columns (span, keys), then one pass over the chunks for the state."""
-        dataset = _stream().DatasetPanel.scan(self.data, self.columns, known, self.chunk_rows)
+        columns (span, keys), then one pass over the chunks for the state; DDP ranks share
+        both passes (every rank sets up, as Lightning's do)."""
+        rank, world = self._rank()
+        if world > 1 and not torch.distributed.is_initialized():
+            rank, world = 0, 1  # no process group to gather over: this process reads all
+        dataset = _stream().DatasetPanel.scan(self.data, self.columns, known, self.chunk_rows,
+                                              rank, world)
         if known is not None and dataset.aware != known.aware and self.columns.tz is None:
             kinds = ["tz-naive", "tz-aware"]
             raise ValueError(f"timestamp column {self.columns.timestamp_column!r} is "
@@ -1245,7 +1250,8 @@ class TimeSeriesDataModule(LightningDataModule):
                                           dataset.aware if known is None else known.aware)
         fitted = dataset.fit(t_test if self.train_on_val else t_val, (t_val, t_test), known,
                              context_length=self._given("context_length"),
-                             horizon=self._given("horizon"), workers=self.num_workers)
+                             horizon=self._given("horizon"), workers=self.num_workers,
+                             rank=rank, world_size=world)
         self.split_times = {"val": t_val, "test": t_test}
         return dataset, fitted
 

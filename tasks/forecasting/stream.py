@@ -34,8 +34,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import pickle
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -188,8 +189,11 @@ class DatasetPanel:
 
     @classmethod
     def scan(cls, data: str | os.PathLike, columns: Columns, known: Fitted | None = None,
-             chunk_rows: int = CHUNK_ROWS) -> DatasetPanel:
-        """Read the series and timestamp columns batch by batch: keys, row counts, span.
+             chunk_rows: int = CHUNK_ROWS, rank: int = 0, world_size: int = 1
+             ) -> DatasetPanel:
+        """Read the series and timestamp columns row group by row group: keys, row counts,
+        span. With ``world_size`` > 1 (DDP ranks, every one calling this) each rank reads
+        the row groups ``rank::world_size`` and the ranks gather what they found.
 
         Raises ``ValueError`` naming the column for a column the dataset lacks, a missing
         series id or timestamp, timestamps naive in one file and aware in another."""
@@ -208,36 +212,21 @@ class DatasetPanel:
             raise ValueError("ambiguous='infer' reads the order of a whole table; a Parquet "
                              "dataset is read in chunks: give ambiguous='earliest' or 'latest'")
         series_columns = list(columns.series_columns)
-        counts, lo, hi, aware, total = [], None, None, None, 0
-        for g, group in enumerate(_row_groups(dataset)):
-            table = group.to_table(schema=dataset.schema,
-                                   columns=[*series_columns, columns.timestamp_column])
-            if not table.num_rows:
-                continue
-            total += table.num_rows
-            if series_columns:
-                count = _decoded(table.select(series_columns)).group_by(
-                    series_columns).aggregate([([], "count_all")])
-                counts.append(count.append_column(
-                    "row_group", pa.array(np.full(count.num_rows, g, np.int64))))
-            index = parse_timestamps(_frame(table.select([columns.timestamp_column]))
-                                     .iloc[:, 0], columns.timestamp_column, text,
-                                     columns.timestamp_format)
-            if aware is not None and aware != (index.tz is not None):
-                raise ValueError(f"timestamp column {columns.timestamp_column!r} is tz-aware "
-                                 f"in some files of data={text!r} and tz-naive in others; "
-                                 "use one form")
-            aware = index.tz is not None
-            if index.tz is None and columns.tz is not None:
-                utc, _ = utc_and_local(index, columns.tz, columns.ambiguous,
-                                       columns.nonexistent, columns.timestamp_column)
-            else:  # the instant itself (aware) or the data's own clock (naive, no zone)
-                utc = (index.tz_convert("UTC").tz_localize(None) if aware else index
-                       ).as_unit("ns").asi8
-            lo = int(utc.min()) if lo is None else min(lo, int(utc.min()))
-            hi = int(utc.max()) if hi is None else max(hi, int(utc.max()))
-        if not total:
+        row_groups = _row_groups(dataset)
+        scanned = across_ranks(
+            lambda mine: [(g, part) for g in mine
+                          if (part := _scan_group(row_groups[g], g, dataset.schema, columns,
+                                                  text)) is not None],
+            len(row_groups), rank, world_size)
+        if not scanned:
             raise ValueError(f"data={text!r} has no rows (columns {names})")
+        if len({part["aware"] for part in scanned}) > 1:
+            raise ValueError(f"timestamp column {columns.timestamp_column!r} is tz-aware "
+                             f"in some files of data={text!r} and tz-naive in others; "
+                             "use one form")
+        counts = [part["count"] for part in scanned]
+        lo, hi = min(p["lo"] for p in scanned), max(p["hi"] for p in scanned)
+        aware, total = scanned[0]["aware"], sum(p["rows"] for p in scanned)
         if series_columns:
             # (series, row group, rows) for every series in every row group.
             frame = _frame(pa.concat_tables(counts))
@@ -342,13 +331,21 @@ class DatasetPanel:
                 "steps": np.unique(within, return_counts=True)}
 
     def fit(self, train_end: int, split_times: tuple[int, int], known: Fitted | None, *,
-            context_length: Any = None, horizon: Any = None, workers: int = 0) -> Fitted:
+            context_length: Any = None, horizon: Any = None, workers: int = 0,
+            rank: int = 0, world_size: int = 1) -> Fitted:
         """One pass over the chunks -> the :class:`Fitted` state of the rows before
         ``train_end`` (UTC ns), as ``fit`` makes it of the whole table; also each series'
         first time and rows before each of ``split_times`` (the windows' plan). With
-        ``workers`` > 0 the chunks are read by that many loader worker processes; each
-        chunk's numbers go to its own series' places, so the state is the same."""
+        ``workers`` > 0 the chunks are read by that many loader worker processes, and with
+        ``world_size`` > 1 each DDP rank reads the chunks ``rank::world_size`` and the ranks
+        gather their numbers; each chunk's numbers go to its own series' places, so the
+        state is the same."""
         from torch.utils.data import DataLoader
+
+        def fit_chunks(mine: list[int]) -> list[tuple[int, dict[str, Any]]]:
+            stats = DataLoader(_ChunkStats(self, train_end, tuple(split_times), mine),
+                               batch_size=None, num_workers=workers, collate_fn=_same)
+            return list(zip(mine, stats, strict=True))
 
         num, channels = len(self.series_keys), len(self.columns.channels)
         moments = [np.zeros((num, channels)) for _ in range(3)]
@@ -359,9 +356,7 @@ class DatasetPanel:
         static: dict[str, np.ndarray] = {}
         steps: Counter = Counter()
         zone = None
-        stats = DataLoader(_ChunkStats(self, train_end, tuple(split_times)), batch_size=None,
-                           num_workers=workers, collate_fn=_same)
-        for part in stats:
+        for part in across_ranks(fit_chunks, len(self.chunks), rank, world_size):
             index, zone = part["index"], part["zone"]
             for total, value in zip(moments, part["moments"], strict=True):
                 total[index] = value
@@ -411,18 +406,75 @@ class DatasetPanel:
 
 
 class _ChunkStats(torch.utils.data.Dataset):
-    """Item ``i``: :meth:`DatasetPanel.chunk_stats` of chunk ``i`` (the fit pass, through a
-    ``DataLoader`` for its worker processes)."""
+    """Item ``i``: :meth:`DatasetPanel.chunk_stats` of chunk ``chunks[i]`` (the fit pass,
+    through a ``DataLoader`` for its worker processes)."""
 
-    def __init__(self, panel: DatasetPanel, train_end: int, split_times: tuple[int, int]
-                 ) -> None:
+    def __init__(self, panel: DatasetPanel, train_end: int, split_times: tuple[int, int],
+                 chunks: list[int]) -> None:
         self.panel, self.train_end, self.split_times = panel, train_end, split_times
+        self.chunks = chunks
 
     def __len__(self) -> int:
-        return len(self.panel.chunks)
+        return len(self.chunks)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        return self.panel.chunk_stats(i, self.train_end, self.split_times)
+        return self.panel.chunk_stats(self.chunks[i], self.train_end, self.split_times)
+
+
+def _scan_group(group: Any, g: int, schema: Any, columns: Columns, text: str
+                ) -> dict[str, Any] | None:
+    """What row group ``g`` adds to :meth:`DatasetPanel.scan`: ``count`` (an Arrow table of
+    its series' row counts and ``g``; None without series columns), the first and last UTC
+    ns, whether its timestamps are aware, its rows; None for an empty row group."""
+    import pyarrow as pa
+
+    series_columns = list(columns.series_columns)
+    table = group.to_table(schema=schema, columns=[*series_columns, columns.timestamp_column])
+    if not table.num_rows:
+        return None
+    count = None
+    if series_columns:
+        count = _decoded(table.select(series_columns)).group_by(series_columns).aggregate(
+            [([], "count_all")])
+        count = count.append_column("row_group",
+                                    pa.array(np.full(count.num_rows, g, np.int64)))
+    index = parse_timestamps(_frame(table.select([columns.timestamp_column])).iloc[:, 0],
+                             columns.timestamp_column, text, columns.timestamp_format)
+    aware = index.tz is not None
+    if not aware and columns.tz is not None:
+        utc, _ = utc_and_local(index, columns.tz, columns.ambiguous, columns.nonexistent,
+                               columns.timestamp_column)
+    else:  # the instant itself (aware) or the data's own clock (naive, no zone)
+        utc = (index.tz_convert("UTC").tz_localize(None) if aware else index
+               ).as_unit("ns").asi8
+    return {"count": count, "lo": int(utc.min()), "hi": int(utc.max()), "aware": aware,
+            "rows": table.num_rows}
+
+
+def across_ranks(compute: Callable[[list[int]], list[tuple[int, Any]]], count: int,
+                 rank: int = 0, world_size: int = 1) -> list[Any]:
+    """Items ``0..count-1`` shared by DDP ranks: ``compute(mine)`` of this rank's items
+    (``rank::world_size``) gives ``(item, result)`` pairs; -> every rank's results in item
+    order, on every rank (``torch.distributed.all_gather_object``). An error on one rank is
+    raised on all of them: a rank that raised alone would leave the others in the gather."""
+    mine = list(range(rank, count, world_size))
+    if world_size == 1:
+        return [result for _, result in compute(mine)]
+    try:
+        local: tuple[Exception | None, list] = (None, compute(mine))
+    except Exception as error:  # noqa: BLE001  (raised on every rank below)
+        try:
+            pickle.dumps(error)
+        except Exception:  # noqa: BLE001  (an error that does not pickle: its text)
+            error = RuntimeError(f"{type(error).__name__}: {error}")
+        local = (error, [])
+    gathered: list[Any] = [None] * world_size
+    torch.distributed.all_gather_object(gathered, local)
+    for error, _ in gathered:
+        if error is not None:
+            raise error
+    return [result for _, result in sorted((pair for _, part in gathered for pair in part),
+                                           key=lambda pair: pair[0])]
 
 
 def _same(item: Any) -> Any:

@@ -4,7 +4,10 @@ tests/tasks/forecasting/test_stream.py; Lightning relaunches this script for ran
 Trains 2 epochs, recording every training window each rank sees (``OUT/train-{rank}.json``:
 per epoch, the batches' count and each real window's (series, first context time, first and
 last horizon time)); saves the checkpoint (``OUT/m.ckpt``); tests (``OUT/test.json``, rank 0)
-and predicts through ``ForecastWriter(per_rank=True)`` (``OUT/forecasts/part-*.parquet``).
+and predicts through ``ForecastWriter(per_rank=True)`` (``OUT/forecasts/part-*.parquet``)
+with a new data module, set up inside the trainer: the row groups each rank scanned and the
+chunks it read for the state, and whether its state and window plan are the model's and the
+other rank's (``OUT/setup-{rank}.json``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,35 @@ import pandas as pd
 import torch
 from lightning.pytorch import Callback, Trainer
 from posenc.tasks import Forecaster, ForecastWriter, TimeSeriesDataModule
+from posenc.tasks.forecasting import stream
 from test_stream import ARGS, future_of
+
+READ: dict[str, list[int]] = {"scan": [], "fit": []}
+
+
+def _recorded(kind, read):
+    def recording(self_or_group, index, *args):
+        READ[kind].append(int(index))
+        return read(self_or_group, index, *args)
+    return recording
+
+
+stream._scan_group = _recorded("scan", stream._scan_group)
+stream.DatasetPanel.chunk_stats = _recorded("fit", stream.DatasetPanel.chunk_stats)
+
+
+class SetUp(Callback):
+    """After the predictor's set-up: what this rank read, whether its state is the model's,
+    and its window plan (rows of each series before the split times)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+
+    def on_predict_start(self, trainer, pl_module) -> None:
+        dm = trainer.datamodule
+        (self.out / f"setup-{trainer.global_rank}.json").write_text(json.dumps({
+            **READ, "model_state": dm.fitted == pl_module.fitted,
+            "plan": dm._reading()[0].before.tolist()}))
 
 
 class Seen(Callback):
@@ -49,7 +80,7 @@ if __name__ == "__main__":
               "enable_progress_bar": False, "enable_model_summary": False}
     # One trainer for fit, test and predict: DDP starts once.
     trainer = Trainer(max_epochs=2, enable_checkpointing=False, **common,
-                      callbacks=[Seen(out), ForecastWriter(str(out / "forecasts"),
+                      callbacks=[SetUp(out), Seen(out), ForecastWriter(str(out / "forecasts"),
                                                            per_rank=True)])
     trainer.fit(model, datamodule=dm)
     trainer.save_checkpoint(out / "m.ckpt")
@@ -58,4 +89,6 @@ if __name__ == "__main__":
         (out / "test.json").write_text(json.dumps(results))
     predictor = TimeSeriesDataModule(data, **{**ARGS, "chunk_rows": 150,
                                               "future_data": future_of(pd.read_parquet(data))})
+    READ["scan"].clear()
+    READ["fit"].clear()
     trainer.predict(model, datamodule=predictor, return_predictions=False)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from posenc.tasks import Forecaster, TimeSeriesDataModule
-from posenc.tasks.forecasting.stream import DatasetWindows, _median, is_dataset
+from posenc.tasks.forecasting.stream import DatasetWindows, _median, _row_groups, is_dataset
 
 HOUR = 3600 * 10**9
 
@@ -323,6 +323,20 @@ def test_two_ddp_processes_see_each_window_once_per_epoch_and_agree_with_one(wri
     proc = subprocess.run([sys.executable, str(script), dataset, str(tmp_path)], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    # The predictor's set-up inside the trainer (two passes: the data module sets up with its
+    # own state before the model hands it the model's): in each, each rank scanned every other
+    # row group and read every other chunk for the state; gathered, both hold the model's
+    # state and one process's window plan.
+    lazy = TimeSeriesDataModule(dataset, **{**ARGS, "chunk_rows": 150})
+    lazy.setup("fit")
+    panel = lazy._reading()[0]
+    num_groups, num_chunks = len(_row_groups(panel.dataset)), len(panel.chunks)
+    assert num_groups > 4 and num_chunks > 2
+    setups = [json.loads((tmp_path / f"setup-{r}.json").read_text()) for r in range(2)]
+    for rank, setup in enumerate(setups):
+        assert setup["scan"] == list(range(rank, num_groups, 2)) * 2
+        assert setup["fit"] == list(range(rank, num_chunks, 2)) * 2
+        assert setup["model_state"] and setup["plan"] == panel.before.tolist()
     memory = TimeSeriesDataModule(path, **ARGS)
     memory.setup("fit")
     expected = sorted(
@@ -423,3 +437,42 @@ def test_forecast_requests_only_for_some_series_read_those_and_pad_the_rest(writ
             for t in b["target_time"][i]]
     keys = dm.fitted.series_keys
     assert sorted({keys[s][0] for s, _ in real}) == ["s00", "s06"] and len(real) == 6
+
+
+def test_work_shared_by_ranks_comes_back_in_item_order_and_errors_reach_every_rank(monkeypatch):
+    """``across_ranks`` with the other rank's gathered part faked: results in item order; the
+    other rank's error raised here too (a rank raising alone would hang the gather); an
+    error that does not pickle is sent as its text."""
+    from posenc.tasks.forecasting.stream import across_ranks
+
+    sent = []
+
+    def gather_with(other):
+        def all_gather_object(out, local):
+            sent.append(local)
+            out[:] = [local, other]
+        return all_gather_object
+
+    letters = lambda mine: [(i, "abcde"[i]) for i in mine]  # noqa: E731
+    monkeypatch.setattr(torch.distributed, "all_gather_object",
+                        gather_with((None, [(1, "b"), (3, "d")])))
+    assert across_ranks(letters, 5, 0, 2) == ["a", "b", "c", "d", "e"]
+    assert sent[-1] == (None, [(0, "a"), (2, "c"), (4, "e")])
+    assert across_ranks(letters, 5) == ["a", "b", "c", "d", "e"]  # one process: no gather
+    assert len(sent) == 1
+    monkeypatch.setattr(torch.distributed, "all_gather_object",
+                        gather_with((ValueError("row group 3: bad timestamps"), [])))
+    with pytest.raises(ValueError, match="row group 3: bad timestamps"):
+        across_ranks(letters, 5, 0, 2)
+
+    class Unpicklable(Exception):
+        def __reduce__(self):
+            raise TypeError("no pickling")
+
+    def fails(mine):
+        raise Unpicklable("chunk 0 is broken")
+
+    monkeypatch.setattr(torch.distributed, "all_gather_object", gather_with((None, [])))
+    with pytest.raises(RuntimeError, match="Unpicklable: chunk 0 is broken"):
+        across_ranks(fails, 5, 0, 2)
+    assert isinstance(sent[-1][0], RuntimeError) and sent[-1][1] == []
