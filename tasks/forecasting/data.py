@@ -1151,6 +1151,7 @@ class TimeSeriesDataModule(LightningDataModule):
             raise ValueError("irregular thins a table read in memory; a Parquet dataset is "
                              "read lazily: leave irregular=None (thin the files instead)")
         self.datasets: dict[str, WindowDataset | DatasetWindows] = {}
+        self._set_up = False  # setup() was called (by a trainer: the loaders build)
         self._datasets_panel: Panel | None = None  # the panel self.datasets window
         self._datasets_rank: tuple[int, int] | None = None  # (rank, world) they were dealt to
         self._known: Fitted | None = None  # a trained model's state (read_with)
@@ -1485,8 +1486,13 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         """Each split's :class:`WindowDataset` over :meth:`panel` (kept while it is the same
-        panel; Lightning restores a checkpoint, whose state the model hands over, after
-        ``setup``: the loaders call this again)."""
+        panel). A running trainer's call only marks the data set up: the model hands over
+        its state next (``Forecaster.setup``; a checkpoint's restore comes later still), and
+        the loaders, which call this again, read the table once, with that state."""
+        self._set_up = True
+        trainer = getattr(self, "trainer", None)
+        if stage is not None and trainer is not None and trainer.state.status == "running":
+            return
         panel, fitted = self._reading()
         # A Parquet dataset's windows are dealt to ranks: rebuilt once DDP has started.
         rank = self._rank() if self.streaming else None
@@ -1566,7 +1572,7 @@ class TimeSeriesDataModule(LightningDataModule):
         if split == "val" and self.train_on_val:
             raise RuntimeError("train_on_val=True trains on the validation span: there are no "
                                "validation windows; run the trainer with limit_val_batches=0")
-        if split not in self.datasets:
+        if not self._set_up:
             raise RuntimeError(f"{type(self).__name__}.setup() must run before asking for "
                                "data loaders")
         self.setup()

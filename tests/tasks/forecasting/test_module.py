@@ -434,6 +434,38 @@ def test_the_data_reads_with_the_fitted_state_it_is_handed_never_the_model_s_own
         dm_b.read_with(model.fitted.to_dict())
 
 
+def test_a_trainer_reads_a_data_modules_table_once_with_the_state_it_will_use(
+        tmp_path, monkeypatch):
+    """Under a trainer the data module reads its table once: with its own state for a first
+    fit, with the model's for a trained model's test or predict (the model hands it over in
+    its setup, after the data module's, so a read there would be wasted: a whole pass over a
+    Parquet dataset)."""
+    reads = []
+    read_table = TimeSeriesDataModule._read_table
+
+    def counted(self, known):
+        reads.append(known)
+        return read_table(self, known)
+
+    monkeypatch.setattr(TimeSeriesDataModule, "_read_table", counted)
+    a = synthetic_series(200)
+    lengths = {"context_length": 24, "horizon": 6, "stride": 6, "batch_size": 8}
+    seed_everything(0)
+    model = Forecaster(**TINY)
+    _trainer(tmp_path, max_epochs=1, limit_train_batches=2, limit_val_batches=1).fit(
+        model, TimeSeriesDataModule(a, **lengths))
+    assert reads == [None]
+    reads.clear()
+    other = TimeSeriesDataModule(a.assign(value=a["value"] + 1), **lengths,
+                                 predict_split="test")
+    _trainer(tmp_path).test(model, other, verbose=False)
+    assert len(reads) == 1 and reads[0] is model.fitted
+    _trainer(tmp_path).predict(model, other)
+    assert len(reads) == 1  # the same state: read already
+    with pytest.raises(RuntimeError, match=r"setup\(\) must run before asking for data"):
+        TimeSeriesDataModule(a, **lengths).train_dataloader()
+
+
 def _panel(names: list[str], level: dict[str, float]) -> pd.DataFrame:
     frames = [synthetic_series(150, seed=i).assign(id=name, value=lambda f, n=name:
                                                    f["value"] + level[n])
