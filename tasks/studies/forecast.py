@@ -68,8 +68,11 @@ class ForecastStudy(Study):
 
     def trainer_args(self, dataset: str) -> dict[str, Any]:
         """``Trainer`` settings of ``dataset``'s runs: the study's, then the dataset's."""
-        return {**(self.config.get("trainer") or {}),
-                **(self.config["datasets"][dataset].get("trainer") or {})}
+        own = self.config["datasets"][dataset].get("trainer") or {}
+        if not isinstance(own, dict):
+            raise ValueError(f"datasets.{dataset}.trainer must be a mapping of Trainer "
+                             f"arguments (e.g. {{limit_train_batches: 8}}), got {own!r}")
+        return {**(self.config.get("trainer") or {}), **own}
 
     def run(self, key: dict[str, Any]) -> dict[str, float]:
         from ..forecasting import Forecaster

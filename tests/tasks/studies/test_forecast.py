@@ -36,6 +36,10 @@ def test_trainer_arguments_layer_study_and_dataset():
     study = ForecastStudy(CONFIG)
     assert study.trainer_args("births") == {"max_epochs": 3, "limit_train_batches": 5}
     assert study.trainer_args("cgm") == {"max_epochs": 3, "limit_train_batches": 9}
+    bad = {**CONFIG, "datasets": {"cgm": {**CONFIG["datasets"]["cgm"], "trainer": [8]}}}
+    with pytest.raises(ValueError, match=r"datasets.cgm.trainer must be a mapping of Trainer "
+                                         r"arguments .*, got \[8\]"):
+        ForecastStudy(bad).trainer_args("cgm")
 
 
 def test_a_run_trains_with_its_datasets_trainer_arguments(monkeypatch):
