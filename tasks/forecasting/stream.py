@@ -4,9 +4,9 @@ A :class:`TimeSeriesDataModule <posenc.tasks.forecasting.data.TimeSeriesDataModu
 directory, a glob or an fsspec URL (``s3://bucket/panel/``, ``memory://``, ``file://``) of
 Parquet files reads it with ``pyarrow.dataset``, never as one table:
 
-- :meth:`DatasetPanel.scan`: the series and timestamp columns only, batch by batch: the series
-  keys (sorted, as :func:`~posenc.tasks.forecasting.data.read_panel` sorts them), each
-  series' row count and the time span (the split times).
+- :meth:`DatasetPanel.scan`: the series and timestamp columns only, row group by row group:
+  the series keys (sorted, as :func:`~posenc.tasks.forecasting.data.read_panel` sorts them),
+  each series' row count and the time span (the split times).
 - chunks: runs of consecutive series (in key order, so a dataset sorted or partitioned by
   series reads only its own row groups) of at most ``chunk_rows`` rows, or one series where
   it is longer. A chunk is read with a pyarrow filter on the series columns and becomes a
@@ -16,6 +16,9 @@ Parquet files reads it with ``pyarrow.dataset``, never as one table:
   first times, static values and step counts; :func:`~posenc.tasks.forecasting.data.fit_state`
   makes the same :class:`~posenc.tasks.forecasting.data.Fitted` as ``fit`` on the whole table
   (every fitted number is per series, or combined from per-series numbers in series order).
+  Under DDP both passes are shared (:func:`across_ranks`): each rank reads every
+  ``world_size``-th row group and chunk, and the ranks gather the parts, so every rank holds
+  the same state.
 - :class:`DatasetWindows`: one split's batches, built chunk by chunk by the one batch builder
   (:class:`~posenc.tasks.forecasting.windows.WindowDataset` over the chunk's panel). Chunks go
   to DDP ranks round-robin and to loader workers round-robin within a rank; each process
