@@ -475,3 +475,25 @@ def test_work_shared_by_ranks_comes_back_in_item_order_and_errors_reach_every_ra
     with pytest.raises(RuntimeError, match="Unpicklable: chunk 0 is broken"):
         across_ranks(fails, 5, 0, 2)
     assert isinstance(sent[-1][0], RuntimeError) and sent[-1][1] == []
+
+
+@pytest.mark.slow
+def test_an_error_on_one_gloo_rank_is_raised_on_both_and_the_group_goes_on():
+    """Two real processes: rank 1 fails on its row groups; both raise its error instead of
+    one waiting in the gather forever, and a later shared call still works."""
+    import ast
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    script = Path(__file__).with_name("across_ranks_ddp.py")
+    proc = subprocess.run([sys.executable, str(script), port], capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert results == [(rank, "row group 1: bad timestamps", [0, 10, 20, 30, 40])
+                       for rank in (0, 1)]
