@@ -1238,9 +1238,6 @@ class TimeSeriesDataModule(LightningDataModule):
         columns (span, keys), then one pass over the chunks for the state; DDP ranks share
         both passes (every rank sets up, as Lightning's do)."""
         rank, world = self._rank()
-        if world > 1 and not (torch.distributed.is_available()
-                              and torch.distributed.is_initialized()):
-            rank, world = 0, 1  # no process group to gather over: this process reads all
         dataset = _stream().DatasetPanel.scan(self.data, self.columns, known, self.chunk_rows,
                                               rank, world)
         if known is not None and dataset.aware != known.aware and self.columns.tz is None:

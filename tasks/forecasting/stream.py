@@ -459,10 +459,12 @@ def across_ranks(compute: Callable[[list[int]], list[tuple[int, Any]]], count: i
     """Items ``0..count-1`` shared by DDP ranks: ``compute(mine)`` of this rank's items
     (``rank::world_size``) gives ``(item, result)`` pairs; -> every rank's results in item
     order, on every rank (``torch.distributed.all_gather_object``). An error on one rank is
-    raised on all of them: a rank that raised alone would leave the others in the gather."""
+    raised on all of them: a rank that raised alone would leave the others in the gather.
+    Without a process group to gather over (a trainer's ranks before DDP starts) this
+    process computes every item."""
+    if world_size == 1 or not _process_group():
+        return [result for _, result in compute(list(range(count)))]
     mine = list(range(rank, count, world_size))
-    if world_size == 1:
-        return [result for _, result in compute(mine)]
     try:
         local: tuple[Exception | None, list] = (None, compute(mine))
     except Exception as error:  # noqa: BLE001  (raised on every rank below)
@@ -523,11 +525,15 @@ def subset_state(fitted: Fitted, index: np.ndarray) -> Fitted:
         else ())
 
 
+def _process_group() -> bool:
+    """Whether torch.distributed's process group is up (ranks to gather over)."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
 def distributed_rank() -> tuple[int, int]:
     """``(rank, world size)`` of this process: torch.distributed's once initialized."""
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
+    if _process_group():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1
 
 

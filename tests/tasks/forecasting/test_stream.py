@@ -453,6 +453,9 @@ def test_work_shared_by_ranks_comes_back_in_item_order_and_errors_reach_every_ra
         return all_gather_object
 
     letters = lambda mine: [(i, "abcde"[i]) for i in mine]  # noqa: E731
+    assert across_ranks(letters, 5, 0, 2) == ["a", "b", "c", "d", "e"]  # no group: all here
+    assert sent == []
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.distributed, "all_gather_object",
                         gather_with((None, [(1, "b"), (3, "d")])))
     assert across_ranks(letters, 5, 0, 2) == ["a", "b", "c", "d", "e"]
