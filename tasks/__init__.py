@@ -1,24 +1,16 @@
 """posenc.tasks: Lightning training for ViTs and forecasters, and the ``posenc`` CLI.
 
-- :class:`ImageClassifier` (timm ViT + a posenc spatial encoding, multi-size evaluation) with
-  :class:`MNISTDataModule`, :class:`DigitsDataModule`, :class:`ImageFolderDataModule`
-  (:mod:`posenc.tasks.vision`);
-- :class:`Forecaster` (transformer over (value, timestamp) tokens and future query times)
-  with :class:`TimeSeriesDataModule` (one series or a long-format panel with covariates) and
-  the offline real data :class:`BirthdaysDataModule`, :class:`ElecDemandDataModule`,
-  :class:`NYCWeatherDataModule`, :class:`GlucoseDataModule`, :class:`SeattleTempsDataModule`,
-  :class:`TaylorDataModule`; forecasts out with ``Forecaster.forecast`` or
-  ``posenc predict`` + :class:`ForecastWriter`; seasonal-naive baseline metrics
-  (:mod:`posenc.tasks.forecasting.metrics`) beside the model's
+- :class:`ImageClassifier` (timm ViT + a posenc spatial encoding, multi-size evaluation) and
+  its image data modules (:mod:`posenc.tasks.vision`);
+- :class:`Forecaster` (transformer over (value, timestamp) tokens and future query times), its
+  data modules (a series, a long-format panel, offline real data) and :class:`ForecastWriter`
   (:mod:`posenc.tasks.forecasting`);
 - ``posenc`` = :func:`posenc.tasks.cli.main` (``LightningCLI`` in subclass mode), with
-  ``posenc plot`` (:mod:`posenc.tasks.plots`) and ``posenc study``
-  (:mod:`posenc.tasks.studies`).
+  ``posenc plot`` and ``posenc study``.
 
-Encodings are config values (a name or ``{class_path, init_args}``), so checkpoints hold
-plain hyperparameters and reload with ``Model.load_from_checkpoint(path)``. A ``class_path``
-builds only posenc's own classes and those given to :func:`register_module` (see
-:mod:`posenc.tasks.config`).
+Encodings are config values (a name or ``{class_path, init_args}``), so checkpoints hold plain
+hyperparameters; a ``class_path`` builds only posenc's classes and those given to
+:func:`register_module` (:mod:`posenc.tasks.config`).
 """
 
 from .config import register_module
@@ -37,19 +29,8 @@ from .forecasting import (
 from .vision import DigitsDataModule, ImageClassifier, ImageFolderDataModule, MNISTDataModule
 
 __all__ = [
-    "BirthdaysDataModule",
-    "DigitsDataModule",
-    "ElecDemandDataModule",
-    "ForecastWriter",
-    "Forecaster",
-    "GlucoseDataModule",
-    "ImageClassifier",
-    "ImageFolderDataModule",
-    "MNISTDataModule",
-    "NYCWeatherDataModule",
-    "SeattleTempsDataModule",
-    "TaylorDataModule",
-    "TimeSeriesDataModule",
-    "make_batch",
-    "register_module",
+    "BirthdaysDataModule", "DigitsDataModule", "ElecDemandDataModule", "ForecastWriter",
+    "Forecaster", "GlucoseDataModule", "ImageClassifier", "ImageFolderDataModule",
+    "MNISTDataModule", "NYCWeatherDataModule", "SeattleTempsDataModule", "TaylorDataModule",
+    "TimeSeriesDataModule", "make_batch", "register_module",
 ]

@@ -8,12 +8,8 @@
     posenc fit --config configs/forecast_csv.yaml --refit_epochs 10
     posenc plot --help
 
-Models and data modules are chosen in the config with ``class_path``/``init_args`` (subclass
-mode), so any ``LightningModule``/``LightningDataModule`` importable by its path works,
-including your own. Same command on a laptop CPU, a GPU (``trainer.precision: bf16-mixed``)
-or many (``trainer.devices``, ``trainer.num_nodes``, ``trainer.strategy: ddp``).
-
-Also runnable as ``python -m posenc.tasks.cli``.
+Models and data modules are chosen with ``class_path``/``init_args`` (subclass mode), so any
+importable ``LightningModule``/``LightningDataModule`` works. Also ``python -m posenc.tasks.cli``.
 """
 
 from __future__ import annotations
@@ -50,30 +46,21 @@ EXTRA_HELP = {"plot": "Write PNG plots of what position encodings do, and of for
 
 
 class PosencCLI(LightningCLI):
-    """``LightningCLI`` in subclass mode with two extra options of ``fit``,
-    ``test_after_fit`` and ``refit_epochs``, one extra subcommand, ``export``, and the model's
-    data sizes (:data:`LINKED_SIZES`) linked from the data module.
+    """``LightningCLI`` in subclass mode with the model's data sizes (:data:`LINKED_SIZES`)
+    linked from the data module, an ``export`` subcommand (the model built as ``test
+    --ckpt_path`` builds it, written by :func:`posenc.tasks.export.export_onnx`) and two
+    options of ``fit``:
 
-    ``test_after_fit: true`` in a config makes ``fit`` finish by testing the trained weights
-    on the data module's test split, so one command reports a held-out score. ``export
-    --ckpt_path CKPT --out model.onnx`` builds the model as ``test --ckpt_path`` does (the
-    same checks of the checkpoint's class paths) and writes it with
-    :func:`posenc.tasks.export.export_onnx`.
-    ``refit_epochs: N`` (or ``--refit_epochs N``): after the fit, a fresh model of the same
-    config and seed is trained for ``N`` epochs on the training and validation spans (the
-    data module's ``train_on_val``: its fitted state, e.g. the scaling, is refitted on that
-    span too), without validation, and replaces the fitted one, so the test backtest sees a
-    model trained on all the data before the test start. ``test_after_fit`` then tests it.
-    The refit is a run of its own: its logger writes a new version, its config file (the
-    fit's with ``train_on_val: true`` and ``max_epochs: N``) reproduces it directly, and a
-    ``ModelCheckpoint`` with a ``dirpath`` writes under ``dirpath/refit/`` (one without, in
-    the refit's log directory), never over the fit's checkpoints.
+    - ``test_after_fit: true``: finish by testing the trained weights on the test split.
+    - ``refit_epochs: N``: then train a fresh model (same config and seed) for ``N`` epochs on
+      train + validation (the data module's ``train_on_val``, which refits its scaling too),
+      without validation, and keep it. The refit is a run of its own: a new logger version, a
+      config file that reproduces it, checkpoints under ``dirpath/refit/``.
     """
 
     def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
-        """Lightning's subcommands and ``export``, plus ``plot`` and ``study`` so that
-        ``posenc --help`` and the error for an unknown subcommand list them too
-        (:func:`posenc_cli` runs them before this parser is built)."""
+        """Lightning's subcommands, ``export``, and ``plot``/``study`` for ``posenc --help``
+        (:func:`posenc_cli` runs those two before this parser is built)."""
         super()._add_subcommands(parser, **kwargs)
         export = self.init_parser(description=EXPORT_HELP)
         self._add_arguments(export)  # model, data, trainer: what a config holds
@@ -83,8 +70,7 @@ class PosencCLI(LightningCLI):
         parser._subcommands_action.add_subcommand("export", export, help=EXPORT_HELP)
         for name, help in EXTRA_HELP.items():
             parser._subcommands_action.add_subcommand(
-                name, self.init_parser(description=help), help=f"{help} (see posenc {name} "
-                                                               f"--help)")
+                name, self.init_parser(description=help), help=f"{help} (see posenc {name} --help)")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         super().parse_arguments(parser, args)
@@ -97,17 +83,15 @@ class PosencCLI(LightningCLI):
             data = self.config[subcommand].get("data")
             init_args = getattr(data, "init_args", None)
             if subcommand != "fit" or refit < 1:
-                parser.error(f"--refit_epochs={refit} must be a positive number of epochs "
-                             f"and is an option of fit, not of {subcommand}"
-                             if subcommand != "fit" else
-                             f"--refit_epochs={refit} must be a positive number of epochs")
+                where = ("" if subcommand == "fit"
+                         else f" and is an option of fit, not of {subcommand}")
+                parser.error(f"--refit_epochs={refit} must be a positive number of epochs{where}")
             if init_args is None or "train_on_val" not in init_args:
                 parser.error(f"--refit_epochs needs a data module with a train_on_val "
                              f"argument (a posenc.tasks.TimeSeriesDataModule), got "
                              f"{getattr(data, 'class_path', data)!r}")
-        # The command-line config is the user's (trusted): the module classes it names (its
-        # model, encodings) may be built, also when a --ckpt_path checkpoint names them again.
-        # The parser has imported their modules; what does not resolve is left to it.
+        # The command-line config is trusted: register the module classes it names (the parser
+        # has imported them), also for a --ckpt_path checkpoint that names them again.
         for _, class_path in _class_paths(self.config.as_dict()):
             module_name, _, name = str(class_path).rpartition(".")
             cls = getattr(sys.modules.get(module_name), "__dict__", {}).get(name)
@@ -115,28 +99,17 @@ class PosencCLI(LightningCLI):
                 register_module(cls)
 
     def _parse_ckpt_path(self) -> None:
-        """A ``--ckpt_path`` file that is missing, a directory or not a torch checkpoint is a
-        usage error naming it (:func:`posenc.tasks.config.read_checkpoint`).
-
-        Lightning merges the checkpoint's hyperparameters into the config, and jsonargparse
-        imports every ``class_path`` in them while parsing (running the named module's code)
-        before any check. So first: the model's ``_class_path`` must be an already imported
-        ``LightningModule`` (the rule of Lightning's ``load_from_checkpoint``), and it and every
-        nested ``class_path`` (an encoding) must be posenc's or registered
-        (:func:`posenc.tasks.config.import_class`; the classes named in the command-line config
-        are registered by :meth:`parse_arguments`), and the hyperparameters may not load
-        weights (:func:`posenc.tasks.config.check_no_weight_sources`)."""
+        """Check a ``--ckpt_path`` file before Lightning merges its hyperparameters into the
+        config (jsonargparse imports every ``class_path`` in them): it must be readable, set no
+        weight source, and name only an imported ``LightningModule`` and classes that
+        :func:`posenc.tasks.config.import_class` accepts; else a usage error."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         # Lightning's names for checkpoints it finds itself, and remote paths, are its own.
         if ckpt_path and not (ckpt_path in ("best", "last", "hpc") or _is_registry(ckpt_path)
                               or "://" in str(ckpt_path)):
             try:
-                ckpt = read_checkpoint(ckpt_path, "--ckpt_path")
-            except ValueError as err:
-                self.parser.error(str(err))
-            hparams = ckpt.get("hyper_parameters", {})
-            try:
+                hparams = read_checkpoint(ckpt_path, "--ckpt_path").get("hyper_parameters", {})
                 check_no_weight_sources(hparams, f"--ckpt_path={ckpt_path!r}")
             except ValueError as err:
                 self.parser.error(str(err))
@@ -160,8 +133,7 @@ class PosencCLI(LightningCLI):
         super()._parse_ckpt_path()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        # The model's sizes follow the data: read from the instantiated data module, so a
-        # config never repeats them. A model or data module without the name is left alone.
+        # The model's sizes are read from the instantiated data module (when both have them).
         for name in LINKED_SIZES:
             parser.link_arguments(f"data.{name}", f"model.init_args.{name}",
                                   apply_on="instantiate")
@@ -189,9 +161,7 @@ class PosencCLI(LightningCLI):
         if not self.config[self.subcommand].get("test_after_fit"):
             return
         results = self.trainer.test(self.model, datamodule=self.datamodule, verbose=False)
-        if self.trainer.is_global_zero:
-            # Metrics logged per image size would repeat in every column of Lightning's
-            # per-dataloader table; print them once.
+        if self.trainer.is_global_zero:  # once, not in each column of a per-loader table
             merged = {k: v for result in results for k, v in result.items()}
             width = max(map(len, merged), default=0)
             lines = [f"  {k:<{width}}  {v:.4f}" for k, v in sorted(merged.items())]
@@ -200,9 +170,8 @@ class PosencCLI(LightningCLI):
             print(f"Test results ({weights}):", *lines, sep="\n", flush=True)
 
     def _refit(self, epochs: int) -> None:
-        """Replace the fitted model, data module and trainer by a fresh model of the same
-        config and seed trained for ``epochs`` epochs on train + validation (see the class
-        docstring); ``self.config`` becomes the refit's config, the one its run saves."""
+        """Replace the fitted model, data module and trainer by a fresh one trained for
+        ``epochs`` epochs on train + validation; ``self.config`` becomes the refit's."""
         config = copy.deepcopy(self.config)
         sub = config[self.subcommand]
         sub.refit_epochs = None
@@ -239,16 +208,14 @@ def _class_paths(value: Any, where: str = "") -> list[tuple[str, Any]]:
 
 
 def posenc_cli(args: list[str] | None = None, run: bool = True) -> PosencCLI | object:
-    """Run the ``posenc`` command in-process and return the CLI object (for Python use/tests).
+    """Run the ``posenc`` command in-process and return the CLI object (or, for ``plot`` and
+    ``study``, what that module's ``main`` returns).
 
     Args:
         args: command line without the program name (default ``sys.argv[1:]``); with
-            ``run=False`` no subcommand is given: ``["--config", path, ...]`` only builds the
-            trainer, model and data (``cli.trainer``, ``cli.model``, ``cli.datamodule``).
+            ``run=False``, no subcommand: ``["--config", path]`` only builds ``cli.trainer``,
+            ``cli.model`` and ``cli.datamodule``.
         run: run the subcommand (``fit``, ``validate``, ``test``, ``predict``).
-
-    ``posenc plot ...`` (and any name in ``EXTRA_COMMANDS``) goes to that module's ``main``,
-    whose result is returned.
     """
     argv = sys.argv[1:] if args is None else list(args)
     if argv and argv[0] in EXTRA_COMMANDS:
@@ -265,12 +232,8 @@ def posenc_cli(args: list[str] | None = None, run: bool = True) -> PosencCLI | o
 
 
 def main(args: list[str] | None = None) -> None:
-    """Entry point of the ``posenc`` console script (``posenc.tasks.cli:main``).
-
-    Returns None so that the console-script wrapper's ``sys.exit(main())`` exits with 0. A
-    ``plot`` or ``study`` that fails on its input (a missing config or checkpoint, a bad
-    value) prints ``posenc NAME: error: ...`` and exits with 1, without a traceback.
-    """
+    """Entry point of the ``posenc`` console script; returns None (exit status 0). A ``plot``
+    or ``study`` that fails on its input prints ``posenc NAME: error: ...`` and exits with 1."""
     argv = sys.argv[1:] if args is None else list(args)
     if argv and argv[0] in EXTRA_COMMANDS:
         try:

@@ -1,49 +1,21 @@
 """Config values and checkpoints: build a module from a config value (a registered name, or
-``{class_path, init_args}``), keep hyperparameters as builtins, read a checkpoint.
+``{class_path, init_args}``), keep hyperparameters as builtins, read a checkpoint; and the
+AdamW + warmup/cosine optimizers the task modules share.
 
-Configs keep encodings as plain values (a string or a dict), so ``save_hyperparameters()``
-stores text, checkpoints load with ``torch.load(weights_only=True)``, and the module is
-rebuilt from the same value on reload. ``save_hyperparameters()`` stores the constructor's
-arguments as given; a ``pathlib.Path``, a numpy scalar or a ``pd.Timestamp`` among them would
-be pickled into the checkpoint, which ``weights_only=True`` then refuses to load: data modules
-pass their ``hparams`` through :func:`make_hparams_plain`. :func:`read_checkpoint` reads such
-a checkpoint, with errors that name the file. :func:`check_split_fractions` checks the
-held-out fractions both data modules split by (time for series, stratified for images).
-
-A checkpoint is untrusted input, and so is its ``class_path``: ``weights_only=True`` only
-stops pickled objects, not a string that names ``os.system`` or a module class whose
-constructor reads a file or reaches the network (torchmetrics' ``_LPIPS(model_path=...)``,
-``BERTScore(model_name_or_path=...)``). So a ``class_path`` resolves only to a
-``torch.nn.Module`` subclass that posenc defines (its ``__module__`` is ``posenc.*``) or that
-was registered in this process with :func:`register_module`; never to a function, a builtin,
-another kind of class, or a third-party class merely because its library is imported. The
-rule is the same for a dict given to a constructor in Python and one read back from a
-checkpoint (``load_from_checkpoint`` passes the saved hyperparameters to the same
-constructor), so a class of your own is registered once, before building the model or
-loading its checkpoint::
+Hyperparameters stay plain values (:func:`make_hparams_plain`), so checkpoints load with
+``torch.load(weights_only=True)`` (:func:`read_checkpoint`). A checkpoint is untrusted, and so
+is its ``class_path``: it resolves only to a ``torch.nn.Module`` subclass that posenc defines
+or that was registered in this process with :func:`register_module` (never a function or a
+third-party class merely imported: torchmetrics' ``_LPIPS(model_path=...)`` reads a file), and
+it imports no module but posenc's own; ``init_args`` are passed as given (a nested
+``{class_path}`` dict is data to the constructor). Register your classes before building or
+loading::
 
     import mypkg.encodings
     posenc.tasks.register_module(mypkg.encodings.MyEncoding)
 
-Resolving a ``class_path`` imports nothing but posenc's own modules (importing a module runs
-its top-level code): any other module must already be imported. The ``posenc`` CLI trusts the
-config given on its command line: its parser imports the modules it names and the CLI
-registers the module classes it names; the hyperparameters of a ``--ckpt_path`` checkpoint
-are checked with :func:`import_class` before it reads them. ``init_args`` are passed as plain
-values: a nested ``{class_path: ...}`` dict is data to the constructor, which builds it (if at
-all) through :func:`instantiate` again.
-
-Constructor arguments that load weights (:data:`WEIGHT_SOURCES`: ``ImageClassifier``'s
-``pretrained``, ``pretrained_cfg_overlay``, ``checkpoint_path``) read a file or reach the
-network, so they come from a trusted caller only (Python, the command-line config): a model does
-not save them in its hyperparameters, and :func:`check_no_weight_sources` refuses a checkpoint
-whose hyperparameters set them (``load_from_checkpoint``, ``posenc ... --ckpt_path``).
-
-Optimizers: AdamW with a warmup + cosine (or constant) schedule, shared by the task modules
-(fine-tuning adds layer-wise decay and a position-parameter learning rate). The settings are
-plain numbers in the module's constructor, so they land in the checkpoint's
-hyperparameters. LightningCLI's own ``optimizer:`` / ``lr_scheduler:`` config keys still
-override them when given.
+Arguments that load weights (:data:`WEIGHT_SOURCES`) come from a trusted caller only: models do
+not save them, and :func:`check_no_weight_sources` refuses a checkpoint that sets them.
 """
 
 from __future__ import annotations
@@ -70,30 +42,14 @@ from posenc.core.encoding import (
 )
 from torch import nn
 
-__all__ = [
-    "WEIGHT_SOURCES",
-    "check_no_weight_sources",
-    "check_class_path",
-    "fill_from_defaults",
-    "import_class",
-    "instantiate",
-    "register_module",
-    "plain",
-    "make_hparams_plain",
-    "read_checkpoint",
-    "check_split_fractions",
-    "SCHEDULERS",
-    "param_groups",
-    "finetune_param_groups",
-    "position_parameter_names",
-    "lr_factor",
-    "configure_adamw",
-    "configure_adamw_from_hparams",
-]
+__all__ = ["WEIGHT_SOURCES", "check_no_weight_sources", "check_class_path", "fill_from_defaults",
+           "import_class", "instantiate", "register_module", "plain", "make_hparams_plain",
+           "read_checkpoint", "check_split_fractions", "SCHEDULERS", "param_groups",
+           "finetune_param_groups", "position_parameter_names", "lr_factor", "configure_adamw",
+           "configure_adamw_from_hparams"]
 
 
-# Packages whose modules a class_path may import (their imports have no side effects) and
-# whose classes it may build.
+# Packages whose modules a class_path may import (no import side effects) and build from.
 IMPORTABLE = ("posenc",)
 
 # Classes outside posenc that a class_path may build (register_module).
@@ -101,15 +57,14 @@ REGISTERED: set[type[nn.Module]] = set()
 
 REGISTER_HINT = "posenc.tasks.register_module(cls)"
 
-#: Constructor arguments that read weights from a file or the network (see the module
-#: docstring): never saved in a checkpoint, refused when a checkpoint sets them.
+#: Constructor arguments that read weights from a file or the network: never saved in a
+#: checkpoint, refused when a checkpoint sets them.
 WEIGHT_SOURCES = ("pretrained", "pretrained_cfg_overlay", "checkpoint_path")
 
 
 def check_no_weight_sources(hparams: Mapping[str, Any], argument: str) -> None:
     """Raise a ``ValueError`` naming ``argument`` when ``hparams`` (a checkpoint's) set any of
-    :data:`WEIGHT_SOURCES` to something other than None/False: a checkpoint must not make the
-    model read a file or reach the network."""
+    :data:`WEIGHT_SOURCES` to something other than None/False."""
     named = sorted(k for k in WEIGHT_SOURCES if hparams.get(k) not in (None, False))
     if named:
         raise ValueError(
@@ -121,13 +76,10 @@ def check_no_weight_sources(hparams: Mapping[str, Any], argument: str) -> None:
 
 def register_module(cls: type[nn.Module]) -> type[nn.Module]:
     """Let a ``class_path`` in configs and checkpoints build ``cls``, a ``torch.nn.Module``
-    subclass that posenc does not define (your own encoding or LightningModule, or a library
-    class you trust), in this process; returns ``cls``, so it also works as a class decorator.
+    subclass that posenc does not define, in this process; returns ``cls`` (a class decorator).
 
-    Registration is of the class object: any dotted path that reaches it (its defining module
-    or a re-export) names it; its subclasses are not registered with it. Register before
-    building the model or loading its checkpoint. (The ``posenc`` CLI registers the classes
-    named in the config given on its command line.)
+    Any dotted path reaching the class object names it; its subclasses are not registered.
+    The ``posenc`` CLI registers the classes named in its command-line config.
     """
     if not inspect.isclass(cls):
         raise TypeError(f"register_module(cls) takes a class, got {type(cls).__name__} "
@@ -140,9 +92,8 @@ def register_module(cls: type[nn.Module]) -> type[nn.Module]:
 
 
 def _is_trusted(cls: type) -> bool:
-    """Whether a ``class_path`` may build ``cls``: it is registered, or posenc defines it: a
-    posenc module holds it under its name. (``__module__`` alone is a string any code can set:
-    it is checked against the module it names.)"""
+    """Whether a ``class_path`` may build ``cls``: registered, or held under its name by the
+    posenc module its ``__module__`` names (a string any code can set)."""
     if cls in REGISTERED:
         return True
     module = getattr(cls, "__module__", None)
@@ -152,9 +103,8 @@ def _is_trusted(cls: type) -> bool:
 
 
 def check_class_path(class_path: object, argument: str = "class_path") -> tuple[str, str]:
-    """``(module, name)`` of a dotted ``class_path`` whose module may be resolved: already
-    imported, or in an :data:`IMPORTABLE` package; else a ``ValueError`` naming ``argument``.
-    Imports nothing (for checking a checkpoint before anything else reads it)."""
+    """``(module, name)`` of a dotted ``class_path`` whose module is imported or posenc's;
+    else a ``ValueError`` naming ``argument``. Imports nothing."""
     parts = class_path.split(".") if isinstance(class_path, str) else []
     if len(parts) < 2 or not all(part.isidentifier() for part in parts):
         raise ValueError(f"{argument}: class_path must be a dotted path such as "
@@ -171,13 +121,11 @@ def check_class_path(class_path: object, argument: str = "class_path") -> tuple[
 
 def import_class(class_path: str, argument: str = "class_path",
                  base: type[nn.Module] = nn.Module) -> type[nn.Module]:
-    """``"package.module.Class"`` -> the subclass of ``base`` (``torch.nn.Module`` or a
-    subclass) that posenc defines or that is registered (:func:`register_module`), with errors
-    that name ``argument`` and the path.
+    """``"package.module.Class"`` -> the subclass of ``base`` that posenc defines or that is
+    registered (:func:`register_module`), with errors naming ``argument`` and the path.
 
-    The module is taken from ``sys.modules``; only modules of :data:`IMPORTABLE` packages are
-    imported when missing (:func:`check_class_path`). The class is read from the module's
-    namespace (a module-level ``__getattr__`` hook is not called: it may import).
+    Only posenc's modules are imported when missing; the class is read from the module's
+    namespace (a module-level ``__getattr__`` is not called: it may import).
     """
     module_name, name = check_class_path(class_path, argument)
     where = f"{argument}: class_path {class_path!r}"
@@ -211,17 +159,13 @@ def import_class(class_path: str, argument: str = "class_path",
 
 def fill_from_defaults(cls: Callable, init_args: Mapping[str, Any],
                        defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """``init_args`` plus every parameter of ``cls`` that ``defaults`` knows and the config
-    left out (e.g. ``dim``/``num_heads`` inferred from the model)."""
+    """``init_args`` plus the parameters of ``cls`` that only ``defaults`` give (``dim``...)."""
     try:
         params = inspect.signature(cls).parameters
     except (TypeError, ValueError):
         return dict(init_args)
-    kwargs = dict(init_args)
-    for name, value in defaults.items():
-        if name in params and name not in kwargs:
-            kwargs[name] = value
-    return kwargs
+    return {**init_args, **{k: v for k, v in defaults.items()
+                            if k in params and k not in init_args}}
 
 
 def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument: str,
@@ -271,9 +215,9 @@ def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument:
 
 
 def plain(value: Any) -> Any:
-    """``value`` as builtins: paths as ``str``, numpy scalars as Python numbers, timestamps as
-    ISO strings, durations as pandas duration strings, arrays and indexes as lists (nested
-    lists and tuples are converted item by item); other values unchanged."""
+    """``value`` as builtins: paths as ``str``, numpy scalars as numbers, timestamps as ISO
+    strings, durations as pandas strings, arrays and indexes as lists (nested lists and tuples
+    item by item); other values unchanged."""
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if isinstance(value, (pd.Timestamp, dt.datetime)):
@@ -296,13 +240,11 @@ def make_hparams_plain(hparams: MutableMapping[str, Any]) -> None:
 
 
 def read_checkpoint(path: str | os.PathLike, argument: str) -> dict[str, Any]:
-    """The dict saved in the checkpoint file ``path``, loaded on CPU with
-    ``weights_only=True`` (tensors and plain values only; memory-mapped when the file's format
-    allows, so a large checkpoint is not read whole).
+    """The dict saved in the checkpoint file ``path``, loaded on CPU with ``weights_only=True``
+    (memory-mapped when the format allows).
 
-    Raises ``ValueError`` naming ``argument`` and the path when it is empty, missing or a
-    directory, not a torch file (empty, text, CSV, ...), holds pickled objects, holds no dict,
-    or holds ``hyper_parameters`` that are not a dict (Lightning reads them as one).
+    Raises ``ValueError`` naming ``argument`` and the path when it is not a readable torch file
+    of plain values holding a dict (with ``hyper_parameters``, if any, a dict).
     """
     where = f"{argument}={os.fspath(path)!r}"
     if not os.fspath(path):
@@ -315,7 +257,7 @@ def read_checkpoint(path: str | os.PathLike, argument: str) -> dict[str, Any]:
     try:
         try:
             ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError:  # not the zip format (legacy or not torch): cannot be mapped
+        except RuntimeError:  # not the zip format: cannot be mapped
             ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # EOFError, KeyError, IndexError, UnpicklingError...
         why = next((line.strip() for line in str(err).splitlines()
@@ -336,8 +278,7 @@ def read_checkpoint(path: str | os.PathLike, argument: str) -> dict[str, Any]:
 
 
 def check_split_fractions(val_fraction: object, test_fraction: object) -> tuple[float, float]:
-    """``(val_fraction, test_fraction)`` as floats, each in ``(0, 1)`` and summing to < 1,
-    else raise naming the argument (``TypeError`` for a non-number or bool)."""
+    """``(val_fraction, test_fraction)`` as floats, each in ``(0, 1)``, summing to < 1."""
     val_fraction = check_float(val_fraction, "val_fraction", gt=0, lt=1)
     test_fraction = check_float(test_fraction, "test_fraction", gt=0, lt=1)
     if val_fraction + test_fraction >= 1:
@@ -350,13 +291,9 @@ SCHEDULERS = ("cosine", "constant")
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW parameter groups: weight decay for weight matrices only.
-
-    No decay for 1D parameters (biases, norms) and for every parameter that a module of
-    ``model`` names in its ``no_weight_decay()`` (timm's convention): posenc's encodings name
-    all of theirs (learned tables, RoPE-Mixed frequencies, relative tables, cpb MLPs), timm's
-    ViT its ``pos_embed`` and prefix tokens.
-    """
+    """AdamW parameter groups: weight decay for weight matrices only, not for 1D parameters
+    nor those a module names in its ``no_weight_decay()`` (timm's convention; posenc's
+    encodings name all of theirs)."""
     excluded = no_weight_decay_names(model)
     decay, no_decay = [], []
     for name, param in model.named_parameters():
@@ -370,9 +307,8 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def position_parameter_names(model: nn.Module) -> set[str]:
-    """Full names of the parameters of ``model`` that posenc encodings own (the submodules
-    that are :class:`posenc.core.PositionEncoding`: learned tables, RoPE-Mixed frequencies,
-    relative-bias tables, cpb MLPs, ...)."""
+    """Full names of the parameters of ``model`` owned by its
+    :class:`posenc.core.PositionEncoding` submodules."""
     return {f"{prefix}.{name}" if prefix else name
             for prefix, module in model.named_modules() if isinstance(module, PositionEncoding)
             for name, _ in module.named_parameters()}
@@ -390,13 +326,11 @@ def finetune_param_groups(model: nn.Module, weight_decay: float, lr: float, *,
             (as :func:`param_groups`).
         lr: base learning rate.
         layer_decay: None: ``lr`` for all. Else layer-wise decay (BEiT; timm's
-            ``param_groups_layer_decay``): the embedding layer (patch embedding, class and
-            register tokens, an additive encoding) is layer 0, block ``i`` layer ``i + 1``
-            (the final norm goes with the last block: timm's ``group_matcher``), the head layer
-            ``depth + 1``, and layer ``l`` trains at ``lr * layer_decay ** (depth + 1 - l)``.
+            ``param_groups_layer_decay``): the embeddings are layer 0, block ``i`` layer
+            ``i + 1`` (with the final norm for the last), the head ``depth + 1``, and layer
+            ``l`` trains at ``lr * layer_decay ** (depth + 1 - l)``.
         position_lr: None: position parameters (:func:`position_parameter_names`) are grouped
-            as any other. Else they train at this learning rate (no layer decay, no weight
-            decay), e.g. higher, for an encoding that starts from its initialization.
+            as any other. Else their learning rate (no layer decay, no weight decay).
     """
     if layer_decay is None:
         groups = [{**g, "lr": lr} for g in param_groups(model, weight_decay)]
@@ -421,11 +355,8 @@ def finetune_param_groups(model: nn.Module, weight_decay: float, lr: float, *,
 
 def lr_factor(step: int, total_steps: int, warmup_steps: int, schedule: str,
               min_lr_ratio: float) -> float:
-    """Multiplier of the base learning rate at optimizer step ``step`` (0-based).
-
-    Linear warmup from ``1 / (warmup_steps + 1)`` to 1 over ``warmup_steps``, then constant
-    or a cosine decay reaching ``min_lr_ratio`` at ``total_steps``.
-    """
+    """Multiplier of the base learning rate at optimizer step ``step`` (0-based): linear warmup
+    from ``1 / (warmup_steps + 1)`` to 1, then constant or a cosine to ``min_lr_ratio``."""
     if step < warmup_steps:
         return (step + 1) / (warmup_steps + 1)
     if schedule == "constant":
@@ -458,12 +389,9 @@ def check_finetune_args(layer_decay: float | None, position_lr: float | None) ->
 
 def configure_adamw(module, lr: float, weight_decay: float, warmup: float, scheduler: str,
                     min_lr_ratio: float, groups: list[dict] | None = None) -> dict:
-    """``configure_optimizers`` body: AdamW over ``module`` and a per-step LambdaLR.
-
-    ``warmup`` is a fraction of all training steps (``trainer.estimated_stepping_batches``).
-    ``groups``: parameter groups (a group's ``"lr"`` is its peak learning rate, the schedule
-    scales each); default :func:`param_groups` of ``module`` at ``lr``.
-    """
+    """``configure_optimizers`` body: AdamW over ``groups`` (default :func:`param_groups` of
+    ``module``; a group's ``"lr"`` is its peak) and a per-step LambdaLR, ``warmup`` being a
+    fraction of ``trainer.estimated_stepping_batches``."""
     if groups is None:
         groups = param_groups(module, weight_decay)
     optimizer = torch.optim.AdamW(groups, lr=lr)
@@ -472,11 +400,8 @@ def configure_adamw(module, lr: float, weight_decay: float, warmup: float, sched
     if not math.isfinite(estimated):  # no max_steps/max_epochs: nothing to decay towards
         scheduler = "constant"
     warmup_steps = int(warmup * total)
-
-    def factor(step: int) -> float:
-        return lr_factor(step, total, warmup_steps, scheduler, min_lr_ratio)
-
-    lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, total, warmup_steps, scheduler, min_lr_ratio))
     return {"optimizer": optimizer,
             "lr_scheduler": {"scheduler": lr_scheduler, "interval": "step"}}
 

