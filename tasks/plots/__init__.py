@@ -1,12 +1,8 @@
 """Plots of what each encoding does, and of forecasts (``posenc plot ...``; the ``plot`` extra).
 
-Every ``plot_*`` function takes an encoding (or a time zone, or forecast tables), computes
-what it shows through the public API, writes a PNG of exactly ``figsize * dpi`` pixels and
-returns its path. They live by the package they show: :mod:`.core` (1D encodings, and the
-figure plumbing every plot and study uses), :mod:`.spatial` (images and video),
-:mod:`.temporal` (time features) and :mod:`.forecast`; all are importable from here.
-:func:`main` is the command line, ``posenc plot KIND --out DIR [options]``
-(``posenc plot --help``), which also reads trained encodings from checkpoints.
+Every ``plot_*`` function computes what it shows through the public API, writes a PNG of
+exactly ``figsize * dpi`` pixels and returns its path. :func:`main` is the command line,
+``posenc plot KIND --out DIR [options]``, which also reads trained encodings from checkpoints.
 """
 
 from __future__ import annotations
@@ -53,29 +49,23 @@ __all__ = ["KINDS", "dst_changes", "load_checkpoint_module", "main", "plot_addit
            "plot_xpos_decay"]
 
 #: The figures ``posenc plot all`` writes (every kind but ``forecast``), in order.
-KINDS = ("sinusoidal", "learned", "rope", "xpos", "alibi", "t5", "bias-compare",
-         "grid-similarity", "rope-mixed", "liere", "rope-dinov3", "video", "calendar",
-         "fourier", "holidays")
+KINDS = ("sinusoidal", "learned", "rope", "xpos", "alibi", "t5", "bias-compare", "grid-similarity",
+         "rope-mixed", "liere", "rope-dinov3", "video", "calendar", "fourier", "holidays")
 
 
 def load_checkpoint_module(path: str | Path) -> nn.Module:
-    """The LightningModule saved in a checkpoint, on CPU, in eval mode.
-
-    Checkpoints written by the ``posenc`` CLI name their class; others are read as
-    :class:`posenc.tasks.vision.ImageClassifier`.
-    """
+    """The LightningModule saved in a checkpoint, on CPU, in eval mode (a checkpoint that
+    names no class, as the ``posenc`` CLI's do, is read as an ``ImageClassifier``)."""
     from lightning.pytorch import LightningModule
 
     from .. import cli  # noqa: F401  (imports every task module, so class paths resolve)
     from ..config import check_no_weight_sources, import_class, read_checkpoint
     from ..vision import ImageClassifier
 
-    # A checkpoint is untrusted input: tensors and plain values only (posenc's hyperparameters
-    # are plain config values), and its class paths go through Lightning's and posenc's checks.
+    # A checkpoint is untrusted input: tensors and plain values only, class paths checked.
     hparams = read_checkpoint(path, "checkpoint").get("hyper_parameters", {})
     where = f"checkpoint={str(path)!r}"
-    # LightningModule.load_from_checkpoint (below, for a CLI checkpoint) builds the model
-    # without ImageClassifier's own check.
+    # LightningModule.load_from_checkpoint skips ImageClassifier's own check.
     check_no_weight_sources(hparams, where)
     if "_class_path" in hparams:  # the model's class: posenc's own, or registered
         try:
@@ -83,22 +73,20 @@ def load_checkpoint_module(path: str | Path) -> nn.Module:
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from err
     elif "_instantiator" in hparams:  # Lightning would build it from a class path it lacks
-        raise ValueError(f"{where} has an _instantiator but names no model class "
-                         f"(_class_path)")
+        raise ValueError(f"{where} has an _instantiator but names no model class (_class_path)")
     cls = LightningModule if "_instantiator" in hparams else ImageClassifier
     try:
         model = cls.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     except RuntimeError as err:  # another model's weights (a Forecaster saved from Python)
         first = str(err).splitlines()[0]
-        raise ValueError(f"{where} does not hold {cls.__name__} weights ({first}); posenc "
-                         f"plot reads the checkpoints of ImageClassifier, or of the model "
-                         f"class its _class_path names") from err
+        raise ValueError(f"{where} does not hold {cls.__name__} weights ({first}); posenc plot "
+                         "reads the checkpoints of ImageClassifier, or of the model class its "
+                         "_class_path names") from err
     return model.eval()
 
 
 def _checkpoint_encoding(path: Path, accept: Any, what: str) -> tuple[nn.Module, nn.Module]:
-    """The model in checkpoint ``path`` and its first submodule ``accept`` takes (one module
-    shared by all blocks when the encoding was built by name)."""
+    """The model in checkpoint ``path`` and its first submodule ``accept`` takes."""
     model = load_checkpoint_module(path)
     for module in model.modules():
         if accept(module):
@@ -115,8 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
 
     def add(name: str, help: str, **numbers: Any) -> argparse.ArgumentParser:
-        """A subcommand with the shared options and ``numbers``: ``head_dim=64`` is
-        ``--head-dim`` of the default's type, ``(default, help)`` with a help text."""
+        """A subcommand with the shared options; ``head_dim=64`` or ``(64, help)`` adds
+        ``--head-dim`` of the default's type."""
         p = sub.add_parser(name, help=help, description=help)
         p.add_argument("--out", type=Path, default=Path("plots"),
                        help="output folder (default: plots)")
@@ -134,8 +122,7 @@ def _parser() -> argparse.ArgumentParser:
 
     rope = {"head_dim": 64, "base": 10000.0}
     for name, what in (("sinusoidal", "fixed sinusoidal"), ("learned", "learned (untrained)")):
-        p = add(name, f"1D {what} encoding: heatmap and position similarity", dim=64,
-                positions=128)
+        p = add(name, f"1D {what} encoding: heatmap and position similarity", dim=64, positions=128)
         if name == "sinusoidal":
             p.add_argument("--base", type=float, default=10000.0)
             p.add_argument("--layout", default="interleaved", choices=LAYOUTS)
@@ -158,8 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--checkpoint", type=Path, default=None,
                    help="a trained model's checkpoint: plot its additive encoding")
-    p = add("rope-mixed", "RoPE-Mixed: frequency vectors per head", heads=6, head_dim=64,
-            base=10.0)
+    p = add("rope-mixed", "RoPE-Mixed: frequency vectors per head", heads=6, head_dim=64, base=10.0)
     p.add_argument("--checkpoint", type=Path, default=None,
                    help="a trained model's checkpoint: plot its learned frequencies")
     add("liere", "LieRE (RoPE-Mixed and random init) and ComRoPE: q.k score map vs the 2D "
@@ -274,15 +260,13 @@ def _run(kind: str, args: argparse.Namespace) -> Path:
         dim, block, std = args.head_dim, args.block_size, args.init_std
         encodings = [spatial.LieRE(dim, 1, "liere", block_size=block),
                      spatial.LieRE(dim, 1, "comrope", block_size=block, init_std=std),
-                     spatial.LieRE(dim, 1, "liere", block_size=block, init="random",
-                                   init_std=std)]
+                     spatial.LieRE(dim, 1, "liere", block_size=block, init="random", init_std=std)]
         return plot_liere_relative(encodings, png, window=args.window, seed=args.seed, dpi=dpi)
     if kind == "rope-dinov3":
         return plot_rope_dinov3_coords(
-            png, tuple(args.grid), shift_coords=args.shift_coords,
-            jitter_coords=args.jitter_coords, rescale_coords=args.rescale_coords,
-            normalize_coords=args.normalize_coords, num_draws=args.draws, seed=args.seed,
-            dpi=dpi)
+            png, tuple(args.grid), shift_coords=args.shift_coords, jitter_coords=args.jitter_coords,
+            rescale_coords=args.rescale_coords, normalize_coords=args.normalize_coords,
+            num_draws=args.draws, seed=args.seed, dpi=dpi)
     if kind == "forecast":
         return run_forecast(args)
     if kind == "holidays":
@@ -297,13 +281,12 @@ def _run(kind: str, args: argparse.Namespace) -> Path:
 def main(argv: Sequence[str] | None = None) -> list[Path]:
     """``posenc plot KIND --out DIR [options]``: write the plot(s), print and return paths.
 
-    ``argv`` defaults to ``sys.argv[1:]``; ``KIND`` is one of :data:`KINDS` or ``all``.
+    ``KIND`` is one of :data:`KINDS` or ``all``; ``argv`` defaults to ``sys.argv[1:]``.
     """
     parser = _parser()
     args = parser.parse_args(argv)
-    runs = [args] if args.kind != "all" else [
-        parser.parse_args([kind, "--out", str(args.out), "--dpi", str(args.dpi),
-                           "--seed", str(args.seed)]) for kind in KINDS]
+    shared = ["--out", str(args.out), "--dpi", str(args.dpi), "--seed", str(args.seed)]
+    runs = [args] if args.kind != "all" else [parser.parse_args([kind, *shared]) for kind in KINDS]
     paths = []
     for run in runs:
         with torch.random.fork_rng(devices=[]):  # seeded inits leave the caller's RNG alone

@@ -1,9 +1,7 @@
 """The plots' shared plumbing, and the plots of the 1D encodings of ``posenc.core``.
 
-Every plot (the studies' too) draws on a constrained-layout matplotlib ``Figure`` with its own
-Agg canvas: no pyplot, no global backend change, matplotlib imported only when a plot is made
-(its absence names the ``plot`` extra). :func:`save_png` writes exactly ``figsize * dpi``
-pixels. Titles default to :func:`describe` of the encoding.
+Every plot draws on a constrained-layout ``Figure`` with its own Agg canvas (no pyplot), and
+imports matplotlib only when it is made. Titles default to :func:`describe` of the encoding.
 """
 
 from __future__ import annotations
@@ -73,8 +71,7 @@ def check_encodings(encodings: Sequence[nn.Module], most: int, what: str,
 
 
 def panel_axes(fig: Any, panels: int, max_columns: int, **subplots: Any) -> np.ndarray:
-    """``(rows * columns,)`` axes of a grid of at most ``max_columns`` columns, the spare ones
-    switched off."""
+    """``(rows * columns,)`` axes of a grid of at most ``max_columns`` columns, spares off."""
     ncols = min(panels, max_columns)
     axes = fig.subplots(-(-panels // ncols), ncols, squeeze=False, **subplots).ravel()
     for ax in axes[panels:]:
@@ -95,8 +92,7 @@ def plot_additive_1d(encoding: nn.Module, path: str | Path, *, num_positions: in
     similarity of every pair of positions.
 
     Args:
-        encoding: a 1D additive encoding, ``(N,) positions -> (N, dim)`` (e.g.
-            ``SinusoidalEncoding``, ``LearnedEncoding``).
+        encoding: a 1D additive encoding, ``(N,) positions -> (N, dim)``.
         num_positions: positions ``0 .. num_positions - 1`` (at least 2).
     """
     check_int(num_positions, "num_positions", ge=2)
@@ -122,9 +118,8 @@ def plot_additive_1d(encoding: nn.Module, path: str | Path, *, num_positions: in
 
 
 def _rotary_scores(encoding: nn.Module, vectors: Tensor, distance: Tensor) -> Tensor:
-    """``(S, head_dim)`` vectors ``q = k`` -> ``(S, D)`` scores ``q_d . k_0 / head_dim`` of a
-    query at each of the ``(D,)`` positions ``distance`` against the key at position 0, the
-    keys turned by ``key_rotation`` where the encoding has one (xPos), as attention does."""
+    """``(S, head_dim)`` vectors ``q = k`` -> ``(S, D)`` scores ``q_d . k_0 / head_dim``; keys
+    turn by ``key_rotation`` where the encoding has one (xPos)."""
     x = vectors[:, None, None, :]
     key_rotation = getattr(encoding, "key_rotation", encoding.rotation)
     with torch.no_grad():
@@ -138,13 +133,11 @@ def plot_rope_scores(encoding: nn.Module, path: str | Path, *, max_distance: int
                      figsize: tuple[float, float] = (9, 5), dpi: int = 100) -> Path:
     """RoPE's score ``rotate(q, m) . rotate(k, n) / head_dim`` against ``m - n`` (1 at 0).
 
-    Shown for ``q = k = ones`` (RoFormer's long-term-decay figure) and as the mean and +-1 std
-    band over ``num_samples`` Gaussian vectors ``q = k`` drawn from ``seed`` (the mean equals
-    the ones curve in expectation; the band shows how far one vector strays from it).
+    Shown for ``q = k = ones`` (RoFormer's long-term-decay figure) and as the mean +-1 std band
+    over ``num_samples`` Gaussian vectors ``q = k`` drawn from ``seed``.
 
     Args:
-        encoding: a 1D rotary encoding with ``head_dim`` and ``rotation(positions (N,))``
-            (``RotaryEncoding``; ``XPos``, whose keys turn by ``key_rotation``).
+        encoding: ``RotaryEncoding`` or ``XPos`` (``head_dim``, ``rotation(positions (N,))``).
         max_distance: largest relative distance shown.
     """
     check_positive_int(max_distance, "max_distance")
@@ -178,17 +171,14 @@ def plot_xpos_decay(encoding: nn.Module, path: str | Path, *, rope: nn.Module | 
                     figsize: tuple[float, float] = (13, 5), dpi: int = 100) -> Path:
     """xPos next to RoPE against the distance ``m - n`` (query after key, the causal case).
 
-    Left: the ``q = k = ones`` scores of RoPE (whose long-term decay comes from the rotations
-    alone) and of xPos, and xPos's mean decay over pairs (its envelope: the score with the
-    rotations taken out). Right: each pair's decay ``zeta_i ** ((m - n) / scale_base)``,
-    coloured by its wavelength ``2 pi / freq``.
+    Left: the ``q = k = ones`` scores of RoPE and xPos, and xPos's mean decay over pairs (its
+    envelope). Right: each pair's decay ``zeta_i ** ((m - n) / scale_base)`` by wavelength.
 
     Args:
         encoding: a ``posenc.core.XPos``.
-        rope: the RoPE it is compared with; None: ``RotaryEncoding`` of the same
-            ``head_dim``, ``base``, ``rotary_dim`` and ``layout``.
-        max_distance: largest distance shown (within ``encoding.max_offset(torch.float32)``
-            of its centre, else the rotation raises).
+        rope: the RoPE compared; None: ``RotaryEncoding`` of the same ``head_dim``, ``base``,
+            ``rotary_dim`` and ``layout``.
+        max_distance: largest distance shown (within ``encoding.max_offset(torch.float32)``).
     """
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
@@ -203,8 +193,7 @@ def plot_xpos_decay(encoding: nn.Module, path: str | Path, *, rope: nn.Module | 
                               layout=encoding.layout)
     distance = torch.arange(max_distance + 1)
     ones = torch.ones(1, encoding.head_dim)
-    origin = torch.zeros(1, dtype=torch.long)
-    decay = (encoding.scale(distance) / encoding.scale(origin)).numpy()  # (D, pairs)
+    decay = (encoding.scale(distance) / encoding.scale(distance[:1])).numpy()  # (D, pairs)
     x = distance.numpy()
     fig = new_figure(figsize, dpi)
     ax_score, ax_pairs = fig.subplots(1, 2)
@@ -242,13 +231,11 @@ def plot_bias_vs_distance(encoding: nn.Module, path: str | Path, *, max_distance
                           dpi: int = 100) -> Path:
     """Attention-logit bias of each head against the offset ``key - query``.
 
-    ALiBi is drawn as one line per head (masked keys of causal ALiBi left out), learned
-    tables as a heads x offset map; ``T5RelativeBias`` adds a panel with the bucket of each
-    offset, on a symlog axis (exact buckets near 0, log-spaced beyond).
+    ALiBi as one line per head, learned tables as a heads x offset map; ``T5RelativeBias``
+    adds a panel with the bucket of each offset (symlog axis).
 
     Args:
-        encoding: a 1D bias encoding ``(q_positions, k_positions) -> (1, H, Nq, Nk)``
-            (``ALiBi``, ``T5RelativeBias``, ``ClippedRelativeBias``).
+        encoding: a 1D bias encoding ``(q_positions, k_positions) -> (1, H, Nq, Nk)``.
         max_distance: offsets ``-max_distance .. max_distance``.
     """
     from posenc.core import ALiBi, T5RelativeBias
@@ -302,8 +289,7 @@ def plot_bias_vs_distance(encoding: nn.Module, path: str | Path, *, max_distance
 
 
 def _bias_family(encoding: nn.Module) -> tuple[str, list[str]]:
-    """A panel's title (the class and what tells its curves apart) and each head's legend
-    entry (the parameters that set its curve, where it has few)."""
+    """A panel's title and each head's legend entry (its parameters, where it has few)."""
     from posenc.core import FIRE, ALiBi, Kerple
 
     heads = [f"head {h}" for h in range(encoding.num_heads)]
@@ -324,16 +310,11 @@ def _bias_family(encoding: nn.Module) -> tuple[str, list[str]]:
 def plot_bias_comparison(encodings: Sequence[nn.Module], path: str | Path, *,
                          max_distance: int = 128, title: str | None = None,
                          figsize: tuple[float, float] | None = None, dpi: int = 100) -> Path:
-    """Bias families side by side: one panel per encoding, its bias per head against the
-    distance ``d = query - key`` of keys at or before the query (``0 .. max_distance``).
-
-    The query sits at ``max_distance``, so a causal encoding masks none of the keys; symmetric
-    ones (``causal=False`` ALiBi/KERPLE) give the same curves for keys after the query. FIRE
-    depends on the offset alone while ``max_distance <= L`` (its threshold).
+    """One panel per bias encoding: its bias per head against the distance ``query - key``
+    of keys at or before the query (``0 .. max_distance``, so causal ones mask none).
 
     Args:
-        encodings: 1 to 6 1D bias encodings ``(q_positions, k_positions) -> (1, H, Nq, Nk)``
-            (``ALiBi``, ``Kerple``, ``FIRE``, ``T5RelativeBias``, ...).
+        encodings: 1 to 6 1D bias encodings ``(q_positions, k_positions) -> (1, H, Nq, Nk)``.
         max_distance: largest distance shown.
         figsize: default ``(6 * columns, 4 * rows + 0.6)`` for 2 columns.
     """

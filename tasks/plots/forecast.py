@@ -1,15 +1,10 @@
 """``posenc plot forecast``: history, truth, forecast and quantile band of chosen series.
 
-    posenc predict --config my.yaml --ckpt_path best.ckpt   # ForecastWriter -> forecasts.csv
     posenc plot forecast --forecasts forecasts.csv --data my.yaml --out forecast.png
-    posenc plot forecast --forecasts forecasts.csv --data panel.csv --series CA NY
 
-The forecasts file is the :func:`~posenc.tasks.forecasting.output.forecast_frame` table that
-:class:`~posenc.tasks.ForecastWriter` writes. ``--data`` gives the history and the truth: the
-config you trained with (its data module is built and its table read, so built-in data needs
-no file) or the long-format table itself, whose column roles are then read off the forecasts
-file's layout (:func:`forecast_layout`). Series keys are compared as text, so a CSV's ``1``
-and a Parquet file's ``1`` are one series.
+The forecasts file is what :class:`~posenc.tasks.ForecastWriter` writes; ``--data`` is the
+training config or the long-format table (column roles then read by :func:`forecast_layout`).
+Series keys are compared as text, so a CSV's ``1`` and a Parquet file's ``1`` are one series.
 """
 
 from __future__ import annotations
@@ -70,8 +65,7 @@ def _utc_ns(frame: pd.DataFrame, column: str, source: str | None, tz: str | None
             timestamp_format: str | None = None) -> tuple[np.ndarray, Any]:
     """-> ``(N,)`` int64 (UTC ns if aware, else wall clock) and the parsed index's zone;
     ``source``: the file ``frame`` is (its rows are named by line in messages)."""
-    index = parse_timestamps(frame[column].reset_index(drop=True), column, source,
-                             timestamp_format)
+    index = parse_timestamps(frame[column].reset_index(drop=True), column, source, timestamp_format)
     return utc_and_local(index, tz, ambiguous, nonexistent, column)[0], index.tz
 
 
@@ -87,20 +81,17 @@ def _numbers(frame: pd.DataFrame, column: str, what: str) -> np.ndarray:
 def forecast_layout(forecasts: pd.DataFrame, data_columns: Sequence[str],
                     timestamp_column: str | None = None,
                     series_columns: Sequence[str] | None = None) -> dict[str, Any]:
-    """The column roles of a forecasts table, read off its layout: the series columns, then
-    the timestamp column, then :data:`ORIGIN_COLUMN` (optional), the targets, and their
-    ``{target}_q{level}`` columns.
+    """The column roles of a forecasts table (series columns, timestamp, optional
+    :data:`ORIGIN_COLUMN`, targets and their ``{target}_q{level}`` columns), read off its order.
 
-    The timestamp column is ``timestamp_column``, else the first column that is also in
-    ``data_columns`` and holds timestamps. Returns ``{"timestamp_column", "series_columns",
-    "targets"}``."""
+    The timestamp column is ``timestamp_column``, else the first column also in ``data_columns``
+    that holds timestamps. Returns ``{"timestamp_column", "series_columns", "targets"}``."""
     columns = [str(c) for c in forecasts.columns]
     if timestamp_column is None:
         for name in columns:
             column = forecasts[name]
             if (name == ORIGIN_COLUMN or name not in data_columns
-                    or pd.api.types.is_numeric_dtype(column)
-                    or pd.api.types.is_bool_dtype(column)):
+                    or pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)):
                 continue
             try:
                 parse_timestamps(column.head(16).reset_index(drop=True), name)
@@ -110,8 +101,8 @@ def forecast_layout(forecasts: pd.DataFrame, data_columns: Sequence[str],
             break
         else:
             raise ValueError(f"no timestamp column found in the forecasts (columns {columns}) "
-                             f"that the data also has (columns {list(data_columns)}); name "
-                             "it with --timestamp-column")
+                             f"that the data also has (columns {list(data_columns)}); name it "
+                             "with --timestamp-column")
     elif timestamp_column not in columns:
         raise ValueError(f"timestamp column {timestamp_column!r} is not in the forecasts "
                          f"(columns {columns})")
@@ -135,26 +126,20 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
                   tz: str | None = None, ambiguous: str = "raise", nonexistent: str = "raise",
                   timestamp_format: str | None = None, dpi: int = 100,
                   names: tuple[str, str] = ("the forecasts", "the data")) -> Path:
-    """One subplot per series: the history before the forecast origin, the truth over the
-    forecast span, the point forecast, and the band between the lowest and the highest
-    quantile when the forecasts have quantile columns (``{target}_q{level}``).
+    """One subplot per series: the history before the forecast origin, the truth, the point
+    forecast, and the band between the lowest and highest ``{target}_q{level}`` quantile.
 
     Args:
         forecasts: the :func:`~posenc.tasks.forecasting.output.forecast_frame` table.
         history: the long-format data (history and truth), same column names.
         series: keys to plot (a value, a tuple for several series columns, or ``"NY,EWR"``);
             None: the first ``max_series`` series of the forecasts.
-        origin: which forecast origin per series when the forecasts hold several
-            (:data:`ORIGIN_COLUMN`, a rolling backtest): an index into the series' sorted
-            origins, -1 the latest.
-        history_length: observations of history shown before the origin; None: three times
-            the forecast's steps.
+        origin: with several :data:`ORIGIN_COLUMN` values per series, an index into the
+            series' sorted origins (-1 the latest).
+        history_length: observations of history shown; None: three times the forecast steps.
         tz: with ``ambiguous``, ``nonexistent`` and ``timestamp_format``, how naive history
-            timestamps are read (as the data module reads them); ``tz`` is also the zone the
-            time axis shows.
+            timestamps are read; ``tz`` is also the zone the time axis shows.
         names: the two inputs in messages (file names).
-
-    Raises ``ValueError`` naming the input and the missing column, series or origin.
     """
     import matplotlib.dates as mdates
 
@@ -164,8 +149,7 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
     if history_length is not None:
         check_positive_int(history_length, "history_length")
     if isinstance(origin, bool) or not isinstance(origin, (int, np.integer)):
-        raise TypeError(f"origin must be an int (an index into the sorted origins), got "
-                        f"{origin!r}")
+        raise TypeError(f"origin must be an int (an index into the sorted origins), got {origin!r}")
     tz = check_tz_name(tz)
     for frame, what in ((forecasts, fc_name), (history, data_name)):
         for name in [*series_columns, timestamp_column, target]:
@@ -182,9 +166,9 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
     for key in chosen:
         if key not in available:
             shown = [",".join(k) for k in available[:10]]
+            more = " ..." if len(available) > 10 else ""
             raise ValueError(f"series {','.join(key)!r} is not in {fc_name}; it has "
-                             f"{len(available)} series: {shown}"
-                             + (" ..." if len(available) > 10 else ""))
+                             f"{len(available)} series: {shown}{more}")
     levels = quantile_columns([str(c) for c in forecasts.columns], target)
     band = (levels[0], levels[-1]) if len(levels) >= 2 else None
 
@@ -217,12 +201,11 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
         h_time, h_zone = _utc_ns(history[in_series], timestamp_column, None, tz, ambiguous,
                                  nonexistent, timestamp_format)
         if (h_zone is not None) != aware and (tz is None or h_zone is not None):
-            raise ValueError(
-                f"the timestamps in {timestamp_column!r} of {data_name} are "
-                f"{'tz-naive' if aware else 'tz-aware'} but those of {fc_name} are "
-                f"{'tz-aware' if aware else 'tz-naive'}"
-                + (": give the zone of the data's wall-clock times (--tz, the data module's "
-                   "tz)" if aware else ""))
+            raise ValueError(f"the timestamps in {timestamp_column!r} of {data_name} are "
+                             f"{'tz-naive' if aware else 'tz-aware'} but those of {fc_name} are "
+                             f"{'tz-aware' if aware else 'tz-naive'}"
+                             + (": give the zone of the data's wall-clock times (--tz, the data "
+                                "module's tz)" if aware else ""))
         zone = zone or (str(h_zone) if h_zone is not None else None)
         order = np.argsort(h_time, kind="stable")
         h_time, h_value = h_time[order], values[in_series][order]
@@ -265,12 +248,11 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
 def add_forecast_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``posenc plot forecast`` options (``--out``, ``--dpi`` come with every plot)."""
     parser.description = (
-        "History, truth, forecast and quantile band for chosen series. --data is the config "
-        "you trained with (its data module's table: built-in data needs no file) "
-        "or the long-format CSV/Parquet table; with a table, the column roles "
-        "come from the forecasts file's layout (series columns, timestamp, targets) and --tz "
-        "names the zone of its naive timestamps. --out: a .png path, or a folder "
-        "(FOLDER/forecast.png).")
+        "History, truth, forecast and quantile band for chosen series. --data is the config you "
+        "trained with (its data module's table: built-in data needs no file) or the long-format "
+        "CSV/Parquet table; with a table, the column roles come from the forecasts file's layout "
+        "(series columns, timestamp, targets) and --tz names the zone of its naive timestamps. "
+        "--out: a .png path, or a folder (FOLDER/forecast.png).")
     parser.add_argument("--forecasts", type=Path, required=True,
                         help="forecasts file written by ForecastWriter (.csv or .parquet)")
     parser.add_argument("--data", type=Path, required=True,
@@ -310,8 +292,7 @@ def _read(path: Path, argument: str) -> pd.DataFrame:
 
 
 def _config_data_module(path: Path) -> Any:
-    """The data module a training config's ``data`` section builds (the user's own config,
-    trusted as ``posenc fit`` trusts it: its class is imported)."""
+    """The data module a training config's ``data`` section builds (trusted as by ``fit``)."""
     import yaml
 
     from ..forecasting import TimeSeriesDataModule
@@ -354,8 +335,7 @@ def run_forecast(args: argparse.Namespace) -> Path:
                  "series_columns": list(columns.series_columns),
                  "targets": list(columns.target_columns)}
         reading = {"tz": args.tz or columns.tz, "ambiguous": columns.ambiguous,
-                   "nonexistent": columns.nonexistent,
-                   "timestamp_format": columns.timestamp_format}
+                   "nonexistent": columns.nonexistent, "timestamp_format": columns.timestamp_format}
         data_name = f"the data of {data.name}"
     else:
         history = _read(data, "--data")
@@ -367,7 +347,7 @@ def run_forecast(args: argparse.Namespace) -> Path:
         raise ValueError(f"--target={target!r} is not a target of the forecasts; they have "
                          f"{roles['targets']}")
     return plot_forecast(forecasts, history, out, timestamp_column=roles["timestamp_column"],
-                         target=target, series_columns=roles["series_columns"],
-                         series=args.series, max_series=args.max_series, origin=args.origin,
-                         history_length=args.history_length, dpi=args.dpi,
+                         target=target, series_columns=roles["series_columns"], series=args.series,
+                         max_series=args.max_series, origin=args.origin, dpi=args.dpi,
+                         history_length=args.history_length,
                          names=(str(args.forecasts), data_name), **reading)

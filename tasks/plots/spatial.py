@@ -1,10 +1,6 @@
-"""Plots of the image and video encodings of ``posenc.spatial``.
-
-Additive grids are shown as the ViT paper's figure (the cosine similarity of each patch's
-encoding to every patch); rotary ones through the score of a query and a key turned at their
-positions (divided by the squared norm: 1 at zero offset), which for a relative encoding
-depends on the offset alone; :func:`plot_rope_dinov3_coords` shows the coordinates themselves.
-"""
+"""Plots of the image and video encodings of ``posenc.spatial``: additive ones by cosine
+similarity between patches (the ViT paper's figure), rotary ones by the score of a query and a
+key turned at their positions, divided by the squared norm (1 at zero offset)."""
 
 from __future__ import annotations
 
@@ -40,16 +36,13 @@ def plot_grid_similarity(encoding: nn.Module, path: str | Path,
                          title: str | None = None, figsize: tuple[float, float] | None = None,
                          dpi: int = 100) -> Path:
     """The ViT paper's position-embedding similarity figure: tile ``(i, j)`` is a ``rows x
-    cols`` map of the cosine similarity between the encoding of patch ``(i, j)`` and that of
-    every patch.
+    cols`` map of the cosine similarity of patch ``(i, j)``'s encoding to every patch's.
 
     Args:
-        encoding: a 2D additive encoding with ``encode_grid(grid_size) -> (rows * cols, dim)``
-            (``SinCos2D``, ``Learned2D``, ``Factorized2D``), fixed or trained.
+        encoding: a 2D additive encoding with ``encode_grid(grid_size) -> (rows * cols, dim)``.
         grid_size: ``rows`` or ``(rows, cols)`` patch grid (a learned grid is resampled to it).
-        vmin: bottom of the colour scale (top is 1); default the smallest similarity, so a
-            fixed sin-cos encoding, whose similarities on a small grid all lie near 1, still
-            shows its structure. Pass -1 to compare encodings on one scale.
+        vmin: bottom of the colour scale (top is 1); default the smallest similarity. Pass -1
+            to compare encodings on one scale.
         figsize: default 8 inches wide, as tall as the grid's aspect needs.
     """
     rows, cols = check_grid_size(grid_size)
@@ -82,9 +75,8 @@ def plot_grid_similarity(encoding: nn.Module, path: str | Path,
 
 
 def _video_similarity(encoding: nn.Module, coords: Tensor, query: int) -> np.ndarray:
-    """``(N,)`` similarity of token ``query`` to each of the ``(N, 3)`` coordinates: the
-    ``q = k = ones`` score ``/ head_dim`` of a rotary encoding (head 0 where frequencies are
-    per head), the cosine similarity of an additive one."""
+    """``(N,)`` similarity of token ``query`` to each of the ``(N, 3)`` coordinates: rotary,
+    the ``q = k = ones`` score ``/ head_dim`` (head 0); additive, the cosine similarity."""
     with torch.no_grad():
         if getattr(encoding, "kind", None) != "rotary":
             return cosine_matrix(encoding(coords))[query]
@@ -99,22 +91,17 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
                           query: tuple[int, int, int] | None = None, vmin: float | None = None,
                           title: str | None = None, figsize: tuple[float, float] | None = None,
                           dpi: int = 100) -> Path:
-    """Similarity of one ``(t, row, col)`` token to every token of a clip: one row of ``rows x
-    cols`` maps per encoding, one column per frame, the query marked.
-
-    Rotary encodings show the ``q = k = ones`` score divided by ``head_dim`` (a function of
-    the 3D offset only), additive ones the cosine similarity; both lie in ``[-1, 1]`` and
-    share one colour scale, from ``vmin`` to 1.
+    """Similarity of one ``(t, row, col)`` token to every token of a clip (rotary: the
+    ``q = k = ones`` score / ``head_dim``; additive: cosine): a row of maps per encoding, a
+    column per frame, on one colour scale from ``vmin`` to 1.
 
     Args:
-        encodings: 1 to 6 video encodings of ``(N, 3)`` coordinates: rotary (``MRoPE``,
-            ``RoPE3D``: ``rotate((1, H, N, head_dim), coords)``, head 0 shown) or additive
-            (``SinCos3D``: ``coords -> (N, dim)``).
+        encodings: 1 to 6 video encodings of ``(N, 3)`` coordinates: rotary
+            (``rotate((1, H, N, head_dim), coords)``) or additive (``coords -> (N, dim)``).
         grid_size: ``rows`` or ``(rows, cols)`` patches per frame.
-        frames: frames ``0 .. frames - 1`` (``t`` is the frame index).
+        frames: frames ``0 .. frames - 1``.
         query: ``(t, row, col)`` of the token compared; default the clip's centre.
-        vmin: bottom of the colour scale; default the smallest similarity shown (on a small
-            clip they all lie near 1). Pass -1 for the full range.
+        vmin: bottom of the colour scale; default the smallest similarity shown.
         figsize: default ``(1.9 * frames + 2.5, 1.9 * len(encodings) * rows / cols + 1)``.
     """
     from posenc.spatial import video_coords
@@ -160,9 +147,8 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
 def plot_rope_mixed_frequencies(encoding: nn.Module, path: str | Path, *,
                                 title: str | None = None, figsize: tuple[float, float] | None
                                 = None, dpi: int = 100) -> Path:
-    """RoPE-Mixed frequency vectors ``(column freq, row freq)`` of every rotary pair, one
-    panel per head; a pair turns by ``row * f_row + col * f_col`` radians, so its arrow is
-    the direction in the image along which it rotates fastest.
+    """RoPE-Mixed frequency vectors ``(f_col, f_row)`` of every rotary pair, a panel per head
+    (a pair turns by ``row * f_row + col * f_col`` radians).
 
     Args:
         encoding: ``posenc.spatial.RoPE2D`` with ``variant="mixed"`` (initial or trained).
@@ -217,22 +203,17 @@ def plot_liere_relative(encodings: Sequence[nn.Module], path: str | Path, *, win
                         anchors: Sequence[tuple[int, int]] = ((0, 0), (5, 9), (11, 3)),
                         seed: int = 0, title: str | None = None,
                         figsize: tuple[float, float] | None = None, dpi: int = 100) -> Path:
-    """Is the ``q . k`` score a function of the 2D offset alone? One random vector ``q = k ~
-    N(0, I)`` (from ``seed``), the query turned at ``anchor + (d_row, d_col)`` and the key at
-    ``anchor``, for every offset in ``[-window, window]^2``.
+    """Is the ``q . k`` score a function of the 2D offset alone? One random ``q = k`` (from
+    ``seed``), the query turned at ``anchor + (d_row, d_col)``, the key at ``anchor``.
 
-    One heat map per encoding of the score (divided by ``|q|^2``) at the first anchor, and a
-    bar panel (log scale) of ``max |map(anchor_i) - map(anchor_0)|`` over the offsets for each
-    further anchor: float32 rounding (~1e-7) for a relative encoding (ComRoPE, LieRE at its
-    RoPE-Mixed init, RoPE2D), far more where the generators do not commute (LieRE with
-    ``init="random"``, or trained).
+    A heat map per encoding of the score / ``|q|^2`` at the first anchor, and bars (log scale)
+    of ``max |map(anchor_i) - map(anchor_0)|``: float32 rounding for a relative encoding.
 
     Args:
         encodings: 1 to 4 2D rotary encodings with ``rotate((B, H, N, head_dim), (N, 2))``
-            and ``num_heads`` (``LieRE``, ``RoPE2D``); head 0 is shown.
+            and ``num_heads``; head 0 is shown.
         window: offsets ``-window .. window`` along each axis.
-        anchors: at least two ``(row, col)`` patch positions of the key; the maps are compared
-            with the first one's.
+        anchors: at least two ``(row, col)`` key positions, compared with the first.
         figsize: default ``(3.6 * len(encodings) + 5, 4.4)``.
     """
     from matplotlib.ticker import MaxNLocator
@@ -295,8 +276,7 @@ def plot_liere_relative(encodings: Sequence[nn.Module], path: str | Path, *, win
                title="change of the map between anchors")
     ax_bar.legend(fontsize="x-small", loc="upper left")
     fig.suptitle(title or f"Score of one random q = k ~ N(0, I): query at anchor + (d_row, "
-                 f"d_col), key at anchor; maps at anchor {anchors[0]}, head 0",
-                 fontsize="medium")
+                 f"d_col), key at anchor; maps at anchor {anchors[0]}, head 0", fontsize="medium")
     return save_png(fig, path)
 
 
@@ -307,8 +287,7 @@ _AUGMENT_TEXT = {"shift_coords": ("+ U[-{v:g}, {v:g}] per axis", "draw: shift (r
 
 
 def _draw_coords(ax: object, coords: Tensor, color: object, label: str | None) -> None:
-    """Patch centres ``(row, col)`` as points (x = column, y = row) and the box through the
-    outer ones."""
+    """Patch centres ``(row, col)`` as points and the box through the outer ones."""
     from matplotlib.patches import Rectangle
 
     row, col = coords.double().numpy().T
@@ -318,8 +297,7 @@ def _draw_coords(ax: object, coords: Tensor, color: object, label: str | None) -
 
 
 def _affine_label(step: str, draw: int, base: Tensor, moved: Tensor) -> str:
-    """``k: (+s_row, +s_col)`` / ``k: (j_row, j_col)`` / ``k: r``: the per-axis shift or scale
-    that took ``base`` to ``moved``, read back from the points."""
+    """The shift or scale that took ``base`` to ``moved``, read back from the points."""
     base, moved = base.double().numpy(), moved.double().numpy()
     if step == "shift_coords":
         shift = (moved - base).mean(0)
@@ -335,24 +313,15 @@ def plot_rope_dinov3_coords(path: str | Path, grid_size: int | tuple[int, int] =
                             rescale_coords: float = 2.0, normalize_coords: str = "separate",
                             num_draws: int = 3, seed: int = 0, title: str | None = None,
                             figsize: tuple[float, float] = (14, 8.5), dpi: int = 100) -> Path:
-    """The patch coordinates RoPE sees under DINOv3's options, points ``(row, col)`` (row
-    down, as in the image) with the box through the outer patch centres and ``[-1, 1]^2``
-    dashed.
+    """The patch coordinates RoPE sees under DINOv3's options (row down, ``[-1, 1]^2`` dashed).
 
-    Top: ``normalize_coords`` ``"separate"``, ``"min"`` and ``"max"`` (eval:
-    ``patch_coords(grid_size, RoPE2D(..., normalize_coords=...).normalize)``). Bottom: the
-    training-time augmentation of :class:`RoPE2D` (its ``coord_augment``), one step per panel
-    (shift, jitter, rescale), on the ``normalize_coords`` system: the eval points in grey and
-    ``num_draws`` draws from a generator seeded with ``seed`` (one generator per panel).
+    Top: ``normalize_coords`` ``"separate"``, ``"min"`` and ``"max"``. Bottom: one step of
+    :class:`RoPE2D`'s ``coord_augment`` per panel (``shift_coords >= 0``, ``jitter_coords`` and
+    ``rescale_coords`` factors ``>= 1``) on the ``normalize_coords`` system: the eval points in
+    grey and ``num_draws`` (1 to 6) draws seeded with ``seed``.
 
     Args:
-        grid_size: ``(rows, cols)`` patches, each at least 2; non-square shows what
-            ``"min"``/``"max"`` do to the aspect ratio.
-        shift_coords: RoPE2D's augmentation argument (``>= 0``).
-        jitter_coords: RoPE2D's augmentation argument (a factor ``>= 1``).
-        rescale_coords: RoPE2D's augmentation argument (a factor ``>= 1``).
-        normalize_coords: the system the augmentation panels start from.
-        num_draws: 1 to 6 draws per augmentation panel.
+        grid_size: ``(rows, cols)`` patches, each at least 2.
     """
     from matplotlib.patches import Rectangle
     from posenc.spatial import RoPE2D, patch_coords

@@ -1,10 +1,6 @@
 """Plots of the time features of ``posenc.temporal``: calendar and Fourier features over a week
-(hourly) and a year (every 24 h of elapsed time) in a time zone, each DST change marked, and
-holiday features over a year of one country.
-
-The week and year windows start at a local time and step by elapsed time, so the local clock
-jumps at a DST change: the curves compare each feature with the same feature on a fixed clock
-at the zone's UTC offset at the start, and part where the zone's clock changes.
+(hourly) and a year (every 24 h of elapsed time) in a time zone, DST changes marked and each
+feature compared with a fixed clock; holiday features over a year of one country.
 """
 
 from __future__ import annotations
@@ -47,8 +43,7 @@ def dst_changes(first: Any, last: Any) -> list[tuple[Any, float, float]]:
 
 
 def _windows(tz: str, start: Any, days: int) -> list[tuple[str, Any, str]]:
-    """``(title, index, tick frequency)`` of the week (hourly) and the year (every 24 h)
-    windows from ``start`` (anything ``pandas.Timestamp`` reads) in zone ``tz``."""
+    """``(title, index, tick frequency)`` of the week (hourly) and year (every 24 h) windows."""
     import pandas as pd
 
     check_positive_int(days, "days")
@@ -66,9 +61,7 @@ def _windows(tz: str, start: Any, days: int) -> list[tuple[str, Any, str]]:
 
 def _time_figure(path: str | Path, panels: list[dict], tz: str, map_title: str, title: str,
                  figsize: tuple[float, float], dpi: int) -> Path:
-    """One column per window (a panel: ``index``, ``ticks``, ``title``, ``lines``,
-    ``features``, ``names``), three rows: feature curves, the features' heatmap and the UTC
-    offset; dashed lines mark each DST change."""
+    """A column per panel dict; rows: feature curves, the features' heatmap, the UTC offset."""
     import pandas as pd
 
     fig = new_figure(figsize, dpi)
@@ -103,8 +96,7 @@ def _time_figure(path: str | Path, panels: list[dict], tz: str, map_title: str, 
         ticks = np.asarray((dates - index[0]) / day, dtype=np.float64)
         keep = (ticks >= x[0]) & (ticks <= x[-1])
         fmt = "%b %d" if panel["ticks"] == "D" else "%b"
-        ax_off.set_xticks(ticks[keep], [d.strftime(fmt) for d in dates[keep]],
-                          fontsize="small")
+        ax_off.set_xticks(ticks[keep], [d.strftime(fmt) for d in dates[keep]], fontsize="small")
         for ax in (ax_line, ax_map):
             ax.tick_params(labelbottom=False)
         ax_line.set_xlim(x[0], x[-1])
@@ -161,13 +153,8 @@ def plot_fourier_features(tz: str, path: str | Path, *, start: Any = "2024-03-07
                           days: int = 7, harmonics: int = 3, title: str | None = None,
                           figsize: tuple[float, float] = (15, 9), dpi: int = 100) -> Path:
     """``FourierSeasonality`` (day, week, year periods) over ``days`` days and a year from
-    ``start`` in zone ``tz``.
-
-    Its phases are of absolute time: of UTC instants for tz-aware input (which ignore DST),
-    of the wall clock for naive local input (which follows it). The curves show ``day_sin1``
-    of the local wall clock, of the fixed clock (dotted) and of UTC instants; the heatmap
-    shows all features of the tz-aware input.
-    """
+    ``start`` in zone ``tz``: ``day_sin1`` of the local wall clock, of the fixed clock and of
+    UTC instants (which ignore DST); the heatmap shows the tz-aware input's features."""
     from posenc.temporal import FourierSeasonality
 
     enc = FourierSeasonality(harmonics=harmonics)
@@ -200,11 +187,8 @@ def plot_holiday_features(country: str, path: str | Path, *, subdiv: str | None 
                           dpi: int = 100) -> Path:
     """``HolidayFeatures`` of every day of ``year`` in ``country`` (and ``subdiv``).
 
-    Top: the kernels of the signed distance ``d`` to the nearest holiday, ``indicator``,
-    ``exponential`` ``exp(-alpha |d|)`` and ``squared_exponential`` ``exp(-alpha d**2)``, each
-    holiday named. Middle: ``d`` in days (negative before the holiday; it jumps half-way
-    between two). Bottom: ``zoom_days`` either side of the holiday nearest mid-year and of the
-    year's last holiday (clipped to the year), day by day.
+    Top: each kernel of the signed distance ``d`` to the nearest holiday; middle: ``d`` in
+    days; bottom: ``zoom_days`` either side of the holiday nearest mid-year and of the last.
 
     Args:
         country: a ``holidays`` package code (e.g. ``"US"``); ``subdiv`` one of its
@@ -260,8 +244,7 @@ def plot_holiday_features(country: str, path: str | Path, *, subdiv: str | None 
             keep = (x >= centre - zoom_days) & (x <= centre + zoom_days)
             offsets = (x[keep] - centre).astype(np.int64)
             for kernel, (_, style) in styles.items():
-                ax.plot(offsets, values[kernel][keep, 0], marker="o", ms=3, **style,
-                        label=kernel)
+                ax.plot(offsets, values[kernel][keep, 0], marker="o", ms=3, **style, label=kernel)
             twin = ax.twinx()
             twin.plot(offsets, distance[keep], color="C2", ls=":", marker=".", label="d")
             twin.set_ylabel("d (days)", color="C2")

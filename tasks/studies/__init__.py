@@ -1,27 +1,18 @@
 """``posenc study``: train the same model with each encoding over seeds and report the spread.
 
-    posenc study resolution --config configs/study_resolution.yaml
-    posenc study irregular --config configs/study_irregular.yaml
-    posenc study forecast --config configs/study_forecast.yaml
+    posenc study {resolution,irregular,forecast} --config configs/study_<name>.yaml
     posenc study resolution --config configs/study_resolution.yaml --seeds 1 --max_epochs 1
 
-- ``resolution``: a small ViT (:class:`~posenc.tasks.ImageClassifier`) trained on MNIST at
-  28x28 and tested at larger and non-square sizes, optionally per training-data ``augment``
-  setting (``configs/study_resolution_scale.yaml``: with and without random resized crops).
-- ``irregular``: the :class:`~posenc.tasks.Forecaster` on the Seattle hourly temperatures
-  with a random fraction of the observations kept; test MAE / RMSE per keep fraction.
-- ``forecast``: the Forecaster on real data (:mod:`posenc.tasks.studies.forecast`), each
-  encoding's skill against seasonal naive.
+- ``resolution``: a small ViT trained on MNIST at 28x28, tested at other sizes (optionally
+  per training-data ``augment`` setting).
+- ``irregular``: the Forecaster on Seattle hourly temperatures with a fraction of the
+  observations kept.
+- ``forecast``: the Forecaster on real data, each encoding's skill against seasonal naive.
 
-A study config (YAML) holds ``seeds``, ``encodings`` (name -> the model arguments that make
-that encoding), ``model`` and ``data`` (``init_args`` of the model / data module, shared by
-every run), ``trainer`` (``lightning.pytorch.Trainer`` arguments) and the study's own axis
-(``eval_image_sizes``, ``keep`` or ``datasets``). Each study writes to ``--out`` (default
-``runs/study_<name>/``) ``results.csv`` (one row per run and seed, appended as each run
-finishes), ``table.md`` (mean ± std over seeds) and ``plot.png`` (the ``plot`` extra). A run
-already in ``results.csv`` is skipped, so an interrupted study continues where it stopped; a
-folder holding rows of a changed configuration is refused rather than mixed into the new
-table (:mod:`.runs`).
+A study config (YAML) holds ``seeds``, ``encodings`` (name -> model arguments), ``model``,
+``data``, ``trainer`` and the study's own axis. Each study writes ``results.csv`` (a row per
+run, appended as it finishes; a rerun skips the runs it holds), ``table.md`` (mean ± std over
+seeds) and ``plot.png`` to ``--out`` (default ``runs/study_<name>/``).
 """
 
 from __future__ import annotations
@@ -71,10 +62,8 @@ def _describe(args: dict[str, Any]) -> str:
 class ResolutionStudy(Study):
     """Train an :class:`ImageClassifier` at one size, test accuracy at ``eval_image_sizes``.
 
-    An optional ``augment`` mapping in the config (name -> ``MNISTDataModule`` arguments added
-    to ``data`` for those runs, e.g. ``{none: {}, scale: {train_scale: [0.35, 1.0]}}``) is a
-    run axis: every encoding and seed runs once per setting, ``results.csv`` gets an
-    ``augment`` column, the table a block per setting and the plot a panel per setting.
+    An optional ``augment`` mapping (name -> ``MNISTDataModule`` arguments added to ``data``,
+    e.g. ``{none: {}, scale: {train_scale: [0.35, 1.0]}}``) is a run axis.
     """
 
     name = "resolution"
@@ -87,8 +76,7 @@ class ResolutionStudy(Study):
         return self.config.get("augment") is not None
 
     def augments(self) -> dict[str, dict[str, Any]]:
-        """The ``augment`` axis: setting name -> data module arguments (``{}`` for none).
-        A config without ``augment`` has one unnamed setting, ``{"": {}}``."""
+        """Setting name -> data module arguments; ``{"": {}}`` without ``augment``."""
         augment = self.config.get("augment")
         if augment is None:
             return {"": {}}
@@ -99,8 +87,7 @@ class ResolutionStudy(Study):
         settings = {}
         for name, args in augment.items():
             if not isinstance(name, str) or not name:
-                raise ValueError(f"augment setting names must be non-empty strings, got "
-                                 f"{name!r}")
+                raise ValueError(f"augment setting names must be non-empty strings, got {name!r}")
             if args is not None and not isinstance(args, dict):
                 raise TypeError(f"augment.{name} must be a mapping of data module arguments "
                                 f"(or empty), got {type(args).__name__} ({args!r})")
@@ -114,22 +101,18 @@ class ResolutionStudy(Study):
         return [_size_label(s) for s in self.config["eval_image_sizes"]]
 
     def runs(self) -> list[dict[str, Any]]:
-        # Seed-major: an interrupted study has every encoding (and setting) at the same number
-        # of seeds.
-        if not self._has_augment():
-            return [{"encoding": e, "seed": s} for s in self.config["seeds"]
-                    for e in self.encodings()]
-        return [{"encoding": e, "augment": a, "seed": s} for s in self.config["seeds"]
-                for a in self.augments() for e in self.encodings()]
+        # Seed-major: an interrupted study has every encoding at the same number of seeds.
+        axis = self._has_augment()
+        return [{"encoding": e, **({"augment": a} if axis else {}), "seed": s}
+                for s in self.config["seeds"] for a in self.augments() for e in self.encodings()]
 
     def _spec(self, encoding: str) -> dict[str, Any]:
         spec = self.config["encodings"][encoding]
         return {"encoding": spec} if isinstance(spec, (str, type(None))) else dict(spec)
 
     def model_args(self, encoding: str) -> dict[str, Any]:
-        """``ImageClassifier`` arguments of the runs of ``encoding``: the shared ``model``, then
-        the entry's own (but its ``trainer`` and ``from_pretrain``, which are the study's);
-        ``from_pretrain: true`` adds ``checkpoint_path``, the :meth:`pretrained_path` file."""
+        """``ImageClassifier`` arguments: the shared ``model``, then the entry's own (less
+        ``trainer``; ``from_pretrain: true`` becomes ``checkpoint_path``)."""
         spec = self._spec(encoding)
         spec.pop("trainer", None)
         if spec.pop("from_pretrain", False):
@@ -139,9 +122,7 @@ class ResolutionStudy(Study):
         return args
 
     def trainer_args(self, encoding: str) -> dict[str, Any]:
-        """``Trainer`` arguments of the runs of ``encoding``: the shared ``trainer`` updated
-        with the entry's ``trainer`` (a from-scratch run given the pretrain + fine-tune
-        epochs, say)."""
+        """``Trainer`` arguments: the shared ``trainer`` updated with the entry's."""
         own = self._spec(encoding).get("trainer") or {}
         if not isinstance(own, dict):
             raise TypeError(f"encodings.{encoding}.trainer must be a mapping of Trainer "
@@ -157,20 +138,15 @@ class ResolutionStudy(Study):
         return pretrain
 
     def pretrained_path(self) -> Path:
-        """The timm weights file the ``from_pretrain`` runs start from:
-        ``<pretrain.dir (runs/pretrain)>/vit_<hash>.pth``, the hash of everything it is
-        trained with (``model``, ``data``, ``trainer``, ``pretrain``), so a changed setting
-        trains a new file instead of reusing a stale one."""
+        """``<pretrain.dir (runs/pretrain)>/vit_<hash>.pth``, the timm weights the
+        ``from_pretrain`` runs start from; the hash is of everything it is trained with."""
         pretrain = self._pretrain()
         made_of = {k: self.config.get(k) for k in ("model", "data", "trainer", "pretrain")}
         return Path(pretrain.get("dir", "runs/pretrain")) / f"vit_{fingerprint(made_of)}.pth"
 
     def prepare(self, log: Callable[[str], None]) -> None:
-        """Pretrain once, if an encoding has ``from_pretrain`` and the file is missing: an
-        ``ImageClassifier`` (the shared ``model`` updated with ``pretrain.model``; encoding
-        ``learned``, timm's APE) trained with seed ``pretrain.seed`` (0) and the shared
-        ``trainer`` updated with ``pretrain.trainer``, saved as a timm state dict
-        (:func:`posenc.spatial.timm_state_dict`) at :meth:`pretrained_path`."""
+        """Pretrain a ``learned``-encoding ``ImageClassifier`` once, if an encoding has
+        ``from_pretrain`` and :meth:`pretrained_path` is missing (a timm state dict)."""
         if not any(self._spec(e).get("from_pretrain") for e in self.encodings()):
             return
         path = self.pretrained_path()
@@ -220,8 +196,7 @@ class ResolutionStudy(Study):
         return [[100 * metric(r, f"acc_{s}") for r in group] for s in self.sizes()]
 
     def by_augment(self, rows: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
-        """``rows`` grouped by augment setting (the config's order, then others the CSV
-        holds; settings without rows left out); one group ``""`` without the axis."""
+        """``rows`` grouped by augment setting, the config's order first; ``""`` without."""
         if not self._has_augment():
             return {"": rows} if rows else {}
         groups: dict[str, list[dict[str, str]]] = {a: [] for a in self.augments()}
@@ -297,16 +272,14 @@ class IrregularStudy(Study):
                                               "irregular": None if keep >= 1 else keep,
                                               "seed": key["seed"]}))
 
-        return fit_and_test(self.config, key["seed"], build,
-                            {m: f"test/{m}" for m in self.metrics})
+        return fit_and_test(self.config, key["seed"], build, {m: f"test/{m}" for m in self.metrics})
 
     def _keeps(self) -> list[float]:
         return [float(k) for k in self.config["keep"]]
 
     def _errors(self, group: list[dict[str, str]], name: str) -> list[list[float]]:
         """Per keep fraction, metric ``name`` of each row of ``group`` run at it."""
-        return [[metric(r, name) for r in group if float(r["keep"]) == k]
-                for k in self._keeps()]
+        return [[metric(r, name) for r in group if float(r["keep"]) == k] for k in self._keeps()]
 
     def table(self, rows: list[dict[str, str]]) -> str:
         head = [f"{m.upper()} @ {k:.0%}" for m in self.shown for k in self._keeps()]
@@ -342,11 +315,8 @@ STUDIES: dict[str, type[Study]] = {"resolution": ResolutionStudy, "irregular": I
 def run_study(name: str, config: dict, out: str | Path,
               log: Callable[[str], None] = print, plot: bool = True, workers: int = 1,
               threads: int | None = None) -> Path:
-    """Run every missing (encoding, [keep,] seed) of study ``name``; -> the out folder.
-
-    ``workers`` > 1 trains that many runs at once in spawned processes, each with ``threads``
-    torch threads; see :func:`~posenc.tasks.studies.runs.run_missing`.
-    """
+    """Run every missing run of study ``name``; -> ``out``. See
+    :func:`~posenc.tasks.studies.runs.run_missing`."""
     if name not in STUDIES:
         raise ValueError(f"study must be one of {sorted(STUDIES)}, got {name!r}")
     return run_missing(STUDIES[name], config, out, log=log, plot=plot, workers=workers,

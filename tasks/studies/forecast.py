@@ -1,15 +1,9 @@
 """``posenc study forecast``: which time encoding helps a Forecaster on real data, against the
-seasonal-naive forecast on the same windows.
+seasonal-naive forecast on the same windows (skill ``1 - MAE / MAE_naive``).
 
 A config's ``datasets`` maps a name to ``data`` (a posenc.tasks data module class name and its
-arguments) and ``model`` (``Forecaster`` arguments for that data, e.g. ``time_unit``); each run
-is one (dataset, encoding, seed). The table reports, per dataset, each encoding's test MAE and
-MASE (mean ± std over seeds) and its skill against seasonal naive, ``1 - MAE / MAE_naive``
-(positive: better than the baseline), and the baseline's own MAE. A dataset's ``baseline``
-names its baseline in the table (default "seasonal naive"; the data module's ``season``
-decides what it is, e.g. ``"persistence"``), and its ``trainer`` (optional) overrides the
-study's ``trainer`` settings for that data (e.g. ``limit_train_batches``: data sets differ in
-how many training windows an epoch holds).
+arguments), ``model`` (``Forecaster`` arguments for that data), and optionally ``baseline``
+(its name in the table, default "seasonal naive") and ``trainer`` (overrides for that data).
 """
 
 from __future__ import annotations
@@ -26,9 +20,8 @@ METRICS = ("mae", "rmse", "mase", "mae_naive", "rmse_naive", "mase_naive")
 
 
 def data_module(spec: dict[str, Any], where: str) -> Any:
-    """``{"class": "BirthdaysDataModule", "init_args": {...}}`` -> that posenc.tasks data
-    module (only :class:`~posenc.tasks.TimeSeriesDataModule` subclasses exported by
-    ``posenc.tasks``: a study config names data, it does not import code)."""
+    """``{"class": "BirthdaysDataModule", "init_args": {...}}`` -> that data module (only
+    ``TimeSeriesDataModule`` subclasses exported by ``posenc.tasks``: a config imports no code)."""
     from posenc import tasks
 
     if not isinstance(spec, dict) or not isinstance(spec.get("class"), str):
@@ -83,8 +76,7 @@ class ForecastStudy(Study):
             data = data_module(self.config["datasets"][dataset].get("data"),
                                f"datasets.{dataset}.data")
             # The sizes the CLI would link: targets, covariates, static columns, season.
-            model = Forecaster(**data.model_sizes(),
-                               **self.model_args(key["encoding"], dataset))
+            model = Forecaster(**data.model_sizes(), **self.model_args(key["encoding"], dataset))
             return model, data
 
         config = {**self.config, "trainer": self.trainer_args(dataset)}

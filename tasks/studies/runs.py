@@ -1,10 +1,7 @@
 """How a study runs and what it writes: the :class:`Study` interface, one Lightning fit + test
-per run, the scheduler that runs every run missing from ``results.csv`` (serially or in a
-process pool) and the rows it appends, each with hashes of its configuration.
-
-A metric is looked up by name and a missing one is an error, never a NaN (a renamed metric
-must not turn into a blank cell); mean ± std over seeds is computed in one place for the
-tables and the plots.
+per run, and the scheduler that runs every run missing from ``results.csv`` (serially or in a
+process pool), each row with hashes of its configuration. A missing metric is an error, never
+a NaN (a renamed metric must not turn into a blank cell).
 """
 
 from __future__ import annotations
@@ -61,8 +58,7 @@ def fingerprint(value: Any) -> str:
 
 
 def row_key(row: Mapping[str, Any], columns: Sequence[str]) -> tuple[str, ...]:
-    """The identity of a run, the same whether read from the CSV (strings) or made by the
-    study (``keep`` as a float: ``"0.5"`` and ``0.5`` are one run)."""
+    """The identity of a run, from the CSV or the study (``"0.5"`` and ``0.5`` are one keep)."""
     return tuple(str(float(row[c])) if c == "keep" else str(row[c]) for c in columns)
 
 
@@ -80,8 +76,7 @@ def metric(row: Mapping[str, str], name: str) -> float:
 def logged_metrics(logged: Iterable[Mapping[str, float]], names: Mapping[str, str]
                    ) -> dict[str, float]:
     """``{column: value}`` of the metrics a ``Trainer.test`` call logged, ``names`` mapping
-    each results column to its logged name (``{"mae": "test/mae"}``); a name that was not
-    logged raises a ``ValueError`` listing the ones that were."""
+    each results column to its logged name (``{"mae": "test/mae"}``); a missing one raises."""
     merged = {k: v for result in logged for k, v in result.items()}
     missing = [logged_name for logged_name in names.values() if logged_name not in merged]
     if missing:
@@ -91,8 +86,8 @@ def logged_metrics(logged: Iterable[Mapping[str, float]], names: Mapping[str, st
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (n - 1) of ``values``; the std of one value is 0,
-    both are NaN for none. A NaN value (a diverged run) makes both NaN: it is not dropped."""
+    """Mean and sample std (n - 1) of ``values``: std 0 for one value, both NaN for none or
+    for a NaN value (a diverged run is not dropped)."""
     if not values:
         return math.nan, math.nan
     mean = sum(values) / len(values)
@@ -128,10 +123,9 @@ def errorbars(ax: Any, x: Sequence[float], values: Sequence[Sequence[float]], la
 class Study:
     """One study: its runs (a key per run), how to do one, and how to summarize them.
 
-    Subclasses set ``name`` and ``key_columns`` (the columns that identify a run in
-    ``results.csv``) and implement ``runs()`` (every run's key, in the order to run them),
-    ``run(key)`` (train and test one: ``{metric column: value}``), ``table(rows)`` (Markdown
-    of mean ± std over seeds of ``results.csv``'s rows) and ``plot(rows, path)`` (a PNG).
+    Subclasses set ``name`` and ``key_columns`` (the columns that identify a run) and implement
+    ``runs()``, ``run(key) -> {metric: value}``, ``table(rows)`` (Markdown) and ``plot(rows,
+    path)``.
     """
 
     name: str
@@ -153,8 +147,7 @@ class Study:
         raise NotImplementedError
 
     def model_args(self, encoding: str) -> dict[str, Any]:
-        """Model constructor arguments of the runs of ``encoding``: the config's ``model``,
-        then the encoding's own."""
+        """Model arguments of ``encoding``'s runs: the config's ``model``, then its own."""
         return {**(self.config.get("model") or {}), **(self.config["encodings"][encoding] or {})}
 
     def encodings(self) -> list[str]:
@@ -164,17 +157,14 @@ class Study:
         """Work every run needs, done once before the runs (none here)."""
 
     def fingerprints(self) -> tuple[str, dict[str, str]]:
-        """Hashes of what a run's result depends on besides its key: the shared settings
-        (everything but the run axes and the worker settings) and each encoding's spec.
-        Stored with every row, so a resumed study never mixes in rows of a changed
-        configuration."""
+        """Hashes of the shared settings and of each encoding's spec, stored with every row so
+        a resumed study never mixes in rows of a changed configuration."""
         shared = {k: v for k, v in self.config.items() if k not in NOT_FINGERPRINTED}
         return fingerprint(shared), {name: fingerprint(spec)
                                      for name, spec in self.config["encodings"].items()}
 
     def by_encoding(self, rows: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
-        """``rows`` grouped by encoding: the config's order first, then any others the CSV
-        holds; encodings without rows are left out."""
+        """``rows`` grouped by encoding, the config's order first; empty groups left out."""
         groups: dict[str, list[dict[str, str]]] = {}
         for name in self.encodings() + [r["encoding"] for r in rows]:
             groups.setdefault(name, [])
@@ -183,12 +173,10 @@ class Study:
         return {k: v for k, v in groups.items() if v}
 
 
-def fit_and_test(config: Mapping[str, Any], seed: int,
-                 build: Callable[[], tuple[nn.Module, Any]], metrics: Mapping[str, str]
-                 ) -> dict[str, float]:
-    """Seed everything, then ``build()`` the ``(model, data module)`` (so the seed fixes the
-    initial weights too), fit with the study's ``trainer`` settings and test: ``{column:
-    value}`` of the logged ``metrics`` (column -> logged name, see :func:`logged_metrics`)."""
+def fit_and_test(config: Mapping[str, Any], seed: int, build: Callable[[], tuple[nn.Module, Any]],
+                 metrics: Mapping[str, str]) -> dict[str, float]:
+    """Seed, ``build()`` the ``(model, data module)``, fit with the config's ``trainer`` and
+    test: ``{column: value}`` of the logged ``metrics`` (see :func:`logged_metrics`)."""
     from lightning.pytorch import Trainer, seed_everything
 
     seed_everything(seed, workers=True)
@@ -209,8 +197,8 @@ def summarize(study: Study, out: Path, plot: bool = True) -> None:
         study.plot(rows, out / "plot.png")
 
 
-def _run_one(study_class: type[Study], config: dict, key: dict[str, Any], threads: int | None
-             ) -> tuple[dict[str, float], float]:
+def _run_one(study_class: type[Study], config: dict, key: dict[str, Any],
+             threads: int | None) -> tuple[dict[str, float], float]:
     """One run with ``threads`` torch threads (restored after): ``(metrics, seconds)``."""
     previous = torch.get_num_threads()
     if threads:
@@ -228,10 +216,8 @@ def run_missing(study_class: type[Study], config: dict, out: str | Path,
                 threads: int | None = None) -> Path:
     """Run every run of ``study_class(config)`` not yet in ``out/results.csv``; -> ``out``.
 
-    ``workers`` > 1 trains that many runs at once in spawned processes, each with
-    ``threads`` torch threads (on a small CPU, one single-threaded run per core finishes a
-    study sooner than one run using every core: these models are too small to scale). Rows
-    are appended by this process as runs finish, so ``results.csv`` stays consistent.
+    ``workers`` > 1 trains that many runs at once in spawned processes, each with ``threads``
+    torch threads; this process appends their rows as they finish.
     """
     workers = check_positive_int(workers, "workers")
     if plot:
