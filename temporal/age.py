@@ -1,16 +1,9 @@
 """Age features: how long a series has been running at each observation (GluonTS's
 ``AddAgeFeature``), in real elapsed time so that irregular sampling ages a series by its gaps.
 
-GluonTS gives observation ``i`` of a series ``log10(2 + i)`` (``log_scale=True``) or ``i``:
-the index, as if samples were equally spaced. Here the age is elapsed time since the series
-start in a ``unit``, then transformed (:data:`TRANSFORMS`):
-
-- ``"gluonts"``: ``log10(2 + age)``, GluonTS's formula: ``log10(2) = 0.301`` at the start,
-  +1 per decade of age; with the index as age (:func:`age_feature` of ``np.arange(n)``, or a
-  ``unit`` equal to a regular sampling step) it equals ``AddAgeFeature``;
-- ``"log1p"``: ``ln(1 + age)``, 0 at the start;
-- ``"linear"``: ``age`` itself (``AddAgeFeature(log_scale=False)``); choose ``unit`` so it
-  stays O(1)-O(100).
+The age in ``unit`` since the series start is transformed (:data:`TRANSFORMS`): ``"gluonts"``
+``log10(2 + age)`` (with the index as age, ``AddAgeFeature``), ``"log1p"`` ``ln(1 + age)`` or
+``"linear"`` (``AddAgeFeature(log_scale=False)``).
 """
 
 from __future__ import annotations
@@ -50,13 +43,9 @@ def _negative_error(first: int, origin: str = "start") -> ValueError:
 
 
 def series_age(timestamps: Timestamps, start: Any = None, *, unit: str = "D") -> np.ndarray:
-    """float64 ages ``>= 0`` in ``unit`` (one of :data:`~posenc.temporal.timestamps.UNITS`)
-    since the series start, in the input's shape; exact to the tick below 2**53 ticks.
-
-    For ``(..., N)`` arrays each row along the last axis is one series. tz-aware input gives
-    real elapsed time (a DST change adds no hour), naive input the difference of wall-clock
-    readings. ``start``: the series start, a timestamp of the same naive/aware kind (earlier
-    timestamps raise); None: each row's earliest timestamp.
+    """float64 ages ``>= 0`` in ``unit`` since the series start, in the input's shape; each row
+    of ``(..., N)`` input is one series. ``start``: a timestamp of the same naive/aware kind
+    (earlier timestamps raise); None: each row's earliest timestamp.
     """
     check_choice(unit, "unit", tuple(UNITS))
     index, shape = datetime_index(timestamps)
@@ -76,8 +65,7 @@ def series_age(timestamps: Timestamps, start: Any = None, *, unit: str = "D") ->
 
 
 def age_feature(age: np.ndarray | Tensor, transform: str = "gluonts") -> np.ndarray | Tensor:
-    """``age`` (``>= 0``, any shape: :func:`series_age`, or ``np.arange(n)`` for GluonTS's
-    index age) transformed by ``transform`` (module docstring): float64 (float32 on devices
+    """``age`` (``>= 0``, any shape) transformed by ``transform``: float64 (float32 on devices
     without it), numpy or torch as given."""
     check_choice(transform, "transform", TRANSFORMS)
     values = real_tensor(age, "age", "ages")
@@ -100,17 +88,10 @@ class AgeFeature(PositionEncoding):
     """Module form of :func:`series_age` + :func:`age_feature` (no parameters): ``(...)``
     timestamps -> ``(..., 1)``.
 
-    In a ``Forecaster`` (name ``"age"``) it is GluonTS's ``AddAgeFeature`` in elapsed time. A
-    window does not hold its series' start, so the batch carries it (from the whole table, or
-    the schema or history in ``forecast()``) and the Forecaster passes it as ``series_start``.
-    An int64 tensor is read as nanoseconds on the clock of ``start`` (wall-clock with a naive
-    one, as in a Forecaster; UTC with an aware one), stays on its device and is differenced in
-    int64 (exact); values are checked on CPU only (elsewhere a check would wait for the device).
-
-    ``start`` is a fixed origin for every series (:func:`series_age`); it wins over
-    ``series_start``, and a series starting before it raises. None: ages count from
-    ``series_start`` where given, else from each row's earliest timestamp. ``unit`` is the
-    unit of ages before ``transform`` (one of :data:`TRANSFORMS`).
+    ``start`` is a fixed origin for every series, winning over ``series_start`` (a Forecaster
+    passes each window's series start); None: ages count from ``series_start``, else from each
+    row's earliest timestamp. An int64 tensor is nanoseconds on the clock of ``start``, stays
+    on its device and is differenced exactly; values are checked on CPU only.
     """
 
     kind = "additive"
@@ -131,8 +112,7 @@ class AgeFeature(PositionEncoding):
     def forward(self, timestamps: Timestamps, series_start: Tensor | None = None, *,
                 dtype: torch.dtype = torch.float32) -> Tensor:
         """``(...)`` timestamps -> ``(..., 1)`` of ``dtype``; ``series_start``: ``(..., 1)`` int64
-        ns on the clock of int64 ``timestamps``, the first observation of each row's series,
-        which the age counts from unless ``start`` was given."""
+        ns, the first observation of each row's series."""
         check_output_dtype(dtype)
         if not (isinstance(timestamps, Tensor) and timestamps.dtype == torch.int64):
             if series_start is not None:
@@ -160,8 +140,7 @@ class AgeFeature(PositionEncoding):
         origin = "series_start" if self._start_ns is None and series_start is not None \
             else "start"
         if self._start_ns is not None:
-            if checks and series_start is not None and bool((series_start < self._start_ns
-                                                             ).any()):
+            if checks and series_start is not None and bool((series_start < self._start_ns).any()):
                 earliest = pd.Timestamp(int(series_start.min()), unit="ns")
                 raise ValueError(f"start={self.start} is after the first observation of a "
                                  f"series ({earliest}); a series has no negative age: give a "

@@ -1,17 +1,10 @@
 """Calendar fields of timestamps in local time, and the encodings that read them.
 
-:func:`calendar_fields` splits local wall-clock ticks into days since 1970-01-01 and seconds
-of the day with one ``divmod``, the date fields coming from the days by Howard Hinnant's
-``civil_from_days`` (proleptic Gregorian, exact for any int64 day count): vectorized integer
-arithmetic, equal to pandas' accessors. A real series covers few distinct days, so the date
-fields are computed once per day of the span and gathered.
-
-:class:`CalendarFeatures` (sin/cos on each field's true period, or GluonTS's ramps) looks its
-features up rather than computing them: every field takes at most 366 values (366 x 2 with
-its period), so the features of every value are formed once in float64, and consecutive
-fields share one joint table whose row holds all their features; one gather then writes whole
-output rows. :class:`CalendarEmbedding` sums one table per field (Informer's temporal
-embedding).
+:func:`calendar_fields` computes the fields with integer arithmetic (Howard Hinnant's
+``civil_from_days``, proleptic Gregorian), equal to pandas' accessors, once per day of the span.
+:class:`CalendarFeatures` looks its features up: every field takes at most 366 values, so their
+features are formed once in float64 in joint tables of consecutive fields, and one gather writes
+whole output rows. :class:`CalendarEmbedding` sums one table per field (Informer's).
 """
 
 from __future__ import annotations
@@ -52,20 +45,26 @@ ISO weeks (52 or 53) in that ISO week-year, the true period of "week_of_year".""
 _DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int32)
 
 
-def _is_leap(year: np.ndarray) -> np.ndarray:
+def _is_leap(year: Any) -> Any:
     return (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
 
 
-def _date_fields(days: np.ndarray) -> dict[str, np.ndarray]:
-    """All date fields of int64 ``days`` since 1970-01-01 (any shape), as int32 arrays."""
+def _civil_from_days(days: Any, where: Any) -> tuple[Any, Any, Any, Any]:
+    """Hinnant's ``civil_from_days`` of int64 day numbers (numpy, or torch with
+    ``where=torch.where``): ``(day of the March-based year, month from March, month, year)``."""
     z = days + 719468                      # days since 0000-03-01
     era = z // 146097                      # 400-year cycles
     doe = z - era * 146097                 # [0, 146096]
     yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365  # [0, 399]
     doy_march = doe - (365 * yoe + yoe // 4 - yoe // 100)           # [0, 365] from March 1
     mp = (5 * doy_march + 2) // 153        # month counted from March, [0, 11]
-    month = np.where(mp < 10, mp + 3, mp - 9)
-    year = yoe + era * 400 + (month <= 2)
+    month = where(mp < 10, mp + 3, mp - 9)
+    return doy_march, mp, month, yoe + era * 400 + (month <= 2)
+
+
+def _date_fields(days: np.ndarray) -> dict[str, np.ndarray]:
+    """All date fields of int64 ``days`` since 1970-01-01 (any shape), as int32 arrays."""
+    doy_march, mp, month, year = _civil_from_days(days, np.where)
     leap = _is_leap(year)
     # Jan 1 is day 306 of the March-based year; March 1 is day 60 (61 in a leap year).
     day_of_year = np.where(mp < 10, doy_march + 60 + leap, doy_march - 305)
@@ -94,25 +93,16 @@ def _date_fields(days: np.ndarray) -> dict[str, np.ndarray]:
     return {k: v.astype(np.int32) for k, v in fields.items()}
 
 
-def _check_names(names: Iterable[str], name: str) -> tuple[str, ...]:
-    names = (names,) if isinstance(names, str) else tuple(names)
-    unknown = [n for n in names if n not in FIELDS]
-    if unknown or not names:
-        raise ValueError(f"{name} must be a non-empty list of {list(FIELDS)}, got {names!r}")
-    return names
-
-
 def calendar_fields(timestamps: Timestamps, tz: Any = None, *,
                     fields: Iterable[str] | None = None) -> dict[str, np.ndarray]:
     """``{name: int32 array of the input's shape}`` of ``fields`` (default: all of
-    :data:`FIELDS`, in its order) in local time: the wall clock of ``tz`` (tz-aware input
-    only; None: the timestamps' own zone, or naive readings as they are).
-
-    Equal to pandas' ``second, minute, hour, day_of_week`` (Monday = 0), ``day`` as
-    ``day_of_month``, ``day_of_year``, ``month``, ``isocalendar().week`` as ``week_of_year``,
-    ``days_in_month``, ``365 + is_leap_year`` as ``days_in_year``; plus ``weeks_in_year``.
+    :data:`FIELDS`) on the wall clock of ``tz`` (tz-aware input only; None: the timestamps' own
+    zone, or naive readings as they are). Equal to pandas' accessors (Monday = 0, ISO weeks).
     """
-    names = set(_check_names(FIELDS if fields is None else fields, "fields"))
+    asked = (fields,) if isinstance(fields, str) else tuple(FIELDS if fields is None else fields)
+    if not asked or any(n not in FIELDS for n in asked):
+        raise ValueError(f"fields must be a non-empty list of {list(FIELDS)}, got {asked!r}")
+    names = set(asked)
     index, shape = datetime_index(timestamps)
     local = local_wall_time(index, tz)
     per_second = UNITS["s"] // UNITS[index.unit]
@@ -139,10 +129,8 @@ def calendar_fields(timestamps: Timestamps, tz: Any = None, *,
     return {k: out[k].reshape(shape) for k in FIELDS if k in names}
 
 
-def field_column(fields: Mapping[str, np.ndarray | Tensor], name: str
-                 ) -> np.ndarray | Tensor:
-    """``fields[name]`` (from :func:`calendar_fields`, or tensors collated by a data loader),
-    checked to be present and integer (range: :func:`check_field_range`)."""
+def field_column(fields: Mapping[str, np.ndarray | Tensor], name: str) -> np.ndarray | Tensor:
+    """``fields[name]``, checked to be present and integer."""
     if name not in fields:
         raise ValueError(f"fields has no {name!r} (needed by this encoding); got keys "
                          f"{sorted(fields)}; compute it with calendar_fields(ts, fields=...)")
@@ -175,15 +163,11 @@ CYCLE_PERIODS: dict[str, int | str] = {
     "second": 60, "minute": 60, "hour": 24, "day_of_week": 7, "day_of_month": "days_in_month",
     "day_of_year": "days_in_year", "month": 12, "week_of_year": "weeks_in_year"}
 """The period each field cycles over: a number, or the field that holds it per timestamp."""
-# Slowest- to fastest-changing along a sorted series.
 _SPEED = ("month", "week_of_year", "day_of_year", "day_of_month", "day_of_week", "hour",
-          "minute", "second")
+          "minute", "second")  # slowest- to fastest-changing along a sorted series
 DEFAULT_FIELDS = ("hour", "day_of_week", "day_of_month", "month")
-# A joint table row holds the features of several fields; capping its rows (8 MiB of
-# float32 for the default fields) keeps it cache-resident and cheap to build.
-_MAX_TABLE_ROWS = 2**18
-# Elements per block of the numpy path: a block's int32 fields and index fit in L2.
-_BLOCK = 2**15
+_MAX_TABLE_ROWS = 2**18  # a joint table stays cache-resident (8 MiB for the default fields)
+_BLOCK = 2**15  # elements per block of the numpy path: its int32 fields and index fit in L2
 
 class _Axis(NamedTuple):
     column: str   # the calendar field indexing this axis
@@ -218,12 +202,10 @@ def _field_table(name: str, cyclic: bool) -> tuple[tuple[_Axis, ...], np.ndarray
 def _joint_table(parts: list[tuple[tuple[_Axis, ...], np.ndarray]]) -> tuple[
         tuple[_Axis, ...], np.ndarray]:
     """Each field's table broadcast over the other fields' axes: the joint axes, slowest- to
-    fastest-changing field (so sorted timestamps read neighbouring rows), and the
-    ``(rows, total width)`` table whose columns follow ``parts``."""
+    fastest-changing, and the ``(rows, total width)`` table whose columns follow ``parts``."""
     order = sorted(range(len(parts)), key=lambda i: _SPEED.index(parts[i][0][0].column))
     axes = tuple(a for i in order for a in parts[i][0])
-    starts = dict(zip(order, np.cumsum([0] + [len(parts[i][0]) for i in order])[:-1],
-                      strict=True))
+    starts = dict(zip(order, np.cumsum([0] + [len(parts[i][0]) for i in order])[:-1], strict=True))
     sizes = [a.size for a in axes]
     columns = []
     for i, (part_axes, table) in enumerate(parts):
@@ -262,15 +244,13 @@ def _joint_index(columns: Mapping[str, Tensor], axes: Sequence[_Axis]) -> Tensor
 
 
 def _period_pairs(axes: Sequence[_Axis]) -> tuple[tuple[int, int], ...]:
-    """``(field axis, period axis)`` positions of the fields whose period is another field
-    (a field's period axis follows it: :func:`_field_table`)."""
+    """``(field axis, period axis)`` positions of the fields whose period is the next axis."""
     return tuple((i, i + 1) for i, axis in enumerate(axes[:-1])
                  if CYCLE_PERIODS.get(axis.column) == axes[i + 1].column)
 
 
 def _past_period(field: str, period: str) -> ValueError:
-    # Day 31 of a 30-day month would read as day 1 of the next. calendar_fields' fields always
-    # agree; this catches hand-made or mis-collated ones.
+    # Day 31 of a 30-day month would read as day 1 of the next (hand-made fields).
     return ValueError(f"fields[{field!r}] must not exceed fields[{period!r}] (its period), "
                       f"but some value does")
 
@@ -289,13 +269,9 @@ def _lookup(group: _Group, columns: Mapping[str, Tensor]) -> Tensor:
 
 def _block_rows(columns: Sequence[np.ndarray], axes: Sequence[_Axis], start: int,
                 stop: int, periods: Sequence[tuple[int, int]] = ()) -> np.ndarray:
-    """Checked joint-table rows (intp, what ``np.take`` uses) of elements ``start:stop`` of
-    ``columns``, one column per axis, and the ``periods`` pairs (:func:`_period_pairs`) checked
-    while the block is in cache.
-
-    Per field: one or two reductions for the range check (one unsigned max where the range
-    starts at 0: negative values wrap to huge ones) and a multiply-add of Horner's rule in
-    int32, in place; the last step subtracts the first values' offset and widens to intp.
+    """Checked intp joint-table rows of elements ``start:stop`` of ``columns`` (one per axis),
+    with the ``periods`` pairs checked while the block is in cache. Per field: a range check
+    (one unsigned max where the range starts at 0) and an in-place int32 step of Horner's rule.
     """
     offset = 0
     blocks = []
@@ -327,15 +303,13 @@ def _block_rows(columns: Sequence[np.ndarray], axes: Sequence[_Axis], start: int
 
 
 def _lookup_blocks(group: _Group, columns: Mapping[str, np.ndarray]) -> Tensor:
-    """Features of one group from numpy arrays, a block at a time: memory sees one read of
-    each field and one write of the output; the gather moves whole rows as bytes (any dtype,
-    bfloat16 included) straight into the output."""
+    """Features of one group from numpy arrays, a block at a time; the gather moves whole rows
+    as bytes (any dtype, bfloat16 included) straight into the output."""
     rows = group.table.view(torch.uint8).numpy()  # (table rows, row bytes)
     flat = [columns[axis.column].reshape(-1) for axis in group.axes]
     shape = columns[group.axes[0].column].shape
     out = np.empty((math.prod(shape), rows.shape[1]), dtype=np.uint8)
     periods = _period_pairs(group.axes)
-
     for start in range(0, len(out), _BLOCK):
         stop = min(start + _BLOCK, len(out))
         # mode="clip" skips numpy's buffered bounds check; _block_rows checked the fields.
@@ -348,12 +322,9 @@ def _lookup_blocks(group: _Group, columns: Mapping[str, np.ndarray]) -> Tensor:
 def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
                       names: Sequence[str] = DEFAULT_FIELDS, *, cyclic: bool = True,
                       dtype: torch.dtype = torch.float32) -> Tensor:
-    """:class:`CalendarFeatures`' features of ``names`` (in output order) from
-    ``{name: (...) ints}`` holding them and, if ``cyclic``, their period fields.
-
-    Returns ``(..., 2 * len(names))`` ``[sin f0, cos f0, sin f1, ...]`` if cyclic, else
-    ``(..., len(names))`` ramps, computed in float64 and rounded once to ``dtype``, on the
-    fields' device (CPU for numpy input).
+    """:class:`CalendarFeatures`' features of ``names`` from ``{name: (...) ints}`` (with the
+    period fields if ``cyclic``): ``(..., 2 * len(names))`` ``[sin f0, cos f0, sin f1, ...]``
+    or ``(..., len(names))`` ramps, rounded once from float64 to ``dtype``, on the fields' device.
     """
     names = check_calendar_fields(names)
     cyclic = check_bool(cyclic, "cyclic")
@@ -385,14 +356,11 @@ def check_calendar_fields(names: Iterable[str]) -> tuple[str, ...]:
 
 class CalendarFeatures(Float64Buffers):
     """Fixed features of calendar ``fields`` (names from :data:`CYCLE_PERIODS`, in output
-    order; no parameters).
+    order).
 
-    ``cyclic=True``: each field becomes ``(sin, cos)`` of ``2*pi*(value - first) / period``
-    on its true period: 60 s, 60 min, 24 h, 7 days, 12 months, the days of *that* month for
-    the day of month, the days of that year for the day of year, the ISO weeks of that ISO
-    year for the week of year; so Jan 31 and Feb 1 (or Dec 31 and Jan 1) are neighbours.
-    ``cyclic=False``: GluonTS's ramps, ``(value - first) / (values - 1) - 0.5`` in
-    [-0.5, 0.5] (days of month over 31 values, days of year over 366, ISO weeks over 53).
+    ``cyclic=True``: ``(sin, cos)`` of ``2*pi*(value - first) / period`` on each field's true
+    period (the days of *that* month for the day of month, so Jan 31 and Feb 1 are neighbours).
+    ``cyclic=False``: GluonTS's ramps, ``(value - first) / (values - 1) - 0.5`` in [-0.5, 0.5].
 
     Example::
 
@@ -411,8 +379,7 @@ class CalendarFeatures(Float64Buffers):
         self.reset_float64_buffers()
 
     def float64_buffers(self) -> dict[str, Tensor]:
-        """``table_<field>``: ``(values, width)`` features of each field's every value (and
-        period value), which the compiled path gathers from (the eager path cannot be traced)."""
+        """``table_<field>``: features of each field's every value, for the compiled path."""
         tables = {}
         for name in self.fields:
             table = _field_table(name, self.cyclic)[1]
@@ -421,11 +388,8 @@ class CalendarFeatures(Float64Buffers):
 
     @classmethod
     def from_frequency(cls, freq: str, *, cyclic: bool = False) -> CalendarFeatures:
-        """GluonTS's field set for ``freq`` (:func:`frequency_fields`); with the default
-        ``cyclic=False`` the output equals GluonTS's
-        ``np.vstack([f(index) for f in time_features_from_frequency_str(freq)]).T``. Yearly
-        frequencies, which have no fields in GluonTS, raise (a width-0 encoder is a mistake).
-        """
+        """GluonTS's field set for ``freq``; with ``cyclic=False`` the output equals GluonTS's
+        ``time_features_from_frequency_str(freq)``. Yearly frequencies (no fields) raise."""
         names = frequency_fields(freq)
         if not names:
             raise ValueError(f"freq={freq!r} has no calendar fields in GluonTS (yearly data); "
@@ -452,10 +416,8 @@ class CalendarFeatures(Float64Buffers):
 
     def forward(self, fields: Mapping[str, np.ndarray | Tensor], *,
                 dtype: torch.dtype = torch.float32) -> Tensor:
-        """``{name: (...) ints}`` -> ``(..., dim)`` (:func:`calendar_features`). Under
-        ``torch.compile`` the features are gathered per field from this module's tables (same
-        values), in one graph; the range checks that read values are then the data pipeline's.
-        """
+        """``{name: (...) ints}`` -> ``(..., dim)``. Under ``torch.compile`` the features are
+        gathered per field from this module's tables, without the range checks."""
         if not torch.compiler.is_compiling():
             return calendar_features(fields, self.fields, cyclic=self.cyclic, dtype=dtype)
         check_output_dtype(dtype)
@@ -474,15 +436,12 @@ EMBED_TYPES = ("learned", "fixed")
 
 
 class CalendarEmbedding(PositionEncoding):
-    """Sum of per-field embedding tables, indexed by the raw field value.
+    """Sum of per-field embedding tables indexed by the raw field value (Informer's
+    ``TemporalEmbedding``; its minutes are quarter hours, here 0..59).
 
-    ``embed_type="learned"`` is Informer's ``TemporalEmbedding(embed_type="learned")``:
-    trainable ``nn.Embedding`` tables of width ``dim``. ``"fixed"`` is its ``FixedEmbedding``:
-    frozen sinusoidal tables (``dim`` even), row ``v`` = the classic interleaved sinusoidal
-    encoding of position ``v`` (base 10000). Tables have ``last + 1`` rows (13 for months
-    1..12), as Informer's do, so a value indexes its row directly. (Informer buckets minutes
-    by quarter hour; here ``"minute"`` is the minute itself, 0..59.) ``fields``: names from
-    :data:`~posenc.temporal.calendar.CYCLE_PERIODS`.
+    ``embed_type="learned"``: trainable tables of width ``dim``; ``"fixed"``: frozen interleaved
+    sinusoidal tables (``dim`` even, base 10000), Informer's ``FixedEmbedding``. A table has
+    ``last + 1`` rows, as Informer's. ``fields``: names from :data:`CYCLE_PERIODS`.
     """
 
     kind = "additive"
@@ -510,8 +469,7 @@ class CalendarEmbedding(PositionEncoding):
             table.weight.requires_grad_(False)
 
     def forward(self, fields: Mapping[str, np.ndarray | Tensor]) -> Tensor:
-        """``{name: (...) ints}`` (from :func:`calendar_fields` or a data loader) ->
-        ``(..., dim)`` in the tables' dtype, on their device."""
+        """``{name: (...) ints}`` -> ``(..., dim)`` in the tables' dtype, on their device."""
         device = next(iter(self.tables.values())).weight.device
         out = None
         for name, table in self.tables.items():
@@ -525,19 +483,12 @@ class CalendarEmbedding(PositionEncoding):
 
 
 def month_positions(local: Tensor, dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
-    """Positions of local wall-clock times in calendar months: whole months since January
-    1970 and the fraction of the month elapsed, exact from the wall clock.
-
-    The fraction is the wall-clock time since the month's first midnight over the month's
-    length (28 to 31 days), so every month counts as one whatever its length, and the first
-    instant of a month is an integer. Quarters are months / 3, years months / 12. The same
-    integer arithmetic as :func:`calendar_fields` (Hinnant's ``civil_from_days``, proleptic
-    Gregorian), in torch: it runs on the tensor's device and never reads values on the host.
+    """Positions of local wall-clock times in calendar months (a month counts as one whatever
+    its length), computed on the tensor's device without host reads.
 
     Args:
-        local: ``(...)`` int64 naive local wall-clock nanoseconds since 1970-01-01 (a batch's
-            ``*_local``: DST and zone already applied, so a month is its wall-clock length).
-        dtype: floating dtype of the fraction (float64; float32 where the device lacks it).
+        local: ``(...)`` int64 naive local wall-clock nanoseconds since 1970-01-01.
+        dtype: floating dtype of the fraction (float32 where the device lacks float64).
 
     Returns:
         ``(months, fraction)``: ``(...)`` int64 ``12 * (year - 1970) + month - 1``, and
@@ -548,18 +499,11 @@ def month_positions(local: Tensor, dtype: torch.dtype = torch.float64) -> tuple[
                         f"{getattr(local, 'dtype', type(local).__name__)}")
     day_ns = 86400 * 10**9
     days = torch.div(local, day_ns, rounding_mode="floor")
-    z = days + 719468                                   # days since 0000-03-01
-    era = torch.div(z, 146097, rounding_mode="floor")   # 400-year cycles
-    doe = z - era * 146097                              # [0, 146096]
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365  # [0, 399]
-    doy_march = doe - (365 * yoe + yoe // 4 - yoe // 100)           # [0, 365] from March 1
-    mp = (5 * doy_march + 2) // 153                     # month counted from March, [0, 11]
-    month_start = (153 * mp + 2) // 5                   # its first day, counted from March 1
-    month = torch.where(mp < 10, mp + 3, mp - 9)
-    year = yoe + era * 400 + (month <= 2).long()
-    leap = ((year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))).long()
+    doy_march, mp, month, year = _civil_from_days(days, torch.where)
+    month_start = (153 * mp + 2) // 5  # its first day, counted from March 1
     # March-based months run 31, 30, 31, ... to January; February (mp 11) ends the year.
-    length = torch.where(mp == 11, 28 + leap, (153 * (mp + 1) + 2) // 5 - month_start)
+    length = torch.where(mp == 11, 28 + _is_leap(year).long(),
+                         (153 * (mp + 1) + 2) // 5 - month_start)
     into = (doy_march - month_start) * day_ns + (local - days * day_ns)  # exact int64 ns
     months = 12 * (year - 1970) + month - 1
     return months, into.to(dtype) / (length * day_ns).to(dtype)

@@ -1,11 +1,8 @@
 """Encodings of elapsed time, for irregularly sampled series, and the index baseline.
 
-:class:`ContinuousSinusoidal` is core's :func:`~posenc.core.additive.sinusoidal_encoding`
-(the one sin/cos implementation) with periods in time units instead of token steps;
-:class:`Time2Vec` is Kazemi et al. 2019 ("Time2Vec: Learning a Vector Representation of
-Time"); :class:`TimeDelta` gives GRU-D style time gaps and the observed mask.
-:class:`IndexSinusoidal` encodes each token's *index*: the equally-spaced baseline that they
-are measured against (the irregular-time study's ``index_sinusoidal`` row).
+:class:`ContinuousSinusoidal` (core's sinusoidal encoding with periods in time units),
+:class:`Time2Vec` (Kazemi et al. 2019), :class:`TimeDelta` (GRU-D's time gaps and mask) and
+:class:`IndexSinusoidal`, the equally-spaced baseline that encodes each token's index.
 """
 
 from __future__ import annotations
@@ -37,8 +34,7 @@ __all__ = ["ContinuousSinusoidal", "IndexSinusoidal", "Time2Vec", "TimeDelta", "
 
 
 def geometric_periods(count: int, min_period: float, max_period: float) -> Tensor:
-    """``(count,)`` float64 periods from ``min_period`` to ``max_period``, evenly spaced in
-    log (the classic encoding's wavelengths, with chosen end points)."""
+    """``(count,)`` float64 periods, log-spaced from ``min_period`` to ``max_period``."""
     check_positive_int(count, "count")
     low = check_positive_float(min_period, "min_period")
     high = check_positive_float(max_period, "max_period")
@@ -57,13 +53,10 @@ def _check_mask(mask: object, name: str, like: Tensor, like_name: str) -> None:
 
 
 class ContinuousSinusoidal(Float64Buffers):
-    """Sin/cos of elapsed time at ``dim // 2`` (``dim`` even) periods from ``min_period`` to
-    ``max_period`` (in the unit of the times; make it exceed the span to be told apart),
-    laid out ``"interleaved"`` or ``"half"`` as core's :class:`~posenc.core.SinusoidalEncoding`.
-
-    Irregular samples get the encoding of their actual time, not of their index.
-    ``min_period = 2*pi`` and ``max_period = 2*pi * 10000 ** ((dim - 2) / dim)`` reproduce
-    core's encoding exactly (with time in steps).
+    """Sin/cos of elapsed time at ``dim // 2`` (``dim`` even) geometric periods from
+    ``min_period`` to ``max_period`` (in the unit of the times), laid out as core's
+    :class:`~posenc.core.SinusoidalEncoding`; ``min_period = 2*pi``, ``max_period = 2*pi *
+    10000 ** ((dim - 2) / dim)`` reproduce it exactly (with time in steps).
     """
 
     kind = "additive"
@@ -83,9 +76,8 @@ class ContinuousSinusoidal(Float64Buffers):
         return {"inv_freq64": 2 * math.pi / periods}
 
     def forward(self, times: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        """``(N,)`` or ``(B, N)`` elapsed times (float64 from :func:`time_positions` keeps
-        full precision far from the origin) -> ``(..., dim)`` of ``dtype`` (pass the dtype of
-        the tokens it is added to)."""
+        """``(N,)`` or ``(B, N)`` elapsed times (float64 keeps full precision far from the
+        origin) -> ``(..., dim)`` of ``dtype``."""
         check_position_values(times, "times")
         return self._forward(times, dtype=dtype)
 
@@ -100,15 +92,10 @@ class ContinuousSinusoidal(Float64Buffers):
 
 
 class IndexSinusoidal(PositionEncoding):
-    """Core's sinusoidal encoding of each token's index, as if samples were equally spaced.
-
-    Context observations get ``0, -1, -2, ...`` counting back from the last one, query
-    (future, unobserved) tokens ``1, 2, ...`` in time order; unobserved tokens at or before
-    the origin (padding) get the index of the observations after them. The gaps of irregular
-    sampling are invisible to it: stretching every gap gives the same output.
-
-    It reads ``"deltas"`` (as :class:`TimeDelta`): elapsed time from the forecast origin and
-    the observed-token mask. ``dim`` (even) and ``base`` are core's sinusoidal encoding's.
+    """Core's sinusoidal encoding (``dim`` even, ``base``) of each token's index, as if samples
+    were equally spaced: observations ``0, -1, -2, ...`` back from the last one, future
+    unobserved tokens ``1, 2, ...``; unobserved tokens at or before the origin (padding) get
+    the index of the observations after them.
     """
 
     kind = "additive"
@@ -121,9 +108,8 @@ class IndexSinusoidal(PositionEncoding):
 
     def forward(self, elapsed: Tensor, observed: Tensor, *,
                 dtype: torch.dtype = torch.float32) -> Tensor:
-        """``elapsed`` ``(N,)`` or ``(B, N)`` int or float time from the forecast origin (> 0
-        in the future), ``observed`` of the same shape, bool (a value is present) ->
-        ``(*elapsed.shape, dim)`` of ``dtype``."""
+        """``(N,)`` or ``(B, N)`` time from the forecast origin (> 0 in the future) and bool
+        ``observed`` of that shape -> ``(*elapsed.shape, dim)`` of ``dtype``."""
         check_position_values(elapsed, "elapsed")
         return self._forward(elapsed, observed, dtype=dtype)
 
@@ -144,10 +130,8 @@ class IndexSinusoidal(PositionEncoding):
 class Time2Vec(PositionEncoding):
     """``t2v(t)[0] = w0 * t + b0`` and ``t2v(t)[i] = sin(wi * t + bi)`` for ``i = 1..dim-1``.
 
-    One linear (trend) component and ``dim - 1`` periodic ones with learned frequencies and
-    phases. Frequencies start at N(0, 1), so express times in a unit where the periods of
-    interest are a few units to a few hundred (e.g. days), from a nearby origin
-    (``time_positions(ts, origin=ts[0], unit="D")``). ``dim``: output width (>= 1).
+    Frequencies start at N(0, 1): express times in a unit where the periods of interest are a
+    few units to a few hundred, from a nearby origin (``time_positions(ts, ts[0], unit="D")``).
     """
 
     kind = "additive"
@@ -165,8 +149,8 @@ class Time2Vec(PositionEncoding):
         nn.init.normal_(self.bias)
 
     def forward(self, times: Tensor) -> Tensor:
-        """``(N,)`` or ``(B, N)`` times -> ``(..., dim)`` in the parameters' dtype; the affine
-        map and the sine run in at least float32 (float64 for float64 times)."""
+        """``(N,)`` or ``(B, N)`` times -> ``(..., dim)`` in the parameters' dtype, computed in at
+        least float32."""
         check_position_values(times, "times")
         return self._forward(times)
 
@@ -186,18 +170,14 @@ FEATURES = ("since_previous", "since_start", "observed")
 
 def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool = False,
                         scale: float = 1.0, dtype: torch.dtype = torch.float32) -> Tensor:
-    """``(..., N, 3)`` ``[since_previous, since_start, observed]`` per position: time since
-    the previous observation (0 where there is none), since ``times[..., 0]``, and the mask.
+    """``(..., N, 3)`` ``[since_previous, since_start, observed]``: time since the previous
+    observation (0 where there is none, GRU-D's delta), since ``times[..., 0]``, and the mask.
 
     Args:
-        times: ``(N,)`` or ``(B, N)`` non-decreasing times in any unit: integer, float32 or
-            float64 (float16 hours are off by whole hours past 2048). Padding should repeat a
-            real time. Differences are taken in their dtype (exact for integer ns).
-        mask: same shape, bool, True where a value was observed; unobserved positions (gaps,
-            the horizon, padding) get their deltas but are no "previous observation" (GRU-D's
-            delta). ``None``: every position observed.
-        log: ``log1p(delta / scale)`` for both deltas, taming heavy-tailed gaps (``scale``
-            in the unit of ``times`` maps to ``log(2)``).
+        times: ``(N,)`` or ``(B, N)`` non-decreasing integer, float32 or float64 times;
+            differences are taken in their dtype (exact for integer ns).
+        mask: same shape, bool, True where a value was observed; None: all observed.
+        log: ``log1p(delta / scale)`` for both deltas, taming heavy-tailed gaps.
     """
     t = check_positions(times, "times")  # refuses half precision, widens integers
     if mask is not None:
@@ -212,12 +192,11 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
                              f"previous observation needs the order), but at index "
                              f"{backwards.nonzero()[0].tolist()} the next time is earlier; "
                              f"sort each series first")
-        # Sorted, every difference is at most last - first, which wraps negative past int64.
+        # Sorted, every difference is at most last - first, which wraps past int64.
         if not t.is_floating_point() and bool((t[..., -1] - t[..., 0] < 0).any()):
             raise ValueError("times span more than int64 holds (2**63 - 1 ticks: 292 years in "
                              "nanoseconds), so their differences would wrap; use a coarser "
                              "unit or an origin nearer the series (time_positions)")
-    # Differences are taken before any cast, so integer times (nanoseconds) stay exact.
     wide = t.dtype if t.is_floating_point() else wide_dtype(t.device)
     positions = torch.arange(t.shape[-1], device=t.device).expand(t.shape)
     if mask is None:
@@ -225,10 +204,9 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
         previous = positions - 1
     else:
         observed = mask.to(wide)
-        # The last observed position at or before n, exactly as a cummax of
-        # where(mask, position, -1), in operators ONNX has (it has no cumulative max): the
-        # k-th observation's position is put at slot k of a table (slot 0: -1, none yet) and
-        # read back at each position's count of observations so far.
+        # The last observed position at or before n, a cummax of where(mask, position, -1) in
+        # ONNX's operators: the k-th observation's position sits at slot k of a table, read
+        # back at each position's count of observations so far.
         rank = mask.long().cumsum(-1)
         table = torch.full((*t.shape[:-1], t.shape[-1] + 1), -1, device=t.device)
         table = table.scatter_reduce(-1, torch.where(mask, rank, 0),
@@ -243,8 +221,7 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
 
 
 class TimeDelta(PositionEncoding):
-    """Module form of :func:`time_delta_features` (no parameters; ``log``, ``scale`` as
-    there)."""
+    """Module form of :func:`time_delta_features` (no parameters)."""
 
     kind = "additive"
     reads = "deltas"

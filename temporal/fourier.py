@@ -1,9 +1,8 @@
 """Prophet-style Fourier seasonality on absolute time, with exact phases.
 
-A float32 count of seconds since 1970 is only good to ~128 s, and even float64 nanoseconds
-lose the phase of a short period; so each timestamp's integer nanoseconds are reduced modulo
-the integer period first, and only that remainder (< one period) becomes a float. The phase
-``(t mod P) / P`` is then exact to 1e-16 cycles; harmonic ``k`` multiplies that error by ``k``.
+Even float64 nanoseconds lose the phase of a short period, so each timestamp's integer
+nanoseconds are reduced modulo the integer period first and only the remainder becomes a float:
+the phase ``(t mod P) / P`` is exact to 1e-16 cycles (harmonic ``k``: ``k`` times that).
 """
 
 from __future__ import annotations
@@ -23,16 +22,11 @@ __all__ = ["DEFAULT_PERIODS", "PROPHET_HARMONICS", "PROPHET_PERIODS", "FourierSe
            "fourier_features"]
 
 DEFAULT_PERIODS: dict[str, float] = {"day": 86400, "week": 604800, "year": 31556952}
-"""name -> period in seconds, :class:`FourierSeasonality`'s default. The year is the mean
-Gregorian year, 365.2425 days, so a date keeps its yearly phase over the 400-year leap cycle.
-"""
-PROPHET_PERIODS: dict[str, float] = {"yearly": 365.25 * 86400, "weekly": 604800,
-                                     "daily": 86400}
-"""Prophet's built-in seasonalities (``Prophet.set_auto_seasonalities``), in its column
-order: the yearly period is the Julian year, 365.25 days, which drifts against the calendar by
-0.75 days a century."""
+"""name -> period in seconds; the year is the mean Gregorian year, 365.2425 days."""
+PROPHET_PERIODS: dict[str, float] = {"yearly": 365.25 * 86400, "weekly": 604800, "daily": 86400}
+"""Prophet's built-in seasonalities, in its column order (its year is 365.25 days)."""
 PROPHET_HARMONICS: dict[str, int] = {"yearly": 10, "weekly": 3, "daily": 4}
-"""Harmonics of each of Prophet's seasonalities (10 yearly, 3 weekly, 4 daily)."""
+"""Harmonics of each of Prophet's seasonalities."""
 _MAX_PERIOD_NS = 2**63 - 1  # torch.remainder takes the period as an int64 scalar
 
 
@@ -58,12 +52,10 @@ def _check_counts(periods_ns: Sequence[int], harmonics: Sequence[int]) -> None:
 
 def fourier_features(nanoseconds: Tensor, periods_ns: Sequence[int], harmonics: Sequence[int],
                      *, dtype: torch.dtype = torch.float32) -> Tensor:
-    """Sin/cos of ``2*pi*k*t/P`` for each period ``P`` (whole nanoseconds, in
-    ``[1, 2**63 - 1]``) and harmonic ``k = 1..K`` (``K`` = its ``harmonics``).
+    """Sin/cos of ``2*pi*k*t/P`` for each period ``P`` (whole nanoseconds) and ``k = 1..K``.
 
-    ``(...)`` int64 nanoseconds since the epoch (:func:`to_nanoseconds`) ->
-    ``(..., 2 * sum(harmonics))`` of ``dtype``: per period ``[sin k=1, cos k=1, sin k=2, ...]``
-    (Prophet's column order).
+    ``(...)`` int64 nanoseconds since the epoch -> ``(..., 2 * sum(harmonics))`` of ``dtype``:
+    per period ``[sin k=1, cos k=1, sin k=2, ...]`` (Prophet's column order).
     """
     if nanoseconds.dtype != torch.int64:
         raise TypeError(f"nanoseconds must be an int64 tensor, got {nanoseconds.dtype}")
@@ -79,20 +71,12 @@ def fourier_features(nanoseconds: Tensor, periods_ns: Sequence[int], harmonics: 
 
 
 class FourierSeasonality(PositionEncoding):
-    """Fourier terms of absolute time for a set of named periods (Prophet's seasonalities).
-
-    Phases are of absolute time since the epoch: UTC instants for tz-aware timestamps, the
-    wall-clock readings for tz-naive ones (pass naive local times, e.g.
-    ``ts.tz_localize(None)``, for seasonality that follows the local clock across DST; or use
-    :class:`CalendarFeatures`).
-
-    :meth:`prophet` reproduces Prophet's default features, except that Prophet first floors
-    timestamps to whole seconds.
+    """Fourier terms of absolute time for a set of named periods (Prophet's seasonalities):
+    UTC instants for tz-aware timestamps, wall-clock readings for naive ones.
 
     Args:
         periods: ``{name: period in seconds}`` (default :data:`DEFAULT_PERIODS`), rounded to
-            whole nanoseconds; at most ``2**63 - 1`` ns (about 292 years), as phases are
-            reduced in int64.
+            whole nanoseconds, at most ``2**63 - 1`` ns.
         harmonics: harmonics per period, one int for all or ``{name: int}`` for each.
     """
 
@@ -116,7 +100,6 @@ class FourierSeasonality(PositionEncoding):
                 raise ValueError(f"periods[{name!r}] must be a positive number of seconds "
                                  f"(>= 1 ns), got {seconds!r}")
             if period_ns > _MAX_PERIOD_NS:
-                # Phases are reduced modulo the period in int64 nanoseconds.
                 raise ValueError(f"periods[{name!r}] must be at most 9223372036.854775807 s "
                                  f"(2**63 - 1 ns, about 292 years), got {seconds!r}")
         if isinstance(harmonics, Mapping):
@@ -133,8 +116,8 @@ class FourierSeasonality(PositionEncoding):
 
     @classmethod
     def prophet(cls) -> FourierSeasonality:
-        """Prophet's default yearly (365.25 days, 10 harmonics), weekly (3) and daily (4)
-        features (:data:`PROPHET_PERIODS`, :data:`PROPHET_HARMONICS`), in its column order."""
+        """Prophet's default features (:data:`PROPHET_PERIODS`, :data:`PROPHET_HARMONICS`);
+        Prophet also floors timestamps to whole seconds."""
         return cls(PROPHET_PERIODS, PROPHET_HARMONICS)
 
     @property
@@ -149,10 +132,8 @@ class FourierSeasonality(PositionEncoding):
         return [f"{name}_{f}{k}" for name, count in pairs for k in range(1, count + 1)
                 for f in ("sin", "cos")]
 
-    def forward(self, timestamps: Timestamps, *,
-                dtype: torch.dtype = torch.float32) -> Tensor:
-        """Timestamps (any accepted input; an int64 nanosecond tensor stays on its device)
-        of shape ``(...)`` -> ``(..., dim)``."""
+    def forward(self, timestamps: Timestamps, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        """``(...)`` timestamps -> ``(..., dim)``; an int64 ns tensor stays on its device."""
         check_output_dtype(dtype)
         if not (isinstance(timestamps, Tensor) and timestamps.dtype == torch.int64):
             timestamps = torch.from_numpy(to_nanoseconds(timestamps))

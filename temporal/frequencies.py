@@ -1,22 +1,12 @@
 """Frequency strings (``"15min"``, ``"1h30min"``, ``"1.5h"``, ``"W-SUN"``, ``"ME"``) and
-durations, parsed without pandas' offset machinery (its aliases changed in pandas 3), so they
-mean the same whatever pandas is installed.
+durations, parsed without pandas' offset machinery (its aliases changed in pandas 3).
 
-A frequency means what pandas 3's ``to_offset`` (which GluonTS calls) reads, checked string by
-string against it in tests/temporal/test_frequency_strings.py:
-
-- fixed-length units ``D, h, min, s, ms, us, ns`` take decimal multiples (``"1.5h"`` is 90
-  minutes) and combine (``"1h30min"``, ``"2D12h"``) into pandas' unit, e.g. ``"1h30min"``
-  -> 90 ``min``, ``"2D12h"`` -> 60 ``h``, ``"1D24h"`` -> 2 ``D``;
-- calendar offsets (``W``, ``ME``, ``MS``, ``QE``, ``YE``, ``B``, ...) take whole multiples
-  and an anchor (``"2W-MON"``, ``"QE-NOV"``) and do not combine;
-- the aliases of pandas < 2.2 (``H, T, S, A, AS, Q, Y``) keep their old meaning; ``"M"`` is
-  refused as ambiguous (month end to pandas < 2.2, refused by pandas 3, minutes to many).
-
-:func:`parse_duration` reads the same vocabulary plus ``pd.Timedelta``'s own spellings
-(``"7 days"``, ``"0 days 01:00:00"``); a week is 7 days there, and months, quarters, years
-and business days, which have no fixed length, are refused instead of being read as
-``pd.Timedelta`` reads them (``"12MS"`` as 12 ms, ``"1m"`` as a minute).
+A frequency means what pandas 3's ``to_offset`` reads (tests/temporal/test_frequency_strings.py
+checks it): fixed units ``D, h, min, s, ms, us, ns`` take decimals and combine (``"1h30min"`` ->
+90 ``min``); calendar offsets (``W``, ``ME``, ``QE``, ``B``, ...) take whole multiples and an
+anchor (``"QE-NOV"``); pandas < 2.2 aliases (``H, T, S, A, Q, Y``) keep their meaning, and
+``"M"`` is refused as ambiguous. :func:`parse_duration` also reads ``pd.Timedelta``'s spellings
+(``"7 days"``) but refuses months, quarters, years and business days (no fixed length).
 """
 
 from __future__ import annotations
@@ -47,16 +37,14 @@ _GLUONTS_FIELDS: dict[str, tuple[str, ...]] = {
     "minute": ("minute", "hour", *_DAY),
     "second": ("second", "minute", "hour", *_DAY),
 }
-# Fixed-length units (pandas' Tick offsets) in pandas 3 spelling, coarse to fine.
-_TICK_NS = {unit: UNITS[unit] for unit in ("D", "h", "min", "s", "ms", "us", "ns")}
+_TICK_NS = {unit: UNITS[unit] for unit in ("D", "h", "min", "s", "ms", "us", "ns")}  # pandas' Ticks
 _TICK_FAMILY = {"D": "day", "h": "hour", "min": "minute", "s": "second"}
 _TICK_ALIASES: dict[str, str] = {
     **{unit: unit for unit in _TICK_NS},
     "d": "D", "Min": "min", "MIN": "min",  # pandas 3 still reads these (some deprecated)
     "H": "h", "T": "min", "S": "s", "L": "ms", "U": "us", "N": "ns",  # pandas < 2.2
 }
-# Calendar offsets: alias -> (family, anchors it takes). Case matters: "MS" month start,
-# "ms" milliseconds. Business year/quarter/month ends have no GluonTS feature set.
+# Calendar offsets: alias -> (family, anchors it takes). "MS" month start, "ms" milliseconds.
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
 _CALENDAR: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -78,9 +66,7 @@ _NOT_CLOSE = 1e-8  # pandas: np.isclose(n % 1, 0), i.e. |n % 1| <= 1e-8
 
 
 class Frequency(NamedTuple):
-    """A parsed frequency: ``n`` steps of ``alias`` (pandas 3 spelling), as ``to_offset``
-    gives it: ``Frequency(90, "min", None)`` for ``"1h30min"``, ``Frequency(2, "W", "MON")``
-    for ``"2W-MON"``."""
+    """``n`` steps of ``alias`` (pandas 3 spelling): ``Frequency(2, "W", "MON")`` is "2W-MON"."""
 
     n: int
     alias: str
@@ -94,7 +80,7 @@ class Frequency(NamedTuple):
 
 def _scaled_tick(multiple: str, unit: str, freq: str, name: str) -> tuple[int, str]:
     """pandas' ``Tick(1) * float(multiple)``: the first unit, from ``unit`` down, in which
-    the multiple is whole (to pandas' tolerance), e.g. 1.5 h -> 90 min."""
+    the multiple is whole, e.g. 1.5 h -> 90 min."""
     value, units = float(multiple), list(_TICK_NS)
     for finer in units[units.index(unit):]:
         product = value * (_TICK_NS[unit] // _TICK_NS[finer])
@@ -104,11 +90,9 @@ def _scaled_tick(multiple: str, unit: str, freq: str, name: str) -> tuple[int, s
 
 
 def parse_frequency(freq: str, name: str = "freq") -> Frequency:
-    """``freq`` (module docstring) as pandas 3's ``to_offset(freq)`` reads it; ``name`` is
-    the argument named in errors. ``ValueError`` for an unknown alias or anchor, the ambiguous
-    ``"M"``, a zero or negative step (pandas allows them; no series is sampled so), a decimal
-    or combined calendar offset (``"1.5W"``, ``"1W1D"``, which pandas cannot represent either).
-    """
+    """``freq`` as pandas 3's ``to_offset(freq)`` reads it (``name``: the argument named in
+    errors). ``ValueError`` for an unknown alias or anchor, ``"M"``, a step <= 0, a decimal or
+    combined calendar offset (``"1.5W"``, ``"1W1D"``)."""
     if not isinstance(freq, str):
         raise TypeError(f"{name} must be a pandas frequency string (e.g. '15min', '1h30min', "
                         f"'W-SUN'), got {type(freq).__name__} ({freq!r})")
@@ -180,9 +164,8 @@ def parse_frequency(freq: str, name: str = "freq") -> Frequency:
 
 
 def frequency_nanoseconds(freq: str, name: str = "freq") -> int:
-    """Length of one step of a fixed-length ``freq`` in nanoseconds (pandas'
-    ``to_offset(freq).nanos``): 5_400_000_000_000 for ``"1h30min"`` and ``"1.5h"``. Calendar
-    offsets (weeks, months, ...) have no fixed length and raise, as in pandas."""
+    """Nanoseconds of one step of a fixed-length ``freq`` (pandas' ``to_offset(freq).nanos``);
+    calendar offsets raise."""
     frequency = parse_frequency(freq, name)
     if not frequency.fixed:
         raise ValueError(f"{name}={freq!r} has no fixed length (a calendar offset); give a "
@@ -191,12 +174,8 @@ def frequency_nanoseconds(freq: str, name: str = "freq") -> int:
 
 
 def frequency_fields(freq: str, name: str = "freq") -> tuple[str, ...]:
-    """Fields GluonTS's ``time_features_from_frequency_str(freq)`` uses, in its order.
-
-    GluonTS dispatches on the class of ``to_offset(freq)``, so a combined or decimal
-    frequency takes the fields of pandas' resulting unit: ``"1h30min"`` and ``"1.5h"`` (90
-    minutes) the minute fields, ``"2D12h"`` (60 hours) the hour fields.
-    """
+    """Fields GluonTS's ``time_features_from_frequency_str(freq)`` uses, in its order: those
+    of pandas' resulting unit (``"1.5h"`` is 90 minutes: the minute fields)."""
     frequency = parse_frequency(freq, name)
     family = (_TICK_FAMILY.get(frequency.alias) if frequency.fixed
               else _CALENDAR[frequency.alias][0])
@@ -207,8 +186,7 @@ def frequency_fields(freq: str, name: str = "freq") -> tuple[str, ...]:
     return _GLUONTS_FIELDS[family]
 
 
-# pd.Timedelta's own spellings beyond the frequency units, lower-cased ("7 days", "1 hour",
-# str(pd.Timedelta) "0 days 01:00:00"); none of them names a calendar unit.
+# pd.Timedelta's own spellings beyond the frequency units, lower-cased ("7 days", "1 hour").
 _DURATION_WORDS = {"day", "days", "hour", "hours", "hr", "minute", "minutes", "second",
                    "seconds", "sec", "millisecond", "milliseconds", "milli", "millis",
                    "microsecond", "microseconds", "micro", "micros", "\u00b5s", "nanosecond",
@@ -228,18 +206,15 @@ def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
     """A fixed-length, positive duration -> nanoseconds (an int > 0).
 
     Args:
-        value: a string of :func:`parse_frequency`'s fixed units (``"1h"``, ``"1.5h"``,
-            ``"1h30min"``, ``"7D"``), weeks (``"2W"``: 14 days), or a ``pd.Timedelta``
-            spelling (``"7 days"``, ``"0 days 01:00:00"``, ISO ``"P1DT2H"``); or a
-            ``pd.Timedelta``, ``datetime.timedelta``, ``np.timedelta64`` with a unit, or a
-            fixed-length pandas offset (``pd.offsets.Hour(2)``).
+        value: fixed units (``"1h30min"``, ``"7D"``), weeks (``"2W"``), a ``pd.Timedelta``
+            spelling (``"7 days"``, ISO ``"P1DT2H"``), a ``pd.Timedelta``, ``timedelta``,
+            ``np.timedelta64`` with a unit, or a fixed-length pandas offset.
         name: the argument named in errors.
-        alternative: what else the argument takes, appended to the messages for calendar and
-            unitless values (e.g. ``"an int count of observations"``).
+        alternative: what else the argument takes, appended to some messages.
 
-    ``ValueError`` for a calendar unit (``"MS"``, ``"B"``, ISO ``"P1M"``,
-    ``pd.offsets.MonthBegin()``), the ambiguous ``"m"``/``"M"``, a number without a unit, an
-    unknown unit, a non-positive, NaT or out-of-range duration.
+    Raises:
+        ValueError: a calendar unit (``"MS"``, ISO ``"P1M"``), ``"m"``/``"M"``, a number without
+            a unit, an unknown unit, a non-positive, NaT or out-of-range duration.
     """
     or_else = f", or {alternative}" if alternative else ""
     unknown = ValueError(f"{name} must be {alternative + ' or ' if alternative else ''}a "
@@ -314,27 +289,20 @@ def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
 
 
 class TimeUnit(NamedTuple):
-    """A unit of elapsed time (:func:`parse_time_unit`): a fixed length in nanoseconds, or a
-    number of calendar months (``months > 0``, ``nanoseconds == 0``)."""
+    """A unit of elapsed time: fixed ``nanoseconds``, or calendar ``months``."""
 
     nanoseconds: int = 0
     months: int = 0
 
 
-# Calendar families that are whole months, and their months.
 _MONTHS_PER = {"month": 1, "quarter": 3, "year": 12}
 _CALENDAR_UNIT_WORDS = re.compile(r"\s*(\d+)?\s*(month|quarter|year)s?\s*", re.IGNORECASE)
 
 
 def parse_time_unit(value: Any, name: str = "time_unit") -> TimeUnit:
-    """A unit of elapsed time: a fixed duration (:func:`parse_duration`) or calendar months.
-
-    Calendar units: month (``"MS"``, ``"ME"``, ``"3MS"``), quarter (``"QS"``, ``"QE"``, ``"Q"``,
-    3 months) and year (``"YS"``, ``"YE"``, ``"Y"``, ``"A"``, 12 months) frequency strings
-    (an anchor such as ``"QS-NOV"`` is accepted and changes nothing: a length of time has no
-    anchor), or the words ``"month"``, ``"2 months"``, ``"quarter"``, ``"year"``. The
-    ambiguous ``"M"`` stays refused (:func:`parse_frequency`). Positions in calendar months are
-    computed from the local wall clock (:func:`posenc.temporal.calendar.month_positions`).
+    """A unit of elapsed time: a fixed duration (:func:`parse_duration`) or calendar months:
+    month, quarter and year frequency strings (``"3MS"``, ``"QS-NOV"``: the anchor changes
+    nothing) or words (``"2 months"``, ``"quarter"``, ``"year"``).
 
     Raises:
         TypeError: neither a string nor a timedelta.

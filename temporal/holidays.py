@@ -1,15 +1,11 @@
 """Holiday features: is the local date a holiday, and how many days from the nearest one, for
-any country (and subdivision) of the ``holidays`` package or a list of dates of your own.
+any country (and subdivision) of the ``holidays`` package or dates of your own.
 
-GluonTS's ``SpecialDateFeatureSet`` loops over every timestamp and holiday in Python; here
-the holiday dates are built once for the years spanned as int64 day numbers, each local date
-becomes a day number by one floor division, and ``torch.searchsorted`` finds the holidays
-around it (10M timestamps: about a second). The kernels are GluonTS's formulas.
-
-Distances are signed like GluonTS's ``(date - holiday).days`` (positive after the holiday),
-counted on local calendar days (23:00 the day before Christmas is -1), to the nearest holiday,
-ties to the earlier one; GluonTS takes the earliest occurrence within 200 days instead, which
-for a yearly holiday is the previous one also where the next is nearer (165-200 days after).
+The kernels are GluonTS's ``SpecialDateFeatureSet``'s; the holidays are int64 day numbers found
+around each local date by ``torch.searchsorted`` (10M timestamps: about a second). Distances are
+GluonTS's ``(date - holiday).days`` in local calendar days, to the nearest holiday (ties: the
+earlier); GluonTS takes the earliest within 200 days instead, for a yearly holiday the previous
+one also where the next is nearer.
 """
 
 from __future__ import annotations
@@ -46,9 +42,7 @@ __all__ = ["KERNELS", "HolidayFeatures", "holiday_dates", "holiday_distance", "h
 KERNELS = ("indicator", "exponential", "squared_exponential")
 """The kernels of :func:`holiday_kernel`."""
 _NS_PER_DAY = UNITS["D"]
-# Day numbers around every table: never the nearest while a table holds a real date, and far
-# enough that no datetime64 day (even in seconds) reaches them; differences fit int64.
-_FAR = 2**62
+_FAR = 2**62  # frames every table: never the nearest date, and differences fit int64
 
 
 def _holidays_package() -> Any:
@@ -62,8 +56,7 @@ def _holidays_package() -> Any:
 
 
 class _Calendar(NamedTuple):
-    """A country's calendar in the ``holidays`` package (``holidays.country_holidays``'s
-    arguments), built for the years asked."""
+    """``holidays.country_holidays``'s arguments, built for the years asked."""
 
     country: str
     subdiv: str | None
@@ -72,8 +65,7 @@ class _Calendar(NamedTuple):
     language: str | None
 
     def build(self, years: Iterable[int]) -> tuple[Any, list[str]]:
-        """The calendar for ``years`` and the warnings the package gave (e.g. that some
-        holidays exist only in some years: a calendar that is incomplete there)."""
+        """The calendar for ``years`` and the package's warnings (an incomplete calendar)."""
         holidays = _holidays_package()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -88,8 +80,7 @@ class _Calendar(NamedTuple):
         return calendar, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
 
     def span(self) -> tuple[int, int]:
-        """The years the package has this calendar for (its start/end_year), after checking
-        the arguments."""
+        """The years the package has this calendar for, after checking the arguments."""
         holidays, country, subdiv = _holidays_package(), self.country, self.subdiv
         if not isinstance(country, str):
             raise TypeError(f"country must be an ISO 3166 code string (e.g. 'US', 'DE'), got "
@@ -109,8 +100,7 @@ class _Calendar(NamedTuple):
         return int(calendar.start_year), int(calendar.end_year)
 
     def covering(self, years: range) -> Any:
-        """The calendar for ``years``. Years the package does not cover, or covers only in
-        part (it warns), raise: their features would miss holidays."""
+        """The calendar for ``years``; years not (fully) covered raise: they miss holidays."""
         low, high = self.span()
         if years and (years[0] < low or years[-1] > high):
             raise ValueError(f"years {years[0]}-{years[-1]} are outside {self.country}"
@@ -125,10 +115,8 @@ class _Calendar(NamedTuple):
         return calendar
 
 
-def _name_groups(calendar: Any, names: Sequence[str] | None, check: bool
-                 ) -> dict[str, np.ndarray]:
-    """``{group: sorted unique datetime64[D]}``: one group of every holiday, or one per name
-    (holidays joins the names of one day with "; ")."""
+def _name_groups(calendar: Any, names: Sequence[str] | None, check: bool) -> dict[str, np.ndarray]:
+    """``{group: sorted unique datetime64[D]}``: one group of every holiday, or one per name."""
     by_name: dict[str, list] = {}
     for day in calendar:
         for holiday in calendar.get_list(day):
@@ -150,16 +138,12 @@ def _name_groups(calendar: Any, names: Sequence[str] | None, check: bool
 def holiday_dates(country: str, years: Iterable[int], *, subdiv: str | None = None,
                   names: Sequence[str] | None = None, observed: bool = True,
                   categories: Any = None, language: str | None = None) -> np.ndarray:
-    """``(H,)`` ``datetime64[D]``: the holiday dates of ``country`` (and ``subdiv``) in
-    ``years`` (e.g. ``range(2010, 2021)``), sorted, unique.
+    """``(H,)`` sorted unique ``datetime64[D]`` holidays of ``country`` (ISO 3166 code, e.g.
+    ``"US"``) and ``subdiv`` (``"CA"``) in ``years``.
 
-    Args:
-        country: ISO 3166 code of ``holidays.list_supported_countries()`` (``"US"``).
-        subdiv: a subdivision of the country (``"CA"`` for California), or None.
-        names: keep only the holidays of these names (in the calendar's language, e.g.
-            ``["Christmas Day"]``; an observed day is its own name, "... (observed)").
-        observed: like ``categories`` and ``language``, passed to
-            ``holidays.country_holidays``.
+    ``names`` keeps only the holidays of these names (the calendar's language, e.g.
+    ``["Christmas Day"]``; observed days are named "... (observed)"); ``observed``,
+    ``categories`` and ``language`` are passed to ``holidays.country_holidays``.
     """
     chosen = sorted({check_int(y, "years") for y in years})
     if not chosen:
@@ -172,10 +156,9 @@ def holiday_dates(country: str, years: Iterable[int], *, subdiv: str | None = No
 
 def _holiday_groups(source: _Calendar, years: range, names: Sequence[str] | None, *,
                     check: bool) -> dict[str, np.ndarray]:
-    """The groups (:func:`_name_groups`) holding the nearest holiday of every day of ``years``:
-    the calendar widened (doubling, within the years the package covers fully) until each
-    group has a date on or before their first day and one on or after their last (Inauguration
-    Day, every four years, needs up to four)."""
+    """The groups holding the nearest holiday of every day of ``years``: the calendar widened
+    (doubling, within the years fully covered) until each group has a date on or before their
+    first day and one on or after their last (Inauguration Day needs up to four years)."""
     calendar = source.covering(years)
     if not years:
         return _name_groups(calendar, names, check=False)
@@ -198,9 +181,8 @@ def _holiday_groups(source: _Calendar, years: range, names: Sequence[str] | None
     return _name_groups(calendar, names, check=check)
 
 
-def _day_numbers(timestamps: Timestamps, tz: Any, name: str
-                 ) -> tuple[np.ndarray, tuple[int, ...]]:
-    """Days since 1970-01-01 of each timestamp's local date (flat int64) and the shape."""
+def _day_numbers(timestamps: Timestamps, tz: Any, name: str) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Flat int64 days since 1970-01-01 of each timestamp's local date, and the shape."""
     index, shape = datetime_index(timestamps, name)
     local = local_wall_time(index, tz, name)
     return np.floor_divide(local, _NS_PER_DAY // UNITS[index.unit]), shape
@@ -232,10 +214,8 @@ def _date_groups(dates: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _given_dates(country: Any, dates: Any, names: Any, subdiv: Any
-                 ) -> dict[str, np.ndarray] | None:
-    """Exactly one holiday source: the groups of your own ``dates``, or None when
-    ``country`` names a calendar (``names``/``subdiv`` select within a country only)."""
+def _given_dates(country: Any, dates: Any, names: Any, subdiv: Any) -> dict[str, np.ndarray] | None:
+    """The groups of your own ``dates``, or None when ``country`` names a calendar."""
     if (country is None) == (dates is None):
         raise ValueError(f"give exactly one of country (a holidays calendar) and dates (your "
                          f"own), got country={country!r}, dates={dates!r}"[:300])
@@ -268,8 +248,7 @@ def _nearest(days: Tensor, table: Tensor) -> Tensor:
 
 
 def _per_day(features: Callable[[Tensor], Tensor], days: Tensor) -> Tensor:
-    """``features(days)``, computed once per day of the span and gathered where that is
-    cheaper (a CPU series covering few distinct days: 10M minutes span 7000 days)."""
+    """``features(days)``, computed once per day of the span where that is cheaper (CPU)."""
     if days.device.type != "cpu" or not days.numel() or torch.compiler.is_compiling():
         return features(days)
     first, last = int(days.min()), int(days.max())
@@ -289,18 +268,15 @@ def holiday_distance(timestamps: Timestamps, country: str | None = None, *,
                      subdiv: str | None = None, names: Sequence[str] | None = None,
                      dates: Any = None, tz: Any = None, observed: bool = True,
                      categories: Any = None, language: str | None = None) -> np.ndarray:
-    """``(*timestamps.shape, G)`` int64 signed days ``date - nearest holiday`` from each
-    timestamp's local date (read in its zone, or ``tz``): > 0 after it, 0 on it (GluonTS's
-    sign; the indicator is ``distance == 0``, kernels: :func:`holiday_kernel`).
+    """``(*timestamps.shape, G)`` int64 signed days ``date - nearest holiday`` of each
+    timestamp's local date (in its zone, or ``tz``): > 0 after it, 0 on it.
 
     Args:
         country: the calendar, with ``subdiv``, ``observed``, ``categories`` and ``language``
-            as in :func:`holiday_dates`, built for the years spanned (and one either side);
-            years the holidays package does not (fully) cover raise.
-        names: one column per holiday name (GluonTS's one feature per holiday); None: one
-            column (``G = 1``) for every holiday together.
-        dates: instead of a country: dates (strings, ``date``, datetime64 at midnight), or
-            ``{name: dates}`` for one column each. Their nearest is taken among them only.
+            as in :func:`holiday_dates`; years the holidays package does not cover raise.
+        names: one column per holiday name; None: one column for every holiday together.
+        dates: instead of a country: dates at midnight, or ``{name: dates}`` for one column
+            each.
     """
     days, shape = _day_numbers(timestamps, tz, "timestamps")
     groups = _given_dates(country, dates, names, subdiv)
@@ -320,11 +296,10 @@ def holiday_distance(timestamps: Timestamps, country: str | None = None, *,
 
 def holiday_kernel(distance: np.ndarray | Tensor, kernel: str = "indicator", *,
                    alpha: float = 1.0, tol: float = 1e-9) -> np.ndarray | Tensor:
-    """GluonTS's holiday kernels of ``(...)`` int or float days (:func:`holiday_distance`),
-    elementwise: ``"indicator"`` ``1.0 if distance == 0 else 0.0``, ``"exponential"``
-    ``exp(-alpha * |distance|)``, ``"squared_exponential"`` ``exp(-alpha * distance**2)``, the
-    last two set to 0 where not above ``tol``. ``(...)`` float64 (float32 on devices without
-    it), numpy or torch as given.
+    """GluonTS's holiday kernels of ``(...)`` days: ``"indicator"`` ``distance == 0``,
+    ``"exponential"`` ``exp(-alpha * |distance|)``, ``"squared_exponential"``
+    ``exp(-alpha * distance**2)`` (0 where not above ``tol``). float64 (float32 on devices
+    without it), numpy or torch as given.
     """
     check_choice(kernel, "kernel", KERNELS)
     alpha = check_positive_float(alpha, "alpha")
@@ -343,17 +318,11 @@ def holiday_kernel(distance: np.ndarray | Tensor, kernel: str = "indicator", *,
 class HolidayFeatures(PositionEncoding):
     """Holiday features of each timestamp's local date (no parameters).
 
-    Per group (every holiday together, or one per name in ``names`` / key of ``dates``): the
-    kernel of the signed distance to the nearest holiday (GluonTS's ``SpecialDateFeatureSet``
-    row; the indicator by default), and with ``distance_scale`` also that distance divided by
-    it (a signed ramp, e.g. ``distance_scale=30`` makes a month 1.0).
-
-    ``country``, ``subdiv``, ``names``, ``observed``, ``categories`` and ``language`` choose
-    the calendar as in :func:`holiday_dates` (or ``dates`` as in :func:`holiday_distance`);
-    ``kernel``, ``alpha`` and ``tol`` are :func:`holiday_kernel`'s. The calendar is built once
-    for ``years``, ``(first, last)`` inclusive (None: the package's years for the country,
-    within 1900-2100); CPU timestamps outside them raise (on an accelerator the check would
-    wait for the device).
+    Per group (every holiday, or one per name of ``names`` / key of ``dates``): the kernel of
+    the signed distance to the nearest holiday, and with ``distance_scale`` that distance over
+    it. The calendar (arguments as in :func:`holiday_distance` and :func:`holiday_kernel`) is
+    built once for ``years``, ``(first, last)`` (None: the package's years within 1900-2100);
+    CPU timestamps outside them raise.
 
     Example::
 
@@ -397,7 +366,6 @@ class HolidayFeatures(PositionEncoding):
                            int(np.datetime64(f"{last:04d}-12-31", "D").astype(np.int64)))
         self.country, self.subdiv = country, subdiv
         self.groups = list(groups)
-        # Rebuilt from the arguments, so not in the state dict.
         self.register_buffer("table", _table(groups), persistent=False)
 
     @property
@@ -411,12 +379,9 @@ class HolidayFeatures(PositionEncoding):
         suffixes = [""] if self.distance_scale is None else ["", "_distance"]
         return [f"{g}{s}" for g in self.groups for s in suffixes]
 
-    def forward(self, timestamps: Timestamps, *, dtype: torch.dtype = torch.float32
-                ) -> Tensor:
-        """``(...)`` timestamps -> ``(..., dim)``. An int64 tensor is read as wall-clock
-        nanoseconds since 1970 (the forecaster's local times) and stays on its device; other
-        input goes through :func:`datetime_index` (tz-aware: local dates in their own zone).
-        """
+    def forward(self, timestamps: Timestamps, *, dtype: torch.dtype = torch.float32) -> Tensor:
+        """``(...)`` timestamps -> ``(..., dim)``; an int64 tensor is wall-clock nanoseconds and
+        stays on its device."""
         check_output_dtype(dtype)
         raw = isinstance(timestamps, Tensor) and timestamps.dtype == torch.int64
         if raw:

@@ -1,29 +1,13 @@
 """Timestamps in: the one conversion every temporal encoding and table reader goes through.
 
-Accepted wherever a ``timestamps`` argument appears (:data:`Timestamps`):
-
-- ``pandas.DatetimeIndex`` or a datetime ``pandas.Series``, tz-naive or tz-aware, any
-  resolution (pandas 3 parses strings to microseconds, numpy gives seconds for dates);
-- ``pandas.PeriodIndex`` or a period ``Series`` (GluonTS's index type): each period is the
-  instant it starts, its ``start_time``, as naive wall-clock time. pandas' (and GluonTS's) own
-  fields of a period longer than a day are those of its *last* day
-  (``Period("2020-01", "M").day`` is 31); pass ``periods.asfreq("D", "end").to_timestamp()``
-  to encode those days instead;
-- a ``numpy`` ``datetime64`` array of any shape;
-- int64 nanoseconds since the Unix epoch, as a numpy array or a torch tensor of any shape
-  (other integers, e.g. a list of ints or an int32 array, have no known unit and raise);
-- a list of ``datetime``/``date``/``Timestamp``/ISO strings (an empty list is no timestamps).
-
-tz-aware timestamps are instants; tz-naive ones are wall-clock readings (or UTC, if that is
-what the data means: say so with ``localize(ts, "UTC")``). Nothing here guesses a zone: naive
-input with a ``tz`` raises, and so do NaT, mixed naive/aware values and, in :func:`localize`,
-wall times that a DST change makes ambiguous or nonexistent unless ``ambiguous=`` /
-``nonexistent=`` say what to do (gaps and repeats of any length are handled exactly).
-
-A table's timestamp column goes through :func:`parse_timestamps` (one format, refusing what
-it cannot read exactly) and :func:`utc_and_local` (the two int64 clocks a forecaster needs);
-every table reader in posenc (the data modules, ``make_batch``, ``Forecaster.forecast``) uses
-these two, so a timestamp means the same thing everywhere.
+Accepted wherever a ``timestamps`` argument appears (:data:`Timestamps`): a ``DatetimeIndex`` or
+datetime ``Series`` (naive or aware, any resolution); a ``PeriodIndex`` or period ``Series``,
+each period read as its naive ``start_time`` (pandas' own fields of a period are its *last*
+day's); a ``datetime64`` array; int64 nanoseconds since the epoch as a numpy array or torch
+tensor (other integers have no known unit and raise); a list of ``datetime``/``date``/
+``Timestamp``/ISO strings. Aware timestamps are instants, naive ones wall-clock readings; no zone
+is guessed: naive input with a ``tz``, NaT and mixed naive/aware values raise. Table columns go
+through :func:`parse_timestamps` and :func:`utc_and_local`, as in every posenc table reader.
 """
 
 from __future__ import annotations
@@ -41,23 +25,21 @@ from torch import Tensor
 
 __all__ = ["AMBIGUOUS", "NONEXISTENT", "UNITS", "Timestamps", "check_no_nat", "check_tz_name",
            "datetime_index", "local_wall_time", "localize", "parse_timestamps", "real_tensor",
-           "row_label",
-           "time_positions", "to_nanoseconds", "to_seconds", "utc_and_local"]
+           "row_label", "time_positions", "to_nanoseconds", "to_seconds", "utc_and_local"]
 
 
 Timestamps: TypeAlias = (pd.DatetimeIndex | pd.PeriodIndex | pd.Series | np.ndarray | Tensor
                          | Sequence[Any])
-"""The timestamp inputs accepted wherever a ``timestamps`` argument appears (module docstring)."""
+"""The accepted timestamp inputs (module docstring)."""
 
 UNITS: dict[str, int] = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "min": 60 * 10**9,
                          "h": 3600 * 10**9, "D": 86400 * 10**9, "W": 7 * 86400 * 10**9}
 """Length of each unit in nanoseconds; the names are pandas 3's."""
-NAT = torch.iinfo(torch.int64).min  # pandas' NaT as int64
 
 
 def check_no_nat(values: Tensor | None, name: str = "timestamps") -> None:
     """Raise if an int64 nanosecond tensor holds NaT (reads values: a host sync)."""
-    if values is not None and bool((values == NAT).any()):
+    if values is not None and bool((values == torch.iinfo(torch.int64).min).any()):
         raise ValueError(f"{name} contains NaT (int64 min); drop or fill missing timestamps "
                          f"before encoding them")
 
@@ -76,8 +58,7 @@ def _describe(timestamps: object) -> str:
     return type(timestamps).__name__ + (f" of dtype {dtype}" if dtype is not None else "")
 
 
-# pandas reads these as the time of the call, which no data means.
-_CLOCK_WORDS = ("now", "today")
+_CLOCK_WORDS = ("now", "today")  # pandas reads these as the time of the call
 
 
 def _clock_word_error(name: str) -> ValueError:
@@ -97,13 +78,11 @@ def _from_objects(values: np.ndarray, name: str) -> pd.DatetimeIndex:
             if isinstance(value, str | bytes | dt.date | np.datetime64) or value is None or (
                     value is pd.NaT or isinstance(value, float) and math.isnan(value)):
                 continue  # missing values are reported as NaT by the caller
-            # pandas would read an int as nanoseconds (a guess); Periods of one frequency
-            # come as a PeriodIndex, whose frequency is checked.
+            # pandas would read an int as nanoseconds: a guess.
             raise TypeError(f"{name} must hold datetimes or date strings, but flat position "
                             f"{i} holds {type(value).__name__} ({value!r}); convert it first "
                             f"(e.g. pd.to_datetime(values, unit='s'), pd.PeriodIndex(values))")
-    # One zone per array keeps "local time" well defined; pandas' own message for a mix
-    # ("unless utc=True") suggests a silent conversion instead.
+    # One zone per array keeps "local time" well defined.
     kinds = {getattr(v, "tzinfo", None) is not None for v in values if isinstance(v, dt.datetime)}
     if len(kinds) > 1:
         raise TypeError(
@@ -134,13 +113,9 @@ def _from_datetime64(values: np.ndarray, name: str) -> pd.DatetimeIndex:
 
 def datetime_index(timestamps: Timestamps, name: str = "timestamps"
                    ) -> tuple[pd.DatetimeIndex, tuple[int, ...]]:
-    """Any accepted timestamp input (module docstring) -> ``(index, shape)``: the timestamps
-    as a flat ``DatetimeIndex`` (resolution and zone as given) and the input's shape, for the
-    callers' outputs. ``name`` is the argument named in errors: ``TypeError`` for types and
-    dtypes without a unit (floats; integers other than an int64 array or tensor) and mixed
-    naive/aware values, ``ValueError`` for NaT (the first is named), unparsable values and
-    dates beyond pandas' range.
-    """
+    """Any accepted input -> ``(flat DatetimeIndex, input shape)``, resolution and zone as given.
+    ``TypeError`` for types without a unit and mixed naive/aware values, ``ValueError`` for NaT,
+    unparsable values and dates beyond pandas' range; ``name`` is the argument named in errors."""
     if isinstance(getattr(timestamps, "dtype", None), pd.PeriodDtype):
         timestamps = pd.PeriodIndex(timestamps).start_time  # the instant each period starts
     if isinstance(timestamps, Tensor):
@@ -153,8 +128,7 @@ def datetime_index(timestamps: Timestamps, name: str = "timestamps"
     elif isinstance(timestamps, pd.Series) and timestamps.dtype.kind == "M":
         index, shape = pd.DatetimeIndex(timestamps), (len(timestamps),)
     else:
-        # Only an int64 array (or tensor) is documented as nanoseconds; a list or Series of
-        # ints could as well be epoch seconds.
+        # Only an int64 array (or tensor) is nanoseconds; a list of ints could be seconds.
         nanoseconds = isinstance(timestamps, np.ndarray | np.int64)
         if isinstance(timestamps, list | tuple) and not timestamps:
             timestamps = np.array([], dtype="M8[ns]")
@@ -183,22 +157,16 @@ def datetime_index(timestamps: Timestamps, name: str = "timestamps"
     return index, shape
 
 
-def _check_tz(tz: Any) -> Any:
-    if tz is None or isinstance(tz, bool | int | float | np.number):
-        # pandas would read a number as a fixed offset in seconds.
+def _check_tz(tz: Any) -> None:
+    if tz is None or isinstance(tz, bool | int | float | np.number):  # pandas: offset in seconds
         raise TypeError(f"tz must be a time zone name or tzinfo (e.g. 'Europe/Berlin'), got "
                         f"{type(tz).__name__} {tz!r}")
-    return tz
 
 
 def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timestamps"
                     ) -> np.ndarray:
-    """``(N,)`` int64 wall-clock ticks of ``index.unit`` since 1970-01-01, DST-correct (pandas
-    looks up each instant's UTC offset in the zone's transitions, once for all fields).
-
-    Naive ``index`` is read as wall-clock already; aware ones in ``tz`` (a name or tzinfo;
-    None: their own zone). Naive timestamps with a ``tz`` raise: localize them first.
-    """
+    """``(N,)`` int64 wall-clock ticks of ``index.unit`` since 1970-01-01, DST-correct: naive
+    ``index`` as it is (a ``tz`` then raises), aware ones in ``tz`` (None: their own zone)."""
     if tz is not None:
         _check_tz(tz)
         if index.tz is None:
@@ -210,8 +178,7 @@ def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timest
         try:
             index = index.tz_convert(tz)
         except (KeyError, ValueError, TypeError) as err:
-            raise ValueError(f"tz must be a time zone name or tzinfo, got {tz!r}: {err}"
-                             ) from err
+            raise ValueError(f"tz must be a time zone name or tzinfo, got {tz!r}: {err}") from err
     if index.tz is None:
         return index.asi8
     offset = index.tz.utcoffset(None)
@@ -234,8 +201,7 @@ def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timest
 
 
 def to_nanoseconds(timestamps: Timestamps) -> np.ndarray:
-    """int64 nanoseconds since 1970-01-01 (UTC for tz-aware input), in the input's shape: the
-    exact form for phases reduced in integer arithmetic. Covers 1677-09-21 to 2262-04-11."""
+    """int64 nanoseconds since 1970-01-01 (UTC for tz-aware input), in the input's shape."""
     index, shape = datetime_index(timestamps)
     try:
         return index.as_unit("ns").asi8.reshape(shape)
@@ -245,12 +211,10 @@ def to_nanoseconds(timestamps: Timestamps) -> np.ndarray:
 
 
 def timestamp_argument(value: Any, name: str) -> pd.Timestamp:
-    """One timestamp argument (string, datetime, Timestamp, datetime64) -> a Timestamp;
-    numbers (no unit), the clock words and NaT raise, naming ``name``."""
+    """One timestamp argument (string, datetime, Timestamp, datetime64) -> a Timestamp."""
     if isinstance(value, bool | int | float | np.number):
-        raise TypeError(f"{name} must be a timestamp (string, datetime, Timestamp, "
-                        f"datetime64), got {type(value).__name__} {value!r}, which has no "
-                        f"unit")
+        raise TypeError(f"{name} must be a timestamp (string, datetime, Timestamp, datetime64), "
+                        f"got {type(value).__name__} {value!r}, which has no unit")
     if isinstance(value, str) and value in _CLOCK_WORDS:
         raise _clock_word_error(name)
     try:
@@ -264,7 +228,7 @@ def timestamp_argument(value: Any, name: str) -> pd.Timestamp:
 
 def _origin(origin: Any, index: pd.DatetimeIndex, name: str = "origin") -> pd.Timestamp:
     """``origin`` as a Timestamp, at the timestamps' resolution where that is exact (pandas
-    subtracts in the finer of the two, which may not reach the timestamps' dates)."""
+    subtracts in the finer unit, whose range may not reach the timestamps)."""
     if origin is None:
         return pd.Timestamp(0, tz="UTC" if index.tz is not None else None).as_unit(index.unit)
     stamp = timestamp_argument(origin, name)
@@ -279,16 +243,11 @@ def _origin(origin: Any, index: pd.DatetimeIndex, name: str = "origin") -> pd.Ti
 
 
 def to_seconds(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -> np.ndarray:
-    """float64 elapsed time from ``origin`` in ``unit`` (one of :data:`UNITS`), in the input's
-    shape: real elapsed time for tz-aware input (DST adds or removes no hour), the difference
-    of wall-clock readings for naive input.
+    """float64 elapsed time from ``origin`` in ``unit`` (one of :data:`UNITS`), input's shape.
 
-    ``origin`` is a timestamp (string, datetime, ``Timestamp``, datetime64; not a number,
-    which has no unit) of the timestamps' naive/aware kind; None is the Unix epoch. The
-    difference is formed in int64 ticks of the timestamps' resolution (of the origin's, if
-    finer) and converted once, so it is exact to the tick below 2**53 ticks (104 days in ns,
-    285 years in us); dates beyond 1677-2262 work at a coarser resolution than ns. A
-    difference beyond int64 ticks raises.
+    Real elapsed time for tz-aware input, the difference of wall-clock readings for naive input.
+    ``origin``: a timestamp of the same naive/aware kind; None is the Unix epoch. Formed in int64
+    ticks and converted once: exact to the tick below 2**53 ticks (104 days in ns).
     """
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {list(UNITS)}, got {unit!r}")
@@ -303,15 +262,14 @@ def _elapsed(index: pd.DatetimeIndex, start: pd.Timestamp, unit: str) -> np.ndar
     except (OverflowError, ValueError) as err:
         raise ValueError(
             f"timestamps minus origin ({start}) does not fit int64 ticks of "
-            f"{'the finer of their units' if start.unit != index.unit else index.unit!r} "
-            f"({err}); choose an origin nearer the timestamps, at their resolution "
-            f"({index.unit!r})") from err
+            f"{'the finer of their units' if start.unit != index.unit else index.unit!r} ({err}); "
+            f"choose an origin nearer the timestamps, at their resolution ({index.unit!r})"
+        ) from err
     return _in_unit(delta.asi8, delta.unit, unit)
 
 
 def _in_unit(ticks: np.ndarray, tick_unit: str, unit: str) -> np.ndarray:
-    """int64 ``ticks`` of ``tick_unit`` as float64 ``unit`` (both in :data:`UNITS`), converted
-    once: exact while below 2**53 ticks."""
+    """int64 ``ticks`` of ``tick_unit`` as float64 ``unit``, converted once."""
     out, tick_ns = ticks.astype(np.float64), UNITS[tick_unit]
     # Unit lengths divide one another, so one of these factors is 1 and the other exact.
     if tick_ns > UNITS[unit]:
@@ -322,28 +280,22 @@ def _in_unit(ticks: np.ndarray, tick_unit: str, unit: str) -> np.ndarray:
 
 
 def time_positions(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -> Tensor:
-    """float64 tensor of :func:`to_seconds`: positions for core's ``RotaryEncoding`` /
-    ``ALiBi`` / ``MultiheadAttention``, so attention sees real time gaps (a RoPE score then
-    depends only on the time difference; ALiBi's bias is ``-slope * |dt|`` in ``unit``). Pick
-    ``unit`` so typical gaps are O(1) (hours for hourly data): slopes and RoPE wavelengths are
-    tuned to token steps.
-    """
+    """float64 tensor of :func:`to_seconds`: real-time positions for core's attention. Pick
+    ``unit`` so typical gaps are O(1): slopes and RoPE wavelengths are tuned to token steps."""
     return torch.from_numpy(to_seconds(timestamps, origin, unit=unit))
 
 
 def _check_ambiguous(ambiguous: Any, count: int) -> Any:
-    """``ambiguous`` as pandas takes it, or raise: pandas ignores a misspelt string or an int
-    array wherever no wall time repeats."""
+    """``ambiguous`` as pandas takes it, or raise (pandas ignores bad values if nothing repeats)."""
+    expected = "ambiguous must be 'raise', 'infer', 'NaT', a bool or a bool array"
     if isinstance(ambiguous, str):
         if ambiguous not in ("raise", "infer", "NaT"):
-            raise ValueError(f"ambiguous must be 'raise', 'infer', 'NaT', a bool or a bool "
-                             f"array, got {ambiguous!r}")
+            raise ValueError(f"{expected}, got {ambiguous!r}")
         return ambiguous
     if isinstance(ambiguous, bool | np.bool_):
         return bool(ambiguous)
     if not isinstance(ambiguous, list | tuple | np.ndarray | pd.Series | pd.Index):
-        raise TypeError(f"ambiguous must be 'raise', 'infer', 'NaT', a bool or a bool array, "
-                        f"got {type(ambiguous).__name__} {ambiguous!r}")
+        raise TypeError(f"{expected}, got {type(ambiguous).__name__} {ambiguous!r}")
     values = np.asarray(ambiguous)
     if values.dtype != np.bool_:
         raise TypeError(f"ambiguous as an array must hold bools (True = the first of two "
@@ -356,17 +308,17 @@ def _check_ambiguous(ambiguous: Any, count: int) -> Any:
 
 def _check_nonexistent(nonexistent: Any) -> Any:
     """``nonexistent`` as given, or a ``pd.Timedelta`` for a timedelta; else raise."""
+    message = (f"nonexistent must be 'raise', 'NaT', 'shift_forward', 'shift_backward' or a "
+               f"timedelta, got {nonexistent!r}")
     if isinstance(nonexistent, str):
         if nonexistent not in ("raise", "NaT", "shift_forward", "shift_backward"):
-            raise ValueError(f"nonexistent must be 'raise', 'NaT', 'shift_forward', "
-                             f"'shift_backward' or a timedelta, got {nonexistent!r}")
+            raise ValueError(message)
         return nonexistent
     if isinstance(nonexistent, dt.timedelta | np.timedelta64):
         delta = pd.Timedelta(nonexistent)
         if delta is not pd.NaT:
             return delta
-    raise TypeError(f"nonexistent must be 'raise', 'NaT', 'shift_forward', 'shift_backward' "
-                    f"or a timedelta, got {nonexistent!r}")
+    raise TypeError(message)
 
 
 def _wall_of(utc_ticks: np.ndarray, unit: str, tz: Any) -> np.ndarray:
@@ -376,15 +328,8 @@ def _wall_of(utc_ticks: np.ndarray, unit: str, tz: Any) -> np.ndarray:
 
 
 def _gap_ends(walls: np.ndarray, unit: str, tz: Any) -> np.ndarray:
-    """UTC ticks of the instant each nonexistent wall time's gap ends.
-
-    pandas' own shifts assume one-hour gaps on the hour (its "shift_forward" moves a wall time
-    to the next full hour); whole-day gaps (Pacific/Kiritimati 1994-12-31, Pacific/Apia
-    2011-12-30) then land a day early and Lord Howe's 30-minute gap half an hour late. The
-    end of a gap is instead found from UTC -> local conversions alone: it is the first
-    instant whose wall time passes ``wall``, searched between ``wall`` -/+ one day (UTC
-    offsets are under a day, so the wall time there lies before/after ``wall``).
-    """
+    """UTC ticks of the instant each nonexistent wall time's gap ends, bisected between ``wall``
+    -/+ one day from UTC -> local conversions (pandas' shifts assume one-hour gaps)."""
     day = UNITS["D"] // UNITS[unit]
     info = np.iinfo(np.int64)
     lo = np.maximum(walls, info.min + 1 + day) - day
@@ -400,9 +345,7 @@ def _gap_ends(walls: np.ndarray, unit: str, tz: Any) -> np.ndarray:
 
 
 def _check_sorted(index: pd.DatetimeIndex) -> None:
-    """ambiguous='infer' reads a repeated hour by order: a result out of order means the input
-    was not sorted in time, and the inference (pandas' silent or obscure) is not to be
-    trusted."""
+    """ambiguous='infer' reads repeats by order: a result out of order means unsorted input."""
     ticks = index.asi8[~index.isna()]
     backwards = np.flatnonzero(ticks[1:] < ticks[:-1])
     if len(backwards):
@@ -416,12 +359,9 @@ def _check_sorted(index: pd.DatetimeIndex) -> None:
 
 def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
              nonexistent: Any = "raise") -> pd.DatetimeIndex:
-    """Read ``(N,)`` tz-naive wall-clock timestamps as local times of ``tz`` (e.g.
-    ``"America/Los_Angeles"``): a tz-aware ``DatetimeIndex`` of the same resolution.
-
-    Around offset changes some wall times do not exist (a gap: an hour in spring, 30 minutes
-    on Lord Howe, a day in Kiritimati 1994) and some occur twice; both raise by default. The
-    options are pandas' ``tz_localize``'s, but gaps of any length are shifted exactly.
+    """Read ``(N,)`` tz-naive wall-clock timestamps as local times of ``tz``: a tz-aware
+    ``DatetimeIndex`` of the same resolution. Options as pandas' ``tz_localize``, but gaps of
+    any length (30 minutes on Lord Howe, a day in Kiritimati 1994) are shifted exactly.
 
     Args:
         ambiguous: ``"raise"``; ``"infer"`` (from the order of repeated readings: input not
@@ -446,8 +386,7 @@ def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
     try:
         result = index.tz_localize(tz, ambiguous=ambiguous, nonexistent=passed)
         if passed == "NaT" and len(index):
-            # NaT here marks the nonexistent times and, with ambiguous="NaT", repeated ones;
-            # localizing with every repeat resolved marks the nonexistent ones alone.
+            # With every repeat resolved, NaT marks the nonexistent times alone.
             gap = index.tz_localize(tz, ambiguous=np.ones(len(index), bool),
                                     nonexistent="NaT").isna()
     except (KeyError, TypeError, ValueError) as err:
@@ -476,8 +415,7 @@ def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
         shifted = _gap_ends(walls, index.unit, tz) - (nonexistent == "shift_backward")
     utc = result.asi8.copy()
     utc[gap] = shifted
-    return pd.DatetimeIndex(utc.view(f"M8[{index.unit}]")).tz_localize("UTC").tz_convert(
-        result.tz)
+    return pd.DatetimeIndex(utc.view(f"M8[{index.unit}]")).tz_localize("UTC").tz_convert(result.tz)
 
 
 AMBIGUOUS = ("raise", "earliest", "latest", "infer")
@@ -495,7 +433,7 @@ def row_label(position: int, source: str | None) -> str:
 
 
 def _aware(value: str, fmt: str | None) -> bool | None:
-    """Whether one timestamp string parses to a tz-aware time (None: it does not parse)."""
+    """Whether a timestamp string parses to a tz-aware time (None: it does not parse)."""
     try:
         stamp = pd.to_datetime(value, format=fmt)
     except (ValueError, TypeError, OverflowError):
@@ -515,23 +453,21 @@ def _mixed_zones(name: str, naive_row: int, aware_row: int, column: pd.Series,
 
 
 def _parse_objects(column: pd.Series, name: str, source: str | None) -> pd.DatetimeIndex:
-    """An object column of ``datetime``/``Timestamp`` values (no text)."""
+    """An object column of ``datetime``/``Timestamp`` values."""
     values = column.to_numpy()
     aware = [i for i, v in enumerate(values) if isinstance(v, dt.datetime) and v.tzinfo]
     naive = [i for i, v in enumerate(values) if isinstance(v, dt.datetime) and not v.tzinfo]
     if aware and naive:
         raise _mixed_zones(name, naive[0], aware[0], column, source)
     try:
-        # One zone (or offset) is kept, as a datetime column keeps it: its wall clock is the
-        # local time. Several have no one zone: UTC (pandas refuses them without utc=True).
+        # One zone is kept, as a datetime column keeps it; several are read in UTC.
         return pd.DatetimeIndex(pd.to_datetime(values))
     except ValueError:
         return pd.DatetimeIndex(pd.to_datetime(values, utc=True))
 
 
 def _first_kinds(text: pd.Series, fmt: str) -> dict[bool, int]:
-    """First row of each kind (False naive, True aware) among the rows of ``text``."""
-    # Parse one row per shape (digits masked), in row order: few shapes, whatever N.
+    """First row of each kind (False naive, True aware), parsing one row per digit pattern."""
     shapes = text.str.replace(r"\d", "0", regex=True)
     kinds: dict[bool, int] = {}
     for position in shapes.drop_duplicates().index:
@@ -548,17 +484,15 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
     if not pd.api.types.is_string_dtype(text) or text.dtype == object:
         text = text.astype("string")
     null_like = text.isna().to_numpy(dtype=bool)
-    present = np.flatnonzero(~null_like)
-    # pandas reads "", "nan", "NaT" as missing: skip them when looking for the first row.
-    first = next((int(i) for i in present
+    # pandas reads "", "nan", "NaT" as missing: skip them.
+    first = next((int(i) for i in np.flatnonzero(~null_like)
                   if str(text.iloc[int(i)]).strip().lower() not in _NULL_TEXT), None)
     if first is None:
         return pd.DatetimeIndex(np.full(len(text), np.datetime64("NaT", "ns")))
     sample = text.iloc[first]
     fmt = timestamp_format
     if fmt is None:
-        # pandas infers a format from the first row too, but on a mismatch its retry
-        # (format="mixed") guesses every row: one "01/02/2021" among ISO rows became 2 Jan.
+        # pandas would retry a mismatch with format="mixed": "01/02/2021" among ISO became 2 Jan.
         fmt = guess_datetime_format(sample)
         if fmt is None:
             iso = pd.to_datetime(text[~null_like], format="ISO8601", errors="coerce", utc=True)
@@ -570,26 +504,23 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
                 f"format such as '%Y-%m-%d %H:%M:%S%z', or 'ISO8601'){hint}. Numbers since the "
                 "epoch: convert them with pd.to_datetime(..., unit='s'/'ms'/'ns')")
     try:
-        # One UTC offset keeps its fixed-offset zone, as a datetime column (a DataFrame's,
-        # a Parquet file's) holds it: the text's wall clock is the local time in every
-        # format. pandas refuses several offsets unless utc=True: those are read in UTC.
+        # One UTC offset keeps its fixed-offset zone (its wall clock is the local time);
+        # several are read in UTC.
         try:
             parsed = pd.to_datetime(text, format=fmt, errors="coerce")
         except ValueError:
             if fmt in ("ISO8601", "mixed"):
-                # These take naive and offset rows alike; utc=True would read naive rows as
-                # UTC.
+                # These take naive and offset rows alike; utc=True would read naive as UTC.
                 kinds = _first_kinds(text[~null_like], fmt)
                 if len(kinds) == 2:
-                    raise _mixed_zones(name, kinds[False], kinds[True], column, source
-                                       ) from None
+                    raise _mixed_zones(name, kinds[False], kinds[True], column, source) from None
             parsed = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
     except (ValueError, TypeError) as err:
         if isinstance(err, ValueError) and str(err).startswith("timestamp column"):
             raise
         raise ValueError(f"timestamp_format={fmt!r} is not a usable format for timestamp "
                          f"column {name!r}: {err}") from err
-    # Unread rows but those pandas reads as missing, which the caller reports as NaT.
+    # Unread rows, except those pandas reads as missing (the caller reports NaT).
     rows = np.flatnonzero(pd.isna(parsed).to_numpy() & ~null_like)
     rows = rows[~text.iloc[rows].str.strip().str.lower().isin(_NULL_TEXT).to_numpy(dtype=bool)]
     if len(rows):
@@ -614,14 +545,13 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
 def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
                      timestamp_format: str | None = None) -> pd.DatetimeIndex:
     """A timestamp column ``name`` -> ``(N,)`` ``DatetimeIndex`` (naive, or tz-aware in its own
-    zone or UTC), at any resolution; ``parsed[i]`` is row ``i``.
+    zone or UTC), any resolution.
 
-    ``column`` holds datetime values, periods (their naive start times), ``datetime`` objects
-    or text in one ``pd.to_datetime`` format: ``timestamp_format`` (``"%d/%m/%Y %H:%M"``,
-    ``"ISO8601"``, ``"mixed"``), else the one pandas infers from the first row. Messages name
-    the column and the first bad row (by line too for a ``.csv`` ``source``): ``ValueError``
-    for missing, unparseable, differently formatted or mixed naive/offset timestamps,
-    ``TypeError`` for numbers (their unit is ambiguous).
+    ``column`` holds datetimes, periods (their naive start times) or text in one format:
+    ``timestamp_format`` (``"%d/%m/%Y %H:%M"``, ``"ISO8601"``, ``"mixed"``), else the one
+    inferred from the first row. Errors name the first bad row (and its line in a ``.csv``
+    ``source``): ``ValueError`` for missing, unparsable or mixed timestamps, ``TypeError`` for
+    numbers (their unit is ambiguous).
     """
     if not isinstance(column, pd.Series):
         raise TypeError(f"column must be a pandas Series, got {type(column).__name__}")
@@ -629,8 +559,7 @@ def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
         raise TypeError(f"timestamp_format must be a str or None, got "
                         f"{type(timestamp_format).__name__} ({timestamp_format!r})")
     if isinstance(column.dtype, pd.PeriodDtype):
-        # A period is the instant it starts, as datetime_index reads every PeriodIndex (its
-        # text, "2020Q1" or "2019-12-30/2020-01-05" for a week, is no timestamp).
+        # A period is the instant it starts, as in datetime_index.
         parsed = pd.PeriodIndex(column).start_time
     elif isinstance(column.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(column):
         parsed = pd.DatetimeIndex(column)
@@ -687,15 +616,13 @@ def check_tz_name(tz: str | None) -> str | None:
 def utc_and_local(index: pd.DatetimeIndex, tz: str | None, ambiguous: str = "raise",
                   nonexistent: str = "raise", name: str = "timestamps"
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """``(N,)`` parsed timestamps -> ``(utc, local)``, the two ``(N,)`` int64 nanosecond clocks
-    of a forecaster: UTC since the epoch (real elapsed time) and naive local wall-clock time
-    (calendar features).
+    """``(N,)`` parsed timestamps -> ``(utc, local)`` int64 nanoseconds: UTC since the epoch
+    and naive local wall-clock time.
 
-    Naive timestamps are local times of ``tz``, localized by :func:`localize` in the given
-    order (sort by wall clock for ``ambiguous="infer"``) with ``ambiguous`` one of
-    :data:`AMBIGUOUS` (``earliest`` = the DST reading) and ``nonexistent`` one of
-    :data:`NONEXISTENT`; aware ones are converted to ``tz``. ``tz=None`` keeps naive data as
-    its own clock (no zone, no DST) and aware data in its zone.
+    Naive timestamps are local times of ``tz`` (:func:`localize`, ``ambiguous`` one of
+    :data:`AMBIGUOUS`, ``earliest`` = the DST reading; ``nonexistent`` one of
+    :data:`NONEXISTENT`); aware ones are converted to ``tz``. ``tz=None`` keeps naive data as
+    its own clock and aware data in its zone.
     """
     if index.tz is None and tz is not None:
         amb: Any = {"earliest": np.ones(len(index), bool),
@@ -709,7 +636,4 @@ def utc_and_local(index: pd.DatetimeIndex, tz: str | None, ambiguous: str = "rai
     elif index.tz is not None and tz is not None:
         index = index.tz_convert(tz)
     index = index.as_unit("ns")
-    # tz-aware asi8 is UTC; naive data is taken as its own clock (no zone, no DST).
-    utc = np.asarray(index.asi8, np.int64)
-    local = np.asarray(local_wall_time(index), np.int64)
-    return utc, local
+    return np.asarray(index.asi8, np.int64), np.asarray(local_wall_time(index), np.int64)
