@@ -1,10 +1,5 @@
-"""Additive 1D encodings ``positions -> (..., dim)``, added to the token embeddings.
-
-The fixed sinusoidal encoding ("Attention Is All You Need", section 3.5), whose
-:func:`sinusoidal_encoding` every sinusoidal feature in posenc (2D, elapsed time) goes
-through; a learned absolute table (BERT/GPT-2); the classic Transformer input layer; and NoPE,
-no position encoding, the baseline every encoding is measured against.
-"""
+"""Additive 1D encodings ``positions -> (..., dim)``: sinusoidal ("Attention Is All You
+Need", section 3.5), a learned table (BERT/GPT-2), the classic input layer, and NoPE."""
 
 from __future__ import annotations
 
@@ -29,10 +24,8 @@ from .encoding import (
     check_positive_int,
 )
 
-__all__ = [
-    "sinusoidal_inv_freq", "sinusoidal_encoding", "SinusoidalEncoding", "LearnedEncoding",
-    "InputEmbedding", "NoPE",
-]
+__all__ = ["sinusoidal_inv_freq", "sinusoidal_encoding", "SinusoidalEncoding", "LearnedEncoding",
+           "InputEmbedding", "NoPE"]
 
 
 def sinusoidal_inv_freq(dim: int, base: float = 10000.0) -> Tensor:
@@ -43,11 +36,8 @@ def sinusoidal_inv_freq(dim: int, base: float = 10000.0) -> Tensor:
 
 
 def sinusoidal_encoding(positions: Tensor, inv_freq: Tensor, layout: str = "interleaved") -> Tensor:
-    """Sin/cos features ``(..., 2F)`` of ``(...)`` int or float positions (any unit: tokens,
-    seconds) at ``(F,)`` angular frequencies ``inv_freq`` (float64 for full precision), in
-    :data:`~posenc.core.encoding.LAYOUTS` ``layout``: ``"interleaved"`` is the paper's PE(p,
-    2i), PE(p, 2i+1). Float32, or float64 if ``positions`` is (the modules cast to their
-    ``dtype=``)."""
+    """Sin/cos features ``(..., 2F)`` of ``(...)`` positions at ``(F,)`` angular frequencies
+    ``inv_freq`` in ``layout``: float32, or float64 if ``positions`` is."""
     check_choice(layout, "layout", LAYOUTS)
     theta = angles(positions, inv_freq)
     if layout == "half":
@@ -57,8 +47,7 @@ def sinusoidal_encoding(positions: Tensor, inv_freq: Tensor, layout: str = "inte
 
 class SinusoidalEncoding(Float64Buffers):
     """Sinusoidal encoding, PE(p, 2i) = sin(p / base^(2i/dim)), PE(p, 2i+1) = cos(.), of even
-    width ``dim``: no maximum length, fractional positions legal. ``layout="interleaved"`` is
-    the paper's table, ``"half"`` ``[sin..., cos...]``."""
+    width ``dim`` (``layout="half"``: ``[sin..., cos...]``)."""
 
     kind = "additive"
 
@@ -73,9 +62,7 @@ class SinusoidalEncoding(Float64Buffers):
         return {"inv_freq64": sinusoidal_inv_freq(self.dim, self.base)}
 
     def forward(self, positions: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        """``(N,)`` or ``(B, N)`` positions -> ``(*positions.shape, dim)`` of ``dtype`` (pass
-        the dtype of the tokens it is added to). Float64 positions keep float64 angles; the
-        output is rounded once, to ``dtype``."""
+        """``(N,)`` or ``(B, N)`` positions -> ``(*positions.shape, dim)`` of ``dtype``."""
         check_position_values(positions)
         return self._forward(positions, dtype=dtype)
 
@@ -89,9 +76,8 @@ class SinusoidalEncoding(Float64Buffers):
 
 
 class LearnedEncoding(PositionEncoding):
-    """A trainable ``(num_positions, dim)`` table (BERT/GPT-2 style): integer positions index
-    it, fractional ones interpolate linearly between the two neighbouring rows; positions
-    outside ``[0, num_positions - 1]`` raise."""
+    """A trainable ``(num_positions, dim)`` table: integer positions index it, fractional ones
+    interpolate linearly; positions outside ``[0, num_positions - 1]`` raise."""
 
     kind = "additive"
 
@@ -111,10 +97,9 @@ class LearnedEncoding(PositionEncoding):
         if not torch.compiler.is_compiling() and positions.numel():
             low, high = positions.min().item(), positions.max().item()
             if low < 0 or high > self.num_positions - 1:
-                raise ValueError(
-                    f"positions must lie in [0, {self.num_positions - 1}] for a table of "
-                    f"num_positions={self.num_positions}, got values in [{low}, {high}]; "
-                    "use resize() to extend the table")
+                raise ValueError(f"positions must lie in [0, {self.num_positions - 1}] for a table "
+                                 f"of num_positions={self.num_positions}, got values in [{low}, "
+                                 f"{high}]; use resize() to extend the table")
         if not positions.is_floating_point():
             return self.weight[positions]
         floor = positions.floor()
@@ -125,9 +110,8 @@ class LearnedEncoding(PositionEncoding):
 
     @torch.no_grad()
     def resize(self, new_num_positions: int) -> LearnedEncoding:
-        """Resample the table to ``new_num_positions`` rows by linear interpolation, rows as
-        samples over the same span (``align_corners=False``, as timm resamples position
-        tables, so relative location is kept). Returns ``self``."""
+        """Resample the table to ``new_num_positions`` rows (linear, ``align_corners=False``, as
+        timm). Returns ``self``."""
         check_positive_int(new_num_positions, "new_num_positions")
         table = self.weight.detach().float().T[None]  # (1, dim, num_positions)
         resized = F.interpolate(table, size=new_num_positions, mode="linear", align_corners=False)
@@ -163,9 +147,7 @@ class InputEmbedding(nn.Module):
 
 
 class NoPE(PositionEncoding):
-    """Identity encoding, usable wherever an encoding is accepted (as ``None`` is): additive,
-    a 0-d zero that broadcasts against any embedding; :class:`~posenc.core.MultiheadAttention`
-    treats it as ``None`` as rotary or bias."""
+    """No position encoding: a 0-d zero as additive; ``None`` to the attention."""
 
     kind = "none"
 

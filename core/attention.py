@@ -1,23 +1,11 @@
-"""The one attention module of posenc: multi-head attention with any rotary and bias encoding.
+"""Multi-head attention with any rotary and bias encoding, and its FlexAttention path.
 
-Rotary encodings provide ``rotation(positions) -> Rotation`` (and ``key_rotation(positions)``
-where keys turn differently from queries, as in :class:`~posenc.core.XPos`); bias encodings
-are called as ``bias(query_positions, key_positions) -> (B or 1, H, Nq, Nk)``. Positions can
-be token indices, ``(N, 2)`` patch coordinates or seconds: this module only passes them on.
-Parameter names (``qkv``, ``q_norm``, ``k_norm``, ``proj``) match timm's ``Attention`` so timm
-checkpoints load into it unchanged.
-
-Two paths compute the same attention. The SDPA path
-(``torch.nn.functional.scaled_dot_product_attention``) materialises a bias encoding's logits
-(and their gradient in the backward). The FlexAttention path
-(``torch.nn.attention.flex_attention``) calls the bias per (query, key) pair as a
-``score_mod``, from the positions and the encoding's table or slopes, so no bias tensor is
-written: bias encodings that can be evaluated so offer ``score_mod(query_positions,
-key_positions) -> ScoreMod`` next to their ``forward``, with exactly its value at every
-``[b, h, q, k]``. Its masks are block masks (:func:`causal_block_mask`,
-:func:`packed_block_mask`), which skip whole blocks of masked pairs. torch's FlexAttention
-has no backward on CPU, so CPU training takes the SDPA path; on CPU the Flex path serves
-inference and the tests that prove both paths equal (:func:`use_flex` chooses).
+Rotary encodings provide ``rotation(positions)`` (and ``key_rotation`` where keys turn
+differently, :class:`~posenc.core.XPos`); bias encodings give ``bias(query_positions,
+key_positions) -> (B or 1, H, Nq, Nk)``. Parameter names match timm's ``Attention``.
+The SDPA path materialises a bias; the FlexAttention path evaluates it per pair through the
+encoding's ``score_mod`` (:class:`ScoreMod`) and takes block masks. FlexAttention has no
+backward on CPU, so CPU training takes the SDPA path (:func:`use_flex` chooses).
 """
 
 from __future__ import annotations
@@ -43,10 +31,9 @@ from .encoding import (
 from .positions import _check_lengths, incremental_positions, relative_positions
 from .rope import apply_rotation
 
-__all__ = [
-    "BACKENDS", "ScoreMod", "causal_block_mask", "flex_attend", "flex_available",
-    "packed_block_mask", "pair_batch", "token_lookup", "use_flex", "KVCache", "MultiheadAttention",
-]
+__all__ = ["BACKENDS", "ScoreMod", "causal_block_mask", "flex_attend", "flex_available",
+           "packed_block_mask", "pair_batch", "token_lookup", "use_flex", "KVCache",
+           "MultiheadAttention"]
 
 
 try:
@@ -69,12 +56,10 @@ class ScoreMod(NamedTuple):
     """An attention bias as a function of token indices, FlexAttention's ``score_mod``.
 
     Attributes:
-        bias: ``(b, h, q_idx, kv_idx) -> bias`` elementwise: FlexAttention calls it with 0-d
-            index tensors; with broadcastable index tensors it gives every pair at once
-            (:meth:`dense`).
+        bias: ``(b, h, q_idx, kv_idx) -> bias`` elementwise (0-d or broadcastable indices).
         batch: the positions' batch (``B``, or 1 when shared by the batch).
         num_queries, num_keys: the tokens the positions cover (``Nq``, ``Nk``).
-        device: the positions' device (the queries' must match).
+        device: the positions' device.
     """
 
     bias: BiasFn
@@ -88,27 +73,23 @@ class ScoreMod(NamedTuple):
         return score + self.bias(b, h, q_idx, kv_idx).to(score.dtype)
 
     def dense(self, num_heads: int) -> Tensor:
-        """The bias at every pair, ``(batch, num_heads, Nq, Nk)`` (what the encoding's
-        materialised forward gives, broadcast over heads and batch)."""
+        """The bias at every pair, ``(batch, num_heads, Nq, Nk)``."""
         index = [torch.arange(n, device=self.device) for n in
                  (self.batch, num_heads, self.num_queries, self.num_keys)]
-        b, h, q, k = (t.view([-1 if i == d else 1 for i in range(4)])
-                      for d, t in enumerate(index))
-        return self.bias(b, h, q, k).expand(self.batch, num_heads, self.num_queries,
-                                            self.num_keys)
+        b, h, q, k = (t.view([-1 if i == d else 1 for i in range(4)]) for d, t in enumerate(index))
+        return self.bias(b, h, q, k).expand(self.batch, num_heads, self.num_queries, self.num_keys)
 
 
 def pair_batch(query_positions: Tensor, key_positions: Tensor, coord_dims: int = 0) -> int:
-    """The batch of every (query, key) pair of these positions (``B`` or 1), checked as
-    :func:`posenc.core.positions.relative_positions` checks it (no pair is computed)."""
+    """The batch (``B`` or 1) of the pairs of these positions, checked as
+    :func:`posenc.core.positions.relative_positions` checks it."""
     empty = (..., slice(0, 0), *(slice(None),) * coord_dims)
     return relative_positions(query_positions[empty], key_positions[empty],
                               coord_dims=coord_dims).shape[0]
 
 
 def token_lookup(positions: Tensor, coord_dims: int = 0) -> Callable[[Tensor, Tensor], Tensor]:
-    """``(b, idx) -> positions[b, idx]`` for ``(N, *C)`` or ``(B, N, *C)`` positions (a
-    batch of 1 is shared by every ``b``)."""
+    """``(b, idx) -> positions[b, idx]`` for ``(N, *C)`` or ``(B, N, *C)`` positions."""
     if positions.ndim == 1 + coord_dims:
         return lambda b, idx: positions[idx]
     if positions.shape[0] == 1:
@@ -126,9 +107,8 @@ _CAUSAL_MASKS: dict[tuple[int, int, str], BlockMask] = {}
 
 def causal_block_mask(num_queries: int, num_keys: int,
                       device: torch.device | str | None = None) -> BlockMask:
-    """Block mask where query ``i`` attends keys ``j <= i + (Nk - Nq)`` (as
-    ``MultiheadAttention``'s ``is_causal``), shared by batch and heads. Built once per size
-    and device (outside ``torch.compile``): building evaluates the mask on every pair."""
+    """Block mask where query ``i`` attends keys ``j <= i + (Nk - Nq)``, shared by batch and
+    heads; cached per size and device (outside ``torch.compile``)."""
     device = torch.device("cpu" if device is None else device)
     key = (num_queries, num_keys, str(device))
     if key in _CAUSAL_MASKS and not torch.compiler.is_compiling():
@@ -136,7 +116,7 @@ def causal_block_mask(num_queries: int, num_keys: int,
     mask = create_block_mask(_causal(num_queries, num_keys), None, None, num_queries,
                              num_keys, device=device)
     if not torch.compiler.is_compiling():
-        if len(_CAUSAL_MASKS) >= 64:  # sizes seen by a long-running server: keep it bounded
+        if len(_CAUSAL_MASKS) >= 64:  # keep it bounded
             _CAUSAL_MASKS.clear()
         _CAUSAL_MASKS[key] = mask
     return mask
@@ -144,15 +124,10 @@ def causal_block_mask(num_queries: int, num_keys: int,
 
 def packed_block_mask(lengths: Tensor | list[int], *, causal: bool = False,
                       device: torch.device | str | None = None) -> BlockMask:
-    """Block mask ``(1, 1, N, N)``, ``N = sum(lengths)``, for documents packed into one
-    sequence: tokens attend only within their document (and, with ``causal``, only earlier
-    tokens of it); the block-mask form of :func:`posenc.core.packed_attention_mask`.
-
-    Args:
-        lengths: ``(D,)`` document lengths.
-        causal: also mask later tokens.
-        device: of the mask (the queries' device); defaults to ``lengths``' device.
-    """
+    """Block mask ``(1, 1, N, N)``, ``N = sum(lengths)``, where tokens of ``(D,)`` packed
+    document ``lengths`` attend only within their document (only earlier tokens if
+    ``causal``): :func:`posenc.core.packed_attention_mask` as a block mask on ``device``
+    (default ``lengths``' device)."""
     check_bool(causal, "causal")
     lengths = _check_lengths(lengths)
     device = lengths.device if device is None else torch.device(device)
@@ -172,19 +147,9 @@ def use_flex(backend: str, bias: object, attn_mask: object, q: Tensor, k: Tensor
              dropout_p: float) -> bool:
     """Whether one forward of :class:`MultiheadAttention` takes the FlexAttention path.
 
-    ``"auto"`` takes it where it pays: a CUDA device, FlexAttention importable, a bias
-    encoding that offers ``score_mod``, no dense ``attn_mask`` and no attention dropout (which
-    FlexAttention lacks). A ``BlockMask`` given as ``attn_mask`` needs it; ``"flex"`` forces
-    it (and raises where it cannot run); ``"sdpa"`` never takes it.
-
-    Args:
-        backend: one of :data:`BACKENDS`.
-        bias: the module's bias encoding, or None.
-        attn_mask: the caller's mask: None, a dense tensor or a ``BlockMask``.
-        q: ``(B, H, N, head_dim)`` after projection (device and autograd tell).
-        k: the keys, the same shape.
-        v: the values, the same shape.
-        dropout_p: the attention dropout of this forward (0 in eval mode).
+    ``"auto"`` takes it on CUDA for a bias with ``score_mod``, no dense ``attn_mask`` and no
+    dropout; a ``BlockMask`` ``attn_mask`` needs it; ``"flex"`` forces it (raising where it
+    cannot run); ``"sdpa"`` never takes it. ``q``, ``k``, ``v`` are ``(B, H, N, head_dim)``.
     """
     block_mask = BlockMask is not None and isinstance(attn_mask, BlockMask)
     if backend == "sdpa" or (backend == "auto" and not block_mask):
@@ -218,15 +183,11 @@ def use_flex(backend: str, bias: object, attn_mask: object, q: Tensor, k: Tensor
 def flex_attend(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None = None, *,
                 block_mask: BlockMask | None = None, is_causal: bool = False) -> Tensor:
     """FlexAttention of ``(B, H, Nq, head_dim)`` queries over ``(B, H, Nk, head_dim)``
-    keys/values, scaled by ``head_dim ** -0.5`` as SDPA, with a bias and masks.
-
-    Args:
-        score_mod: the bias (e.g. ``ALiBi(...).score_mod(query_positions, key_positions)``).
-        block_mask: e.g. :func:`packed_block_mask`.
-        is_causal: also mask keys ``j > i + (Nk - Nq)`` (bottom-right aligned).
+    keys/values (scaled as SDPA) with a ``score_mod`` bias, a ``block_mask`` and, if
+    ``is_causal``, keys ``j > i + (Nk - Nq)`` masked.
 
     Returns:
-        ``(B, H, Nq, head_dim)``. A query whose keys are all masked gets 0 (SDPA gives NaN).
+        ``(B, H, Nq, head_dim)``; a query whose keys are all masked gets 0 (SDPA gives NaN).
     """
     batch, num_q, num_k = q.shape[0], q.shape[-2], k.shape[-2]
     if block_mask is not None:
@@ -249,24 +210,20 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod | None = No
     if q.is_cuda:
         return _compiled_flex()(q, k, v, score_mod=score, block_mask=block_mask)
     with warnings.catch_warnings():
-        # Eager FlexAttention materialises the scores (it warns so); on CPU it has no
-        # backward and serves inference and tests, where a 20 s compile is not worth it.
+        # Eager on CPU (inference and tests): a 20 s compile is not worth it there.
         warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
         return _flex_attention(q, k, v, score_mod=score, block_mask=block_mask)
 
 
 @functools.cache
 def _compiled_flex():
-    """``torch.compile(flex_attention)``, built on first use: the fused kernel (eager
-    FlexAttention computes the full score matrix)."""
+    """``torch.compile(flex_attention)``, built on first use."""
     return torch.compile(_flex_attention, dynamic=False)
 
 
 class KVCache:
-    """Rotated keys, values and key positions of earlier decoding steps (cached after
-    rotation, so each step rotates only its new tokens). ``coord_dims`` is the number of
-    trailing coordinate dims of a position (0 for token indices, 1 for ``(row, col)``): it
-    tells which axis is the token axis."""
+    """Rotated keys, values and key positions of earlier decoding steps; ``coord_dims`` is the
+    number of trailing coordinate dims of a position (0 for token indices, 1 for (row, col))."""
 
     def __init__(self, coord_dims: int = 0) -> None:
         if isinstance(coord_dims, bool) or not isinstance(coord_dims, int) or coord_dims < 0:
@@ -279,12 +236,10 @@ class KVCache:
     def __len__(self) -> int:
         return 0 if self.k is None else self.k.shape[-2]
 
-    def append(
-        self, k: Tensor, v: Tensor, positions: Tensor | None
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """Add ``(B, H, n, head_dim)`` keys/values at ``positions`` (``(n, *C)`` or
-        ``(B, n, *C)``, or None when no encoding uses them); return everything cached. Every
-        step has the batch, heads, head_dim, dtype and device of the first one."""
+    def append(self, k: Tensor, v: Tensor,
+               positions: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Add ``(B, H, n, head_dim)`` keys/values at ``positions`` (``(n, *C)``, ``(B, n, *C)``
+        or None) and return everything cached."""
         if k.ndim != 4 or v.shape != k.shape:
             raise ValueError(f"kv_cache takes keys and values of the same shape (B, H, n, "
                              f"head_dim), got {tuple(k.shape)} and {tuple(v.shape)}")
@@ -330,22 +285,20 @@ def _as_additive(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
 
 
 def _shape(positions: object) -> str:
-    """``positions``' shape for a message (spatial's GridPositions carry it as ``.coords``)."""
+    """``positions``' (or its ``.coords``') shape for a message."""
     tensor = getattr(positions, "coords", positions)
     return str(tuple(tensor.shape)) if isinstance(tensor, Tensor) else type(positions).__name__
 
 
 def _check_fit(name: str, positions: object, encoded_tokens: int, tokens: int) -> None:
-    """Raise naming ``name`` when the encoding of ``positions`` covers the wrong token count
-    (positions' shape is ``(N, *C)`` or ``(B, N, *C)``; only the encoding knows ``C``)."""
+    """Raise naming ``name`` when the encoding of ``positions`` covers the wrong token count."""
     if encoded_tokens != tokens:
         raise ValueError(f"{name} of shape {_shape(positions)} give {encoded_tokens} "
                          f"positions for {tokens} tokens: expected (N, *C) or (B, N, *C) "
                          f"with N={tokens}")
 
 
-def _check_batch(names: str, positions: tuple[object, ...], encoded_batch: int,
-                 batch: int) -> None:
+def _check_batch(names: str, positions: tuple[object, ...], encoded_batch: int, batch: int) -> None:
     if encoded_batch not in (1, batch):
         shapes = " and ".join(_shape(p) for p in positions)
         raise ValueError(f"{names} of shape {shapes} give a batch of {encoded_batch}, "
@@ -353,8 +306,7 @@ def _check_batch(names: str, positions: tuple[object, ...], encoded_batch: int,
 
 
 def _check_tokens(name: str, t: object, dim: int, batch: int | None = None) -> None:
-    """Raise naming ``name`` unless ``t`` is a floating ``(B, N, dim)`` tensor (with ``B ==
-    batch`` when given)."""
+    """Raise unless ``t`` is a floating ``(B, N, dim)`` tensor (``B == batch`` when given)."""
     if not isinstance(t, Tensor) or not t.is_floating_point():
         got = t.dtype if isinstance(t, Tensor) else type(t).__name__
         raise TypeError(f"{name} must be a floating tensor of shape (B, N, dim={dim}), got {got}")
@@ -380,11 +332,9 @@ def _check_mask(mask: object, shape: tuple[int, int, int, int]) -> None:
 
 def _gqa_in_kernel(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
                    is_causal: bool) -> bool:
-    """Whether SDPA should take the ``(B, H_kv, N, head_dim)`` keys/values as they are
-    (``enable_gqa``) rather than repeated to the query heads: on CPU always (48 vs 70 ms for
-    (4, 8 q / 2 kv heads, 512, 64), same values); on CUDA only for the flash kernel, since
-    another (a float mask, float32, head_dim > 256) would fall back to the math kernel, slower
-    than repeating k/v for the memory-efficient one (transformers' ``use_gqa_in_sdpa``)."""
+    """Whether SDPA takes unrepeated keys/values (``enable_gqa``): always on CPU (faster); on
+    CUDA only for the flash kernel, as transformers' ``use_gqa_in_sdpa`` (others fall back to
+    the math kernel, slower than repeating k/v)."""
     if q.device.type == "cpu":
         return True
     if q.device.type != "cuda" or mask is not None or torch.compiler.is_compiling():
@@ -399,39 +349,23 @@ class MultiheadAttention(nn.Module):
     Args:
         dim: model width.
         num_heads: attention (query) heads (``dim`` must be divisible by it).
-        rotary: rotary encoding applied to q and k (e.g. ``RotaryEncoding``, ``XPos``), or
-            None. Rotations per head (RoPE-Mixed) with ``num_kv_heads < num_heads`` turn
-            each query head's keys differently, so keys and values are repeated to
-            ``num_heads`` before the rotation (and cached that way).
+        rotary: rotary encoding applied to q and k (e.g. ``RotaryEncoding``), or None.
         bias: attention-bias encoding with one bias per query head (e.g. ``ALiBi``), or None.
-        num_kv_heads: key/value heads (grouped-query attention, Ainslie et al. 2023), dividing
-            ``num_heads``: query head ``h`` attends with key/value head
-            ``h // (num_heads // num_kv_heads)``, as Hugging Face's ``repeat_kv``. None is
-            ``num_heads`` (1 is multi-query). ``qkv`` projects to ``dim + 2 * num_kv_heads *
-            head_dim`` (q, then k, then v).
+        num_kv_heads: key/value heads (grouped-query attention, as Hugging Face's
+            ``repeat_kv``), dividing ``num_heads``; None is ``num_heads``.
         qkv_bias: bias in the fused q/k/v projection.
         qk_norm: LayerNorm q and k per head (as timm's ``qk_norm``).
         attn_drop: dropout on attention weights (training only).
         proj_drop: dropout after the output projection.
-        backend: ``"auto"``, ``"sdpa"`` or ``"flex"`` (forced; on CPU inference only): see
-            :func:`posenc.core.attention.use_flex`.
+        backend: ``"auto"``, ``"sdpa"`` or ``"flex"``
+            (:func:`posenc.core.attention.use_flex`).
     """
 
-    def __init__(
-        self,
-        dim: int,
-        num_heads: int,
-        rotary: nn.Module | None = None,
-        bias: nn.Module | None = None,
-        *,
-        qkv_bias: bool = True,
-        qk_norm: bool = False,
-        attn_drop: float = 0.0,
-        proj_drop: float = 0.0,
-        norm_layer: type[nn.Module] = nn.LayerNorm,
-        backend: str = "auto",
-        num_kv_heads: int | None = None,
-    ) -> None:
+    def __init__(self, dim: int, num_heads: int, rotary: nn.Module | None = None,
+                 bias: nn.Module | None = None, *, qkv_bias: bool = True, qk_norm: bool = False,
+                 attn_drop: float = 0.0, proj_drop: float = 0.0,
+                 norm_layer: type[nn.Module] = nn.LayerNorm, backend: str = "auto",
+                 num_kv_heads: int | None = None) -> None:
         super().__init__()
         self.backend = check_choice(backend, "backend", BACKENDS)
         check_positive_int(dim, "dim")
@@ -477,18 +411,16 @@ class MultiheadAttention(nn.Module):
         return t.unflatten(-1, (heads, self.head_dim)).transpose(1, 2)
 
     def _repeat_kv(self, t: Tensor) -> Tensor:
-        """``(B, num_kv_heads, N, head_dim)`` -> ``(B, num_heads, N, head_dim)``, kv head
-        ``j`` serving query heads ``j * groups ... (j + 1) * groups - 1``."""
+        """``(B, num_kv_heads, N, head_dim)`` -> ``(B, num_heads, N, head_dim)``."""
         groups = self.num_heads // t.shape[1]
         if groups == 1:
             return t
         return t[:, :, None].expand(-1, -1, groups, -1, -1).flatten(1, 2)
 
-    def _check_bias(self, what: str, device: torch.device, shape: tuple[int, int, int],
-                    q: Tensor, num_k: int, query_positions: object, key_positions: object
-                    ) -> None:
-        """Raise unless the bias encoding's ``what`` (its logits or score_mod), on ``device``
-        and covering ``shape = (batch, Nq, Nk)``, fits the queries ``q`` and ``num_k`` keys."""
+    def _check_bias(self, what: str, device: torch.device, shape: tuple[int, int, int], q: Tensor,
+                    num_k: int, query_positions: object, key_positions: object) -> None:
+        """Raise unless the bias's ``what`` on ``device`` covering ``shape = (batch, Nq, Nk)``
+        fits the queries ``q`` and ``num_k`` keys."""
         if device != q.device:
             raise ValueError(f"bias {type(self.bias).__name__} gave {what} on {device} for "
                              f"queries on {q.device}: make the positions on the queries' device")
@@ -497,17 +429,10 @@ class MultiheadAttention(nn.Module):
         _check_batch("query_positions and key_positions", (query_positions, key_positions),
                      shape[0], q.shape[0])
 
-    def forward(
-        self,
-        x: Tensor,
-        context: Tensor | None = None,
-        *,
-        query_positions: Tensor | None = None,
-        key_positions: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        is_causal: bool = False,
-        kv_cache: KVCache | None = None,
-    ) -> Tensor:
+    def forward(self, x: Tensor, context: Tensor | None = None, *,
+                query_positions: Tensor | None = None, key_positions: Tensor | None = None,
+                attn_mask: Tensor | None = None, is_causal: bool = False,
+                kv_cache: KVCache | None = None) -> Tensor:
         """Attend from ``x`` to ``context`` (``x`` itself when None).
 
         Args:
@@ -518,17 +443,12 @@ class MultiheadAttention(nn.Module):
             key_positions: coordinates of ``context``; defaults to ``query_positions`` for
                 self-attention and to ``0..Nk-1`` otherwise.
             attn_mask: bool (True = attend) or float additive mask broadcastable to
-                ``(B, H, Nq, Nk)``, or a FlexAttention ``BlockMask`` (e.g.
-                :func:`posenc.core.attention.packed_block_mask`; FlexAttention path).
-            is_causal: query ``i`` attends keys ``j <= i + (Nk - Nq)`` (bottom-right aligned,
-                so it also holds with a KV cache).
-            kv_cache: a :class:`KVCache`; new keys/values are appended and attention covers
-                all of them.
+                ``(B, H, Nq, Nk)``, or a FlexAttention ``BlockMask``.
+            is_causal: query ``i`` attends keys ``j <= i + (Nk - Nq)`` (bottom-right aligned).
+            kv_cache: a :class:`KVCache`; new keys/values are appended and attended.
 
-        Each distinct positions tensor is read once per call, here: a NaN or inf raises
-        ``ValueError``, as do positions out of a rotary encoding's ``check_range`` in the
-        attention's dtype (:class:`~posenc.core.XPos`). The encodings then run unchecked. A
-        model's blocks, whose positions its edge made or checked, call :meth:`_attend`.
+        Positions are read here once (NaN, inf or out of a rotary's ``check_range`` raise
+        ``ValueError``); a model's blocks call the unchecked :meth:`_attend`.
 
         Returns:
             ``(B, Nq, dim)``.
@@ -558,9 +478,8 @@ class MultiheadAttention(nn.Module):
     def _attend(self, x: Tensor, context: Tensor | None, query_positions: object,
                 key_positions: object, attn_mask: object = None, is_causal: bool = False,
                 kv_cache: KVCache | None = None) -> Tensor:
-        """:meth:`forward` without reading any value, so a block on a GPU never waits for the
-        host: positions given in full (None only when no encoding uses them), checked or made
-        where they entered; the encodings called unchecked; shapes checked as there."""
+        """:meth:`forward` without reading any value (no host sync): positions given in full
+        (None only when no encoding uses them); the encodings called unchecked."""
         dim = self.qkv.in_features
         _check_tokens("x", x, dim)
         batch, num_q, _ = x.shape
@@ -628,10 +547,8 @@ class MultiheadAttention(nn.Module):
                              query_positions, key_positions)
             bias = bias.to(q.dtype)
             if torch.onnx.is_in_onnx_export():
-                # An ONNX graph is inference only. Detached, a learned bias (relbias, cpb) no
-                # longer makes the exporter's type-promotion pass re-run SDPA (with grad mode
-                # on) by the math kernel, whose output strides differ from those traced and
-                # fail the reshape below; the values are the same.
+                # Inference only: a learned bias with grad makes the exporter re-run SDPA by
+                # the math kernel, whose output strides fail the reshape below.
                 bias = bias.detach()
             mask = bias if mask is None else mask + bias
 

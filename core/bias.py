@@ -1,20 +1,10 @@
 """Attention biases from 1D positions: ``bias(query_positions, key_positions)`` gives float32
-logits ``(B or 1, H, Nq, Nk)`` to add, one value per head and (query, key) pair.
+logits ``(B or 1, H, Nq, Nk)`` to add: ALiBi (Press et al. 2022), KERPLE (Chi et al. 2022),
+FIRE (Li et al. 2023), and learned tables of integer offsets (T5 buckets; Shaw et al. 2018).
 
-- ALiBi (Press et al. 2022, "Train Short, Test Long"): a fixed penalty ``-slope_h |i - j|``.
-- KERPLE (Chi et al. 2022, "KERPLE: Kernelized Relative Positional Embedding for Length
-  Extrapolation"): a log or power kernel of the distance with two learned scalars per head.
-- FIRE (Li et al. 2023, "Functional Interpolation for Relative Positions Improves Long
-  Context Transformers", ICLR 2024): an MLP of the log offset, normalised by the context.
-- Learned tables of integer offsets ``key - query``: T5's log buckets and Shaw et al.'s
-  (2018) clipped offsets.
-
-Positions are explicit (token indices; for ALiBi, KERPLE and FIRE also times in any unit), so
-a bias holds for packed sequences, KV caches and irregular time, and ``causal=True`` masks keys
-after the query by position, whatever the token order. Every bias encoding (spatial's too)
-derives from :class:`PairBias`; those that FlexAttention can evaluate per pair from
-:class:`ScoreModBias`. Per-head constants stay float32 or float64 when the module is cast: a
-bf16 slope is off by up to 0.4%, whole logits at distance 1000.
+Positions are explicit (for ALiBi, KERPLE and FIRE also times in any unit), and ``causal=True``
+masks keys after the query by position. Every bias encoding derives from :class:`PairBias`;
+those FlexAttention can evaluate per pair from :class:`ScoreModBias`.
 """
 
 from __future__ import annotations
@@ -40,27 +30,20 @@ from .encoding import (
 )
 from .positions import relative_positions
 
-__all__ = [
-    "PairBias", "ScoreModBias", "alibi_slopes", "ALiBi", "t5_relative_bucket", "check_t5_buckets",
-    "T5RelativeBias", "ClippedRelativeBias", "FIRE", "KERPLE_KERNELS", "kerple_bias", "Kerple",
-]
+__all__ = ["PairBias", "ScoreModBias", "alibi_slopes", "ALiBi", "t5_relative_bucket",
+           "check_t5_buckets", "T5RelativeBias", "ClippedRelativeBias", "FIRE", "KERPLE_KERNELS",
+           "kerple_bias", "Kerple"]
 
 
 class PairBias(PositionEncoding):
-    """Base of the bias encodings: query and key positions -> ``(B or 1, H, Nq, Nk)`` logits.
-
-    :meth:`forward` reads the positions' values once (finite, not half precision; one read
-    when queries and keys are the same object) and calls the subclass's ``_forward``, which
-    checks shapes only: what a model's blocks call (:func:`~posenc.core.encoding.unchecked`)
-    on positions checked at the model's edge.
-    """
+    """Base of the bias encodings: :meth:`forward` checks the positions' values, then calls
+    the subclass's ``_forward``, which checks shapes only."""
 
     kind = "bias"
 
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        """Positions ``(Nq, *C)``/``(B, Nq, *C)`` and ``(Nk, *C)``/``(B, Nk, *C)`` (or the
-        position objects the class takes) -> float32 bias ``(B or 1, H, Nq, Nk)``, cast to the
-        logits' dtype by the attention."""
+        """Positions ``(Nq, *C)``/``(B, Nq, *C)`` and ``(Nk, *C)``/``(B, Nk, *C)`` -> float32
+        bias ``(B or 1, H, Nq, Nk)``."""
         check_pair_values(query_positions, key_positions)
         return self._forward(query_positions, key_positions)
 
@@ -69,8 +52,7 @@ class ScoreModBias(PairBias):
     """A :class:`PairBias` that FlexAttention can evaluate per pair, through ``_score_mod``."""
 
     def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod: the same value at every
-        ``[b, h, i, j]``, computed per pair from the positions (nothing materialised)."""
+        """:meth:`forward`'s bias as FlexAttention's score_mod, computed per pair."""
         check_pair_values(query_positions, key_positions)
         return self._score_mod(query_positions, key_positions)
 
@@ -90,9 +72,8 @@ def _pair_score_mod(query_positions: Tensor, key_positions: Tensor,
 
 
 class _DistanceBias(ScoreModBias, Float64Buffers):
-    """A per-head function of the distance ``|key - query|``, ``-inf`` for keys after the
-    query when ``causal``: subclasses give ``_of_distance() -> (distance, h) -> bias``, their
-    heads' parameters read once."""
+    """A per-head function of ``|key - query|`` (subclasses give ``_of_distance() -> (distance,
+    h) -> bias``), ``-inf`` for keys after the query when ``causal``."""
 
     def _bias(self) -> Callable[[Tensor, Tensor], Tensor]:
         """``(rel, h) -> bias`` of float32 offsets ``rel = key - query`` and head indices."""
@@ -119,12 +100,8 @@ class _DistanceBias(ScoreModBias, Float64Buffers):
 
 
 def alibi_slopes(num_heads: int) -> Tensor:
-    """``(num_heads,)`` float32 head slopes, exactly the official recipe.
-
-    For a power of two ``n`` the slopes are the geometric sequence starting at and with ratio
-    ``2 ** (-8 / n)``; otherwise the ``2 ** floor(log2 n)`` sequence is followed by every
-    other slope of the sequence for twice that count.
-    """
+    """``(num_heads,)`` float32 head slopes, as the official recipe: ``2 ** (-8 (i + 1) / n)``, and
+    for ``n`` not a power of two, every other slope of the next power's sequence appended."""
     check_positive_int(num_heads, "num_heads")
 
     def power_of_2(n: int) -> list[float]:
@@ -140,12 +117,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
 
 class ALiBi(_DistanceBias):
     """Linear distance penalty per head: ``bias[b, h, i, j] = -slope_h * |pos_q[i] - pos_k[j]|``
-    (slopes: :func:`alibi_slopes`).
-
-    Args:
-        num_heads: attention heads.
-        causal: mask keys after the query (decoder use); False gives the symmetric bias.
-    """
+    (:func:`alibi_slopes`); ``causal`` masks keys after the query."""
 
     def __init__(self, num_heads: int, causal: bool = True) -> None:
         super().__init__()
@@ -161,20 +133,10 @@ class ALiBi(_DistanceBias):
         return lambda distance, h: -slopes[h] * distance
 
 
-def t5_relative_bucket(
-    relative_position: Tensor,
-    bidirectional: bool = True,
-    num_buckets: int = 32,
-    max_distance: int = 128,
-) -> Tensor:
-    """T5's int64 bucket in ``[0, num_buckets)`` of each integer offset ``key - query`` (any
-    shape; exactly Mesh TensorFlow / HF T5).
-
-    Half the buckets hold exact small offsets, the rest are log-spaced up to ``max_distance``
-    (farther offsets share the last bucket). ``bidirectional`` splits them between negative
-    and positive offsets; otherwise positive offsets (future keys) map to bucket 0. See
-    :func:`check_t5_buckets` for the valid settings.
-    """
+def t5_relative_bucket(relative_position: Tensor, bidirectional: bool = True,
+                       num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """T5's int64 bucket in ``[0, num_buckets)`` of each integer offset ``key - query``
+    (exactly Mesh TensorFlow / HF T5): half exact, half log-spaced up to ``max_distance``."""
     if not isinstance(relative_position, Tensor) or relative_position.is_floating_point() \
             or relative_position.is_complex() or relative_position.dtype == torch.bool:
         got = relative_position.dtype if isinstance(relative_position, Tensor) else type(
@@ -203,15 +165,9 @@ def t5_relative_bucket(
 
 
 def check_t5_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
-    """Refuse T5 bucket settings whose ids would leave ``[0, num_buckets)``.
-
-    Each direction has ``n = num_buckets // 2`` buckets (bidirectional) or ``n = num_buckets``;
-    the first ``e = n // 2`` hold exact offsets and offsets ``r >= e`` get
-    ``e + floor(ln(r / e) / ln(max_distance / e) * (n - e))``, capped at ``n - 1``. That needs
-    ``e >= 1`` (``num_buckets >= 4`` bidirectional, ``>= 2`` otherwise) and
-    ``max_distance > e``: at ``max_distance == e`` the log divides by zero, below it the
-    ids fall under ``e`` and turn negative.
-    """
+    """Refuse T5 bucket settings whose ids would leave ``[0, num_buckets)``: the exact
+    buckets ``e`` (a quarter of them bidirectional, else half) need ``e >= 1`` and
+    ``max_distance > e``."""
     check_bool(bidirectional, "bidirectional")
     check_positive_int(num_buckets, "num_buckets")
     check_positive_int(max_distance, "max_distance")
@@ -260,14 +216,8 @@ class _OffsetTable(ScoreModBias):
 
 
 class T5RelativeBias(_OffsetTable):
-    """T5 relative attention bias: one learned scalar per (bucket, head), for integer positions.
-
-    Args:
-        num_heads: attention heads.
-        bidirectional: encoder (True) or decoder (False) bucketing.
-        num_buckets: see :func:`t5_relative_bucket`.
-        max_distance: see :func:`t5_relative_bucket`.
-    """
+    """T5 relative attention bias: one learned scalar per (bucket, head) of
+    :func:`t5_relative_bucket`, for integer positions."""
 
     def __init__(self, num_heads: int, bidirectional: bool = True, num_buckets: int = 32,
                  max_distance: int = 128) -> None:
@@ -288,11 +238,8 @@ class T5RelativeBias(_OffsetTable):
 
 
 class ClippedRelativeBias(_OffsetTable):
-    """Shaw et al. (2018) relative positions as a per-head scalar bias, for integer positions.
-
-    Offsets ``key - query`` are clipped to ``[-max_distance, max_distance]`` and each of the
-    ``2 * max_distance + 1`` values has a learned scalar per head.
-    """
+    """Shaw et al. (2018) relative positions as a per-head scalar bias, for integer positions:
+    offsets ``key - query`` clipped to ``[-max_distance, max_distance]``, one scalar each."""
 
     def __init__(self, num_heads: int, max_distance: int) -> None:
         check_positive_int(num_heads, "num_heads")
@@ -308,32 +255,15 @@ class ClippedRelativeBias(_OffsetTable):
 
 
 class FIRE(ScoreModBias, Float64Buffers):
-    """FIRE bias per head: an MLP of the log-transformed offset, progressively interpolated.
+    """FIRE bias per head (Li et al. 2023): an MLP of the log-transformed offset.
 
-    ``bias[b, h, i, j] = f(psi(d) / (psi(max(L, p_i, p_j)) + eps))[h]`` with ``d = p_i - p_j``
-    (query minus key position), ``psi(x) = log(1 + |c| x)`` (for ``d < 0``: ``-psi(-d)``),
-    ``L = |threshold_multiplier| * init_threshold``, learned scalars ``c`` (initially
-    ``init_c``) and ``threshold_multiplier``, and ``f = Linear(1, mlp_width) -> ReLU ->
-    Linear(mlp_width, H)``; ``eps`` keeps ``|c| -> 0`` or ``L -> 0`` finite.
-
-    With ``causal=True`` every unmasked pair has ``p_j <= p_i``, so the bias is exactly the
-    paper's ``f(psi(i - j) / psi(max(L, i)))`` and its listing's (the defaults are its own).
-    ``causal=False`` is posenc's extension: the MLP gets the offset's sign, so a key 3 ahead
-    and one 3 behind can differ (the listing's ``|c (i - j)|`` would make them equal), and the
-    normaliser covers the later position, which keeps the MLP's input in ``[-1, 1]`` for
-    positions ``>= 0`` as the causal form keeps it in ``[0, 1]``.
-
-    The bias depends only on ``p_i - p_j`` while ``max(p_i, p_j) <= L`` (short contexts are
-    purely relative); beyond, on the offset relative to the context length, which is what lets
-    FIRE interpolate to longer inputs. Positions count from the start of the context: token
-    indices, or times (e.g. hours from the first observation,
-    ``posenc.temporal.time_positions(ts, origin=ts[0], unit="h")``, with ``init_threshold`` in
-    that unit); positions below 0 never raise the normaliser above ``L``.
-
-    ``c`` and ``threshold_multiplier`` stay float32 when the module is cast, and the MLP runs
-    in float32 (in bf16, ``psi`` of neighbouring long offsets would round to one value).
-    :meth:`forward` holds ``B * Nq * Nk * mlp_width`` hidden values, which :meth:`score_mod`
-    never materialises (it unrolls the hidden units per pair).
+    ``bias[b, h, i, j] = f(psi(d) / (psi(max(L, p_i, p_j)) + eps))[h]`` with ``d = p_i - p_j``,
+    ``psi(x) = log(1 + |c| x)`` (for ``d < 0``: ``-psi(-d)``), ``L = |threshold_multiplier| *
+    init_threshold``, learned ``c`` and ``threshold_multiplier``, and ``f = Linear(1, mlp_width)
+    -> ReLU -> Linear(mlp_width, H)``. With ``causal=True`` it is the paper's listing;
+    ``causal=False`` (posenc's extension) keeps the offset's sign. Positions count from the
+    start of the context (token indices or times, ``init_threshold`` in their unit). ``c``,
+    ``threshold_multiplier`` and the MLP stay float32 (in bf16 long offsets would collide).
     """
 
     fixed_dtype_parameters = ("c", "threshold_multiplier")
@@ -360,8 +290,7 @@ class FIRE(ScoreModBias, Float64Buffers):
 
     def reset_parameters(self) -> None:
         """``c``, ``L`` back to their initial values; the MLP re-initialised as ``nn.Linear``
-        does (in construction order: a seeded reset after a meta-device build equals a seeded
-        normal build)."""
+        does (in construction order)."""
         self.mlp[0].reset_parameters()
         self.mlp[2].reset_parameters()
         self._reset_scalars()
@@ -372,8 +301,7 @@ class FIRE(ScoreModBias, Float64Buffers):
         return self.threshold_multiplier.float().abs() * self.init_threshold
 
     def _mlp_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``f``'s ``(W,)`` first weights and biases, ``(H, W)`` second weights, ``(H,)``
-        biases, in float32."""
+        """``f``'s weights and biases, ``(W,)``, ``(W,)``, ``(H, W)``, ``(H,)``, in float32."""
         first, _, second = self.mlp
         return (first.weight[:, 0].float(), first.bias.float(), second.weight.float(),
                 second.bias.float())
@@ -421,20 +349,15 @@ class FIRE(ScoreModBias, Float64Buffers):
 
 
 KERPLE_KERNELS = ("log", "power")
-"""The two conditionally positive definite kernels of the paper: ``"log"``,
-``-r1 * log(1 + r2 |i - j|)``, and ``"power"``, ``-r1 * |i - j| ** r2``.
-"""
+"""KERPLE's kernels: ``"log"``, ``-r1 * log(1 + r2 d)``; ``"power"``, ``-r1 * d ** r2``."""
 
-# The official code (chijames/KERPLE, megatron/mpu/layers.py) projects r1 and r2 onto
-# [1e-2, inf) (power r2: [1e-2, 2]) after each step; its initial draws are clamped alike.
+# The official code (chijames/KERPLE) clamps r1 and r2 (and its initial draws) to >= 1e-2.
 _FLOOR = 1e-2
 
 
 def kerple_bias(distance: Tensor, r1: Tensor, r2: Tensor, kernel: str) -> Tensor:
-    """The KERPLE bias of float distances ``|i - j|``: ``-r1 * log(1 + r2 * distance)``
-    (``kernel="log"``) or ``-r1 * distance ** r2`` (``"power"``, ``0 < r2 <= 2``), for
-    positive ``r1``, ``r2`` that broadcast against ``distance`` (e.g. ``(H, 1, 1)`` per head);
-    0 at distance 0."""
+    """The KERPLE bias of float distances ``|i - j|`` (:data:`KERPLE_KERNELS`), for positive
+    ``r1``, ``r2`` that broadcast against ``distance``."""
     if kernel == "log":
         return -r1 * torch.log1p(r2 * distance)
     # torch's pow backward gives 0 (not 0 * log 0 = NaN) for the exponent at distance 0.
@@ -446,23 +369,13 @@ def _inverse_softplus(value: Tensor) -> Tensor:
 
 
 class Kerple(_DistanceBias):
-    """KERPLE bias per head from explicit positions: token indices or real times.
+    """KERPLE bias per head (:func:`kerple_bias`) of explicit positions (tokens or times).
 
-    ``bias[b, h, i, j] = -r1_h * log(1 + r2_h * |pos_q[i] - pos_k[j]|)`` (``kernel="log"``) or
-    ``-r1_h * |pos_q[i] - pos_k[j]| ** r2_h`` (``kernel="power"``), with learned ``r1_h, r2_h``.
-    Distances are in the positions' unit (tokens, or e.g. hours from
-    ``posenc.temporal.time_positions(..., unit="h")``), any finite float.
-
-    The paper's constraints (``r1, r2 > 0``; power: ``r2 <= 2``) hold by construction:
-    ``r1 = softplus(raw_r1)``, ``r2 = softplus(raw_r2)`` (log) or ``2 * sigmoid(raw_r2)``
-    (power, so ``0 < r2 < 2``: 2 is approached, not reached). The official code instead clamps
-    the parameters in place inside its forward (onto ``[0.01, inf)``, ``[0.01, 2]``), which
-    mutates the module during a forward and cannot be compiled; the values it can express are
-    the same. Initial values are the official draws, ``r1 ~ U(0, 2)``, ``r2 ~ U(0, 1)`` (log)
-    and ``r1 ~ U(0, 1)``, ``r2 ~ U(0, 2)`` (power), clamped to its floor 0.01, unless ``r1``/
-    ``r2`` give one value for every head. ``causal=True`` is the paper's decoder use.
-    ``raw_r1``/``raw_r2`` are ``(H,)`` float32 parameters that stay float32 when the module is
-    cast (a bf16 exponent of distance 1000 is off by whole logits).
+    ``r1 = softplus(raw_r1)``, ``r2 = softplus(raw_r2)`` (log) or ``2 * sigmoid(raw_r2)`` (power),
+    so the paper's constraints hold without the official code's in-place clamps. Initial values
+    are the official draws (log: ``r1 ~ U(0, 2)``, ``r2 ~ U(0, 1)``; power: ``U(0, 1)``,
+    ``U(0, 2)``; floored at 0.01) unless ``r1``/``r2`` are given. ``raw_r1``/``raw_r2`` are
+    ``(H,)`` float32 parameters that stay float32 when the module is cast.
     """
 
     fixed_dtype_parameters = ("raw_r1", "raw_r2")
@@ -474,7 +387,6 @@ class Kerple(_DistanceBias):
         self.kernel = check_choice(kernel, "kernel", KERPLE_KERNELS)
         self.causal = check_bool(causal, "causal")
         self.init_r1 = None if r1 is None else check_positive_float(r1, "r1")
-        # 2 * sigmoid keeps the power exponent below 2, so r2=2 could not be stored.
         self.init_r2 = None if r2 is None else (
             check_float(r2, "r2", gt=0, lt=2) if kernel == "power"
             else check_positive_float(r2, "r2"))
@@ -492,8 +404,7 @@ class Kerple(_DistanceBias):
         self.raw_r2.copy_(_inverse_softplus(r2) if self.kernel == "log" else torch.logit(r2 / 2))
 
     def _initial(self, value: float | None, scale: float) -> Tensor:
-        # Drawn on the CPU (also under a meta device: a reset after to_empty() then draws what
-        # a normal build does), in float64 so the inverse maps are exact.
+        # On the CPU (a reset after a meta build draws the same), in float64 (exact inverses).
         if value is not None:
             return torch.full((self.num_heads,), value, dtype=torch.float64, device="cpu")
         draw = torch.rand(self.num_heads, dtype=torch.float64, device="cpu")

@@ -7,16 +7,13 @@ from torch import Tensor
 
 from .encoding import check_position_dtype, check_positive_int, widen_positions
 
-__all__ = [
-    "positions_from_padding_mask", "packed_positions", "packed_attention_mask",
-    "incremental_positions", "relative_positions",
-]
+__all__ = ["positions_from_padding_mask", "packed_positions", "packed_attention_mask",
+           "incremental_positions", "relative_positions"]
 
 
 def positions_from_padding_mask(mask: Tensor) -> Tensor:
-    """``(B, N)`` int64 positions that count only real tokens of a ``(B, N)`` bool ``mask``
-    (True for real tokens), for left or right padding: the i-th real token of each row gets
-    position i, padding 0 (masked out of attention, so irrelevant, but kept in range)."""
+    """``(B, N)`` int64 positions counting only the real tokens (True) of a ``(B, N)`` bool
+    ``mask``, for left or right padding; padding gets 0."""
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.ndim != 2:
         got = f"{mask.dtype} tensor of shape {tuple(mask.shape)}" if isinstance(
             mask, Tensor) else type(mask).__name__
@@ -50,9 +47,8 @@ def packed_attention_mask(lengths: Tensor | list[int]) -> Tensor:
     return doc[:, None] == doc[None, :]
 
 
-def incremental_positions(
-    num_tokens: int, offset: int | Tensor, device: torch.device | str | None = None
-) -> Tensor:
+def incremental_positions(num_tokens: int, offset: int | Tensor,
+                          device: torch.device | str | None = None) -> Tensor:
     """Positions of ``num_tokens`` new tokens appended after ``offset`` cached ones (an int,
     or ``(B,)`` per sequence): ``(num_tokens,)``, or ``(B, num_tokens)`` for a tensor offset."""
     check_positive_int(num_tokens, "num_tokens")
@@ -73,20 +69,11 @@ def incremental_positions(
     return torch.arange(offset, offset + num_tokens, device=device)
 
 
-def relative_positions(
-    query_positions: Tensor, key_positions: Tensor, *, coord_dims: int = 0
-) -> Tensor:
-    """Offsets ``key - query`` for every (query, key) pair.
-
-    Args:
-        query_positions: ``(Nq, *C)`` or ``(B, Nq, *C)``.
-        key_positions: ``(Nk, *C)`` or ``(B, Nk, *C)``.
-        coord_dims: number of trailing coordinate dims ``C`` (0 for 1D, 1 for (row, col)).
-
-    Returns:
-        ``(B or 1, Nq, Nk, *C)`` offsets: int64 for integer positions of any dtype (narrow
-        integers would wrap: uint8 ``0 - 5`` is 251), else the promoted floating dtype.
-    """
+def relative_positions(query_positions: Tensor, key_positions: Tensor, *,
+                       coord_dims: int = 0) -> Tensor:
+    """Offsets ``key - query`` of ``(Nq, *C)``/``(B, Nq, *C)`` and ``(Nk, *C)``/``(B, Nk, *C)``
+    positions (``coord_dims`` trailing dims ``C``): ``(B or 1, Nq, Nk, *C)``, int64 for
+    integer positions, else the promoted floating dtype."""
     check_position_dtype(query_positions, "query_positions")
     check_position_dtype(key_positions, "key_positions")
     query_positions = widen_positions(query_positions, "query_positions")

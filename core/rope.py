@@ -1,23 +1,10 @@
 """Rotary position embedding (RoPE, Su et al. 2021) and its context-extension scalings.
 
-A rotation turns channel pairs of q and k by ``position * inv_freq``; the two layouts
-(:data:`~posenc.core.encoding.LAYOUTS`) are both exact rotations and differ only in which
-channels form a pair:
-
-- ``"half"`` (GPT-NeoX, Hugging Face Llama, ``rotate_half``): channel ``i`` with
-  ``i + rotary_dim / 2``.
-- ``"interleaved"`` (GPT-J, RoFormer, Meta's complex form): channel ``2i`` with ``2i + 1``.
-
-:func:`convert_rotary_layout` permutes q/k projection weights from one layout to the other, so
-a checkpoint trained with one runs exactly under the other.
-
-A :class:`RopeScaling` maps the base inverse frequencies to new ones (and, for YaRN and
-LongRoPE, an attention scaling folded into cos and sin), computed in float64. The formulas
-follow Hugging Face transformers' ``modeling_rope_utils`` (``linear``, ``dynamic``, ``yarn``,
-``llama3``, ``longrope``, ``proportional``); the static NTK-aware rule is bloc97's
-``base * factor ** (dim / (dim - 2))``. Every ``factor`` is >= 1: each method extends the
-context (a factor < 1 would shrink it, and make YaRN's and Llama 3's "interpolated" band
-extrapolate instead).
+A rotation turns channel pairs of q and k by ``position * inv_freq``, paired as ``"half"``
+(GPT-NeoX, Llama ``rotate_half``: ``i`` with ``i + rotary_dim / 2``) or ``"interleaved"``
+(GPT-J, RoFormer: ``2i`` with ``2i + 1``); :func:`convert_rotary_layout` converts weights.
+The :class:`RopeScaling` formulas follow Hugging Face's ``modeling_rope_utils`` (static NTK:
+bloc97's ``base * factor ** (dim / (dim - 2))``), computed in float64; every ``factor`` >= 1.
 """
 
 from __future__ import annotations
@@ -44,24 +31,18 @@ from .encoding import (
     check_positive_int,
 )
 
-__all__ = [
-    "RopeScaling", "LinearScaling", "NTKScaling", "DynamicNTKScaling", "YarnScaling",
-    "Llama3Scaling", "LongRopeScaling", "ProportionalScaling", "rope_inv_freq", "Rotation",
-    "rotation_from_angles", "apply_rotation", "RotaryEncoding", "rotary_layout_permutation",
-    "convert_rotary_layout",
-]
+__all__ = ["RopeScaling", "LinearScaling", "NTKScaling", "DynamicNTKScaling", "YarnScaling",
+           "Llama3Scaling", "LongRopeScaling", "ProportionalScaling", "rope_inv_freq", "Rotation",
+           "rotation_from_angles", "apply_rotation", "RotaryEncoding", "rotary_layout_permutation",
+           "convert_rotary_layout"]
 
 
 def rope_inv_freq(rotary_dim: int, base: float | Tensor) -> Tensor:
-    """``(rotary_dim // 2,)`` float64 inverse frequencies ``base ** (-2i / rotary_dim)``.
-
-    ``base`` may be a 0-d tensor (dynamic NTK), which keeps the computation traceable; a
-    number must be finite and > 1.
-    """
+    """``(rotary_dim // 2,)`` float64 inverse frequencies ``base ** (-2i / rotary_dim)``;
+    ``base`` is a number > 1 or a 0-d tensor (dynamic NTK, traceable)."""
     check_even(rotary_dim, "rotary_dim")
     base = base.to(torch.float64) if isinstance(base, Tensor) else check_base(base)
-    # Made on the base's device: a CPU arange copied to a GPU in every forward (dynamic NTK)
-    # would wait for the GPU each time.
+    # On the base's device: a CPU arange copied to a GPU every forward would wait for the GPU.
     device = base.device if isinstance(base, Tensor) else None
     exponent = torch.arange(0, rotary_dim, 2, dtype=torch.float64, device=device) / rotary_dim
     return 1.0 / base**exponent
@@ -72,8 +53,7 @@ def _check_factor(factor: float) -> float:
 
 
 def _ntk_exponent(rotary_dim: int) -> float:
-    """bloc97's ``d / (d - 2)``; with one pair (``d = 2``) the only frequency is
-    ``base ** 0 = 1`` whatever the base, so NTK scaling cannot act and is refused."""
+    """bloc97's ``d / (d - 2)``; ``d = 2`` (frequency ``base ** 0`` for any base) is refused."""
     check_even(rotary_dim, "rotary_dim")
     if rotary_dim < 4:
         raise ValueError("rotary_dim must be >= 4 for NTK scaling (with one rotary pair the "
@@ -83,8 +63,8 @@ def _ntk_exponent(rotary_dim: int) -> float:
 
 @dataclass(frozen=True)
 class RopeScaling:
-    """No rescaling; the base of the methods, which override :meth:`inv_freq` or, set
-    ``dynamic``, :meth:`dynamic_inv_freq` (those that depend on the current length)."""
+    """No rescaling; the base of the methods, which override :meth:`inv_freq` or, with
+    ``dynamic`` set, :meth:`dynamic_inv_freq`."""
 
     dynamic = False
 
@@ -117,10 +97,7 @@ class LinearScaling(RopeScaling):
 
 @dataclass(frozen=True)
 class NTKScaling(RopeScaling):
-    """Static NTK-aware scaling: ``base * factor ** (d / (d - 2))``.
-
-    High frequencies stay almost unchanged, the lowest one is interpolated by ``factor``.
-    """
+    """Static NTK-aware scaling: ``base * factor ** (d / (d - 2))``."""
 
     factor: float
 
@@ -133,13 +110,9 @@ class NTKScaling(RopeScaling):
 
 @dataclass(frozen=True)
 class DynamicNTKScaling(RopeScaling):
-    """Dynamic NTK scaling: the NTK base grows with the current length past the original.
-
-    For ``L = max(seq_len, original_max_positions)`` the base becomes
-    ``base * (factor * L / original - (factor - 1)) ** (d / (d - 2))``, so sequences within
-    the original context are encoded exactly as without scaling. Unlike transformers' module,
-    which caches the largest length seen, this depends only on the current positions.
-    """
+    """Dynamic NTK scaling: for ``L = max(seq_len, original_max_positions)`` the base is
+    ``base * (factor * L / original - (factor - 1)) ** (d / (d - 2))`` (the current positions
+    only; transformers caches the largest length seen)."""
 
     factor: float
     original_max_positions: int
@@ -167,16 +140,11 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 
 @dataclass(frozen=True)
 class YarnScaling(RopeScaling):
-    """YaRN (Peng et al. 2023): interpolate low frequencies, keep high ones, ramp between.
-
-    Frequencies that turn fewer than ``beta_slow`` times over the original context are divided
-    by ``factor``, those turning more than ``beta_fast`` times are kept (rotation counts,
-    ``beta_fast > beta_slow > 0``), and a linear ramp over the dimension range between blends
-    the two; its ends are floored/ceiled to whole pairs unless ``truncate=False`` (gpt-oss).
-    ``attention_scaling`` is ``0.1 ln(factor) + 1``, or the DeepSeek-V2/V3 ratio when
-    ``mscale`` and ``mscale_all_dim`` are both given (one alone is ignored, as in Hugging
-    Face, so ported configs encode as they were trained; both > 0: Hugging Face reads 0 as
-    "not given", posenc asks for None), or ``attention_factor`` as is when given.
+    """YaRN (Peng et al. 2023): frequencies turning fewer than ``beta_slow`` times over the
+    original context are divided by ``factor``, those over ``beta_fast`` kept, a linear ramp
+    between (ends floored/ceiled unless ``truncate=False``, as gpt-oss). ``attention_scaling``
+    is ``attention_factor``, else the DeepSeek ratio when ``mscale`` and ``mscale_all_dim`` are
+    both given (one alone is ignored, as in Hugging Face), else ``0.1 ln(factor) + 1``.
     """
 
     factor: float
@@ -192,15 +160,12 @@ class YarnScaling(RopeScaling):
         _check_factor(self.factor)
         check_positive_int(self.original_max_positions, "original_max_positions")
         check_bool(self.truncate, "truncate")
-        if self.attention_factor is not None:
-            check_float(self.attention_factor, "attention_factor", gt=0)
         check_float(self.beta_fast, "beta_fast", gt=0)
         check_float(self.beta_slow, "beta_slow", gt=0)
         if not self.beta_fast > self.beta_slow:
-            raise ValueError(
-                f"beta_fast and beta_slow must satisfy beta_fast > beta_slow > 0, got "
-                f"beta_fast={self.beta_fast!r}, beta_slow={self.beta_slow!r}")
-        for name in ("mscale", "mscale_all_dim"):
+            raise ValueError(f"beta_fast and beta_slow must satisfy beta_fast > beta_slow > 0, "
+                             f"got beta_fast={self.beta_fast!r}, beta_slow={self.beta_slow!r}")
+        for name in ("attention_factor", "mscale", "mscale_all_dim"):
             if getattr(self, name) is not None:
                 check_float(getattr(self, name), name, gt=0)
 
@@ -224,20 +189,17 @@ class YarnScaling(RopeScaling):
         low, high = max(low, 0), min(high, rotary_dim - 1)
         if low == high:
             high += 0.001  # the ramp would divide by zero
-        ramp = (torch.arange(rotary_dim // 2, dtype=torch.float64) - low) / (high - low)
-        ramp = ramp.clamp(0, 1)
+        pairs = torch.arange(rotary_dim // 2, dtype=torch.float64)
+        ramp = ((pairs - low) / (high - low)).clamp(0, 1)
         extrapolation = rope_inv_freq(rotary_dim, base)
         return extrapolation / self.factor * ramp + extrapolation * (1 - ramp)
 
 
 @dataclass(frozen=True)
 class Llama3Scaling(RopeScaling):
-    """Llama 3.1 scaling: long wavelengths divided by ``factor``, short ones kept, smooth blend.
-
-    Wavelengths above ``original_max_positions / low_freq_factor`` are interpolated, those
-    below ``original_max_positions / high_freq_factor`` kept, the band between blended
-    linearly in ``original / wavelength``.
-    """
+    """Llama 3.1 scaling: wavelengths above ``original_max_positions / low_freq_factor``
+    divided by ``factor``, those below ``original / high_freq_factor`` kept, a linear blend
+    in ``original / wavelength`` between."""
 
     factor: float
     original_max_positions: int
@@ -250,10 +212,9 @@ class Llama3Scaling(RopeScaling):
         check_float(self.low_freq_factor, "low_freq_factor", gt=0)
         check_float(self.high_freq_factor, "high_freq_factor", gt=0)
         if not self.high_freq_factor > self.low_freq_factor:
-            raise ValueError(
-                "high_freq_factor and low_freq_factor must satisfy high > low > 0, got "
-                f"high_freq_factor={self.high_freq_factor!r}, "
-                f"low_freq_factor={self.low_freq_factor!r}")
+            raise ValueError("high_freq_factor and low_freq_factor must satisfy high > low > 0, "
+                             f"got high_freq_factor={self.high_freq_factor!r}, "
+                             f"low_freq_factor={self.low_freq_factor!r}")
 
     def inv_freq(self, rotary_dim: int, base: float) -> Tensor:
         inv_freq = rope_inv_freq(rotary_dim, base)
@@ -270,8 +231,7 @@ class Llama3Scaling(RopeScaling):
 
 
 def _check_factor_list(value: object, name: str) -> tuple[float, ...]:
-    """A sequence or 1-D tensor/array of finite numbers > 0 as a tuple (hashable, and a
-    caller's list cannot change the frozen dataclass)."""
+    """A sequence or 1-D tensor/array of finite numbers > 0 as a (hashable) tuple."""
     if hasattr(value, "ndim") and hasattr(value, "tolist"):  # torch / numpy arrays
         if value.ndim != 1:
             raise ValueError(f"{name} must be 1-D (one factor per rotary pair), got shape "
@@ -287,20 +247,13 @@ def _check_factor_list(value: object, name: str) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class LongRopeScaling(RopeScaling):
-    """LongRoPE (Ding et al. 2024; Phi-3 "su", Hugging Face ``"longrope"``): a searched
-    rescale factor per rotary pair, one set for short and one for long sequences.
+    """LongRoPE (Ding et al. 2024; Hugging Face ``"longrope"``): pair ``i`` turns at
+    ``base ** (-2i / rotary_dim) / f_i``, ``f = short_factor`` while ``max(positions) + 1 <=
+    original_max_positions``, else ``long_factor`` (for the whole batch, as Hugging Face).
 
-    Pair ``i`` turns at ``base ** (-2i / rotary_dim) / f_i`` with ``f = short_factor``
-    (``rotary_dim // 2`` factors > 0) while the sequence fits the original context and
-    ``f = long_factor`` once it is longer: ``seq_len = max(positions) + 1 >
-    original_max_positions`` switches every token and every row of the batch (Hugging Face's
-    Phi-3 switch). ``inv_freq`` are the short ones.
-
-    Both sets scale cos and sin by ``attention_factor``, by default Hugging Face's
-    ``sqrt(1 + ln(factor) / ln(original_max_positions))`` (1 for ``factor == 1``) of the
-    context ratio ``factor``, given as is or as ``max_positions / original_max_positions``
-    (Phi-3 configs give ``max_position_embeddings``): give one of the two (both only when
-    they agree), or ``attention_factor``.
+    cos and sin are scaled by ``attention_factor``, by default
+    ``sqrt(1 + ln(factor) / ln(original_max_positions))`` of ``factor`` or of
+    ``max_positions / original_max_positions`` (give one, both only when they agree).
     """
 
     short_factor: tuple[float, ...]
@@ -357,10 +310,9 @@ class LongRopeScaling(RopeScaling):
     def _scaled(self, factors: tuple[float, ...], rotary_dim: int, base: float) -> Tensor:
         check_even(rotary_dim, "rotary_dim")
         if len(factors) != rotary_dim // 2:
-            raise ValueError(
-                f"short_factor and long_factor must have rotary_dim // 2 = {rotary_dim // 2} "
-                f"values (one per rotary pair), got {len(factors)}: the factors were made "
-                f"for rotary_dim={2 * len(factors)}")
+            raise ValueError(f"short_factor and long_factor must have rotary_dim // 2 = "
+                             f"{rotary_dim // 2} values (one per rotary pair), got {len(factors)}: "
+                             f"the factors were made for rotary_dim={2 * len(factors)}")
         return rope_inv_freq(rotary_dim, base) / torch.tensor(factors, dtype=torch.float64)
 
     def inv_freq(self, rotary_dim: int, base: float) -> Tensor:
@@ -377,7 +329,6 @@ class LongRopeScaling(RopeScaling):
         return torch.where(seq_len > self.original_max_positions, long, short)
 
     def dynamic_inv_freq(self, rotary_dim: int, base: float, seq_len: Tensor) -> Tensor:
-        # RotaryEncoding keeps both sets as buffers (no copy per forward); this builds them.
         short = self.inv_freq(rotary_dim, base).to(seq_len.device)
         long = self.long_inv_freq(rotary_dim, base).to(seq_len.device)
         return self.select_inv_freq(seq_len, short, long)
@@ -385,17 +336,10 @@ class LongRopeScaling(RopeScaling):
 
 @dataclass(frozen=True)
 class ProportionalScaling(RopeScaling):
-    """Hugging Face's ``"proportional"`` RoPE (Gemma 4's global layers): only the first
-    ``int(partial_rotary_factor * rotary_dim // 2)`` pairs turn, at the frequencies they have
-    in a full ``rotary_dim`` rotation, ``base ** (-2i / rotary_dim) / factor``; the other
-    pairs get frequency 0 (they pass through).
-
-    Unlike ``RotaryEncoding(rotary_dim=...)`` (partial rotary: the rotating pairs spread over
-    ``base ** (-2i / rotary_dim)`` up to ``1 / base``, channels past ``rotary_dim`` pass
-    through), the spectrum is cut, not squeezed, and in the ``"half"`` layout the pairs are
-    channels ``(i, i + rotary_dim / 2)`` of the whole rotation. Use it with ``rotary_dim``
-    left to ``head_dim``. ``partial_rotary_factor`` is in ``[0, 1]``; ``factor`` >= 1 divides
-    every frequency (linear interpolation; Hugging Face's default 1).
+    """Hugging Face's ``"proportional"`` RoPE (Gemma 4): the first
+    ``int(partial_rotary_factor * rotary_dim // 2)`` pairs turn at their full-rotation
+    frequencies ``base ** (-2i / rotary_dim) / factor``, the others get frequency 0 (the
+    spectrum is cut, not squeezed as by ``RotaryEncoding(rotary_dim=...)``).
     """
 
     partial_rotary_factor: float
@@ -411,7 +355,6 @@ class ProportionalScaling(RopeScaling):
 
     def inv_freq(self, rotary_dim: int, base: float) -> Tensor:
         inv_freq = rope_inv_freq(rotary_dim, base)
-        # Hugging Face's own expression, so the count of turning pairs rounds the same way.
         turning = int(self.partial_rotary_factor * rotary_dim // 2)
         inv_freq[turning:] = 0.0
         return inv_freq / self.factor
@@ -427,9 +370,8 @@ class Rotation(NamedTuple):
 
 
 def rotation_from_angles(theta: Tensor, layout: str, scale: float | Tensor = 1.0) -> Rotation:
-    """Build a :class:`Rotation` from angles of shape ``(N, R/2)``, ``(B, N, R/2)`` or
-    ``(B or 1, H or 1, N, R/2)`` (per-head angles, e.g. RoPE-Mixed); ``scale`` multiplies cos
-    and sin (a number, or a tensor of the angles' shape: xPos's scales)."""
+    """Build a :class:`Rotation` from angles ``(N, R/2)``, ``(B, N, R/2)`` or ``(B or 1, H or 1,
+    N, R/2)``; ``scale`` (a number or a tensor of the angles' shape) multiplies cos and sin."""
     cos, sin = theta.cos(), theta.sin()
     if isinstance(scale, Tensor) or scale != 1.0:
         cos, sin = cos * scale, sin * scale
@@ -439,12 +381,10 @@ def rotation_from_angles(theta: Tensor, layout: str, scale: float | Tensor = 1.0
 
 def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
     """Rotate the leading ``rotary_dim`` channels of ``(B, H, N, head_dim)`` queries or keys
-    ``x`` (any floating dtype; the arithmetic runs in at least float32); the rest pass through.
+    ``x`` (in at least float32; returned in ``x``'s dtype); the rest pass through.
 
-    ``rotation`` is a :class:`Rotation`, or one not made of channel pairs that applies itself
-    through its ``apply(x)`` (e.g. LieRE's ``b x b`` blocks,
-    :class:`posenc.spatial.liere.BlockRotation`; it too has a ``cos`` of shape
-    ``(B or 1, H or 1, N, ...)``). Returns a tensor shaped and typed like ``x``.
+    ``rotation`` is a :class:`Rotation`, or an object that applies itself through ``apply(x)``
+    (e.g. :class:`posenc.spatial.liere.BlockRotation`).
     """
     if not isinstance(rotation, Rotation) and callable(getattr(rotation, "apply", None)):
         return rotation.apply(x)
@@ -461,16 +401,14 @@ def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
                          "positions on the device of the queries and keys")
     work = torch.promote_types(x.dtype, torch.float32)
     if layout == "interleaved":
-        # A complex multiply reads and writes x once; real-valued pair shuffles need more passes.
+        # A complex multiply reads and writes x once.
         pairs = torch.view_as_complex(x[..., :rot].to(work).unflatten(-1, (half, 2)))
         turn = torch.complex(cos.to(work), sin.to(work))
         if rot < x.shape[-1] and not torch.compiler.is_compiling() and not (
                 torch.is_grad_enabled()
                 and (x.requires_grad or cos.requires_grad or sin.requires_grad)):
-            # Partial rotary: the product goes straight into the output, beside a copy of the
-            # pass-through channels; a cat afterwards would be one more pass over all of x.
-            # Eager without autograd only: out= has no autograd, and Dynamo breaks the graph
-            # on a strided out= (a compiled graph fuses the cat anyway).
+            # Partial rotary written in place (a cat is one more pass over x); out= has no
+            # autograd, and Dynamo breaks the graph on a strided out=.
             out = torch.empty(x.shape, dtype=work, device=x.device)
             torch.mul(pairs, turn,
                       out=torch.view_as_complex(out[..., :rot].unflatten(-1, (half, 2))))
@@ -480,10 +418,7 @@ def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
         if rot < x.shape[-1]:
             out = torch.cat((out, x[..., rot:].to(work)), dim=-1)
         return out.to(x.dtype)
-    # "half": x * [cos, cos, 1...], then two fused multiply-adds on the halves (no
-    # rotate_half(x) made with torch.cat): three passes, ~3-4x a ``q * 2`` pass on CPU against
-    # ~1.1x for the interleaved complex multiply. A "half" checkpoint runs at the interleaved
-    # speed once its q/k projections are converted (convert_rotary_layout).
+    # "half": x * [cos, cos, 1...], then two fused multiply-adds on the halves (no cat).
     scale = torch.cat((cos, cos, cos.new_ones(cos.shape[:-1] + (x.shape[-1] - rot,))), dim=-1)
     out = x * scale.to(work)
     out[..., :half].addcmul_(x[..., half:rot], sin, value=-1)
@@ -492,8 +427,7 @@ def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
 
 
 def check_rotary_dim(head_dim: int, rotary_dim: int | None) -> int:
-    """The rotated channels of a head: ``head_dim`` when None, else an even ``rotary_dim``
-    no larger than ``head_dim`` (``ValueError`` otherwise)."""
+    """``rotary_dim`` (even, <= ``head_dim``), or ``head_dim`` when None."""
     rotary_dim = head_dim if rotary_dim is None else check_even(rotary_dim, "rotary_dim")
     if rotary_dim > head_dim:
         raise ValueError(f"rotary_dim must be <= head_dim={head_dim}, got {rotary_dim}")
@@ -501,9 +435,8 @@ def check_rotary_dim(head_dim: int, rotary_dim: int | None) -> int:
 
 
 class RotaryEncoding(Float64Buffers):
-    """Rotary position embedding for q and k of shape ``(B, H, N, head_dim)``, from ``(N,)`` or
-    ``(B, N)`` int or float positions (float64 positions keep float64 angles, for timestamps;
-    cos/sin stay within 1e-6 of exact up to position 1e6 and beyond).
+    """Rotary position embedding for q and k ``(B, H, N, head_dim)`` from ``(N,)`` or ``(B, N)``
+    int or float positions (float64 positions keep float64 angles).
 
     Args:
         head_dim: channels per head.
@@ -516,14 +449,8 @@ class RotaryEncoding(Float64Buffers):
 
     kind = "rotary"
 
-    def __init__(
-        self,
-        head_dim: int,
-        base: float = 10000.0,
-        rotary_dim: int | None = None,
-        layout: str = "half",
-        scaling: RopeScaling | None = None,
-    ) -> None:
+    def __init__(self, head_dim: int, base: float = 10000.0, rotary_dim: int | None = None,
+                 layout: str = "half", scaling: RopeScaling | None = None) -> None:
         super().__init__()
         self.head_dim = check_even(head_dim, "head_dim")
         self.rotary_dim = check_rotary_dim(head_dim, rotary_dim)
@@ -538,7 +465,6 @@ class RotaryEncoding(Float64Buffers):
     def float64_buffers(self) -> dict[str, Tensor]:
         buffers = {"inv_freq64": self.scaling.inv_freq(self.rotary_dim, self.base)}
         if isinstance(self.scaling, LongRopeScaling):
-            # Both factor sets live on the device: the forward's length switch copies nothing.
             buffers["long_inv_freq64"] = self.scaling.long_inv_freq(self.rotary_dim, self.base)
         return buffers
 
@@ -591,9 +517,8 @@ class RotaryEncoding(Float64Buffers):
                 f"layout={self.layout!r}, scaling={self.scaling}")
 
 
-def rotary_layout_permutation(
-    head_dim: int, rotary_dim: int | None = None, src: str = "half", dst: str = "interleaved"
-) -> Tensor:
+def rotary_layout_permutation(head_dim: int, rotary_dim: int | None = None, src: str = "half",
+                              dst: str = "interleaved") -> Tensor:
     """Channel index ``perm`` with ``x_dst = x_src[..., perm]`` for one head (pass-through
     channels keep their place)."""
     check_even(head_dim, "head_dim")
@@ -611,13 +536,11 @@ def rotary_layout_permutation(
     return perm
 
 
-def convert_rotary_layout(
-    weight: Tensor, num_heads: int, src: str, dst: str, rotary_dim: int | None = None
-) -> Tensor:
+def convert_rotary_layout(weight: Tensor, num_heads: int, src: str, dst: str,
+                          rotary_dim: int | None = None) -> Tensor:
     """Permute the output channels of a q or k projection's ``(num_heads * head_dim,
     in_features)`` weight or ``(num_heads * head_dim,)`` bias from layout ``src`` to ``dst``
-    (``rotary_dim`` rotating channels per head, default all). The attention logits are
-    unchanged when q and k are both converted."""
+    (``rotary_dim`` rotating channels per head, default all)."""
     check_positive_int(num_heads, "num_heads")
     if weight.ndim not in (1, 2):
         raise ValueError(f"weight must be a (num_heads * head_dim, in_features) weight or a "

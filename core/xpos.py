@@ -1,30 +1,11 @@
-"""xPos: rotary embedding with a per-channel exponential decay (Sun et al. 2022, "A
-Length-Extrapolatable Transformer").
+"""xPos (Sun et al. 2022, "A Length-Extrapolatable Transformer"): RoPE with a per-pair decay.
 
-Queries are rotated and scaled by ``s(m) = zeta ** ((m - c) / scale_base)``, keys rotated and
-scaled by ``1 / s(n)``, with one ``zeta_i = (2i + 0.4 R) / (1.4 R)`` per rotary pair
-(``R = rotary_dim``, ``zeta`` in ``[2/7, 1)``). The logit of a pair turns by the RoPE angle of
-``m - n`` and is damped by ``zeta_i ** ((m - n) / scale_base)``: for causal attention
-(``m >= n``) the damping grows with distance, fastest for the high-frequency pairs. The
-references use it in causal attention only (x-transformers refuses bidirectional xPos): for
-keys after the query the factor grows instead.
-
-The centre ``c`` cancels in every logit; it only sets where the scales are 1.
-rotary-embedding-torch centres a sequence of length ``N`` at ``N // 2``, x-transformers at
-``(max position + 1) // 2``; ``XPos(center=N // 2)`` reproduces their q and k exactly. It is
-fixed at construction rather than taken from each call's positions because queries and keys
-must share it: keys in a :class:`~posenc.core.KVCache` keep the scale of the step that made
-them.
-
-Range: a scale grows exponentially with ``|position - center|``. :meth:`XPos.max_offset` is
-the largest offset whose scale and inverse stay within ``[max ** -0.5, max ** 0.5]`` of a
-dtype's largest value, so q and k values up to ``max ** 0.5`` (256 in float16) stay finite:
-at ``scale_base=512``, 2266 positions either side of the centre in float16 and 18,130 in
-bfloat16/float32 (rotations are float32, so float64 gets float32's range). Beyond it posenc
-raises rather than let a scale overflow or flush to 0: the public rotations check float32's
-range, :class:`~posenc.core.MultiheadAttention` the dtype it attends in (outside
-``torch.compile``). For longer contexts in float16, centre the positions, raise
-``scale_base`` (a gentler decay: a different model) or attend in bfloat16/float32.
+Queries are rotated and scaled by ``s(m) = zeta ** ((m - c) / scale_base)``, keys by ``1 / s(n)``,
+with ``zeta_i = (2i + 0.4 R) / (1.4 R)`` (``R = rotary_dim``), so a logit is damped by
+``zeta_i ** ((m - n) / scale_base)``; the references use it in causal attention only. The centre
+``c`` cancels in every logit (``center=N // 2`` reproduces rotary-embedding-torch's q and k) and
+is fixed so that cached keys keep their scale. Positions beyond :meth:`XPos.max_offset` of the
+dtype raise rather than let a scale overflow (at ``scale_base=512``: 2266 in float16).
 """
 
 from __future__ import annotations
@@ -56,43 +37,29 @@ _LOG_ZETA_MIN = math.log(1.4 / 0.4)
 
 
 def xpos_zeta(rotary_dim: int) -> Tensor:
-    """``(rotary_dim // 2,)`` float64 per-pair decay bases ``(2i + 0.4 R) / (1.4 R)``, the
-    paper's ``(i / (R/2) + gamma) / (1 + gamma)`` with ``gamma = 0.4``."""
+    """``(rotary_dim // 2,)`` float64 per-pair decay bases ``(2i + 0.4 R) / (1.4 R)``."""
     check_even(rotary_dim, "rotary_dim")
     pairs = torch.arange(0, rotary_dim, 2, dtype=torch.float64)
     return (pairs + 0.4 * rotary_dim) / (1.4 * rotary_dim)
 
 
 class XPos(Float64Buffers):
-    """xPos rotary encoding for q and k of shape ``(B, H, N, head_dim)``: the ``rotary`` of
-    :class:`~posenc.core.MultiheadAttention` (queries turn by :meth:`rotation`, keys by
-    :meth:`key_rotation`), or ``q, k = xpos(q, k, positions)``. Computed in float64 (float32
-    on MPS), applied in the dtype of q and k.
+    """xPos rotary encoding for q and k of shape ``(B, H, N, head_dim)``: queries turn by
+    :meth:`rotation`, keys by :meth:`key_rotation`, or ``q, k = xpos(q, k, positions)``.
 
     Args:
         head_dim: channels per head.
         base: wavelength base of the rotation, as :class:`~posenc.core.RotaryEncoding`'s.
-        scale_base: decay length in positions (the references' ``xpos_scale_base``): the scale
-            of pair ``i`` changes by ``zeta_i`` every ``scale_base`` positions.
-        rotary_dim: channels that rotate and scale (even, <= head_dim; default ``head_dim``;
-            ``zeta`` and the frequencies follow it, as in the references' partial rotary).
-        layout: ``"half"`` or ``"interleaved"`` (the references') channel pairing.
-        center: position where every scale is 1; mid-way through the positions in use (the
-            references' ``seq_len // 2``) halves the largest offset, which :meth:`max_offset`
-            bounds.
+        scale_base: decay length in positions (the references' ``xpos_scale_base``).
+        rotary_dim: channels that rotate and scale (even, <= head_dim; default ``head_dim``).
+        layout: ``"half"`` or ``"interleaved"`` channel pairing.
+        center: position where every scale is 1 (the references' ``seq_len // 2``).
     """
 
     kind = "rotary"
 
-    def __init__(
-        self,
-        head_dim: int,
-        base: float = 10000.0,
-        scale_base: float = 512.0,
-        rotary_dim: int | None = None,
-        layout: str = "half",
-        center: float = 0.0,
-    ) -> None:
+    def __init__(self, head_dim: int, base: float = 10000.0, scale_base: float = 512.0,
+                 rotary_dim: int | None = None, layout: str = "half", center: float = 0.0) -> None:
         super().__init__()
         self.head_dim = check_even(head_dim, "head_dim")
         self.rotary_dim = check_rotary_dim(head_dim, rotary_dim)
@@ -118,8 +85,7 @@ class XPos(Float64Buffers):
 
     def max_offset(self, dtype: torch.dtype = torch.float16) -> float:
         """Largest ``|position - center|`` whose scales ``s`` and ``1 / s`` lie within
-        ``[max ** -0.5, max ** 0.5]``, ``max`` the largest value of ``dtype`` (at most
-        float32's, which rotations are computed in)."""
+        ``[max ** -0.5, max ** 0.5]``, ``max`` being ``dtype``'s (at most float32's)."""
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         largest = min(torch.finfo(dtype).max, torch.finfo(torch.float32).max)
@@ -128,8 +94,7 @@ class XPos(Float64Buffers):
     def check_range(self, positions: Tensor, dtype: torch.dtype = torch.float32,
                     name: str = "positions") -> None:
         """Raise ``ValueError`` if a position lies more than :meth:`max_offset` (``dtype``)
-        from the centre. Reads the values (skipped under ``torch.compile``): call it where
-        positions enter."""
+        from the centre; reads the values (skipped under ``torch.compile``)."""
         limit = self.max_offset(dtype)
         if not isinstance(positions, Tensor) or positions.numel() == 0 \
                 or torch.compiler.is_compiling():
@@ -144,9 +109,8 @@ class XPos(Float64Buffers):
                 "use seq_len // 2), raise scale_base, or attend in bfloat16/float32")
 
     def scale(self, positions: Tensor) -> Tensor:
-        """Query-side scales ``zeta ** ((positions - center) / scale_base)`` of ``(N,)`` or
-        ``(B, N)`` positions: ``(*positions.shape, rotary_dim // 2)`` float64 (float32 on
-        MPS); keys use the reciprocal."""
+        """Query-side scales ``zeta ** ((positions - center) / scale_base)``:
+        ``(*positions.shape, rotary_dim // 2)`` float64; keys use the reciprocal."""
         positions = check_positions(positions)
         return self._log_scale(positions).exp()
 
@@ -169,8 +133,7 @@ class XPos(Float64Buffers):
 
     def rotation(self, positions: Tensor) -> Rotation:
         """Queries' rotation: ``(N,)`` or ``(B, N)`` positions -> :class:`Rotation` whose
-        ``cos``/``sin`` (``(B or 1, 1, N, rotary_dim // 2)`` float32) include the scale.
-        Non-finite positions and positions beyond :meth:`max_offset` of float32 raise."""
+        ``cos``/``sin`` include the scale; positions beyond float32's :meth:`max_offset` raise."""
         self.check_range(check_positions(positions), torch.float32)
         return self._rotation(positions)
 
@@ -182,10 +145,7 @@ class XPos(Float64Buffers):
     def forward(self, q: Tensor, k: Tensor, query_positions: Tensor,
                 key_positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Rotate and scale ``(B, H, Nq, head_dim)`` queries and ``(B, H_kv, Nk, head_dim)``
-        keys (``key_positions`` defaults to ``query_positions``); both keep their dtype.
-
-        Positions out of :meth:`max_offset` for the dtype of q and k raise ``ValueError``.
-        """
+        keys (``key_positions`` defaults to ``query_positions``); both keep their dtype."""
         key_positions = query_positions if key_positions is None else key_positions
         for name, x, positions in (("query_positions", q, query_positions),
                                    ("key_positions", k, key_positions)):
