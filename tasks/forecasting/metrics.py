@@ -1,13 +1,6 @@
-"""Forecast losses and evaluation: the training losses (MAE, MSE, quantile) with
-missing-value masks; the seasonal-naive baselines; the seasonal period of the data and the
-seasonal error of each series' history; MAE, RMSE, MASE, RMSSE, sMAPE and wQL per series and
-aggregated, as GluonTS's ``Evaluator`` computes them.
-
-A model and each seasonal-naive baseline are scored on the same windows, in data units, by one
-:class:`ForecastMetrics` each (``Forecaster._eval_step``: the batch's targets, observed flags,
-series, context flags and ``seasonal_error``, with ``seasonal_naive`` of the unscaled context).
-A point forecast's quantiles are the point itself (how GluonTS scores point forecasters), so
-the baseline's wQL is comparable with the model's.
+"""Forecast losses and evaluation: the masked training losses (MAE, MSE, quantile), the
+seasonal-naive baselines, the seasonal period and the seasonal error of a series' history, and
+MAE, RMSE, MASE, RMSSE, sMAPE and wQL per series and aggregated, as GluonTS's ``Evaluator``.
 """
 
 from __future__ import annotations
@@ -37,13 +30,8 @@ def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
 
 
 def masked_point_loss(pred: Tensor, target: Tensor, mask: Tensor, kind: str) -> Tensor:
-    """Mean ``|pred - target|`` (``"mae"``) or ``(pred - target)^2`` (``"mse"``) over ``mask``.
-
-    Args:
-        pred: ``(...)``.
-        target: ``(...)``, the shape of ``pred``.
-        mask: ``(...)`` bool, True where ``target`` is observed.
-    """
+    """Mean ``|pred - target|`` (``"mae"``) or ``(pred - target)^2`` (``"mse"``) over ``mask``
+    (bool, True where ``target`` is observed; all three of one shape)."""
     error = pred - target
     if kind == "mae":
         return _masked_mean(error.abs(), mask)
@@ -53,36 +41,21 @@ def masked_point_loss(pred: Tensor, target: Tensor, mask: Tensor, kind: str) -> 
 
 
 def pinball(pred: Tensor, target: Tensor, quantiles: Tensor) -> Tensor:
-    """Elementwise pinball loss ``max(q * e, (q - 1) * e)``, ``e = target - pred``.
-
-    Args:
-        pred: ``(..., Q)`` predicted quantiles.
-        target: ``(...)``.
-        quantiles: ``(Q,)`` levels in (0, 1).
-
-    Returns:
-        ``(..., Q)``.
-    """
+    """Elementwise pinball loss ``max(q * e, (q - 1) * e)``, ``e = target - pred``: ``pred``
+    ``(..., Q)``, ``target`` ``(...)``, ``quantiles`` ``(Q,)`` in (0, 1) -> ``(..., Q)``."""
     error = target[..., None] - pred
     q = quantiles.to(pred.dtype)
     return torch.maximum(q * error, (q - 1) * error)
 
 
 def quantile_loss(pred: Tensor, target: Tensor, mask: Tensor, quantiles: Tensor) -> Tensor:
-    """Pinball loss ``max(q * e, (q - 1) * e)``, ``e = target - pred``, averaged over the
-    observed targets and the quantiles.
-
-    Args:
-        pred: ``(..., Q)`` predicted quantiles.
-        target: ``(...)``.
-        mask: ``(...)`` bool observed.
-        quantiles: ``(Q,)`` levels in (0, 1).
-    """
+    """:func:`pinball` averaged over the quantiles and the targets where ``mask`` ``(...)``."""
     return _masked_mean(pinball(pred, target, quantiles).mean(-1), mask)
 
 
-def _check_tensor(value: object, name: str, kind: str, ndim: int) -> Tensor:
-    """``kind``: ``int64``, ``bool``, ``float`` or ``integer``."""
+def _check_tensor(value: object, name: str, kind: str, ndim: int,
+                  shape: tuple[int, ...] | None = None, spec: str = "") -> Tensor:
+    """``kind``: ``int64``, ``bool``, ``float`` or ``integer``; ``shape``: :func:`_check_shape`."""
     if not isinstance(value, Tensor):
         raise TypeError(f"{name} must be a tensor, got {type(value).__name__}")
     ok = {"int64": value.dtype == torch.int64, "bool": value.dtype == torch.bool,
@@ -95,6 +68,8 @@ def _check_tensor(value: object, name: str, kind: str, ndim: int) -> Tensor:
         raise TypeError(f"{name} must be a {what} tensor, got {value.dtype}")
     if value.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(value.shape)}")
+    if shape is not None:
+        _check_shape(value, name, shape, spec)
     return value
 
 
@@ -114,37 +89,25 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
                    ) -> Tensor:
     """The seasonal-naive forecast at arbitrary query times, per channel.
 
-    For a query time ``t`` and the forecast origin ``o`` (the last valid context time) the
-    forecast is the channel's last observed context value at or before ``t - k * season``,
-    with ``k >= 1`` the smallest integer such that ``t - k * season <= o``. On a regular grid
-    with step ``s`` and ``season = m * s`` this is the textbook ``y[t - m * ceil(h / m)]``
-    (``h`` steps ahead); on irregular data it is the last value seen a whole number of
-    seasons earlier. Where the channel has no observation at or before that time in the
-    context, the forecast falls back to the channel's last observed context value (the
-    naive forecast); a channel never observed in the context gives NaN (nothing to repeat).
-
-    A season of whole days (``1D``, ``7D``, ``365D``) means the same local day or weekday:
-    given ``context_local``/``target_local``, ``t``, ``o`` and the lookups are local
-    wall-clock times, so a daily series at local midnight repeats the same local day across
-    a DST change (in UTC that day is 23 or 25 hours long). Where the wall clock falls back
-    (a repeated hour) a lookup takes the last context point before the clock first passes
-    it. Shorter seasons (hours) stay in elapsed (UTC) time, as do all seasons without the
-    local times (tz-naive data, whose local times are its UTC times).
-
-    Vectorised over the batch (``searchsorted``), no host synchronisation, on any device.
+    For a query time ``t`` and the origin ``o`` (the last valid context time): the channel's last
+    observed context value at or before ``t - k * season``, ``k >= 1`` the smallest with
+    ``t - k * season <= o`` (on a regular grid the textbook ``y[t - m * ceil(h / m)]``); with
+    no such value the last observed one (naive); NaN for a channel never observed.
+    A season of whole days uses the local wall-clock times when given (the same local day
+    across DST; at a fall-back the last point before the clock first passes the lookup).
+    No host synchronisation.
 
     Args:
-        context_time: ``(B, Nc)`` int64 UTC ns, non-decreasing (not checked: that would
-            read the device; batches are sorted by construction); right padding repeats the
-            last real time (as ``collate_windows`` pads).
+        context_time: ``(B, Nc)`` int64 UTC ns, non-decreasing (not checked); right padding
+            repeats the last real time.
         context_value: ``(B, Nc, C)`` floating values.
         context_observed: ``(B, Nc, C)`` bool, True where the value is present.
         context_valid: ``(B, Nc)`` bool, False on padding.
         target_time: ``(B, Nh)`` int64 UTC ns, the query times.
         season_ns: the season in nanoseconds (``pd.Timedelta.value``), in (0, 2**62].
-        context_local: ``(B, Nc)`` int64 local wall-clock ns (a batch's ``context_local``), with
-            ``target_local`` or neither; read only for a season of whole days.
-        target_local: ``(B, Nh)`` int64 local wall-clock ns (a batch's ``target_local``).
+        context_local: ``(B, Nc)`` int64 local wall-clock ns, with ``target_local`` or
+            neither; read only for a season of whole days.
+        target_local: ``(B, Nh)`` int64 local wall-clock ns.
 
     Returns:
         ``(B, Nh, C)`` in the dtype of ``context_value``.
@@ -171,20 +134,18 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
         raise ValueError("context_local and target_local go together: give both (local "
                          "wall-clock ns) or neither")
     if context_local is not None:
-        _check_shape(_check_tensor(context_local, "context_local", "int64", 2),
-                     "context_local", (b, nc), "(B, Nc) as context_time")
-        _check_shape(_check_tensor(target_local, "target_local", "int64", 2),
-                     "target_local", tuple(target_time.shape), "(B, Nh) as target_time")
+        _check_tensor(context_local, "context_local", "int64", 2, (b, nc),
+                      "(B, Nc) as context_time")
+        _check_tensor(target_local, "target_local", "int64", 2, tuple(target_time.shape),
+                      "(B, Nh) as target_time")
         if season_ns % _DAY_NS == 0:
-            # The wall clock repeats an hour at a fall-back: its running maximum is the
-            # non-decreasing key searchsorted needs (equal to it wherever it does not).
+            # The wall clock repeats an hour at a fall-back: its running max is non-decreasing.
             context_time = context_local.cummax(1).values
             target_time = target_local
 
     last_valid = (context_valid.sum(1, keepdim=True) - 1).clamp_min(0)
     origin = context_time.gather(1, last_valid)                               # (B, 1)
-    # k = max(1, ceil((t - o) / season)) in integer arithmetic: float64 ns are exact only
-    # to ~256 ns at today's epoch, enough to put a lookup on the wrong side of a sample.
+    # k = max(1, ceil((t - o) / season)) in int64: float64 ns are exact only to ~256 ns.
     ahead = target_time - origin
     k = (-torch.div(-ahead, season_ns, rounding_mode="floor")).clamp_min(1)
     lookup = target_time - k * season_ns                                      # (B, Nh)
@@ -203,9 +164,7 @@ def seasonal_naive(context_time: Tensor, context_value: Tensor, context_observed
 
 
 # -- seasonality and the seasonal error of a series' history ----------------------------------
-# gluonts.time_feature.seasonality.DEFAULT_SEASONALITIES by the step's largest whole unit:
-# S: 3600, T: 1440, H: 24, D: 1, M: 12, Q: 4; get_seasonality divides it by the step's multiple
-# and falls back to 1 where that leaves a remainder.
+# gluonts.time_feature.seasonality.DEFAULT_SEASONALITIES by the step's largest whole unit.
 _UNITS = ((pd.Timedelta(days=1), 1), (pd.Timedelta(hours=1), 24),
           (pd.Timedelta(minutes=1), 1440), (pd.Timedelta(seconds=1), 3600))
 _YEAR = pd.Timedelta(days=365)
@@ -232,11 +191,8 @@ def _months(step: pd.Timedelta) -> int:
 
 def seasonality_for_step(step: pd.Timedelta | datetime.timedelta | np.timedelta64) -> int:
     """The seasonal period ``m`` in steps of data sampled every ``step``, as GluonTS's
-    ``get_seasonality`` gives it for the step's frequency: 24 for hourly data, 48 for
-    half-hourly, 1440 / minutes, 3600 / seconds, 1 for daily and weekly data, 12 for
-    monthly (a step of 28-31 days) and 4 for quarterly (89-92 days); 1 where the step does
-    not divide the base period (36 h, 7 min) or has no entry (sub-second, yearly). The
-    median step cannot tell business days (GluonTS: 5) from days."""
+    ``get_seasonality``: 24 for hourly, 48 half-hourly, 1 daily and weekly, 12 monthly (28-31
+    days), 4 quarterly (89-92 days); 1 where the step does not divide the base period."""
     step = _check_step(step)
     months = _months(step)
     if months:
@@ -250,11 +206,9 @@ def seasonality_for_step(step: pd.Timedelta | datetime.timedelta | np.timedelta6
 
 def natural_seasons(step: pd.Timedelta | datetime.timedelta | np.timedelta64,
                     context: pd.Timedelta | None = None) -> list[pd.Timedelta]:
-    """The seasons of the seasonal-naive baselines of data sampled every ``step``: the
-    calendar periods longer than a step that it divides: a day and a week for sub-daily data,
-    a week and a year (365 days) for daily data, a year for weekly, monthly and quarterly
-    data; only those within ``context`` (a window's context span, None: no limit), as a
-    seasonal naive repeats its context. None fit: ``[1 ns]``, the last observed value."""
+    """The seasonal-naive seasons of data sampled every ``step``: a day and a week for
+    sub-daily data, a week and a year (365 days) for daily, a year for coarser; only those
+    within ``context`` (None: no limit) and divisible by the step; none: ``[1 ns]``."""
     step = _check_step(step)
     if _months(step):
         candidates = [_YEAR]
@@ -280,15 +234,10 @@ def season_label(season_ns: int) -> str:
 
 
 class SeasonalError:
-    """The in-sample seasonal-naive error of each series' history before a forecast origin,
-    the MASE and RMSSE denominators: ``mean |y[t] - y[t - m]|`` and ``mean (y[t] -
-    y[t - m])^2`` over the pairs of observed values ``m`` rows apart in the rows of the series
-    before the origin (its whole history, not a window's context). As GluonTS's
-    ``calculate_seasonal_error``, a history of at most ``m`` rows uses lag 1; no observed pair
-    gives NaN. Rows are observations: on a regular grid with missing values as NaN rows (as
-    GluonTS reads data) lag ``m`` rows is ``m`` steps.
-
-    Prefix sums over the rows (float64) make each lookup two subtractions.
+    """The seasonal error of each series' whole history before a forecast origin (the MASE and
+    RMSSE denominators): ``mean |y[t] - y[t - m]|`` and ``mean (y[t] - y[t - m])^2`` over
+    observed pairs ``m`` rows apart, as GluonTS's ``calculate_seasonal_error`` (lag 1 for a
+    history of at most ``m`` rows; NaN without a pair). Float64 prefix sums.
 
     Args:
         values: ``(N, C)`` target values, rows sorted by series then time, NaN where missing.
@@ -307,8 +256,7 @@ class SeasonalError:
 
     @staticmethod
     def _prefix(values: np.ndarray, offset: np.ndarray, lag: int) -> np.ndarray:
-        """``(N + 1, C, 3)`` running sums of ``|d|``, ``d^2`` and pairs, ``d = y[t] - y[t-lag]``
-        within a series."""
+        """``(N + 1, C, 3)`` running sums of ``|d|``, ``d^2``, pairs; ``d = y[t] - y[t-lag]``."""
         diff = np.full(values.shape, np.nan)
         diff[lag:] = values[lag:] - values[:-lag]
         diff[offset < lag] = np.nan  # the pair would cross into the previous series
@@ -318,9 +266,8 @@ class SeasonalError:
         return np.concatenate((np.zeros((1, *terms.shape[1:])), np.cumsum(terms, 0)))
 
     def __call__(self, series: np.ndarray, origin: np.ndarray) -> np.ndarray:
-        """``(B,)`` series and ``(B,)`` rows of each forecast origin (the first row not in the
-        history) -> ``(B, C, 2)`` float64: the mean absolute and the mean squared seasonal
-        error of the history, NaN without an observed pair."""
+        """``(B,)`` series and ``(B,)`` origin rows (the first not in the history) -> ``(B, C,
+        2)`` float64 mean absolute and mean squared seasonal errors."""
         start = self.starts[series]
         short = (origin - start <= self.seasonality)[:, None, None]
         total = np.where(short, self.sums[1][origin] - self.sums[1][start],
@@ -355,36 +302,20 @@ _STATES = ("series", "abs_error", "squared_error", "points", "abs_target", "unsc
 
 class ForecastMetrics(Metric):
     """MAE, RMSE, MASE, RMSSE, sMAPE and (with quantiles) wQL of forecasts, per series and
-    aggregated, as GluonTS's ``Evaluator`` computes them (``gluonts/evaluation/_base.py``,
-    ``metrics.py``; default ``aggregate_no_nan``, missing targets masked).
+    aggregated, as GluonTS's ``Evaluator`` (``aggregate_no_nan``, missing targets masked).
 
-    Each window's sums are kept (``cat`` states, so DDP gathers them without knowing the
-    number of series) and summed per series (a weighted ``bincount``) when computed. A *row*
-    is one (window, channel): GluonTS's per-forecast row.
+    Per-window sums are ``cat`` states (DDP gathers them without knowing the number of series).
+    A *row* is one (window, channel), GluonTS's per-forecast row. Scored points are the observed
+    targets whose channel the window's context observes; the others are counted in
+    ``unscored`` (their seasonal-naive forecast is NaN).
 
-    - Scored points: the observed (window, time, channel) targets whose channel is observed
-      somewhere in the window's context. Where it is not (an outage longer than the
-      context) the seasonal-naive forecast is NaN: the point is left out of every metric
-      below and counted in ``unscored``, so a model and its baselines are compared on the
-      same points. The rule reads only the window (the model's metrics do not depend on the
-      baselines beside it).
-    - ``mae`` = sum ``|y - yhat|`` / points; ``rmse`` = sqrt(sum ``(y - yhat)^2`` / points),
-      pooled over every scored point (GluonTS's ``RMSE`` is the root of the mean per-row
-      MSE: the same when every row has as many points).
-    - ``mase``: per row ``mean |y - yhat| / seasonal_error``, ``seasonal_error`` the mean
-      ``|y[t] - y[t-m]|`` of the series' whole history before the origin
-      (:class:`SeasonalError`); the mean over rows. ``rmsse`` (M5's, GluonTS has none): per
-      row ``sqrt(mean (y - yhat)^2 / mean (y[t] - y[t-m])^2)``, the mean over rows. A row
-      without a scored point or without an observed history pair is NaN and left out of the
-      mean; a zero seasonal error gives ``inf`` (a perfect row ``0 / 0``: NaN, left out), and
-      an ``inf`` row makes the mean ``inf``, as in GluonTS.
-    - ``smape``: per row ``2 * mean |y - yhat| / (|y| + |yhat|)`` over its scored points with
-      a non-zero denominator (GluonTS's masked division leaves ``0 / 0`` out); the mean over
-      rows with one such point.
-    - ``wql`` (GluonTS ``mean_wQuantileLoss``): for each level ``q``, ``2 * sum |(y -
-      yhat_q) * (1[y <= yhat_q] - q)|`` (twice the pinball loss) over all scored points, over
-      their ``sum |y|`` (0: ``inf``, or NaN where the loss is 0 too); the mean over the levels.
-    - ``unscored``: how many observed target points were left out (no context history).
+    - ``mae``, ``rmse``: pooled over every scored point (GluonTS's ``RMSE`` is the root of the
+      mean per-row MSE: the same when rows have as many points).
+    - ``mase``: per row ``mean |y - yhat| / seasonal_error`` (:class:`SeasonalError`);
+      ``rmsse`` (M5's): per row ``sqrt(mean (y - yhat)^2 / mean (y[t] - y[t-m])^2)``; each the
+      mean over rows, NaN rows left out (``x / 0 = inf`` as in GluonTS).
+    - ``smape``: per row ``2 * mean |y - yhat| / (|y| + |yhat|)`` over non-zero denominators.
+    - ``wql`` (``mean_wQuantileLoss``): per level ``2 * sum pinball / sum |y|``, averaged.
 
     Computed in float32, or in float64 when the inputs are float64.
 
@@ -413,29 +344,23 @@ class ForecastMetrics(Metric):
         Args:
             prediction: ``(B, Nh, C)`` point forecasts.
             target: ``(B, Nh, C)`` truth (any value where unobserved).
-            observed: ``(B, Nh, C)`` bool, True where ``target`` is present (False on
-                padding).
+            observed: ``(B, Nh, C)`` bool, True where ``target`` is present.
             series: ``(B,)`` integer index of each window's series (>= 0).
             context_observed: ``(B, Nc, C)`` bool (which channels the context observes).
-            seasonal_error: ``(B, C, 2)`` the mean absolute and mean squared seasonal error of
-                each window's history (a batch's ``seasonal_error``, :class:`SeasonalError`),
-                NaN where undefined.
+            seasonal_error: ``(B, C, 2)`` :class:`SeasonalError`'s of each window's history.
             quantile_prediction: ``(B, Nh, C, Q)`` at ``quantiles``; required iff the metric
                 has quantiles.
         """
         _check_tensor(prediction, "prediction", "float", 3)
         shape = tuple(prediction.shape)
         b, _, channels = shape
-        _check_shape(_check_tensor(target, "target", "float", 3), "target", shape,
-                     "(B, Nh, C) as prediction")
-        _check_shape(_check_tensor(observed, "observed", "bool", 3), "observed", shape,
-                     "(B, Nh, C) as prediction")
-        _check_shape(_check_tensor(series, "series", "integer", 1), "series", (b,), "(B,)")
+        _check_tensor(target, "target", "float", 3, shape, "(B, Nh, C) as prediction")
+        _check_tensor(observed, "observed", "bool", 3, shape, "(B, Nh, C) as prediction")
+        _check_tensor(series, "series", "integer", 1, (b,), "(B,)")
         _check_tensor(context_observed, "context_observed", "bool", 3)
         _check_shape(context_observed, "context_observed",
                      (b, context_observed.shape[1], channels), "(B, Nc, C)")
-        _check_shape(_check_tensor(seasonal_error, "seasonal_error", "float", 3),
-                     "seasonal_error", (b, channels, 2), "(B, C, 2)")
+        _check_tensor(seasonal_error, "seasonal_error", "float", 3, (b, channels, 2), "(B, C, 2)")
         if (quantile_prediction is None) != (self.quantiles is None):
             raise ValueError(
                 "quantile_prediction is required: the metric was built with quantiles="
@@ -444,7 +369,6 @@ class ForecastMetrics(Metric):
         dtype = torch.promote_types(prediction.dtype, torch.float32)
         prediction, target = prediction.to(dtype), target.to(dtype)
         seasonal_error = seasonal_error.to(dtype)
-        # No context observation of the channel: no forecast from history (class docstring).
         scored = observed & context_observed.any(1, keepdim=True)
         error = (prediction - target).where(scored, 0)
         points = scored.sum(1)                                                    # (B, C)
@@ -466,28 +390,24 @@ class ForecastMetrics(Metric):
             getattr(self, name).append(value.where(defined, 0).sum(1))
             getattr(self, f"{name}_rows").append(defined.sum(1).to(dtype))
         if quantile_prediction is not None:
-            _check_tensor(quantile_prediction, "quantile_prediction", "float", 4)
-            _check_shape(quantile_prediction, "quantile_prediction",
-                         (*shape, len(self.quantiles)), f"(B, Nh, C, Q = {len(self.quantiles)})")
+            _check_tensor(quantile_prediction, "quantile_prediction", "float", 4,
+                          (*shape, len(self.quantiles)), f"(B, Nh, C, Q = {len(self.quantiles)})")
             loss = pinball(quantile_prediction.to(dtype), target, self.levels)
             # flat (B * Q,): DDP fills a rank without windows with a 1D empty state
             self.pinball.append(loss.where(scored[..., None], 0).sum((1, 2)).flatten())
 
     def _sums(self) -> dict[str, Tensor]:
-        """The per-window states, float64 on the CPU (exact, deterministic bincount);
-        ``pinball`` as ``(W, Q)``."""
+        """The per-window states, float64 on the CPU; ``pinball`` as ``(W, Q)``."""
         states = {}
         for name in _STATES:
             value = getattr(self, name)
-            value = dim_zero_cat(value) if isinstance(value, Tensor) or value else \
-                torch.zeros(0)
+            value = dim_zero_cat(value) if isinstance(value, Tensor) or value else torch.zeros(0)
             states[name] = value.detach().to("cpu", torch.float64)
         states["series"] = states["series"].long()
         states["pinball"] = states["pinball"].reshape(len(states["series"]),
                                                       len(self.quantiles or []))
         if len(states["series"]) and int(states["series"].min()) < 0:
-            raise ValueError(f"series indices must be >= 0, got "
-                             f"{int(states['series'].min())}")
+            raise ValueError(f"series indices must be >= 0, got {int(states['series'].min())}")
         return states
 
     def _metrics(self, sums: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -499,11 +419,9 @@ class ForecastMetrics(Metric):
         return out
 
     def compute(self) -> dict[str, Tensor]:
-        """Aggregated over all series and windows: ``{"mae", "rmse", "mase", "rmsse",
-        "smape"[, "wql"], "unscored"}`` 0-dim float32 tensors on the metric's device (NaN when
-        nothing was scored; ``unscored`` a count)."""
-        sums = {name: value.sum(0) for name, value in self._sums().items()
-                if name != "series"}
+        """Aggregated: ``{"mae", "rmse", "mase", "rmsse", "smape"[, "wql"], "unscored"}`` 0-dim
+        float32 tensors on the metric's device (NaN when nothing was scored)."""
+        sums = {name: value.sum(0) for name, value in self._sums().items() if name != "series"}
         out = {**self._metrics(sums), "unscored": sums["unscored"]}
         return {name: value.to(self.device, torch.float32) for name, value in out.items()}
 
@@ -516,9 +434,7 @@ class ForecastMetrics(Metric):
 
         Returns:
             ``{"mae", "rmse", "mase", "rmsse", "smape"[, "wql"], "windows", "points",
-            "unscored"}``: ``(S,)``
-            float64 CPU tensors indexed by series (NaN and 0 windows for a series without
-            windows); ``points`` the scored points, ``unscored`` those left out.
+            "unscored"}``: ``(S,)`` float64 CPU tensors indexed by series.
         """
         with self.sync_context(dist_sync_fn=self.dist_sync_fn,
                                should_sync=self._to_sync and not self._is_synced):
@@ -539,9 +455,8 @@ class ForecastMetrics(Metric):
 
     def per_series_frame(self, series_keys: Sequence[tuple], series_columns: Sequence[str]
                          ) -> pd.DataFrame:
-        """:meth:`per_series` as a table: one row per entry of ``series_keys`` (``dm.series_keys``,
-        tuples of one value per column of ``series_columns``), its key columns then the
-        metrics; row ``i`` is series index ``i``."""
+        """:meth:`per_series` as a table: row ``i`` holds ``series_keys[i]`` (a tuple, one value
+        per ``series_columns``) then series ``i``'s metrics."""
         series_columns = list(series_columns)
         for i, key in enumerate(series_keys):
             if not isinstance(key, tuple) or len(key) != len(series_columns):

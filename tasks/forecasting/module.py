@@ -45,6 +45,11 @@ from .output import forecast_frame, request_dataset
 __all__ = ["Forecaster"]
 
 
+def _check_list(value: Any, name: str, what: str) -> None:
+    if value is not None and not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list of {what}, got {type(value).__name__} ({value!r})")
+
+
 class Forecaster(LightningModule):
     """Probabilistic or point forecasting at arbitrary future timestamps.
 
@@ -53,107 +58,67 @@ class Forecaster(LightningModule):
         num_past_covariates: past covariate columns (``P``).
         num_future_covariates: future covariate columns (``K``).
         static_cardinalities: codes per categorical static column (values + 1 for unknown).
-        num_static_real: numeric static columns.
-            These sizes follow the data: ``posenc fit`` links them from the data module
-            (:class:`~posenc.tasks.TimeSeriesDataModule`'s properties of the same names), so a
-            config does not write them; in Python, ``setup`` checks them against the data.
+        num_static_real: numeric static columns. ``posenc fit`` links these five sizes from
+            the data module's properties of the same names; in Python ``setup`` checks them.
         dim: token width.
         depth: transformer blocks.
         num_heads: attention heads.
         mlp_ratio: MLP hidden width / ``dim``.
         dropout: dropout probability.
-        encodings: additive temporal encodings (default ``[calendar, continuous]``): names
-            from ``TIME_ENCODINGS`` (``calendar``, ``calendar_embedding``, ``fourier``,
-            ``continuous``, ``time2vec``, ``timedelta``, ``index_sinusoidal``, ``age``) or
-            ``{class_path, init_args}`` dicts (a missing ``dim`` is filled in), e.g.
-            ``{class_path: posenc.temporal.HolidayFeatures, init_args: {country: US}}``.
-            Calendar, Fourier and holiday features read local wall-clock time; ``age``
-            (:class:`~posenc.temporal.AgeFeature`, GluonTS's ``AddAgeFeature``: ``log10(2 +
-            days)`` since the series' first observation, which the batches carry) reads it
-            with the series' start; the others read elapsed time from the forecast origin in
-            ``time_unit``. Each class declares what it reads as its ``reads`` attribute (one
-            of :data:`READS`) and its output width as ``dim`` (an int); a class of your own
-            must too. ``[]`` for none.
+        encodings: additive temporal encodings (default ``[calendar, continuous]``, ``[]`` for
+            none): names from ``TIME_ENCODINGS`` (``calendar``, ``calendar_embedding``,
+            ``fourier``, ``continuous``, ``time2vec``, ``timedelta``, ``index_sinusoidal``,
+            ``age``) or ``{class_path, init_args}`` dicts (a missing ``dim`` is filled in),
+            e.g. ``{class_path: posenc.temporal.HolidayFeatures, init_args: {country: US}}``.
+            A class declares what it reads as ``reads`` (one of
+            :data:`~posenc.tasks.forecasting.network.READS`) and its width as ``dim``.
         relative: relative-time attention: ``rope``, ``alibi``, None, or a dict such as
             ``{class_path: posenc.core.RotaryEncoding, init_args: {base: 1000.0}}`` (missing
             ``head_dim``/``num_heads`` filled in); one instance per block.
         time_unit: unit of elapsed time (relative positions, continuous/Time2Vec/TimeDelta
-            inputs); pick the typical sampling step. A fixed duration (``"1h"``, ``"30min"``,
-            ``"1D"``): real elapsed time. Or calendar months, quarters or years (``"MS"``,
-            ``"3MS"``, ``"QS"``, ``"YS"``, ``"month"``, ``"quarter"``, ``"year"``;
-            :func:`~posenc.temporal.frequencies.parse_time_unit`) for monthly or coarser
-            data: elapsed months of the local wall clock, each month one unit whatever its
-            length (:func:`~posenc.temporal.calendar.month_positions`; a quarter is 3
-            months, a year 12). ``"M"`` is refused as ambiguous.
+            inputs), typically the sampling step: a fixed duration (``"1h"``, ``"30min"``) or,
+            for monthly or coarser data, calendar months, quarters or years (``"MS"``,
+            ``"QS"``, ``"YS"``, ``"month"``, ...; see
+            :func:`~posenc.temporal.frequencies.parse_time_unit`) counted on the local wall
+            clock. ``"M"`` is refused as ambiguous.
         loss: ``mae``, ``mse`` or ``quantile``.
         quantiles: levels for the quantile loss; the one closest to 0.5 is the point forecast.
-        naive_seasons: the seasons of the seasonal-naive baselines, durations (``["1D",
-            "7D"]``; linked from the data module's ``naive_seasons``; whole days mean the same
-            local day, see :func:`~.metrics.seasonal_naive`); evaluation logs each one's
-            metrics beside the model's on the same windows (``test/mae_naive_7d``, ...;
-            :func:`~.metrics.season_label`) and the strongest's (lowest MAE of the split) as
-            ``test/mae_naive``, ... None or ``[]``: no baseline. All are scored on the same
-            points: ``{stage}/unscored`` counts the observed targets left out because the
-            window's context never observes their channel (an outage longer than the
-            context; :class:`~.metrics.ForecastMetrics`). MASE and RMSSE are scaled by the
-            seasonal error of each series' history that the batches carry
-            (``seasonal_error``: the data module's ``mase_season``), whatever the baselines.
+        naive_seasons: seasons of the seasonal-naive baselines as durations (``["1D", "7D"]``;
+            linked from the data module), None or ``[]`` for none. Evaluation logs each one's
+            metrics beside the model's on the same points (``test/mae_naive_7d``, ...) and the
+            strongest's (lowest MAE) as ``test/mae_naive``; ``{stage}/unscored`` counts the
+            targets whose channel the context never observes. MASE and RMSSE use the batches'
+            ``seasonal_error`` (the data module's ``mase_season``).
         instance_norm: standardize each window by its own context (RevIN) before the
             transformer and undo it on the output; helps with level shifts.
-        nonnegative: forecasts (the point and every quantile) never below zero in data
-            units, in training and prediction alike, for counts and other non-negative
-            targets: a softplus floored at the scaled zero, which keeps a gradient below
-            zero where a clamp would have none (see
-            :class:`~posenc.tasks.forecasting.network.ForecastTransformer`); forecasts in
-            data units are clamped at 0 only to remove float32 rounding of the unscaling.
+        nonnegative: forecasts (point and quantiles) never below zero in data units, for
+            counts and other non-negative targets (a softplus floored at the scaled zero; see
+            :class:`~posenc.tasks.forecasting.network.ForecastTransformer`).
         lr: AdamW's peak learning rate.
         weight_decay: AdamW's weight decay (position parameters get none).
         warmup: fraction of training steps with linear warmup.
         scheduler: ``"cosine"`` or ``"constant"`` after warmup.
         min_lr_ratio: the cosine schedule's final learning rate / ``lr``.
-        instance_norm_stats: with ``instance_norm``, the window's level and spread:
-            ``"standard"`` (mean and standard deviation, RevIN) or ``"robust"`` (median and
-            median absolute deviation, neuralforecast's ``robust`` scaler; see
+        instance_norm_stats: with ``instance_norm``, ``"standard"`` (mean and standard
+            deviation, RevIN) or ``"robust"`` (median and MAD, neuralforecast's ``robust``;
             :func:`~posenc.tasks.forecasting.network.window_statistics`).
-        lags: seasons as durations (``["1D", "7D"]``), or None: each time to predict gets
-            the seasonal-naive value of each season at its time as an input (the last
-            observed context value a whole number of seasons earlier, local days for whole
-            days, exactly the baselines' forecast of ``naive_seasons``), in the units the
-            context enters the network in, embedded by one linear map into the query token
-            (:meth:`~posenc.tasks.forecasting.network.ForecastTransformer.lag_inputs`).
-        patch_size: context observations per token (1: one each): with ``P > 1`` every
-            ``P`` consecutive observations, counted back from the forecast origin, become one
-            token (PatchTST's patches) after their own embedding and time features; see
-            :class:`~posenc.tasks.forecasting.network.ForecastTransformer`.
+        lags: seasons as durations (``["1D", "7D"]``), or None: each time to predict gets the
+            seasonal-naive value of each season as an input (the baselines' forecast,
+            :meth:`~posenc.tasks.forecasting.network.ForecastTransformer.lag_inputs`).
+        patch_size: context observations per token (1: one each); ``P > 1`` makes PatchTST's
+            patches, counted back from the forecast origin.
     """
 
     def __init__(
-        self,
-        num_targets: int = 1,
-        num_past_covariates: int = 0,
-        num_future_covariates: int = 0,
-        static_cardinalities: list[int] | None = None,
-        num_static_real: int = 0,
-        dim: int = 64,
-        depth: int = 2,
-        num_heads: int = 4,
-        mlp_ratio: float = 2.0,
-        dropout: float = 0.0,
-        encodings: list[str | dict] | None = None,
-        relative: str | dict | None = "rope",
-        time_unit: str = "1h",
-        loss: str = "mae",
-        quantiles: list[float] | None = None,
-        naive_seasons: list[str] | None = None,
-        instance_norm: bool = True,
-        nonnegative: bool = False,
-        lr: float = 1e-3,
-        weight_decay: float = 0.01,
-        warmup: float = 0.05,
-        scheduler: str = "cosine",
-        min_lr_ratio: float = 0.0,
-        instance_norm_stats: str = "standard",
-        lags: list[str] | None = None,
+        self, num_targets: int = 1, num_past_covariates: int = 0, num_future_covariates: int = 0,
+        static_cardinalities: list[int] | None = None, num_static_real: int = 0, dim: int = 64,
+        depth: int = 2, num_heads: int = 4, mlp_ratio: float = 2.0, dropout: float = 0.0,
+        encodings: list[str | dict] | None = None, relative: str | dict | None = "rope",
+        time_unit: str = "1h", loss: str = "mae", quantiles: list[float] | None = None,
+        naive_seasons: list[str] | None = None, instance_norm: bool = True,
+        nonnegative: bool = False, lr: float = 1e-3, weight_decay: float = 0.01,
+        warmup: float = 0.05, scheduler: str = "cosine", min_lr_ratio: float = 0.0,
+        instance_norm_stats: str = "standard", lags: list[str] | None = None,
         patch_size: int = 1,
     ) -> None:
         super().__init__()
@@ -166,15 +131,10 @@ class Forecaster(LightningModule):
                             ("num_future_covariates", num_future_covariates),
                             ("num_static_real", num_static_real)):
             check_int(value, name, ge=0)
-        if static_cardinalities is not None and not isinstance(static_cardinalities,
-                                                               (list, tuple)):
-            raise TypeError(f"static_cardinalities must be a list of ints, got "
-                            f"{type(static_cardinalities).__name__} ({static_cardinalities!r})")
+        _check_list(static_cardinalities, "static_cardinalities", "ints")
         for i, value in enumerate(static_cardinalities or []):
             check_positive_int(value, f"static_cardinalities[{i}]")
-        if naive_seasons is not None and not isinstance(naive_seasons, (list, tuple)):
-            raise TypeError(f"naive_seasons must be a list of durations or None, got "
-                            f"{type(naive_seasons).__name__} ({naive_seasons!r})")
+        _check_list(naive_seasons, "naive_seasons", "durations or None")
         # {logged-name suffix: season ns}, e.g. {"_naive_7d": 604800000000000}
         self.naive_seasons = {}
         for i, season in enumerate(naive_seasons or []):
@@ -183,11 +143,8 @@ class Forecaster(LightningModule):
             if suffix in self.naive_seasons:
                 raise ValueError(f"naive_seasons={naive_seasons} repeats the season {season!r}")
             self.naive_seasons[suffix] = season_ns
-        if lags is not None and not isinstance(lags, (list, tuple)):
-            raise TypeError(f"lags must be a list of durations or None, got "
-                            f"{type(lags).__name__} ({lags!r})")
-        lag_seasons = [parse_duration(season, f"lags[{i}]") for i, season in
-                       enumerate(lags or [])]
+        _check_list(lags, "lags", "durations or None")
+        lag_seasons = [parse_duration(season, f"lags[{i}]") for i, season in enumerate(lags or [])]
         if dim % num_heads:
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
         check_positive_float(mlp_ratio, "mlp_ratio")
@@ -197,20 +154,15 @@ class Forecaster(LightningModule):
         check_float(dropout, "dropout", ge=0, lt=1)
         check_bool(instance_norm, "instance_norm")
         check_bool(nonnegative, "nonnegative")
-        if encodings is not None and not isinstance(encodings, (list, tuple)):
-            raise TypeError(f"encodings must be a list of encodings, got "
-                            f"{type(encodings).__name__} ({encodings!r})")
+        _check_list(encodings, "encodings", "encodings")
         check_choice(loss, "loss", LOSSES)
         if loss == "quantile":
-            quantiles = check_quantile_levels([0.1, 0.5, 0.9] if quantiles is None
-                                              else quantiles)
+            quantiles = check_quantile_levels([0.1, 0.5, 0.9] if quantiles is None else quantiles)
         elif quantiles:
             raise ValueError(f"quantiles={quantiles} need loss='quantile', got loss={loss!r}")
         unit = parse_time_unit(time_unit, "time_unit")
         encodings = ["calendar", "continuous"] if encodings is None else list(encodings)
-
-        head_dim = dim // num_heads
-        defaults = {"dim": dim, "head_dim": head_dim, "num_heads": num_heads}
+        defaults = {"dim": dim, "head_dim": dim // num_heads, "num_heads": num_heads}
         modules, reads = [], []
         for i, spec in enumerate(encodings):
             module = instantiate(spec, TIME_ENCODINGS, f"encodings[{i}]", defaults)
@@ -218,12 +170,10 @@ class Forecaster(LightningModule):
             reads.append(encoding_reads(module, f"encodings[{i}]"))
         relative_modules = []
         for _ in range(depth):
-            if relative is None or relative == "none":
-                relative_modules.append((None, None))
-                continue
-            module = instantiate(relative, RELATIVE_ENCODINGS, "relative", defaults)
-            is_rotary = hasattr(module, "rotation")
-            relative_modules.append((module, None) if is_rotary else (None, module))
+            module = None if relative in (None, "none") else instantiate(
+                relative, RELATIVE_ENCODINGS, "relative", defaults)
+            rotary = hasattr(module, "rotation")
+            relative_modules.append((module, None) if rotary else (None, module))
         self.quantile_levels = quantiles
         self.register_buffer("quantiles", torch.tensor(quantiles or [0.5]), persistent=False)
         self.model = ForecastTransformer(
@@ -234,9 +184,8 @@ class Forecaster(LightningModule):
             unit_months=unit.months, nonnegative=nonnegative,
             instance_norm_stats=instance_norm_stats, lag_seasons=lag_seasons or None,
             patch_size=patch_size)
-        # The state fitted on the training span (columns, zone, series, scaling): the data
-        # module's own at the first fit, then the model's: stored in checkpoints, used by
-        # forecast() and handed to the data it is tested on; never replaced once set.
+        # The state fitted on the training span: the data module's at the first fit, then kept
+        # (in checkpoints, for forecast() and for the data it is tested on).
         self.fitted: Fitted | None = None
         self._data_fitted: Fitted | None = None  # what the trainer's data reads with
         self.point_index = int((self.quantiles - 0.5).abs().argmin())
@@ -271,9 +220,8 @@ class Forecaster(LightningModule):
             self.fitted = self._data_fitted
 
     def _hand_fitted_to_data(self) -> Any:
-        """Hand the trainer's data module this model's state (None while it has none: the
-        data then fits its own) and keep the state it reads with; -> the data module, or None
-        without one that reads a state."""
+        """Hand the trainer's data module this model's state (None: it fits its own), keep the
+        state it reads with; -> the data module, or None without one that reads a state."""
         datamodule = getattr(self._trainer, "datamodule", None) if self._trainer else None
         read_with = getattr(datamodule, "read_with", None)
         if read_with is None:
@@ -309,8 +257,8 @@ class Forecaster(LightningModule):
         return values * scale + loc
 
     def _forecast_units(self, pred: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
-        """Scaled ``(B, N, C, Q)`` predictions -> data units; with ``nonnegative``, float32
-        rounding of ``value * scale + loc`` (a few ulps below 0) is clamped away."""
+        """Scaled ``(B, N, C, Q)`` predictions -> data units (``nonnegative``: float32 rounding
+        below 0 clamped)."""
         pred = self._unscale(pred, batch)
         return pred.clamp_min(0) if self.hparams.nonnegative else pred
 
@@ -329,15 +277,13 @@ class Forecaster(LightningModule):
         pred = self(batch).float()
         loss = self._loss(pred, batch)
         size = batch["target_valid"].shape[0]
-        self.log(f"{stage}/loss", loss, sync_dist=True, prog_bar=stage == "val",
-                 batch_size=size)
+        self.log(f"{stage}/loss", loss, sync_dist=True, prog_bar=stage == "val", batch_size=size)
         pred = self._forecast_units(pred, batch)
         target = self._unscale(batch["target_value"], batch)
         context = self._unscale(batch["context_value"], batch)
         context_observed = batch["context_observed"]
         series = batch.get("series", torch.zeros(size, dtype=torch.int64, device=pred.device))
-        args = (target, batch["target_observed"], series, context_observed,
-                batch["seasonal_error"])
+        args = (target, batch["target_observed"], series, context_observed, batch["seasonal_error"])
         quantile = self.hparams.loss == "quantile"
         metrics = self.metrics[stage]
         metrics["model"].update(pred[..., self.point_index], *args, pred if quantile else None)
@@ -362,9 +308,8 @@ class Forecaster(LightningModule):
         return compared
 
     def _log_metrics(self, stage: str) -> None:
-        """Aggregated metrics of the epoch: ``{stage}/mae`` ..., each baseline's
-        ``{stage}/mae_naive_7d`` ... and the strongest's ``{stage}/mae_naive`` ... (the
-        seasonal-naive forecasts on the same windows)."""
+        """Log the epoch's ``{stage}/mae`` ..., each baseline's ``{stage}/mae_naive_7d`` ... and
+        the strongest's ``{stage}/mae_naive`` ..."""
         metrics = self.metrics[stage]
         compared = self._compared(stage)
         for _, suffix, values in compared:
@@ -376,7 +321,6 @@ class Forecaster(LightningModule):
             trainer = self._trainer
             if (self.test_per_series is not None and trainer is not None and trainer.loggers
                     and trainer.is_global_zero and trainer.log_dir):
-                # The backtest per series, beside the logger's metrics (posenc test/fit).
                 path = Path(trainer.log_dir) / "test_per_series.csv"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self.test_per_series.to_csv(path, index=False)
@@ -384,9 +328,8 @@ class Forecaster(LightningModule):
             metric.reset()
 
     def _per_series(self, metrics: nn.ModuleDict, compared: list) -> pd.DataFrame | None:
-        """The test metrics per series (model, then each ``*_naive_*``, then the strongest's
-        ``*_naive``), one row per series of the data tested (the model's series, then any
-        new to it)."""
+        """The test metrics per series (model, each ``*_naive_*``, the strongest's ``*_naive``),
+        one row per series of the data tested."""
         fitted = self.fitted if self._data_fitted is None else self._data_fitted
         if fitted is None:
             return None
@@ -409,8 +352,7 @@ class Forecaster(LightningModule):
     def test_step(self, batch, batch_idx: int) -> None:
         self._eval_step("test", batch)
 
-    def predict_step(self, batch, batch_idx: int = 0, dataloader_idx: int = 0
-                     ) -> dict[str, Tensor]:
+    def predict_step(self, batch, batch_idx: int = 0, dataloader_idx: int = 0) -> dict[str, Tensor]:
         """Forecasts in data units: ``{"series": (B,) int64 (rows of ``fitted.series_keys``),
         "origin": (B,) int64 UTC ns of the last context observation, "time": (B, Nh) int64
         UTC ns, "valid": (B, Nh), "prediction": (B, Nh, C) point, "quantiles":
@@ -433,29 +375,23 @@ class Forecaster(LightningModule):
         """History in, forecasts out: one row per series and time to predict.
 
         Args:
-            history: long-format table with the training data's columns (series, timestamp,
-                targets, covariates, static columns), read exactly as in training (same zone,
-                DST options, per-series scaling; a series new to the model is scaled by its
-                own history). Each series' context is its last ``context_length``.
+            history: long-format table with the training data's columns, read exactly as in
+                training (a series new to the model is scaled by its own history). Each
+                series' context is its last ``context_length``.
             future: the times to predict: a table of the series and timestamp columns (plus
-                the future covariates), times after each series' history in any order, or an
-                int number of sampling steps, or None for the trained horizon.
+                the future covariates), an int number of sampling steps, or None for the
+                trained horizon.
             batch_size: series per forward pass.
 
         Returns:
-            The table of :func:`~posenc.tasks.forecasting.output.forecast_frame`: series
-            columns, the timestamp in the data's zone, ``forecast_origin``, the point
-            forecast per target and, when trained with quantiles, one column per target and
-            level.
+            The :func:`~posenc.tasks.forecasting.output.forecast_frame` table.
 
-        Needs the state fitted on the training data (:attr:`fitted`): present after ``fit``
-        with a :class:`~posenc.tasks.TimeSeriesDataModule` and in every checkpoint written
-        then (``Forecaster.load_from_checkpoint(path).forecast(history)``).
+        Needs :attr:`fitted`, set by ``fit`` with a :class:`~posenc.tasks.TimeSeriesDataModule`
+        and kept in its checkpoints (``Forecaster.load_from_checkpoint(path).forecast(df)``).
         """
         if self.fitted is None:
             raise RuntimeError("this Forecaster has no fitted state: fit it with a "
-                               "TimeSeriesDataModule, or load a checkpoint written by such a "
-                               "fit")
+                               "TimeSeriesDataModule, or load a checkpoint written by such a fit")
         check_positive_int(batch_size, "batch_size")
         dataset = request_dataset(self.fitted, history, future)
         was_training = self.training

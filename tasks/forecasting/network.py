@@ -1,17 +1,11 @@
 """``ForecastTransformer``: a transformer over (value, timestamp) tokens and future query times.
 
-Each observation is a token (its values, which are present, and its timestamp); each time to
-predict is a query token that carries only its timestamp. Timestamps enter in two ways:
-
-- additive: features of each token's time summed into its embedding after one linear map:
-  calendar features of local time (also for the future: they come from the query timestamps),
-  Fourier seasonality, continuous sinusoids / Time2Vec of elapsed time, time deltas, holiday
-  indicators, the series' age (time since its first observation);
-- relative: RoPE or ALiBi inside :class:`posenc.core.MultiheadAttention`, driven by elapsed
-  time in ``time_unit`` (hours by default), so attention sees real gaps.
-
-Observation tokens attend to every observation; a query token attends to every observation
-and to itself only, so the forecast at a time does not depend on which other times are asked.
+Each observation is a token (its values and timestamp); each time to predict is a query token
+carrying only its timestamp. Timestamps enter additively (features of each token's time summed
+into its embedding: calendar, Fourier, elapsed-time sinusoids, time deltas, holidays, age) and
+relatively (RoPE or ALiBi on elapsed time in ``time_unit`` inside
+:class:`posenc.core.MultiheadAttention`). A query token attends to the observations and itself
+only, so a forecast does not depend on which other times are asked.
 """
 
 from __future__ import annotations
@@ -33,24 +27,16 @@ from .metrics import seasonal_naive
 __all__ = ["ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS", "NORM_STATS",
            "RELATIVE_ENCODINGS", "READS", "encoding_dim", "encoding_reads", "window_statistics"]
 
-# How instance normalisation measures a window's level and spread (see window_statistics).
-NORM_STATS = ("standard", "robust")
-# neuralforecast's robust scaler falls back to std * this where the MAD is 0 (the MAD of a
-# normal distribution is 0.6745 of its standard deviation).
+NORM_STATS = ("standard", "robust")  # see window_statistics
+# neuralforecast's robust scaler: std * this where the MAD is 0 (a normal's MAD / std).
 _MAD_PER_STD = 0.6744897501960817
 _MAX_SEASON_NS = 2 ** 62
 
-# What an additive encoding reads, declared by its class as ``reads``:
-#   "fields":     calendar fields of local wall-clock time, ``{name: (B, N) int tensor}``
-#                 (computed by the data pipeline: the batch's ``*_fields``);
-#   "timestamps": local wall-clock time as a (B, N) int64 ns tensor (seasonal features);
-#   "elapsed":    (B, N) float elapsed time from the forecast origin, in ``time_unit``;
-#   "deltas":     elapsed time plus the (B, N) bool mask of observed tokens;
-#   "series_start": local wall-clock time as for "timestamps", plus the (B, 1) int64
-#                 wall-clock ns of the first observation of each window's series (the
-#                 batch's ``series_start_local``: a window alone does not hold it).
+# What an additive encoding reads (its class's ``reads``): "fields" {name: (B, N) int} calendar
+# fields of local time; "timestamps" (B, N) int64 local wall-clock ns; "elapsed" (B, N) float
+# time from the forecast origin in ``time_unit``; "deltas" elapsed plus the (B, N) bool observed
+# mask; "series_start" local ns plus the (B, 1) int64 local ns of the series' first observation.
 READS = ("fields", "timestamps", "elapsed", "deltas", "series_start")
-
 
 # name -> factory, called with what it takes of the model's sizes (dim, head_dim, num_heads).
 TIME_ENCODINGS: dict[str, Any] = {
@@ -71,9 +57,8 @@ RELATIVE_ENCODINGS: dict[str, Any] = {
 
 
 def encoding_reads(module: nn.Module, name: str = "encoding") -> str:
-    """What an additive temporal encoding reads (one of :data:`READS`): the ``reads``
-    attribute its class declares (posenc.temporal's encodings do; so must a class of your
-    own), else ``TypeError`` naming the class."""
+    """What an additive temporal encoding reads: its class's ``reads`` (one of :data:`READS`),
+    else ``TypeError`` naming the class."""
     reads = getattr(module, "reads", None)
     if reads not in READS:
         raise TypeError(f"{name} {type(module).__name__} does not declare what it reads: give "
@@ -82,10 +67,8 @@ def encoding_reads(module: nn.Module, name: str = "encoding") -> str:
 
 
 def encoding_dim(module: nn.Module, name: str = "encoding") -> int:
-    """The width of an additive temporal encoding's output: the ``dim`` it declares
-    (posenc.temporal's encodings do; so must a class of your own), else ``TypeError`` naming
-    the class. Declared, not measured: running an encoding on made-up times would trip its
-    checks of a fixed origin or of a year range."""
+    """The width of an additive temporal encoding's output: the ``dim`` it declares, else
+    ``TypeError`` naming the class (not measured: made-up times could trip its checks)."""
     dim = getattr(module, "dim", None)
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
         raise TypeError(f"{name} {type(module).__name__} does not declare its width: give it a "
@@ -95,12 +78,11 @@ def encoding_dim(module: nn.Module, name: str = "encoding") -> int:
 
 
 class TimeFeatures(nn.Module):
-    """Concatenated additive temporal features of every token, as one ``(B, N, F)`` tensor,
-    ``F`` (:attr:`width`) the sum of the encodings' declared ``dim``.
+    """Concatenated additive temporal features of every token, ``(B, N, F)``, ``F``
+    (:attr:`width`) the sum of the encodings' declared ``dim``.
 
     Args:
-        encodings: the temporal encoding modules (each declares ``dim``, see
-            :func:`encoding_dim`).
+        encodings: the temporal encoding modules.
         reads: per encoding, what it reads (one of :data:`READS`).
     """
 
@@ -116,13 +98,10 @@ class TimeFeatures(nn.Module):
 
     def forward(self, fields: Tensor | None, local: Tensor, elapsed: Tensor,
                 observed: Tensor, series_start: Tensor | None = None) -> Tensor:
-        """Per token: ``fields`` ``(B, N, len(FIELDS))`` int calendar fields of the local time
-        (:func:`~posenc.tasks.forecasting.windows.local_time_fields`; None when no encoding reads
-        them), ``local`` ``(B, N)`` int64 wall-clock ns, ``elapsed`` ``(B, N)`` float time
-        from the forecast origin in ``time_unit``, ``observed`` ``(B, N)`` bool (a value is
-        present); per window: ``series_start`` ``(B, 1)`` int64 wall-clock ns of its series'
-        first observation (None when no encoding reads it). -> ``(B, N, F)`` float32, on the
-        inputs' device (no host round trip)."""
+        """``fields`` ``(B, N, len(FIELDS))`` int calendar fields of the local time (or None),
+        ``local`` ``(B, N)`` int64 wall-clock ns, ``elapsed`` ``(B, N)`` float in
+        ``time_unit``, ``observed`` ``(B, N)`` bool, ``series_start`` ``(B, 1)`` int64
+        wall-clock ns (or None) -> ``(B, N, F)`` float32."""
         columns = None
         features = []
         for encoding, read in zip(self.encodings, self.reads, strict=True):
@@ -147,10 +126,8 @@ def window_statistics(context: Tensor, observed: Tensor, stats: str = "standard"
     """Each window's level and spread over its observed context values, per channel.
 
     ``"standard"`` (RevIN): the mean and ``sqrt(variance + 1e-5)``. ``"robust"``
-    (neuralforecast's ``robust`` scaler): the median (the lower one of an even count, as
-    ``torch.nanmedian``) and the median absolute deviation from it, where that is 0 (over
-    half the values equal) ``0.6745`` standard deviations instead, then
-    ``sqrt(mad^2 + 1e-5)``: a few outliers (a holiday, a spike) move neither.
+    (neuralforecast's ``robust`` scaler): the lower median and ``sqrt(mad^2 + 1e-5)``, the MAD
+    replaced by ``0.6745`` standard deviations where it is 0.
 
     Args:
         context: ``(B, Nc, C)`` float values (anything where unobserved).
@@ -182,16 +159,14 @@ class Block(nn.Module):
                  rotary: nn.Module | None, bias: nn.Module | None) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = MultiheadAttention(dim, num_heads, rotary=rotary, bias=bias,
-                                       proj_drop=dropout)
+        self.attn = MultiheadAttention(dim, num_heads, rotary=rotary, bias=bias, proj_drop=dropout)
         self.norm2 = nn.LayerNorm(dim)
         hidden = int(dim * mlp_ratio)
         self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout),
                                  nn.Linear(hidden, dim), nn.Dropout(dropout))
 
     def forward(self, x: Tensor, positions: Tensor | None, mask: Tensor) -> Tensor:
-        # positions: elapsed time made from int64 timestamps, finite by construction, so the
-        # block attends unchecked and reads no values (nothing in it waits for the host).
+        # positions are finite by construction (from int64 timestamps): attend unchecked.
         x = x + self.attn._attend(self.norm1(x), None, positions, positions, mask)
         return x + self.mlp(self.norm2(x))
 
@@ -209,48 +184,31 @@ class ForecastTransformer(nn.Module):
         dropout: dropout probability.
         time_features: the additive encodings (may hold none).
         relative: per block, ``(rotary, bias)`` modules (each may be None).
-        unit_seconds: seconds per unit of elapsed time (relative positions and the encodings
-            that read ``elapsed``); unused with ``unit_months``.
-        instance_norm: standardize each window's values by its context's mean and standard
-            deviation and undo it at the output (RevIN, Kim et al. 2022).
-        num_past: past covariates ``P``: with their observed flags, part of each context
-            token's input (``context_past``, ``context_past_observed``).
+        unit_seconds: seconds per unit of elapsed time; unused with ``unit_months``.
+        instance_norm: standardize each window by its context and undo it at the output
+            (RevIN, Kim et al. 2022).
+        num_past: past covariates ``P`` (``context_past``, with their observed flags part of
+            each context token's input).
         num_future: future covariates ``K``: one linear map of ``*_future`` added to every
-            context and query token (the same covariate means the same on both sides).
+            context and query token.
         static_cardinalities: codes per categorical static column (``static_cat``): one
-            embedding each, summed into every token of the window.
+            embedding each, summed into every token.
         num_static_real: numeric static columns (``static_real``): one linear map, summed
             into every token.
-        unit_months: when > 0, elapsed time is in calendar months of the local wall clock
-            divided by this (1: months, 3: quarters, 12: years;
-            :func:`~posenc.temporal.calendar.month_positions`) instead of real seconds.
-        nonnegative: forecasts never below zero in data units (``value * scale + loc``,
-            with the batch's ``loc``/``scale``): the output ``y`` in scaled units becomes
-            ``z + softplus(y - z)``, ``z = -loc / scale`` the scaled zero. A softplus, not a
-            clamp: a clamp has no gradient below zero, so a forecast pushed there could not
-            come back; the softplus has one everywhere, is the identity far above zero
-            (within float32 for ``y - z > 20``, i.e. 20 series standard deviations) and
-            approaches zero (never reaches it) for counts that are mostly 0.
-        instance_norm_stats: with ``instance_norm``, how a window's level and spread are
-            measured (:func:`window_statistics`): ``"standard"`` (mean, standard deviation)
-            or ``"robust"`` (median, median absolute deviation).
+        unit_months: when > 0, elapsed time is in local calendar months divided by this (1:
+            months, 3: quarters, 12: years; :func:`~posenc.temporal.calendar.month_positions`).
+        nonnegative: forecasts never below zero in data units: the scaled output ``y`` becomes
+            ``z + softplus(y - z)``, ``z = -loc / scale`` the scaled zero (a clamp would have
+            no gradient below zero).
+        instance_norm_stats: with ``instance_norm``, :func:`window_statistics`' ``stats``.
         lag_seasons: seasons in ns (``L`` of them, each in (0, 2**62]), or None: each query
-            token gets, per season and channel, the seasonal-naive value at its time (the
-            last observed context value at or before ``t - k * season``, ``k >= 1`` the
-            smallest reaching the context; :func:`~.metrics.seasonal_naive`, local wall-clock
-            time for whole days), in the units the context enters in (instance-normalised
-            with ``instance_norm``), and a flag that it exists; one linear map of these
-            ``(B, Nh, 2 * L * C)`` inputs is added to the query token. Built after every
-            other parameter, so a seed gives the other parameters the values it gives them
-            without lags.
-        patch_size: context observations per token (``P``; 1: a token per observation).
-            With ``P > 1`` (PatchTST's patches, Nie et al. 2023), each observation is
-            embedded as without patches (values, covariates, statics, time features), then
-            every ``P`` consecutive ones, counted back from the forecast origin, become one
-            token by a linear map of their ``P`` embeddings concatenated (the earliest patch
-            zero-filled where the context runs out); a patch sits at its latest
-            observation's elapsed time (relative attention). About ``P`` times fewer context
-            tokens to attend over. Built after the lags' map.
+            token gets one linear map of :meth:`lag_inputs`. Built after every other
+            parameter, so a seed initialises the others as without lags.
+        patch_size: context observations per token (``P``; 1: one each). With ``P > 1``
+            (PatchTST, Nie et al. 2023) every ``P`` embedded observations, counted back from
+            the forecast origin, become one token by a linear map of their concatenation (the
+            earliest patch zero-filled), at its latest observation's elapsed time. Built after
+            the lags' map.
     """
 
     def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
@@ -262,12 +220,10 @@ class ForecastTransformer(nn.Module):
                  nonnegative: bool = False, instance_norm_stats: str = "standard",
                  lag_seasons: list[int] | None = None, patch_size: int = 1) -> None:
         super().__init__()
-        self.num_past, self.num_future, self.num_static_real = num_past, num_future, \
-            num_static_real
+        self.num_past, self.num_future, self.num_static_real = num_past, num_future, num_static_real
         self.static_cardinalities = list(static_cardinalities or [])
         self.future_proj = nn.Linear(num_future, dim) if num_future else None
-        self.static_embeds = nn.ModuleList(nn.Embedding(n, dim)
-                                           for n in self.static_cardinalities)
+        self.static_embeds = nn.ModuleList(nn.Embedding(n, dim) for n in self.static_cardinalities)
         self.static_proj = nn.Linear(num_static_real, dim) if num_static_real else None
         self.instance_norm = instance_norm
         self.num_targets, self.num_outputs = num_targets, num_outputs
@@ -306,20 +262,13 @@ class ForecastTransformer(nn.Module):
 
     def _static(self, batch: Mapping[str, Tensor]) -> Tensor | None:
         """``(B, dim)`` sum of the window's static embeddings, or None without any."""
-        static = None
-        if self.static_embeds:
-            codes = batch["static_cat"]
-            for j, embed in enumerate(self.static_embeds):
-                term = embed(codes[:, j])
-                static = term if static is None else static + term
+        terms = [embed(batch["static_cat"][:, j]) for j, embed in enumerate(self.static_embeds)]
         if self.static_proj is not None:
-            term = self.static_proj(batch["static_real"].float())
-            static = term if static is None else static + term
-        return static
+            terms.append(self.static_proj(batch["static_real"].float()))
+        return sum(terms[1:], terms[0]) if terms else None
 
     def input_keys(self) -> list[str]:
-        """The batch keys :meth:`forward` reads (it ignores any others), in a fixed order:
-        those of every model, then those of its time features, covariates and statics."""
+        """The batch keys :meth:`forward` reads (it ignores any others), in a fixed order."""
         keys = ["context_time", "target_time", "context_local", "target_local",
                 "context_valid", "target_valid", "context_value", "context_observed"]
         keys += ["context_fields", "target_fields"] if self.time_features.reads_fields else []
@@ -350,13 +299,10 @@ class ForecastTransformer(nn.Module):
             if key in keys and batch[key].shape[-1] != size:
                 raise ValueError(f"batch[{key!r}] has {batch[key].shape[-1]} columns but the "
                                  f"model was built for {size}")
-        if "series_start_local" in keys and (
-                batch["series_start_local"].dtype != torch.int64
-                or batch["series_start_local"].shape != batch["context_valid"].shape[:1]):
-            start = batch["series_start_local"]
-            raise ValueError(f"batch['series_start_local'] must be the "
-                             f"{tuple(batch['context_valid'].shape[:1])} int64 wall-clock ns of "
-                             f"each window's series' first observation, got {start.dtype} of "
+        start, size = batch.get("series_start_local"), tuple(batch["context_valid"].shape[:1])
+        if "series_start_local" in keys and (start.dtype != torch.int64 or start.shape != size):
+            raise ValueError(f"batch['series_start_local'] must be the {size} int64 wall-clock ns "
+                             f"of each window's series' first observation, got {start.dtype} of "
                              f"shape {tuple(start.shape)}")
         for side in ("context", "target"):
             valid = batch[f"{side}_valid"]
@@ -375,9 +321,8 @@ class ForecastTransformer(nn.Module):
                         f"got {fields.dtype} of shape {tuple(fields.shape)}")
 
     def elapsed(self, batch: Mapping[str, Tensor]) -> Tensor:
-        """``(B, Nc + Nh)`` float64 (float32 on MPS) time of every context and query token from
-        the forecast origin (the window's last real observation), in the time unit: real time
-        in ``unit_seconds``, or wall-clock calendar months / ``unit_months``."""
+        """``(B, Nc + Nh)`` float64 (float32 on MPS) time of every token from the forecast
+        origin (the last real observation) in ``unit_seconds`` or months / ``unit_months``."""
         last = batch["context_valid"].sum(1, keepdim=True).clamp_min(1) - 1
         dtype = wide_dtype(batch["context_time"].device)
         if self.unit_months:
@@ -385,20 +330,17 @@ class ForecastTransformer(nn.Module):
             months, fraction = month_positions(local, dtype)
             origin_months, origin_fraction = month_positions(
                 batch["context_local"].gather(1, last), dtype)
-            # Whole months subtracted as integers: the fractions keep full precision.
+            # Whole months subtracted as integers keep the fractions' precision.
             return ((months - origin_months).to(dtype) + (fraction - origin_fraction)) \
                 / self.unit_months
         time = torch.cat((batch["context_time"], batch["target_time"]), dim=1)
-        # Differences in int64 ns (exact) before the one conversion to float64 (float32 on
-        # MPS), which keeps sub-second precision over years of elapsed time.
-        return (time - batch["context_time"].gather(1, last)).to(dtype) \
-            / (self.unit_seconds * 1e9)
+        # Exact int64 differences before the one float conversion: sub-second over years.
+        return (time - batch["context_time"].gather(1, last)).to(dtype) / (self.unit_seconds * 1e9)
 
     def lag_inputs(self, batch: Mapping[str, Tensor], context: Tensor) -> Tensor:
         """``(B, Nh, 2 * L * C)`` inputs of the query tokens for ``lag_seasons``: per season
-        (in order) the ``C`` seasonal-naive values of ``context`` at the query times, 0 where
-        the channel has none (never observed in the context), then the ``C`` flags (1.0:
-        a value) of that season.
+        the ``C`` :func:`~.metrics.seasonal_naive` values of ``context`` at the query times (0
+        where none), then the ``C`` flags (1.0: a value).
 
         Args:
             batch: the batch (its context/target times, local times, validity, observed).
@@ -418,7 +360,7 @@ class ForecastTransformer(nn.Module):
     def patches(self, tokens: Tensor, elapsed: Tensor, valid: Tensor
                 ) -> tuple[Tensor, Tensor, Tensor]:
         """Group the context's token embeddings into patches of ``P = patch_size``, counted
-        back from each window's last real token (right padding ignored).
+        back from each window's last real token.
 
         Args:
             tokens: ``(B, Nc, D)`` context token embeddings.
@@ -426,16 +368,14 @@ class ForecastTransformer(nn.Module):
             valid: ``(B, Nc)`` bool, False on padding (padding only at the end).
 
         Returns:
-            ``(B, Np, P * D)`` the patches' embeddings concatenated in time order (zeros
-            where a patch reaches before the window's first token), ``(B, Np)`` the
-            elapsed time of each patch's latest token, ``(B, Np)`` bool valid patches;
-            ``Np = ceil(Nc / P)``, in time order (the last patch ends at the origin).
+            ``(B, Np, P * D)`` the patches' embeddings in time order (zeros before the first
+            token), ``(B, Np)`` each patch's latest elapsed time, ``(B, Np)`` bool valid
+            patches; ``Np = ceil(Nc / P)``, the last patch ending at the origin.
         """
         b, nc, d = tokens.shape
         p = self.patch_size
         num = -(-nc // p)
-        # Token j*P + s of the output (patch j, slot s) is P*num - 1 - (j*P + s) tokens
-        # before the last real one.
+        # Slot j*P + s (patch j) is P*num - 1 - (j*P + s) tokens before the last real one.
         back = torch.arange(num * p - 1, -1, -1, device=tokens.device)
         index = valid.sum(1, keepdim=True) - 1 - back                     # (B, Np * P)
         present = index >= 0
@@ -447,24 +387,19 @@ class ForecastTransformer(nn.Module):
 
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         """Batch dict (see :mod:`posenc.tasks.forecasting.data`) -> ``(B, Nh, C, outputs)``
-        predictions in scaled units.
-
-        Nothing in it reads values on the host: calendar fields come with the batch, and
-        elapsed time, made here from int64 timestamps, is finite by construction.
-        """
+        predictions in scaled units; nothing reads values on the host."""
         self._check_batch(batch)
         ctx_valid, tgt_valid = batch["context_valid"], batch["target_valid"]
         num_ctx = ctx_valid.shape[1]
         local = torch.cat((batch["context_local"], batch["target_local"]), dim=1)
-        fields = torch.cat((batch["context_fields"], batch["target_fields"]), dim=1) \
-            if self.time_features.reads_fields else None
+        fields = (torch.cat((batch["context_fields"], batch["target_fields"]), dim=1)
+                  if self.time_features.reads_fields else None)
         valid = torch.cat((ctx_valid, tgt_valid), dim=1)
         elapsed = self.elapsed(batch)
 
         observed = batch["context_observed"]
         context = batch["context_value"].float()
         if self.instance_norm:
-            # RevIN-style: standardize each window by its own context, restore at the output.
             window_loc, window_scale = window_statistics(context, observed,
                                                          self.instance_norm_stats)
             context = (context - window_loc) / window_scale
@@ -486,8 +421,7 @@ class ForecastTransformer(nn.Module):
         if self.time_proj is not None:
             has_value = torch.cat((ctx_valid & observed.any(-1), torch.zeros_like(tgt_valid)),
                                   dim=1)
-            start = batch["series_start_local"][:, None] if self.time_features.reads_start \
-                else None
+            start = batch["series_start_local"][:, None] if self.time_features.reads_start else None
             features = self.time_features(fields, local, elapsed, has_value, start)
             x = x + self.time_proj(features)
 

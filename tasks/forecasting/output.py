@@ -1,29 +1,18 @@
 """Forecast requests in, forecasts out.
 
-In: :func:`request_dataset` turns a history table and the times to predict into one window per
-series, read by :func:`~posenc.tasks.forecasting.data.read_panel` with the trained model's
-:class:`~posenc.tasks.forecasting.data.Fitted` state (its columns, zone and scaling), so new
-data means exactly what the training data meant, and gathered by the same
-:class:`~posenc.tasks.forecasting.windows.WindowDataset` as in training; :func:`make_batch`
-does the same for one series given as arrays.
+In: :func:`request_dataset` reads a history table and the times to predict with the trained
+model's :class:`~posenc.tasks.forecasting.data.Fitted` state into one window per series (the
+training's :class:`~posenc.tasks.forecasting.windows.WindowDataset`); :func:`make_batch` does the
+same for one series given as arrays.
 
-Out: :func:`forecast_frame` is the one place the forecasts table is made (``Forecaster.forecast``
-returns it, :class:`ForecastWriter` writes it). Its columns, in this order:
-
-- the series id columns (``columns.series_columns``, with the data's values);
-- the timestamp column, in the data's time zone (``Fitted.local_times``: tz-aware in ``tz``
-  or the aware data's own zone, or naive for naive data without one);
-- ``forecast_origin`` (:data:`ORIGIN_COLUMN`), when the outputs carry an ``"origin"``: the
-  last context time of the window, in the same zone. A rolling backtest predicts the same
-  time from several origins; this column tells the forecasts apart. (Not ``origin``: that is
-  a real series column, e.g. the airport in nycflights13's weather.)
-- one column per target, named as the target: the point forecast;
-- with quantile levels, one column per target and level, ``{target}_q{level}``
-  (:func:`quantile_column`; the level as Python writes the float, ``load_q0.1``), targets
-  outer, levels increasing.
-
-Rows are the valid (unpadded) horizon steps, sorted by series (the order of
-``Fitted.series_keys``), then origin, then time.
+Out: :func:`forecast_frame` makes the forecasts table (``Forecaster.forecast`` returns it,
+:class:`ForecastWriter` writes it). Its columns, in order: the series columns; the timestamp in
+the data's zone (``Fitted.local_times``); ``forecast_origin`` (:data:`ORIGIN_COLUMN`, the
+window's last context time, which tells a rolling backtest's origins apart; not ``origin``, a
+real column of nycflights13) when the outputs carry one; the point forecast of each target, named
+as the target; with quantile levels, ``{target}_q{level}`` (:func:`quantile_column`), targets
+outer, levels increasing. Rows: the valid horizon steps, sorted by series (as
+``Fitted.series_keys``), origin, time.
 """
 
 from __future__ import annotations
@@ -106,8 +95,7 @@ def _array(output: Mapping, key: str, where: str) -> np.ndarray:
         return value.numpy()
     if isinstance(value, np.ndarray):
         return value
-    raise TypeError(f"{where}[{key!r}] must be a tensor or numpy array, got "
-                    f"{type(value).__name__}")
+    raise TypeError(f"{where}[{key!r}] must be a tensor or numpy array, got {type(value).__name__}")
 
 
 def _check_shape(array: np.ndarray, shape: tuple, key: str, where: str, what: str) -> None:
@@ -151,10 +139,7 @@ def _rows(outputs: Sequence[Mapping], fitted: Fitted,
             raise ValueError(f"{where} {'has' if 'origin' in output else 'has no'} 'origin' "
                              f"but outputs[0] {'has' if with_origin else 'has none'}; all "
                              "outputs carry it or none")
-        series = _array(output, "series", where)
-        time = _array(output, "time", where)
-        valid = _array(output, "valid", where)
-        prediction = _array(output, "prediction", where)
+        series, time, valid, prediction = (_array(output, key, where) for key in _REQUIRED)
         if time.ndim != 2:
             raise ValueError(f"{where}['time'] has shape {tuple(time.shape)}, expected "
                              "(B, Nh) int64 UTC nanoseconds")
@@ -163,10 +148,10 @@ def _rows(outputs: Sequence[Mapping], fitted: Fitted,
         _check_shape(valid, (b, nh), "valid", where, "like 'time'")
         _check_shape(prediction, (b, nh, num_targets), "prediction", where,
                      f"{num_targets} target(s) {list(targets)}")
-        for key, array, kind in (("series", series, "an integer"), ("time", time, "int64"),
-                                 ("valid", valid, "bool")):
-            ok = (array.dtype == np.bool_ if kind == "bool" else array.dtype == np.int64
-                  if kind == "int64" else np.issubdtype(array.dtype, np.integer))
+        for key, array, kind, ok in (
+                ("series", series, "an integer", np.issubdtype(series.dtype, np.integer)),
+                ("time", time, "int64", time.dtype == np.int64),
+                ("valid", valid, "bool", valid.dtype == np.bool_)):
             if not ok:
                 raise TypeError(f"{where}[{key!r}] holds {array.dtype} values, expected "
                                 f"{kind} dtype")
@@ -199,8 +184,7 @@ def _rows(outputs: Sequence[Mapping], fitted: Fitted,
              "prediction": np.zeros((0, num_targets), np.float32),
              "quantiles": np.zeros((0, num_targets, len(levels or [])), np.float32),
              "origin": np.zeros(0, np.int64)}
-    return {key: np.concatenate(value) if value else empty[key]
-            for key, value in parts.items()}
+    return {key: np.concatenate(value) if value else empty[key] for key, value in parts.items()}
 
 
 def _table(rows: dict[str, np.ndarray], fitted: Fitted,
@@ -241,27 +225,20 @@ def _table(rows: dict[str, np.ndarray], fitted: Fitted,
 
 def forecast_frame(outputs: Sequence[Mapping[str, Any]], fitted: Fitted,
                    quantile_levels: Sequence[float] | None = None) -> pd.DataFrame:
-    """Predict-step outputs -> the forecasts table (layout in :mod:`this module's docs
-    <posenc.tasks.forecasting.output>`).
+    """Predict-step outputs -> the forecasts table (layout in the module docstring).
 
     Args:
-        outputs: one dict per batch of ``B`` windows and ``Nh`` horizon steps:
-            ``"series"`` ``(B,)`` int index into ``fitted.series_keys``, ``"time"``
+        outputs: one dict per batch of ``B`` windows and ``Nh`` steps (tensors or numpy
+            arrays): ``"series"`` ``(B,)`` int index into ``fitted.series_keys``, ``"time"``
             ``(B, Nh)`` int64 UTC ns, ``"valid"`` ``(B, Nh)`` bool (False: padding, dropped),
-            ``"prediction"`` ``(B, Nh, C)`` point forecasts in data units, ``"quantiles"``
-            ``(B, Nh, C, Q)`` (read only with ``quantile_levels``), optionally ``"origin"``
-            ``(B,)`` int64 UTC ns (all outputs or none). Tensors or numpy arrays; ``Nh`` may
-            differ between batches.
+            ``"prediction"`` ``(B, Nh, C)`` in data units, ``"quantiles"`` ``(B, Nh, C, Q)``
+            (read only with ``quantile_levels``), optionally ``"origin"`` ``(B,)`` int64 UTC
+            ns (all outputs or none).
         fitted: the state the data was read with (series keys, columns, zone).
-        quantile_levels: the ``Q`` levels of ``"quantiles"``; None writes point forecasts
-            only (a point-trained model's ``"quantiles"`` is its point forecast).
+        quantile_levels: the ``Q`` levels of ``"quantiles"``; None: point forecasts only.
 
     Returns:
-        One row per valid step, sorted by series, origin, time; a 0-row table with the same
-        columns for no outputs.
-
-    Raises ``TypeError``/``ValueError`` naming the output and key for a missing key, a wrong
-    shape or dtype, a series index outside the state's, or clashing column names.
+        One row per valid step, sorted by series, origin, time (0 rows for no outputs).
     """
     return _table(_rows(outputs, fitted, quantile_levels), fitted, quantile_levels)
 
@@ -288,25 +265,15 @@ def _forecast_path(path: Any, name: str) -> Path:
     return path
 
 
-def _flatten(predictions: Sequence[Any]) -> list[Any]:
-    """Lightning's epoch predictions: a list of batch outputs, or one list per dataloader."""
-    if predictions and all(isinstance(p, list) for p in predictions):
-        return [out for loader in predictions for out in loader]
-    return list(predictions)
-
-
 class ForecastWriter(BasePredictionWriter):
-    """Write every forecast of ``trainer.predict`` to one file (the :func:`forecast_frame`
-    table): ``path`` ending in ``.csv`` or ``.parquet``; its folder is created.
+    """Write every forecast of ``trainer.predict`` to one ``.csv`` or ``.parquet`` file (the
+    :func:`forecast_frame` table; its folder is created).
 
-    The model gives the table's layout: ``pl_module.fitted`` (a
-    :class:`~posenc.tasks.forecasting.data.Fitted`; a forecast request's dataset's, which
-    knows series new to the model, comes first) and ``pl_module.quantile_levels`` (list or
-    None). Under DDP each rank's forecasts are gathered to rank 0, which writes the file;
-    every rank waits for it. With ``per_rank=True`` (forecasts too many for one process, as
-    from a Parquet dataset) ``path`` is a folder and each rank writes its own forecasts,
-    nothing gathered, to ``part-{rank:05d}.parquet`` there (each file sorted as the table;
-    ``pd.read_parquet(path)`` reads them as one). In a config::
+    The layout comes from the predict dataset's ``fitted`` (it knows series new to the model),
+    else ``pl_module.fitted``, and ``pl_module.quantile_levels``. Under DDP rank 0 gathers and
+    writes. With ``per_rank=True`` ``path`` is a folder and each rank writes its own forecasts
+    to ``part-{rank:05d}.parquet`` there (``pd.read_parquet(path)`` reads them as one). In a
+    config::
 
         trainer:
           callbacks:
@@ -330,11 +297,9 @@ class ForecastWriter(BasePredictionWriter):
 
     def write_on_epoch_end(self, trainer: Any, pl_module: Any, predictions: Sequence[Any],
                            batch_indices: Sequence[Any]) -> None:
-        # A forecast request's dataset knows series new to the model; else the model's.
         loaders = getattr(trainer, "predict_dataloaders", None)
         loaders = loaders if isinstance(loaders, (list, tuple)) else [loaders]
-        fitted = getattr(getattr(loaders[0], "dataset", None), "fitted", None) if loaders \
-            else None
+        fitted = getattr(getattr(loaders[0], "dataset", None), "fitted", None) if loaders else None
         if not isinstance(fitted, Fitted):
             fitted = getattr(pl_module, "fitted", None)
         if not isinstance(fitted, Fitted):
@@ -343,8 +308,10 @@ class ForecastWriter(BasePredictionWriter):
                 f"{type(pl_module).__name__}.fitted is {type(fitted).__name__}: a Forecaster "
                 "has one once trained or loaded from a checkpoint (predict with --ckpt_path)")
         levels = getattr(pl_module, "quantile_levels", None)
-        rows = _rows(_flatten(predictions), fitted, levels)
-        if self.per_rank:  # no gather: each rank's file holds its own windows
+        if predictions and all(isinstance(p, list) for p in predictions):  # one per dataloader
+            predictions = [out for loader in predictions for out in loader]
+        rows = _rows(list(predictions), fitted, levels)
+        if self.per_rank:
             write_forecasts(_table(rows, fitted, levels),
                             self.path / f"part-{trainer.global_rank:05d}.parquet")
             return
@@ -366,9 +333,8 @@ def _gather_to_rank_zero(rows: dict[str, np.ndarray], trainer: Any) -> list[dict
 
 
 # -- requests ----------------------------------------------------------------------------------
-# Calendar rules a series may follow with observations missing (a month, a holiday), where
-# pd.infer_freq finds none; the coarsest one holding every observation is its rhythm (ties:
-# the first listed, so month starts are "MS", not two semi-month steps).
+# Calendar rules a series may follow with observations missing, where pd.infer_freq finds none
+# (ties go to the first listed: month starts are "MS", not two semi-month steps).
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _RULES = tuple(to_offset(rule) for rule in (
     "D", "B", *(f"W-{day}" for day in ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")),
@@ -380,9 +346,7 @@ _DAY_NS = 86400 * 10**9
 
 def _calendar_rule(times: pd.DatetimeIndex) -> pd.DateOffset | None:
     """The coarsest of :data:`_RULES` (times its multiple) whose wall-clock grid from the first
-    time holds every one of ``times`` (one time of day, increasing), provided at least half
-    the gaps are one step of it: a rhythm with some observations missing, not irregular
-    sampling."""
+    time holds all ``times``, if at least half the gaps are one step of it (else None)."""
     best, best_count = None, None
     for rule in _RULES:
         with warnings.catch_warnings():
@@ -399,10 +363,8 @@ def _calendar_rule(times: pd.DatetimeIndex) -> pd.DateOffset | None:
 
 
 def _calendar_offset(local: np.ndarray) -> pd.DateOffset | None:
-    """The calendar frequency of a series' ``(N,)`` int64 naive wall-clock ns: the one
-    ``pd.infer_freq`` finds on all of them, else the calendar rule they follow with gaps
-    (:func:`_calendar_rule`); None: fewer than 3 times, times of day that differ, irregular
-    sampling, or a fixed duration (hours, minutes)."""
+    """The calendar frequency of ``(N,)`` int64 naive wall-clock ns: ``pd.infer_freq``'s, else
+    :func:`_calendar_rule`'s; None for fewer than 3 times or a fixed duration (hours)."""
     if len(local) < 3:
         return None
     times = pd.DatetimeIndex(local.view("M8[ns]"))
@@ -422,15 +384,12 @@ def _calendar_offset(local: np.ndarray) -> pd.DateOffset | None:
 
 def future_times(panel: Panel, fitted: Fitted, steps: int, ask: str = "as a DataFrame"
                  ) -> pd.DataFrame:
-    """The next ``steps`` times of every series of a history panel after its last
-    observation: ``(S * steps)`` rows of the series and timestamp columns. ``ask`` says how
-    the caller takes the times instead, for the error when there is no step to continue.
+    """The next ``steps`` times of every series of a history panel: ``(S * steps)`` rows of the
+    series and timestamp columns (``ask``: how the caller gives times instead, for errors).
 
-    A series whose local times follow a calendar frequency (days, business days, weeks, month
-    starts or ends, ...), also with some observations missing, continues it in wall-clock
-    time (a day is 23 or 25 hours across DST, a month 28 to 31 days); otherwise the step is
-    the training data's median one (``fitted.step_ns``): whole days in wall-clock time,
-    shorter ones in real time."""
+    A series on a calendar frequency (days, weeks, month ends, ...; also with gaps) continues
+    it in wall-clock time; otherwise the step is ``fitted.step_ns`` (whole days in wall-clock
+    time, shorter steps in real time)."""
     step = pd.Timedelta(fitted.step_ns)
     if step <= pd.Timedelta(0):
         raise ValueError(f"the training data had no sampling step (a single observation per "
@@ -447,8 +406,7 @@ def future_times(panel: Panel, fitted: Fitted, steps: int, ask: str = "as a Data
             start = fitted.local_times(panel.utc[b - 1:b])[0]
             stamps.append(pd.DatetimeIndex([start + step * (k + 1) for k in range(steps)]))
             continue
-        # Calendar steps continue the wall clock the rhythm was read on (the local times):
-        # the time of day stays, whatever DST does.
+        # Calendar steps continue the wall clock: the time of day stays, whatever DST does.
         wall_start = pd.Timestamp(int(panel.local[b - 1]))
         if offset.is_on_offset(wall_start):
             wall = pd.date_range(wall_start, periods=steps + 1, freq=offset)[1:]
@@ -457,8 +415,7 @@ def future_times(panel: Panel, fitted: Fitted, steps: int, ask: str = "as a Data
         stamps.append(wall if zone is None else localize(
             wall, zone, ambiguous=True, nonexistent="shift_forward"))
     frame = fitted.series_frame(np.repeat(held, steps))
-    times = pd.DatetimeIndex(np.concatenate([s.as_unit("ns").asi8 for s in stamps])
-                             .view("M8[ns]"))
+    times = pd.DatetimeIndex(np.concatenate([s.as_unit("ns").asi8 for s in stamps]).view("M8[ns]"))
     if zone is not None:
         times = times.tz_localize("UTC").tz_convert(zone)
     frame[fitted.columns.timestamp_column] = times
@@ -515,24 +472,16 @@ def request_dataset(fitted: Fitted, history: pd.DataFrame,
     """A forecast request -> a dataset of one window per series that has times to predict.
 
     Args:
-        fitted: the trained model's state (never changed: the dataset's ``fitted`` adds the
+        fitted: the trained model's state (not changed: the dataset's ``fitted`` adds the
             series new to it, scaled on their own history).
-        history: long-format table with the training data's columns (series, timestamp,
-            targets, covariates, static columns); each series' context is its last
-            ``context_length`` observations (or duration).
+        history: long-format table with the training data's columns; each series' context is
+            its last ``context_length`` observations (or duration).
         future: the times to predict: a table of the series and timestamp columns plus the
-            future covariates (any times after each series' history, in any order); an int:
-            that many steps after each series' last observation (only without future
-            covariates); None: the trained ``horizon`` in steps (a duration horizon: as many
-            median steps as fit in it).
-        future_name: what the caller's argument for ``future`` is called, for error messages
-            (``forecast()``: ``future``; ``posenc predict``: ``--data.future_data``).
-        future_form: what that argument takes, for error messages (a DataFrame; a
-            CSV/Parquet file).
-
-    Each series' age (:class:`~posenc.temporal.AgeFeature`) counts from its first
-    observation in the training data (``fitted.series_start``) or in ``history`` if that is
-    earlier; a series new to the model starts at its history.
+            future covariates (times after each series' history, any order); an int: that
+            many steps after each series' last observation (only without future covariates);
+            None: the trained ``horizon`` in steps (a duration: the median steps in it).
+        future_name: the caller's name for ``future``, for error messages.
+        future_form: what that argument takes (a DataFrame; a CSV/Parquet file), for errors.
     """
     if not isinstance(history, pd.DataFrame):
         raise TypeError(f"history must be a pandas DataFrame, got {type(history).__name__}")
@@ -576,7 +525,6 @@ def request_dataset(fitted: Fitted, history: pd.DataFrame,
     offsets[wanted + 1] = 1
     return WindowDataset(panel, state, WindowIndex(offsets=np.cumsum(offsets),
                                                    rows=rows.astype(np.int64)))
-
 
 
 # -- one series as arrays ------------------------------------------------------------------
@@ -628,13 +576,12 @@ def make_batch(
     """One forecasting request -> a batch of one window, for ``Forecaster.predict``.
 
     Args:
-        context_timestamps: ``(Nc,)`` observation times, sorted, no repeats, no NaT:
-            a ``DatetimeIndex``, datetime ``Series``/array, text (checked as the data
-            module's timestamp column) or int64 nanoseconds.
-        context_values: ``(Nc,)`` or ``(Nc, C)`` observed values (NaN = missing), in the units
-            the model was trained on *before* scaling; ``loc``/``scale`` scale them.
-        query_timestamps: ``(Nh,)`` future times to predict, all after the last context time,
-            in any order (the predictions follow it; queries do not see each other).
+        context_timestamps: ``(Nc,)`` observation times, sorted, no repeats, no NaT: a
+            ``DatetimeIndex``, datetime ``Series``/array, text or int64 nanoseconds.
+        context_values: ``(Nc,)`` or ``(Nc, C)`` observed values (NaN = missing), in data
+            units before scaling; ``loc``/``scale`` scale them.
+        query_timestamps: ``(Nh,)`` times to predict, all after the last context time, in any
+            order (queries do not see each other).
         tz: time zone of naive timestamps (as the data module's ``tz``); aware ones are
             converted to it. Context and queries must both be naive or both be aware.
         loc: ``()`` or ``(C,)``, the data module's scaling offset (``datamodule.loc``).
@@ -642,8 +589,7 @@ def make_batch(
         timestamp_format: format of text timestamps (see :func:`parse_timestamps`).
 
     The series' age (:class:`~posenc.temporal.AgeFeature`) counts from the first context
-    time; for an older series set ``batch["series_start_local"]`` to the int64 local
-    wall-clock ns of its first observation.
+    time; for an older series set ``batch["series_start_local"]`` (int64 local wall-clock ns).
     """
     check_tz_name(tz)
     ctx_index = _timestamps_argument(context_timestamps, "context_timestamps", timestamp_format)
@@ -686,8 +632,7 @@ def make_batch(
     if len(overflow):
         raise ValueError(f"context_values: row {int(overflow[0])} overflows float32 once "
                          "scaled by loc/scale")
-    # Queries keep their order and may repeat: the model predicts each on its own. One
-    # series: no covariates, no static attributes; its age counts from the first context time.
+    # One series: no covariates, no static attributes.
     nc, nh = len(ctx[0]), len(qry[0])
     values = np.concatenate((scaled, np.full((nh, channels), np.nan, np.float32)))
     fitted = Fitted(Columns("time", [f"value_{c}" for c in range(channels)]),
