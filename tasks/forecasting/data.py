@@ -1,27 +1,13 @@
-"""The data: a long table of many series -> checked, sorted, scaled rows -> forecast windows.
+"""A long table of many series -> checked, sorted, scaled rows -> forecast windows.
 
-One row per (series, timestamp): the series id in one or several columns, the timestamp, the
-targets, and optionally past covariates (known up to the forecast origin), future covariates
-(known at the times to predict) and static columns (one value per series). State flows one
-way:
-
-- :class:`Columns`: what the columns are and how timestamps are read; immutable, checked once
-  where the data module's arguments enter.
-- :func:`read_panel`: the table -> a :class:`Panel` (rows sorted by series, then real time;
-  timestamps through :func:`posenc.temporal.parse_timestamps` and
-  :func:`~posenc.temporal.timestamps.utc_and_local`, as every table reader in posenc).
-- :func:`fit`: the one function that fits a :class:`Fitted` state on the training span (series
-  keys, scaling per series and channel, static vocabularies, step, series starts, zone); given
-  a trained model's state it keeps it and fits only series new to it. The state is plain data:
-  a ``Forecaster`` keeps it in its checkpoint.
-- :func:`scale_panel`: a panel and a state -> the scaled panel the windows read.
-- :class:`TimeSeriesDataModule`: time splits, windows and loaders; a trained model hands it its
-  state (:meth:`~TimeSeriesDataModule.read_with`), the data never reads the model.
-
-Lengths are counts of observations (``168``) or durations with a unit (``"7D"``, ``"36h"``; a
-bare ``"24"`` is refused, pandas would read nanoseconds). Text timestamps share one format: the
-first row's, or ``timestamp_format``. Splits are by time for every series: a window belongs to
-the split that holds its whole horizon. Batches: :mod:`posenc.tasks.forecasting.windows`.
+One row per (series, timestamp): series id column(s), the timestamp, the targets, optional past
+covariates (known up to the forecast origin), future covariates (known at the times to predict)
+and static columns (one value per series). State flows one way: :class:`Columns` (checked once)
+-> :func:`read_panel` (a sorted :class:`Panel`) -> :func:`fit` (the :class:`Fitted` state of the
+training span, kept in a ``Forecaster``'s checkpoint) -> :func:`scale_panel` -> windows
+(:class:`TimeSeriesDataModule`). Lengths are observation counts (``168``) or durations with a
+unit (``"7D"``; a bare ``"24"`` is refused). Splits are by time: a window belongs to the split
+that holds its whole horizon. Batches: :mod:`posenc.tasks.forecasting.windows`.
 """
 
 from __future__ import annotations
@@ -71,31 +57,25 @@ __all__ = ["CHANNELS", "COLUMN_ARGUMENTS", "MAX_ORIGINS_PER_ROW", "MAX_WINDOW_RO
            "check_unique_columns", "collate_windows", "fit", "numeric_column", "parse_length",
            "read_panel", "read_table", "scale_panel"]
 
-# The scaled channel groups, in the order of Panel.values' columns: the Columns field, its
-# role in messages, its batch key, the key of its observed flags (None: never missing, known
-# at the times to predict too) and the window sides it is given on. A new kind of covariate is
-# a row here and a field of Columns; the network reads its key.
+# The scaled channel groups, in Panel.values' column order: Columns field, role in messages,
+# batch key, key of its observed flags (None: never missing) and the window sides it is on.
 CHANNELS = (("target_columns", "target column", "value", "observed", ("context", "target")),
             ("past_covariates", "past covariate", "past", "past_observed", ("context",)),
             ("future_covariates", "future covariate", "future", None, ("context", "target")))
-# The data module argument each role of Columns comes from (messages name what the user wrote).
+# The data module argument each role of Columns comes from (for messages).
 _ARGUMENTS = {"target_columns": "target_columns", "series_columns": "series_column",
               "past_covariates": "past_covariates", "future_covariates": "future_covariates",
               "static_columns": "static_columns"}
 # season= value whose baseline is the last observed value (the naive forecast).
 PERSISTENCE = "persistence"
-# Data module properties a Forecaster takes as arguments of the same names: the CLI links
-# them (posenc.tasks.cli), Python code passes dm.model_sizes().
+# Data module properties a Forecaster takes as arguments of the same names (dm.model_sizes()).
 MODEL_SIZES = ("num_targets", "num_past_covariates", "num_future_covariates",
                "static_cardinalities", "num_static_real", "naive_seasons")
-# A window with more rows than this could not be attended to anyway; a duration long for the
-# data's sampling (years of seconds) is refused before its windows are built.
+# Windows of more rows are refused (they could not be attended to anyway).
 MAX_WINDOW_ROWS = 100_000
-# More forecast origins than this many per observation repeat the same rows (the stride is
-# below the sampling interval): refused before any window is built.
+# More forecast origins per observation than this (a stride below the sampling) are refused.
 MAX_ORIGINS_PER_ROW = 10
-# Rows of a Parquet dataset read at a time (whole series): ~50 MB of panel for a few channels;
-# reads cost about the same per row whatever the chunk size: a smaller chunk only holds less.
+# Rows of a Parquet dataset read at a time (whole series): ~50 MB for a few channels.
 CHUNK_ROWS = 500_000
 _RELATIVE = ("now", "today", "yesterday", "tomorrow")
 _NAT = np.iinfo(np.int64).min
@@ -123,8 +103,8 @@ def check_unique_columns(columns: list[Any], where: str) -> None:
     for name in columns:
         if name in seen:
             count = sum(1 for c in columns if c == name)
-            raise ValueError(f"{where} has {count} columns named {name!r}; column names must "
-                             "be unique")
+            raise ValueError(f"{where} has {count} columns named {name!r}; column names must be "
+                             "unique")
         seen.add(name)
 
 
@@ -161,8 +141,7 @@ def read_table(data: str | os.PathLike) -> pd.DataFrame:
     """A ``.csv`` or ``.parquet`` file -> its DataFrame; names must be unique (a CSV's raw
     header is checked, since ``read_csv`` renames a repeated ``load`` to ``load.1``)."""
     if not isinstance(data, (str, os.PathLike)):
-        raise TypeError(f"data must be a path or a pandas DataFrame, got "
-                        f"{type(data).__name__}")
+        raise TypeError(f"data must be a path or a pandas DataFrame, got {type(data).__name__}")
     path = Path(data)
     if not path.is_file():
         raise FileNotFoundError(f"data={str(path)!r} does not exist")
@@ -208,9 +187,8 @@ def _names(value: Any, name: str, required: bool = False) -> tuple[str, ...]:
 # -- the description and the fitted state ------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Columns:
-    """What a table's columns are and how its timestamps are read; checked when built (the
-    arguments of :class:`TimeSeriesDataModule` of the same names, which documents them).
-    A name or a list of names becomes a tuple; a column has one role."""
+    """What a table's columns are and how its timestamps are read, checked when built (the
+    :class:`TimeSeriesDataModule` arguments of the same names); a column has one role."""
 
     timestamp_column: str
     target_columns: tuple[str, ...]
@@ -237,8 +215,7 @@ class Columns:
                 seen[name] = argument
         if self.timestamp_format is not None and not isinstance(self.timestamp_format, str):
             raise TypeError(f"timestamp_format must be a str or None, got "
-                            f"{type(self.timestamp_format).__name__} "
-                            f"({self.timestamp_format!r})")
+                            f"{type(self.timestamp_format).__name__} ({self.timestamp_format!r})")
         object.__setattr__(self, "tz", check_tz_name(self.tz))
         check_choice(self.ambiguous, "ambiguous", AMBIGUOUS)
         check_choice(self.nonexistent, "nonexistent", NONEXISTENT)
@@ -264,9 +241,8 @@ class Columns:
         return out
 
     def check_fitted(self, fitted: Fitted) -> None:
-        """``ValueError`` when ``fitted`` (a trained model's state) cannot read these columns:
-        other numbers of channels per role (the scaling is per channel), or other static
-        columns (the vocabularies are per column name)."""
+        """``ValueError`` when ``fitted`` (a trained model's state) has other numbers of
+        channels per role or other static columns than these."""
         for field, *_ in CHANNELS:
             ours, theirs = getattr(self, field), getattr(fitted.columns, field)
             if len(ours) != len(theirs):
@@ -286,17 +262,14 @@ COLUMN_ARGUMENTS = tuple(_ARGUMENTS.get(f.name, f.name) for f in dataclasses.fie
 class Fitted:
     """The state fitted on the training span (:func:`fit`): how a trained model reads new data.
 
-    ``loc``/``scale`` are per series (rows of ``series_keys``) and per channel (the order of
-    ``columns.channels``). ``static_categories`` maps each categorical static column to its
-    values (code ``i + 1``; code 0 is a value not seen in training); ``static_stats`` maps each
-    numeric static column to ``(mean, std)``. ``aware`` says whether the timestamps were
-    tz-aware, ``zone`` the zone they were in when read without ``tz`` (``"Europe/Berlin"`` or a
-    fixed offset such as ``"UTC+05:45"``; None for naive data): the wall clock in which future
-    times continue and outputs are given. ``series_start`` holds each series' first
-    observation (local wall-clock ns; int64 min for a series without rows), the origin of its
-    age (:class:`~posenc.temporal.AgeFeature`), also in forecasts from a shorter history;
-    empty: ages count from the history. ``step_ns`` is the median local step; ``context_length``
-    and ``horizon`` the windows trained on, as given. Plain data (:meth:`to_dict`).
+    ``loc``/``scale``: ``(S, C)`` per series (``series_keys``) and channel
+    (``columns.channels``). ``static_categories``: each categorical static column's values
+    (code ``i + 1``; 0: not seen in training); ``static_stats``: ``(mean, std)`` per numeric one.
+    ``aware``: tz-aware timestamps; ``zone``: their zone read without ``tz`` (``"Europe/Berlin"``,
+    ``"UTC+05:45"``; None: naive), the wall clock of future times and outputs. ``series_start``:
+    each series' first observation (local ns; int64 min: no rows), the origin of its age
+    (:class:`~posenc.temporal.AgeFeature`; empty: ages count from the history). ``step_ns``: the
+    median local step; ``context_length``/``horizon`` as given. Plain data (:meth:`to_dict`).
     """
 
     columns: Columns
@@ -388,10 +361,9 @@ class Panel:
         rows: ``(N,)`` int64: each row's position in the table (for messages).
         series_keys: the ``S`` series keys: a trained model's first, then any new ones.
         zone: the zone of aware timestamps as read (None: naive).
-        static: static column -> ``(S,)`` raw values (object: categories, float64: numbers;
-            None / NaN for a series without rows).
+        static: static column -> ``(S,)`` raw values (object: categories, float64: numbers).
         static_real, static_cat: ``(S, Sr)`` float32 standardized numbers and ``(S, Sc)``
-            int64 category codes (0 = not seen in training), after :func:`scale_panel`.
+            int64 category codes, after :func:`scale_panel`.
     """
 
     utc: np.ndarray
@@ -417,26 +389,24 @@ class Panel:
         """``(N,)`` int64 series index of every row."""
         return np.repeat(np.arange(self.num_series), self.lengths)
 
-    def series_starts(self, known: Sequence[int] = ()) -> np.ndarray:
-        """``(S,)`` int64 local ns of each series' first row (int64 min without rows); with
-        ``known`` (a trained model's ``series_start``), the earlier of it and that row."""
+    def series_starts(self) -> np.ndarray:
+        """``(S,)`` int64 local ns of each series' first row (int64 min without rows)."""
         out = np.full(self.num_series, _NAT, np.int64)
         held = self.lengths > 0
         out[held] = self.local[self.starts[:-1][held]]
-        return merge_series_starts(out, known)
+        return out
 
     def keep_rows(self, keep: np.ndarray) -> Panel:
         """The panel without the rows where ``keep`` is False (series stay, maybe shorter)."""
         counts = np.bincount(self.series_of_rows()[keep], minlength=self.num_series)
         return dataclasses.replace(
             self, utc=self.utc[keep], local=self.local[keep], values=self.values[keep],
-            starts=np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
-            rows=self.rows[keep])
+            starts=np.concatenate(([0], np.cumsum(counts))).astype(np.int64), rows=self.rows[keep])
 
 
-def merge_series_starts(first: np.ndarray, known: Sequence[int] = ()) -> np.ndarray:
-    """``(S,)`` int64 local ns of each series' first row here (int64 min without rows) ->
-    with ``known`` (a trained model's ``series_start``), the earlier of it and that row."""
+def merge_series_starts(first: np.ndarray, known: Sequence[int]) -> np.ndarray:
+    """:meth:`Panel.series_starts` -> the earlier of each and ``known`` (a trained model's
+    ``series_start``)."""
     out = np.array(first, np.int64)
     stored = np.asarray(known, np.int64)[:len(out)]
     here = out[:len(stored)]
@@ -458,8 +428,8 @@ def _hashable(value: Any) -> bool:
 
 
 def _check_plain(column: pd.Series, name: str, role: str, source: str | None) -> None:
-    """Series ids and category values are stored in the fitted state, hence in checkpoints that
-    load with ``weights_only=True``: they must be text, integers, floats or booleans."""
+    """Series ids and category values go into checkpoints loaded with ``weights_only=True``:
+    they must be text, integers, floats or booleans."""
     dtype = column.dtype
     if isinstance(dtype, pd.CategoricalDtype):
         values: Any = dtype.categories
@@ -518,7 +488,7 @@ def _covariate(column: pd.Series, name: str, role: str, source: str | None) -> n
         column = column.astype("float64")
     elif not (pd.api.types.is_numeric_dtype(column) or column.dtype == object):
         raise TypeError(f"{role} column {name!r} holds {column.dtype} values, expected numbers "
-                        f"(encode categories as 0/1 columns)")
+                        "(encode categories as 0/1 columns)")
     try:
         return numeric_column(column, name, source)
     except (ValueError, TypeError) as err:
@@ -588,10 +558,7 @@ def read_panel(frame: pd.DataFrame, columns: Columns, known: Fitted | None = Non
         queries: read a table of times to predict: the series and timestamp columns and the
             future covariates only (the other channels are NaN, no static columns).
 
-    Raises ``ValueError``/``TypeError`` naming the column and the first bad row: missing
-    columns, unparseable or missing timestamps, a timestamp repeated within a series,
-    non-numeric values, a missing future covariate, a static value that changes within a
-    series.
+    Raises ``ValueError``/``TypeError`` naming the column and the first bad row.
     """
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"data must be a pandas DataFrame, got {type(frame).__name__}")
@@ -630,11 +597,9 @@ def read_panel(frame: pd.DataFrame, columns: Columns, known: Fitted | None = Non
             if len(missing):
                 raise ValueError(f"{role} {c!r}: {row_label(int(missing[0]), source)} "
                                  f"({stamps.iloc[int(missing[0])]!r}) is missing; a {role} "
-                                 f"must be known at every time, including the times to "
-                                 f"predict")
+                                 "must be known at every time, including the times to predict")
             channels.append(values)
-    # Localize in wall-clock order per series: ambiguous="infer" reads the repeated hour's
-    # order, and the order of a series' rows in the table is not trusted.
+    # Localize in wall-clock order per series: ambiguous="infer" reads the repeated hour's order.
     order = np.lexsort((index.asi8, codes))
     sorted_index, sorted_codes = index[order], codes[order]
     bounds = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1], True])
@@ -662,19 +627,16 @@ def read_panel(frame: pd.DataFrame, columns: Columns, known: Fitted | None = Non
                          f"per series and time (merge the rows, or name the series columns)")
     # Known series absent from this table keep their code, with no rows.
     present = np.bincount(sorted_codes, minlength=len(keys))
-    static = {} if queries else _static(frame, columns.static_columns, order, present, keys,
-                                        source)
-    # Each column straight into its sorted place: stacking the columns and then gathering the
-    # (N, C) stack by rows costs two more (N, C) float64 copies, and a row gather of a narrow
-    # 2D array is several times slower than gathers of 1D columns.
+    static = {} if queries else _static(frame, columns.static_columns, order, present, keys, source)
+    # Each column straight into its sorted place: a gather of the (N, C) stack costs two more
+    # (N, C) float64 copies and is several times slower than gathers of 1D columns.
     values = np.empty((len(order), len(channels)))
     for j in range(len(channels)):
         values[:, j] = channels[j][order]
         channels[j] = None  # freed once placed
     return Panel(utc=utc, local=local, values=values,
                  starts=np.concatenate(([0], np.cumsum(present))).astype(np.int64), rows=order,
-                 series_keys=keys, zone=None if index.tz is None else str(index.tz),
-                 static=static)
+                 series_keys=keys, zone=None if index.tz is None else str(index.tz), static=static)
 
 
 # -- fitting and scaling -----------------------------------------------------------------------
@@ -700,9 +662,8 @@ def _fit_static(static: dict[str, np.ndarray], columns: Columns) -> tuple[dict, 
 def series_moments(panel: Panel, train_end: int | None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-series, per-channel ``(count, mean, std)``, each ``(S, C)`` float64, of the observed
-    values before ``train_end`` (UTC ns; None: all rows); NaN mean/std without one. Each
-    series' sums run over its own rows in time order, so a panel of some of the series (a
-    chunk of a Parquet dataset) gives the same numbers for them as the whole panel."""
+    values before ``train_end`` (UTC ns; None: all rows); NaN mean/std without one. A chunk of
+    the series gives the same numbers for them as the whole panel."""
     values, num_series = panel.values, panel.num_series
     channels = values.shape[1]
     series = panel.series_of_rows()
@@ -724,8 +685,7 @@ def scaling_from_moments(count: np.ndarray, mean: np.ndarray, std: np.ndarray,
                          ) -> tuple[np.ndarray, np.ndarray]:
     """Per-series ``(loc, scale)``, ``(S, C)``, from :func:`series_moments`: a known series
     keeps ``known``'s, a new one its own mean and spread, or, without training rows, those of
-    the training rows pooled over all series (combined from the per-series moments, in series
-    order: the same whichever process computed them)."""
+    all series' training rows pooled (in series order: the same on every process)."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN channels: checked below
         held = count > 0
@@ -734,8 +694,7 @@ def scaling_from_moments(count: np.ndarray, mean: np.ndarray, std: np.ndarray,
         spread = np.where(held, count * (std**2 + (mean - pooled_mean) ** 2), 0.0).sum(0)
         pooled = np.stack((pooled_mean, np.sqrt(spread / total)))
     if known is None:
-        for c, (name, role) in enumerate(zip(columns.channels, columns.channel_roles,
-                                             strict=True)):
+        for c, (name, role) in enumerate(zip(columns.channels, columns.channel_roles, strict=True)):
             if not np.isfinite(pooled[0, c]):
                 where = f" (before {pd.Timestamp(train_end)} UTC)" if train_end is not None \
                     else ""
@@ -757,9 +716,8 @@ def local_steps(panel: Panel) -> np.ndarray:
 
 
 def median_step(panel: Panel) -> int:
-    """The median step of the local clock within series, ns (0 without one). Monthly data
-    in a DST zone is 30 days 23 h apart in UTC at the median, which is no calendar step (and
-    no yearly season)."""
+    """The median step of the local clock within series, ns (0 without one); local, as monthly
+    data in a DST zone is 30 days 23 h apart in UTC at the median."""
     within = local_steps(panel)
     return int(np.median(within)) if len(within) else 0
 
@@ -771,16 +729,15 @@ def fit_state(columns: Columns, series_keys: tuple[tuple, ...],
               aware: bool = False, zone: str | None = None,
               context_length: int | str | None = None, horizon: int | str | None = None
               ) -> Fitted:
-    """The :class:`Fitted` state from its per-series parts (what :func:`fit` reads off a
-    panel, and the Parquet dataset path off its chunks, :mod:`.stream`).
+    """The :class:`Fitted` state from its per-series parts (of a panel, :func:`fit`, or of a
+    Parquet dataset's chunks, :mod:`.stream`).
 
     Args:
         series_keys: the ``S`` keys (``known``'s first, then new ones).
         moments: :func:`series_moments` of the ``S`` series.
         first_local: ``(S,)`` int64 local ns of each series' first row (int64 min: none).
-        known: a trained model's state, kept (new series are scaled on their own rows); None:
-            a new state of ``static`` (``Panel.static`` of the ``S`` series), ``step_ns``,
-            ``aware``, ``zone`` and the windows' lengths.
+        known: a trained model's state, kept; None: a new state of ``static``
+            (``Panel.static``), ``step_ns``, ``aware``, ``zone`` and the windows' lengths.
     """
     loc, scale = scaling_from_moments(*moments, columns, train_end, known)
     if known is None:
@@ -799,11 +756,9 @@ def fit(panel: Panel, columns: Columns, train_end: int | None, known: Fitted | N
         ) -> Fitted:
     """The state fitted on the rows before ``train_end`` (UTC ns; None: every row).
 
-    Without ``known``: everything from ``panel`` (``context_length`` and ``horizon`` are kept
-    as given). With a trained model's ``known`` state: its scaling, vocabularies, step, zone
-    and windows stay; series new to it (``panel.series_keys`` after ``known``'s) are scaled on
-    their own rows before ``train_end``, and each series starts at the earlier of ``known``'s
-    start and its first row here. ``known`` itself is never changed.
+    With a trained model's ``known`` state (never changed), its scaling, vocabularies, step,
+    zone and windows stay; series new to it are scaled on their own rows before ``train_end``,
+    and each series starts at the earlier of ``known``'s start and its first row here.
     """
     return fit_state(columns, panel.series_keys, series_moments(panel, train_end),
                      panel.series_starts(), train_end, known, static=panel.static,
@@ -816,23 +771,22 @@ def _encode_static(panel: Panel, fitted: Fitted, source: str | None
                    ) -> tuple[np.ndarray, np.ndarray]:
     """``(S, Sr)`` float32 standardized numbers and ``(S, Sc)`` int64 codes; zero for a series
     without rows or a table without static columns (a request's queries)."""
-    s = panel.num_series
+    num = panel.num_series
     real, cat = [], []
     if not panel.static:
-        return (np.zeros((s, len(fitted.static_real_columns)), np.float32),
-                np.zeros((s, len(fitted.static_cat_columns)), np.int64))
+        return (np.zeros((num, len(fitted.static_real_columns)), np.float32),
+                np.zeros((num, len(fitted.static_cat_columns)), np.int64))
     for name in fitted.columns.static_columns:
         values = panel.static[name]
         held = ~pd.isna(values)  # a series without rows in the table read
         if name in fitted.static_categories:
             lookup = {v: i + 1 for i, v in enumerate(fitted.static_categories[name])}
-            cat.append(np.array([lookup.get(v, 0) if h else 0 for v, h in zip(values, held,
-                                                                              strict=True)],
-                                np.int64))
+            codes = [lookup.get(v, 0) if h else 0 for v, h in zip(values, held, strict=True)]
+            cat.append(np.array(codes, np.int64))
             continue
         if values.dtype == object:
-            raise TypeError(f"static column {name!r} was numeric in training, got "
-                            f"categories (e.g. {values[held][0]!r})")
+            raise TypeError(f"static column {name!r} was numeric in training, got categories "
+                            f"(e.g. {values[held][0]!r})")
         mean, std = fitted.static_stats[name]
         with np.errstate(over="ignore", invalid="ignore"):
             z = np.where(held, (values - mean) / std, 0.0).astype(np.float32)
@@ -843,20 +797,19 @@ def _encode_static(panel: Panel, fitted: Fitted, source: str | None
                              f"{float(values[bad[0]])!r} does not fit float32 once "
                              f"standardized by mean={mean:.3g}, std={std:.3g}")
         real.append(z)
-    return (np.stack(real, 1) if real else np.zeros((s, 0), np.float32),
-            np.stack(cat, 1) if cat else np.zeros((s, 0), np.int64))
+    return (np.stack(real, 1) if real else np.zeros((num, 0), np.float32),
+            np.stack(cat, 1) if cat else np.zeros((num, 0), np.int64))
 
 
 def scale_panel(panel: Panel, fitted: Fitted, source: str | None = None) -> Panel:
     """The panel scaled by ``fitted`` (values ``(x - loc) / scale`` per series and channel, as
-    float32; static columns standardized and coded). ``ValueError`` naming the row for a value
-    that does not fit float32 once scaled."""
+    float32; static columns standardized and coded); ``ValueError`` for a value that does not
+    fit float32 once scaled."""
     values = panel.values
     series = panel.series_of_rows()
     loc, scale = np.asarray(fitted.loc), np.asarray(fitted.scale)
     with np.errstate(over="ignore", invalid="ignore"):
-        # A channel at a time: loc[series] and scale[series] as (N, C) gathers cost two (N, C)
-        # float64 copies; same float64 arithmetic, then the cast to float32.
+        # A channel at a time: loc[series] as an (N, C) gather costs two (N, C) float64 copies.
         scaled = np.empty(values.shape, np.float32)
         for c in range(values.shape[1]):
             scaled[:, c] = (values[:, c] - loc[series, c]) / scale[series, c]
@@ -871,17 +824,15 @@ def scale_panel(panel: Panel, fitted: Fitted, source: str | None = None) -> Pane
                          f"loc={loc[s, c]:.3g}, scale={scale[s, c]:.3g} (the training spread "
                          "is too small for it)")
     static_real, static_cat = _encode_static(panel, fitted, source)
-    return dataclasses.replace(panel, values=scaled, static_real=static_real,
-                               static_cat=static_cat)
+    return dataclasses.replace(panel, values=scaled, static_real=static_real, static_cat=static_cat)
 
 
 def batch_of_series(utc: np.ndarray, local: np.ndarray, values: np.ndarray,
                     context_rows: np.ndarray, target_rows: np.ndarray, fitted: Fitted,
                     static_real: np.ndarray, static_cat: np.ndarray) -> dict[str, Tensor]:
-    """Rows already scaled, series after series, each one window: ``context_rows[b]``
-    context rows then ``target_rows[b]`` target rows -> their batch, built (padded, masked,
-    with calendar fields) by :class:`~posenc.tasks.forecasting.windows.WindowDataset` as every
-    batch is. ``fitted`` gives the channel layout, ``(B, C)`` scaling and ``(B,)`` starts."""
+    """Scaled rows of ``B`` windows, one after another (``context_rows[b]`` then
+    ``target_rows[b]`` rows) -> their batch, by :class:`~.windows.WindowDataset` as every
+    batch; ``fitted`` gives the channel layout, ``(B, C)`` scaling and ``(B,)`` starts."""
     ends = np.cumsum(context_rows + target_rows)
     starts = np.concatenate(([0], ends)).astype(np.int64)
     panel = Panel(utc=utc, local=local, values=values, starts=starts, rows=np.arange(len(utc)),
@@ -892,11 +843,8 @@ def batch_of_series(utc: np.ndarray, local: np.ndarray, values: np.ndarray,
 
 
 def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
-    """Stack window dicts (:class:`~posenc.tasks.forecasting.windows.WindowDataset` items),
-    right-padding each side to the longest in the batch, by the one batch builder.
-
-    Padded timestamps (and their calendar fields) repeat the last real one (they stay finite
-    and in range); padded values are 0 and unobserved; ``*_valid`` marks the real tokens.
+    """Stack window dicts (:class:`~.windows.WindowDataset` items), right-padding each side to
+    the longest in the batch as :func:`batch_of_series` pads (``*_valid`` marks real tokens).
     Every item needs a non-empty context and horizon and the same channels ``C``.
     """
     if not len(items):
@@ -960,134 +908,103 @@ class TimeSeriesDataModule(LightningDataModule):
     """Sliding-window forecasting data from a CSV/Parquet file or a DataFrame.
 
     Args:
-        data: path (``str`` or ``os.PathLike``, stored as text) to a ``.csv`` / ``.parquet``
-            file, or a ``pandas.DataFrame``, read in memory; or a partitioned Parquet dataset
-            read lazily, chunk by chunk, on each DDP rank and loader worker its own share
-            (:mod:`~posenc.tasks.forecasting.stream`): a directory, a glob
-            (``"panel/*.parquet"``) or an fsspec URL (``"s3://bucket/panel/"``). Column names
-            must be unique.
-        timestamp_column: column holding the timestamps (text or datetime; naive or with a UTC
-            offset, one form for the whole column). Duplicate timestamps (the same instant,
-            whatever its offset) within a series are an error.
-        target_columns: numeric column(s) to forecast (one channel each); NaN = missing. A
-            channel that is constant over the training period gets ``scale`` 1.
-        series_column: column(s) whose values name the series of a long-format panel (one
-            row per series and timestamp); None: the table is one series. Windows never
-            cross series; series may start and end at different times, have gaps and be
+        data: path (stored as text) to a ``.csv`` / ``.parquet`` file, or a ``DataFrame``,
+            read in memory; or a Parquet dataset read lazily, each DDP rank and loader worker
+            its own chunks (:mod:`~posenc.tasks.forecasting.stream`): a directory, a glob
+            (``"panel/*.parquet"``) or an fsspec URL (``"s3://bucket/panel/"``).
+        timestamp_column: the timestamps (text or datetime; naive or with a UTC offset, one
+            form for the column). The same instant twice within a series is an error.
+        target_columns: numeric column(s) to forecast, one channel each; NaN = missing. A
+            channel constant over the training period gets ``scale`` 1.
+        series_column: column(s) naming the series of a long-format panel; None: one series.
+            Windows never cross series; series may start and end apart, have gaps and be
             irregular.
-        past_covariates: numeric (or bool) columns known only up to the forecast origin (a
-            measured temperature): the model sees them in the context; NaN = missing.
+        past_covariates: numeric (or bool) columns known up to the forecast origin (a measured
+            temperature), seen in the context; NaN = missing.
         future_covariates: numeric (or bool) columns known at the times to predict too (a
-            workday flag, a temperature forecast); a missing value is an error naming its
-            column and row.
-        static_columns: one value per series (constant within it, else an error): text,
-            categorical or bool columns are categories (embedded), numbers are standardized
-            across series.
+            workday flag, a temperature forecast); a missing value is an error.
+        static_columns: one value per series: text, categorical or bool columns are categories
+            (embedded), numbers are standardized across series.
         tz: IANA time zone. Naive timestamps are local times there (localized with
             ``ambiguous``/``nonexistent``, in wall-clock order); aware ones are converted to
-            it. Calendar features use this local time; elapsed time is always real (UTC) time.
-        ambiguous: repeated local hour at a DST fall-back: ``raise``, ``earliest`` (the
-            DST reading), ``latest`` (standard time) or ``infer`` (from the order).
+            it. Calendar features use local time; elapsed time is always real (UTC) time.
+        ambiguous: repeated local hour at a DST fall-back: ``raise``, ``earliest`` (the DST
+            reading), ``latest`` (standard time) or ``infer`` (from the order).
         nonexistent: skipped local hour at a DST spring-forward: ``raise``,
             ``shift_forward`` or ``shift_backward``.
         context_length: context per window: observations (int) or a duration with a unit
             (``"7D"``, a ``timedelta``); a bare number such as ``"168"`` or ``168.0`` is refused.
         horizon: predicted span per window: observations (int) or a duration (``"24h"``).
-        stride: distance between consecutive forecast origins of the validation and test
-            backtests, same kind as the lengths (default: ``horizon``). Durations may not
-            place more than ``MAX_ORIGINS_PER_ROW`` origins per observation, and a window
-            holds at most ``MAX_WINDOW_ROWS`` rows.
-        train_stride: distance between consecutive training origins, same kind as the
-            lengths. None (default): dense, every origin: one per observation (counts), or
-            one per median sampling step of the data (durations). A training epoch then
-            holds about as many windows as observations; bound it with the trainer's
-            ``limit_train_batches`` where that is too many.
-        val_fraction: the last fraction of the time span held out for validation
-            (ignored where ``val_start`` is given).
+        stride: distance between forecast origins of the validation and test backtests, same
+            kind as the lengths (default: ``horizon``). Durations may place at most
+            ``MAX_ORIGINS_PER_ROW`` origins per observation; a window holds at most
+            ``MAX_WINDOW_ROWS`` rows.
+        train_stride: distance between training origins, same kind as the lengths. None:
+            dense, one per observation (counts) or per median sampling step (durations);
+            bound an epoch with the trainer's ``limit_train_batches`` where that is too many.
+        val_fraction: the last fraction of the time span held out for validation (ignored
+            where ``val_start`` is given).
         test_fraction: the last fraction for test (ignored where ``test_start`` is given).
         val_start: an explicit split time (text or ``datetime``) in the form of the
             timestamps: naive for naive data (read in ``tz`` where given), with a UTC offset
             for aware data (naive ones are accepted there only with ``tz``).
         test_start: the same for the test split.
-        train_on_val: train on the validation span too: the fitted state (scaling, series
-            starts, vocabularies, step) and the training windows reach ``test_start``, and
-            there are no validation windows (run the trainer with ``limit_val_batches=0``).
-            The refit before the test backtest (``posenc fit --refit_epochs N``) sets it.
+        train_on_val: train on the validation span too: the fitted state and the training
+            windows reach ``test_start``, and there are no validation windows (run the
+            trainer with ``limit_val_batches=0``); ``posenc fit --refit_epochs N`` sets it.
         season: the seasons of the seasonal-naive baselines, one or a list: a fixed duration
             (``"7D"``; calendar months such as ``"12MS"`` are refused: give 12 for monthly
             data), a count of median sampling steps or ``"persistence"`` (the last observed
-            value); None: every natural season of the data's step that fits in the context
-            (:func:`~posenc.tasks.forecasting.metrics.natural_seasons`: a day and a week for
-            hourly data). Each is logged as its own baseline (``test/mae_naive_7d``).
+            value); None: every natural season of the step that fits in the context
+            (:func:`~posenc.tasks.forecasting.metrics.natural_seasons`). Each is logged as its
+            own baseline (``test/mae_naive_7d``).
         mase_season: the seasonal period ``m`` (observations) of MASE's and RMSSE's
-            denominators, the seasonal error of each series' history; None: GluonTS's for the
-            step (:func:`~posenc.tasks.forecasting.metrics.seasonality_for_step`: 24 for hourly
-            data, 1 for daily, 12 for monthly), whatever the baselines.
-        irregular: keep a random fraction of observations (seeded), for irregular sampling;
-            None keeps all.
+            denominators; None: GluonTS's for the step
+            (:func:`~posenc.tasks.forecasting.metrics.seasonality_for_step`: 24 for hourly).
+        irregular: keep a random fraction of observations (seeded); None keeps all.
         seed: seed of ``irregular``.
         batch_size: training windows per batch.
         eval_batch_size: windows per validation, test and predict batch.
         num_workers: loader worker processes (with a Parquet dataset they also read the
             chunks of the set-up's fitting pass).
         timestamp_format: ``pd.to_datetime`` format of text timestamps (``"%d/%m/%Y %H:%M"``,
-            ``"ISO8601"``, ``"mixed"``). None: the format pandas infers from the first row,
-            which every row must match (a row in another format is an error, not a guess).
+            ``"ISO8601"``, ``"mixed"``). None: the format of the first row, which every row
+            must match.
         predict_split: what ``predict`` forecasts: ``future`` (default): the times after each
-            series' end, from the whole table as history (``Forecaster.forecast``'s path);
-            ``test`` or ``val``: that split's rolling windows (backtests, truth in the table).
+            series' end, the whole table as history; ``test`` or ``val``: that split's
+            rolling windows (backtests).
         future_data: with ``predict_split="future"``, the times to predict: a CSV/Parquet path
             or DataFrame of the series and timestamp columns and the future covariates; None:
             the trained horizon after each series' last observation.
-        chunk_rows: with a Parquet dataset, the rows read at once (whole series, at least
-            one): memory per process holds about two such chunks (the next one is read
-            ahead), or the longest series twice.
+        chunk_rows: with a Parquet dataset, the rows read at once (whole series): a process
+            holds about two such chunks, or the longest series twice.
 
-    The table is read with this data's own state (fitted on its training period) until a
-    trained model hands it its own (:meth:`read_with`); then a series new to the model is
-    scaled on its own training period here.
+    The table is read with its own state (fitted on its training period) until a trained
+    model hands over its own (:meth:`read_with`).
     """
 
     def __init__(
-        self,
-        data: str | os.PathLike | Any = None,
-        timestamp_column: str = "timestamp",
-        target_columns: str | list[str] = "value",
-        series_column: str | list[str] | None = None,
-        past_covariates: list[str] | None = None,
-        future_covariates: list[str] | None = None,
-        static_columns: list[str] | None = None,
-        tz: str | None = None,
-        ambiguous: str = "raise",
-        nonexistent: str = "raise",
-        context_length: int | str = 168,
-        horizon: int | str = 24,
-        stride: int | str | None = None,
-        train_stride: int | str | None = None,
-        val_fraction: float = 0.15,
-        test_fraction: float = 0.15,
-        val_start: str | None = None,
-        test_start: str | None = None,
-        train_on_val: bool = False,
-        season: int | str | list[int | str] | None = None,
-        mase_season: int | None = None,
-        irregular: float | None = None,
-        seed: int = 0,
-        batch_size: int = 64,
-        eval_batch_size: int | None = None,
-        num_workers: int = 0,
-        timestamp_format: str | None = None,
-        predict_split: str = "future",
-        future_data: str | os.PathLike | Any = None,
-        chunk_rows: int = CHUNK_ROWS,
+        self, data: str | os.PathLike | Any = None, timestamp_column: str = "timestamp",
+        target_columns: str | list[str] = "value", series_column: str | list[str] | None = None,
+        past_covariates: list[str] | None = None, future_covariates: list[str] | None = None,
+        static_columns: list[str] | None = None, tz: str | None = None,
+        ambiguous: str = "raise", nonexistent: str = "raise",
+        context_length: int | str = 168, horizon: int | str = 24,
+        stride: int | str | None = None, train_stride: int | str | None = None,
+        val_fraction: float = 0.15, test_fraction: float = 0.15,
+        val_start: str | None = None, test_start: str | None = None, train_on_val: bool = False,
+        season: int | str | list[int | str] | None = None, mase_season: int | None = None,
+        irregular: float | None = None, seed: int = 0, batch_size: int = 64,
+        eval_batch_size: int | None = None, num_workers: int = 0,
+        timestamp_format: str | None = None, predict_split: str = "future",
+        future_data: str | os.PathLike | Any = None, chunk_rows: int = CHUNK_ROWS,
     ) -> None:
         super().__init__()
         # A DataFrame is data, not a hyperparameter: keep it out of the checkpoint.
         frames = [name for name, value in (("data", data), ("future_data", future_data))
                   if not isinstance(value, (str, os.PathLike, type(None)))]
         self.save_hyperparameters(ignore=frames)
-        # Paths, numpy scalars, timestamps and timedeltas as builtins: a checkpoint that
-        # pickled them would not load with torch.load(weights_only=True).
+        # Builtins only: a checkpoint must load with torch.load(weights_only=True).
         make_hparams_plain(self.hparams)
         self.data = data
         self.columns = Columns(timestamp_column, target_columns, series_column, past_covariates,
@@ -1110,15 +1027,14 @@ class TimeSeriesDataModule(LightningDataModule):
             raise ValueError(
                 f"context_length + horizon = {self.context_length + self.horizon} rows per "
                 f"window, above the limit of MAX_WINDOW_ROWS={MAX_WINDOW_ROWS}")
-        self.val_fraction, self.test_fraction = check_split_fractions(val_fraction,
-                                                                      test_fraction)
+        self.val_fraction, self.test_fraction = check_split_fractions(val_fraction, test_fraction)
         self.val_start = self._split_argument(val_start, "val_start")
         self.test_start = self._split_argument(test_start, "test_start")
         self.train_on_val = check_bool(train_on_val, "train_on_val")
         if irregular is not None and (isinstance(irregular, (bool, np.bool_)) or not (
                 isinstance(irregular, Real) and 0 < irregular <= 1)):  # NaN fails this too
-            raise ValueError(f"irregular is the fraction of observations kept, in (0, 1], "
-                             f"got {irregular!r}")
+            raise ValueError(f"irregular is the fraction of observations kept, in (0, 1], got "
+                             f"{irregular!r}")
         self.irregular = irregular
         many = isinstance(season, (list, tuple))
         if many and not season:
@@ -1128,21 +1044,17 @@ class TimeSeriesDataModule(LightningDataModule):
         self.season = parsed if many else parsed[0]
         self._mase_season = None if mase_season is None else check_positive_int(
             plain(mase_season), "mase_season")
-        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-            raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
-        self.seed = int(seed)
+        self.seed = check_int(plain(seed), "seed")
         self.batch_size = check_positive_int(plain(batch_size), "batch_size")
         self.eval_batch_size = (self.batch_size if eval_batch_size is None
-                                else check_positive_int(plain(eval_batch_size),
-                                                        "eval_batch_size"))
+                                else check_positive_int(plain(eval_batch_size), "eval_batch_size"))
         self.num_workers = check_int(plain(num_workers), "num_workers", ge=0)
-        self.predict_split = check_choice(predict_split, "predict_split",
-                                          ("future", "test", "val"))
+        self.predict_split = check_choice(predict_split, "predict_split", ("future", "test", "val"))
         if self.train_on_val and self.predict_split == "val":
-            raise ValueError("predict_split='val' needs validation windows, but "
-                             "train_on_val=True trains on them")
-        if future_data is not None and not isinstance(future_data,
-                                                      (str, os.PathLike, pd.DataFrame)):
+            raise ValueError("predict_split='val' needs validation windows, but train_on_val=True "
+                             "trains on them")
+        if future_data is not None and not isinstance(future_data, (str, os.PathLike,
+                                                                    pd.DataFrame)):
             raise TypeError(f"future_data must be a path or a pandas DataFrame, got "
                             f"{type(future_data).__name__}")
         self.future_data = future_data
@@ -1159,7 +1071,7 @@ class TimeSeriesDataModule(LightningDataModule):
 
     @staticmethod
     def _split_argument(value: Any, name: str) -> pd.Timestamp | None:
-        """``val_start``/``test_start`` -> a Timestamp (zone applied later), checked now."""
+        """``val_start``/``test_start`` -> a Timestamp (zone applied later)."""
         if value is None:
             return None
         if isinstance(value, (dt.datetime, np.datetime64)):
@@ -1191,33 +1103,29 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def load_frame(self) -> pd.DataFrame:
         """The raw table (a preset overrides it)."""
-        data = self.data
         if self.streaming:
             raise ValueError(f"{self._describe_data()} is a Parquet dataset, read lazily in "
                              "chunks: it is never one table in memory")
-        if isinstance(data, pd.DataFrame):
-            return data
-        if data is None:
+        if isinstance(self.data, pd.DataFrame):
+            return self.data
+        if self.data is None:
             raise ValueError(f"{type(self).__name__} needs data: a .csv/.parquet path or a "
                              "pandas DataFrame")
-        return read_table(data)
+        return read_table(self.data)
 
     def _source(self) -> str | None:
         return os.fspath(self.data) if isinstance(self.data, (str, os.PathLike)) else None
 
     def _describe_data(self) -> str:
-        source = self._source()
-        if source is not None:
+        if (source := self._source()) is not None:
             return f"data={source!r}"
         return "data (a DataFrame)" if isinstance(self.data, pd.DataFrame) else type(self).__name__
 
     # -- the fitted state ------------------------------------------------------------------
     def read_with(self, fitted: Fitted | None) -> Fitted:
         """Read the table with a trained model's state from now on (None: with this data's
-        own); -> the state the table is read with: ``fitted`` (never changed), extended by
-        the series new to it. The model hands its state over (``Forecaster.setup`` and its
-        checkpoint restore): the data never reads the model. ``ValueError`` for a state of
-        other channels or static columns (:meth:`Columns.check_fitted`)."""
+        own); -> the state the table is read with: ``fitted`` (never changed) extended by the
+        series new to it. ``ValueError`` for a state of other channels or static columns."""
         if fitted is not None:
             if not isinstance(fitted, Fitted):
                 raise TypeError(f"fitted must be a Fitted or None, got {type(fitted).__name__}")
@@ -1227,16 +1135,15 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def _reading(self) -> tuple[Panel, Fitted]:
         """The scaled panel and its state, read once per state handed in (the table's own
-        state handed back, as a model that adopted it does, reads nothing again)."""
+        state handed back reads nothing again)."""
         read = self._read
         if read is None or (self._known is not read[0] and self._known is not read[2]):
             self._read = read = (self._known, *self._read_table(self._known))
         return read[1], read[2]
 
     def _read_dataset(self, known: Fitted | None) -> tuple[DatasetPanel, Fitted]:
-        """The Parquet dataset path of :meth:`_read_table`: a scan of the series and time
-        columns (span, keys), then one pass over the chunks for the state; DDP ranks share
-        both passes (every rank sets up, as Lightning's do)."""
+        """:meth:`_read_table` of a Parquet dataset: a scan of the series and time columns,
+        then one pass over the chunks for the state (DDP ranks share both)."""
         rank, world = self._rank()
         dataset = _stream().DatasetPanel.scan(self.data, self.columns, known, self.chunk_rows,
                                               rank, world)
@@ -1273,15 +1180,13 @@ class TimeSeriesDataModule(LightningDataModule):
                                           else known.aware)
         # The state of the training span: through the validation span with train_on_val.
         fitted = fit(panel, self.columns, t_test if self.train_on_val else t_val, known,
-                     context_length=self._given("context_length"),
-                     horizon=self._given("horizon"))
+                     context_length=self._given("context_length"), horizon=self._given("horizon"))
         self.split_times = {"val": t_val, "test": t_test}
         return scale_panel(panel, fitted, self._source()), fitted
 
     def panel(self) -> Panel:
-        """The checked, sorted and scaled table (read when first asked for, before ``setup``:
-        the model sizes the CLI links need it), with the state of :attr:`fitted`. A Parquet
-        dataset has none (``TypeError``): it is read chunk by chunk."""
+        """The checked, sorted and scaled table, read when first asked for (the model sizes
+        need it before ``setup``), with :attr:`fitted`; ``TypeError`` for a Parquet dataset."""
         if self.streaming:
             raise TypeError(f"{self._describe_data()} is a Parquet dataset read lazily: there "
                             "is no in-memory panel; its batches come from "
@@ -1332,8 +1237,7 @@ class TimeSeriesDataModule(LightningDataModule):
 
     @property
     def loc(self) -> np.ndarray:
-        """``(S, C)`` per-series target means of the training span (``(C,)`` for one
-        series)."""
+        """``(S, C)`` per-series target means of the training span (``(C,)`` for one series)."""
         loc = self.fitted.target_scaling()[0]
         return loc[0] if not self.columns.series_columns else loc
 
@@ -1346,14 +1250,12 @@ class TimeSeriesDataModule(LightningDataModule):
     @property
     def naive_seasons(self) -> list[str]:
         """The seasonal-naive baselines' seasons, durations: ``season`` (a count is in median
-        sampling steps; ``"persistence"``: 1 ns, which makes the baseline the last observed
-        value), else :func:`~posenc.tasks.forecasting.metrics.natural_seasons` of the step."""
+        sampling steps; ``"persistence"``: 1 ns, making the baseline the last observed value),
+        else :func:`~posenc.tasks.forecasting.metrics.natural_seasons` of the step."""
         step = pd.Timedelta(self.fitted.step_ns)
         if self.season is None:
             context = self.context_length if self.by_time else step * self.context_length
             return [str(s) for s in natural_seasons(step, context)]
-        # The value at or before origin + 1 ns - k ns for the smallest k that reaches the
-        # origin is the last observed value, exactly.
         return [str(pd.Timedelta(1, "ns") if s == PERSISTENCE else
                     s if isinstance(s, pd.Timedelta) else step * s)
                 for s in (self.season if isinstance(self.season, list) else [self.season])]
@@ -1378,9 +1280,7 @@ class TimeSeriesDataModule(LightningDataModule):
                 if aware and tz is None:
                     raise ValueError(f"{name}={given!r} has no UTC offset but the timestamps "
                                      "are tz-aware: add an offset, or set tz to read it in")
-                if tz is not None:
-                    # The timestamps' own path (exact DST shifts); one split time cannot be
-                    # inferred from an order.
+                if tz is not None:  # as the timestamps (one time cannot be "infer"red)
                     ambiguous = self.columns.ambiguous
                     try:
                         utc, _ = utc_and_local(pd.DatetimeIndex([stamp]), tz,
@@ -1411,24 +1311,21 @@ class TimeSeriesDataModule(LightningDataModule):
         return t_val, t_test
 
     def _window_lengths(self, split: str) -> tuple[int, int, int]:
-        """``(context, horizon, stride)`` of a split's windows: rows in count mode,
-        nanoseconds in time mode. Training strides by ``train_stride``, by default one row
-        (counts) or the median sampling step (durations; ``stride`` for data without one)."""
+        """``(context, horizon, stride)`` of a split's windows: rows in count mode, ns in time
+        mode. Training strides by ``train_stride``, by default one row (counts) or the median
+        sampling step (durations; ``stride`` for data without one)."""
         stride = self.stride
-        if split == "train":
+        if split == "train" and self.train_stride is not None:
             stride = self.train_stride
-            if stride is None and not self.by_time:
-                stride = 1
-            elif stride is None:
-                stride = pd.Timedelta(self.fitted.step_ns) if self.fitted.step_ns > 0 \
-                    else self.stride
+        elif split == "train" and not self.by_time:
+            stride = 1
+        elif split == "train" and self.fitted.step_ns > 0:
+            stride = pd.Timedelta(self.fitted.step_ns)
         lengths = (self.context_length, self.horizon, stride)
         return tuple(int(v.value) for v in lengths) if self.by_time else lengths
 
     def split_bounds(self) -> dict[str, tuple[int, int]]:
-        """Each split's ``[lo, hi)`` in UTC ns: a window belongs to the split that holds its
-        whole horizon. With ``train_on_val`` training reaches ``test_start`` and there is no
-        ``val`` split."""
+        """Each split's ``[lo, hi)`` in UTC ns (with ``train_on_val``, no ``val`` split)."""
         first, last = (self._reading()[0].span if self.streaming else
                        (int(self.panel().utc.min()), int(self.panel().utc.max())))
         t_val, t_test = self.split_times["val"], self.split_times["test"]
@@ -1438,11 +1335,8 @@ class TimeSeriesDataModule(LightningDataModule):
         return {"train": (first, t_val), "val": (t_val, t_test), "test": test}
 
     def windows(self, split: str) -> WindowIndex:
-        """The lazy index of one split's windows (``train``, ``val`` or ``test``).
-
-        Raises ``ValueError`` before building anything for a stride that places more than
-        :data:`MAX_ORIGINS_PER_ROW` origins per observation, and for windows of more than
-        :data:`MAX_WINDOW_ROWS` rows (durations; counts are checked when given)."""
+        """The lazy index of one split's windows (``train``, ``val`` or ``test``); ``ValueError``
+        beyond :data:`MAX_ORIGINS_PER_ROW` or :data:`MAX_WINDOW_ROWS`."""
         check_choice(split, "split", ("train", "val", "test"))
         if self.streaming:
             raise TypeError(f"{self._describe_data()} is a Parquet dataset: its windows are "
@@ -1484,9 +1378,8 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         """Each split's :class:`WindowDataset` over :meth:`panel` (kept while it is the same
-        panel). A running trainer's call only marks the data set up: the model hands over
-        its state next (``Forecaster.setup``; a checkpoint's restore comes later still), and
-        the loaders, which call this again, read the table once, with that state."""
+        panel). A running trainer's call only marks the data set up: the model hands over its
+        state next, and the loaders, which call this again, read the table with it."""
         self._set_up = True
         trainer = getattr(self, "trainer", None)
         if stage is not None and trainer is not None and trainer.state.status == "running":
@@ -1517,26 +1410,24 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def _dataset_windows(self, dataset: DatasetPanel, fitted: Fitted
                          ) -> dict[str, DatasetWindows]:
-        """Each split's :class:`~posenc.tasks.forecasting.stream.DatasetWindows`, planned
-        from per-series counts (no rows read here)."""
+        """Each split's :class:`~.stream.DatasetWindows` (planned from per-series counts)."""
         rank, world = self._rank()
         out = {}
         for split, (lo, hi) in self.split_bounds().items():
-            lengths = self._window_lengths(split)
             windows = _stream().DatasetWindows(
-                dataset, fitted, (lo, hi), lengths, self.by_time,
+                dataset, fitted, (lo, hi), self._window_lengths(split), self.by_time,
                 self.batch_size if split == "train" else self.eval_batch_size,
                 shuffle=split == "train", seed=self.seed, seasonality=self.mase_season,
                 rank=rank, world_size=world)
             if not windows.num_windows:
                 raise ValueError(self._no_window(split, dataset, lo, hi))
-            if self.by_time and windows.num_windows > MAX_ORIGINS_PER_ROW * int(
-                    dataset.lengths.sum()):
+            rows = int(dataset.lengths.sum())
+            if self.by_time and windows.num_windows > MAX_ORIGINS_PER_ROW * rows:
                 name = "train_stride" if split == "train" else "stride"
                 raise ValueError(f"{name}={self._given(name)!r} places {windows.num_windows} "
-                                 f"forecast origins in the {split} split of "
-                                 f"{int(dataset.lengths.sum())} observations (more than "
-                                 f"MAX_ORIGINS_PER_ROW={MAX_ORIGINS_PER_ROW} per observation)")
+                                 f"forecast origins in the {split} split of {rows} observations "
+                                 f"(more than MAX_ORIGINS_PER_ROW={MAX_ORIGINS_PER_ROW} per "
+                                 "observation)")
             out[split] = windows
         return out
 
@@ -1552,11 +1443,11 @@ class TimeSeriesDataModule(LightningDataModule):
                    f"{self._given('context_length')!r} and horizon={self._given('horizon')!r}")
         spacing = pd.Timedelta(self.fitted.step_ns)
         if self.by_time and min(self.context_length, self.horizon) < spacing:
-            return (message + f": a window needs an observation in its context and in its "
-                    f"horizon, and these durations are shorter than the median sampling "
+            return (message + ": a window needs an observation in its context and in its "
+                    "horizon, and these durations are shorter than the median sampling "
                     f"interval {spacing}; lengthen them")
-        return message + ": the series is too short for these windows; shorten them or move " \
-            "the split"
+        return message + (": the series is too short for these windows; shorten them or move "
+                          "the split")
 
     def _loader(self, dataset: Any, shuffle: bool = False) -> DataLoader:
         if isinstance(dataset, _stream().DatasetWindows):  # yields whole batches, shuffles itself
@@ -1593,16 +1484,13 @@ class TimeSeriesDataModule(LightningDataModule):
         future = self.future_data
         if isinstance(future, (str, os.PathLike)):
             future = read_table(future)
-        if self.streaming:
-            # One window per series after its end, chunk by chunk, on each rank its share.
+        if self.streaming:  # one window per series after its end, chunk by chunk
             dataset, fitted = self._reading()
             rank, world = self._rank()
             return self._loader(_stream().DatasetWindows(
-                dataset, fitted, None,
-                self._window_lengths("test"), self.by_time, self.eval_batch_size,
-                rank=rank, world_size=world, future=future))
+                dataset, fitted, None, self._window_lengths("test"), self.by_time,
+                self.eval_batch_size, rank=rank, world_size=world, future=future))
         # A trained model's state (its scaling and series) reads the whole table as history.
         return self._loader(request_dataset(
-            self.fitted if self._known is None else self._known, self.load_frame(),
-                                            future, future_name="--data.future_data",
-                                            future_form="a CSV/Parquet file or DataFrame"))
+            self.fitted if self._known is None else self._known, self.load_frame(), future,
+            future_name="--data.future_data", future_form="a CSV/Parquet file or DataFrame"))

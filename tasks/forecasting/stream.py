@@ -1,35 +1,16 @@
 """Partitioned Parquet datasets read lazily: panels larger than memory, on many processes.
 
-A :class:`TimeSeriesDataModule <posenc.tasks.forecasting.data.TimeSeriesDataModule>` given a
-directory, a glob or an fsspec URL (``s3://bucket/panel/``, ``memory://``, ``file://``) of
-Parquet files reads it with ``pyarrow.dataset``, never as one table:
-
-- :meth:`DatasetPanel.scan`: the series and timestamp columns only, row group by row group:
-  the series keys (sorted, as :func:`~posenc.tasks.forecasting.data.read_panel` sorts them),
-  each series' row count and the time span (the split times).
-- chunks: runs of consecutive series (in key order, so a dataset sorted or partitioned by
-  series reads only its own row groups) of at most ``chunk_rows`` rows, or one series where
-  it is longer. A chunk is read with a pyarrow filter on the series columns and becomes a
-  small :class:`~posenc.tasks.forecasting.data.Panel` through the in-memory path's own
-  ``read_panel`` and ``scale_panel``.
-- :meth:`DatasetPanel.fit`: one pass over the chunks; each chunk adds its series' moments,
-  first times, static values and step counts; :func:`~posenc.tasks.forecasting.data.fit_state`
-  makes the same :class:`~posenc.tasks.forecasting.data.Fitted` as ``fit`` on the whole table
-  (every fitted number is per series, or combined from per-series numbers in series order).
-  Under DDP both passes are shared (:func:`across_ranks`): each rank reads every
-  ``world_size``-th row group and chunk, and the ranks gather the parts, so every rank holds
-  the same state.
-- :class:`DatasetWindows`: one split's batches, built chunk by chunk by the one batch builder
-  (:class:`~posenc.tasks.forecasting.windows.WindowDataset` over the chunk's panel). Chunks go
-  to DDP ranks round-robin and to loader workers round-robin within a rank; each process
-  reads only its chunks. Every rank yields the same number of batches (uneven iterable
-  datasets hang DDP): the number is planned from per-series counts, the same on every
-  process, and a rank short of it yields padding batches whose ``real`` flag (``(B,)``
-  bool, every batch has it) is False; the ``Forecaster`` leaves them out of losses, metrics
-  and forecasts, so each real window counts once.
-
-Memory per process: the per-series state (``O(series)``) and two chunks' rows (the one
-batched and the next, read in a thread meanwhile).
+A :class:`~posenc.tasks.forecasting.data.TimeSeriesDataModule` given a directory, a glob or an
+fsspec URL (``s3://bucket/panel/``, ``memory://``) of Parquet files reads it with
+``pyarrow.dataset``, never as one table: :meth:`DatasetPanel.scan` reads the series and
+timestamp columns (keys, row counts, span); chunks of consecutive series (at most ``chunk_rows``
+rows, or one longer series) go through the in-memory path's ``read_panel`` and ``scale_panel``;
+:meth:`DatasetPanel.fit` makes the same ``Fitted`` as ``fit`` on the whole table (every fitted
+number is per series, or combined from them in series order); :class:`DatasetWindows` yields one
+split's batches chunk by chunk. Under DDP both passes are shared (:func:`across_ranks`) and
+chunks are dealt to ranks and loader workers round-robin; every rank yields the same number of
+batches (uneven iterable datasets hang DDP), padding with batches whose ``real`` flag is False.
+Memory per process: the per-series state and two chunks (the next read ahead in a thread).
 """
 
 from __future__ import annotations
@@ -85,8 +66,7 @@ def is_dataset(data: Any) -> bool:
 
 def open_dataset(data: str | os.PathLike) -> Any:
     """A directory, glob or fsspec URL of Parquet files -> a ``pyarrow.dataset.Dataset``
-    (hive partition folders such as ``region=north/`` become columns). Local paths use
-    Arrow's own file system; other URLs go through fsspec."""
+    (hive partition folders such as ``region=north/`` become columns)."""
     import fsspec
     import pyarrow.dataset as ds
     from fsspec.implementations.local import LocalFileSystem
@@ -114,8 +94,8 @@ def open_dataset(data: str | os.PathLike) -> Any:
 
 
 def _row_groups(dataset: Any, cache: dict | None = None) -> list[Any]:
-    """Every row group of the dataset as a fragment, files in order (the same list in every
-    process: the unit a chunk reads)."""
+    """Every row group of the dataset as a fragment, files in order (the same in every
+    process)."""
     if cache is not None and "_row_groups" in cache:
         return cache["_row_groups"]
     groups = [group for fragment in dataset.get_fragments()
@@ -126,18 +106,12 @@ def _row_groups(dataset: Any, cache: dict | None = None) -> list[Any]:
 
 
 def _decoded(table: Any) -> Any:
-    """An Arrow table with its dictionary columns (hive partitions) decoded to their values,
-    as a single file's columns would read."""
+    """An Arrow table with its dictionary columns (hive partitions) decoded to their values."""
     import pyarrow as pa
 
     columns = [column.cast(column.type.value_type) if pa.types.is_dictionary(column.type)
                else column for column in table.columns]
     return pa.table(columns, names=table.column_names)
-
-
-def _frame(table: Any) -> pd.DataFrame:
-    """An Arrow table -> its DataFrame (:func:`_decoded`)."""
-    return _decoded(table).to_pandas()
 
 
 @dataclasses.dataclass
@@ -152,12 +126,11 @@ class DatasetPanel:
         span: ``(first, last)`` UTC ns of the whole dataset.
         aware: whether the timestamps are tz-aware.
         chunks: lists of consecutive series indexes, each read at once.
-        groups: ``(offsets (S + 1,), row groups)``: series ``s`` has rows in the row groups
-            ``groups[1][offsets[s]:offsets[s + 1]]`` (indexes into the dataset's files'
-            row groups, in file order).
         first_time: ``(S,)`` int64 UTC ns of each series' first row (after :meth:`fit`).
-        before: ``(S, 2)`` int64 rows of each series before the two split times (after
+        before: ``(S, 2)`` int64 rows of each series before the two ``split_times`` (after
             :meth:`fit`).
+        groups: ``(offsets (S + 1,), row groups)``: series ``s`` is in the row groups
+            ``groups[1][offsets[s]:offsets[s + 1]]`` (in file order).
     """
 
     data: str
@@ -172,7 +145,6 @@ class DatasetPanel:
     split_times: tuple[int, int] | None = None
     groups: tuple[np.ndarray, np.ndarray] | None = None
 
-    # -- reading --------------------------------------------------------------------------
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state.pop("_dataset", None)
@@ -185,29 +157,20 @@ class DatasetPanel:
             self.__dict__["_dataset"] = open_dataset(self.data)
         return self.__dict__["_dataset"]
 
-    @property
-    def needed(self) -> list[str]:
-        c = self.columns
-        return [c.timestamp_column, *c.series_columns, *c.channels, *c.static_columns]
-
     @classmethod
     def scan(cls, data: str | os.PathLike, columns: Columns, known: Fitted | None = None,
              chunk_rows: int = CHUNK_ROWS, rank: int = 0, world_size: int = 1
              ) -> DatasetPanel:
         """Read the series and timestamp columns row group by row group: keys, row counts,
-        span. With ``world_size`` > 1 (DDP ranks, every one calling this) each rank reads
-        the row groups ``rank::world_size`` and the ranks gather what they found.
-
-        Raises ``ValueError`` naming the column for a column the dataset lacks, a missing
-        series id or timestamp, timestamps naive in one file and aware in another."""
+        span. With ``world_size`` > 1 each DDP rank reads the row groups ``rank::world_size``
+        and the ranks gather what they found. ``ValueError`` naming the column on bad data."""
         import pyarrow as pa
 
         text = os.fspath(data)
         dataset = open_dataset(text)
         names = list(dataset.schema.names)
         check_unique_columns(names, f"data={text!r}")
-        for name in [columns.timestamp_column, *columns.series_columns, *columns.channels,
-                     *columns.static_columns]:
+        for name in _needed(columns):
             if name not in names:
                 raise ValueError(f"column {name!r} not found; the dataset data={text!r} has "
                                  f"columns {names}")
@@ -232,7 +195,7 @@ class DatasetPanel:
         aware, total = scanned[0]["aware"], sum(p["rows"] for p in scanned)
         if series_columns:
             # (series, row group, rows) for every series in every row group.
-            frame = _frame(pa.concat_tables(counts))
+            frame = _decoded(pa.concat_tables(counts)).to_pandas()
             unique = frame[series_columns].drop_duplicates().reset_index(drop=True)
             codes, keys = _series_codes(unique, columns.series_columns, None, None)
             unique["_code"] = codes
@@ -240,7 +203,7 @@ class DatasetPanel:
             group = frame["row_group"].to_numpy(np.int64)
             count = frame["count_all"].to_numpy(np.int64)
         else:
-            keys, code = ((),), np.zeros(len(_row_groups(dataset)), np.int64)
+            keys, code = ((),), np.zeros(len(row_groups), np.int64)
             group, count = np.arange(len(code)), np.ones(len(code), np.int64)
         if known is not None:
             # A trained model's series keep their indexes; new ones follow, sorted.
@@ -261,9 +224,7 @@ class DatasetPanel:
 
     def frame(self, series: np.ndarray) -> pd.DataFrame:
         """The raw rows of some series (``(k,)`` indexes): only the row groups that hold
-        them (:attr:`groups`), filtered on the series columns where a row group holds other
-        series too. A dataset sorted or partitioned by series reads each row group about
-        once per pass; one ordered by time reads every row group for every chunk."""
+        them (:attr:`groups`), filtered on the series columns where one holds other series."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -284,18 +245,17 @@ class DatasetPanel:
         own = self._own_groups()
         chosen = set(int(s) for s in series)
         tables = [row_groups[g].to_table(
-            schema=schema, columns=self.needed,
+            schema=schema, columns=_needed(self.columns),
             filter=None if own[g] <= chosen else expression) for g in wanted_groups]
-        frame = _frame(pa.concat_tables(tables))
+        frame = _decoded(pa.concat_tables(tables)).to_pandas()
         if len(names) > 1:  # the filter above holds every combination of the values
             wanted = pd.MultiIndex.from_tuples(keys, names=names)
             frame = frame[pd.MultiIndex.from_frame(frame[names]).isin(wanted)]
         return frame.reset_index(drop=True)
 
     def read(self, series: np.ndarray) -> tuple[Panel, np.ndarray]:
-        """The rows of some series -> their checked, sorted :class:`Panel` (``read_panel``,
-        keys of these series only) and ``(S_chunk,)`` the dataset's index of each of its
-        series."""
+        """The rows of some series -> their :class:`Panel` (``read_panel``) and the
+        ``(S_chunk,)`` dataset index of each of its series."""
         panel = read_panel(self.frame(series), self.columns, None, self.data)
         lookup = self._lookup()
         return panel, np.array([lookup[key] for key in panel.series_keys], np.int64)
@@ -316,18 +276,14 @@ class DatasetPanel:
             self.__dict__["_keys"] = {key: i for i, key in enumerate(self.series_keys)}
         return self.__dict__["_keys"]
 
-    # -- fitting --------------------------------------------------------------------------
     def chunk_stats(self, chunk: int, train_end: int, split_times: tuple[int, int]
                     ) -> dict[str, Any]:
-        """What chunk ``chunk`` adds to the fitted state: its series' indexes, moments, first
-        local and UTC times, rows before each split time, static values, counted steps and
-        zone (arrays of its ``S_chunk`` series)."""
+        """What chunk ``chunk`` adds to the fitted state (arrays of its ``S_chunk`` series)."""
         panel, index = self.read(self.chunks[chunk])
         series = panel.series_of_rows()
         within = local_steps(panel)  # counted: their median is fit()'s median step
         return {"index": index, "moments": series_moments(panel, train_end),
-                "first_local": panel.series_starts(),
-                "first_time": panel.utc[panel.starts[:-1]],
+                "first_local": panel.series_starts(), "first_time": panel.utc[panel.starts[:-1]],
                 "before": np.stack([np.bincount(series, panel.utc < t, len(index))
                                     for t in split_times], 1),
                 "static": panel.static, "zone": panel.zone,
@@ -338,11 +294,8 @@ class DatasetPanel:
             rank: int = 0, world_size: int = 1) -> Fitted:
         """One pass over the chunks -> the :class:`Fitted` state of the rows before
         ``train_end`` (UTC ns), as ``fit`` makes it of the whole table; also each series'
-        first time and rows before each of ``split_times`` (the windows' plan). With
-        ``workers`` > 0 the chunks are read by that many loader worker processes, and with
-        ``world_size`` > 1 each DDP rank reads the chunks ``rank::world_size`` and the ranks
-        gather their numbers; each chunk's numbers go to its own series' places, so the
-        state is the same."""
+        first time and rows before each of ``split_times`` (the windows' plan). The chunks are
+        read by ``workers`` loader processes, shared by DDP ranks (:func:`across_ranks`)."""
         from torch.utils.data import DataLoader
 
         def fit_chunks(mine: list[int]) -> list[tuple[int, dict[str, Any]]]:
@@ -377,40 +330,30 @@ class DatasetPanel:
                          known, static=static, step_ns=_median(steps), aware=self.aware,
                          zone=zone, context_length=context_length, horizon=horizon)
 
-    # -- windows --------------------------------------------------------------------------
     def slots(self, lo: int, hi: int, lengths: tuple[int, int, int], by_time: bool
               ) -> np.ndarray:
         """``(S,)`` window slots per series of the split ``[lo, hi)``: its windows in count
         mode; in time mode its origins (a gap drops some windows: their slots pad)."""
-        held = self.lengths > 0
         if by_time:
-            return origins_from_first(self.first_time, held, lo, hi, *lengths)[1]
+            return origins_from_first(self.first_time, self.lengths > 0, lo, hi, *lengths)[1]
         starts = np.concatenate(([0], np.cumsum(self.lengths))).astype(np.int64)
+        return count_plan(starts, self._rows_before(lo), self._rows_before(hi), *lengths)[1]
 
-        def rows_before(t: int) -> np.ndarray:
-            # The plan holds counts at the split times and the ends of the data only.
-            if t <= self.span[0]:
-                return np.zeros_like(self.lengths)
-            if t > self.span[1]:
-                return self.lengths
-            return self.before[:, self.split_times.index(t)]
-
-        return count_plan(starts, rows_before(lo), rows_before(hi), *lengths)[1]
+    def _rows_before(self, t: int) -> np.ndarray:
+        """``(S,)`` rows per series before ``t``: a split time or past an end of the data."""
+        if t <= self.span[0]:
+            return np.zeros_like(self.lengths)
+        if t > self.span[1]:
+            return self.lengths
+        return self.before[:, self.split_times.index(t)]
 
     def rows_in(self, lo: int, hi: int) -> int:
         """Observations in ``[lo, hi)`` (bounds: the split times or the data's ends)."""
-        def before(t: int) -> int:
-            if t <= self.span[0]:
-                return 0
-            if t > self.span[1]:
-                return int(self.lengths.sum())
-            return int(self.before[:, self.split_times.index(t)].sum())
-        return before(hi) - before(lo)
+        return int(self._rows_before(hi).sum() - self._rows_before(lo).sum())
 
 
 class _ChunkStats(torch.utils.data.Dataset):
-    """Item ``i``: :meth:`DatasetPanel.chunk_stats` of chunk ``chunks[i]`` (the fit pass,
-    through a ``DataLoader`` for its worker processes)."""
+    """Item ``i``: :meth:`DatasetPanel.chunk_stats` of chunk ``chunks[i]`` (for loader workers)."""
 
     def __init__(self, panel: DatasetPanel, train_end: int, split_times: tuple[int, int],
                  chunks: list[int]) -> None:
@@ -422,6 +365,12 @@ class _ChunkStats(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         return self.panel.chunk_stats(self.chunks[i], self.train_end, self.split_times)
+
+
+def _needed(columns: Columns) -> list[str]:
+    """The columns a chunk reads."""
+    return [columns.timestamp_column, *columns.series_columns, *columns.channels,
+            *columns.static_columns]
 
 
 def _scan_group(group: Any, g: int, schema: Any, columns: Columns, text: str
@@ -439,10 +388,9 @@ def _scan_group(group: Any, g: int, schema: Any, columns: Columns, text: str
     if series_columns:
         count = _decoded(table.select(series_columns)).group_by(series_columns).aggregate(
             [([], "count_all")])
-        count = count.append_column("row_group",
-                                    pa.array(np.full(count.num_rows, g, np.int64)))
-    index = parse_timestamps(_frame(table.select([columns.timestamp_column])).iloc[:, 0],
-                             columns.timestamp_column, text, columns.timestamp_format)
+        count = count.append_column("row_group", pa.array(np.full(count.num_rows, g, np.int64)))
+    index = parse_timestamps(_decoded(table.select([columns.timestamp_column])).to_pandas()
+                             .iloc[:, 0], columns.timestamp_column, text, columns.timestamp_format)
     aware = index.tz is not None
     if not aware and columns.tz is not None:
         utc, _ = utc_and_local(index, columns.tz, columns.ambiguous, columns.nonexistent,
@@ -458,10 +406,9 @@ def across_ranks(compute: Callable[[list[int]], list[tuple[int, Any]]], count: i
                  rank: int = 0, world_size: int = 1) -> list[Any]:
     """Items ``0..count-1`` shared by DDP ranks: ``compute(mine)`` of this rank's items
     (``rank::world_size``) gives ``(item, result)`` pairs; -> every rank's results in item
-    order, on every rank (``torch.distributed.all_gather_object``). An error on one rank is
-    raised on all of them: a rank that raised alone would leave the others in the gather.
-    Without a process group to gather over (a trainer's ranks before DDP starts) this
-    process computes every item."""
+    order, on every rank (``all_gather_object``). An error on one rank is raised on all (one
+    raising alone would leave the others in the gather). Without a process group this process
+    computes every item."""
     if world_size == 1 or not _process_group():
         return [result for _, result in compute(list(range(count)))]
     mine = list(range(rank, count, world_size))
@@ -503,8 +450,7 @@ def _chunks(lengths: np.ndarray, chunk_rows: int) -> list[np.ndarray]:
 
 def _median(counts: Counter) -> int:
     """``int(np.median(x))`` of the values ``x`` counted in ``counts`` (value -> count), as
-    ``fit`` takes the median step of all within-series steps: the middle one, or the mean of
-    the two middle ones; 0 without values."""
+    ``fit`` takes the median step; 0 without values."""
     if not counts:
         return 0
     values = np.array(sorted(counts), np.int64)
@@ -515,8 +461,7 @@ def _median(counts: Counter) -> int:
 
 
 def subset_state(fitted: Fitted, index: np.ndarray) -> Fitted:
-    """``fitted`` for some of its series (``(S_chunk,)`` indexes): what a chunk's panel, whose
-    series are numbered from 0, is scaled and batched with."""
+    """``fitted`` for some of its series (``(S_chunk,)`` indexes): a chunk's state."""
     index = [int(i) for i in index]
     return dataclasses.replace(
         fitted, series_keys=tuple(fitted.series_keys[i] for i in index),
@@ -540,7 +485,7 @@ def distributed_rank() -> tuple[int, int]:
 class DatasetWindows(IterableDataset):
     """One split's batches of a Parquet dataset, chunk by chunk (module docstring).
 
-    Yields whole batches (a ``DataLoader`` with ``batch_size=None``): the keys of
+    Yields whole batches (``DataLoader(batch_size=None)``): the keys of
     :mod:`~posenc.tasks.forecasting.windows` plus ``real`` ``(B,)`` bool; ``series`` indexes
     ``fitted.series_keys``. ``len()`` is the number of batches of every rank.
 
@@ -548,8 +493,7 @@ class DatasetWindows(IterableDataset):
         panel: the dataset (:class:`DatasetPanel`, fitted).
         fitted: the state the batches are scaled with (all series).
         bounds: the split's ``[lo, hi)`` UTC ns; None: forecast requests (one window per
-            series after its end, :func:`~posenc.tasks.forecasting.output.request_dataset`,
-            with ``future``, a table of the times to predict, or None).
+            series after its end, :func:`~posenc.tasks.forecasting.output.request_dataset`).
         lengths: ``(context, horizon, stride)`` in rows or ns (``by_time``).
         batch_size: windows per batch.
         shuffle: a new order of chunks and of windows within each chunk every epoch
@@ -557,9 +501,8 @@ class DatasetWindows(IterableDataset):
         seasonality: MASE's lag in rows.
         rank: this process's DDP rank.
         world_size: the number of ranks.
-        future: with ``bounds`` None, the times to predict (the series and timestamp
-            columns and the future covariates; each chunk takes its series' rows); None: the
-            trained horizon after each series' end.
+        future: with ``bounds`` None, the times to predict (series and timestamp columns and
+            future covariates); None: the trained horizon after each series' end.
     """
 
     def __init__(self, panel: DatasetPanel, fitted: Fitted, bounds: tuple[int, int] | None,
@@ -576,20 +519,19 @@ class DatasetWindows(IterableDataset):
                  else (panel.lengths > 0).astype(np.int64))
         self.num_windows = int(slots.sum())  # slots: in time mode some pad
         # Chunks with a window, dealt to ranks round-robin (every process deals the same).
-        chunks = [c for c in panel.chunks if slots[c].sum() > 0]
-        self.planned = [math.ceil(int(slots[c].sum()) / batch_size) for c in chunks]
+        self.chunks = [c for c in panel.chunks if slots[c].sum() > 0]
+        self.planned = [math.ceil(int(slots[c].sum()) / batch_size) for c in self.chunks]
         per_rank = [sum(self.planned[r::world_size]) for r in range(world_size)]
         self.num_batches = max(per_rank) if per_rank else 0
-        self.mine = list(range(len(chunks)))[rank::world_size]
-        self.chunks = chunks
+        self.mine = list(range(len(self.chunks)))[rank::world_size]
         self.short = self.num_batches - per_rank[rank] if per_rank else 0
 
     def __len__(self) -> int:
         return self.num_batches
 
     def _windows(self, chunk: np.ndarray) -> tuple[WindowDataset | list, np.ndarray | None]:
-        """A chunk's :class:`WindowDataset` and the dataset index of its series (None: the
-        dataset's already, a forecast request's)."""
+        """A chunk's :class:`WindowDataset` and the dataset index of its series (None: a
+        forecast request's, indexed already)."""
         if self.bounds is None:
             from .output import request_dataset
 

@@ -1,7 +1,5 @@
-"""Windows over time series and the batches a ``Forecaster`` reads.
-
-A window is a forecast origin: the observations before it (the context) and those in the
-horizon after it. Batches are dicts of tensors (``B`` windows, ``Nc`` context and ``Nh``
+"""Windows over time series (a forecast origin: the context before it, the horizon after) and
+the batches a ``Forecaster`` reads: dicts of tensors (``B`` windows, ``Nc`` context and ``Nh``
 horizon tokens, ``C`` target columns, padded per batch):
 
 ======================  ===============  ===============================================
@@ -13,7 +11,7 @@ key                     shape / dtype    meaning
 ``context_observed``    (B, Nc, C) bool  value present
 ``context_valid``       (B, Nc) bool     real token (False = padding)
 ``context_fields``      (B, Nc, F) i32   calendar fields of the local time, one column per
-                                         name of ``posenc.temporal.calendar.FIELDS`` (in its order)
+                                         name of ``posenc.temporal.calendar.FIELDS``
 ``target_*``            same, ``Nh``     the horizon: its timestamps are the query times
 ``context_past``        (B, Nc, P) f32   past covariates (``*_observed`` as for values)
 ``*_future``            (B, N, K) f32    future covariates, on both sides
@@ -27,10 +25,6 @@ key                     shape / dtype    meaning
                                          of the series' history before the origin, in data
                                          units (MASE/RMSSE denominators; NaN: undefined)
 ======================  ===============  ===============================================
-
-The calendar fields depend on the timestamps only, so they are computed once per series
-(:func:`local_time_fields`) and reach the model as tensors: its forward never leaves the
-device for them.
 """
 
 from __future__ import annotations
@@ -53,15 +47,8 @@ __all__ = ["WindowDataset", "WindowIndex", "batched", "count_plan", "count_windo
 
 
 def local_time_fields(local: np.ndarray | Tensor) -> Tensor:
-    """Calendar fields of local wall-clock times, as the batches carry them.
-
-    Args:
-        local: ``(...)`` int64 naive local wall-clock nanoseconds (``*_local`` of a batch).
-
-    Returns:
-        ``(..., F)`` int32, column ``i`` the field ``posenc.temporal.calendar.FIELDS[i]`` (hour,
-        day of week, ..., with the periods the cyclic features need).
-    """
+    """``(...)`` int64 naive local wall-clock ns (``*_local`` of a batch) -> ``(..., F)`` int32
+    calendar fields, column ``i`` the field ``posenc.temporal.calendar.FIELDS[i]``."""
     if isinstance(local, Tensor):
         local = local.numpy(force=True)
     if not isinstance(local, np.ndarray) or local.dtype != np.int64:
@@ -73,12 +60,8 @@ def local_time_fields(local: np.ndarray | Tensor) -> Tensor:
 
 @dataclasses.dataclass
 class WindowIndex:
-    """The windows of one split, indexed lazily: memory grows with the series, not the windows.
-
-    Count mode (lengths in observations): series ``s`` has ``counts[s]`` windows whose
-    horizons start at rows ``first[s] + k * stride``; nothing per window is stored. Time mode
-    (durations): windows are stored as ``(W, 3)`` row triples ``[c0, t0, t1)`` (a gap may
-    leave a window without context or horizon rows, so they are filtered when built).
+    """The windows of one split. Count mode: series ``s``'s windows have horizons starting at
+    rows ``first[s] + k * stride`` (nothing per window is stored); time mode: ``(W, 3)`` rows.
 
     Attributes:
         offsets: ``(S + 1,)`` int64 cumulative window counts per series.
@@ -114,15 +97,10 @@ class WindowIndex:
 def count_windows(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context: int,
                   horizon: int, stride: int) -> WindowIndex:
     """Count mode: windows of ``context`` + ``horizon`` rows whose whole horizon lies in
-    ``[lo, hi)`` (UTC ns), origins every ``stride`` rows, within each series.
-
-    Args:
-        starts: ``(S + 1,)`` row offsets of the series (rows sorted by series, then time).
-        utc: ``(N,)`` int64 UTC ns.
-    """
+    ``[lo, hi)`` (UTC ns), origins every ``stride`` rows, given the ``(S + 1,)`` row offsets of
+    the series (rows sorted by series, then time) and their ``(N,)`` int64 ``utc``."""
     series = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
     num = len(starts) - 1
-    # Rows of each series before lo / before hi (utc is sorted within a series).
     before_lo = np.bincount(series, utc < lo, num).astype(np.int64)
     before_hi = np.bincount(series, utc < hi, num).astype(np.int64)
     first, counts = count_plan(starts, before_lo, before_hi, context, horizon, stride)
@@ -133,10 +111,9 @@ def count_windows(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context
 
 def count_plan(starts: np.ndarray, before_lo: np.ndarray, before_hi: np.ndarray,
                context: int, horizon: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
-    """Count mode from per-series numbers only: ``(first horizon row, number of windows)``,
-    each ``(S,)``, given the ``(S + 1,)`` row offsets and each series' ``(S,)`` counts of rows
-    before ``lo`` and before ``hi`` (:func:`count_windows`; a Parquet dataset's plan counts
-    its windows without holding the rows)."""
+    """:func:`count_windows` from per-series numbers only: ``(first horizon row, number of
+    windows)``, each ``(S,)``, from the ``(S + 1,)`` row offsets and each series' ``(S,)``
+    counts of rows before ``lo`` and before ``hi``."""
     first = np.maximum(starts[:-1] + context, starts[:-1] + before_lo)
     last = np.minimum(starts[1:] - horizon, starts[:-1] + before_hi - horizon)
     return first, np.where(last >= first, (last - first) // stride + 1, 0)
@@ -149,8 +126,8 @@ def time_origins(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context:
     without rows (``irregular`` may empty one) has none."""
     held = np.diff(starts) > 0
     # An empty series' start is its successor's (or past the end): read no time for it.
-    first_time = utc[np.where(held, starts[:-1], 0)] if len(utc) else np.zeros(len(held),
-                                                                              np.int64)
+    first_time = (utc[np.where(held, starts[:-1], 0)] if len(utc)
+                  else np.zeros(len(held), np.int64))
     return origins_from_first(first_time, held, lo, hi, context, horizon, stride)
 
 
@@ -194,26 +171,20 @@ def _gather(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 class WindowDataset(Dataset):
-    """The windows of one split of a scaled panel
-    (:func:`~posenc.tasks.forecasting.data.scale_panel`).
-
-    Item ``i`` is a dict of unbatched tensors; a list of indexes (what a ``DataLoader`` asks
-    for, :meth:`__getitems__`) gives a whole padded batch at once, gathered with array
-    indexing instead of one Python call per window. Keys: see the module docstring.
+    """The windows of one split of a scaled panel; item ``i`` is a dict of unbatched tensors,
+    a list of indexes (:meth:`__getitems__`) a whole padded batch (keys: module docstring).
 
     Args:
         panel: the scaled :class:`~posenc.tasks.forecasting.data.Panel`.
         fitted: its :class:`~posenc.tasks.forecasting.data.Fitted` state: the channel layout
-            of ``panel.values`` (``fitted.columns.groups()``), the targets' scaling and each
-            series' start (the origin of its age).
+            of ``panel.values``, the targets' scaling and each series' start.
         windows: this split's :class:`WindowIndex`.
         seasonality: the lag ``m`` (rows) of ``seasonal_error``
             (:class:`~posenc.tasks.forecasting.metrics.SeasonalError`).
     """
 
-    def __init__(self, panel: Any, fitted: Any, windows: WindowIndex,
-                 seasonality: int = 1) -> None:
-
+    def __init__(self, panel: Any, fitted: Any, windows: WindowIndex, seasonality: int = 1
+                 ) -> None:
         self.fitted = fitted
         self.groups = fitted.columns.groups()
         self.utc, self.local = panel.utc, panel.local
@@ -227,10 +198,8 @@ class WindowDataset(Dataset):
                              f"({panel.num_series}), got shape {self.series_start.shape}")
         self.windows = windows
         # The targets' seasonal errors in scaled units; a difference scales by ``scale``.
-        first, end = next((first, end) for key, _, _, first, end in self.groups
-                          if key == "value")
-        self.seasonal_error = SeasonalError(self.values[:, first:end], panel.starts,
-                                            seasonality)
+        first, end = next((first, end) for key, _, _, first, end in self.groups if key == "value")
+        self.seasonal_error = SeasonalError(self.values[:, first:end], panel.starts, seasonality)
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -269,6 +238,5 @@ class WindowDataset(Dataset):
 
 
 def batched(batch: dict[str, Tensor]) -> dict[str, Tensor]:
-    """``collate_fn`` for a :class:`WindowDataset` loader: its ``__getitems__`` already made
-    the batch."""
+    """``collate_fn`` of a :class:`WindowDataset` loader: ``__getitems__`` made the batch."""
     return batch
