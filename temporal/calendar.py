@@ -28,8 +28,7 @@ from posenc.core.encoding import (
 )
 from torch import Tensor, nn
 
-from .frequencies import frequency_fields
-from .timestamps import UNITS, Timestamps, datetime_index, local_wall_time
+from .timestamps import UNITS, Timestamps, datetime_index, frequency_fields, local_wall_time
 
 __all__ = ["CYCLE_PERIODS", "FIELDS", "CalendarEmbedding", "CalendarFeatures", "calendar_features",
            "calendar_fields", "check_calendar_fields", "check_field_range", "field_column",

@@ -26,11 +26,11 @@ import pandas as pd
 import torch
 from lightning.pytorch import LightningDataModule
 from posenc.core.encoding import check_bool, check_choice, check_int, check_positive_int
-from posenc.temporal.frequencies import parse_duration
 from posenc.temporal.timestamps import (
     AMBIGUOUS,
     NONEXISTENT,
     check_tz_name,
+    parse_duration,
     parse_timestamps,
     row_label,
     utc_and_local,
@@ -54,8 +54,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CHANNELS", "COLUMN_ARGUMENTS", "MAX_ORIGINS_PER_ROW", "MAX_WINDOW_ROWS",
            "MODEL_SIZES", "PERSISTENCE", "Columns", "Fitted", "Panel", "TimeSeriesDataModule",
-           "check_unique_columns", "collate_windows", "fit", "numeric_column", "parse_length",
-           "read_panel", "read_table", "scale_panel"]
+           "check_unique_columns", "collate_windows", "fit", "is_dataset", "numeric_column",
+           "parse_length", "read_panel", "read_table", "scale_panel"]
 
 # The scaled channel groups, in Panel.values' column order: Columns field, role in messages,
 # batch key, key of its observed flags (None: never missing) and the window sides it is on.
@@ -84,7 +84,7 @@ _NAT = np.iinfo(np.int64).min
 # -- reading arguments and files ---------------------------------------------------------------
 def parse_length(value: Any, name: str) -> int | pd.Timedelta:
     """An observation count (int) or a fixed duration with a unit (str or timedelta, read by
-    :func:`~posenc.temporal.frequencies.parse_duration`: calendar months are refused)."""
+    :func:`~posenc.temporal.timestamps.parse_duration`: calendar months are refused)."""
     count = "an int (a count of observations)"
     expected = f"{name} must be {count} or a duration with a unit such as '7D' or '36h'"
     if isinstance(value, (bool, np.bool_)):
@@ -896,6 +896,19 @@ def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
 
 
 # -- the data module ---------------------------------------------------------------------------
+#: Characters that make a ``data`` path a glob of Parquet files.
+GLOB_CHARACTERS = "*?["
+
+
+def is_dataset(data: Any) -> bool:
+    """Whether ``data`` names a Parquet dataset read lazily: a directory, a glob or a URL
+    (``scheme://``); a single ``.csv``/``.parquet`` path is read in memory."""
+    if not isinstance(data, (str, os.PathLike)):
+        return False
+    text = os.fspath(data)
+    return "://" in text or any(c in text for c in GLOB_CHARACTERS) or Path(text).is_dir()
+
+
 def _stream() -> Any:
     """:mod:`.stream` (the Parquet dataset path), imported where used: it builds on this
     module."""
@@ -1059,7 +1072,7 @@ class TimeSeriesDataModule(LightningDataModule):
                             f"{type(future_data).__name__}")
         self.future_data = future_data
         self.chunk_rows = check_positive_int(plain(chunk_rows), "chunk_rows")
-        if self.irregular is not None and self.irregular < 1 and _stream().is_dataset(data):
+        if self.irregular is not None and self.irregular < 1 and is_dataset(data):
             raise ValueError("irregular thins a table read in memory; a Parquet dataset is "
                              "read lazily: leave irregular=None (thin the files instead)")
         self.datasets: dict[str, WindowDataset | DatasetWindows] = {}
@@ -1099,7 +1112,7 @@ class TimeSeriesDataModule(LightningDataModule):
     @property
     def streaming(self) -> bool:
         """Whether ``data`` is a Parquet dataset read lazily (a directory, glob or URL)."""
-        return _stream().is_dataset(self.data)
+        return is_dataset(self.data)
 
     def load_frame(self) -> pd.DataFrame:
         """The raw table (a preset overrides it)."""
@@ -1432,11 +1445,11 @@ class TimeSeriesDataModule(LightningDataModule):
         return out
 
     def _no_window(self, split: str, panel: Panel | DatasetPanel, lo: int, hi: int) -> str:
-        if isinstance(panel, _stream().DatasetPanel):
-            count, num_series = panel.rows_in(lo, hi), len(panel.series_keys)
-        else:
+        if isinstance(panel, Panel):
             count = int(((panel.utc >= lo) & (panel.utc < hi)).sum())
             num_series = panel.num_series
+        else:
+            count, num_series = panel.rows_in(lo, hi), len(panel.series_keys)
         what = "series" if num_series == 1 else f"{num_series} series"
         message = (f"the {split} split ({pd.Timestamp(lo)} to {pd.Timestamp(hi)} UTC, {count} "
                    f"observations in {what}) fits no window of context_length="
@@ -1450,7 +1463,7 @@ class TimeSeriesDataModule(LightningDataModule):
                           "the split")
 
     def _loader(self, dataset: Any, shuffle: bool = False) -> DataLoader:
-        if isinstance(dataset, _stream().DatasetWindows):  # yields whole batches, shuffles itself
+        if self.streaming and isinstance(dataset, _stream().DatasetWindows):  # whole batches
             return DataLoader(dataset, batch_size=None, num_workers=self.num_workers,
                               persistent_workers=self.num_workers > 0)
         return DataLoader(dataset, batch_size=self.batch_size if shuffle else self.eval_batch_size,

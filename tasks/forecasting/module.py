@@ -19,7 +19,7 @@ from posenc.core.encoding import (
     check_positive_float,
     check_positive_int,
 )
-from posenc.temporal.frequencies import parse_duration, parse_time_unit
+from posenc.temporal.timestamps import parse_duration, parse_time_unit
 from torch import Tensor, nn
 
 from ..config import check_optim_args, configure_adamw_from_hparams, instantiate
@@ -79,7 +79,7 @@ class Forecaster(LightningModule):
             inputs), typically the sampling step: a fixed duration (``"1h"``, ``"30min"``) or,
             for monthly or coarser data, calendar months, quarters or years (``"MS"``,
             ``"QS"``, ``"YS"``, ``"month"``, ...; see
-            :func:`~posenc.temporal.frequencies.parse_time_unit`) counted on the local wall
+            :func:`~posenc.temporal.timestamps.parse_time_unit`) counted on the local wall
             clock. ``"M"`` is refused as ambiguous.
         loss: ``mae``, ``mse`` or ``quantile``.
         quantiles: levels for the quantile loss; the one closest to 0.5 is the point forecast.

@@ -22,7 +22,6 @@ import pickle
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +33,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from .data import (
     CHUNK_ROWS,
+    GLOB_CHARACTERS,
     Columns,
     Fitted,
     Panel,
@@ -48,20 +48,10 @@ from .data import (
 )
 from .windows import WindowDataset, count_plan, count_windows, duration_windows, origins_from_first
 
-__all__ = ["CHUNK_ROWS", "DatasetPanel", "DatasetWindows", "is_dataset", "open_dataset"]
+__all__ = ["CHUNK_ROWS", "DatasetPanel", "DatasetWindows", "open_dataset"]
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
-_GLOB = "*?["
 _NAT = np.iinfo(np.int64).min
-
-
-def is_dataset(data: Any) -> bool:
-    """Whether ``data`` names a Parquet dataset read lazily: a directory, a glob or a URL
-    (``scheme://``); a single ``.csv``/``.parquet`` path is read in memory."""
-    if not isinstance(data, (str, os.PathLike)):
-        return False
-    text = os.fspath(data)
-    return "://" in text or any(c in text for c in _GLOB) or Path(text).is_dir()
 
 
 def open_dataset(data: str | os.PathLike) -> Any:
@@ -73,9 +63,10 @@ def open_dataset(data: str | os.PathLike) -> Any:
 
     text = os.fspath(data)
     fs, path = fsspec.core.url_to_fs(text)
-    if any(c in path for c in _GLOB):
+    if any(c in path for c in GLOB_CHARACTERS):
         files = sorted(f for f in fs.glob(path) if fs.isfile(f))
-        base = path[:min(path.find(c) for c in _GLOB if c in path)].rsplit("/", 1)[0] or "/"
+        first = min(path.find(c) for c in GLOB_CHARACTERS if c in path)
+        base = path[:first].rsplit("/", 1)[0] or "/"
     elif fs.isdir(path):
         files = sorted(f for f in fs.find(path) if f.lower().endswith(PARQUET_SUFFIXES))
         base = path

@@ -18,7 +18,7 @@ from posenc.temporal.calendar import (
     _lookup,
     calendar_features,
 )
-from posenc.temporal.frequencies import frequency_fields
+from posenc.temporal.timestamps import frequency_fields
 from temporal_refs import GLUONTS_FEATURES, gluonts_fields, nanoseconds
 
 ALL = tuple(CYCLE_PERIODS)

@@ -1,4 +1,5 @@
-"""Frequency strings have one home, posenc.temporal.frequencies (the old path re-exports)."""
+"""Frequency strings have one home, posenc.temporal.timestamps (with the durations and
+timestamps they are read beside)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from posenc.temporal import frequencies
+from posenc.temporal import timestamps
 
 
-def test_frequency_fields_lives_in_frequencies():
-    assert frequencies.frequency_fields.__module__ == "posenc.temporal.frequencies"
-    assert frequencies.frequency_fields("15min") == (
+def test_frequency_fields_lives_in_timestamps():
+    assert timestamps.frequency_fields.__module__ == "posenc.temporal.timestamps"
+    assert timestamps.frequency_fields("15min") == (
         "minute", "hour", "day_of_week", "day_of_month", "day_of_year")
 
 
@@ -20,14 +21,14 @@ def test_frequency_fields_lives_in_frequencies():
 def test_unknown_frequencies_are_refused_naming_freq(freq):
     with pytest.raises(ValueError, match=rf"freq must be a pandas frequency string .*got "
                                          rf"{freq!r}"):
-        frequencies.frequency_fields(freq)
+        timestamps.frequency_fields(freq)
 
 
 @pytest.mark.parametrize("freq, type_name", [(None, "NoneType"), (15, "int"), (["h"], "list")])
 def test_a_frequency_that_is_not_a_string_is_a_type_error(freq, type_name):
     with pytest.raises(TypeError, match=rf"^freq must be a pandas frequency string .*got "
                                         rf"{type_name} "):
-        frequencies.frequency_fields(freq)
+        timestamps.frequency_fields(freq)
 
 
 # -- durations: one vocabulary with the frequencies ------------------------------------------
@@ -42,7 +43,7 @@ _H = 3600 * 10**9
     ("1µs", 1000), (pd.offsets.Hour(2), 2 * _H), (pd.offsets.Minute(90), 3 * _H // 2),
 ])
 def test_fixed_durations_read_as_their_nanoseconds(value, ns):
-    assert frequencies.parse_duration(value, "x") == ns
+    assert timestamps.parse_duration(value, "x") == ns
 
 
 @pytest.mark.parametrize("value, what", [
@@ -58,11 +59,11 @@ def test_calendar_and_ambiguous_units_are_refused_as_durations(value, what):
     # pd.Timedelta reads "12MS" as 12 ms, "1m" and ISO "P1M" as a minute.
     with pytest.raises(ValueError, match=rf"^season={re.escape(repr(value))} is .*{what}.*"
                                          r"takes a fixed duration"):
-        frequencies.parse_duration(value, "season")
+        timestamps.parse_duration(value, "season")
 
 
 def test_a_calendar_duration_suggests_a_fixed_one_of_about_its_length():
     with pytest.raises(ValueError, match=r"e\.g\. '365D' for about as long, or 12 steps"):
-        frequencies.parse_duration("12MS", "season", alternative="12 steps")
+        timestamps.parse_duration("12MS", "season", alternative="12 steps")
     with pytest.raises(ValueError, match=r"e\.g\. '91D' for about as long"):
-        frequencies.parse_duration("QS", "season")
+        timestamps.parse_duration("QS", "season")

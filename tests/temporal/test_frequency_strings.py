@@ -20,13 +20,13 @@ from posenc.temporal import (
     to_nanoseconds,
     to_seconds,
 )
-from posenc.temporal.frequencies import (
+from posenc.temporal.timestamps import (
     Frequency,
+    datetime_index,
     frequency_fields,
     frequency_nanoseconds,
     parse_frequency,
 )
-from posenc.temporal.timestamps import datetime_index
 from temporal_refs import GLUONTS_FEATURES, gluonts_fields
 
 # pandas' Tick classes and their pandas 3 aliases.

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 from posenc.temporal.calendar import month_positions
-from posenc.temporal.frequencies import TimeUnit, parse_time_unit
+from posenc.temporal.timestamps import TimeUnit, parse_time_unit
 
 
 def _pandas_months(stamps: pd.DatetimeIndex) -> np.ndarray:

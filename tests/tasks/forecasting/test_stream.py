@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from posenc.tasks import Forecaster, TimeSeriesDataModule
-from posenc.tasks.forecasting.stream import DatasetWindows, _median, _row_groups, is_dataset
+from posenc.tasks.forecasting.data import is_dataset
+from posenc.tasks.forecasting.stream import DatasetWindows, _median, _row_groups
 
 HOUR = 3600 * 10**9
 
