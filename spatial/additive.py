@@ -1,11 +1,5 @@
-"""Additive encodings of patch (and video) coordinates: ``coords -> (..., N, dim)``, added to
-the patch tokens.
-
-Fixed: :class:`SinCos2D` and :class:`SinCos3D`, a 1D sinusoidal encoding
-(:func:`posenc.core.additive.sinusoidal_encoding`) of each axis, concatenated. Learned:
-:class:`Factorized2D`, a row table plus a column table (NaViT), and :class:`Learned2D`, ViT's
-``pos_embed`` grid, resampled like an image to any other grid.
-"""
+"""Additive encodings of patch (and video) coordinates, ``coords -> (..., N, dim)``: sin-cos
+(:class:`SinCos2D`, :class:`SinCos3D`) and learned (:class:`Factorized2D`, :class:`Learned2D`)."""
 
 from __future__ import annotations
 
@@ -22,6 +16,7 @@ from posenc.core.encoding import (
     check_choice,
     check_even,
     check_finite,
+    check_int,
     check_output_dtype,
     check_position_shape,
     check_position_values,
@@ -36,10 +31,9 @@ from .rope import check_sections
 __all__ = ["SinCos2D", "SinCos3D", "Factorized2D", "Learned2D"]
 
 
-# posenc.core.encoding's layout words, with the order of the two axes.
 LAYOUTS = ("rows_cols", "cols_rows", "half")
 LAYOUTS_3D = ("t_rows_cols", "t_cols_rows")
-# The axes of coordinates in the order of their blocks, per layout.
+# The coordinate axes in the order of their blocks, per layout.
 _AXIS_ORDER = {"rows_cols": (0, 1), "cols_rows": (1, 0), "half": (0, 1),
                "t_rows_cols": (0, 1, 2), "t_cols_rows": (0, 2, 1)}
 
@@ -47,7 +41,7 @@ _AXIS_ORDER = {"rows_cols": (0, 1), "cols_rows": (1, 0), "half": (0, 1),
 class _SinCos(Float64Buffers):
     """A 1D sinusoidal encoding of each coordinate axis, ``sections[a]`` frequencies ``base **
     (-i / sections[a])`` as a ``"half"`` block ``[sin(p f_0), ..., cos(p f_0), ...]``, the
-    blocks concatenated in the order ``layout`` names."""
+    blocks concatenated in the order ``layout`` names (:func:`sinusoidal_encoding`)."""
 
     kind = "additive"
     sections: tuple[int, ...]
@@ -79,26 +73,18 @@ class _SinCos(Float64Buffers):
 class SinCos2D(_SinCos):
     """Additive 2D sin-cos encoding (MAE, timm's ``build_sincos2d_pos_embed``).
 
-    Each axis gets ``dim / 4`` frequencies ``base ** (-4i / dim)`` (the 1D encoding of width
-    ``dim / 2``), in the channel order ``layout`` names (f runs over the frequencies):
-
-    - ``"rows_cols"``: ``[sin(row f), cos(row f), sin(col f), cos(col f)]``, half the channels
-      for rows then half for columns; equals timm ``build_sincos2d_pos_embed(...,
-      interleave_sin_cos=True)``.
-    - ``"cols_rows"``: ``[sin(col f), cos(col f), sin(row f), cos(row f)]``; exactly MAE's
-      ``get_2d_sincos_pos_embed``. (timm's ``reverse_coord=True`` is not this: it also
-      transposes the token order.)
-    - ``"half"``: ``[sin(row f), sin(col f), cos(row f), cos(col f)]``, the 1D ``"half"``
-      layout over the angles of both axes (channel ``i`` and ``i + dim/2`` hold the sin and
-      cos of one angle); timm's ``build_sincos2d_pos_embed`` with its default arguments
-      (``interleave_sin_cos=False``).
+    Each axis gets ``dim / 4`` frequencies ``base ** (-4i / dim)``, in the channel order of
+    ``layout``: ``"rows_cols"`` ``[sin(row f), cos(row f), sin(col f), cos(col f)]`` (timm's
+    ``build_sincos2d_pos_embed(..., interleave_sin_cos=True)``), ``"cols_rows"`` ``[sin(col f),
+    cos(col f), sin(row f), cos(row f)]`` (MAE's ``get_2d_sincos_pos_embed``) or ``"half"``
+    ``[sin(row f), sin(col f), cos(row f), cos(col f)]`` (timm's default).
 
     Args:
         dim: embedding width (divisible by 4).
         base: wavelength base (``temperature`` in timm).
         layout: channel order, see above.
-        normalize: coordinate system used for whole grids (:meth:`encode_grid`): ``None``
-            (patch indices, as MAE/timm) or ``"unit"`` (see :func:`patch_coords`).
+        normalize: coordinates of :meth:`encode_grid`: ``None`` (patch indices, as MAE/timm) or
+            ``"unit"`` (see :func:`patch_coords`).
     """
 
     def __init__(self, dim: int, base: float = 10000.0, *, layout: str = "rows_cols",
@@ -125,35 +111,20 @@ class SinCos2D(_SinCos):
 
 
 class SinCos3D(_SinCos):
-    """Additive 3D sin-cos encoding of ``(t, row, col)`` video coordinates.
-
-    Axis ``a`` gets ``sections[a]`` frequencies ``base ** (-i / sections[a])``, a ``"half"``
-    block ``[sin(p f_0), ..., cos(p f_0), ...]`` of width ``2 * sections[a]``, in the order
-    ``layout`` names:
-
-    - ``"t_rows_cols"``: time, then rows, then columns (:class:`SinCos2D`'s ``"rows_cols"``
-      after a time block).
-    - ``"t_cols_rows"``: time, then columns, then rows (MAE's column-first 2D order after a
-      time block); with the default sections this is the layout of diffusers'
-      ``get_3d_sincos_pos_embed`` (CogVideoX: a quarter of the channels for time, the MAE 2D
-      encoding in the rest), without its interpolation scales (scale the coordinates).
+    """Additive 3D sin-cos encoding of ``(t, row, col)`` video coordinates (absolute: give
+    times from a fixed origin, in a unit that keeps them O(1..1000)).
 
     Args:
         dim: embedding width (even, >= 6).
         base: wavelength base.
         sections: sin/cos pairs per axis ``(t, row, col)``, summing to ``dim // 2``; None:
-            rows and columns ``3 * dim // 16`` each, time the rest (a quarter of the channels
-            when ``dim % 16 == 0``).
-        layout: block order, see above.
-
-    ``t`` is a frame index or a time in any unit (irregular spacing is fine); the encoding is
-    absolute, so give times from a fixed origin (``posenc.temporal.time_positions(...,
-    origin=...)``) in a unit that keeps them O(1..1000).
+            :func:`~posenc.spatial.rope.default_sections`.
+        layout: block order, ``"t_rows_cols"`` or ``"t_cols_rows"`` (with the default sections
+            diffusers' ``get_3d_sincos_pos_embed``, without its interpolation scales).
     """
 
     def __init__(self, dim: int, base: float = 10000.0, *,
-                 sections: tuple[int, int, int] | None = None,
-                 layout: str = "t_rows_cols") -> None:
+                 sections: tuple[int, int, int] | None = None, layout: str = "t_rows_cols") -> None:
         super().__init__()
         self.dim = check_even(dim, "dim")
         self.sections = check_sections(sections, dim // 2, what="dim // 2")
@@ -175,10 +146,8 @@ class SinCos3D(_SinCos):
 
 
 class Factorized2D(PositionEncoding):
-    """``encoding(row, col) = rows[row] + cols[col]`` with two learned 1D tables (NaViT).
-
-    Each table is a :class:`posenc.core.LearnedEncoding`: integer coordinates index it,
-    fractional ones interpolate linearly, coordinates outside ``[0, max - 1]`` raise.
+    """``encoding(row, col) = rows[row] + cols[col]`` with two learned 1D tables (NaViT), each a
+    :class:`posenc.core.LearnedEncoding` (fractions interpolate; outside ``[0, max - 1]`` raise).
 
     Args:
         max_grid_size: ``max`` or ``(max_rows, max_cols)``, the table lengths.
@@ -212,13 +181,9 @@ class Factorized2D(PositionEncoding):
         return self.rows(coords[..., 0]) + self.cols(coords[..., 1])
 
     def encode_grid(self, grid_size: int | tuple[int, int]) -> Tensor:
-        """``(rows * cols, dim)`` encoding of a whole grid in row-major order.
-
-        An axis that fits in its table uses patch indices ``0 .. n-1`` (NaViT), a longer one
-        ``linspace(0, max - 1, n)`` over the whole table (NaViT's fractional variant). Both go
-        through the interpolating lookup (exact at integers), so the choice is made on tensors
-        and ``torch.export`` keeps the grid size dynamic.
-        """
+        """``(rows * cols, dim)`` encoding of a whole grid in row-major order: an axis that fits
+        in its table at patch indices ``0 .. n-1`` (NaViT), a longer one at ``linspace(0, max -
+        1, n)`` (NaViT's fractional variant)."""
         rows, cols = check_grid_size(grid_size)
         device = self.rows.weight.device
         row_pos, col_pos = (_axis_positions(n, size, device)
@@ -233,8 +198,7 @@ def _axis_positions(n: int, size: int, device: torch.device) -> Tensor:
     """``(n,)`` float32 positions of ``n`` patches on a table of ``size`` rows (see
     :meth:`Factorized2D.encode_grid`)."""
     steps = torch.arange(n, device=device, dtype=torch.float32)
-    # n - 1 as a tensor, not a Python comparison, so export does not specialise on the table
-    # size; clamped to 1 so that n = 1 does not divide by zero.
+    # A tensor, not a Python comparison, so export keeps n dynamic; >= 1 for n = 1.
     last = steps[-1:].clamp(min=1)
     return torch.where(last > size - 1, steps * (size - 1) / last, steps)
 
@@ -243,10 +207,8 @@ INTERPOLATIONS = ("bicubic", "bilinear", "nearest")
 
 
 class Learned2D(PositionEncoding):
-    """A trainable ``(rows, cols, dim)`` grid of embeddings, as ViT's ``pos_embed``.
-
-    On another grid the table is resampled like an image (timm's ``resample_abs_pos_embed``),
-    so a patch keeps the embedding of the same relative image location. Coordinates index the
+    """A trainable ``(rows, cols, dim)`` grid of embeddings, as ViT's ``pos_embed``, resampled
+    like an image to another grid (timm's ``resample_abs_pos_embed``). Coordinates index the
     stored grid: integers exactly, fractions bilinearly; coordinates outside it raise.
 
     Args:
@@ -320,9 +282,8 @@ class Learned2D(PositionEncoding):
 
         Args:
             pos_embed: e.g. ``model.pos_embed`` or ``state_dict["pos_embed"]``.
-            num_prefix_tokens: leading entries that belong to prefix tokens (1 for a class
-                token with timm's default ``no_embed_class=False``; 0 with
-                ``no_embed_class=True``).
+            num_prefix_tokens: leading entries of prefix tokens (1 for a class token with timm's
+                default ``no_embed_class=False``).
             grid_size: source grid; inferred as square when None.
 
         Returns:
@@ -368,9 +329,7 @@ def _check_pos_embed(pos_embed: object, num_prefix_tokens: object) -> Tensor:
     if not pos_embed.is_floating_point():
         raise TypeError(f"pos_embed must be a floating tensor, got {pos_embed.dtype}")
     check_finite(pos_embed, "pos_embed")
-    if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int):
-        raise TypeError(f"num_prefix_tokens must be an int, got "
-                        f"{type(num_prefix_tokens).__name__} ({num_prefix_tokens!r})")
+    check_int(num_prefix_tokens, "num_prefix_tokens")
     length = pos_embed.shape[1]
     if not 0 <= num_prefix_tokens < length:
         raise ValueError(f"num_prefix_tokens must be in [0, {length - 1}], got "

@@ -2,13 +2,8 @@
 and 2D ALiBi.
 
 Every bias is called as ``bias(query_positions, key_positions)`` with ``(N, 2)``/``(B, N, 2)``
-coordinates or :class:`GridPositions` and returns float32 ``(B or 1, H, P + Nq, P + Nk)``,
-where ``P`` prefix tokens (cls, registers) get zero bias (the table's and ALiBi's ``score_mod``
-give it to FlexAttention without materialising it). Offsets are ``query - key`` (Swin's
-convention), so the learned table has Swin's layout, which :func:`resize_relative_table`
-resizes to another grid on the device, differentiably: bicubic as an image (timm's
-``resize_rel_pos_bias_table_simple``) or by BEiT's geometric placement (timm's
-``resize_rel_pos_bias_table``).
+coordinates or :class:`GridPositions` and returns float32 ``(B or 1, H, P + Nq, P + Nk)``, zero
+at the ``P`` prefix tokens (cls, registers). Offsets are ``query - key`` (Swin's convention).
 """
 
 from __future__ import annotations
@@ -35,8 +30,8 @@ RESIZE = ("bicubic", "geometric")
 
 def _geometric_axis(src: int, dst: int, device: torch.device) -> Tensor:
     """``(src,)`` float32 offsets at which BEiT places a table axis of ``src = 2n - 1`` entries
-    stretched to ``dst = 2n' - 1``: ``0, +-1, +-(1 + q), ...``, ``q`` from BEiT's bisection in
-    ``[1.01, 1.5]`` (timm's ``_calc`` step for step: the last midpoint tried)."""
+    stretched to ``dst = 2n' - 1``: ``0, +-1, +-(1 + q), ...``, ``q`` from timm's ``_calc``
+    bisection step for step (the last midpoint tried)."""
     half = src // 2
     left, right = 1.01, 1.5
     while right - left > 1e-6:
@@ -45,8 +40,7 @@ def _geometric_axis(src: int, dst: int, device: torch.device) -> Tensor:
             right = q
         else:
             left = q
-    # Made on the device from sizes alone: a tensor built from a Python list would be copied
-    # from the host, which waits for the device's queued work.
+    # Made on the device: a tensor from a Python list would wait for the device's queue.
     outer = torch.cumsum(q ** torch.arange(half, device=device, dtype=torch.float32), dim=0)
     return torch.cat((-outer.flip(0), outer.new_zeros(1), outer))
 
@@ -76,18 +70,15 @@ def resize_relative_table(table: Tensor, grid_size: int | tuple[int, int],
         grid_size: ``rows`` or ``(rows, cols)`` of the table's grid.
         new_grid_size: the same for the target grid ``(r', c')``.
         mode: ``"bicubic"``: the table as an image, ``F.interpolate(mode="bicubic",
-            align_corners=False)`` to ``(2r' - 1, 2c' - 1)``. ``"geometric"``: BEiT's fine-tuning
-            resize, timm 1.0.31's ``resize_rel_pos_bias_table`` without scipy (to float32
-            rounding): the entries are placed at geometrically growing offsets ``0, +-1, +-(1 +
-            q), ...`` (fine near zero, coarse far away) and read at the new grid's integer
-            offsets linearly (the nearest end beyond them). As there, both axes are placed so
-            whenever the grid changes, an unchanged one too (``q >= 1.01`` reads it slightly
-            inside), and shrinking reads the table's middle.
+            align_corners=False)`` to ``(2r' - 1, 2c' - 1)`` (timm's
+            ``resize_rel_pos_bias_table_simple``). ``"geometric"``: BEiT's fine-tuning resize,
+            timm 1.0.31's ``resize_rel_pos_bias_table`` without scipy: the entries placed at
+            offsets ``0, +-1, +-(1 + q), ...`` and read linearly at the new grid's integer
+            offsets; as there, an unchanged axis is placed too whenever the grid changes.
 
     Returns:
         ``((2r' - 1)(2c' - 1), H)``, ``table``'s dtype and device (computed in float32;
-        differentiable in ``table``). ``"geometric"`` returns ``table`` itself for the same
-        grid; ``"bicubic"`` then interpolates onto the same points, which gives it back.
+        differentiable in ``table``); ``"geometric"`` returns ``table`` itself for the same grid.
     """
     old, new = check_grid_size(grid_size, "grid_size"), check_grid_size(new_grid_size,
                                                                         "new_grid_size")
@@ -126,15 +117,13 @@ def _inputs(query_positions, key_positions) -> tuple[GridPositions, GridPosition
 
 
 def _memo(q: GridPositions, k: GridPositions, key, compute):
-    """Memoise in the positions' cache for self-attention (one positions object for queries and
-    keys, as the blocks of a ViT forward get)."""
+    """Memoise in the positions' cache for self-attention (``q is k``)."""
     return cached(q, key, compute) if q is k else compute()
 
 
 def _grid_index(q: GridPositions, k: GridPositions, grid: tuple[int, int]) -> Tensor:
     """Lattice index of every (query, key) offset, shared by all blocks of a forward."""
-    return _memo(q, k, ("lattice_index", tuple(grid)),
-                 lambda: _lattice_index(_offsets(q, k), grid))
+    return _memo(q, k, ("lattice_index", tuple(grid)), lambda: _lattice_index(_offsets(q, k), grid))
 
 
 def _offsets(q: GridPositions, k: GridPositions) -> Tensor:
@@ -180,8 +169,8 @@ def _lattice_rows(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
 
 def _representative_offsets(q: GridPositions, k: GridPositions) -> Tensor:
     """``(M, 2)`` offsets of ``O(Nq + Nk)`` pairs whose check by :func:`_lattice_index` holds for
-    all ``Nq * Nk``: the extremes per axis, ``q_i - k_0`` and ``q_0 - k_j`` (all offsets are
-    integers when these are: ``q_i - k_j`` is their sum minus ``q_0 - k_0``)."""
+    all ``Nq * Nk``: the extremes per axis, ``q_i - k_0`` and ``q_0 - k_j`` (``q_i - k_j`` is
+    their sum minus ``q_0 - k_0``)."""
     qc, kc = q.coords, k.coords
     if not qc.shape[-2] or not kc.shape[-2]:
         return qc.new_zeros(0, 2)
@@ -221,20 +210,14 @@ class RelativeBias2D(ScoreModBias):
 
     ``table`` has one row per offset ``(dr, dc) = query - key`` with ``|dr| < rows`` and
     ``|dc| < cols``, at row ``(dr + rows - 1) * (2 cols - 1) + dc + cols - 1`` (Swin's
-    ``relative_position_bias_table``). For a :class:`GridPositions` on another grid it is
-    resized to that grid's offsets in every forward (the parameter keeps its size).
+    ``relative_position_bias_table``), resized for a :class:`GridPositions` on another grid.
+    Coordinates must be integers; fractional offsets and offsets beyond the grid raise.
 
     Args:
         num_heads: attention heads.
         grid_size: ``rows`` or ``(rows, cols)`` of the grid the table is learned for.
-        resize: :func:`resize_relative_table`'s ``mode``: ``"bicubic"`` (default; timm's
-            ``resize_rel_pos_bias_table_simple``, its flat form for square tables, its
-            ``(H, 2r-1, 2c-1)`` form for others) or ``"geometric"`` (what timm applies to BEiT
-            checkpoints loaded at another size; under ``torch.export`` it needs static image
-            sizes).
-
-    Coordinates must be integer-valued; fractional offsets and offsets beyond the table's grid
-    raise, in :meth:`score_mod` too (checked there on ``O(Nq + Nk)`` offsets).
+        resize: :func:`resize_relative_table`'s ``mode``, ``"bicubic"`` or ``"geometric"``
+            (which needs static image sizes under ``torch.export``).
     """
 
     def __init__(self, num_heads: int, grid_size: int | tuple[int, int], *,
@@ -255,14 +238,12 @@ class RelativeBias2D(ScoreModBias):
         size = check_grid_size(grid_size)
         if self.resize == "geometric":
             if torch.compiler.is_exporting() and any(isinstance(n, torch.SymInt) for n in size):
-                # BEiT's placement is a bisection over the sizes, a Python loop that a dynamic
-                # size cannot go through.
+                # BEiT's placement is a Python bisection over the sizes.
                 raise ValueError("RelativeBias2D(resize='geometric') needs concrete grid sizes: "
                                  "export with a static image size, or use resize='bicubic'")
         elif not torch.compiler.is_exporting() and tuple(size) == tuple(self.grid_size):
             return self.table
-        # Exporting, bicubic resizes even at the table's own grid (the identity there): a
-        # dynamic size compared with it would pin the exported size.
+        # Exporting, bicubic resizes even at the table's own grid: a comparison would pin it.
         return resize_relative_table(self.table, self.grid_size, size, self.resize)
 
     def _forward(self, query_positions: Tensor | GridPositions,
@@ -298,12 +279,8 @@ class ContinuousBias2D(PairBias):
     Args:
         num_heads: attention heads.
         hidden: MLP width (512 in SwinV2).
-        ref_grid_size: SwinV2 normalises offsets by the (pretrained) window: ``s = 8 / (n - 1)``
-            per axis, so offsets of that grid span [-8, 8]. None keeps raw patch offsets
-            (``s = 1``), the same function at every grid size.
-
-    With a :class:`GridPositions` that names its grid, the MLP runs once per distinct offset
-    (``(2 rows - 1)(2 cols - 1)`` of them) instead of once per token pair.
+        ref_grid_size: SwinV2's (pretrained) window: ``s = 8 / (n - 1)`` per axis, so its
+            offsets span [-8, 8]. None keeps raw patch offsets (``s = 1``).
     """
 
     def __init__(self, num_heads: int, hidden: int = 512, *,
@@ -344,11 +321,10 @@ class ContinuousBias2D(PairBias):
         return bias_t.t().reshape(*offsets.shape[:-1], self.num_heads)
 
     def _bias_t(self, offsets: Tensor) -> Tensor:
-        """``(M, 2)`` offsets -> ``(H, M)`` float32 bias: the MLP in float32, transposed so every
-        matmul of its backward is ``M`` columns wide, not 2 or ``H`` (a third faster on CPU)."""
+        """``(M, 2)`` offsets -> ``(H, M)`` float32 bias, transposed so every matmul of the
+        backward is ``M`` columns wide (a third faster on CPU)."""
         first, _, second = self.mlp
-        # Float32 even under autocast or with bf16 weights: in bf16 the log-spaced offsets of
-        # neighbouring far patches (60 and 61) round to one value and get one bias.
+        # Float32 even under autocast: in bf16 the log offsets of far patches 60 and 61 collide.
         with torch.autocast(offsets.device.type, enabled=False):
             x_t = self.log_offsets(offsets).t()
             hidden_t = torch.relu(torch.addmm(first.bias.float()[:, None], first.weight.float(),
@@ -375,14 +351,8 @@ class ContinuousBias2D(PairBias):
 
 
 class ALiBi2D(ScoreModBias, Float64Buffers):
-    """2D ALiBi: ``bias = -slope_h * ||query - key||`` (Euclidean patch distance).
-
-    Slopes are ALiBi's (:func:`posenc.core.bias.alibi_slopes`), a float64 buffer that stays
-    float64 when the module is cast; no parameters, any coordinates.
-
-    Args:
-        num_heads: attention heads.
-    """
+    """2D ALiBi: ``bias = -slope_h * ||query - key||`` (Euclidean patch distance), with ALiBi's
+    slopes (:func:`posenc.core.bias.alibi_slopes`, float64 under any cast) for ``num_heads``."""
 
     def __init__(self, num_heads: int) -> None:
         super().__init__()
@@ -390,7 +360,6 @@ class ALiBi2D(ScoreModBias, Float64Buffers):
         self.reset_float64_buffers()
 
     def float64_buffers(self) -> dict[str, Tensor]:
-        # Kept out of .to(bfloat16), as ALiBi's: a bf16 slope is off by up to 0.4%.
         return {"slopes": alibi_slopes(self.num_heads)}
 
     def _forward(self, query_positions: Tensor | GridPositions,

@@ -1,22 +1,12 @@
 """Patch and video coordinates: what every encoding in posenc.spatial is a function of.
 
-A patch token's coordinate is its ``(row, col)`` on the patch grid (:func:`patch_coords`). A
-clip of ``T`` frames of ``rows x cols`` patches is ``T * rows * cols`` tokens, frame-major then
-row-major: token ``i`` sits at ``(t, row, col)`` with frame ``i // (rows * cols)`` and patch
-``(i // cols % rows, i % cols)`` (:func:`video_coords`), ``t`` being the frame index or the
-frame's real time in any unit (e.g. ``posenc.temporal.time_positions(timestamps, origin,
-unit="s")``), so irregularly timed frames (dropped frames, variable frame rate, sparse key
-frames) are encoded at their true times. Coordinates are explicit per token, ``(N, D)`` or
-``(B, N, D)``, so subsets (MAE keep indices, patch dropout) and packed batches are just other
-coordinate tensors.
-
-Rotary and bias encodings also accept :class:`GridPositions` / :class:`VideoPositions`, which
-add what a bare tensor cannot carry: how many prefix tokens (cls, registers) precede the patch
-tokens, a per-forward cache, and (2D) the regular grid the coordinates lie on, which lets
-grid-based tables resize and lets bias encodings evaluate each distinct offset once.
-
-:class:`CoordAugment` is DINOv3's training-time coordinate augmentation (timm's
-``shift_coords``, ``jitter_coords`` and ``rescale_coords``).
+A patch token sits at ``(row, col)`` on the patch grid, row-major (:func:`patch_coords`); a clip
+token at ``(t, row, col)``, frame-major (:func:`video_coords`), ``t`` a frame index or the
+frame's real time in any unit, so irregularly timed frames are encoded at their true times.
+Coordinates are explicit per token, ``(N, D)`` or ``(B, N, D)``, so subsets (MAE keep indices,
+patch dropout) and packed batches are just other coordinate tensors. :class:`GridPositions` /
+:class:`VideoPositions` add the prefix-token count, a per-forward cache and (2D) the grid.
+:class:`CoordAugment` is DINOv3's training-time coordinate augmentation.
 """
 
 from __future__ import annotations
@@ -41,7 +31,7 @@ from torch import Tensor, nn
 
 __all__ = ["COORD_NORMALIZE", "NORMALIZE", "CoordAugment", "GridPositions", "as_grid_positions",
            "cached", "check_grid_size", "check_rotate_inputs", "grid_position_shape",
-           "patch_coords", "AXES", "VideoPositions", "as_video_positions", "video_coords",
+           "patch_coords", "VideoPositions", "as_video_positions", "video_coords",
            "video_position_shape"]
 
 
@@ -71,16 +61,11 @@ def check_grid_size(grid_size: object, name: str = "grid_size") -> tuple[int, in
     return grid_size[0], grid_size[1]
 
 
-def patch_coords(
-    grid_size: int | tuple[int, int],
-    normalize: str | None = None,
-    *,
-    device: torch.device | str | None = None,
-    dtype: torch.dtype = torch.float32,
-) -> Tensor:
-    """``(rows * cols, 2)`` patch coordinates ``(row, col)`` in row-major order, the order in
-    which timm (and every ViT) flattens the patch grid: token ``i`` is at ``(i // cols, i %
-    cols)``; column 0 of the result is the row, column 1 the column.
+def patch_coords(grid_size: int | tuple[int, int], normalize: str | None = None, *,
+                 device: torch.device | str | None = None,
+                 dtype: torch.dtype = torch.float32) -> Tensor:
+    """``(rows * cols, 2)`` patch coordinates ``(row, col)`` in row-major order (as timm
+    flattens the grid): token ``i`` is at ``(i // cols, i % cols)``.
 
     Args:
         grid_size: ``rows`` (square) or ``(rows, cols)``.
@@ -88,15 +73,11 @@ def patch_coords(
 
             - ``None``: patch indices ``0 .. rows-1``.
             - ``"unit"``: patch centres ``2 * (i + 0.5) / rows - 1`` in ``[-1, 1]`` per axis
-              (DINOv3, ``normalize_coords="separate"``), so an image at two resolutions gets
-              the same coordinates.
+              (DINOv3, ``normalize_coords="separate"``).
             - ``"unit_min"``/``"unit_max"``: the same with both axes divided by the smaller /
-              larger side (DINOv3 ``"min"``/``"max"``): a non-square grid keeps its aspect
-              ratio; the longer (``"min"``) axis then reaches past 1, the shorter
-              (``"max"``) one stays inside.
-            - ``"pixel"``: ``linspace(-1, 1, rows)`` per axis, the first and last patch at -1
-              and 1 (timm's ``grid_type="pixel"``, ``in_pixels=True``; rotary-embedding-torch's
-              ``freqs_for="pixel"``); a single patch sits at -1, as there.
+              larger side (DINOv3 ``"min"``/``"max"``), keeping the aspect ratio.
+            - ``"pixel"``: ``linspace(-1, 1, rows)`` per axis (timm's ``in_pixels=True``,
+              rotary-embedding-torch's ``freqs_for="pixel"``); a single patch sits at -1.
         device: of the result.
         dtype: of the result (a floating dtype).
     """
@@ -108,8 +89,7 @@ def patch_coords(
     for size in (rows, cols):
         axis = torch.arange(size, device=device, dtype=dtype)
         if normalize == "pixel":
-            # linspace(-1, 1, size) as arithmetic on arange: torch.export keeps a dynamic
-            # grid size symbolic here, where linspace's step count would specialise it.
+            # linspace(-1, 1, size) on arange: linspace would specialise a dynamic export size.
             axis = axis * (2.0 / (size - 1)) - 1.0 if size > 1 else axis - 1.0
         if normalize in ("unit", "unit_min", "unit_max"):
             axis = (axis + 0.5) * (2.0 / (denominator or size)) - 1.0
@@ -123,14 +103,11 @@ class GridPositions(NamedTuple):
 
     Attributes:
         coords: ``(N, 2)`` or ``(B, N, 2)`` coordinates of the N patch tokens.
-        grid_size: the regular ``(rows, cols)`` grid the coordinates lie on (all of it or a
-            subset, e.g. MAE keep indices; integer positions), to which grid-based tables
-            resize; or None.
-        num_prefix_tokens: tokens without a position (cls, registers) before the patch tokens:
-            unrotated and zero-biased, so outputs cover ``num_prefix_tokens + N`` tokens.
-        cache: an optional dict in which encodings keep what they derive from these positions
-            (a rotation, a bias, offset indices), so the blocks of one forward compute it once.
-            Give a fresh dict per forward.
+        grid_size: the ``(rows, cols)`` grid the (integer) coordinates lie on, to which
+            grid-based tables resize; or None.
+        num_prefix_tokens: tokens without a position (cls, registers) before the patch tokens,
+            unrotated and zero-biased.
+        cache: an optional dict, fresh per forward, in which encodings memoise what they derive.
     """
 
     coords: Tensor
@@ -141,20 +118,16 @@ class GridPositions(NamedTuple):
 
 def as_grid_positions(positions: Tensor | GridPositions, name: str = "positions") -> GridPositions:
     """Validate ``(N, 2)``/``(B, N, 2)`` coordinates or a :class:`GridPositions`: non-finite
-    coordinates raise (a read of their values), then :func:`grid_position_shape`.
-
-    Integer coordinates come back as int64 (:func:`posenc.core.encoding.check_positions`). A
-    :class:`GridPositions` comes back as the same object when nothing changed, so encodings
-    can tell self-attention (``query is key``) from cross-attention.
-    """
+    values raise, then :func:`grid_position_shape` (integers come back as int64; a
+    :class:`GridPositions` as the same object when nothing changed, so encodings can tell
+    self-attention, ``query is key``, from cross-attention)."""
     check_position_values(positions, name)
     return grid_position_shape(positions, name)
 
 
 def grid_position_shape(positions: Tensor | GridPositions,
                         name: str = "positions") -> GridPositions:
-    """:func:`as_grid_positions` without reading values (types and shapes only): what the
-    encodings' unchecked methods run, on positions their model made or checked once."""
+    """:func:`as_grid_positions` without reading values (types and shapes only)."""
     return _position_shape(positions, GridPositions, name)
 
 
@@ -181,8 +154,8 @@ def _symbolic(key: object) -> bool:
 
 def cached(positions: GridPositions, key: Hashable, compute: Callable[[], T]) -> T:
     """``compute()``, memoised in ``positions.cache`` (if any) under ``key``, a tuple of Python
-    values such as ``(id(self), "rotation")``. A key holding a symbolic size (``torch.SymInt``
-    under ``torch.export``/``torch.compile``, which has no hash) is computed again instead."""
+    values such as ``(id(self), "rotation")``; a key holding a symbolic size (``torch.SymInt``,
+    which has no hash) is computed again instead."""
     cache = positions.cache
     if cache is None or _symbolic(key):
         return compute()
@@ -199,41 +172,31 @@ def check_generator(generator: object) -> None:
 
 
 class CoordAugment(nn.Module):
-    """DINOv3's coordinate augmentation: one random transform of all patch coordinates per
-    call in training mode, the identity in eval mode. In order (timm's ``_apply_coord_augs``,
-    drawing alike, so a seed gives timm's transform):
-
-    1. shift: ``coords + s`` with ``s ~ U[-shift_coords, shift_coords]`` per axis, in the
-       coordinates' units (unit coordinates: a shift of 1 is half the image);
-    2. jitter: ``coords * j`` with ``log j ~ U[-log J, log J]`` per axis (``J = jitter_coords``):
-       an independent scale of rows and columns, i.e. a random aspect ratio;
-    3. rescale: ``coords * r`` with ``log r ~ U[-log R, log R]`` shared by both axes
-       (``R = rescale_coords``): a random zoom.
-
-    An argument left None skips its step (and draws nothing). The transform is shared by every
-    token and image of the call, as in DINOv3 and timm.
+    """DINOv3's coordinate augmentation (timm's ``_apply_coord_augs``, drawing alike): in
+    training mode one random transform of the whole call, in eval mode the identity. In order:
+    ``coords + s`` (``s ~ U[-shift_coords, shift_coords]`` per axis), ``coords * j`` (``log j ~
+    U[-log J, log J]`` per axis), ``coords * r`` (``log r ~ U[-log R, log R]`` shared).
 
     Args:
-        shift_coords: largest shift, a finite number >= 0, or None.
-        jitter_coords: largest per-axis scale factor ``J >= 1`` (scales in ``[1/J, J]``), or None.
-        rescale_coords: largest shared scale factor ``R >= 1`` (scales in ``[1/R, R]``), or None.
+        shift_coords: largest shift, a finite number >= 0, or None (no step, no draw).
+        jitter_coords: largest per-axis scale factor ``J >= 1``, or None.
+        rescale_coords: largest shared scale factor ``R >= 1``, or None.
     """
 
     def __init__(self, shift_coords: float | None = None, jitter_coords: float | None = None,
                  rescale_coords: float | None = None) -> None:
         super().__init__()
-        self.shift_coords = None if shift_coords is None else \
-            check_float(shift_coords, "shift_coords", ge=0)
-        # Factors, not amounts: J and 1/J are the extreme scales, so J < 1 names the same
-        # range as 1/J and is refused rather than silently inverted.
-        self.jitter_coords = None if jitter_coords is None else \
-            check_float(jitter_coords, "jitter_coords", ge=1)
-        self.rescale_coords = None if rescale_coords is None else \
-            check_float(rescale_coords, "rescale_coords", ge=1)
+        self.shift_coords = None if shift_coords is None else check_float(
+            shift_coords, "shift_coords", ge=0)
+        # Factors: J < 1 names the same range as 1/J, refused rather than silently inverted.
+        self.jitter_coords = None if jitter_coords is None else check_float(
+            jitter_coords, "jitter_coords", ge=1)
+        self.rescale_coords = None if rescale_coords is None else check_float(
+            rescale_coords, "rescale_coords", ge=1)
 
     @property
     def active(self) -> bool:
-        """Whether any step is configured (in training mode the call then transforms)."""
+        """Whether any step is configured."""
         return self.config != (None, None, None)
 
     @property
@@ -243,9 +206,8 @@ class CoordAugment(nn.Module):
 
     def forward(self, coords: Tensor, *, generator: torch.Generator | None = None) -> Tensor:
         """Transform ``(N, 2)``/``(B, N, 2)`` int, float32 or float64 coordinates (training
-        mode; else returned as given) into float32 (integers, as timm's grids) or float64 ones.
-        ``generator``: on ``coords``' device, where the draws are made (nothing waits for the
-        host); None uses the global one, as timm."""
+        mode; else returned as given) into float32 (from integers) or float64 ones.
+        ``generator``: on ``coords``' device, where the draws are made; None: the global one."""
         if not isinstance(coords, Tensor):
             raise TypeError(f"coords must be a torch.Tensor, got {type(coords).__name__}")
         if coords.dtype == torch.bool or coords.is_complex():
@@ -296,33 +258,21 @@ def check_rotate_inputs(x: Any, coords: Tensor, num_prefix_tokens: int, head_dim
                          f"prefix + N = {x.shape[-2]}, B = {x.shape[0]}")
 
 
-#: The coordinate axes, in the order of the last dimension of video coordinates.
-AXES = ("t", "row", "col")
-
-
-def video_coords(
-    grid_size: int | tuple[int, int],
-    frames: int | Tensor,
-    *,
-    time_scale: float = 1.0,
-    device: torch.device | str | None = None,
-    dtype: torch.dtype = torch.float32,
-) -> Tensor:
+def video_coords(grid_size: int | tuple[int, int], frames: int | Tensor, *,
+                 time_scale: float = 1.0, device: torch.device | str | None = None,
+                 dtype: torch.dtype = torch.float32) -> Tensor:
     """``(t, row, col)`` coordinates of every patch of every frame, frame-major then row-major:
     ``(T * rows * cols, 3)``, or ``(B, T * rows * cols, 3)`` for ``(B, T)`` times.
 
     Args:
         grid_size: the patch grid of one frame, ``rows`` (square) or ``(rows, cols)``.
-        frames: ``T`` (then ``t`` is the frame index ``0 .. T-1``), or the frames' times: a
-            ``(T,)`` tensor shared by the batch or ``(B, T)`` per video, in any unit and any
-            spacing (e.g. ``posenc.temporal.time_positions(...)``: float64 seconds).
-        time_scale: multiplies ``t``, to put time in the units of a patch step (RoPE
-            wavelengths are tuned to steps of 1): e.g. ``fps`` for times in seconds, or
-            Qwen2.5-VL's ``tokens_per_second``.
+        frames: ``T`` (``t`` is then the frame index), or the frames' times in any unit and
+            spacing, ``(T,)`` shared by the batch or ``(B, T)``.
+        time_scale: multiplies ``t`` (e.g. ``fps`` for seconds, Qwen2.5-VL's
+            ``tokens_per_second``).
         device: of the result (with ``frames`` a tensor: its device).
-        dtype: of the result when ``frames`` is an int. Frame times keep their floating dtype
-            (float64 seconds keep angles exact far from the origin); integer times give
-            float64 (exact to 2**53).
+        dtype: of the result when ``frames`` is an int; frame times keep their floating dtype,
+            integer times give float64.
     """
     grid_size = check_grid_size(grid_size)
     scale = check_positive_float(time_scale, "time_scale")
@@ -357,14 +307,8 @@ def _video_coords(grid_size: tuple[int, int], frames: int | Tensor, scale: float
 
 
 class VideoPositions(NamedTuple):
-    """Video coordinates plus what a ViT's attention needs to know about them, as
-    :class:`GridPositions` (without a grid).
-
-    Attributes:
-        coords: ``(N, 3)`` or ``(B, N, 3)`` ``(t, row, col)`` coordinates of the N patch tokens.
-        num_prefix_tokens: tokens without a position (cls, registers) before the patch tokens.
-        cache: an optional dict for what encodings derive from these positions, per forward.
-    """
+    """:class:`GridPositions` (without a grid) of ``(N, 3)``/``(B, N, 3)`` ``(t, row, col)``
+    video coordinates ``coords``."""
 
     coords: Tensor
     num_prefix_tokens: int = 0

@@ -1,10 +1,6 @@
-"""The spatial encodings by name: one registry for configs, :func:`attach`, plots and benchmarks.
-
-Each name is one :class:`SpatialEncodingSpec` of :data:`ENCODINGS`: its class, the constructor
+"""The spatial encodings by name (:data:`ENCODINGS`): for each, its class, the constructor
 arguments the name fixes (``rope_axial`` is ``RoPE2D(variant="axial")``) and those taken from a
-model's sizes. Whether blocks get one module each is one rule on the built module,
-:func:`one_module_per_block`, so a name and the class path it stands for place modules alike.
-"""
+model's sizes."""
 
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ __all__ = ["ENCODINGS", "SpatialEncodingSpec", "encoding_from_name", "encoding_k
            "encoding_spec", "encodings_for_blocks", "one_module_per_block", "size_arguments",
            "vit_size_arguments"]
 
-#: The keys of :func:`size_arguments`: every constructor argument a spatial encoding can take
-#: from a model's sizes, under the name its constructor uses.
+#: The keys of :func:`size_arguments`.
 SIZE_ARGUMENTS = ("dim", "num_heads", "head_dim", "grid_size", "max_grid_size", "ref_grid_size")
 
 
@@ -46,8 +41,7 @@ def vit_size_arguments(model: nn.Module) -> dict[str, Any]:
     """:func:`size_arguments` of a timm ``VisionTransformer`` (the first block's heads, the grid
     at its configured image size)."""
     attn = model.blocks[0].attn
-    # getattr: a block whose attention is not timm's Attention is refused by attach with a
-    # message naming it, which a bare AttributeError here would pre-empt.
+    # getattr: attach refuses another attention with a message naming it, later.
     return size_arguments(dim=model.embed_dim, num_heads=getattr(attn, "num_heads", None),
                           head_dim=getattr(attn, "head_dim", None),
                           grid_size=tuple(model.patch_embed.grid_size))
@@ -55,10 +49,10 @@ def vit_size_arguments(model: nn.Module) -> dict[str, Any]:
 
 def one_module_per_block(encoding: nn.Module) -> bool:
     """True for a rotary or bias encoding with parameters (RoPE-Mixed frequencies, a bias table
-    or MLP), which gets one module per block as in the papers; False for a parameter-free one
-    (all blocks share it, computed once per forward) and for additive ones (added once)."""
-    return _core_encoding_kind(encoding) in ("rotary", "bias") \
-        and next(encoding.parameters(), None) is not None
+    or MLP), which gets one module per block as in the papers; False for parameter-free and
+    additive ones."""
+    return _core_encoding_kind(encoding) in ("rotary", "bias") and next(
+        encoding.parameters(), None) is not None
 
 
 def encodings_for_blocks(build: Callable[[], nn.Module],
@@ -102,8 +96,7 @@ class SpatialEncodingSpec:
 
     @property
     def per_block(self) -> bool:
-        """Whether :func:`attach` gives every block its own module (:func:`one_module_per_block`
-        of a small meta-device build)."""
+        """Whether :func:`attach` gives every block its own module."""
         sizes = size_arguments(dim=8, num_heads=2, head_dim=8, grid_size=(2, 2))
         with torch.device("meta"):
             return one_module_per_block(self.build(**self.arguments(sizes)))
@@ -137,7 +130,6 @@ _SPECS = (
     SpatialEncodingSpec("relbias", RelativeBias2D, ("num_heads", "grid_size")),
     SpatialEncodingSpec("cpb", ContinuousBias2D, ("num_heads", "ref_grid_size")),
     SpatialEncodingSpec("alibi2d", ALiBi2D, ("num_heads",)),
-    # DINOv3's RoPE: unit coordinates, optional min/max period and coordinate augmentation.
     SpatialEncodingSpec("rope_dinov3", RoPE2D, ("head_dim", "num_heads"),
                         {"variant": "axial", "normalize": "unit"}),
     SpatialEncodingSpec("rope_pixel", RoPE2D, ("head_dim", "num_heads"),

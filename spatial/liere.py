@@ -1,34 +1,16 @@
 """Learned-rotation 2D rotary encodings: LieRE and ComRoPE.
 
-Both rotate q and k of head ``h`` at patch coordinate ``p = (row, col)`` by
+Both rotate q and k of head ``h`` at patch coordinate ``p = (row, col)`` by the block-diagonal
+orthogonal ``R_h(p) = exp(p_row * A_h,row + p_col * A_h,col)``, each block of ``b`` consecutive
+channels with its own ``b x b`` skew-symmetric generators ``A``: free ones, ``A = P - P^T``
+(Ostmeier et al. 2024, LieRE), or commuting ones, ``A_axis = theta[axis, block] * (P - P^T)``
+(Yu et al. 2025, ComRoPE-LD). The score depends only on the offset exactly when the two axes'
+generators commute: ComRoPE's always do (RoPE-Mixed in a learned orthogonal basis); LieRE's
+``init="mixed"`` starts there (RoPE-Mixed's draw) and training moves it off.
 
-    R_h(p) = exp(p_row * A_h,row + p_col * A_h,col)
-
-block by block: the ``head_dim`` channels form ``head_dim / b`` blocks of ``b`` consecutive
-channels, and each block has its own ``b x b`` skew-symmetric generators ``A``, so ``R`` is
-block-diagonal and orthogonal (norms are kept).
-
-- ``"liere"`` (Ostmeier et al. 2024, "LieRE: Generalizing Rotary Position Encodings"): the
-  generators are free, ``A = P - P^T`` for a learned ``P`` per head, axis and block.
-- ``"comrope"`` (ComRoPE-LD, Yu et al. 2025, "ComRoPE: Scalable and Robust Rotary Position
-  Embedding Parameterized by Trainable Commuting Angle Matrices"): the two axes share one
-  direction per block, ``A_axis = theta[axis, block] * (P - P^T)`` with ``P`` per head and
-  block and ``theta`` per axis and block (shared by the heads, as in the paper's code).
-
-The score depends only on the offset (``R(p)^T R(p') = R(p' - p)`` for all ``p, p'``) exactly
-when the two axes' generators commute. ComRoPE's always do; commuting skew-symmetric matrices
-share an orthogonal eigenbasis, so ComRoPE is RoPE-Mixed in a learned orthogonal basis per head
-and block. LieRE's default ``init="mixed"`` starts as RoPE-Mixed (``RoPE2D(variant="mixed",
-layout="interleaved")`` with the same random draw: ``2 x 2`` rotations in the same planes,
-which commute), and training moves it off that set, where the score also depends on where the
-pair sits; ``init="random"`` (the papers' ``randn * init_std``) is not relative from the start.
-Only that non-commuting case goes beyond RoPE-Mixed with learned q/k projections.
-
-Numerics: ``sum p_a A_a`` and its exponential are formed in float64 (float32 on MPS) and never
-under autocast; the rotations are float32 (float64 for float64 coordinates). The exponential is
-:func:`skew_expm`, not ``torch.linalg.matrix_exp``, whose CUDA kernel copies the per-matrix
-squaring counts to the host (a synchronisation per call); a generator sum whose 1-norm exceeds
-``2**20`` (e.g. RoPE-Mixed's frequencies a million patches away) gives NaN, not a wrong rotation.
+Numerics: ``sum p_a A_a`` and its exponential are formed in float64 (float32 on MPS), never
+under autocast. The exponential is :func:`skew_expm`, not ``torch.linalg.matrix_exp``, whose CUDA
+kernel synchronises with the host on every call.
 """
 
 from __future__ import annotations
@@ -56,20 +38,16 @@ VARIANTS = ("liere", "comrope")
 INITS = ("mixed", "random")
 
 # Scaling and squaring: ``G / 2**s`` with 1-norm <= 1 goes through the degree-16 Taylor
-# polynomial (truncation <= 1/17! ~ 3e-15), evaluated with 6 matrix products
-# (Paterson-Stockmeyer in x**4), then is squared s times. s is per matrix (masked squarings).
-# Off the CPU, and while compiling or exporting, the loop runs a fixed _MAX_SQUARINGS times,
-# so nothing is read back to the host; on the CPU, where reading a value costs no
-# synchronisation, it stops after the largest s (a ViT grid needs about 5 of the 20 squarings:
-# the exponential's forward and backward take about 2.5x fewer matrix products), with the same
-# result bit for bit.
+# polynomial (truncation <= 1/17! ~ 3e-15; Paterson-Stockmeyer in x**4), then is squared s times,
+# s per matrix (masked). Off the CPU and while compiling, the loop runs a fixed _MAX_SQUARINGS
+# times (no host read); on the CPU it stops after the largest s, with the same result.
 _MAX_SQUARINGS = 20  # exact up to a 1-norm of 2**20 ~ 1e6 rad; beyond that: NaN
 _TAYLOR = [1 / math.factorial(k) for k in range(17)]
 
 
 def _reads_are_free(t: Tensor) -> bool:
-    """Whether reading ``t``'s values on the host costs no device synchronisation (a CPU
-    tensor outside ``torch.compile``/``torch.export``, which cannot trace a value read)."""
+    """Whether reading ``t``'s values costs no device synchronisation (a CPU tensor, outside
+    ``torch.compile``/``torch.export``)."""
     return t.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
@@ -77,8 +55,7 @@ def _squarings(s: Tensor) -> int:
     """How many masked squaring steps :func:`skew_expm` runs for per-matrix counts ``s``."""
     if not _reads_are_free(s):
         return _MAX_SQUARINGS
-    # A NaN count (a NaN generator) is never squared by the masked loop, an infinite one is
-    # squared every step: 0 and the cap give the fixed loop's result.
+    # The masked loop never squares a NaN count and always an infinite one: 0 and the cap.
     return int(s.nan_to_num(nan=0.0).clamp(max=_MAX_SQUARINGS).max()) if s.numel() else 0
 
 
@@ -86,8 +63,7 @@ def skew_expm(g: Tensor) -> Tensor:
     """``exp(g)`` of a batch ``(..., b, b)`` of (skew-symmetric) matrices, in ``g``'s dtype,
     without a host synchronisation; matrices whose 1-norm exceeds ``2**20`` come back NaN
     rather than inaccurate."""
-    # The 1-norm bounds the spectral radius. Detached: s only picks the scaling, and
-    # log2's gradient at a zero generator (prefix tokens) would be 0 * inf = NaN.
+    # Detached: s only picks the scaling, and log2's gradient at a zero generator is NaN.
     norm = g.detach().abs().sum(-2).amax(-1)
     s = torch.ceil(torch.log2(norm)).clamp(min=0)
     x = g * torch.exp2(-s)[..., None, None]
@@ -109,13 +85,11 @@ def skew_expm(g: Tensor) -> Tensor:
 
 
 class BlockRotation(NamedTuple):
-    """Per-token block-diagonal rotation (LieRE, ComRoPE), which
-    :func:`posenc.core.apply_rotation` applies by :meth:`apply`.
+    """Per-token block-diagonal rotation (LieRE, ComRoPE), applied by :meth:`apply`.
 
-    Every ``b x b`` block ``R`` is stored as its symmetric and skew-symmetric parts, ``cos = (R
-    + R^T) / 2`` and ``sin = (R - R^T) / 2`` (for ``b = 2`` exactly RoPE's ``cos(t) I`` and
-    ``sin(t) J``), float32 (float64 for float64 coordinates) of shape ``(B or 1, H, N,
-    num_blocks * b * b)``, so a ``cos`` gives the token and batch extent as a
+    Every ``b x b`` block ``R`` is stored as ``cos = (R + R^T) / 2`` and ``sin = (R - R^T) / 2``
+    (for ``b = 2`` exactly RoPE's), float32 (float64 for float64 coordinates) ``(B or 1, H, N,
+    num_blocks * b * b)``, so ``cos`` gives the token and batch extent as a
     :class:`posenc.core.rope.Rotation`'s does.
     """
 
@@ -146,8 +120,7 @@ class BlockRotation(NamedTuple):
 
 def _skew_pairs(freqs: Tensor, block_size: int) -> Tensor:
     """RoPE pair frequencies ``(..., D/2)`` -> the skew generators ``(..., D/b, b, b)`` that
-    turn channels ``2i, 2i + 1`` by ``freqs[..., i]`` (``exp(t J) = [[cos, -sin], [sin,
-    cos]]``, the interleaved layout of :class:`posenc.core.rope.Rotation`)."""
+    turn channels ``2i, 2i + 1`` by ``freqs[..., i]`` (the interleaved layout)."""
     pairs = freqs.unflatten(-1, (-1, block_size // 2))  # (..., blocks, b/2)
     g = freqs.new_zeros(*pairs.shape, 2, block_size // 2, 2)  # (..., blocks, b/2, 2, b/2, 2)
     index = torch.arange(block_size // 2, device=freqs.device)
@@ -157,34 +130,29 @@ def _skew_pairs(freqs: Tensor, block_size: int) -> Tensor:
 
 
 class LieRE(_Rotary):
-    """Learned-rotation 2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``.
-
-    Used as :class:`RoPE2D` (``attach`` gives each block its own, as a learnable encoding).
+    """Learned-rotation 2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``,
+    used as :class:`RoPE2D`.
 
     Args:
         head_dim: channels per head, divisible by ``block_size``; all of them rotate.
         num_heads: attention heads (each has its own generators).
         variant: ``"liere"`` (free generators) or ``"comrope"`` (ComRoPE-LD, commuting).
-        block_size: ``b``, the size of the rotated blocks (>= 2; the papers use larger ones
-            than 2, where LieRE stays RoPE-Mixed: 2 x 2 generators always commute).
-        init: ``"mixed"`` (LieRE only, its default): RoPE-Mixed's frequencies
-            (:func:`init_mixed_freqs` with ``base``, drawn as RoPE2D does) on the 2 x 2
-            diagonal of each block; needs an even ``block_size``. ``"random"`` (ComRoPE's
-            default, and the papers'): ``P`` entries ``~ N(0, init_std**2)`` (and ComRoPE's
+        block_size: ``b``, the size of the rotated blocks (>= 2; with 2, LieRE stays RoPE-Mixed).
+        init: ``"mixed"`` (LieRE only, its default; an even ``block_size``): RoPE-Mixed's
+            frequencies (:func:`init_mixed_freqs`, drawn as RoPE2D does) on the 2 x 2 diagonal
+            of each block. ``"random"`` (the papers'): ``P ~ N(0, init_std**2)`` (and ComRoPE's
             ``theta ~ N(0, 1)``).
-        init_std: standard deviation of the random init. The papers' code uses 1.0 with
-            coordinates in [0, 1]; with patch-index coordinates (``normalize=None``) choose it
-            about ``1 / grid size``.
+        init_std: standard deviation of the random init; the papers' 1.0 is for coordinates in
+            [0, 1], with patch indices choose about ``1 / grid size``.
         base: RoPE-Mixed frequency base of the mixed init.
         normalize: coordinate system, as :class:`RoPE2D`'s: ``None`` (patch indices) or
-            ``"unit"`` (``[-1, 1]``; the mixed init folds RoPE2D's ``2 pi`` into the generators).
+            ``"unit"``.
 
-    Parameters (float32 under any ``.to(dtype)``, none weight-decayed): ``generators``, the
-    ``P``: ``(H, 2, D/b, b, b)`` for LieRE (``[:, 0]`` rows, ``[:, 1]`` columns), ``(H, D/b, b,
-    b)`` for ComRoPE; ``axis_scales`` (ComRoPE only), the ``theta``: ``(2, D/b)``.
+    Parameters (float32 under any ``.to(dtype)``): ``generators``, the ``P``: ``(H, 2, D/b, b,
+    b)`` for LieRE (``[:, 0]`` rows, ``[:, 1]`` columns), ``(H, D/b, b, b)`` for ComRoPE;
+    ``axis_scales`` (ComRoPE only), the ``theta``: ``(2, D/b)``.
     """
 
-    # bf16 generators would be off by ~0.4%, i.e. whole radians a few hundred patches away.
     fixed_dtype_parameters = ("generators", "axis_scales")
 
     def __init__(self, head_dim: int, num_heads: int, variant: str = "liere", *,

@@ -1,39 +1,12 @@
 """Rotary position embeddings of patch grids (2D) and of clips (3D).
 
 Every encoding here turns rotary pair ``j`` of head ``h`` by ``sum_a coord_a * freqs[a, h, j]``
-over the coordinate axes (``(row, col)`` or ``(t, row, col)``), so the attention score of a
-query and a key depends only on their offset (with frame times as ``t``: on their true time
-gap). They differ in ``freqs``:
-
-- :class:`RoPE2D` ``"axial"`` (Heo et al. 2024, "Rotary Position Embedding for Vision
-  Transformer", RoPE-ViT): the first half of the pairs reads the row, the second the column.
-  Frequency families (``freqs_for``): ``"lang"``, ``base ** (-4i / head_dim)`` (``base=100``)
-  or DINOv3's periods ``min_period * (max_period / min_period) ** linspace(0, 1, head_dim / 4)``
-  (frequency ``1 / period``; on unit coordinates the angle is ``2 pi coord freq``, as in
-  DINOv3); ``"pixel"``, on coordinates in ``[-1, 1]``: ``linspace(1, max_freq / 2, head_dim /
-  4) * pi`` (rotary-embedding-torch ``freqs_for="pixel"``; timm ``RotaryEmbedding(in_pixels=True,
-  linear_bands=True)`` with ``max_res=max_freq``) or timm's log-spaced default ``2 **
-  linspace(0, log2(max_freq) - 1, head_dim / 4) * pi`` (``linear_bands=False``).
-- :class:`RoPE2D` ``"mixed"`` (RoPE-Mixed, same paper): learnable per-head frequencies, so heads
-  can attend along diagonals. Initialised as the paper's ``init_random_2d_freqs``
-  (``theta=10``): per head a random direction ``phi ~ U[0, 2pi)``; the first half of the pairs
-  use direction ``phi``, the second ``phi + pi/2``, with magnitudes ``base ** (-4i / head_dim)``.
-- :class:`MRoPE` (Qwen2-VL's multimodal RoPE): the 1D spectrum ``base ** (-2j / head_dim)`` over
-  all pairs, each reading one axis; ``sections`` are the pairs per axis (``mrope_section``).
-  ``axis_layout="chunked"`` gives the axes contiguous blocks, ``t`` first (Qwen2-VL,
-  Qwen2.5-VL), which leaves the columns only the slowest frequencies (head_dim 128: ``10000 **
-  (-80/128)`` and below, visible turns only over tens of patches); ``"strided"`` cycles ``t,
-  row, col`` over the first ``3 * sections`` pairs, the rest reading ``t`` (Qwen3-VL's
-  interleaved mRoPE), which gives every axis the whole range. Text tokens at ``(p, p, p)`` get
-  exactly the 1D RoPE of ``p``, which lets text and vision tokens share one sequence.
-- :class:`RoPE3D` ``"axial"``: a 1D RoPE per axis over its block of pairs, ``base ** (-i /
-  sections[a])``; ``"mixed"``: learnable per-head 3D frequencies (a head can follow motion along
-  space-time diagonals), initialised per head with a random orthonormal frame ``u_t, u_row,
-  u_col``, axis ``a``'s pairs turning along ``u_a`` at the axial magnitudes.
-
-Each takes coordinates, or a :class:`~posenc.spatial.coords.GridPositions` /
-:class:`~posenc.spatial.coords.VideoPositions` whose prefix tokens (cls, registers) stay
-unrotated.
+over the coordinate axes (``(row, col)`` or ``(t, row, col)``), so a query-key score depends
+only on their offset. They differ in ``freqs``: :class:`RoPE2D` axial or mixed (Heo et al. 2024,
+RoPE-ViT; DINOv3's and pixel frequencies), :class:`MRoPE` (Qwen2-VL / Qwen3-VL) and
+:class:`RoPE3D` axial or mixed. Each takes coordinates, or a
+:class:`~posenc.spatial.coords.GridPositions` / :class:`~posenc.spatial.coords.VideoPositions`
+whose prefix tokens (cls, registers) stay unrotated.
 """
 
 from __future__ import annotations
@@ -88,17 +61,17 @@ AXIS_LAYOUTS = ("chunked", "strided")
 
 def _axis_angles(coords: Tensor, freqs: Tensor) -> Tensor:
     """``(B, N, A)`` coordinates, ``(A, H or 1, P)`` frequencies -> ``(B, H or 1, N, P)`` angles,
-    one axis at a time (a ``(B, H, N, A, P)`` product would hold ``A`` times the angles); a zero
-    frequency adds an exact 0."""
+    one axis at a time (a ``(B, H, N, A, P)`` product would hold ``A`` times the angles)."""
     return sum(angles(coords[:, None, :, a], freqs[a][:, None, :]) for a in range(len(freqs)))
 
 
 class _Rotary(Float64Buffers):
     """What the spatial rotary encodings share: :meth:`rotation` checks the positions' values,
-    ``_rotation`` (what blocks call) their shapes and memoises the rotation in their cache;
-    :meth:`rotate` (also ``forward``) applies it to q or k."""
+    ``_rotation`` (what blocks call) only their shapes, memoising the rotation in their cache."""
 
     kind = "rotary"
+    # A bf16 frequency is off by up to 0.4%, i.e. whole radians a few hundred patches away.
+    fixed_dtype_parameters = ("freqs",)
     head_dim: int
     num_heads: int
     layout: str
@@ -131,8 +104,7 @@ class _Rotary(Float64Buffers):
         positions = self._position_shape(positions)
         # Only learned frequencies (per head) fix the number of heads.
         heads = self.num_heads if next(self.parameters(), None) is not None else None
-        check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim,
-                            heads)
+        check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim, heads)
         return apply_rotation(x, self._rotation(positions))
 
     forward = rotate
@@ -159,9 +131,8 @@ class _Rotary(Float64Buffers):
 def init_mixed_freqs(head_dim: int, num_heads: int, base: float = 10.0, *,
                      rotate: bool = True, generator: torch.Generator | None = None) -> Tensor:
     """RoPE-Mixed initial frequencies ``(2, num_heads, head_dim // 2)`` float32: the paper's
-    ``init_random_2d_freqs(head_dim, num_heads, theta=base, rotate)`` in ``(row, col)`` order
-    (``[0]`` its ``freqs_y``, ``[1]`` its ``freqs_x``), drawn as its loop draws (one
-    ``torch.rand`` value per head), so a seeded run reproduces it."""
+    ``init_random_2d_freqs(head_dim, num_heads, theta=base, rotate)`` in ``(row, col)`` order,
+    drawn as its loop draws, so a seeded run reproduces it."""
     _check_head_dim(head_dim)
     check_positive_int(num_heads, "num_heads")
     mag = rope_inv_freq(head_dim // 2, check_base(base))  # base ** (-4i / head_dim), float64
@@ -184,53 +155,39 @@ def _check_head_dim(head_dim: int) -> int:
 
 
 class RoPE2D(_Rotary):
-    """2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``.
+    """2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``, on ``(N, 2)``/``(B,
+    N, 2)`` coordinates or a :class:`GridPositions` in the system :attr:`normalize` names.
 
-    The ``rotary`` of :class:`posenc.core.MultiheadAttention`, or :meth:`rotate` q or k, with
-    ``(N, 2)``/``(B, N, 2)`` coordinates or a :class:`GridPositions` in the system
-    :attr:`normalize` names (``patch_coords(grid, rope.normalize)``, as
-    :func:`~posenc.spatial.attach` makes them).
+    ``"axial"`` (RoPE-ViT): the first half of the pairs reads the row, the second the column, at
+    ``base ** (-4i / head_dim)``, DINOv3's periods ``min_period * (max_period / min_period) **
+    linspace(0, 1, head_dim / 4)`` (angle ``2 pi coord / period`` on unit coordinates) or pixel
+    frequencies ``linspace(1, max_freq / 2, head_dim / 4) * pi`` (rotary-embedding-torch) or
+    ``2 ** linspace(0, log2(max_freq) - 1, head_dim / 4) * pi`` (timm, ``linear_bands=False``).
+    ``"mixed"`` (RoPE-Mixed): a learnable float32 ``freqs`` ``(2, H, head_dim / 2)`` (``[0]``
+    rows, ``[1]`` columns), initialised by :func:`init_mixed_freqs`.
 
     Args:
         head_dim: channels per head (divisible by 4); all of them rotate.
-        num_heads: attention heads (mixed has frequencies per head).
+        num_heads: attention heads.
         variant: ``"axial"`` or ``"mixed"``.
-        base: frequency base; None: the paper's, 100 for axial, 10 for mixed (none with
-            ``min_period``/``max_period`` or ``freqs_for="pixel"``).
-        normalize: coordinate system, one of :data:`~posenc.spatial.coords.COORD_NORMALIZE`
-            (see :func:`patch_coords`): ``None`` (patch indices, RoPE-ViT), ``"unit"``
-            (``[-1, 1]``; DINOv3's RoPE is ``RoPE2D(d, h, "axial", base=100, normalize="unit",
-            layout="half")``), ``"unit_min"``/``"unit_max"`` or ``"pixel"`` (``linspace(-1,
-            1)``, for ``freqs_for="pixel"``).
-        layout: channel pairing of :class:`posenc.core.rope.Rotation`: ``"interleaved"`` (pair
-            ``i`` is channels ``2i, 2i+1``, as RoPE-ViT and timm's ``RotaryEmbedding``; the
-            faster one on CPU) or ``"half"`` (``i, i + head_dim/2``, as DINOv3).
-        normalize_coords: DINOv3's name for the unit systems, with ``normalize="unit"``:
-            ``"separate"`` (``"unit"``), ``"min"`` (``"unit_min"``) or ``"max"``
-            (``"unit_max"``); :attr:`normalize` then holds the system.
-        min_period: with ``max_period``, DINOv3's period schedule instead of ``base`` (axial,
-            ``"lang"``), in coordinate units, ``0 < min_period <= max_period``; give both or
-            neither.
+        base: frequency base; None: 100 for axial, 10 for mixed (none with periods or pixels).
+        normalize: one of :data:`~posenc.spatial.coords.COORD_NORMALIZE`; DINOv3's RoPE is
+            ``RoPE2D(d, h, "axial", base=100, normalize="unit", layout="half")``.
+        layout: ``"interleaved"`` (channels ``2i, 2i+1``, as RoPE-ViT and timm) or ``"half"``
+            (``i, i + head_dim/2``, as DINOv3).
+        normalize_coords: DINOv3's ``"separate"``, ``"min"`` or ``"max"``, refining
+            ``normalize="unit"``; :attr:`normalize` then holds the system.
+        min_period: with ``max_period`` (both or neither), DINOv3's periods instead of ``base``.
         max_period: see ``min_period``.
-        freqs_for: ``"lang"`` or ``"pixel"`` frequencies (pixel: axial only, coordinates in
-            ``[-1, 1]``).
+        freqs_for: ``"lang"`` or ``"pixel"`` (axial, coordinates in ``[-1, 1]``).
         max_freq: the pixel frequencies' ``max_freq`` (timm's ``max_res``); default 10.
-        linear_bands: pixel frequencies linearly (True, default: rotary-embedding-torch) or
-            log-spaced (False: timm's ``RotaryEmbedding`` default).
+        linear_bands: pixel frequencies linearly (True, default) or log-spaced (False).
         shift_coords: with ``jitter_coords`` and ``rescale_coords``, DINOv3's coordinate
-            augmentation in training mode (:class:`~posenc.spatial.coords.CoordAugment`, timm's
-            ``RotaryEmbeddingDinoV3`` arguments), drawn once per positions object and cached,
-            so all blocks of a forward see one transform. Positions without a cache draw on
-            each call: in cross-attention augment q and k coordinates once yourself.
+            augmentation in training mode (:class:`~posenc.spatial.coords.CoordAugment`), drawn
+            once per positions object, so all blocks of a forward see one transform.
         jitter_coords: see ``shift_coords``.
         rescale_coords: see ``shift_coords``.
-
-    The mixed frequencies are a float32 parameter ``freqs`` of shape ``(2, H, head_dim / 2)``
-    (``[0]`` multiplies rows, ``[1]`` columns) that stays float32 when the module is cast.
     """
-
-    # A bf16 frequency is off by up to 0.4%, i.e. whole radians a few hundred patches away.
-    fixed_dtype_parameters = ("freqs",)
 
     def __init__(self, head_dim: int, num_heads: int, variant: str = "axial",
                  base: float | None = None, *, normalize: str | None = None,
@@ -257,7 +214,7 @@ class RoPE2D(_Rotary):
             self.base = DEFAULT_BASE[variant] if base is None else check_base(base)
         augment = CoordAugment(shift_coords, jitter_coords, rescale_coords)
         self.coord_augment = augment if augment.active else None
-        # DINOv3's periods are in units of the unit coordinates: 2 pi turns per period.
+        # DINOv3's periods are in units of the unit coordinates: 2 pi per period.
         self.scale = 2 * math.pi if freqs_for == "lang" and self.normalize in UNIT else 1.0
         self._make_freqs()
 
@@ -301,8 +258,7 @@ class RoPE2D(_Rotary):
         augment = self.coord_augment
         if augment is None or not augment.training:
             return positions.coords
-        # Keyed by the augmentation, not the module: every encoding of a forward with this
-        # augmentation gets the same transform of the same positions.
+        # Keyed by the augmentation, not the module: every block gets the same transform.
         return cached(positions, ("coord_augment", *augment.config),
                       lambda: augment(positions.coords))
 
@@ -371,16 +327,14 @@ def _check_pixel(max_freq: object, linear_bands: object, base: object, variant: 
                          f"frequencies from base")
     if base is not None:
         raise ValueError(f"freqs_for='pixel' takes max_freq, not base (got base={base!r})")
-    max_freq = DEFAULT_MAX_FREQ if max_freq is None else check_positive_float(max_freq,
-                                                                              "max_freq")
+    max_freq = DEFAULT_MAX_FREQ if max_freq is None else check_positive_float(max_freq, "max_freq")
     linear = True if linear_bands is None else check_bool(linear_bands, "linear_bands")
     return max_freq, linear
 
 
 def default_sections(pairs: int) -> tuple[int, int, int]:
     """``(t, row, col)`` pairs for ``pairs`` rotary (or sin/cos) pairs: rows and columns
-    ``3 * pairs // 8`` each, time the rest (a quarter when ``pairs % 8 == 0``: Qwen2-VL's
-    ``[16, 24, 24]`` for head_dim 128, GLM-4V's and timm's ``(8, 12, 12)`` for 64)."""
+    ``3 * pairs // 8`` each, time the rest (Qwen2-VL's ``[16, 24, 24]`` for head_dim 128)."""
     space = 3 * pairs // 8
     return pairs - 2 * space, space, space
 
@@ -409,11 +363,9 @@ def check_sections(sections: object, pairs: int, name: str = "sections",
 
 def mrope_axes(sections: tuple[int, int, int], axis_layout: str = "chunked") -> Tensor:
     """``(sum(sections),)`` int64: the axis (0 = t, 1 = row, 2 = col) each rotary pair reads.
-
-    ``"chunked"``: ``[0] * s_t + [1] * s_row + [2] * s_col`` (Qwen2-VL). ``"strided"``: pair
+    ``"chunked"``: ``[0] * s_t + [1] * s_row + [2] * s_col`` (Qwen2-VL); ``"strided"``: pair
     ``j`` reads the row if ``j % 3 == 1 and j < 3 * s_row``, the column if ``j % 3 == 2 and j <
-    3 * s_col``, else ``t`` (Qwen3-VL); sections that do not fit so raise.
-    """
+    3 * s_col``, else ``t`` (Qwen3-VL); sections that do not fit so raise."""
     check_choice(axis_layout, "axis_layout", AXIS_LAYOUTS)
     pairs = sum(sections)
     # Plain Python, on the CPU: a module built under torch.device("meta") checks it too.
@@ -434,12 +386,9 @@ def mrope_axes(sections: tuple[int, int, int], axis_layout: str = "chunked") -> 
 def init_mixed_freqs_3d(head_dim: int, num_heads: int, base: float = 10.0,
                         sections: tuple[int, int, int] | None = None, *, rotate: bool = True,
                         generator: torch.Generator | None = None) -> Tensor:
-    """RoPE-Mixed 3D initial frequencies ``(3, num_heads, head_dim // 2)`` float32.
-
-    Per head an orthonormal frame ``U`` (random, Haar-distributed, with ``rotate``; the
-    identity without): pair ``j`` in axis ``a``'s block (of ``sections``) gets ``U[:, a] *
-    base ** (-i / sections[a])``, ``i`` its index in the block. ``rotate=False`` gives
-    exactly the axial frequencies.
+    """RoPE-Mixed 3D initial frequencies ``(3, num_heads, head_dim // 2)`` float32: per head an
+    orthonormal frame ``U`` (Haar-random with ``rotate``, else the identity, giving the axial
+    frequencies); pair ``i`` of axis ``a``'s block gets ``U[:, a] * base ** (-i / sections[a])``.
     """
     pairs = check_even(head_dim, "head_dim") // 2
     check_positive_int(num_heads, "num_heads")
@@ -448,8 +397,7 @@ def init_mixed_freqs_3d(head_dim: int, num_heads: int, base: float = 10.0,
     check_generator(generator)
     rotate = check_bool(rotate, "rotate")
     device = torch.get_default_device()
-    # Drawn on the CPU (a CPU generator, QR and indexing need values: not under a meta
-    # device), then placed: 3 * H * head_dim / 2 numbers.
+    # Drawn on the CPU (a CPU generator; QR needs values, not a meta device), then placed.
     with torch.device("cpu"):
         if rotate:
             q, r = torch.linalg.qr(torch.randn(num_heads, 3, 3, generator=generator,
@@ -470,8 +418,7 @@ def _axial_freqs(axis: Tensor, inv_freq: Tensor) -> Tensor:
 
 
 class _Rotary3D(_Rotary):
-    """A rotary encoding of ``(t, row, col)`` coordinates, from ``(3, H or 1, P)``
-    frequencies."""
+    """A rotary encoding of ``(t, row, col)`` coordinates, from ``(3, H or 1, P)`` frequencies."""
 
     _position_shape = staticmethod(video_position_shape)
 
@@ -488,19 +435,21 @@ class _Rotary3D(_Rotary):
 class MRoPE(_Rotary3D):
     """Qwen2-VL's multimodal rotary embedding (mRoPE) for q and k ``(B, H, P + N, head_dim)``.
 
-    Equals transformers' ``Qwen2VLRotaryEmbedding`` (``rope_type="default"``) with
-    ``apply_rotary_pos_emb`` (``axis_layout="chunked"``, ``layout="half"``) and
-    ``Qwen3VLTextRotaryEmbedding`` (``"strided"``); their ``(3, B, N)`` ``position_ids`` are
-    these coordinates' ``permute(2, 0, 1)``.
+    The 1D spectrum ``base ** (-2j / head_dim)`` over all pairs, each reading one axis (text
+    tokens at ``(p, p, p)`` get the 1D RoPE of ``p``). Equals transformers'
+    ``Qwen2VLRotaryEmbedding`` with ``apply_rotary_pos_emb`` (``axis_layout="chunked"``,
+    ``layout="half"``) and ``Qwen3VLTextRotaryEmbedding`` (``"strided"``); their ``(3, B, N)``
+    ``position_ids`` are these coordinates' ``permute(2, 0, 1)``.
 
     Args:
         head_dim: channels per head (even); all of them rotate.
         sections: rotary pairs per axis ``(t, row, col)``, summing to ``head_dim // 2``
             (``mrope_section``); None: :func:`default_sections`.
         base: wavelength base (``rope_theta``).
-        axis_layout: ``"chunked"`` (Qwen2-VL, Qwen2.5-VL) or ``"strided"`` (Qwen3-VL).
-        layout: channel pairing of the rotation, ``"half"`` (Hugging Face's ``rotate_half``)
-            or ``"interleaved"``.
+        axis_layout: ``"chunked"`` (contiguous blocks, ``t`` first: Qwen2-VL, Qwen2.5-VL) or
+            ``"strided"`` (``t, row, col`` cycled over the first pairs: Qwen3-VL); see
+            :func:`mrope_axes`.
+        layout: channel pairing, ``"half"`` (Hugging Face's ``rotate_half``) or ``"interleaved"``.
     """
 
     def __init__(self, head_dim: int, sections: tuple[int, int, int] | None = None,
@@ -528,10 +477,12 @@ class MRoPE(_Rotary3D):
 
 
 class RoPE3D(_Rotary3D):
-    """Axial or mixed 3D rotary encoding for q and k ``(B, H, P + N, head_dim)``.
+    """Axial or mixed 3D rotary encoding for q and k ``(B, H, P + N, head_dim)``, on ``(N,
+    3)``/``(B, N, 3)`` ``(t, row, col)`` coordinates or a :class:`VideoPositions`.
 
-    As :class:`RoPE2D`, on ``(N, 3)``/``(B, N, 3)`` ``(t, row, col)`` coordinates
-    (:func:`posenc.spatial.video_coords`) or a :class:`VideoPositions`.
+    ``"axial"``: a 1D RoPE per axis over its block of pairs, ``base ** (-i / sections[a])``;
+    ``"mixed"``: a learnable float32 ``freqs`` ``(3, H, head_dim / 2)``, initialised by
+    :func:`init_mixed_freqs_3d`.
 
     Args:
         head_dim: channels per head (even); all of them rotate.
@@ -540,17 +491,8 @@ class RoPE3D(_Rotary3D):
         base: frequency base; None: 100 for axial, 10 for mixed (as :class:`RoPE2D`).
         sections: rotary pairs per axis ``(t, row, col)`` summing to ``head_dim // 2``; None:
             :func:`default_sections`.
-        layout: channel pairing, ``"interleaved"`` (as :class:`RoPE2D`; the faster on CPU) or
-            ``"half"``.
-
-    The mixed frequencies are a float32 parameter ``freqs`` of shape ``(3, H, head_dim / 2)``
-    (``[0]`` multiplies t, ``[1]`` rows, ``[2]`` columns) that stays float32 when the module
-    is cast. Choose ``t``'s unit so a frame step is about a patch step (see
-    :func:`video_coords`' ``time_scale``).
+        layout: channel pairing, ``"interleaved"`` (as :class:`RoPE2D`) or ``"half"``.
     """
-
-    # A bf16 frequency is off by up to 0.4%, i.e. whole radians a few hundred steps away.
-    fixed_dtype_parameters = ("freqs",)
 
     def __init__(self, head_dim: int, num_heads: int, variant: str = "axial",
                  base: float | None = None, *, sections: tuple[int, int, int] | None = None,

@@ -2,39 +2,14 @@
 (:class:`VideoVisionTransformer`), by one path.
 
 :func:`attach` changes a model in place, keeping every timm parameter name: its class becomes
-:class:`GridVisionTransformer` (a module-level subclass, so ``torch.save``/``copy.deepcopy``
-round-trip), whose ``forward_features``/``forward_intermediates`` compute the patch grid from the
-image shape; ``pos_embed`` becomes None, an additive encoding lives at
-``model.patch_embed.pos_encoding``, and with a rotary or bias encoding each ``block.attn``
-becomes a :class:`GridAttention` (:class:`posenc.core.MultiheadAttention` holding the block's
-``qkv``/``q_norm``/``k_norm``/``proj``) and each block a :class:`GridBlock` (or
-:class:`GridResPostBlock`). :class:`VideoVisionTransformer` changes a ViT alike for clips, whose
-frames it embeds as one sequence with ``(t, row, col)`` coordinates.
-
-``attach(..., ref_grid_size=(h, w))`` is EVA's ``ref_feat_shape`` (timm's
-``RotaryEmbeddingCat(ref_feat_shape=...)``): the patch indices of every grid are rescaled to the
-reference grid, ``coord * ref / grid`` per axis, before any encoding sees them.
-
-``attach(..., checkpoint_path=path)`` first loads a timm weights file into the model (timm's own
-reader and ``checkpoint_filter_fn``, so a ``pos_embed`` of another grid is resampled by
-``resample_abs_pos_embed``), and every attach leaves ``model.attach_report``
-(:class:`AttachReport`): exactly which tensors are new (the encoding's) and which were dropped
-(the ``pos_embed`` an encoding replaces). :func:`timm_state_dict` goes the other way for a model
-trained with ``"learned"``: a state dict that timm's ``VisionTransformer`` loads strictly.
-
-How positions reach the attention, and why: as timm's Eva passes ``rope=`` to each
-``EvaBlock.forward(x, rope=None, attn_mask=None)``, the model passes every block this forward's
-positions (a :class:`~posenc.spatial.coords.GridPositions` or
-:class:`~posenc.spatial.coords.VideoPositions`: the coordinates of the patches patch dropout
-kept, the prefix-token count, a cache) as ``block(x, positions, attn_mask=...)``. A
-gradient-checkpointed block thus recomputes in backward from the very positions of its own
-forward, whatever other forwards (multi-crop: two image sizes in one step) ran in between.
-Each distinct rotary/bias encoding of the blocks is computed once per forward into the
-positions' cache before the blocks run (:func:`enter_blocks`), so blocks sharing an encoding
-share its output, and no cached value that needs a gradient is made inside a checkpointed block
-(whose recompute would find it cached and save fewer tensors than its forward did). Cache keys
-are Python values, never sizes traced as ``torch.SymInt``, and nothing calls ``.item()``, so the
-models run under ``torch.compile`` and ``torch.export`` with dynamic sizes.
+:class:`GridVisionTransformer`, which computes the patch grid from the image shape; an additive
+encoding lives at ``model.patch_embed.pos_encoding``, a rotary or bias one in each block's
+:class:`GridAttention`. As timm's Eva passes ``rope=`` to its blocks, the model passes every block
+this forward's positions (:class:`~posenc.spatial.coords.GridPositions` or
+:class:`~posenc.spatial.coords.VideoPositions`), so a gradient-checkpointed block recomputes from
+its own forward's positions; each distinct encoding is computed once per forward into their
+cache before the blocks run (:func:`enter_blocks`), never inside a checkpointed block. No value
+is read on the host, so the models run under ``torch.compile`` and ``torch.export``.
 """
 
 from __future__ import annotations
@@ -68,18 +43,8 @@ from .factory import (
 )
 from .rope import MRoPE, RoPE3D, _Rotary3D
 
-__all__ = [
-    "GridAttention",
-    "GridBlock",
-    "GridResPostBlock",
-    "GridVisionTransformer",
-    "patch_grid",
-    "AttachReport",
-    "attach",
-    "timm_state_dict",
-    "VIDEO_ENCODINGS",
-    "VideoVisionTransformer",
-]
+__all__ = ["GridAttention", "GridBlock", "GridResPostBlock", "GridVisionTransformer", "patch_grid",
+           "AttachReport", "attach", "timm_state_dict", "VIDEO_ENCODINGS", "VideoVisionTransformer"]
 
 
 SUPPORTED = ("timm.models.vision_transformer.VisionTransformer (vit_*, deit_* without a "
@@ -103,8 +68,7 @@ class GridAttention(MultiheadAttention):
             raise TypeError(f"attach supports blocks whose attn is timm.layers.Attention, got "
                             f"{type(attn).__name__}; supported models: {SUPPORTED}")
         dim = attn.qkv.in_features
-        # gate (timm >= 1.0.28) and attn_dim (>= 1.0.23) are read with defaults, so the check
-        # does not depend on the timm version's attribute set.
+        # gate (timm >= 1.0.28) and attn_dim (>= 1.0.23) read with defaults: any timm version.
         attn_dim = getattr(attn, "attn_dim", attn.num_heads * attn.head_dim)
         if getattr(attn, "gate", None) is not None \
                 or not isinstance(getattr(attn, "norm", nn.Identity()), nn.Identity) \
@@ -127,16 +91,13 @@ class GridAttention(MultiheadAttention):
     def forward(self, x: Tensor, positions: GridPositions | VideoPositions | None = None,
                 attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
         """``(B, P + N, dim)`` tokens (``P`` prefix tokens, then ``N`` patches) -> ``(B, P + N,
-        dim)``. ``positions``: the forward's, its rotations/biases already cached
-        (:func:`enter_blocks`); ``attn_mask``: bool (True = attend) or additive, broadcastable
-        to ``(B, H, P + N, P + N)``."""
+        dim)``. ``positions``: the forward's (:func:`enter_blocks`); ``attn_mask``: bool (True =
+        attend) or additive, broadcastable to ``(B, H, P + N, P + N)``."""
         if not isinstance(positions, (GridPositions, VideoPositions)):
             raise TypeError(
                 f"GridAttention takes the positions of its model's forward (GridPositions or "
                 f"VideoPositions), got {type(positions).__name__}; call the model (forward, "
                 f"forward_features or forward_intermediates), which passes them to every block")
-        # Positions made from the image shape, their encodings cached by enter_blocks: no
-        # value is read, so nothing in the block waits for the host.
         return self._attend(x, None, positions, positions, attn_mask, is_causal)
 
 
@@ -146,8 +107,7 @@ class GridBlock(Block):
 
     def forward(self, x: Tensor, positions: GridPositions | VideoPositions | None = None,
                 attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
-        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), positions, attn_mask,
-                                                   is_causal)))
+        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), positions, attn_mask, is_causal)))
         return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
 
 
@@ -170,8 +130,7 @@ def check_vit(vit: object, name: str) -> VisionTransformer:
         raise ValueError(f"{name} already has a posenc 2D encoding attached "
                          f"(posenc.spatial.attach); use a fresh timm VisionTransformer (or one "
                          f"loaded from a timm checkpoint)")
-    # Exactly VisionTransformer: attach swaps the model's class for GridVisionTransformer,
-    # which would silently drop a subclass's own methods.
+    # Exactly VisionTransformer: swapping a subclass's class would drop its own methods.
     if type(vit) is not VisionTransformer:
         raise TypeError(f"{name} must be a timm.models.vision_transformer.VisionTransformer, "
                         f"got {type(vit).__name__}; supported: {SUPPORTED}")
@@ -191,8 +150,8 @@ def check_vit(vit: object, name: str) -> VisionTransformer:
 def use_grid_attention(vit: VisionTransformer, rotary: Sequence[nn.Module] | None = None,
                        bias: Sequence[nn.Module] | None = None) -> None:
     """Give each block of ``vit`` a :class:`GridAttention` with its ``rotary`` or ``bias``
-    encoding (one per block; neither: keep timm's attention), drop ``vit.pos_embed`` and leave
-    image sizes to :func:`patch_grid`. All is checked before ``vit`` changes."""
+    encoding (one per block; neither: keep timm's attention) and drop ``vit.pos_embed``; all is
+    checked before ``vit`` changes."""
     attentions = []
     if rotary is not None or bias is not None:
         for block in vit.blocks:
@@ -212,12 +171,9 @@ def use_grid_attention(vit: VisionTransformer, rotary: Sequence[nn.Module] | Non
 def enter_blocks(vit: VisionTransformer, blocks: Sequence[nn.Module], x: Tensor,
                  positions: Positions | None, what: str) -> tuple[Tensor, Positions | None, bool]:
     """``(B, n, dim)`` patch tokens (additive encoding added) -> the ``(B, P + k, dim)`` tokens
-    ``blocks`` take, the positions of the ``k`` patches patch dropout kept (or None), and
-    whether it dropped any; the blocks' encodings are computed into the positions' cache.
-
-    Prefix tokens are prepended here: without a ``pos_embed``, timm <= 1.0.25's
-    ``_pos_embed`` returns before prepending them.
-    """
+    ``blocks`` take (prefix tokens prepended here, as timm <= 1.0.25's ``_pos_embed`` does not
+    without a ``pos_embed``), the positions of the ``k`` patches patch dropout kept (or None),
+    and whether it dropped any; the blocks' encodings are computed into the positions' cache."""
     batch = x.shape[0]
     prefix = [t.expand(batch, -1, -1) for t in (vit.cls_token, vit.reg_token) if t is not None]
     x = vit.pos_drop(torch.cat([*prefix, x], dim=1) if prefix else x)
@@ -247,9 +203,7 @@ def run_block(vit: VisionTransformer, block: nn.Module, x: Tensor,
     if is_causal:
         kwargs["is_causal"] = True
     if vit.grad_checkpointing and torch.is_grad_enabled():
-        # Non-reentrant always (timm's default can be set to reentrant): reentrant
-        # checkpointing drops gradients of tensors inside non-tensor arguments such as the
-        # positions' learnable rotations and biases.
+        # Reentrant checkpointing drops gradients of tensors inside the positions' cache.
         return checkpoint(block, *args, use_reentrant=False, **kwargs)
     return block(*args, **kwargs)
 
@@ -269,7 +223,6 @@ def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions | Vi
             if enc is None or any(enc is seen for seen in done):
                 continue
             done.append(enc)
-            # Unchecked (no value read): the model made the positions from the image shape.
             out = unchecked(enc, "rotation")(positions).cos if rotary \
                 else unchecked(enc)(positions, positions)
             # (B or 1, H or 1, P + n, D/2) cos of a rotation; (B or 1, H or 1, P + n, P + n) bias
@@ -304,28 +257,22 @@ def patch_grid(patch_embed: nn.Module, height: int, width: int, what: str = "ima
 
 class GridVisionTransformer(VisionTransformer):
     """A timm ``VisionTransformer`` after :func:`attach`, for ``(B, C, H, W)`` images of any
-    size divisible by the patch size (any size with ``dynamic_img_pad``).
-
-    ``coord_normalize`` is the coordinate system of its positions (``patch_coords``'s
-    ``normalize``), ``ref_grid_size`` the reference grid they are rescaled to, or None.
-    """
+    size divisible by the patch size; ``coord_normalize`` is its positions' ``patch_coords``
+    system, ``ref_grid_size`` the reference grid they are rescaled to, or None."""
 
     coord_normalize: str | None
     ref_grid_size: tuple[int, int] | None
 
     def grid_coords(self, grid_size: tuple[int, int], *,
                     device: torch.device | str | None = None) -> Tensor:
-        """The ``(rows * cols, 2)`` float32 row-major coordinates this model gives its encodings
-        for a ``(rows, cols)`` grid: ``patch_coords(grid_size, coord_normalize)``, with a
-        ``ref_grid_size`` ``(R, C)`` rescaled to ``(row / rows * R, col / cols * C)`` in timm's
-        order of operations (``_build_grid`` with ``ref_feat_shape``). RoPE2D's coordinate
-        augmentation transforms them afterwards, as timm augments the rescaled grid."""
+        """The ``(rows * cols, 2)`` float32 coordinates this model gives its encodings:
+        ``patch_coords(grid_size, coord_normalize)``, with a ``ref_grid_size`` ``(R, C)``
+        rescaled to ``(row / rows * R, col / cols * C)`` as timm's ``_build_grid``."""
         coords = patch_coords(grid_size, self.coord_normalize, device=device)
         if self.ref_grid_size is None:
             return coords
         (rows, cols), (ref_rows, ref_cols) = grid_size, self.ref_grid_size
-        return torch.stack((coords[:, 0] / rows * ref_rows, coords[:, 1] / cols * ref_cols),
-                           dim=-1)
+        return torch.stack((coords[:, 0] / rows * ref_rows, coords[:, 1] / cols * ref_cols), dim=-1)
 
     def _embed(self, x: Tensor, blocks: Sequence[nn.Module]
                ) -> tuple[Tensor, GridPositions | None, tuple[int, int], bool]:
@@ -339,16 +286,13 @@ class GridVisionTransformer(VisionTransformer):
         if x.ndim == 4:  # (B, rows, cols, dim) with dynamic_img_size
             x = x.flatten(1, 2)
         encoding = self.patch_embed.pos_encoding
-        if encoding is not None:
-            # With a ref_grid_size the encoding is a SinCos2D (attach checks), fed coordinates
-            # made from the image shape: no value to check.
+        if encoding is not None:  # with a ref_grid_size a SinCos2D (attach checks)
             table = encoding.encode_grid(grid) if self.ref_grid_size is None \
                 else unchecked(encoding)(self.grid_coords(grid, device=x.device))
             x = x + table.to(x.dtype)
         positions = None
         if any(isinstance(block.attn, GridAttention) for block in blocks):
-            # Rescaled coordinates are not integer positions on the grid, which GridPositions'
-            # grid_size promises (bias tables index by it); only rotary encodings read them.
+            # Rescaled coordinates are off the integer grid that grid_size promises.
             positions = GridPositions(self.grid_coords(grid, device=x.device),
                                       grid if self.ref_grid_size is None else None,
                                       self.num_prefix_tokens, {})
@@ -413,25 +357,21 @@ LEARNED_TABLE = "patch_embed.pos_encoding.weight"
 @dataclass(frozen=True)
 class AttachReport:
     """What :func:`attach` did to a model's tensors (``state_dict`` names), relative to its
-    source: the weights file of ``checkpoint_path``, else the model as it was given (e.g. built
-    by ``timm.create_model(..., pretrained=True)``).
+    source (the ``checkpoint_path`` file, else the model as given); every other tensor holds
+    the source's values unchanged.
 
     Attributes:
         source: the file's path, or ``"model"``.
-        new: tensors of the attached model that hold nothing of the source: the encoding's
-            parameters and buffers, and a classifier head whose shape the file does not match
-            (or that it lacks), left as initialized.
-        dropped: tensors of the source that the attached model does not hold: the
-            ``pos_embed`` an encoding replaces, a file's head of another ``num_classes``.
-        moved: source name -> attached name, for a tensor kept under another name
-            (``"learned"`` keeps ``pos_embed``'s patch entries as ``LEARNED_TABLE``).
-        changed: kept tensors whose values the attach changed: the class/register tokens into
-            which ``"learned"`` folds ``pos_embed``'s prefix entries (same function).
+        new: tensors that hold nothing of the source: the encoding's, and a classifier head the
+            file does not fit (or lacks), left as initialized.
+        dropped: source tensors the attached model does not hold: the ``pos_embed`` an encoding
+            replaces, a file's head of another ``num_classes``.
+        moved: source name -> attached name (``"learned"`` keeps ``pos_embed``'s patch entries
+            as ``LEARNED_TABLE``).
+        changed: kept tensors whose values changed: the class/register tokens into which
+            ``"learned"`` folds ``pos_embed``'s prefix entries (same function).
         resampled: file name -> ``(file shape, loaded shape)`` for tensors timm's
-            ``checkpoint_filter_fn`` resampled to the model (``pos_embed`` to another grid by
-            ``resample_abs_pos_embed``, a patch embedding to another patch size).
-
-    Every other tensor of the attached model holds the source's values unchanged.
+            ``checkpoint_filter_fn`` resampled to the model.
     """
 
     source: str
@@ -464,16 +404,11 @@ def _shape_list(names: Sequence[str], first: dict, second: dict, show: int = 6) 
 
 def _load_timm_file(model: VisionTransformer, path: str | os.PathLike) -> tuple[
         set[str], set[str], dict[str, tuple[tuple[int, ...], tuple[int, ...]]]]:
-    """Load the timm weights file ``path`` into ``model`` (before its encoding is replaced).
-
-    Read by ``timm.models.load_state_dict`` (``weights_only=True``; safetensors too; a
-    ``state_dict``/``model``/EMA entry of a training checkpoint) and mapped onto the model by
-    timm's ``checkpoint_filter_fn`` (resampling ``pos_embed`` to the model's grid). The file must
-    hold every tensor of the model with its shape, except the classifier head (``head.*``), which
-    a fine-tune to other classes re-initializes; anything else is a ValueError listing the names.
-
-    Returns ``(head tensors not loaded, file head tensors dropped, resampled)``.
-    """
+    """Load the timm weights file ``path`` into ``model`` by timm's ``load_state_dict``
+    (``weights_only=True``) and ``checkpoint_filter_fn`` (resampling ``pos_embed``). The file
+    must hold every tensor of the model with its shape, except the classifier head (``head.*``),
+    else a ValueError lists the names. Returns ``(head tensors not loaded, file head tensors
+    dropped, resampled)``."""
     from timm.models import load_state_dict
     from timm.models.vision_transformer import checkpoint_filter_fn
 
@@ -524,9 +459,7 @@ def _from_name(model: VisionTransformer, name: str, kwargs: dict,
     per block or shared (:func:`~posenc.spatial.factory.one_module_per_block`)."""
     spec = encoding_spec(name)
     params = {**spec.infer(model), **kwargs}
-    if ref_grid_size is not None:
-        # On a meta-device build, before "learned" folds the model's pos_embed into its
-        # prefix tokens: a refused name leaves the model as it was.
+    if ref_grid_size is not None:  # checked on a meta build, before the model changes
         with torch.device("meta"):
             _check_ref_grid([spec.build(**params)], repr(name))
     if spec.cls is Learned2D and model.pos_embed is not None:
@@ -569,8 +502,8 @@ _NO_REF_GRID = {
 
 
 def _check_ref_grid(encodings: Sequence[nn.Module | None], label: str) -> None:
-    """Raise unless each of ``encodings`` reads coordinates in which EVA's rescaling means what
-    it does in timm: rotary encodings and SinCos2D on patch indices (``normalize=None``)."""
+    """Raise unless each of ``encodings`` is a rotary encoding or SinCos2D on patch indices
+    (``normalize=None``), where EVA's rescaling means what it does in timm."""
     for enc in encodings:
         kind, cls = encoding_kind(enc), "no encoding" if enc is None else type(enc).__name__
         normalize = getattr(enc, "normalize", None)
@@ -595,55 +528,32 @@ def _takes_ref_grid(encoding: object) -> bool:
 
 def _move(module: nn.Module, like: nn.Module) -> nn.Module:
     param = next(like.parameters(), None)
-    if param is None:
-        return module
-    return module.to(device=param.device, dtype=param.dtype)
+    return module if param is None else module.to(device=param.device, dtype=param.dtype)
 
 
 def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | None,
            *, checkpoint_path: str | os.PathLike | None = None, **kwargs: Any) -> nn.Module:
-    """Give a timm ViT a posenc 2D position encoding; returns the same (modified) model.
+    """Give a timm ViT a posenc 2D position encoding; returns the same (modified) model, a
+    :class:`GridVisionTransformer` that runs at any image size divisible by the patch size,
+    with ``model.attach_report`` (an :class:`AttachReport`, also logged at INFO).
 
     Args:
         model: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_small_patch16_224")``,
             deit, with registers, ``no_embed_class``, ``dynamic_img_size``).
-        encoding: a name from :data:`posenc.spatial.ENCODINGS` (dims, heads and grid size are
-            taken from the model; ``kwargs`` override them, e.g. ``base=10000.0``; learnable
-            rotary/bias names get one module per block, parameter-free ones one shared module:
-            :func:`posenc.spatial.factory.one_module_per_block`), an encoding module (rotary/bias
-            modules are shared by all blocks), a sequence of one rotary or bias module per
-            block, or None (no position encoding).
-        **kwargs: the named encoding's constructor arguments (see ``encoding``), and
-            ``ref_grid_size``: ``rows`` or ``(rows, cols)``, EVA's ``ref_feat_shape``: every
-            grid's patch indices are rescaled to this reference grid, ``row * R / rows`` and
-            ``col * C / cols`` (:meth:`GridVisionTransformer.grid_coords`), so a model trained
-            at the reference grid and run at another sees the coordinate range it was trained
-            on (position interpolation; timm's ``RotaryEmbeddingCat(in_pixels=False,
-            ref_feat_shape=...)`` values for ``rope_axial`` with ``base=10000``). Defined for
-            rotary encodings and ``sincos2d`` on patch indices (``normalize=None``); any other
-            encoding (or None) is a ValueError naming it. For ``"cpb"`` it is the constructor's
-            ``ref_grid_size`` (SwinV2's pretraining window; the model's grid by default) and no
-            coordinate is rescaled. None (default): patch indices as they are.
-        checkpoint_path: a timm weights file of this architecture (``torch.save(vit.state_dict(),
-            path)``, a timm training checkpoint, ``.safetensors``) loaded into ``model`` before
-            the encoding replaces its ``pos_embed`` (see :func:`_load_timm_file`: a ``pos_embed``
-            of another grid is resampled, a head of another ``num_classes`` re-initialized, any
-            other mismatch is a ValueError). It reads a file: pass it from trusted code or a
-            trusted config only. A refused encoding then leaves the model with the file's
-            weights.
-
-    The model's own position encoding is replaced: ``"learned"`` starts from the model's
-    ``pos_embed`` (same outputs at the training size; resampled like timm's
-    ``dynamic_img_size`` elsewhere); rotary and bias encodings swap each block's attention for
-    :class:`GridAttention` with the same parameter names, so a timm checkpoint loads with
-    ``strict=False`` reporting only position parameters. Afterwards the model (a
-    :class:`GridVisionTransformer`) runs at any image size divisible by the patch size (a
-    ValueError otherwise; any size with ``dynamic_img_pad``), square or not, with gradient
-    checkpointing and patch dropout. Load checkpoints before attaching "learned" (it folds
-    ``pos_embed`` into the prefix tokens), or pass ``checkpoint_path``.
-
-    ``model.attach_report`` is an :class:`AttachReport` (also logged at INFO): the tensors that
-    are new and those dropped, relative to the file or to the model as given.
+        encoding: a name from :data:`posenc.spatial.ENCODINGS` (sizes taken from the model,
+            ``kwargs`` override them; learnable rotary/bias names get one module per block:
+            :func:`posenc.spatial.factory.one_module_per_block`), an encoding module (shared by
+            all blocks), a sequence of one rotary or bias module per block, or None.
+            ``"learned"`` starts from the model's ``pos_embed`` (same outputs at its grid).
+        **kwargs: the named encoding's constructor arguments, and ``ref_grid_size``: ``rows`` or
+            ``(rows, cols)``, EVA's ``ref_feat_shape``: patch indices are rescaled to this
+            reference grid (:meth:`GridVisionTransformer.grid_coords`), for rotary encodings
+            and ``sincos2d`` on patch indices only (a ValueError naming any other); for
+            ``"cpb"`` it is the constructor's ``ref_grid_size``.
+        checkpoint_path: a timm weights file of this architecture (a state dict, a timm
+            training checkpoint, ``.safetensors``), loaded into ``model`` before the encoding
+            replaces its ``pos_embed`` (:func:`_load_timm_file`). It reads a file: pass it from
+            trusted code or a trusted config only.
     """
     if isinstance(encoding, (list, tuple)) and not encoding:
         raise ValueError("encoding must not be an empty sequence")
@@ -710,9 +620,8 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
 def _report(model: GridVisionTransformer, source: str, before: set[str], keeps_pos_embed: bool,
             fresh: set[str], file_dropped: set[str],
             resampled: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]) -> AttachReport:
-    """The :class:`AttachReport` of an attach: ``before`` are the state-dict names of the model
-    once the file (if any) was loaded, ``fresh``/``file_dropped`` the head tensors the file did
-    not give/could not give."""
+    """The :class:`AttachReport` of an attach: ``before`` are the state-dict names once the file
+    (if any) was loaded, ``fresh``/``file_dropped`` the head tensors it did not/could not give."""
     after = set(model.state_dict())
     moved = {"pos_embed": LEARNED_TABLE} if keeps_pos_embed else {}
     changed = ()
@@ -727,16 +636,10 @@ def _report(model: GridVisionTransformer, source: str, before: set[str], keeps_p
 @torch.no_grad()
 def timm_state_dict(model: GridVisionTransformer) -> dict[str, torch.Tensor]:
     """The state dict of a model attached with ``"learned"`` under timm's names, which
-    ``timm.create_model(<same architecture and sizes>)`` loads with ``strict=True`` and which
-    computes the same function at the model's training grid (``model.patch_embed.grid_size``).
-
-    The learned table, resampled to the training grid, becomes ``pos_embed`` ``(1, P + rows *
-    cols, dim)`` with zero prefix entries (attach folded them into the class/register tokens);
-    every other tensor is the model's own (detached, same dtype and device). For pretraining a
-    model with posenc and fine-tuning it from the file (``attach(..., checkpoint_path=...)``,
-    ``ImageClassifier(checkpoint_path=...)``). Other encodings have no timm counterpart: a
-    ValueError naming the encoding.
-    """
+    ``timm.create_model(<same architecture>)`` loads with ``strict=True`` and which computes the
+    same function at ``model.patch_embed.grid_size``: the table resampled to that grid becomes
+    ``pos_embed`` ``(1, P + rows * cols, dim)`` with zero prefix entries; every other tensor is
+    the model's own, detached. Other encodings (no timm counterpart) raise a ValueError."""
     if not isinstance(model, GridVisionTransformer):
         raise TypeError(f"model must be a ViT attached by posenc.spatial.attach, got "
                         f"{type(model).__name__}")
@@ -763,36 +666,27 @@ _SPECS = (
     SpatialEncodingSpec("mrope", MRoPE, ("head_dim",)),
 )
 
-VIDEO_ENCODINGS: Mapping[str, SpatialEncodingSpec] = MappingProxyType(
-    {s.name: s for s in _SPECS})
+VIDEO_ENCODINGS: Mapping[str, SpatialEncodingSpec] = MappingProxyType({s.name: s for s in _SPECS})
 """3D encoding name -> :class:`SpatialEncodingSpec` (sizes inferred from the ViT), read-only."""
 
 
 class VideoVisionTransformer(nn.Module):
     """A timm ``VisionTransformer`` over ``(B, T, C, H, W)`` clips, with a 3D position encoding.
 
-    Each frame goes through the ViT's own patch embed; the ``T * h * w`` patch tokens (``h = H /
-    p``, ``w = W / p`` for patch size ``p``) form one sequence, frame-major then row-major, at
-    :func:`video_coords` ``(t, row, col)`` with ``t = frame_times * time_scale`` (frame times
-    ``(T,)`` or ``(B, T)`` in any unit and spacing, e.g. ``posenc.temporal.time_positions``;
-    default the indices ``0 .. T-1``), so a rotary score depends on the true time gap. The ViT
-    is changed in place: its 2D ``pos_embed`` is dropped (a checkpoint then loads with
-    ``strict=False``, reporting only ``pos_embed``) and image size checks follow the frames.
+    Each frame goes through the ViT's own patch embed; the ``T * h * w`` patch tokens form one
+    sequence at :func:`video_coords` ``(t, row, col)``, ``t = frame_times * time_scale`` (frame
+    times ``(T,)`` or ``(B, T)`` in any unit and spacing; default the indices ``0 .. T-1``).
+    With a rotary encoding prefix tokens sit at ``(0, 0, 0)``, so give frame times from the
+    clip's start unless absolute time should matter.
 
     Args:
-        vit: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_small_patch16_224",
-            pretrained=False)``); changed in place and kept as ``self.vit``, so its parameter
-            names are ``vit.<timm name>``.
+        vit: a timm ``VisionTransformer``, changed in place (its ``pos_embed`` dropped) and kept
+            as ``self.vit``.
         encoding: a name from :data:`VIDEO_ENCODINGS` (sizes taken from ``vit``; ``kwargs``
-            override them, e.g. ``sections=(4, 6, 6)``), a :class:`SinCos3D` (added to the
-            patch tokens), a 3D rotary module (:class:`RoPE3D`, :class:`MRoPE`; shared by all
-            blocks), a sequence of one 3D rotary module per block, or None (no position).
+            override them, e.g. ``sections=(4, 6, 6)``), a :class:`SinCos3D`, a 3D rotary module
+            (:class:`RoPE3D`, :class:`MRoPE`; shared by all blocks), a sequence of one 3D rotary
+            module per block, or None.
         time_scale: multiplies the frame times (or indices) to give ``t``.
-
-    With a rotary encoding, prefix tokens (cls, registers) are unrotated, i.e. they sit at
-    ``(0, 0, 0)``: patch-to-patch scores depend only on offsets, but a cls token sees where
-    a clip lies in time, so give frame times from the clip's start
-    (``time_positions(stamps, stamps[0], unit=...)``) unless absolute time should matter.
     """
 
     def __init__(self, vit: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | None,
@@ -854,8 +748,7 @@ class VideoVisionTransformer(nn.Module):
                              f"shape {tuple(video.shape)}: expected (T,) or (B, T) with "
                              f"T={num_frames}, B={batch}")
         if times.device != video.device:
-            raise ValueError(f"frame_times are on {times.device} but video is on "
-                             f"{video.device}")
+            raise ValueError(f"frame_times are on {times.device} but video is on {video.device}")
         return times
 
     def _embed(self, video: Tensor, frame_times: Tensor | None
@@ -876,10 +769,9 @@ class VideoVisionTransformer(nn.Module):
         x = x.reshape(batch, num_frames * grid[0] * grid[1], x.shape[-1])
         rotary = any(isinstance(block.attn, GridAttention) for block in vit.blocks)
         coords = None
-        if rotary or self.pos_encoding is not None:
-            # Unchecked: frame_times were read once above, the grid comes from the shape.
+        if rotary or self.pos_encoding is not None:  # frame_times were checked above
             coords = _video_coords(grid, frames, self.time_scale, x.device, torch.float32)
-        if self.pos_encoding is not None:  # coords made above: the unchecked forward
+        if self.pos_encoding is not None:
             x = x + unchecked(self.pos_encoding)(coords, dtype=x.dtype)
         positions = VideoPositions(coords, vit.num_prefix_tokens, {}) if rotary else None
         x, positions, _ = enter_blocks(vit, vit.blocks, x, positions, "clip")
@@ -897,5 +789,4 @@ class VideoVisionTransformer(nn.Module):
     def forward(self, video: Tensor, frame_times: Tensor | None = None, *,
                 attn_mask: Tensor | None = None) -> Tensor:
         """``(B, T, C, H, W)`` clips -> ``(B, num_classes)`` (the ViT's pooling and head)."""
-        return self.vit.forward_head(self.forward_features(video, frame_times,
-                                                           attn_mask=attn_mask))
+        return self.vit.forward_head(self.forward_features(video, frame_times, attn_mask=attn_mask))
