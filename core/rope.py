@@ -83,44 +83,49 @@ class RopeScaling:
 
 
 @dataclass(frozen=True)
-class LinearScaling(RopeScaling):
-    """Position interpolation (Chen et al. 2023): every frequency divided by ``factor``."""
+class _Factor(RopeScaling):
+    """A scaling by a context-extension ``factor`` >= 1."""
 
     factor: float
 
     def __post_init__(self) -> None:
         _check_factor(self.factor)
+
+
+@dataclass(frozen=True)
+class _FactorOfContext(_Factor):
+    """A scaling by ``factor`` of a model trained on ``original_max_positions`` tokens."""
+
+    original_max_positions: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int(self.original_max_positions, "original_max_positions")
+
+
+@dataclass(frozen=True)
+class LinearScaling(_Factor):
+    """Position interpolation (Chen et al. 2023): every frequency divided by ``factor``."""
 
     def inv_freq(self, rotary_dim: int, base: float) -> Tensor:
         return rope_inv_freq(rotary_dim, base) / self.factor
 
 
 @dataclass(frozen=True)
-class NTKScaling(RopeScaling):
+class NTKScaling(_Factor):
     """Static NTK-aware scaling: ``base * factor ** (d / (d - 2))``."""
-
-    factor: float
-
-    def __post_init__(self) -> None:
-        _check_factor(self.factor)
 
     def inv_freq(self, rotary_dim: int, base: float) -> Tensor:
         return rope_inv_freq(rotary_dim, base * self.factor ** _ntk_exponent(rotary_dim))
 
 
 @dataclass(frozen=True)
-class DynamicNTKScaling(RopeScaling):
+class DynamicNTKScaling(_FactorOfContext):
     """Dynamic NTK scaling: for ``L = max(seq_len, original_max_positions)`` the base is
     ``base * (factor * L / original - (factor - 1)) ** (d / (d - 2))`` (the current positions
     only; transformers caches the largest length seen)."""
 
-    factor: float
-    original_max_positions: int
     dynamic = True
-
-    def __post_init__(self) -> None:
-        _check_factor(self.factor)
-        check_positive_int(self.original_max_positions, "original_max_positions")
 
     def dynamic_inv_freq(self, rotary_dim: int, base: float, seq_len: Tensor) -> Tensor:
         exponent = _ntk_exponent(rotary_dim)
@@ -139,7 +144,7 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 
 
 @dataclass(frozen=True)
-class YarnScaling(RopeScaling):
+class YarnScaling(_FactorOfContext):
     """YaRN (Peng et al. 2023): frequencies turning fewer than ``beta_slow`` times over the
     original context are divided by ``factor``, those over ``beta_fast`` kept, a linear ramp
     between (ends floored/ceiled unless ``truncate=False``, as gpt-oss). ``attention_scaling``
@@ -147,8 +152,6 @@ class YarnScaling(RopeScaling):
     both given (one alone is ignored, as in Hugging Face), else ``0.1 ln(factor) + 1``.
     """
 
-    factor: float
-    original_max_positions: int
     beta_fast: float = 32.0
     beta_slow: float = 1.0
     mscale: float | None = None
@@ -157,8 +160,7 @@ class YarnScaling(RopeScaling):
     attention_factor: float | None = None
 
     def __post_init__(self) -> None:
-        _check_factor(self.factor)
-        check_positive_int(self.original_max_positions, "original_max_positions")
+        super().__post_init__()
         check_bool(self.truncate, "truncate")
         check_float(self.beta_fast, "beta_fast", gt=0)
         check_float(self.beta_slow, "beta_slow", gt=0)
@@ -196,19 +198,16 @@ class YarnScaling(RopeScaling):
 
 
 @dataclass(frozen=True)
-class Llama3Scaling(RopeScaling):
+class Llama3Scaling(_FactorOfContext):
     """Llama 3.1 scaling: wavelengths above ``original_max_positions / low_freq_factor``
     divided by ``factor``, those below ``original / high_freq_factor`` kept, a linear blend
     in ``original / wavelength`` between."""
 
-    factor: float
-    original_max_positions: int
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
 
     def __post_init__(self) -> None:
-        _check_factor(self.factor)
-        check_positive_int(self.original_max_positions, "original_max_positions")
+        super().__post_init__()
         check_float(self.low_freq_factor, "low_freq_factor", gt=0)
         check_float(self.high_freq_factor, "high_freq_factor", gt=0)
         if not self.high_freq_factor > self.low_freq_factor:
@@ -379,6 +378,13 @@ def rotation_from_angles(theta: Tensor, layout: str, scale: float | Tensor = 1.0
     return Rotation(cos[lead].float(), sin[lead].float(), layout)
 
 
+def check_rotation_device(cos: Tensor, x: Tensor) -> None:
+    """Raise unless a rotation's ``cos`` is on the device of the queries or keys ``x``."""
+    if cos.device != x.device:
+        raise ValueError(f"the rotation is on {cos.device} but x is on {x.device}: make the "
+                         "positions on the device of the queries and keys")
+
+
 def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
     """Rotate the leading ``rotary_dim`` channels of ``(B, H, N, head_dim)`` queries or keys
     ``x`` (in at least float32; returned in ``x``'s dtype); the rest pass through.
@@ -396,9 +402,7 @@ def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
         raise ValueError(f"a rotation of shape {tuple(cos.shape)} (B or 1, H or 1, N, "
                          f"rotary_dim/2) does not fit x of shape {tuple(x.shape)} (B, H, N, "
                          f"head_dim >= rotary_dim)")
-    if cos.device != x.device:
-        raise ValueError(f"the rotation is on {cos.device} but x is on {x.device}: make the "
-                         "positions on the device of the queries and keys")
+    check_rotation_device(cos, x)
     work = torch.promote_types(x.dtype, torch.float32)
     if layout == "interleaved":
         # A complex multiply reads and writes x once.

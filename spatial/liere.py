@@ -27,6 +27,7 @@ from posenc.core.encoding import (
     check_positive_int,
     wide_dtype,
 )
+from posenc.core.rope import check_rotation_device
 from torch import Tensor, nn
 
 from .coords import NORMALIZE, GridPositions
@@ -109,9 +110,7 @@ class BlockRotation(NamedTuple):
             raise ValueError(f"a block rotation of shape {tuple(cos.shape)} (B or 1, H or 1, N, "
                              f"{blocks} blocks * {b} * {b}) does not fit x of shape "
                              f"{tuple(x.shape)} (B, H, N, head_dim={blocks * b})")
-        if cos.device != x.device:
-            raise ValueError(f"the rotation is on {cos.device} but x is on {x.device}: make the "
-                             "positions on the device of the queries and keys")
+        check_rotation_device(cos, x)
         work = torch.promote_types(x.dtype, torch.float32)
         r = (cos + sin).to(work).unflatten(-1, (blocks, b, b))
         y = torch.einsum("...jxy,...jy->...jx", r, x.to(work).unflatten(-1, (blocks, b)))

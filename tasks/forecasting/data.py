@@ -896,6 +896,18 @@ def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
 
 
 # -- the data module ---------------------------------------------------------------------------
+def process_group_up() -> bool:
+    """Whether torch.distributed's process group is up (ranks to gather over)."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def distributed_rank() -> tuple[int, int]:
+    """``(rank, world size)`` of this process: torch.distributed's once initialized."""
+    if process_group_up():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
 #: Characters that make a ``data`` path a glob of Parquet files.
 GLOB_CHARACTERS = "*?["
 
@@ -1419,7 +1431,7 @@ class TimeSeriesDataModule(LightningDataModule):
         trainer = getattr(self, "trainer", None)
         if trainer is not None:
             return int(trainer.global_rank), int(trainer.world_size)
-        return _stream().distributed_rank()
+        return distributed_rank()
 
     def _dataset_windows(self, dataset: DatasetPanel, fitted: Fitted
                          ) -> dict[str, DatasetWindows]:

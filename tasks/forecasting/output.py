@@ -48,6 +48,7 @@ from .data import (
     check_unique_columns,
     fit,
     parse_length,
+    process_group_up,
     read_panel,
     scale_panel,
 )
@@ -324,11 +325,10 @@ class ForecastWriter(BasePredictionWriter):
 
 def _gather_to_rank_zero(rows: dict[str, np.ndarray], trainer: Any) -> list[dict]:
     """Every rank's rows on rank 0 (``[rows]`` without a process group; ``[]`` on others)."""
-    dist = torch.distributed
-    if trainer.world_size <= 1 or not (dist.is_available() and dist.is_initialized()):
+    if trainer.world_size <= 1 or not process_group_up():
         return [rows]
     parts: list[Any] | None = [None] * trainer.world_size if trainer.is_global_zero else None
-    dist.gather_object(rows, parts, dst=0)
+    torch.distributed.gather_object(rows, parts, dst=0)
     return parts or []
 
 

@@ -42,6 +42,7 @@ from .data import (
     check_unique_columns,
     fit_state,
     local_steps,
+    process_group_up,
     read_panel,
     scale_panel,
     series_moments,
@@ -400,7 +401,7 @@ def across_ranks(compute: Callable[[list[int]], list[tuple[int, Any]]], count: i
     order, on every rank (``all_gather_object``). An error on one rank is raised on all (one
     raising alone would leave the others in the gather). Without a process group this process
     computes every item."""
-    if world_size == 1 or not _process_group():
+    if world_size == 1 or not process_group_up():
         return [result for _, result in compute(list(range(count)))]
     mine = list(range(rank, count, world_size))
     try:
@@ -459,18 +460,6 @@ def subset_state(fitted: Fitted, index: np.ndarray) -> Fitted:
         loc=tuple(fitted.loc[i] for i in index), scale=tuple(fitted.scale[i] for i in index),
         series_start=tuple(fitted.series_start[i] for i in index) if fitted.series_start
         else ())
-
-
-def _process_group() -> bool:
-    """Whether torch.distributed's process group is up (ranks to gather over)."""
-    return torch.distributed.is_available() and torch.distributed.is_initialized()
-
-
-def distributed_rank() -> tuple[int, int]:
-    """``(rank, world size)`` of this process: torch.distributed's once initialized."""
-    if _process_group():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
 
 
 class DatasetWindows(IterableDataset):
