@@ -241,17 +241,16 @@ class Columns:
         return out
 
     def check_fitted(self, fitted: Fitted) -> None:
-        """``ValueError`` when ``fitted`` (a trained model's state) has other numbers of
-        channels per role or other static columns than these."""
-        for field, *_ in CHANNELS:
+        """``ValueError`` when ``fitted`` (a trained model's state) has other columns in a role
+        than these, by name or order: channels are scaled and read by position, series keys
+        are tuples in the order of ``series_columns``."""
+        for field in ("target_columns", "past_covariates", "future_covariates",
+                      "static_columns", "series_columns"):
             ours, theirs = getattr(self, field), getattr(fitted.columns, field)
-            if len(ours) != len(theirs):
+            if ours != theirs:
                 raise ValueError(f"the model was trained on {len(theirs)} {field} "
-                                 f"{list(theirs)}; this data has {len(ours)}: {list(ours)}")
-        if self.static_columns != fitted.columns.static_columns:
-            raise ValueError(f"the model was trained on static_columns "
-                             f"{list(fitted.columns.static_columns)}; this data has "
-                             f"{list(self.static_columns)}")
+                                 f"{list(theirs)}; this data has {len(ours)}: {list(ours)} "
+                                 "(the same names in the same order are needed)")
 
 
 # The data module arguments that build its Columns, in their order.
@@ -722,6 +721,23 @@ def median_step(panel: Panel) -> int:
     return int(np.median(within)) if len(within) else 0
 
 
+# Median steps this close (relative) are one sampling: a calendar month is 28 to 31 days, so
+# a short monthly span's median can be 30 days where the training's was 31.
+STEP_TOLERANCE = 0.1
+
+
+def check_step(fitted: Fitted, step_ns: int) -> None:
+    """``ValueError`` naming both steps when data of median step ``step_ns`` (ns) is not
+    sampled as ``fitted``'s (beyond :data:`STEP_TOLERANCE`); nothing to compare where either
+    is 0 (one observation per series)."""
+    known = fitted.step_ns
+    if known > 0 and step_ns > 0 and abs(step_ns - known) > STEP_TOLERANCE * max(step_ns, known):
+        raise ValueError(f"the model was trained on data sampled every {pd.Timedelta(known)} "
+                         f"(median step); this data's median step is {pd.Timedelta(step_ns)}: "
+                         "its windows, seasons and times to predict would be counted in the "
+                         "wrong step (resample the data, or train on this sampling)")
+
+
 def fit_state(columns: Columns, series_keys: tuple[tuple, ...],
               moments: tuple[np.ndarray, np.ndarray, np.ndarray], first_local: np.ndarray,
               train_end: int | None, known: Fitted | None = None, *,
@@ -736,11 +752,15 @@ def fit_state(columns: Columns, series_keys: tuple[tuple, ...],
         series_keys: the ``S`` keys (``known``'s first, then new ones).
         moments: :func:`series_moments` of the ``S`` series.
         first_local: ``(S,)`` int64 local ns of each series' first row (int64 min: none).
-        known: a trained model's state, kept; None: a new state of ``static``
-            (``Panel.static``), ``step_ns``, ``aware``, ``zone`` and the windows' lengths.
+        step_ns: the data's median local step (ns; 0: none).
+        known: a trained model's state, kept (``step_ns`` must be its step,
+            :func:`check_step`); None: a new state of ``static`` (``Panel.static``),
+            ``step_ns``, ``aware``, ``zone`` and the windows' lengths.
     """
     loc, scale = scaling_from_moments(*moments, columns, train_end, known)
-    if known is None:
+    if known is not None:
+        check_step(known, step_ns)
+    else:
         categories, stats = _fit_static(static or {}, columns)
         known = Fitted(columns, aware=aware, zone=zone, static_categories=categories,
                        static_stats=stats, step_ns=step_ns, context_length=context_length,
@@ -752,17 +772,19 @@ def fit_state(columns: Columns, series_keys: tuple[tuple, ...],
 
 
 def fit(panel: Panel, columns: Columns, train_end: int | None, known: Fitted | None = None,
-        *, context_length: int | str | None = None, horizon: int | str | None = None
-        ) -> Fitted:
+        *, step_ns: int | None = None, context_length: int | str | None = None,
+        horizon: int | str | None = None) -> Fitted:
     """The state fitted on the rows before ``train_end`` (UTC ns; None: every row).
 
     With a trained model's ``known`` state (never changed), its scaling, vocabularies, step,
     zone and windows stay; series new to it are scaled on their own rows before ``train_end``,
-    and each series starts at the earlier of ``known``'s start and its first row here.
+    and each series starts at the earlier of ``known``'s start and its first row here. The
+    data's sampling step is ``step_ns`` (None: the panel's :func:`median_step`); with
+    ``known`` it must be ``known``'s (:func:`check_step`).
     """
     return fit_state(columns, panel.series_keys, series_moments(panel, train_end),
                      panel.series_starts(), train_end, known, static=panel.static,
-                     step_ns=median_step(panel) if known is None else 0,
+                     step_ns=median_step(panel) if step_ns is None else step_ns,
                      aware=panel.zone is not None, zone=panel.zone,
                      context_length=context_length, horizon=horizon)
 

@@ -47,6 +47,7 @@ from .data import (
     batch_of_series,
     check_unique_columns,
     fit,
+    median_step,
     parse_length,
     process_group_up,
     read_panel,
@@ -508,7 +509,11 @@ def request_dataset(fitted: Fitted, history: pd.DataFrame,
         steps = check_positive_int(future, "future")
         queries = read_panel(future_times(past, seen, steps, ask), columns, seen, queries=True)
     panel, first_query = _combine(past, queries)
-    state = fit(panel, columns, None, fitted)
+    # The history's sampling, not that of the times asked for (any times may be).
+    try:
+        state = fit(panel, columns, None, fitted, step_ns=median_step(past))
+    except ValueError as err:
+        raise ValueError(f"history: {err}") from err
     panel = scale_panel(panel, state)
     wanted = np.flatnonzero(panel.lengths > 0)
     wanted = wanted[first_query[wanted] < panel.starts[wanted + 1]]

@@ -504,3 +504,66 @@ def test_other_data_that_the_model_s_fitted_state_cannot_read_is_refused(tmp_pat
     with pytest.raises(ValueError, match=r"the model was trained on 1 target_columns "
                                          r"\['value'\]; this data has 2"):
         _trainer(tmp_path).test(model, two, verbose=False)
+
+
+def _two_targets(seed: int = 0, n: int = 200, freq: str = "1h") -> pd.DataFrame:
+    """Two targets of very different levels (x near 10, y near 1000) and two covariates."""
+    frame = synthetic_series(n, columns=2, seed=seed, freq=freq).rename(
+        columns={"value": "x", "value2": "y"})
+    return frame.assign(y=frame["y"] * 100, p1=np.arange(n) % 7, p2=np.arange(n) % 5,
+                        f1=np.arange(n) % 3, f2=np.arange(n) % 2, id="a")
+
+
+@pytest.mark.parametrize("argument, trained, other", [
+    ("target_columns", ["x", "y"], ["y", "x"]),
+    ("target_columns", ["x", "y"], ["x", "p1"]),
+    ("past_covariates", ["p1", "p2"], ["p2", "p1"]),
+    ("future_covariates", ["f1", "f2"], ["f1", "p1"]),
+    ("series_column", ["id", "f2"], ["f2", "id"]),
+], ids=["targets-swapped", "target-renamed", "past-swapped", "future-renamed",
+        "series-swapped"])
+def test_data_whose_columns_differ_from_the_model_s_by_name_or_order_is_refused(
+        tmp_path, argument, trained, other):
+    # The model scales and reads channels by position: testing on ["y", "x"] with a model of
+    # ["x", "y"] would scale y (near 1000) by x's mean (near 10), silently.
+    frame = _two_targets()
+    base = {"target_columns": ["x", "y"], "context_length": 24, "horizon": 6, "stride": 6}
+    model = Forecaster(**TINY, num_targets=2)
+    model.fitted = TimeSeriesDataModule(frame, **{**base, argument: trained}).fitted
+    data = TimeSeriesDataModule(frame, **{**base, argument: other})
+    field = {"series_column": "series_columns"}.get(argument, argument)
+    message = (rf"^the model was trained on 2 {field} {re.escape(str(trained))}; this data has "
+               rf"2: {re.escape(str(other))}")
+    with pytest.raises(ValueError, match=message):
+        data.read_with(model.fitted)
+    with pytest.raises(ValueError, match=message):
+        _trainer(tmp_path).test(model, data, verbose=False)
+
+
+def test_data_sampled_at_another_step_is_refused_naming_both_steps(tmp_path):
+    hourly = synthetic_series(300)
+    lengths = {"context_length": 24, "horizon": 6, "stride": 6}
+    model = Forecaster(**TINY)
+    model.fitted = TimeSeriesDataModule(hourly, **lengths).fitted
+    half_hourly = synthetic_series(300, freq="30min")
+    message = (r"the model was trained on data sampled every 0 days 01:00:00 \(median step\); "
+               r"this data's median step is 0 days 00:30:00")
+    with pytest.raises(ValueError, match=message):
+        TimeSeriesDataModule(half_hourly, **lengths).read_with(model.fitted)
+    with pytest.raises(ValueError, match=message):
+        _trainer(tmp_path).test(model, TimeSeriesDataModule(half_hourly, **lengths),
+                                verbose=False)
+    with pytest.raises(ValueError, match=r"^history: " + message):
+        model.forecast(half_hourly)
+    # The same sampling with other values, a jitter or another span reads as before.
+    shifted = synthetic_series(300, seed=1, start="2022-03-01")
+    hour = pd.Timedelta("1h").value
+    assert TimeSeriesDataModule(shifted, **lengths).read_with(model.fitted).step_ns == hour
+    assert len(model.forecast(shifted, 3)) == 3
+    # Calendar months are 28 to 31 days: a short monthly history (median 30 days) is read by
+    # a model of a long one (median 31 days).
+    monthly = pd.DataFrame({"timestamp": pd.date_range("2000-01-01", periods=120, freq="MS"),
+                            "value": np.arange(120.0)})
+    model.fitted = TimeSeriesDataModule(monthly, context_length=12, horizon=3).fitted
+    assert model.fitted.step_ns == pd.Timedelta("31D").value
+    assert len(model.forecast(monthly[monthly.timestamp >= "2009-02-01"].head(4), 2)) == 2
