@@ -363,12 +363,31 @@ def _calendar_rule(times: pd.DatetimeIndex) -> pd.DateOffset | None:
     return best
 
 
+def _month_rule(times: pd.DatetimeIndex) -> pd.DateOffset | None:
+    """``DateOffset(months=k, day=d)`` when ``times`` (increasing) fall at most once a month,
+    each on day ``d`` of its month or the month's last day where it is shorter (the 31st: month
+    ends; the 30th: 28 February), at least half the gaps ``k`` months apart; else None. The day
+    is replaced, not carried: 30 January, 28 February, 30 March, ..."""
+    months = np.asarray(times.year * 12 + times.month, np.int64)
+    gaps = np.diff(months)
+    day = int(times.day.max())
+    if (gaps <= 0).any() or (np.asarray(times.day) != np.minimum(day, times.days_in_month)).any():
+        return None
+    multiple = int(np.gcd.reduce(gaps))
+    return pd.DateOffset(months=multiple, day=day) if np.mean(gaps == multiple) >= 0.5 else None
+
+
 def _calendar_offset(local: np.ndarray) -> pd.DateOffset | None:
-    """The calendar frequency of ``(N,)`` int64 naive wall-clock ns: ``pd.infer_freq``'s, else
-    :func:`_calendar_rule`'s; None for fewer than 3 times or a fixed duration (hours)."""
+    """The calendar frequency of ``(N,)`` int64 naive wall-clock ns at one time of day:
+    :func:`_month_rule`'s, else ``pd.infer_freq``'s, else :func:`_calendar_rule`'s; None for
+    fewer than 3 times or a fixed duration (hours)."""
     if len(local) < 3:
         return None
     times = pd.DatetimeIndex(local.view("M8[ns]"))
+    same_time_of_day = np.all(local % _DAY_NS == local[0] % _DAY_NS)
+    increasing = np.all(np.diff(local) > 0)
+    if same_time_of_day and increasing and (months := _month_rule(times)) is not None:
+        return months
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # pandas 4 will return an offset, not its text
@@ -378,8 +397,6 @@ def _calendar_offset(local: np.ndarray) -> pd.DateOffset | None:
     if freq is not None:
         offset = to_offset(freq)
         return None if isinstance(offset, pd.offsets.Tick) else offset
-    same_time_of_day = np.all(local % _DAY_NS == local[0] % _DAY_NS)
-    increasing = np.all(np.diff(local) > 0)
     return _calendar_rule(times) if same_time_of_day and increasing else None
 
 
@@ -388,8 +405,8 @@ def future_times(panel: Panel, fitted: Fitted, steps: int, ask: str = "as a Data
     """The next ``steps`` times of every series of a history panel: ``(S * steps)`` rows of the
     series and timestamp columns (``ask``: how the caller gives times instead, for errors).
 
-    A series on a calendar frequency (days, weeks, month ends, ...; also with gaps) continues
-    it in wall-clock time; otherwise the step is ``fitted.step_ns`` (whole days in wall-clock
+    A series on a calendar frequency (days, weeks, month ends, months on its own day of the
+    month, ...; also with gaps) continues it in wall-clock time; otherwise the step is ``fitted.step_ns`` (whole days in wall-clock
     time, shorter steps in real time)."""
     step = pd.Timedelta(fitted.step_ns)
     if step <= pd.Timedelta(0):

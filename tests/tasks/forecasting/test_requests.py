@@ -306,6 +306,30 @@ def test_calendar_steps_of_aware_data_in_a_named_zone_keep_its_wall_clock_across
     assert got == list(pd.date_range("2024-11-01", periods=3, freq="MS", tz="Europe/Berlin"))
 
 
+@pytest.mark.parametrize("start, months, tz", [
+    ("2005-01-10", 1, None),                # monthly on the 10th
+    ("2005-01-10 09:30", 3, None),          # quarterly on the 10th, at 09:30
+    ("2005-02-28", 12, None),               # yearly on 28 February (2008 is a leap year)
+    ("2004-02-29", 12, None),               # yearly on the leap day: 28 February between
+    ("2005-01-30", 1, None),                # the 30th: 28 or 29 February
+    ("2005-01-31", 1, None),                # the 31st: every month's end
+    ("2005-01-10", 1, "Europe/Berlin"),     # across DST: local midnight stays
+    ("2005-01-10 06:00", 1, "America/New_York"),
+], ids=["monthly-10th", "quarterly-10th", "yearly-feb-28", "yearly-feb-29", "monthly-30th",
+        "monthly-31st", "monthly-zone", "monthly-zone-6am"])
+def test_month_steps_keep_the_day_of_month_and_month_of_year_of_the_series(start, months, tz):
+    # pandas' DateOffset(months=n) from the first time keeps its day, clipped to a month's end.
+    first = pd.Timestamp(start)
+    wall = [first + pd.DateOffset(months=months * k) for k in range(40 + 3)]
+    stamps = pd.DatetimeIndex(wall[:40])
+    if tz is not None:
+        stamps = stamps.tz_localize(tz)
+    want = pd.DatetimeIndex(wall[40:])
+    if tz is not None:
+        want = want.tz_localize(tz)
+    assert _future(stamps, tz, 3) == list(want)
+
+
 def test_irregular_times_step_by_the_median_interval():
     rng = np.random.default_rng(0)
     jitter = pd.to_timedelta(rng.integers(0, 40, 80), unit="min")
