@@ -5,6 +5,7 @@ MAE, RMSE, MASE, RMSSE, sMAPE and wQL per series and aggregated, as GluonTS's ``
 
 from __future__ import annotations
 
+import bisect
 import datetime
 from collections.abc import Mapping, Sequence
 from numbers import Real
@@ -17,8 +18,9 @@ from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
-__all__ = ["LOSSES", "ForecastMetrics", "SeasonalError", "masked_point_loss", "natural_seasons",
-           "pinball", "quantile_loss", "season_label", "seasonal_naive", "seasonality_for_step"]
+__all__ = ["LOSSES", "ForecastMetrics", "SeasonalError", "interpolated_median",
+           "masked_point_loss", "median_position", "natural_seasons", "pinball", "quantile_loss",
+           "season_label", "seasonal_naive", "seasonality_for_step"]
 
 
 LOSSES = ("mae", "mse", "quantile")
@@ -294,6 +296,34 @@ def check_quantile_levels(levels: object, name: str = "quantiles") -> list[float
     if not floats or any(not 0 < q < 1 for q in floats) or sorted(set(floats)) != floats:
         raise ValueError(f"{name} must be increasing levels in (0, 1), got {list(levels)}")
     return floats
+
+
+def median_position(levels: Sequence[float], name: str = "quantiles"
+                    ) -> tuple[int, int, float]:
+    """Where the median lies among quantile ``levels`` (checked by
+    :func:`check_quantile_levels`): ``(i, j, w)``, the median of quantiles ``q`` being
+    ``(1 - w) * q[i] + w * q[j]``, linear in the level between the nearest levels below and
+    above 0.5 as GluonTS's ``QuantileForecast.quantile(0.5)`` (``i == j``, ``w = 0`` at 0.5).
+    ``ValueError`` for levels all on one side of 0.5, where GluonTS extrapolates a tail."""
+    levels = check_quantile_levels(levels, name)
+    above = bisect.bisect_left(levels, 0.5)
+    if above < len(levels) and levels[above] == 0.5:
+        return above, above, 0.0
+    if above in (0, len(levels)):
+        raise ValueError(f"{name}={levels} must include 0.5 or levels on both sides of it: the "
+                         "point forecast is their median, interpolated between the nearest "
+                         "levels below and above 0.5 (GluonTS's QuantileForecast.quantile)")
+    low, high = levels[above - 1], levels[above]
+    return above - 1, above, (0.5 - low) / (high - low)
+
+
+def interpolated_median(quantiles: Tensor, position: tuple[int, int, float]) -> Tensor:
+    """``(..., Q)`` quantiles -> ``(...)`` their median at ``position``
+    (:func:`median_position`)."""
+    i, j, weight = position
+    if i == j:  # a level of 0.5: that quantile exactly (lerp of inf and inf would be NaN)
+        return quantiles[..., i]
+    return torch.lerp(quantiles[..., i], quantiles[..., j], weight)
 
 
 _STATES = ("series", "abs_error", "squared_error", "points", "abs_target", "unscored",

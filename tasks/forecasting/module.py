@@ -28,7 +28,9 @@ from .metrics import (
     LOSSES,
     ForecastMetrics,
     check_quantile_levels,
+    interpolated_median,
     masked_point_loss,
+    median_position,
     quantile_loss,
     season_label,
     seasonal_naive,
@@ -82,7 +84,9 @@ class Forecaster(LightningModule):
             :func:`~posenc.temporal.timestamps.parse_time_unit`) counted on the local wall
             clock. ``"M"`` is refused as ambiguous.
         loss: ``mae``, ``mse`` or ``quantile``.
-        quantiles: levels for the quantile loss; the one closest to 0.5 is the point forecast.
+        quantiles: levels for the quantile loss, including 0.5 or levels on both sides of it:
+            the point forecast (and the metrics') is their median, interpolated linearly in the
+            level as GluonTS's ``QuantileForecast.quantile(0.5)``.
         naive_seasons: seasons of the seasonal-naive baselines as durations (``["1D", "7D"]``;
             linked from the data module), None or ``[]`` for none. Evaluation logs each one's
             metrics beside the model's on the same points (``test/mae_naive_7d``, ...) and the
@@ -158,6 +162,7 @@ class Forecaster(LightningModule):
         check_choice(loss, "loss", LOSSES)
         if loss == "quantile":
             quantiles = check_quantile_levels([0.1, 0.5, 0.9] if quantiles is None else quantiles)
+            median_position(quantiles)  # refused here, before the network is built
         elif quantiles:
             raise ValueError(f"quantiles={quantiles} need loss='quantile', got loss={loss!r}")
         unit = parse_time_unit(time_unit, "time_unit")
@@ -188,7 +193,8 @@ class Forecaster(LightningModule):
         # (in checkpoints, for forecast() and for the data it is tested on).
         self.fitted: Fitted | None = None
         self._data_fitted: Fitted | None = None  # what the trainer's data reads with
-        self.point_index = int((self.quantiles - 0.5).abs().argmin())
+        # The point forecast: the outputs' median (GluonTS's), interpolated between levels.
+        self.median_at = median_position(quantiles or [0.5])
         # The model's and the seasonal-naive baselines' errors on the same windows, by suffix.
         levels = quantiles if loss == "quantile" else None
         self.metrics = nn.ModuleDict({
@@ -286,7 +292,8 @@ class Forecaster(LightningModule):
         args = (target, batch["target_observed"], series, context_observed, batch["seasonal_error"])
         quantile = self.hparams.loss == "quantile"
         metrics = self.metrics[stage]
-        metrics["model"].update(pred[..., self.point_index], *args, pred if quantile else None)
+        metrics["model"].update(interpolated_median(pred, self.median_at), *args,
+                                pred if quantile else None)
         for suffix, season_ns in self.naive_seasons.items():
             naive = seasonal_naive(batch["context_time"], context, context_observed,
                                    batch["context_valid"], batch["target_time"], season_ns,
@@ -367,7 +374,7 @@ class Forecaster(LightningModule):
             valid = valid & batch["real"][:, None]
         return {"series": series, "origin": batch["context_time"].gather(1, last)[:, 0],
                 "time": batch["target_time"], "valid": valid,
-                "prediction": pred[..., self.point_index], "quantiles": pred}
+                "prediction": interpolated_median(pred, self.median_at), "quantiles": pred}
 
     @torch.no_grad()
     def forecast(self, history: pd.DataFrame, future: pd.DataFrame | int | None = None, *,

@@ -567,3 +567,35 @@ def test_data_sampled_at_another_step_is_refused_naming_both_steps(tmp_path):
     model.fitted = TimeSeriesDataModule(monthly, context_length=12, horizon=3).fitted
     assert model.fitted.step_ns == pd.Timedelta("31D").value
     assert len(model.forecast(monthly[monthly.timestamp >= "2009-02-01"].head(4), 2)) == 2
+
+
+@pytest.mark.parametrize("levels, below, above", [
+    ([0.2, 0.7], 0, 1), ([0.1, 0.3, 0.6, 0.9], 1, 2), ([0.25, 0.5, 0.75], 1, 1)])
+def test_the_point_forecast_is_the_median_interpolated_between_the_quantiles(
+        datamodule, tmp_path, levels, below, above):
+    # GluonTS's QuantileForecast.quantile(0.5) between levels x1 < 0.5 < x2:
+    # (x2 - 0.5) / (x2 - x1) * y1 + (0.5 - x1) / (x2 - x1) * y2 (y1 itself at x1 = 0.5).
+    seed_everything(0)
+    model = Forecaster(loss="quantile", quantiles=levels, **TINY)
+    [result] = _trainer(tmp_path).validate(model, datamodule, verbose=False)
+    x1, x2 = levels[below], levels[above]
+    weight = 0.0 if below == above else (0.5 - x1) / (x2 - x1)
+    model.eval()
+    errors = []
+    with torch.no_grad():
+        for batch in datamodule.val_dataloader():
+            out = model.predict_step(batch)
+            quantiles = out["quantiles"].double()
+            median = (1 - weight) * quantiles[..., below] + weight * quantiles[..., above]
+            torch.testing.assert_close(out["prediction"].double(), median, rtol=1e-6,
+                                       atol=1e-5)
+            truth = batch["target_value"] * batch["scale"][:, None] + batch["loc"][:, None]
+            errors.append((median - truth)[batch["target_observed"]])
+    assert result["val/mae"] == pytest.approx(torch.cat(errors).abs().mean().item(), rel=1e-4)
+
+
+@pytest.mark.parametrize("levels", [[0.6, 0.9], [0.1, 0.2], [0.1]])
+def test_quantile_levels_that_do_not_bracket_the_median_are_refused(levels):
+    with pytest.raises(ValueError, match=rf"^quantiles={re.escape(str(levels))} must include "
+                                         r"0\.5 or levels on both sides of it"):
+        Forecaster(loss="quantile", quantiles=levels, **TINY)
