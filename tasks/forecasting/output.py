@@ -406,8 +406,8 @@ def future_times(panel: Panel, fitted: Fitted, steps: int, ask: str = "as a Data
     series and timestamp columns (``ask``: how the caller gives times instead, for errors).
 
     A series on a calendar frequency (days, weeks, month ends, months on its own day of the
-    month, ...; also with gaps) continues it in wall-clock time; otherwise the step is ``fitted.step_ns`` (whole days in wall-clock
-    time, shorter steps in real time)."""
+    month, ...; also with gaps) continues it in wall-clock time; otherwise the step is
+    ``fitted.step_ns`` (whole days in wall-clock time, shorter steps in real time)."""
     step = pd.Timedelta(fitted.step_ns)
     if step <= pd.Timedelta(0):
         raise ValueError(f"the training data had no sampling step (a single observation per "
