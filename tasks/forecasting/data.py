@@ -356,6 +356,9 @@ class Panel:
         utc, local: ``(N,)`` int64 ns: real time, and local wall-clock time.
         values: ``(N, C + P + K)`` raw targets, past and future covariates (float64, NaN =
             missing); float32 and scaled after :func:`scale_panel`.
+        targets: ``(N, C)`` float32 targets in data units as read (NaN = missing), after
+            :func:`scale_panel`: what forecasts are scored on, exact where the data are (an
+            unscaled 0 can come back 1e-8 off, and sMAPE counts 0/0 points).
         starts: ``(S + 1,)`` int64: series ``s`` is rows ``starts[s]:starts[s + 1]``.
         rows: ``(N,)`` int64: each row's position in the table (for messages).
         series_keys: the ``S`` series keys: a trained model's first, then any new ones.
@@ -373,6 +376,7 @@ class Panel:
     series_keys: tuple[tuple, ...] = ((),)
     zone: str | None = None
     static: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    targets: np.ndarray | None = None
     static_real: np.ndarray | None = None
     static_cat: np.ndarray | None = None
 
@@ -825,8 +829,8 @@ def _encode_static(panel: Panel, fitted: Fitted, source: str | None
 
 def scale_panel(panel: Panel, fitted: Fitted, source: str | None = None) -> Panel:
     """The panel scaled by ``fitted`` (values ``(x - loc) / scale`` per series and channel, as
-    float32; static columns standardized and coded); ``ValueError`` for a value that does not
-    fit float32 once scaled."""
+    float32, the targets kept in data units as ``targets``; static columns standardized and
+    coded); ``ValueError`` for a value that does not fit float32 once scaled."""
     values = panel.values
     series = panel.series_of_rows()
     loc, scale = np.asarray(fitted.loc), np.asarray(fitted.scale)
@@ -846,19 +850,23 @@ def scale_panel(panel: Panel, fitted: Fitted, source: str | None = None) -> Pane
                          f"loc={loc[s, c]:.3g}, scale={scale[s, c]:.3g} (the training spread "
                          "is too small for it)")
     static_real, static_cat = _encode_static(panel, fitted, source)
-    return dataclasses.replace(panel, values=scaled, static_real=static_real, static_cat=static_cat)
+    targets = values[:, :len(fitted.columns.target_columns)].astype(np.float32)
+    return dataclasses.replace(panel, values=scaled, targets=targets, static_real=static_real,
+                               static_cat=static_cat)
 
 
 def batch_of_series(utc: np.ndarray, local: np.ndarray, values: np.ndarray,
                     context_rows: np.ndarray, target_rows: np.ndarray, fitted: Fitted,
-                    static_real: np.ndarray, static_cat: np.ndarray) -> dict[str, Tensor]:
+                    static_real: np.ndarray, static_cat: np.ndarray, *, targets: np.ndarray
+                    ) -> dict[str, Tensor]:
     """Scaled rows of ``B`` windows, one after another (``context_rows[b]`` then
     ``target_rows[b]`` rows) -> their batch, by :class:`~.windows.WindowDataset` as every
-    batch; ``fitted`` gives the channel layout, ``(B, C)`` scaling and ``(B,)`` starts."""
+    batch; ``fitted`` gives the channel layout, ``(B, C)`` scaling and ``(B,)`` starts;
+    ``targets``: the rows' ``(N, C)`` targets in data units (``Panel.targets``)."""
     ends = np.cumsum(context_rows + target_rows)
     starts = np.concatenate(([0], ends)).astype(np.int64)
     panel = Panel(utc=utc, local=local, values=values, starts=starts, rows=np.arange(len(utc)),
-                  static_real=static_real, static_cat=static_cat)
+                  targets=targets, static_real=static_real, static_cat=static_cat)
     rows = np.stack((starts[:-1], starts[:-1] + context_rows, starts[1:]), 1)
     windows = WindowIndex(offsets=np.arange(len(rows) + 1, dtype=np.int64), rows=rows)
     return WindowDataset(panel, fitted, windows).__getitems__(np.arange(len(rows)))
@@ -897,13 +905,15 @@ def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
             value = item[f"{prefix}_{key}"]
             parts.append(value if observed is None else
                          value.masked_fill(~item[f"{prefix}_{observed}"], np.nan))
-        return [item[f"{prefix}_time"], item[f"{prefix}_local"], torch.cat(parts, -1)]
+        raw = item[f"{prefix}_raw"].masked_fill(~item[f"{prefix}_observed"], np.nan)
+        return [item[f"{prefix}_time"], item[f"{prefix}_local"], torch.cat(parts, -1), raw]
 
     def stack(key: str) -> np.ndarray:
         return torch.stack([item[key] for item in items]).numpy(force=True)
 
     rows = [side(item, prefix) for item in items for prefix in ("context", "target")]
-    utc, local, values = (torch.cat(parts).numpy(force=True) for parts in zip(*rows, strict=True))
+    utc, local, values, raw = (torch.cat(parts).numpy(force=True)
+                               for parts in zip(*rows, strict=True))
     count = [np.array([len(item[f"{p}_time"]) for item in items]) for p in ("context", "target")]
     # The items' values are scaled already: the covariates' scaling is not read again.
     covariates = np.zeros((len(items), len(columns.channels) - channels))
@@ -911,7 +921,7 @@ def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
                     **{name: tuple(map(tuple, np.hstack((stack(name), covariates)).tolist()))
                        for name in ("loc", "scale")})
     batch = batch_of_series(utc, local, values, *count, fitted, stack("static_real"),
-                            stack("static_cat"))
+                            stack("static_cat"), targets=raw)
     batch["series"] = torch.from_numpy(stack("series"))
     batch["seasonal_error"] = torch.from_numpy(stack("seasonal_error"))  # of whole histories
     return batch

@@ -285,8 +285,8 @@ class Forecaster(LightningModule):
         size = batch["target_valid"].shape[0]
         self.log(f"{stage}/loss", loss, sync_dist=True, prog_bar=stage == "val", batch_size=size)
         pred = self._forecast_units(pred, batch)
-        target = self._unscale(batch["target_value"], batch)
-        context = self._unscale(batch["context_value"], batch)
+        # Scored on the data as read: unscale(scale(0)) can be 1e-8, not a 0/0 point of sMAPE.
+        target, context = batch["target_raw"], batch["context_raw"]
         context_observed = batch["context_observed"]
         series = batch.get("series", torch.zeros(size, dtype=torch.int64, device=pred.device))
         args = (target, batch["target_observed"], series, context_observed, batch["seasonal_error"])

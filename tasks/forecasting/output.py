@@ -656,9 +656,12 @@ def make_batch(
                          "scaled by loc/scale")
     # One series: no covariates, no static attributes.
     nc, nh = len(ctx[0]), len(qry[0])
-    values = np.concatenate((scaled, np.full((nh, channels), np.nan, np.float32)))
+    unknown = np.full((nh, channels), np.nan, np.float32)
+    targets = np.concatenate((values, unknown)).astype(np.float32)
+    values = np.concatenate((scaled, unknown))
     fitted = Fitted(Columns("time", [f"value_{c}" for c in range(channels)]),
                     loc=(tuple(loc),), scale=(tuple(scale),), series_start=(int(ctx[1][0]),))
     return batch_of_series(np.concatenate((ctx[0], qry[0])), np.concatenate((ctx[1], qry[1])),
                            values, np.array([nc]), np.array([nh]), fitted,
-                           np.zeros((1, 0), np.float32), np.zeros((1, 0), np.int64))
+                           np.zeros((1, 0), np.float32), np.zeros((1, 0), np.int64),
+                           targets=targets)

@@ -545,7 +545,8 @@ class DatasetWindows(IterableDataset):
         batch = batch_of_series(np.array([0, 1], np.int64), np.array([0, 1], np.int64),
                                 np.zeros((2, width), np.float32), np.array([1]), np.array([1]),
                                 state, np.zeros((1, len(state.static_real_columns)), np.float32),
-                                np.zeros((1, len(state.static_cat_columns)), np.int64))
+                                np.zeros((1, len(state.static_cat_columns)), np.int64),
+                                targets=np.zeros((2, len(state.columns.target_columns))))
         for key in [k for k in batch if k.startswith("target_") and batch[k].dtype == torch.bool
                     and k != "target_valid"]:
             batch[key] = torch.zeros_like(batch[key])

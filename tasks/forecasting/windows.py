@@ -9,6 +9,8 @@ key                     shape / dtype    meaning
 ``context_local``       (B, Nc) int64    local wall-clock time as naive nanoseconds
 ``context_value``       (B, Nc, C) f32   scaled values (0 where missing)
 ``context_observed``    (B, Nc, C) bool  value present
+``context_raw``         (B, Nc, C) f32   the values in data units as read (0 where missing):
+                                         what is scored, exact where the data are
 ``context_valid``       (B, Nc) bool     real token (False = padding)
 ``context_fields``      (B, Nc, F) i32   calendar fields of the local time, one column per
                                          name of ``posenc.temporal.calendar.FIELDS``
@@ -23,7 +25,8 @@ key                     shape / dtype    meaning
                                          observation (the origin of its age)
 ``seasonal_error``      (B, C, 2) f32    mean ``|y[t] - y[t-m]|`` and ``(y[t] - y[t-m])^2``
                                          of the series' history before the origin, in data
-                                         units (MASE/RMSSE denominators; NaN: undefined)
+                                         units as read (MASE/RMSSE denominators; NaN:
+                                         undefined)
 ======================  ===============  ===============================================
 """
 
@@ -175,7 +178,8 @@ class WindowDataset(Dataset):
     a list of indexes (:meth:`__getitems__`) a whole padded batch (keys: module docstring).
 
     Args:
-        panel: the scaled :class:`~posenc.tasks.forecasting.data.Panel`.
+        panel: the scaled :class:`~posenc.tasks.forecasting.data.Panel` (with its
+            ``targets`` in data units).
         fitted: its :class:`~posenc.tasks.forecasting.data.Fitted` state: the channel layout
             of ``panel.values``, the targets' scaling and each series' start.
         windows: this split's :class:`WindowIndex`.
@@ -189,6 +193,10 @@ class WindowDataset(Dataset):
         self.groups = fitted.columns.groups()
         self.utc, self.local = panel.utc, panel.local
         self.values = np.ascontiguousarray(panel.values, np.float32)
+        if panel.targets is None:
+            raise ValueError("panel.targets is None: a WindowDataset needs the targets in data "
+                             "units (a panel scaled by scale_panel has them)")
+        self.targets = np.ascontiguousarray(panel.targets, np.float32)
         self.loc, self.scale = fitted.target_scaling()
         self.static_real = np.asarray(panel.static_real, np.float32)
         self.static_cat = np.asarray(panel.static_cat, np.int64)
@@ -197,9 +205,9 @@ class WindowDataset(Dataset):
             raise ValueError(f"fitted.series_start must hold one start per series "
                              f"({panel.num_series}), got shape {self.series_start.shape}")
         self.windows = windows
-        # The targets' seasonal errors in scaled units; a difference scales by ``scale``.
-        first, end = next((first, end) for key, _, _, first, end in self.groups if key == "value")
-        self.seasonal_error = SeasonalError(self.values[:, first:end], panel.starts, seasonality)
+        self.target_slice = next(slice(first, end) for key, _, _, first, end in self.groups
+                                 if key == "value")
+        self.seasonal_error = SeasonalError(self.targets, panel.starts, seasonality)
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -212,15 +220,17 @@ class WindowDataset(Dataset):
                  "static_real": torch.from_numpy(self.static_real[series]),
                  "static_cat": torch.from_numpy(self.static_cat[series]),
                  "series_start_local": torch.from_numpy(self.series_start[series])}
-        scale = self.scale[series].astype(np.float64)[..., None] ** np.array([1.0, 2.0])
         batch["seasonal_error"] = torch.from_numpy(
-            (self.seasonal_error(series, t0) * scale).astype(np.float32))
+            self.seasonal_error(series, t0).astype(np.float32))
         for side, (a, b) in (("context", (c0, t0)), ("target", (t0, t1))):
             rows, valid = _gather(a, b)
             local = self.local[rows]
             values = self.values[rows]
             present = ~np.isnan(values) & valid[..., None]
             values = np.where(present, values, 0.0).astype(np.float32)
+            targets = present[..., self.target_slice]
+            batch[f"{side}_raw"] = torch.from_numpy(
+                np.where(targets, self.targets[rows], 0.0).astype(np.float32))
             batch[f"{side}_valid"] = torch.from_numpy(valid)
             batch[f"{side}_time"] = torch.from_numpy(self.utc[rows])
             batch[f"{side}_local"] = torch.from_numpy(local)

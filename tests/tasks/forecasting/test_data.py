@@ -265,7 +265,7 @@ def test_make_batch_is_the_data_module_s_batch_of_the_same_window(series):
     assert set(made) == set(batch)
     made["series_start_local"] = batch["series_start_local"]  # the request's age origin
     made["seasonal_error"] = batch["seasonal_error"]  # of the history given: here the context
-    for key in set(batch) - {"target_value", "target_observed"}:
+    for key in set(batch) - {"target_value", "target_raw", "target_observed"}:
         torch.testing.assert_close(made[key], batch[key], rtol=0, atol=1e-6, msg=key)
     assert not made["target_observed"].any() and batch["target_observed"].any()
 

@@ -599,3 +599,38 @@ def test_quantile_levels_that_do_not_bracket_the_median_are_refused(levels):
     with pytest.raises(ValueError, match=rf"^quantiles={re.escape(str(levels))} must include "
                                          r"0\.5 or levels on both sides of it"):
         Forecaster(loss="quantile", quantiles=levels, **TINY)
+
+
+def test_naive_smape_leaves_out_points_where_the_data_and_the_naive_are_both_zero(tmp_path):
+    # Hourly counts, mostly zero, whose mean and spread do not round-trip 0 in float32:
+    # scored on unscale(scale(y)), a 0/0 point became about 1e-7/1e-7 and counted as 0.
+    rng = np.random.default_rng(14)
+    n = 24 * 20
+    stamps = pd.date_range("2021-01-01", periods=n, freq="1h")
+    frame = pd.concat([pd.DataFrame({"id": key, "timestamp": stamps,
+                                     "value": rng.poisson(rate, n) * 1.0})
+                       for key, rate in (("a", 0.3), ("b", 0.7))], ignore_index=True)
+    dm = TimeSeriesDataModule(frame, series_column="id", context_length=48, horizon=12,
+                              stride=12, season="1D", batch_size=16)
+    # The premise: 0 scaled in float64 to float32 (scale_panel), unscaled in float32 (a batch)
+    zero = ((0 - np.asarray(dm.fitted.loc)) / np.asarray(dm.fitted.scale)).astype(np.float32)
+    loc, scale = dm.fitted.target_scaling()
+    assert (zero * scale + loc != 0).all()
+    model = Forecaster(naive_seasons=dm.naive_seasons, **TINY)
+    [result] = _trainer(tmp_path).test(model, dm, verbose=False)
+    # GluonTS's sMAPE of the naive y[t - 24 h] from the table: per (window, target) the mean of
+    # 2 |y - yhat| / (|y| + |yhat|) over points with a non-zero denominator, then the mean of
+    # the rows that have one.
+    panel = dm.panel()
+    series, _, t0, t1 = dm.windows("test").locate(np.arange(len(dm.windows("test"))))
+    values = frame["value"].to_numpy()[panel.rows]
+    rows, both_zero = [], 0
+    for a, b in zip(t0, t1, strict=True):
+        truth, naive = values[a:b], values[a - 24:b - 24]
+        kept = (np.abs(truth) + np.abs(naive)) > 0
+        both_zero += int((~kept).sum())
+        if kept.any():
+            rows.append(np.mean(2 * np.abs(truth - naive)[kept]
+                                / (np.abs(truth) + np.abs(naive))[kept]))
+    assert set(series.tolist()) == {0, 1} and both_zero > 20
+    assert result["test/smape_naive_1d"] == pytest.approx(np.mean(rows), rel=1e-6)
