@@ -555,6 +555,10 @@ def test_data_sampled_at_another_step_is_refused_naming_both_steps(tmp_path):
                                 verbose=False)
     with pytest.raises(ValueError, match=r"^history: " + message):
         model.forecast(half_hourly)
+    (tmp_path / "parts").mkdir()  # a Parquet dataset: the state is fitted chunk by chunk
+    half_hourly.to_parquet(tmp_path / "parts" / "part-0.parquet")
+    with pytest.raises(ValueError, match=message):
+        TimeSeriesDataModule(tmp_path / "parts", **lengths).read_with(model.fitted)
     # The same sampling with other values, a jitter or another span reads as before.
     shifted = synthetic_series(300, seed=1, start="2022-03-01")
     hour = pd.Timedelta("1h").value
