@@ -465,6 +465,9 @@ def test_two_ddp_processes_see_each_window_once_per_epoch_and_agree_with_one(wri
     from pathlib import Path
 
     frame, path, dataset = written
+    stale = tmp_path / "forecasts" / "part-00002.parquet"  # an earlier 3-rank run's forecasts
+    stale.parent.mkdir()
+    frame.head().to_parquet(stale)
     script = Path(__file__).with_name("stream_ddp.py")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, str(script), dataset, str(tmp_path)], cwd=tmp_path,
@@ -501,7 +504,8 @@ def test_two_ddp_processes_see_each_window_once_per_epoch_and_agree_with_one(wri
     for key, value in one.items():
         if not key.endswith("/loss"):
             np.testing.assert_allclose(got[key], value, rtol=2e-5, err_msg=key)
-    # One forecast file per rank, together every series once, as one process's forecast().
+    # One forecast file per rank (the stale one removed: overwrite), together every series
+    # once, as one process's forecast().
     parts = sorted((tmp_path / "forecasts").glob("part-*.parquet"))
     assert [p.name for p in parts] == ["part-00000.parquet", "part-00001.parquet"]
     got = pd.concat([pd.read_parquet(p) for p in parts]).sort_values(["store", "time"])
