@@ -108,9 +108,9 @@ class ParquetFiles:
                              "is read as Parquet (a CSV is read in memory: give its path)")
         return cls(text, tuple(files), base)
 
-    def open(self) -> Any:
-        """The files as a ``pyarrow.dataset.Dataset`` (hive partition folders such as
-        ``region=north/`` become columns), with :attr:`schema` where set."""
+    def open(self, hive: bool = True) -> Any:
+        """The files as a ``pyarrow.dataset.Dataset`` (with ``hive``, partition folders such
+        as ``region=north/`` become columns), with :attr:`schema` where set."""
         import fsspec
         import pyarrow.dataset as ds
         from fsspec.implementations.local import LocalFileSystem
@@ -118,28 +118,33 @@ class ParquetFiles:
         fs, _ = fsspec.core.url_to_fs(self.data)
         return ds.dataset(list(self.paths), schema=self.schema, format="parquet",
                           filesystem=None if isinstance(fs, LocalFileSystem) else fs,
-                          partitioning="hive", partition_base_dir=self.base)
+                          partitioning="hive" if hive else None,
+                          partition_base_dir=self.base if hive else None)
 
     def conform(self, needed: list[str]) -> ParquetFiles:
         """These files with rows, read with one type per column of ``needed``: the type of
         that column in the concatenated table (:func:`_common_type`). Reads every file's
         footer. ``ValueError`` naming the file and the column where a file lacks a column
-        (a hive partition key counts as one) or no one table holds its values."""
+        (a hive partition key counts as one), holds a hive key's column too, or no one table
+        holds its values."""
         import pyarrow as pa
 
-        dataset = self.open()
         # Hive keys, from the folder names (pyarrow's partitioning schema is the whole
-        # dataset's when there are none); their types are pyarrow's, inferred from the values.
+        # dataset's when there are none).
         keys = {step.split("=", 1)[0] for path in self.paths if self.base is not None
                 for step in posixpath.relpath(path, self.base).split("/")[:-1] if "=" in step}
-        partitions = [field for field in dataset.schema if field.name in keys]
         read = [name for name in dict.fromkeys(needed) if name not in keys]
         kept, typed = [], {name: [] for name in read}
-        for fragment in dataset.get_fragments():
+        for fragment in self.open(hive=False).get_fragments():  # each file's own columns
             if not fragment.metadata.num_rows:
                 continue  # an empty file adds no rows, so none of its types
             schema, path = fragment.physical_schema, fragment.path
             check_unique_columns(schema.names, f"{path!r} (a file of data={self.data!r})")
+            clash = sorted(keys & set(schema.names))
+            if clash:
+                raise ValueError(f"column {clash[0]!r} is in {path!r} and in its folder names "
+                                 f"({clash[0]}=...) (files of data={self.data!r}): a hive key "
+                                 "is a column of its folders only; keep one")
             for name in read:
                 if name not in schema.names:
                     raise ValueError(f"column {name!r} not found in {path!r} (a file of "
@@ -150,9 +155,12 @@ class ParquetFiles:
         if not kept:
             raise ValueError(f"data={self.data!r} has no rows ({len(self.paths)} Parquet files, "
                              "all empty)")
+        files = dataclasses.replace(self, paths=tuple(kept))
+        # The keys' types are pyarrow's, inferred from the folder names.
+        partitions = [field for field in files.open().schema if field.name in keys]
         fields = [pa.field(name, _common_type(name, typed[name], self.data)) for name in read]
         fields += [pa.field(f.name, _values(f.type)) for f in partitions]
-        return dataclasses.replace(self, paths=tuple(kept), schema=pa.schema(fields))
+        return dataclasses.replace(files, schema=pa.schema(fields))
 
 
 def _hidden(path: str, base: str) -> bool:
@@ -231,6 +239,8 @@ class DatasetPanel:
         lengths: ``(S,)`` int64 rows per series.
         span: ``(first, last)`` UTC ns of the whole dataset.
         aware: whether the timestamps are tz-aware.
+        zone: the zone aware timestamps are read in: the concatenated column's (text in
+            several UTC offsets parses to UTC, in every chunk); None if naive.
         chunks: lists of consecutive series indexes, each read at once.
         files: the files and their schema (reopened in each process: datasets do not pickle).
         first_time: ``(S,)`` int64 UTC ns of each series' first row (after :meth:`fit`).
@@ -246,6 +256,7 @@ class DatasetPanel:
     lengths: np.ndarray
     span: tuple[int, int]
     aware: bool
+    zone: str | None
     chunks: list[np.ndarray]
     files: ParquetFiles
     first_time: np.ndarray | None = None
@@ -295,6 +306,8 @@ class DatasetPanel:
         counts = [part["count"] for part in scanned]
         lo, hi = min(p["lo"] for p in scanned), max(p["hi"] for p in scanned)
         aware, total = scanned[0]["aware"], sum(p["rows"] for p in scanned)
+        zones = {part["zone"] for part in scanned}
+        zone = zones.pop() if len(zones) == 1 else "UTC"
         if series_columns:
             # (series, row group, rows) for every series in every row group.
             frame = pa.concat_tables(counts).to_pandas()
@@ -321,7 +334,7 @@ class DatasetPanel:
         by_series = np.lexsort((group, code))
         groups = (np.concatenate(([0], np.cumsum(np.bincount(code, minlength=len(keys)))))
                   .astype(np.int64), group[by_series])
-        return cls(text, columns, tuple(keys), rows, (lo, hi), bool(aware),
+        return cls(text, columns, tuple(keys), rows, (lo, hi), bool(aware), zone,
                    _chunks(rows, chunk_rows), files, groups=groups)
 
     def frame(self, series: np.ndarray) -> pd.DataFrame:
@@ -345,10 +358,13 @@ class DatasetPanel:
         row_groups = _row_groups(self.dataset, self.__dict__)
         own = self._own_groups()
         chosen = set(int(s) for s in series)
-        tables = [row_groups[g].to_table(
-            schema=schema, columns=_needed(self.columns),
-            filter=None if own[g] <= chosen else expression) for g in wanted_groups]
+        tables = [_read_group(row_groups[g], schema, _needed(self.columns), self.data,
+                              None if own[g] <= chosen else expression) for g in wanted_groups]
         frame = pa.concat_tables(tables).to_pandas()
+        if self.zone is not None:  # a chunk's own offsets may parse to another zone
+            time = self.columns.timestamp_column
+            frame[time] = parse_timestamps(frame[time], time, self.data,
+                                           self.columns.timestamp_format).tz_convert(self.zone)
         if len(names) > 1:  # the filter above holds every combination of the values
             wanted = pd.MultiIndex.from_tuples(keys, names=names)
             frame = frame[pd.MultiIndex.from_frame(frame[names]).isin(wanted)]
@@ -387,7 +403,7 @@ class DatasetPanel:
                 "first_local": panel.series_starts(), "first_time": panel.utc[panel.starts[:-1]],
                 "before": np.stack([np.bincount(series, panel.utc < t, len(index))
                                     for t in split_times], 1),
-                "static": panel.static, "zone": panel.zone,
+                "static": panel.static,
                 "steps": np.unique(within, return_counts=True)}
 
     def fit(self, train_end: int, split_times: tuple[int, int], known: Fitted | None, *,
@@ -412,9 +428,8 @@ class DatasetPanel:
         self.before = np.zeros((num, 2), np.int64)
         static: dict[str, np.ndarray] = {}
         steps: Counter = Counter()
-        zone = None
         for part in across_ranks(fit_chunks, len(self.chunks), rank, world_size):
-            index, zone = part["index"], part["zone"]
+            index = part["index"]
             for total, value in zip(moments, part["moments"], strict=True):
                 total[index] = value
             first_local[index] = part["first_local"]
@@ -429,7 +444,7 @@ class DatasetPanel:
         self.split_times = tuple(split_times)
         return fit_state(self.columns, self.series_keys, tuple(moments), first_local, train_end,
                          known, static=static, step_ns=_median(steps), aware=self.aware,
-                         zone=zone, context_length=context_length, horizon=horizon)
+                         zone=self.zone, context_length=context_length, horizon=horizon)
 
     def slots(self, lo: int, hi: int, lengths: tuple[int, int, int], by_time: bool
               ) -> np.ndarray:
@@ -474,15 +489,36 @@ def _needed(columns: Columns) -> list[str]:
             *columns.static_columns]
 
 
+def _read_group(group: Any, schema: Any, names: list[str], data: str, where: Any = None
+                ) -> Any:
+    """Columns ``names`` of a row group as an Arrow table of the dataset's ``schema`` (rows
+    matching the expression ``where``, if given). ``ValueError`` naming the file and the
+    column whose values that type cannot hold (an int64 beyond 2**53 beside floats)."""
+    import pyarrow as pa
+
+    try:
+        return group.to_table(schema=schema, columns=names, filter=where)
+    except pa.ArrowInvalid as err:
+        for name in names:  # the column at fault, read alone
+            try:
+                group.to_table(schema=schema, columns=[name])
+            except pa.ArrowInvalid:
+                raise ValueError(f"column {name!r} of {group.path!r} (a file of data={data!r}) "
+                                 f"does not fit {schema.field(name).type}, the type the files "
+                                 f"share: {err}") from None
+        raise
+
+
 def _scan_group(group: Any, g: int, schema: Any, columns: Columns, text: str
                 ) -> dict[str, Any] | None:
     """What row group ``g`` adds to :meth:`DatasetPanel.scan`: ``count`` (an Arrow table of
     its series' row counts and ``g``; None without series columns), the first and last UTC
-    ns, whether its timestamps are aware, its rows and file; None for an empty row group."""
+    ns, whether its timestamps are aware and their zone, its rows and file; None for an empty
+    row group."""
     import pyarrow as pa
 
     series_columns = list(columns.series_columns)
-    table = group.to_table(schema=schema, columns=[*series_columns, columns.timestamp_column])
+    table = _read_group(group, schema, [*series_columns, columns.timestamp_column], text)
     if not table.num_rows:
         return None
     count = None
@@ -500,7 +536,7 @@ def _scan_group(group: Any, g: int, schema: Any, columns: Columns, text: str
         utc = (index.tz_convert("UTC").tz_localize(None) if aware else index
                ).as_unit("ns").asi8
     return {"count": count, "lo": int(utc.min()), "hi": int(utc.max()), "aware": aware,
-            "rows": table.num_rows, "file": group.path}
+            "zone": str(index.tz) if aware else None, "rows": table.num_rows, "file": group.path}
 
 
 def across_ranks(compute: Callable[[list[int]], list[tuple[int, Any]]], count: int,

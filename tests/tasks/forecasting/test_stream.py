@@ -402,6 +402,24 @@ def test_a_folder_reads_as_its_concatenated_table(tmp_path, layout):
                      windows_of(memory._loader(memory.datasets[split])))
 
 
+def test_text_times_with_an_offset_per_file_read_in_the_whole_columns_zone(tmp_path):
+    """Text timestamps, each series' file in its own fixed UTC offset: the concatenated column
+    parses to UTC, so every chunk reads its local times in UTC, not in its own offset."""
+    files = {}
+    for s, (store, rows) in enumerate(panel_frame(seed=5, num_series=4).groupby("store")):
+        local = rows["time"].dt.tz_convert(f"Etc/GMT-{s + 1}")
+        files[f"{store}.parquet"] = rows.assign(time=local.dt.strftime("%Y-%m-%d %H:%M:%S%z"))
+    root = write_files(tmp_path, files)
+    memory = TimeSeriesDataModule(visible_table(files), **{**ARGS, "tz": None})
+    lazy = TimeSeriesDataModule(root, **{**ARGS, "tz": None, "chunk_rows": 150})
+    memory.setup("fit")
+    lazy.setup("fit")
+    assert memory.fitted.zone == "UTC"
+    assert lazy.fitted == memory.fitted
+    for split in ("train", "test"):
+        same_windows(windows_of(lazy._loader(lazy.datasets[split])),
+                     windows_of(memory._loader(memory.datasets[split])))
+
 def test_hidden_files_are_skipped_in_a_glob_and_an_fsspec_url_too(tmp_path):
     import fsspec
 
@@ -432,6 +450,8 @@ def _refused(case: str) -> tuple[list[pd.DataFrame], str]:
                       r"column 'sales' not found in .*part-2\.parquet"),
         "no_covariate": ([parts[0].drop(columns="temp"), *parts[1:]],
                          r"column 'temp' not found in .*part-0\.parquet"),
+        "huge_int": ([parts[0].assign(sales=2**53 + 1 + np.arange(len(parts[0]))), *parts[1:]],
+                     r"column 'sales' of .*part-0\.parquet.* does not fit double"),
         "text_target": ([parts[0], parts[1].assign(sales=parts[1]["sales"].astype(str)),
                          parts[2]], r"column 'sales' is double in .*part-0\.parquet.* but "
                                     r"large_string in .*part-1\.parquet"),
@@ -439,7 +459,7 @@ def _refused(case: str) -> tuple[list[pd.DataFrame], str]:
 
 
 @pytest.mark.parametrize("case", ["naive", "naive_text", "no_target", "no_covariate",
-                                  "text_target"])
+                                  "huge_int", "text_target"])
 def test_files_no_table_reads_as_one_are_refused_naming_the_file_and_column(tmp_path, case):
     files, message = _refused(case)
     if case.startswith("naive"):  # the in-memory path refuses the concatenated table too
@@ -447,6 +467,15 @@ def test_files_no_table_reads_as_one_are_refused_naming_the_file_and_column(tmp_
             TimeSeriesDataModule(pd.concat(files, ignore_index=True), **ARGS).setup("fit")
     root = write_files(tmp_path, {f"part-{i}.parquet": p for i, p in enumerate(files)})
     with pytest.raises(ValueError, match=message):
+        TimeSeriesDataModule(root, **ARGS).setup("fit")
+
+
+def test_a_hive_key_that_is_also_a_files_column_is_refused_naming_both(tmp_path):
+    frame = panel_frame(seed=5, num_series=4)
+    root = write_files(tmp_path, {f"store={store}/part.parquet": rows
+                                  for store, rows in frame.groupby("store")})
+    with pytest.raises(ValueError, match=r"column 'store' is in .*store=s00/part\.parquet' and "
+                                         r"in its folder names \(store=\.\.\.\)"):
         TimeSeriesDataModule(root, **ARGS).setup("fit")
 
 def test_fitted_round_trips_and_a_known_state_is_kept(written):
