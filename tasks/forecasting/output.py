@@ -314,12 +314,13 @@ class ForecastWriter(BasePredictionWriter):
         ours = sorted({f for found, _ in ranks for f in found})
         others = sorted({f for _, other in ranks for f in other})
         where = f"ForecastWriter path={str(self.path)!r}"
+        if others == [str(self.path)]:  # a file where a folder is due, or the reverse
+            kind = "a folder (per_rank=True)" if self.per_rank else "a .csv or .parquet file"
+            raise ValueError(f"{where} exists and is not {kind}: choose another path")
         if others:
-            problem = (f"{others[0]!r} is not a part file of this writer, and "
-                       "pd.read_parquet(path) would read it with the forecasts: choose an empty "
-                       "or new folder" if self.per_rank
-                       else "a folder, not a file: give a .csv or .parquet file path")
-            raise ValueError(f"{where}: {problem}")
+            raise ValueError(f"{where}: {others[0]!r} is not a part file of this writer, and "
+                             "pd.read_parquet(path) would read it with the forecasts: choose an "
+                             "empty or new folder")
         if ours and not self.overwrite:
             more = f" and {len(ours) - 1} more" if len(ours) > 1 else ""
             raise ValueError(

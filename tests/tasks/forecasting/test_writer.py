@@ -219,6 +219,12 @@ def test_writer_never_replaces_a_forecasts_file_unless_told(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(path), _expected(point))
     with pytest.raises(TypeError, match="overwrite must be a bool"):
         ForecastWriter(path, overwrite="yes")
+    (tmp_path / "folder.csv").mkdir()
+    with pytest.raises(ValueError, match="folder.csv' exists and is not a .csv or .parquet file"):
+        _predict(point, tmp_path, tmp_path / "folder.csv", overwrite=True)
+    (tmp_path / "notes").write_text("")
+    with pytest.raises(ValueError, match=r"notes' exists and is not a folder \(per_rank=True\)"):
+        _predict(point, tmp_path, tmp_path / "notes", per_rank=True, overwrite=True)
 
 
 def test_per_rank_writer_leaves_no_earlier_part_files(tmp_path):
