@@ -61,6 +61,7 @@ __all__ = ["ORIGIN_COLUMN", "ForecastWriter", "forecast_frame", "future_times", 
 
 ORIGIN_COLUMN = "forecast_origin"
 FORECAST_SUFFIXES = (".csv", ".parquet", ".pq")
+_PART_FILE = re.compile(r"part-\d{5,}\.parquet")  # ForecastWriter(per_rank=True)'s files
 _REQUIRED = ("series", "time", "valid", "prediction")
 _NAT = np.iinfo(np.int64).min
 
@@ -274,18 +275,24 @@ class ForecastWriter(BasePredictionWriter):
     The layout comes from the predict dataset's ``fitted`` (it knows series new to the model),
     else ``pl_module.fitted``, and ``pl_module.quantile_levels``. Under DDP rank 0 gathers and
     writes. With ``per_rank=True`` ``path`` is a folder and each rank writes its own forecasts
-    to ``part-{rank:05d}.parquet`` there (``pd.read_parquet(path)`` reads them as one). In a
-    config::
+    to ``part-{rank:05d}.parquet`` there (``pd.read_parquet(path)`` reads them as one).
+
+    Forecasts already at ``path`` are never replaced unless ``overwrite=True``: before
+    predicting, every rank refuses (``ValueError`` naming the path); with ``overwrite`` a
+    per-rank folder's part files are removed first (a run with more ranks may have left some),
+    and a per-rank folder holding any other file a reader would read is refused. In a config
+    (one path per kind of forecast, e.g. future and backtest)::
 
         trainer:
           callbacks:
             - class_path: posenc.tasks.ForecastWriter
-              init_args: {path: forecasts/test.csv}
+              init_args: {path: forecasts/test.csv, overwrite: false}
     """
 
-    def __init__(self, path: str, per_rank: bool = False) -> None:
+    def __init__(self, path: str, per_rank: bool = False, overwrite: bool = False) -> None:
         super().__init__(write_interval="epoch")
         self.per_rank = check_bool(per_rank, "per_rank")
+        self.overwrite = check_bool(overwrite, "overwrite")
         if self.per_rank:
             if not isinstance(path, (str, os.PathLike)):
                 raise TypeError(f"ForecastWriter path must be a folder path (str), got "
@@ -296,6 +303,54 @@ class ForecastWriter(BasePredictionWriter):
                                  "path is a folder (one Parquet file per rank), not a file")
         else:
             self.path = _forecast_path(path, "ForecastWriter path")
+
+    def on_predict_start(self, trainer: Any, pl_module: Any) -> None:
+        """Refuse to replace forecasts at ``path`` unless ``overwrite``, on every rank before
+        any prediction (one rank raising alone would hang the others at the gather); with
+        ``overwrite``, each node's first process removes the part files it sees and the
+        ranks wait for it."""
+        # The gathered file is rank 0's alone; every rank writes a part file of its own.
+        local = self._existing() if self.per_rank or trainer.is_global_zero else ([], [])
+        ranks = _on_every_rank(local, trainer)
+        ours = sorted({f for found, _ in ranks for f in found})
+        others = sorted({f for _, other in ranks for f in other})
+        where = f"ForecastWriter path={str(self.path)!r}"
+        if others == [str(self.path)]:  # a file where a folder is due, or the reverse
+            kind = "a folder (per_rank=True)" if self.per_rank else "a .csv or .parquet file"
+            raise ValueError(f"{where} exists and is not {kind}: choose another path")
+        if others:
+            raise ValueError(f"{where}: {others[0]!r} is not a part file of this writer, and "
+                             "pd.read_parquet(path) would read it with the forecasts: choose an "
+                             "empty or new folder")
+        if ours and not self.overwrite:
+            more = f" and {len(ours) - 1} more" if len(ours) > 1 else ""
+            raise ValueError(
+                f"{where} already holds forecasts ({ours[0]!r}{more}), which are never "
+                "replaced without a word: choose another path (the ForecastWriter's "
+                "init_args.path in the config, or --trainer.callbacks.init_args.path=...) or "
+                "pass overwrite=True (init_args.overwrite: true) to replace them")
+        if self.per_rank and ours:
+            if trainer.local_rank == 0:
+                for part in local[0]:
+                    Path(part).unlink(missing_ok=True)
+            trainer.strategy.barrier("ForecastWriter")
+
+    def _existing(self) -> tuple[list[str], list[str]]:
+        """What this process sees at ``path``: ``(forecasts this writer would replace, other
+        files in the way)``; a per-rank folder's names starting with ``.`` or ``_`` are
+        skipped, as readers skip them."""
+        if not self.path.exists():
+            return [], []
+        if not (self.per_rank and self.path.is_dir()):  # a file, or a folder where one is due
+            replaced = self.path.is_file() and not self.per_rank
+            return ([str(self.path)], []) if replaced else ([], [str(self.path)])
+        ours, others = [], []
+        for entry in sorted(self.path.iterdir()):
+            if entry.name.startswith((".", "_")):
+                continue
+            part = entry.is_file() and _PART_FILE.fullmatch(entry.name) is not None
+            (ours if part else others).append(str(entry))
+        return ours, others
 
     def write_on_epoch_end(self, trainer: Any, pl_module: Any, predictions: Sequence[Any],
                            batch_indices: Sequence[Any]) -> None:
@@ -322,6 +377,16 @@ class ForecastWriter(BasePredictionWriter):
             merged = {key: np.concatenate([part[key] for part in gathered]) for key in rows}
             write_forecasts(_table(merged, fitted, levels), self.path)
         trainer.strategy.barrier("ForecastWriter")
+
+
+def _on_every_rank(value: Any, trainer: Any) -> list[Any]:
+    """Every rank's ``value``, in rank order, on every rank (``[value]`` without a process
+    group)."""
+    if trainer.world_size <= 1 or not process_group_up():
+        return [value]
+    values: list[Any] = [None] * trainer.world_size
+    torch.distributed.all_gather_object(values, value)
+    return values
 
 
 def _gather_to_rank_zero(rows: dict[str, np.ndarray], trainer: Any) -> list[dict]:

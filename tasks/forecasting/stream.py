@@ -2,9 +2,11 @@
 
 A :class:`~posenc.tasks.forecasting.data.TimeSeriesDataModule` given a directory, a glob or an
 fsspec URL (``s3://bucket/panel/``, ``memory://``) of Parquet files reads it with
-``pyarrow.dataset``, never as one table: :meth:`DatasetPanel.scan` reads the series and
-timestamp columns (keys, row counts, span); chunks of consecutive series (at most ``chunk_rows``
-rows, or one longer series) go through the in-memory path's ``read_panel`` and ``scale_panel``;
+``pyarrow.dataset``, never as one table, yet as the table ``pd.concat`` makes of its files
+(:class:`ParquetFiles`: hidden names skipped, one type per column, or an error naming the file
+and the column): :meth:`DatasetPanel.scan` reads the series and timestamp columns (keys, row
+counts, span); chunks of consecutive series (at most ``chunk_rows`` rows, or one longer
+series) go through the in-memory path's ``read_panel`` and ``scale_panel``;
 :meth:`DatasetPanel.fit` makes the same ``Fitted`` as ``fit`` on the whole table (every fitted
 number is per series, or combined from them in series order); :class:`DatasetWindows` yields one
 split's batches chunk by chunk. Under DDP both passes are shared (:func:`across_ranks`) and
@@ -19,6 +21,7 @@ import dataclasses
 import math
 import os
 import pickle
+import posixpath
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -49,40 +52,168 @@ from .data import (
 )
 from .windows import WindowDataset, count_plan, count_windows, duration_windows, origins_from_first
 
-__all__ = ["CHUNK_ROWS", "DatasetPanel", "DatasetWindows", "open_dataset"]
+__all__ = ["CHUNK_ROWS", "DatasetPanel", "DatasetWindows", "ParquetFiles"]
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 _NAT = np.iinfo(np.int64).min
 
 
-def open_dataset(data: str | os.PathLike) -> Any:
-    """A directory, glob or fsspec URL of Parquet files -> a ``pyarrow.dataset.Dataset``
-    (hive partition folders such as ``region=north/`` become columns)."""
-    import fsspec
-    import pyarrow.dataset as ds
-    from fsspec.implementations.local import LocalFileSystem
+@dataclasses.dataclass(frozen=True)
+class ParquetFiles:
+    """The Parquet files of a dataset and the one schema they are read with: the dataset reads
+    as the table ``pd.concat`` makes of its files, or is refused naming a file and a column.
 
-    text = os.fspath(data)
-    fs, path = fsspec.core.url_to_fs(text)
-    if any(c in path for c in GLOB_CHARACTERS):
-        files = sorted(f for f in fs.glob(path) if fs.isfile(f))
-        first = min(path.find(c) for c in GLOB_CHARACTERS if c in path)
-        base = path[:first].rsplit("/", 1)[0] or "/"
-    elif fs.isdir(path):
-        files = sorted(f for f in fs.find(path) if f.lower().endswith(PARQUET_SUFFIXES))
-        base = path
-    else:
-        files, base = ([path] if fs.isfile(path) else []), None
-    if not files:
-        raise FileNotFoundError(f"data={text!r}: no Parquet files found (expected a directory, "
-                                "a glob or a URL of .parquet files)")
-    bad = [f for f in files if not f.lower().endswith(PARQUET_SUFFIXES)]
-    if bad:
-        raise ValueError(f"data={text!r} matches {bad[0]!r}, not a .parquet file: a dataset is "
-                         "read as Parquet (a CSV is read in memory: give its path)")
-    return ds.dataset(files, format="parquet",
-                      filesystem=None if isinstance(fs, LocalFileSystem) else fs,
-                      partitioning="hive", partition_base_dir=base)
+    Attributes:
+        data: the directory, glob or fsspec URL as given.
+        paths: the files, sorted; below ``base``, names starting with ``.`` or ``_`` are
+            skipped at every level (pyarrow's and ``pd.read_parquet``'s rule: Spark's
+            ``_temporary/``, Jupyter's ``.ipynb_checkpoints/``); after :meth:`conform`, only
+            files with rows.
+        base: the folder hive partitions (``region=north/``) are read below; None for one file.
+        schema: a ``pyarrow.Schema`` of the columns read (:meth:`conform`); None: pyarrow's,
+            the first file's.
+    """
+
+    data: str
+    paths: tuple[str, ...]
+    base: str | None
+    schema: Any = None
+
+    @classmethod
+    def find(cls, data: str | os.PathLike) -> ParquetFiles:
+        """The Parquet files of a directory, glob or URL. ``FileNotFoundError`` without one,
+        ``ValueError`` for a glob matching other files."""
+        import fsspec
+
+        text = os.fspath(data)
+        fs, path = fsspec.core.url_to_fs(text)
+        if any(c in path for c in GLOB_CHARACTERS):
+            found = sorted(f for f in fs.glob(path) if fs.isfile(f))
+            first = min(path.find(c) for c in GLOB_CHARACTERS if c in path)
+            base = path[:first].rsplit("/", 1)[0] or "/"
+        elif fs.isdir(path):
+            found = sorted(f for f in fs.find(path) if f.lower().endswith(PARQUET_SUFFIXES))
+            base = path
+        else:
+            found, base = ([path] if fs.isfile(path) else []), None
+        files = [f for f in found if base is None or not _hidden(f, base)]
+        if not files:
+            skipped = (f" ({len(found)} skipped: below {base!r}, names that start with '.' or "
+                       "'_' are not data)" if found else "")
+            raise FileNotFoundError(f"data={text!r}: no Parquet files found{skipped} (expected "
+                                    "a directory, a glob or a URL of .parquet files)")
+        bad = [f for f in files if not f.lower().endswith(PARQUET_SUFFIXES)]
+        if bad:
+            raise ValueError(f"data={text!r} matches {bad[0]!r}, not a .parquet file: a dataset "
+                             "is read as Parquet (a CSV is read in memory: give its path)")
+        return cls(text, tuple(files), base)
+
+    def open(self, hive: bool = True) -> Any:
+        """The files as a ``pyarrow.dataset.Dataset`` (with ``hive``, partition folders such
+        as ``region=north/`` become columns), with :attr:`schema` where set."""
+        import fsspec
+        import pyarrow.dataset as ds
+        from fsspec.implementations.local import LocalFileSystem
+
+        fs, _ = fsspec.core.url_to_fs(self.data)
+        return ds.dataset(list(self.paths), schema=self.schema, format="parquet",
+                          filesystem=None if isinstance(fs, LocalFileSystem) else fs,
+                          partitioning="hive" if hive else None,
+                          partition_base_dir=self.base if hive else None)
+
+    def conform(self, needed: list[str]) -> ParquetFiles:
+        """These files with rows, read with one type per column of ``needed``: the type of
+        that column in the concatenated table (:func:`_common_type`). Reads every file's
+        footer. ``ValueError`` naming the file and the column where a file lacks a column
+        (a hive partition key counts as one), holds a hive key's column too, or no one table
+        holds its values."""
+        import pyarrow as pa
+
+        # Hive keys, from the folder names (pyarrow's partitioning schema is the whole
+        # dataset's when there are none).
+        keys = {step.split("=", 1)[0] for path in self.paths if self.base is not None
+                for step in posixpath.relpath(path, self.base).split("/")[:-1] if "=" in step}
+        read = [name for name in dict.fromkeys(needed) if name not in keys]
+        kept, typed = [], {name: [] for name in read}
+        for fragment in self.open(hive=False).get_fragments():  # each file's own columns
+            if not fragment.metadata.num_rows:
+                continue  # an empty file adds no rows, so none of its types
+            schema, path = fragment.physical_schema, fragment.path
+            check_unique_columns(schema.names, f"{path!r} (a file of data={self.data!r})")
+            clash = sorted(keys & set(schema.names))
+            if clash:
+                raise ValueError(f"column {clash[0]!r} is in {path!r} and in its folder names "
+                                 f"({clash[0]}=...) (files of data={self.data!r}): a hive key "
+                                 "is a column of its folders only; keep one")
+            for name in read:
+                if name not in schema.names:
+                    raise ValueError(f"column {name!r} not found in {path!r} (a file of "
+                                     f"data={self.data!r}); it has columns {schema.names}: "
+                                     "every file of a dataset holds every column read")
+                typed[name].append((path, schema.field(name).type))
+            kept.append(path)
+        if not kept:
+            raise ValueError(f"data={self.data!r} has no rows ({len(self.paths)} Parquet files, "
+                             "all empty)")
+        files = dataclasses.replace(self, paths=tuple(kept))
+        # The keys' types are pyarrow's, inferred from the folder names.
+        partitions = [field for field in files.open().schema if field.name in keys]
+        fields = [pa.field(name, _common_type(name, typed[name], self.data)) for name in read]
+        fields += [pa.field(f.name, _values(f.type)) for f in partitions]
+        return dataclasses.replace(files, schema=pa.schema(fields))
+
+
+def _hidden(path: str, base: str) -> bool:
+    """Whether a name on the way from ``base`` to the file ``path`` starts with ``.`` or
+    ``_``."""
+    return any(step.startswith((".", "_"))
+               for step in posixpath.relpath(path, base).split("/"))
+
+
+_TIME_UNITS = ("s", "ms", "us", "ns")
+
+
+def _values(kind: Any) -> Any:
+    """A dictionary type's value type (a pandas categorical's values), else ``kind``."""
+    import pyarrow as pa
+
+    return kind.value_type if pa.types.is_dictionary(kind) else kind
+
+
+def _common_type(name: str, typed: list[tuple[str, Any]], data: str) -> Any:
+    """The Arrow type of column ``name`` in the table ``pd.concat`` makes of files with the
+    ``(file, type)`` pairs ``typed``: categoricals as their values; all-null files take the
+    others' type; integers with floats are float64 and strings large (Arrow's permissive
+    promotion); timestamps in the finest unit, in UTC where the zones differ (as the
+    in-memory path reads a column of several zones). ``ValueError`` naming the column and two
+    files where no one type holds the values: tz-naive beside tz-aware, text beside numbers."""
+    import pyarrow as pa
+
+    common = first = None
+    for path, kind in typed:
+        kind = _values(kind)
+        if pa.types.is_null(kind):
+            continue
+        if common is None:
+            common, first = kind, path
+            continue
+        if pa.types.is_timestamp(common) and pa.types.is_timestamp(kind):
+            if (common.tz is None) != (kind.tz is None):
+                aware, naive = (first, path) if kind.tz is None else (path, first)
+                raise ValueError(f"timestamp column {name!r} is tz-aware in {aware!r} and "
+                                 f"tz-naive in {naive!r} (files of data={data!r}); one table "
+                                 "of both mixes tz-naive and tz-aware values: use one form")
+            unit = max(common.unit, kind.unit, key=_TIME_UNITS.index)
+            common = pa.timestamp(unit, common.tz if common.tz == kind.tz else "UTC")
+            continue
+        try:
+            common = pa.unify_schemas([pa.schema([(name, common)]), pa.schema([(name, kind)])],
+                                      promote_options="permissive").field(name).type
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            raise ValueError(f"column {name!r} is {common} in {first!r} but {kind} in {path!r} "
+                             f"(files of data={data!r}); no one type holds both: write the "
+                             "column with one type") from None
+    return pa.null() if common is None else common
 
 
 def _row_groups(dataset: Any, cache: dict | None = None) -> list[Any]:
@@ -97,27 +228,21 @@ def _row_groups(dataset: Any, cache: dict | None = None) -> list[Any]:
     return groups
 
 
-def _decoded(table: Any) -> Any:
-    """An Arrow table with its dictionary columns (hive partitions) decoded to their values."""
-    import pyarrow as pa
-
-    columns = [column.cast(column.type.value_type) if pa.types.is_dictionary(column.type)
-               else column for column in table.columns]
-    return pa.table(columns, names=table.column_names)
-
-
 @dataclasses.dataclass
 class DatasetPanel:
     """A Parquet dataset's series, read chunk by chunk (:meth:`scan` builds it).
 
     Attributes:
-        data: the path, glob or URL (reopened in each process: datasets do not pickle).
+        data: the path, glob or URL.
         columns: the column roles.
         series_keys: the ``S`` keys, sorted (a trained model's first where it has some).
         lengths: ``(S,)`` int64 rows per series.
         span: ``(first, last)`` UTC ns of the whole dataset.
         aware: whether the timestamps are tz-aware.
+        zone: the zone aware timestamps are read in: the concatenated column's (text in
+            several UTC offsets parses to UTC, in every chunk); None if naive.
         chunks: lists of consecutive series indexes, each read at once.
+        files: the files and their schema (reopened in each process: datasets do not pickle).
         first_time: ``(S,)`` int64 UTC ns of each series' first row (after :meth:`fit`).
         before: ``(S, 2)`` int64 rows of each series before the two ``split_times`` (after
             :meth:`fit`).
@@ -131,7 +256,9 @@ class DatasetPanel:
     lengths: np.ndarray
     span: tuple[int, int]
     aware: bool
+    zone: str | None
     chunks: list[np.ndarray]
+    files: ParquetFiles
     first_time: np.ndarray | None = None
     before: np.ndarray | None = None
     split_times: tuple[int, int] | None = None
@@ -146,7 +273,7 @@ class DatasetPanel:
     @property
     def dataset(self) -> Any:
         if "_dataset" not in self.__dict__:
-            self.__dict__["_dataset"] = open_dataset(self.data)
+            self.__dict__["_dataset"] = self.files.open()
         return self.__dict__["_dataset"]
 
     @classmethod
@@ -159,16 +286,11 @@ class DatasetPanel:
         import pyarrow as pa
 
         text = os.fspath(data)
-        dataset = open_dataset(text)
-        names = list(dataset.schema.names)
-        check_unique_columns(names, f"data={text!r}")
-        for name in _needed(columns):
-            if name not in names:
-                raise ValueError(f"column {name!r} not found; the dataset data={text!r} has "
-                                 f"columns {names}")
         if columns.ambiguous == "infer":
             raise ValueError("ambiguous='infer' reads the order of a whole table; a Parquet "
                              "dataset is read in chunks: give ambiguous='earliest' or 'latest'")
+        files = ParquetFiles.find(text).conform(_needed(columns))
+        dataset = files.open()
         series_columns = list(columns.series_columns)
         row_groups = _row_groups(dataset)
         scanned = across_ranks(
@@ -176,18 +298,19 @@ class DatasetPanel:
                           if (part := _scan_group(row_groups[g], g, dataset.schema, columns,
                                                   text)) is not None],
             len(row_groups), rank, world_size)
-        if not scanned:
-            raise ValueError(f"data={text!r} has no rows (columns {names})")
-        if len({part["aware"] for part in scanned}) > 1:
-            raise ValueError(f"timestamp column {columns.timestamp_column!r} is tz-aware "
-                             f"in some files of data={text!r} and tz-naive in others; "
-                             "use one form")
+        aware_in = {part["aware"]: part["file"] for part in scanned}
+        if len(aware_in) > 1:  # text timestamps (a timestamp type is checked per file)
+            raise ValueError(f"timestamp column {columns.timestamp_column!r} is tz-aware in "
+                             f"{aware_in[True]!r} and tz-naive in {aware_in[False]!r} (files "
+                             f"of data={text!r}); use one form")
         counts = [part["count"] for part in scanned]
         lo, hi = min(p["lo"] for p in scanned), max(p["hi"] for p in scanned)
         aware, total = scanned[0]["aware"], sum(p["rows"] for p in scanned)
+        zones = {part["zone"] for part in scanned}
+        zone = zones.pop() if len(zones) == 1 else "UTC"
         if series_columns:
             # (series, row group, rows) for every series in every row group.
-            frame = _decoded(pa.concat_tables(counts)).to_pandas()
+            frame = pa.concat_tables(counts).to_pandas()
             unique = frame[series_columns].drop_duplicates().reset_index(drop=True)
             codes, keys = _series_codes(unique, columns.series_columns, None, None)
             unique["_code"] = codes
@@ -211,8 +334,8 @@ class DatasetPanel:
         by_series = np.lexsort((group, code))
         groups = (np.concatenate(([0], np.cumsum(np.bincount(code, minlength=len(keys)))))
                   .astype(np.int64), group[by_series])
-        return cls(text, columns, tuple(keys), rows, (lo, hi), bool(aware),
-                   _chunks(rows, chunk_rows), groups=groups)
+        return cls(text, columns, tuple(keys), rows, (lo, hi), bool(aware), zone,
+                   _chunks(rows, chunk_rows), files, groups=groups)
 
     def frame(self, series: np.ndarray) -> pd.DataFrame:
         """The raw rows of some series (``(k,)`` indexes): only the row groups that hold
@@ -228,18 +351,20 @@ class DatasetPanel:
                                                   for s in series]))
         expression = None
         for j, name in enumerate(names):
-            kind = schema.field(name).type
-            kind = kind.value_type if pa.types.is_dictionary(kind) else kind
-            values = pa.array(sorted({key[j] for key in keys}, key=repr), type=kind)
+            values = pa.array(sorted({key[j] for key in keys}, key=repr),
+                              type=schema.field(name).type)
             term = pc.field(name).isin(values)
             expression = term if expression is None else expression & term
         row_groups = _row_groups(self.dataset, self.__dict__)
         own = self._own_groups()
         chosen = set(int(s) for s in series)
-        tables = [row_groups[g].to_table(
-            schema=schema, columns=_needed(self.columns),
-            filter=None if own[g] <= chosen else expression) for g in wanted_groups]
-        frame = _decoded(pa.concat_tables(tables)).to_pandas()
+        tables = [_read_group(row_groups[g], schema, _needed(self.columns), self.data,
+                              None if own[g] <= chosen else expression) for g in wanted_groups]
+        frame = pa.concat_tables(tables).to_pandas()
+        if self.zone is not None:  # a chunk's own offsets may parse to another zone
+            time = self.columns.timestamp_column
+            frame[time] = parse_timestamps(frame[time], time, self.data,
+                                           self.columns.timestamp_format).tz_convert(self.zone)
         if len(names) > 1:  # the filter above holds every combination of the values
             wanted = pd.MultiIndex.from_tuples(keys, names=names)
             frame = frame[pd.MultiIndex.from_frame(frame[names]).isin(wanted)]
@@ -278,7 +403,7 @@ class DatasetPanel:
                 "first_local": panel.series_starts(), "first_time": panel.utc[panel.starts[:-1]],
                 "before": np.stack([np.bincount(series, panel.utc < t, len(index))
                                     for t in split_times], 1),
-                "static": panel.static, "zone": panel.zone,
+                "static": panel.static,
                 "steps": np.unique(within, return_counts=True)}
 
     def fit(self, train_end: int, split_times: tuple[int, int], known: Fitted | None, *,
@@ -303,9 +428,8 @@ class DatasetPanel:
         self.before = np.zeros((num, 2), np.int64)
         static: dict[str, np.ndarray] = {}
         steps: Counter = Counter()
-        zone = None
         for part in across_ranks(fit_chunks, len(self.chunks), rank, world_size):
-            index, zone = part["index"], part["zone"]
+            index = part["index"]
             for total, value in zip(moments, part["moments"], strict=True):
                 total[index] = value
             first_local[index] = part["first_local"]
@@ -320,7 +444,7 @@ class DatasetPanel:
         self.split_times = tuple(split_times)
         return fit_state(self.columns, self.series_keys, tuple(moments), first_local, train_end,
                          known, static=static, step_ns=_median(steps), aware=self.aware,
-                         zone=zone, context_length=context_length, horizon=horizon)
+                         zone=self.zone, context_length=context_length, horizon=horizon)
 
     def slots(self, lo: int, hi: int, lengths: tuple[int, int, int], by_time: bool
               ) -> np.ndarray:
@@ -365,23 +489,44 @@ def _needed(columns: Columns) -> list[str]:
             *columns.static_columns]
 
 
+def _read_group(group: Any, schema: Any, names: list[str], data: str, where: Any = None
+                ) -> Any:
+    """Columns ``names`` of a row group as an Arrow table of the dataset's ``schema`` (rows
+    matching the expression ``where``, if given). ``ValueError`` naming the file and the
+    column whose values that type cannot hold (an int64 beyond 2**53 beside floats)."""
+    import pyarrow as pa
+
+    try:
+        return group.to_table(schema=schema, columns=names, filter=where)
+    except pa.ArrowInvalid as err:
+        for name in names:  # the column at fault, read alone
+            try:
+                group.to_table(schema=schema, columns=[name])
+            except pa.ArrowInvalid:
+                raise ValueError(f"column {name!r} of {group.path!r} (a file of data={data!r}) "
+                                 f"does not fit {schema.field(name).type}, the type the files "
+                                 f"share: {err}") from None
+        raise
+
+
 def _scan_group(group: Any, g: int, schema: Any, columns: Columns, text: str
                 ) -> dict[str, Any] | None:
     """What row group ``g`` adds to :meth:`DatasetPanel.scan`: ``count`` (an Arrow table of
     its series' row counts and ``g``; None without series columns), the first and last UTC
-    ns, whether its timestamps are aware, its rows; None for an empty row group."""
+    ns, whether its timestamps are aware and their zone, its rows and file; None for an empty
+    row group."""
     import pyarrow as pa
 
     series_columns = list(columns.series_columns)
-    table = group.to_table(schema=schema, columns=[*series_columns, columns.timestamp_column])
+    table = _read_group(group, schema, [*series_columns, columns.timestamp_column], text)
     if not table.num_rows:
         return None
     count = None
     if series_columns:
-        count = _decoded(table.select(series_columns)).group_by(series_columns).aggregate(
+        count = table.select(series_columns).group_by(series_columns).aggregate(
             [([], "count_all")])
         count = count.append_column("row_group", pa.array(np.full(count.num_rows, g, np.int64)))
-    index = parse_timestamps(_decoded(table.select([columns.timestamp_column])).to_pandas()
+    index = parse_timestamps(table.select([columns.timestamp_column]).to_pandas()
                              .iloc[:, 0], columns.timestamp_column, text, columns.timestamp_format)
     aware = index.tz is not None
     if not aware and columns.tz is not None:
@@ -391,7 +536,7 @@ def _scan_group(group: Any, g: int, schema: Any, columns: Columns, text: str
         utc = (index.tz_convert("UTC").tz_localize(None) if aware else index
                ).as_unit("ns").asi8
     return {"count": count, "lo": int(utc.min()), "hi": int(utc.max()), "aware": aware,
-            "rows": table.num_rows}
+            "zone": str(index.tz) if aware else None, "rows": table.num_rows, "file": group.path}
 
 
 def across_ranks(compute: Callable[[list[int]], list[tuple[int, Any]]], count: int,

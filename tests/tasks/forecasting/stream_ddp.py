@@ -4,7 +4,7 @@ tests/tasks/forecasting/test_stream.py; Lightning relaunches this script for ran
 Trains 2 epochs, recording every training window each rank sees (``OUT/train-{rank}.json``:
 per epoch, the batches' count and each real window's (series, first context time, first and
 last horizon time)); saves the checkpoint (``OUT/m.ckpt``); tests (``OUT/test.json``, rank 0)
-and predicts through ``ForecastWriter(per_rank=True)`` (``OUT/forecasts/part-*.parquet``)
+and predicts through ``ForecastWriter(per_rank=True, overwrite=True)`` (``OUT/forecasts/``)
 with a new data module, set up inside the trainer: the row groups each rank scanned and the
 chunks it read for the state, and whether its state and window plan are the model's and the
 other rank's (``OUT/setup-{rank}.json``).
@@ -81,7 +81,7 @@ if __name__ == "__main__":
     # One trainer for fit, test and predict: DDP starts once.
     trainer = Trainer(max_epochs=2, enable_checkpointing=False, **common,
                       callbacks=[SetUp(out), Seen(out), ForecastWriter(str(out / "forecasts"),
-                                                           per_rank=True)])
+                                                           per_rank=True, overwrite=True)])
     trainer.fit(model, datamodule=dm)
     trainer.save_checkpoint(out / "m.ckpt")
     results = trainer.test(model, datamodule=dm, verbose=False)[0]

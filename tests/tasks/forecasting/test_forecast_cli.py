@@ -92,6 +92,21 @@ def test_fit_then_predict_a_forecasts_file_from_a_panel_csv(tmp_path, monkeypatc
     # the series' levels (0, 10, 20) are in the forecasts: the scaling was the training one
     means = written.groupby("site")["load"].mean().to_numpy()
     assert (np.diff(means) > 5).all()
+    # The backtest with the same config would write the same path: refused, naming it, before
+    # predicting; another path, or overwrite, is an option on the command line.
+    first = (tmp_path / "forecasts.csv").read_bytes()
+    backtest = ["predict", *config, "--data.init_args.predict_split=test",
+                "--ckpt_path=checkpoints/forecast_csv/last.ckpt",
+                "--trainer.enable_progress_bar=false"]
+    with pytest.raises(ValueError, match=r"path='forecasts\.csv' already holds forecasts"):
+        posenc_cli(backtest)
+    assert (tmp_path / "forecasts.csv").read_bytes() == first
+    posenc_cli([*backtest, "--trainer.callbacks.init_args.path=backtest.csv"])
+    assert (tmp_path / "forecasts.csv").read_bytes() == first
+    windows = pd.read_csv(tmp_path / "backtest.csv")
+    assert windows["forecast_origin"].nunique() > 1 and len(windows) > len(written)
+    posenc_cli([*backtest, "--trainer.callbacks.init_args.overwrite=true"])
+    assert (tmp_path / "forecasts.csv").read_bytes() == (tmp_path / "backtest.csv").read_bytes()
 
 
 def test_holiday_features_from_a_yaml_config(tmp_path, monkeypatch, capsys):

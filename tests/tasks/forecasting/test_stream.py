@@ -303,6 +303,181 @@ def test_bad_datasets_are_refused_naming_the_argument(tmp_path, written):
         TimeSeriesDataModule(root, **{**ARGS, "chunk_rows": 0})
 
 
+# -- a folder reads as its concatenated table, or is refused naming the file and column -------
+def _thirds(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """The shuffled rows in three files: every series spread over all of them, unsorted."""
+    bounds = np.linspace(0, len(frame), 4).astype(int)
+    return [frame.iloc[a:b].reset_index(drop=True) for a, b in zip(bounds[:-1], bounds[1:],
+                                                                   strict=True)]
+
+
+def _int_target_then_floats(parts):
+    parts[0]["sales"] = parts[0]["sales"].fillna(0.0).round().astype("int64")
+    return {f"part-{i}.parquet": p for i, p in enumerate(parts)}
+
+
+def _ms_then_ns_timestamps(parts):
+    for i, (unit, shift) in enumerate((("ms", 0), ("ns", 1), ("us", 1000))):  # ns past ms
+        parts[i]["time"] = (parts[i]["time"] + pd.Timedelta(shift, "ns")).astype(
+            f"datetime64[{unit}, UTC]")
+    return {f"part-{i}.parquet": p for i, p in enumerate(parts)}
+
+
+def _empty_files_first(parts):
+    untyped = pd.DataFrame({name: pd.Series([], dtype=object) for name in parts[0]})
+    return {"0-untyped.parquet": untyped, "1-no-columns.parquet": pd.DataFrame(),
+            **{f"part-{i}.parquet": p for i, p in enumerate(parts)}}
+
+
+def _a_column_of_nulls_in_one_file(parts):
+    parts[0]["temp"] = pd.Series([None] * len(parts[0]), dtype=object)
+    return {f"part-{i}.parquet": p for i, p in enumerate(parts)}
+
+
+def _categorical_columns(parts):
+    for column in ("store", "region"):
+        parts[0][column] = parts[0][column].astype("category")
+        parts[2][column] = parts[2][column].astype("category").cat.add_categories(["zz"])
+    return {f"part-{i}.parquet": p for i, p in enumerate(parts)}
+
+
+def _zones(parts):
+    for i, zone in enumerate(("Europe/Berlin", "UTC", "America/New_York")):
+        parts[i]["time"] = parts[i]["time"].dt.tz_convert(zone)
+    return {f"part-{i}.parquet": p for i, p in enumerate(parts)}
+
+
+def _series_partitions(parts):
+    frame = pd.concat(parts, ignore_index=True)
+    return {f"store={store}/part.parquet": rows.drop(columns="store")
+            for store, rows in frame.groupby("store")}
+
+
+def hidden_files(parts):
+    """Spark's, Jupyter's and pyarrow's hidden files beside the data, holding other rows."""
+    stale = parts[0].assign(sales=parts[0]["sales"] + 1000.0)
+    other = parts[1][parts[1]["store"] == "s01"].assign(store="zz")
+    return {**{f"part-{i}.parquet": p for i, p in enumerate(parts)},
+            ".ipynb_checkpoints/part-0-checkpoint.parquet": stale,
+            "_temporary/0/part-9.parquet": other, ".part-0.parquet": stale,
+            "_metadata-copy.parquet": other, "sub/_tmp/part-8.parquet": other}
+
+
+def write_files(root, files: dict[str, pd.DataFrame]) -> str:
+    for name, part in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        part.to_parquet(root / name, index=False)
+    return str(root)
+
+
+def visible_table(files: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """What pd.concat makes of the files a reader does not skip (hive keys as columns). An
+    empty file adds no rows and no types (pandas would make float columns object beside an
+    empty file's object columns)."""
+    tables = []
+    for name, part in files.items():
+        *folders, _ = name.split("/")
+        if any(step.startswith((".", "_")) for step in name.split("/")) or not len(part):
+            continue
+        keys = dict(folder.split("=") for folder in folders if "=" in folder)
+        tables.append(part.assign(**keys))
+    return pd.concat(tables, ignore_index=True)
+
+
+@pytest.mark.parametrize("layout", [_int_target_then_floats, _ms_then_ns_timestamps,
+                                    _empty_files_first, _a_column_of_nulls_in_one_file,
+                                    _categorical_columns, _zones, _series_partitions,
+                                    hidden_files], ids=lambda f: f.__name__.strip("_"))
+def test_a_folder_reads_as_its_concatenated_table(tmp_path, layout):
+    files = layout(_thirds(panel_frame(seed=5, num_series=4)))
+    root = write_files(tmp_path, files)
+    memory = TimeSeriesDataModule(visible_table(files), **ARGS)
+    lazy = TimeSeriesDataModule(root, **{**ARGS, "chunk_rows": 150})
+    memory.setup("fit")
+    lazy.setup("fit")
+    assert lazy.fitted == memory.fitted
+    assert len(lazy._reading()[0].chunks) > 1
+    for split in ("train", "test"):
+        same_windows(windows_of(lazy._loader(lazy.datasets[split])),
+                     windows_of(memory._loader(memory.datasets[split])))
+
+
+def test_text_times_with_an_offset_per_file_read_in_the_whole_columns_zone(tmp_path):
+    """Text timestamps, each series' file in its own fixed UTC offset: the concatenated column
+    parses to UTC, so every chunk reads its local times in UTC, not in its own offset."""
+    files = {}
+    for s, (store, rows) in enumerate(panel_frame(seed=5, num_series=4).groupby("store")):
+        local = rows["time"].dt.tz_convert(f"Etc/GMT-{s + 1}")
+        files[f"{store}.parquet"] = rows.assign(time=local.dt.strftime("%Y-%m-%d %H:%M:%S%z"))
+    root = write_files(tmp_path, files)
+    memory = TimeSeriesDataModule(visible_table(files), **{**ARGS, "tz": None})
+    lazy = TimeSeriesDataModule(root, **{**ARGS, "tz": None, "chunk_rows": 150})
+    memory.setup("fit")
+    lazy.setup("fit")
+    assert memory.fitted.zone == "UTC"
+    assert lazy.fitted == memory.fitted
+    for split in ("train", "test"):
+        same_windows(windows_of(lazy._loader(lazy.datasets[split])),
+                     windows_of(memory._loader(memory.datasets[split])))
+
+def test_hidden_files_are_skipped_in_a_glob_and_an_fsspec_url_too(tmp_path):
+    import fsspec
+
+    files = hidden_files(_thirds(panel_frame(seed=5, num_series=4)))
+    expected = TimeSeriesDataModule(visible_table(files), **ARGS).fitted
+    root = write_files(tmp_path, files)
+    fs = fsspec.filesystem("memory")
+    for name, part in files.items():
+        with fs.open(f"/hidden28/{name}", "wb") as handle:
+            part.to_parquet(handle, index=False)
+    for data in (f"{root}/**/*.parquet", "memory://hidden28", "memory://hidden28/**/*.parquet"):
+        assert TimeSeriesDataModule(data, **{**ARGS, "chunk_rows": 150}).fitted == expected, data
+    # A file named outright, or a folder given by a hidden name, is read as given.
+    lone = TimeSeriesDataModule(f"{root}/_temporary/0/part-9.parquet", **ARGS).fitted
+    assert lone.series_keys == (("zz",),)
+
+
+def _refused(case: str) -> tuple[list[pd.DataFrame], str]:
+    """Three files no one table reads as they are, and the error naming the file and column."""
+    parts = _thirds(panel_frame(seed=5, num_series=4))
+    text = [p.assign(time=p["time"].dt.strftime("%Y-%m-%d %H:%M:%S%z")) for p in parts]
+    naive = r"'time' is tz-aware in .*part-[12]\.parquet.* and tz-naive in .*part-0\.parquet"
+    return {
+        "naive": ([parts[0].assign(time=parts[0]["time"].dt.tz_localize(None)), *parts[1:]],
+                  naive),
+        "naive_text": ([text[0].assign(time=text[0]["time"].str[:19]), *text[1:]], naive),
+        "no_target": ([*parts[:2], parts[2].drop(columns="sales")],
+                      r"column 'sales' not found in .*part-2\.parquet"),
+        "no_covariate": ([parts[0].drop(columns="temp"), *parts[1:]],
+                         r"column 'temp' not found in .*part-0\.parquet"),
+        "huge_int": ([parts[0].assign(sales=2**53 + 1 + np.arange(len(parts[0]))), *parts[1:]],
+                     r"column 'sales' of .*part-0\.parquet.* does not fit double"),
+        "text_target": ([parts[0], parts[1].assign(sales=parts[1]["sales"].astype(str)),
+                         parts[2]], r"column 'sales' is double in .*part-0\.parquet.* but "
+                                    r"large_string in .*part-1\.parquet"),
+    }[case]
+
+
+@pytest.mark.parametrize("case", ["naive", "naive_text", "no_target", "no_covariate",
+                                  "huge_int", "text_target"])
+def test_files_no_table_reads_as_one_are_refused_naming_the_file_and_column(tmp_path, case):
+    files, message = _refused(case)
+    if case.startswith("naive"):  # the in-memory path refuses the concatenated table too
+        with pytest.raises(ValueError, match="mixes tz-naive and tz-aware"):
+            TimeSeriesDataModule(pd.concat(files, ignore_index=True), **ARGS).setup("fit")
+    root = write_files(tmp_path, {f"part-{i}.parquet": p for i, p in enumerate(files)})
+    with pytest.raises(ValueError, match=message):
+        TimeSeriesDataModule(root, **ARGS).setup("fit")
+
+
+def test_a_hive_key_that_is_also_a_files_column_is_refused_naming_both(tmp_path):
+    frame = panel_frame(seed=5, num_series=4)
+    root = write_files(tmp_path, {f"store={store}/part.parquet": rows
+                                  for store, rows in frame.groupby("store")})
+    with pytest.raises(ValueError, match=r"column 'store' is in .*store=s00/part\.parquet' and "
+                                         r"in its folder names \(store=\.\.\.\)"):
+        TimeSeriesDataModule(root, **ARGS).setup("fit")
+
 def test_fitted_round_trips_and_a_known_state_is_kept(written):
     memory, lazy = pair(written)
     known = dataclasses.replace(memory.fitted)
@@ -319,6 +494,9 @@ def test_two_ddp_processes_see_each_window_once_per_epoch_and_agree_with_one(wri
     from pathlib import Path
 
     frame, path, dataset = written
+    stale = tmp_path / "forecasts" / "part-00002.parquet"  # an earlier 3-rank run's forecasts
+    stale.parent.mkdir()
+    frame.head().to_parquet(stale)
     script = Path(__file__).with_name("stream_ddp.py")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, str(script), dataset, str(tmp_path)], cwd=tmp_path,
@@ -355,7 +533,8 @@ def test_two_ddp_processes_see_each_window_once_per_epoch_and_agree_with_one(wri
     for key, value in one.items():
         if not key.endswith("/loss"):
             np.testing.assert_allclose(got[key], value, rtol=2e-5, err_msg=key)
-    # One forecast file per rank, together every series once, as one process's forecast().
+    # One forecast file per rank (the stale one removed: overwrite), together every series
+    # once, as one process's forecast().
     parts = sorted((tmp_path / "forecasts").glob("part-*.parquet"))
     assert [p.name for p in parts] == ["part-00000.parquet", "part-00001.parquet"]
     got = pd.concat([pd.read_parquet(p) for p in parts]).sort_values(["store", "time"])

@@ -181,11 +181,73 @@ class FakeForecaster(LightningModule):
         return out
 
 
-def _predict(model, tmp_path, path):
+def _predict(model, tmp_path, path, **kwargs):
     trainer = Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
                       enable_model_summary=False, default_root_dir=tmp_path,
-                      callbacks=[ForecastWriter(path)])
+                      callbacks=[ForecastWriter(path, **kwargs)])
     trainer.predict(model, DataLoader([2, 0, 1], batch_size=2), return_predictions=False)
+
+
+def _expected(model) -> pd.DataFrame:
+    """The forecasts table of :func:`_predict`'s two batches."""
+    outputs = [model.predict_step(torch.tensor([2, 0]), 0),
+               model.predict_step(torch.tensor([1]), 1)]
+    return forecast_frame(outputs, model.fitted, model.quantile_levels)
+
+
+class Counting(FakeForecaster):
+    """Counts its predict steps (a refusal comes before the first)."""
+
+    steps = 0
+
+    def predict_step(self, batch, batch_idx=0, dataloader_idx=0):
+        type(self).steps += 1
+        return super().predict_step(batch, batch_idx, dataloader_idx)
+
+
+def test_writer_never_replaces_a_forecasts_file_unless_told(tmp_path):
+    path = tmp_path / "forecasts.parquet"
+    _predict(FakeForecaster(_schema()), tmp_path, path)
+    before = path.read_bytes()
+    Counting.steps = 0
+    with pytest.raises(ValueError, match=rf"path='{path}' already holds forecasts.*another "
+                                         r"path.*overwrite=True"):
+        _predict(Counting(_schema(), levels=None), tmp_path, path)
+    assert path.read_bytes() == before and Counting.steps == 0  # refused before predicting
+    point = FakeForecaster(_schema(), levels=None)
+    _predict(point, tmp_path, path, overwrite=True)
+    pd.testing.assert_frame_equal(pd.read_parquet(path), _expected(point))
+    with pytest.raises(TypeError, match="overwrite must be a bool"):
+        ForecastWriter(path, overwrite="yes")
+    (tmp_path / "folder.csv").mkdir()
+    with pytest.raises(ValueError, match="folder.csv' exists and is not a .csv or .parquet file"):
+        _predict(point, tmp_path, tmp_path / "folder.csv", overwrite=True)
+    (tmp_path / "notes").write_text("")
+    with pytest.raises(ValueError, match=r"notes' exists and is not a folder \(per_rank=True\)"):
+        _predict(point, tmp_path, tmp_path / "notes", per_rank=True, overwrite=True)
+
+
+def test_per_rank_writer_leaves_no_earlier_part_files(tmp_path):
+    """A folder written by an earlier run with more ranks: refused; with overwrite the folder
+    reads as this run's forecasts alone (hidden files, which readers skip, are kept)."""
+    folder = tmp_path / "forecasts"
+    folder.mkdir()
+    stale = forecast_frame([_output([0], origin=T0)], _schema(), [0.1, 0.5, 0.9])
+    for rank in range(3):
+        stale.to_parquet(folder / f"part-{rank:05d}.parquet", index=False)
+    (folder / "_SUCCESS").write_text("")
+    model = FakeForecaster(_schema())
+    with pytest.raises(ValueError, match=r"already holds forecasts \('.*part-00000\.parquet' "
+                                         r"and 2 more\).*overwrite=True"):
+        _predict(model, tmp_path, folder, per_rank=True)
+    assert len(list(folder.glob("part-*.parquet"))) == 3
+    _predict(model, tmp_path, folder, per_rank=True, overwrite=True)
+    assert sorted(p.name for p in folder.iterdir()) == ["_SUCCESS", "part-00000.parquet"]
+    pd.testing.assert_frame_equal(pd.read_parquet(folder), _expected(model))
+    # Another file there would be read with the forecasts: refused even with overwrite.
+    (folder / "notes.csv").write_text("a\n")
+    with pytest.raises(ValueError, match=r"notes\.csv.*not a part file.*empty or new folder"):
+        _predict(model, tmp_path, folder, per_rank=True, overwrite=True)
 
 
 @pytest.mark.parametrize("name", ["deep/er/forecasts.csv", "forecasts.parquet"])
