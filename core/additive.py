@@ -9,11 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .encoding import (
-    LAYOUTS,
-    Float64Buffers,
-    PositionEncoding,
-    angles,
+from ._checks import (
     check_base,
     check_choice,
     check_even,
@@ -23,6 +19,7 @@ from .encoding import (
     check_positions,
     check_positive_int,
 )
+from .encoding import LAYOUTS, Float64Buffers, PositionEncoding, angles
 
 __all__ = ["sinusoidal_inv_freq", "sinusoidal_encoding", "SinusoidalEncoding", "LearnedEncoding",
            "InputEmbedding", "NoPE"]

@@ -19,15 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._checks import check_bool, check_choice, check_float, check_pair_values, check_positive_int
 from .additive import NoPE
-from .encoding import (
-    check_bool,
-    check_choice,
-    check_float,
-    check_pair_values,
-    check_positive_int,
-    unchecked,
-)
+from .encoding import unchecked
 from .positions import _check_lengths, incremental_positions, relative_positions
 from .rope import apply_rotation
 

@@ -16,10 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import ScoreMod, pair_batch, token_lookup
-from .encoding import (
-    Float64Buffers,
-    PositionEncoding,
+from ._checks import (
     check_bool,
     check_choice,
     check_float,
@@ -28,6 +25,8 @@ from .encoding import (
     check_positive_float,
     check_positive_int,
 )
+from .attention import ScoreMod, pair_batch, token_lookup
+from .encoding import Float64Buffers, PositionEncoding
 from .positions import relative_positions
 
 __all__ = ["PairBias", "ScoreModBias", "alibi_slopes", "ALiBi", "t5_relative_bucket",

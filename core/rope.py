@@ -17,10 +17,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .encoding import (
-    LAYOUTS,
-    Float64Buffers,
-    angles,
+from ._checks import (
     check_base,
     check_bool,
     check_choice,
@@ -30,6 +27,7 @@ from .encoding import (
     check_position_values,
     check_positive_int,
 )
+from .encoding import LAYOUTS, Float64Buffers, angles
 
 __all__ = ["RopeScaling", "LinearScaling", "NTKScaling", "DynamicNTKScaling", "YarnScaling",
            "Llama3Scaling", "LongRopeScaling", "ProportionalScaling", "rope_inv_freq", "Rotation",

@@ -15,10 +15,7 @@ import math
 import torch
 from torch import Tensor
 
-from .encoding import (
-    LAYOUTS,
-    Float64Buffers,
-    angles,
+from ._checks import (
     check_base,
     check_choice,
     check_even,
@@ -26,8 +23,8 @@ from .encoding import (
     check_position_shape,
     check_positions,
     check_positive_float,
-    wide_dtype,
 )
+from .encoding import LAYOUTS, Float64Buffers, angles, wide_dtype
 from .rope import Rotation, apply_rotation, check_rotary_dim, rope_inv_freq, rotation_from_angles
 
 __all__ = ["XPos", "xpos_zeta"]

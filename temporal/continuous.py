@@ -12,10 +12,7 @@ import math
 import numpy as np
 import torch
 from posenc.core import PositionEncoding, SinusoidalEncoding
-from posenc.core.additive import sinusoidal_encoding
-from posenc.core.encoding import (
-    LAYOUTS,
-    Float64Buffers,
+from posenc.core._checks import (
     check_bool,
     check_choice,
     check_even,
@@ -25,8 +22,9 @@ from posenc.core.encoding import (
     check_positions,
     check_positive_float,
     check_positive_int,
-    wide_dtype,
 )
+from posenc.core.additive import sinusoidal_encoding
+from posenc.core.encoding import LAYOUTS, Float64Buffers, wide_dtype
 from torch import Tensor, nn
 
 __all__ = ["ContinuousSinusoidal", "IndexSinusoidal", "Time2Vec", "TimeDelta", "geometric_periods",

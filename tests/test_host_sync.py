@@ -216,12 +216,12 @@ def test_direct_attention_still_refuses_non_finite_positions_by_name():
 
 def test_check_position_shape_skips_only_the_finiteness_read():
     bad = torch.tensor([float("nan")])
-    assert _reads(lambda: core.encoding.check_position_shape(bad)) == 0
-    assert core.encoding.check_position_shape(bad) is bad
+    assert _reads(lambda: core._checks.check_position_shape(bad)) == 0
+    assert core._checks.check_position_shape(bad) is bad
     with pytest.raises(TypeError, match=r"^positions must be an integer, float32"):
-        core.encoding.check_position_shape(bad.half())  # dtype and shape checks still run
+        core._checks.check_position_shape(bad.half())  # dtype and shape checks still run
     with pytest.raises(ValueError, match=r"^positions must have shape \(N\)"):
-        core.encoding.check_position_shape(bad[None, None])
+        core._checks.check_position_shape(bad[None, None])
     with pytest.raises(ValueError, match=r"^positions must be finite"):
-        core.encoding.check_positions(bad)
-    assert _reads(lambda: core.encoding.check_positions(bad[:0] + 1.0)) == 1
+        core._checks.check_positions(bad)
+    assert _reads(lambda: core._checks.check_positions(bad[:0] + 1.0)) == 1

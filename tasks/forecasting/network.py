@@ -17,7 +17,8 @@ from typing import Any
 import torch
 from posenc import temporal
 from posenc.core import FIRE, ALiBi, Kerple, MultiheadAttention, RotaryEncoding
-from posenc.core.encoding import check_choice, check_positive_int, unchecked, wide_dtype
+from posenc.core._checks import check_choice, check_positive_int
+from posenc.core.encoding import unchecked, wide_dtype
 from posenc.temporal.calendar import FIELDS, month_positions
 from torch import Tensor, nn
 from torch.nn import functional as F
