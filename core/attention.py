@@ -4,16 +4,15 @@ Rotary encodings provide ``rotation(positions)`` (and ``key_rotation`` where key
 differently, :class:`~posenc.core.XPos`); bias encodings give ``bias(query_positions,
 key_positions) -> (B or 1, H, Nq, Nk)``. Parameter names match timm's ``Attention``.
 The SDPA path materialises a bias; the FlexAttention path evaluates it per pair through the
-encoding's ``score_mod`` (:class:`ScoreMod`) and takes block masks. FlexAttention has no
-backward on CPU, so CPU training takes the SDPA path (:func:`use_flex` chooses).
+encoding's ``score_mod`` (:class:`~posenc.core.bias.ScoreMod`) and takes block masks.
+FlexAttention has no backward on CPU, so CPU training takes the SDPA path (:func:`use_flex`
+chooses).
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -21,13 +20,13 @@ from torch import Tensor, nn
 
 from ._checks import check_bool, check_choice, check_float, check_pair_values, check_positive_int
 from .additive import NoPE
+from .bias import ScoreMod
 from .encoding import unchecked
-from .positions import _check_lengths, incremental_positions, relative_positions
+from .positions import _check_lengths, incremental_positions
 from .rope import apply_rotation
 
-__all__ = ["BACKENDS", "ScoreMod", "causal_block_mask", "flex_attend", "flex_available",
-           "packed_block_mask", "pair_batch", "token_lookup", "use_flex", "KVCache",
-           "MultiheadAttention"]
+__all__ = ["BACKENDS", "causal_block_mask", "flex_attend", "flex_available", "packed_block_mask",
+           "use_flex", "KVCache", "MultiheadAttention"]
 
 
 try:
@@ -38,57 +37,11 @@ except ImportError:  # torch without FlexAttention: every forward takes the SDPA
 
 
 BACKENDS = ("auto", "sdpa", "flex")
-BiasFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 
 
 def flex_available() -> bool:
     """Whether this torch has ``torch.nn.attention.flex_attention``."""
     return _flex_attention is not None
-
-
-class ScoreMod(NamedTuple):
-    """An attention bias as a function of token indices, FlexAttention's ``score_mod``.
-
-    Attributes:
-        bias: ``(b, h, q_idx, kv_idx) -> bias`` elementwise (0-d or broadcastable indices).
-        batch: the positions' batch (``B``, or 1 when shared by the batch).
-        num_queries, num_keys: the tokens the positions cover (``Nq``, ``Nk``).
-        device: the positions' device.
-    """
-
-    bias: BiasFn
-    batch: int
-    num_queries: int
-    num_keys: int
-    device: torch.device
-
-    def __call__(self, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor,
-                 kv_idx: Tensor) -> Tensor:
-        return score + self.bias(b, h, q_idx, kv_idx).to(score.dtype)
-
-    def dense(self, num_heads: int) -> Tensor:
-        """The bias at every pair, ``(batch, num_heads, Nq, Nk)``."""
-        index = [torch.arange(n, device=self.device) for n in
-                 (self.batch, num_heads, self.num_queries, self.num_keys)]
-        b, h, q, k = (t.view([-1 if i == d else 1 for i in range(4)]) for d, t in enumerate(index))
-        return self.bias(b, h, q, k).expand(self.batch, num_heads, self.num_queries, self.num_keys)
-
-
-def pair_batch(query_positions: Tensor, key_positions: Tensor, coord_dims: int = 0) -> int:
-    """The batch (``B`` or 1) of the pairs of these positions, checked as
-    :func:`posenc.core.positions.relative_positions` checks it."""
-    empty = (..., slice(0, 0), *(slice(None),) * coord_dims)
-    return relative_positions(query_positions[empty], key_positions[empty],
-                              coord_dims=coord_dims).shape[0]
-
-
-def token_lookup(positions: Tensor, coord_dims: int = 0) -> Callable[[Tensor, Tensor], Tensor]:
-    """``(b, idx) -> positions[b, idx]`` for ``(N, *C)`` or ``(B, N, *C)`` positions."""
-    if positions.ndim == 1 + coord_dims:
-        return lambda b, idx: positions[idx]
-    if positions.shape[0] == 1:
-        return lambda b, idx: positions[0][idx]
-    return lambda b, idx: positions[b, idx]
 
 
 def _causal(num_queries: int, num_keys: int):

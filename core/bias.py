@@ -4,13 +4,15 @@ FIRE (Li et al. 2023), and learned tables of integer offsets (T5 buckets; Shaw e
 
 Positions are explicit (for ALiBi, KERPLE and FIRE also times in any unit), and ``causal=True``
 masks keys after the query by position. Every bias encoding derives from :class:`PairBias`;
-those FlexAttention can evaluate per pair from :class:`ScoreModBias`.
+those FlexAttention can evaluate per pair from :class:`ScoreModBias`, whose ``score_mod`` gives a
+:class:`ScoreMod` (the attention module uses the bias encodings, never the other way round).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -25,13 +27,60 @@ from ._checks import (
     check_positive_float,
     check_positive_int,
 )
-from .attention import ScoreMod, pair_batch, token_lookup
 from .encoding import Float64Buffers, PositionEncoding
 from .positions import relative_positions
 
-__all__ = ["PairBias", "ScoreModBias", "alibi_slopes", "ALiBi", "t5_relative_bucket",
-           "check_t5_buckets", "T5RelativeBias", "ClippedRelativeBias", "FIRE", "KERPLE_KERNELS",
-           "kerple_bias", "Kerple"]
+__all__ = ["ScoreMod", "pair_batch", "token_lookup", "PairBias", "ScoreModBias", "alibi_slopes",
+           "ALiBi", "t5_relative_bucket", "check_t5_buckets", "T5RelativeBias",
+           "ClippedRelativeBias", "FIRE", "KERPLE_KERNELS", "kerple_bias", "Kerple"]
+
+
+BiasFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+
+
+class ScoreMod(NamedTuple):
+    """An attention bias as a function of token indices, FlexAttention's ``score_mod``.
+
+    Attributes:
+        bias: ``(b, h, q_idx, kv_idx) -> bias`` elementwise (0-d or broadcastable indices).
+        batch: the positions' batch (``B``, or 1 when shared by the batch).
+        num_queries, num_keys: the tokens the positions cover (``Nq``, ``Nk``).
+        device: the positions' device.
+    """
+
+    bias: BiasFn
+    batch: int
+    num_queries: int
+    num_keys: int
+    device: torch.device
+
+    def __call__(self, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor,
+                 kv_idx: Tensor) -> Tensor:
+        return score + self.bias(b, h, q_idx, kv_idx).to(score.dtype)
+
+    def dense(self, num_heads: int) -> Tensor:
+        """The bias at every pair, ``(batch, num_heads, Nq, Nk)``."""
+        index = [torch.arange(n, device=self.device) for n in
+                 (self.batch, num_heads, self.num_queries, self.num_keys)]
+        b, h, q, k = (t.view([-1 if i == d else 1 for i in range(4)]) for d, t in enumerate(index))
+        return self.bias(b, h, q, k).expand(self.batch, num_heads, self.num_queries, self.num_keys)
+
+
+def pair_batch(query_positions: Tensor, key_positions: Tensor, coord_dims: int = 0) -> int:
+    """The batch (``B`` or 1) of the pairs of these positions, checked as
+    :func:`~posenc.core.positions.relative_positions` checks it."""
+    empty = (..., slice(0, 0), *(slice(None),) * coord_dims)
+    return relative_positions(query_positions[empty], key_positions[empty],
+                              coord_dims=coord_dims).shape[0]
+
+
+def token_lookup(positions: Tensor, coord_dims: int = 0) -> Callable[[Tensor, Tensor], Tensor]:
+    """``(b, idx) -> positions[b, idx]`` for ``(N, *C)`` or ``(B, N, *C)`` positions."""
+    if positions.ndim == 1 + coord_dims:
+        return lambda b, idx: positions[idx]
+    if positions.shape[0] == 1:
+        return lambda b, idx: positions[0][idx]
+    return lambda b, idx: positions[b, idx]
 
 
 class PairBias(PositionEncoding):
