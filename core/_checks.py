@@ -1,8 +1,11 @@
 """posenc's argument and position checks (private: every package imports them from here).
 
 Each raises ``ValueError``/``TypeError`` naming the argument, the value and what was expected.
-Configuration is checked in constructors. Values are read only where positions enter (a read
-is a host sync on a GPU).
+Configuration is checked in constructors, position values where they enter (a read of values
+is a host synchronisation on a GPU): a value check that passes hands the positions on as a
+:func:`known_finite` view, and a model marks the positions it makes itself (from int64
+timestamps, from a grid's sizes) the same way. A check of such a view reads nothing, so the
+paths inside a model are plain calls of the public methods.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from torch import Tensor
 
 __all__ = ["check_int", "check_positive_int", "check_bool", "check_positive_float", "check_float",
            "check_base", "check_even", "check_choice", "check_output_dtype", "check_finite",
-           "widen_positions", "check_position_dtype", "check_position_shape",
+           "known_finite", "widen_positions", "check_position_dtype", "check_position_shape",
            "check_positions", "check_position_values", "check_pair_values"]
 
 
@@ -107,9 +110,31 @@ def check_output_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
     return dtype
 
 
+# Set on a view by known_finite; a view lives as long as the call it was made for.
+_KNOWN_FINITE = "_posenc_known_finite"
+
+
+def known_finite(tensor: Tensor) -> Tensor:
+    """``tensor`` as a view that :func:`check_finite` passes without reading its values: for
+    positions just checked, or made finite by construction (from int64 timestamps, from a
+    grid's sizes). Integer tensors (always finite) and tensors under ``torch.compile`` (where
+    checks are skipped) come back unchanged.
+
+    A view, not a flag on ``tensor``: the caller's tensor, if edited later (in place, through
+    numpy), is read again by its next check.
+    """
+    if not tensor.is_floating_point() or torch.compiler.is_compiling():
+        return tensor
+    view = tensor.view_as(tensor)
+    setattr(view, _KNOWN_FINITE, True)
+    return view
+
+
 def check_finite(tensor: Tensor, name: str) -> Tensor:
-    """Return ``tensor`` if every value is finite; reads the values (skipped when compiling)."""
+    """Return ``tensor`` if every value is finite; reads the values, except of a
+    :func:`known_finite` view and under ``torch.compile`` (where the model's edge checks)."""
     if (tensor.is_floating_point() and not torch.compiler.is_compiling()
+            and not getattr(tensor, _KNOWN_FINITE, False)
             and not bool(torch.isfinite(tensor).all())):
         raise ValueError(f"{name} must be finite, got NaN or inf values")
     return tensor
@@ -167,18 +192,23 @@ def check_positions(positions: Tensor, name: str = "positions", *,
     return check_finite(check_position_shape(positions, name, trailing=trailing), name)
 
 
-def check_position_values(positions: object, name: str = "positions") -> None:
+def check_position_values(positions: object, name: str = "positions") -> object:
     """Refuse half-precision and non-finite ``positions`` (a tensor, or an object carrying one
-    as ``.coords``); anything else is left to the shape checks that follow."""
+    as ``.coords``) and return them, a tensor as a :func:`known_finite` view; anything else is
+    left to the shape checks that follow."""
     tensor = getattr(positions, "coords", positions)
-    if isinstance(tensor, Tensor):
-        name = name if tensor is positions else f"{name}.coords"
-        check_position_dtype(tensor, name)  # a dtype error comes before a read of values
-        check_finite(tensor, name)
+    if not isinstance(tensor, Tensor):
+        return positions
+    name = name if tensor is positions else f"{name}.coords"
+    check_position_dtype(tensor, name)  # a dtype error comes before a read of values
+    check_finite(tensor, name)
+    return known_finite(tensor) if tensor is positions else positions
 
 
-def check_pair_values(query_positions: object, key_positions: object) -> None:
-    """:func:`check_position_values` of both (read once when they are the same object)."""
-    check_position_values(query_positions, "query_positions")
-    if key_positions is not query_positions:
-        check_position_values(key_positions, "key_positions")
+def check_pair_values(query_positions: object, key_positions: object) -> tuple[object, object]:
+    """:func:`check_position_values` of both, read once (and returned as one view) when they
+    are the same object."""
+    query = check_position_values(query_positions, "query_positions")
+    if key_positions is query_positions:
+        return query, query
+    return query, check_position_values(key_positions, "key_positions")

@@ -18,10 +18,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import check_bool, check_choice, check_float, check_pair_values, check_positive_int
+from ._checks import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_pair_values,
+    check_positive_int,
+    known_finite,
+)
 from .additive import NoPE
 from .bias import ScoreMod
-from .encoding import unchecked
 from .positions import _check_lengths, incremental_positions
 from .rope import apply_rotation
 
@@ -394,20 +400,26 @@ class MultiheadAttention(nn.Module):
             is_causal: query ``i`` attends keys ``j <= i + (Nk - Nq)`` (bottom-right aligned).
             kv_cache: a :class:`KVCache`; new keys/values are appended and attended.
 
-        Positions are read here once (NaN, inf or out of a rotary's ``check_range`` raise
-        ``ValueError``); a model's blocks call the unchecked :meth:`_attend`.
+        Positions' values are read here, once per distinct tensor (NaN, inf or out of a
+        rotary's ``check_range`` raise ``ValueError``), and reach the encodings as views their
+        own checks do not read again; positions a model made finite by construction (marked
+        where it made them) are read nowhere, so a model's blocks call this as plain code.
 
         Returns:
             ``(B, Nq, dim)``.
         """
-        check_pair_values(query_positions, key_positions)
+        query_positions, key_positions = check_pair_values(query_positions, key_positions)
         dim = self.qkv.in_features
         _check_tokens("x", x, dim)
+        batch, num_q, _ = x.shape
         if context is not None:
-            _check_tokens("context", context, dim, x.shape[0])
+            _check_tokens("context", context, dim, batch)
+        check_bool(is_causal, "is_causal")
+        if kv_cache is not None and not isinstance(kv_cache, KVCache):
+            raise TypeError(f"kv_cache must be a KVCache or None, got {type(kv_cache).__name__}")
         if query_positions is None and (self.rotary is not None or self.bias is not None):
-            offset = len(kv_cache) if isinstance(kv_cache, KVCache) else 0
-            query_positions = incremental_positions(x.shape[1], offset, device=x.device)
+            offset = 0 if kv_cache is None else len(kv_cache)
+            query_positions = incremental_positions(num_q, offset, device=x.device)
         if key_positions is None and query_positions is not None:
             key_positions = (query_positions if context is None
                              else torch.arange(context.shape[1], device=x.device))
@@ -419,22 +431,6 @@ class MultiheadAttention(nn.Module):
             self.rotary.check_range(query_positions, work, "query_positions")
             if key_positions is not query_positions:
                 self.rotary.check_range(key_positions, work, "key_positions")
-        return self._attend(x, context, query_positions, key_positions, attn_mask, is_causal,
-                            kv_cache)
-
-    def _attend(self, x: Tensor, context: Tensor | None, query_positions: object,
-                key_positions: object, attn_mask: object = None, is_causal: bool = False,
-                kv_cache: KVCache | None = None) -> Tensor:
-        """:meth:`forward` without reading any value (no host sync): positions given in full
-        (None only when no encoding uses them); the encodings called unchecked."""
-        dim = self.qkv.in_features
-        _check_tokens("x", x, dim)
-        batch, num_q, _ = x.shape
-        if context is not None:
-            _check_tokens("context", context, dim, batch)
-        check_bool(is_causal, "is_causal")
-        if kv_cache is not None and not isinstance(kv_cache, KVCache):
-            raise TypeError(f"kv_cache must be a KVCache or None, got {type(kv_cache).__name__}")
         kv_dim = self.num_kv_heads * self.head_dim
         if context is None:
             q, k, v = self.qkv(x).split((dim, kv_dim, kv_dim), dim=-1)
@@ -449,13 +445,12 @@ class MultiheadAttention(nn.Module):
         q, k = self.q_norm(q), self.k_norm(k)
 
         if self.rotary is not None:
-            rotation = unchecked(self.rotary, "rotation")
-            q_rotation = rotation(query_positions)
+            q_rotation = self.rotary.rotation(query_positions)
             if hasattr(self.rotary, "key_rotation"):  # keys turn differently (xPos)
-                k_rotation = unchecked(self.rotary, "key_rotation")(key_positions)
+                k_rotation = self.rotary.key_rotation(key_positions)
             else:
                 k_rotation = (q_rotation if key_positions is query_positions
-                              else rotation(key_positions))
+                              else self.rotary.rotation(key_positions))
             _check_fit("query_positions", query_positions, q_rotation.cos.shape[-2], num_q)
             _check_fit("key_positions", key_positions, k_rotation.cos.shape[-2], k.shape[-2])
             _check_batch("query_positions", (query_positions,), q_rotation.cos.shape[0], batch)
@@ -465,13 +460,15 @@ class MultiheadAttention(nn.Module):
             q, k = apply_rotation(q, q_rotation), apply_rotation(k, k_rotation)
         if kv_cache is not None:
             k, v, key_positions = kv_cache.append(k, v, key_positions)
+            if isinstance(key_positions, Tensor):  # each step's positions were checked by it
+                key_positions = known_finite(key_positions)
 
         num_k = k.shape[-2]
         dropout_p = self.attn_drop if self.training else 0.0
         if use_flex(self.backend, self.bias, attn_mask, q, k, v, dropout_p):
             score_mod = None
             if self.bias is not None:
-                score_mod = unchecked(self.bias, "score_mod")(query_positions, key_positions)
+                score_mod = self.bias.score_mod(query_positions, key_positions)
                 shape = (score_mod.batch, score_mod.num_queries, score_mod.num_keys)
                 self._check_bias("a score_mod", score_mod.device, shape, q, num_k,
                                  query_positions, key_positions)
@@ -489,7 +486,7 @@ class MultiheadAttention(nn.Module):
                 causal, q.dtype)
             is_causal = False
         if self.bias is not None:
-            bias = unchecked(self.bias)(query_positions, key_positions)
+            bias = self.bias(query_positions, key_positions)
             self._check_bias("logits", bias.device, (bias.shape[0], *bias.shape[-2:]), q, num_k,
                              query_positions, key_positions)
             bias = bias.to(q.dtype)

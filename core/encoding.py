@@ -1,9 +1,8 @@
 """What every posenc encoding shares: the base class, its kind, and the angles.
 
-Blocks check shapes and call the unchecked methods (:func:`unchecked`); the checks live in
-``posenc.core._checks``. :func:`angles` are formed in
-float64 and reduced modulo 2*pi before narrowing (a float32 ``1e6 * inv_freq`` is off by ~0.06
-rad). :data:`LAYOUTS`: angle ``i < F`` fills channels ``2i, 2i + 1`` (``"interleaved"``: the
+The argument and position checks live in ``posenc.core._checks``. :func:`angles` are formed
+in float64 and reduced modulo 2*pi before narrowing (a float32 ``1e6 * inv_freq`` is off by
+~0.06 rad). :data:`LAYOUTS`: angle ``i < F`` fills channels ``2i, 2i + 1`` (``"interleaved"``: the
 sinusoidal paper, GPT-J) or ``i, i + F`` (``"half"``: tensor2tensor, GPT-NeoX/Llama).
 """
 
@@ -19,7 +18,7 @@ from torch import Tensor, nn
 from ._checks import check_position_dtype
 
 __all__ = ["LAYOUTS", "angles", "wide_dtype", "KINDS", "PositionEncoding", "encoding_kind",
-           "no_weight_decay_names", "unchecked", "Float64Buffers"]
+           "no_weight_decay_names", "Float64Buffers"]
 
 
 LAYOUTS = ("half", "interleaved")
@@ -90,15 +89,6 @@ def no_weight_decay_names(model: nn.Module) -> set[str]:
         if callable(declared):
             names.update(f"{prefix}.{name}" if prefix else name for name in declared())
     return names & owned
-
-
-def unchecked(encoding: object, method: str = "forward") -> Callable:
-    """``encoding``'s ``method`` without its value checks: the twin (``_rotation``,
-    ``_forward``, ...) that checks shapes only, else the public method."""
-    internal = getattr(encoding, f"_{method}", None)
-    if internal is not None:
-        return internal
-    return encoding if method == "forward" else getattr(encoding, method)
 
 
 class Float64Buffers(PositionEncoding):

@@ -24,7 +24,7 @@ from ._checks import (
     check_even,
     check_float,
     check_position_shape,
-    check_position_values,
+    check_positions,
     check_positive_int,
 )
 from .encoding import LAYOUTS, Float64Buffers, angles
@@ -483,11 +483,7 @@ class RotaryEncoding(Float64Buffers):
 
     def rotation(self, positions: Tensor) -> Rotation:
         """``(N,)`` or ``(B, N)`` positions (finite) -> :class:`Rotation`."""
-        check_position_values(positions)
-        return self._rotation(positions)
-
-    def _rotation(self, positions: Tensor) -> Rotation:
-        positions = check_position_shape(positions)
+        positions = check_positions(positions)
         inv_freq = self.inv_freq64
         if self.scaling.dynamic and positions.numel():
             seq_len = positions.detach().max() + 1
@@ -500,17 +496,15 @@ class RotaryEncoding(Float64Buffers):
 
     def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, N, head_dim)`` by ``positions`` ``(N,)``/``(B, N)``."""
-        check_position_values(positions)
-        positions = check_position_shape(positions)
+        shape = check_position_shape(positions).shape  # rotation() reads the values
         if x.ndim != 4 or x.shape[-1] != self.head_dim:
             raise ValueError(f"x must have shape (B, H, N, head_dim={self.head_dim}), got "
                              f"{tuple(x.shape)}")
-        if positions.shape[-1] != x.shape[-2] or (positions.ndim == 2
-                                                  and positions.shape[0] not in (1, x.shape[0])):
-            raise ValueError(f"positions of shape {tuple(positions.shape)} do not match x of "
+        if shape[-1] != x.shape[-2] or (len(shape) == 2 and shape[0] not in (1, x.shape[0])):
+            raise ValueError(f"positions of shape {tuple(shape)} do not match x of "
                              f"shape {tuple(x.shape)}: expected (N,) or (B, N) with "
                              f"N={x.shape[-2]}, B={x.shape[0]}")
-        return apply_rotation(x, self._rotation(positions))
+        return apply_rotation(x, self.rotation(positions))
 
     forward = rotate
 
