@@ -92,82 +92,62 @@ def no_weight_decay_names(model: nn.Module) -> set[str]:
 
 
 class Float64Buffers(PositionEncoding):
-    """Base for modules whose frequencies keep float64 when cast (a bf16 inverse frequency is
-    off by whole radians at position 1000).
+    """Base for modules whose frequencies are float64 buffers (a bf16 inverse frequency is off
+    by whole radians at position 1000), recomputed from their definition as timm's
+    ``RotaryEmbeddingDinoV3`` does.
 
-    The buffers of :meth:`float64_buffers` (not in the state dict) follow the module across
-    devices but keep float64; subclasses call :meth:`reset_float64_buffers` in ``__init__``.
-    ``to_empty()`` after a meta-device build recomputes them. Parameters named in
-    :attr:`fixed_dtype_parameters` move across devices in place but keep their dtype.
+    :meth:`float64_buffers` defines them (not in the state dict); :meth:`reset_float64_buffers`
+    computes them (subclasses call it in ``__init__``), and so does :meth:`reset_parameters`
+    (meta-device init: ``to_empty()`` then ``reset_parameters()``). They follow the module
+    across devices; a cast (``.to(torch.bfloat16)``, ``.half()``) or ``to_empty()`` after a
+    meta-device build recomputes them. Parameters named in :attr:`fixed_dtype_parameters` keep
+    their dtype and values through a cast.
     """
 
-    #: Names of parameters that move across devices but keep their dtype.
+    #: Names of learned parameters that keep their dtype when the module is cast.
     fixed_dtype_parameters: tuple[str, ...] = ()
+    _float64_buffer_names: tuple[str, ...] = ()
 
     def float64_buffers(self) -> dict[str, Tensor]:
         """The float64 buffers, from the constructor's arguments (run on CPU); to override."""
         return {}
 
     def reset_float64_buffers(self) -> None:
-        """(Re)compute :meth:`float64_buffers` on the current buffers' (or default) device."""
-        names = getattr(self, "_float64_buffer_names", ())
-        device = next((self._buffers[n].device for n in names if self._buffers.get(n) is not None),
+        """(Re)compute :meth:`float64_buffers` on the device they are on (the default device
+        when there are none yet)."""
+        device = next((getattr(self, n).device for n in self._float64_buffer_names),
                       torch.get_default_device())
-        self._rebuild(device)
+        # On CPU even under a meta device (some definitions read values, e.g. ALiBi's slopes).
+        with torch.device("cpu"):
+            built = self.float64_buffers()
+        for name, tensor in built.items():
+            self.register_buffer(name, tensor.to(device, torch.float64), persistent=False)
+        self._float64_buffer_names = tuple(built)
 
     def reset_parameters(self) -> None:
         """Recompute the float64 buffers; call it after ``to_empty()`` (meta-device init)."""
         self.reset_float64_buffers()
 
-    def _rebuild(self, device: torch.device) -> None:
-        # On CPU even under a meta device (some builders read values, e.g. ALiBi's slopes).
-        with torch.device("cpu"):
-            built = self.float64_buffers()
-        for name, tensor in built.items():
-            self.register_buffer(name, tensor.to(device, torch.float64), persistent=False)
-        names = getattr(self, "_float64_buffer_names", ())
-        self._float64_buffer_names = (*names, *(n for n in built if n not in names))
-
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True):
-        names = getattr(self, "_float64_buffer_names", ())
-        kept = {n: self._buffers.pop(n) for n in names}
-        params = {n: self._parameters.pop(n) for n in self.fixed_dtype_parameters
-                  if n in self._parameters}
-        try:
-            super()._apply(fn, recurse)
-        finally:  # an _apply that fails leaves these unchanged, not missing
-            self._buffers.update(kept)
-            self._parameters.update(params)
-        rebuild_on = None
-        for n, t in kept.items():
-            if t is None:
-                continue
-            device = _target_device(fn, t)
-            if t.is_meta and device.type != "meta":
-                # A meta buffer has no values to copy (to_empty after a meta-device build).
-                rebuild_on = device
-            else:
-                self._buffers[n] = t.to(device)
-        if rebuild_on is not None:
-            self._rebuild(rebuild_on)
-        for n, p in params.items():
-            if p is None:
-                continue
-            device = _target_device(fn, p)
-            if p.is_meta and device.type != "meta":
-                # A meta tensor cannot become a real parameter's .data: reset_parameters() fills.
-                self._parameters[n] = nn.Parameter(torch.empty_like(p, device=device),
-                                                   requires_grad=p.requires_grad)
-            elif device != p.device:  # in place: optimizers hold the object
-                p.data = p.data.to(device)
-                if p.grad is not None:
-                    p.grad = p.grad.to(device)
+        # nn.Module casts every floating tensor; afterwards, as timm's RotaryEmbeddingDinoV3,
+        # frequencies left in another dtype (or uninitialised by to_empty() after a meta build)
+        # are recomputed from their definition, and learned fixed-dtype parameters, which have
+        # no definition to recompute, get their values back.
+        # .data: the storage itself (nn.Module swaps the storage of a parameter and its grad).
+        kept = {name: (p.data, None if p.grad is None else p.grad.data)
+                for name in self.fixed_dtype_parameters
+                if (p := getattr(self, name, None)) is not None}
+        was_meta = any(getattr(self, n).is_meta for n in self._float64_buffer_names)
+        super()._apply(fn, recurse)
+        for name, (data, grad) in kept.items():
+            param = getattr(self, name)  # the same object unless torch made a new one
+            if param.dtype != data.dtype:  # in place: optimizers hold the object
+                param.grad = None  # a grad must match its parameter's dtype
+                param.data = data.to(param.device)
+                if grad is not None:
+                    param.grad = grad.to(param.device)
+        buffers = [getattr(self, n) for n in self._float64_buffer_names]
+        if any(b.dtype != torch.float64 for b in buffers) or (
+                was_meta and not any(b.is_meta for b in buffers)):
+            self.reset_float64_buffers()
         return self
-
-
-def _target_device(fn: Callable[[Tensor], Tensor], t: Tensor) -> torch.device:
-    """The device ``fn`` (a ``Module._apply`` function) moves ``t`` to, read off an empty probe."""
-    try:
-        return fn(torch.empty(0, dtype=t.dtype, device=t.device)).device
-    except NotImplementedError:  # fn copies out of a meta tensor: it moves to a real device
-        return fn(torch.empty(0, dtype=t.dtype)).device
