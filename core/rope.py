@@ -61,8 +61,13 @@ def _ntk_exponent(rotary_dim: int) -> float:
 
 @dataclass(frozen=True)
 class RopeScaling:
-    """No rescaling; the base of the methods, which override :meth:`inv_freq` or, with
-    ``dynamic`` set, :meth:`dynamic_inv_freq`."""
+    """No rescaling, and the base of every scaling (``RotaryEncoding(scaling=...)``).
+
+    A scaling of one's own is a frozen dataclass deriving from it that overrides
+    :meth:`inv_freq` (frequencies fixed at construction) or sets ``dynamic = True`` and
+    overrides :meth:`dynamic_inv_freq` (frequencies of each forward's length), and
+    :attr:`attention_scaling` when cos and sin are to be scaled.
+    """
 
     dynamic = False
 
@@ -358,8 +363,10 @@ class ProportionalScaling(RopeScaling):
 
 
 class Rotation(NamedTuple):
-    """Per-token rotation for :func:`apply_rotation`: float32 ``cos`` and ``sin`` of shape
-    ``(B or 1, H or 1, N, rotary_dim // 2)``, the encoding's attention scaling included."""
+    """Per-token rotation, what a rotary encoding's ``rotation(positions)`` gives and
+    :func:`apply_rotation` applies: float32 ``cos`` and ``sin`` of shape ``(B or 1, H or 1, N,
+    rotary_dim // 2)`` (the encoding's attention scaling included) and the channel pairing
+    ``layout``, ``"half"`` or ``"interleaved"``."""
 
     cos: Tensor
     sin: Tensor
