@@ -135,8 +135,8 @@ class Float64Buffers(PositionEncoding):
         # no definition to recompute, get their values back.
         # .data: the storage itself (nn.Module swaps the storage of a parameter and its grad).
         kept = {name: (p.data, None if p.grad is None else p.grad.data)
-                for name in self.fixed_dtype_parameters
-                if (p := getattr(self, name, None)) is not None}
+                for name, p in self.named_parameters(recurse=False)
+                if name in self.fixed_dtype_parameters}
         was_meta = any(getattr(self, n).is_meta for n in self._float64_buffer_names)
         super()._apply(fn, recurse)
         for name, (data, grad) in kept.items():
