@@ -9,20 +9,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .encoding import (
-    LAYOUTS,
-    Float64Buffers,
-    PositionEncoding,
-    angles,
+from ._checks import (
     check_base,
     check_choice,
     check_even,
     check_output_dtype,
-    check_position_shape,
-    check_position_values,
     check_positions,
     check_positive_int,
 )
+from .encoding import LAYOUTS, Float64Buffers, PositionEncoding, angles
 
 __all__ = ["sinusoidal_inv_freq", "sinusoidal_encoding", "SinusoidalEncoding", "LearnedEncoding",
            "InputEmbedding", "NoPE"]
@@ -63,11 +58,7 @@ class SinusoidalEncoding(Float64Buffers):
 
     def forward(self, positions: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
         """``(N,)`` or ``(B, N)`` positions -> ``(*positions.shape, dim)`` of ``dtype``."""
-        check_position_values(positions)
-        return self._forward(positions, dtype=dtype)
-
-    def _forward(self, positions: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        positions = check_position_shape(positions)
+        positions = check_positions(positions)
         check_output_dtype(dtype)
         return sinusoidal_encoding(positions, self.inv_freq64, self.layout).to(dtype)
 

@@ -4,36 +4,35 @@ Rotary encodings provide ``rotation(positions)`` (and ``key_rotation`` where key
 differently, :class:`~posenc.core.XPos`); bias encodings give ``bias(query_positions,
 key_positions) -> (B or 1, H, Nq, Nk)``. Parameter names match timm's ``Attention``.
 The SDPA path materialises a bias; the FlexAttention path evaluates it per pair through the
-encoding's ``score_mod`` (:class:`ScoreMod`) and takes block masks. FlexAttention has no
-backward on CPU, so CPU training takes the SDPA path (:func:`use_flex` chooses).
+encoding's ``score_mod`` (:class:`~posenc.core.bias.ScoreMod`) and takes block masks.
+FlexAttention has no backward on CPU, so CPU training takes the SDPA path (:func:`use_flex`
+chooses).
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .additive import NoPE
-from .encoding import (
+from ._checks import (
     check_bool,
     check_choice,
     check_float,
     check_pair_values,
     check_positive_int,
-    unchecked,
+    known_finite,
 )
-from .positions import _check_lengths, incremental_positions, relative_positions
+from .additive import NoPE
+from .bias import ScoreMod
+from .positions import _check_lengths, incremental_positions
 from .rope import apply_rotation
 
-__all__ = ["BACKENDS", "ScoreMod", "causal_block_mask", "flex_attend", "flex_available",
-           "packed_block_mask", "pair_batch", "token_lookup", "use_flex", "KVCache",
-           "MultiheadAttention"]
+__all__ = ["BACKENDS", "causal_block_mask", "flex_attend", "flex_available", "packed_block_mask",
+           "use_flex", "KVCache", "MultiheadAttention"]
 
 
 try:
@@ -44,57 +43,11 @@ except ImportError:  # torch without FlexAttention: every forward takes the SDPA
 
 
 BACKENDS = ("auto", "sdpa", "flex")
-BiasFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 
 
 def flex_available() -> bool:
     """Whether this torch has ``torch.nn.attention.flex_attention``."""
     return _flex_attention is not None
-
-
-class ScoreMod(NamedTuple):
-    """An attention bias as a function of token indices, FlexAttention's ``score_mod``.
-
-    Attributes:
-        bias: ``(b, h, q_idx, kv_idx) -> bias`` elementwise (0-d or broadcastable indices).
-        batch: the positions' batch (``B``, or 1 when shared by the batch).
-        num_queries, num_keys: the tokens the positions cover (``Nq``, ``Nk``).
-        device: the positions' device.
-    """
-
-    bias: BiasFn
-    batch: int
-    num_queries: int
-    num_keys: int
-    device: torch.device
-
-    def __call__(self, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor,
-                 kv_idx: Tensor) -> Tensor:
-        return score + self.bias(b, h, q_idx, kv_idx).to(score.dtype)
-
-    def dense(self, num_heads: int) -> Tensor:
-        """The bias at every pair, ``(batch, num_heads, Nq, Nk)``."""
-        index = [torch.arange(n, device=self.device) for n in
-                 (self.batch, num_heads, self.num_queries, self.num_keys)]
-        b, h, q, k = (t.view([-1 if i == d else 1 for i in range(4)]) for d, t in enumerate(index))
-        return self.bias(b, h, q, k).expand(self.batch, num_heads, self.num_queries, self.num_keys)
-
-
-def pair_batch(query_positions: Tensor, key_positions: Tensor, coord_dims: int = 0) -> int:
-    """The batch (``B`` or 1) of the pairs of these positions, checked as
-    :func:`posenc.core.positions.relative_positions` checks it."""
-    empty = (..., slice(0, 0), *(slice(None),) * coord_dims)
-    return relative_positions(query_positions[empty], key_positions[empty],
-                              coord_dims=coord_dims).shape[0]
-
-
-def token_lookup(positions: Tensor, coord_dims: int = 0) -> Callable[[Tensor, Tensor], Tensor]:
-    """``(b, idx) -> positions[b, idx]`` for ``(N, *C)`` or ``(B, N, *C)`` positions."""
-    if positions.ndim == 1 + coord_dims:
-        return lambda b, idx: positions[idx]
-    if positions.shape[0] == 1:
-        return lambda b, idx: positions[0][idx]
-    return lambda b, idx: positions[b, idx]
 
 
 def _causal(num_queries: int, num_keys: int):
@@ -447,20 +400,26 @@ class MultiheadAttention(nn.Module):
             is_causal: query ``i`` attends keys ``j <= i + (Nk - Nq)`` (bottom-right aligned).
             kv_cache: a :class:`KVCache`; new keys/values are appended and attended.
 
-        Positions are read here once (NaN, inf or out of a rotary's ``check_range`` raise
-        ``ValueError``); a model's blocks call the unchecked :meth:`_attend`.
+        Positions' values are read here, once per distinct tensor (NaN, inf or out of a
+        rotary's ``check_range`` raise ``ValueError``), and reach the encodings as views their
+        own checks do not read again; positions a model made finite by construction (marked
+        where it made them) are read nowhere, so a model's blocks call this as plain code.
 
         Returns:
             ``(B, Nq, dim)``.
         """
-        check_pair_values(query_positions, key_positions)
+        query_positions, key_positions = check_pair_values(query_positions, key_positions)
         dim = self.qkv.in_features
         _check_tokens("x", x, dim)
+        batch, num_q, _ = x.shape
         if context is not None:
-            _check_tokens("context", context, dim, x.shape[0])
+            _check_tokens("context", context, dim, batch)
+        check_bool(is_causal, "is_causal")
+        if kv_cache is not None and not isinstance(kv_cache, KVCache):
+            raise TypeError(f"kv_cache must be a KVCache or None, got {type(kv_cache).__name__}")
         if query_positions is None and (self.rotary is not None or self.bias is not None):
-            offset = len(kv_cache) if isinstance(kv_cache, KVCache) else 0
-            query_positions = incremental_positions(x.shape[1], offset, device=x.device)
+            offset = 0 if kv_cache is None else len(kv_cache)
+            query_positions = incremental_positions(num_q, offset, device=x.device)
         if key_positions is None and query_positions is not None:
             key_positions = (query_positions if context is None
                              else torch.arange(context.shape[1], device=x.device))
@@ -472,22 +431,6 @@ class MultiheadAttention(nn.Module):
             self.rotary.check_range(query_positions, work, "query_positions")
             if key_positions is not query_positions:
                 self.rotary.check_range(key_positions, work, "key_positions")
-        return self._attend(x, context, query_positions, key_positions, attn_mask, is_causal,
-                            kv_cache)
-
-    def _attend(self, x: Tensor, context: Tensor | None, query_positions: object,
-                key_positions: object, attn_mask: object = None, is_causal: bool = False,
-                kv_cache: KVCache | None = None) -> Tensor:
-        """:meth:`forward` without reading any value (no host sync): positions given in full
-        (None only when no encoding uses them); the encodings called unchecked."""
-        dim = self.qkv.in_features
-        _check_tokens("x", x, dim)
-        batch, num_q, _ = x.shape
-        if context is not None:
-            _check_tokens("context", context, dim, batch)
-        check_bool(is_causal, "is_causal")
-        if kv_cache is not None and not isinstance(kv_cache, KVCache):
-            raise TypeError(f"kv_cache must be a KVCache or None, got {type(kv_cache).__name__}")
         kv_dim = self.num_kv_heads * self.head_dim
         if context is None:
             q, k, v = self.qkv(x).split((dim, kv_dim, kv_dim), dim=-1)
@@ -502,13 +445,12 @@ class MultiheadAttention(nn.Module):
         q, k = self.q_norm(q), self.k_norm(k)
 
         if self.rotary is not None:
-            rotation = unchecked(self.rotary, "rotation")
-            q_rotation = rotation(query_positions)
+            q_rotation = self.rotary.rotation(query_positions)
             if hasattr(self.rotary, "key_rotation"):  # keys turn differently (xPos)
-                k_rotation = unchecked(self.rotary, "key_rotation")(key_positions)
+                k_rotation = self.rotary.key_rotation(key_positions)
             else:
                 k_rotation = (q_rotation if key_positions is query_positions
-                              else rotation(key_positions))
+                              else self.rotary.rotation(key_positions))
             _check_fit("query_positions", query_positions, q_rotation.cos.shape[-2], num_q)
             _check_fit("key_positions", key_positions, k_rotation.cos.shape[-2], k.shape[-2])
             _check_batch("query_positions", (query_positions,), q_rotation.cos.shape[0], batch)
@@ -518,13 +460,15 @@ class MultiheadAttention(nn.Module):
             q, k = apply_rotation(q, q_rotation), apply_rotation(k, k_rotation)
         if kv_cache is not None:
             k, v, key_positions = kv_cache.append(k, v, key_positions)
+            if isinstance(key_positions, Tensor):  # each step's positions were checked by it
+                key_positions = known_finite(key_positions)
 
         num_k = k.shape[-2]
         dropout_p = self.attn_drop if self.training else 0.0
         if use_flex(self.backend, self.bias, attn_mask, q, k, v, dropout_p):
             score_mod = None
             if self.bias is not None:
-                score_mod = unchecked(self.bias, "score_mod")(query_positions, key_positions)
+                score_mod = self.bias.score_mod(query_positions, key_positions)
                 shape = (score_mod.batch, score_mod.num_queries, score_mod.num_keys)
                 self._check_bias("a score_mod", score_mod.device, shape, q, num_k,
                                  query_positions, key_positions)
@@ -542,7 +486,7 @@ class MultiheadAttention(nn.Module):
                 causal, q.dtype)
             is_causal = False
         if self.bias is not None:
-            bias = unchecked(self.bias)(query_positions, key_positions)
+            bias = self.bias(query_positions, key_positions)
             self._check_bias("logits", bias.device, (bias.shape[0], *bias.shape[-2:]), q, num_k,
                              query_positions, key_positions)
             bias = bias.to(q.dtype)

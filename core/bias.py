@@ -4,22 +4,21 @@ FIRE (Li et al. 2023), and learned tables of integer offsets (T5 buckets; Shaw e
 
 Positions are explicit (for ALiBi, KERPLE and FIRE also times in any unit), and ``causal=True``
 masks keys after the query by position. Every bias encoding derives from :class:`PairBias`;
-those FlexAttention can evaluate per pair from :class:`ScoreModBias`.
+those FlexAttention can evaluate per pair also have a ``score_mod`` that gives a
+:class:`ScoreMod` (the attention module uses the bias encodings, never the other way round).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import ScoreMod, pair_batch, token_lookup
-from .encoding import (
-    Float64Buffers,
-    PositionEncoding,
+from ._checks import (
     check_bool,
     check_choice,
     check_float,
@@ -28,36 +27,74 @@ from .encoding import (
     check_positive_float,
     check_positive_int,
 )
+from .encoding import Float64Buffers, PositionEncoding
 from .positions import relative_positions
 
-__all__ = ["PairBias", "ScoreModBias", "alibi_slopes", "ALiBi", "t5_relative_bucket",
-           "check_t5_buckets", "T5RelativeBias", "ClippedRelativeBias", "FIRE", "KERPLE_KERNELS",
-           "kerple_bias", "Kerple"]
+__all__ = ["ScoreMod", "pair_batch", "token_lookup", "PairBias", "alibi_slopes",
+           "ALiBi", "t5_relative_bucket", "check_t5_buckets", "T5RelativeBias",
+           "ClippedRelativeBias", "FIRE", "KERPLE_KERNELS", "kerple_bias", "Kerple"]
+
+
+BiasFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+
+
+class ScoreMod(NamedTuple):
+    """An attention bias as a function of token indices, FlexAttention's ``score_mod``.
+
+    Attributes:
+        bias: ``(b, h, q_idx, kv_idx) -> bias`` elementwise (0-d or broadcastable indices).
+        batch: the positions' batch (``B``, or 1 when shared by the batch).
+        num_queries, num_keys: the tokens the positions cover (``Nq``, ``Nk``).
+        device: the positions' device.
+    """
+
+    bias: BiasFn
+    batch: int
+    num_queries: int
+    num_keys: int
+    device: torch.device
+
+    def __call__(self, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor,
+                 kv_idx: Tensor) -> Tensor:
+        return score + self.bias(b, h, q_idx, kv_idx).to(score.dtype)
+
+    def dense(self, num_heads: int) -> Tensor:
+        """The bias at every pair, ``(batch, num_heads, Nq, Nk)``."""
+        index = [torch.arange(n, device=self.device) for n in
+                 (self.batch, num_heads, self.num_queries, self.num_keys)]
+        b, h, q, k = (t.view([-1 if i == d else 1 for i in range(4)]) for d, t in enumerate(index))
+        return self.bias(b, h, q, k).expand(self.batch, num_heads, self.num_queries, self.num_keys)
+
+
+def pair_batch(query_positions: Tensor, key_positions: Tensor, coord_dims: int = 0) -> int:
+    """The batch (``B`` or 1) of the pairs of these positions, checked as
+    :func:`~posenc.core.positions.relative_positions` checks it."""
+    empty = (..., slice(0, 0), *(slice(None),) * coord_dims)
+    return relative_positions(query_positions[empty], key_positions[empty],
+                              coord_dims=coord_dims).shape[0]
+
+
+def token_lookup(positions: Tensor, coord_dims: int = 0) -> Callable[[Tensor, Tensor], Tensor]:
+    """``(b, idx) -> positions[b, idx]`` for ``(N, *C)`` or ``(B, N, *C)`` positions."""
+    if positions.ndim == 1 + coord_dims:
+        return lambda b, idx: positions[idx]
+    if positions.shape[0] == 1:
+        return lambda b, idx: positions[0][idx]
+    return lambda b, idx: positions[b, idx]
 
 
 class PairBias(PositionEncoding):
-    """Base of the bias encodings: :meth:`forward` checks the positions' values, then calls
-    the subclass's ``_forward``, which checks shapes only."""
+    """Base of the bias encodings: ``forward(query_positions, key_positions)`` gives ``(B or 1,
+    H, Nq, Nk)`` logits; those FlexAttention can evaluate per pair also have ``score_mod``
+    with the same arguments, giving a :class:`ScoreMod`."""
 
     kind = "bias"
 
-    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        """Positions ``(Nq, *C)``/``(B, Nq, *C)`` and ``(Nk, *C)``/``(B, Nk, *C)`` -> float32
-        bias ``(B or 1, H, Nq, Nk)``."""
-        check_pair_values(query_positions, key_positions)
-        return self._forward(query_positions, key_positions)
 
-
-class ScoreModBias(PairBias):
-    """A :class:`PairBias` that FlexAttention can evaluate per pair, through ``_score_mod``."""
-
-    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod, computed per pair."""
-        check_pair_values(query_positions, key_positions)
-        return self._score_mod(query_positions, key_positions)
-
-
-def _shapes(query_positions: Tensor, key_positions: Tensor) -> tuple[Tensor, Tensor]:
+def _checked(query_positions: Tensor, key_positions: Tensor) -> tuple[Tensor, Tensor]:
+    """Both positions checked (values, read once per distinct tensor; then shapes), integers
+    widened to int64."""
+    query_positions, key_positions = check_pair_values(query_positions, key_positions)
     return (check_position_shape(query_positions, "query_positions"),
             check_position_shape(key_positions, "key_positions"))
 
@@ -71,7 +108,7 @@ def _pair_score_mod(query_positions: Tensor, key_positions: Tensor,
                     key_positions.shape[-1], query_positions.device)
 
 
-class _DistanceBias(ScoreModBias, Float64Buffers):
+class _DistanceBias(PairBias, Float64Buffers):
     """A per-head function of ``|key - query|`` (subclasses give ``_of_distance() -> (distance,
     h) -> bias``), ``-inf`` for keys after the query when ``causal``."""
 
@@ -85,14 +122,17 @@ class _DistanceBias(ScoreModBias, Float64Buffers):
 
         return bias
 
-    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        rel = relative_positions(*_shapes(query_positions, key_positions)).float()[:, None]
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias ``(B or 1,
+        H, Nq, Nk)``."""
+        rel = relative_positions(*_checked(query_positions, key_positions)).float()[:, None]
         with torch.autocast(rel.device.type, enabled=False):
             return self._bias()(rel, torch.arange(self.num_heads, device=rel.device)[:, None, None])
 
-    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod, computed per pair."""
         bias = self._bias()
-        return _pair_score_mod(*_shapes(query_positions, key_positions),
+        return _pair_score_mod(*_checked(query_positions, key_positions),
                                lambda q, k, h: bias((k - q).float(), h))
 
     def extra_repr(self) -> str:
@@ -183,7 +223,7 @@ def check_t5_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -
                          f"exactly), got {max_distance}")
 
 
-class _OffsetTable(ScoreModBias):
+class _OffsetTable(PairBias):
     """A learned ``(R, H)`` table, read at row ``_rows()(key - query)`` of integer positions
     (subclasses give ``_rows``)."""
 
@@ -198,18 +238,21 @@ class _OffsetTable(ScoreModBias):
 
     @staticmethod
     def _integers(query_positions: Tensor, key_positions: Tensor) -> tuple[Tensor, Tensor]:
-        pair = _shapes(query_positions, key_positions)
+        pair = _checked(query_positions, key_positions)
         for name, positions in zip(("query_positions", "key_positions"), pair, strict=True):
             if positions.is_floating_point():
                 raise TypeError(f"{name} must be integer token positions for a learned relative "
                                 f"table, got {positions.dtype}")
         return pair
 
-    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Integer positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> bias ``(B or 1,
+        H, Nq, Nk)`` in the table's dtype."""
         rel = relative_positions(*self._integers(query_positions, key_positions))
         return self.table[self._rows()(rel)].permute(0, 3, 1, 2)
 
-    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod, read per pair."""
         table, rows = self.table, self._rows()
         return _pair_score_mod(*self._integers(query_positions, key_positions),
                                lambda q, k, h: table[rows(k - q), h])
@@ -254,7 +297,7 @@ class ClippedRelativeBias(_OffsetTable):
         return f"num_heads={self.num_heads}, max_distance={self.max_distance}"
 
 
-class FIRE(ScoreModBias, Float64Buffers):
+class FIRE(PairBias, Float64Buffers):
     """FIRE bias per head (Li et al. 2023): an MLP of the log-transformed offset.
 
     ``bias[b, h, i, j] = f(psi(d) / (psi(max(L, p_i, p_j)) + eps))[h]`` with ``d = p_i - p_j``,
@@ -314,8 +357,10 @@ class FIRE(ScoreModBias, Float64Buffers):
         psi = torch.log1p(c * offset.abs()) * offset.sign()
         return psi / (torch.log1p(c * normaliser) + self.eps)
 
-    def _forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        query_positions, key_positions = _shapes(query_positions, key_positions)
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """Positions ``(Nq,)``/``(B, Nq)`` and ``(Nk,)``/``(B, Nk)`` -> float32 bias ``(B or 1,
+        H, Nq, Nk)``."""
+        query_positions, key_positions = _checked(query_positions, key_positions)
         offset = -relative_positions(query_positions, key_positions).float()  # (B, Nq, Nk)
         query = query_positions.float()[..., :, None]
         key = key_positions.float()[..., None, :]
@@ -328,7 +373,8 @@ class FIRE(ScoreModBias, Float64Buffers):
             bias = bias.masked_fill(offset[:, None] < 0, float("-inf"))
         return bias
 
-    def _score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+    def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod, computed per pair."""
         w1, b1, w2, b2 = self._mlp_weights()
         causal, width, interpolated = self.causal, self.mlp_width, self.interpolated
 
@@ -340,7 +386,7 @@ class FIRE(ScoreModBias, Float64Buffers):
                 out = out + w2[h, unit] * torch.relu(x * w1[unit] + b1[unit])
             return torch.where(offset < 0, float("-inf"), out) if causal else out
 
-        return _pair_score_mod(*_shapes(query_positions, key_positions), bias)
+        return _pair_score_mod(*_checked(query_positions, key_positions), bias)
 
     def extra_repr(self) -> str:
         return (f"num_heads={self.num_heads}, mlp_width={self.mlp_width}, "

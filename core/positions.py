@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .encoding import check_position_dtype, check_positive_int, widen_positions
+from ._checks import check_position_dtype, check_positive_int, widen_positions
 
 __all__ = ["positions_from_padding_mask", "packed_positions", "packed_attention_mask",
            "incremental_positions", "relative_positions"]

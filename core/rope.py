@@ -17,19 +17,17 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .encoding import (
-    LAYOUTS,
-    Float64Buffers,
-    angles,
+from ._checks import (
     check_base,
     check_bool,
     check_choice,
     check_even,
     check_float,
     check_position_shape,
-    check_position_values,
+    check_positions,
     check_positive_int,
 )
+from .encoding import LAYOUTS, Float64Buffers, angles
 
 __all__ = ["RopeScaling", "LinearScaling", "NTKScaling", "DynamicNTKScaling", "YarnScaling",
            "Llama3Scaling", "LongRopeScaling", "ProportionalScaling", "rope_inv_freq", "Rotation",
@@ -63,8 +61,13 @@ def _ntk_exponent(rotary_dim: int) -> float:
 
 @dataclass(frozen=True)
 class RopeScaling:
-    """No rescaling; the base of the methods, which override :meth:`inv_freq` or, with
-    ``dynamic`` set, :meth:`dynamic_inv_freq`."""
+    """No rescaling, and the base of every scaling (``RotaryEncoding(scaling=...)``).
+
+    A scaling of one's own is a frozen dataclass deriving from it that overrides
+    :meth:`inv_freq` (frequencies fixed at construction) or sets ``dynamic = True`` and
+    overrides :meth:`dynamic_inv_freq` (frequencies of each forward's length), and
+    :attr:`attention_scaling` when cos and sin are to be scaled.
+    """
 
     dynamic = False
 
@@ -360,8 +363,10 @@ class ProportionalScaling(RopeScaling):
 
 
 class Rotation(NamedTuple):
-    """Per-token rotation for :func:`apply_rotation`: float32 ``cos`` and ``sin`` of shape
-    ``(B or 1, H or 1, N, rotary_dim // 2)``, the encoding's attention scaling included."""
+    """Per-token rotation, what a rotary encoding's ``rotation(positions)`` gives and
+    :func:`apply_rotation` applies: float32 ``cos`` and ``sin`` of shape ``(B or 1, H or 1, N,
+    rotary_dim // 2)`` (the encoding's attention scaling included) and the channel pairing
+    ``layout``, ``"half"`` or ``"interleaved"``."""
 
     cos: Tensor
     sin: Tensor
@@ -485,11 +490,7 @@ class RotaryEncoding(Float64Buffers):
 
     def rotation(self, positions: Tensor) -> Rotation:
         """``(N,)`` or ``(B, N)`` positions (finite) -> :class:`Rotation`."""
-        check_position_values(positions)
-        return self._rotation(positions)
-
-    def _rotation(self, positions: Tensor) -> Rotation:
-        positions = check_position_shape(positions)
+        positions = check_positions(positions)
         inv_freq = self.inv_freq64
         if self.scaling.dynamic and positions.numel():
             seq_len = positions.detach().max() + 1
@@ -502,17 +503,15 @@ class RotaryEncoding(Float64Buffers):
 
     def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, N, head_dim)`` by ``positions`` ``(N,)``/``(B, N)``."""
-        check_position_values(positions)
-        positions = check_position_shape(positions)
+        shape = check_position_shape(positions).shape  # rotation() reads the values
         if x.ndim != 4 or x.shape[-1] != self.head_dim:
             raise ValueError(f"x must have shape (B, H, N, head_dim={self.head_dim}), got "
                              f"{tuple(x.shape)}")
-        if positions.shape[-1] != x.shape[-2] or (positions.ndim == 2
-                                                  and positions.shape[0] not in (1, x.shape[0])):
-            raise ValueError(f"positions of shape {tuple(positions.shape)} do not match x of "
+        if shape[-1] != x.shape[-2] or (len(shape) == 2 and shape[0] not in (1, x.shape[0])):
+            raise ValueError(f"positions of shape {tuple(shape)} do not match x of "
                              f"shape {tuple(x.shape)}: expected (N,) or (B, N) with "
                              f"N={x.shape[-2]}, B={x.shape[0]}")
-        return apply_rotation(x, self._rotation(positions))
+        return apply_rotation(x, self.rotation(positions))
 
     forward = rotate
 

@@ -15,19 +15,15 @@ import math
 import torch
 from torch import Tensor
 
-from .encoding import (
-    LAYOUTS,
-    Float64Buffers,
-    angles,
+from ._checks import (
     check_base,
     check_choice,
     check_even,
     check_float,
-    check_position_shape,
     check_positions,
     check_positive_float,
-    wide_dtype,
 )
+from .encoding import LAYOUTS, Float64Buffers, angles, wide_dtype
 from .rope import Rotation, apply_rotation, check_rotary_dim, rope_inv_freq, rotation_from_angles
 
 __all__ = ["XPos", "xpos_zeta"]
@@ -120,35 +116,33 @@ class XPos(Float64Buffers):
         return power[..., None] * self.log_zeta64.to(device=positions.device, dtype=wide)
 
     def _scaled_rotation(self, positions: Tensor, sign: float) -> Rotation:
-        positions = check_position_shape(positions)
+        """The rotation of checked ``positions``, scaled by ``s`` (``sign=1``, queries) or
+        ``1 / s`` (``sign=-1``, keys)."""
         wide = wide_dtype(positions.device)
         theta = angles(positions, self.inv_freq64).to(wide)
         return rotation_from_angles(theta, self.layout, (sign * self._log_scale(positions)).exp())
 
-    def _rotation(self, positions: Tensor) -> Rotation:
-        return self._scaled_rotation(positions, 1.0)
-
-    def _key_rotation(self, positions: Tensor) -> Rotation:
-        return self._scaled_rotation(positions, -1.0)
-
     def rotation(self, positions: Tensor) -> Rotation:
         """Queries' rotation: ``(N,)`` or ``(B, N)`` positions -> :class:`Rotation` whose
         ``cos``/``sin`` include the scale; positions beyond float32's :meth:`max_offset` raise."""
-        self.check_range(check_positions(positions), torch.float32)
-        return self._rotation(positions)
+        positions = check_positions(positions)
+        self.check_range(positions, torch.float32)
+        return self._scaled_rotation(positions, 1.0)
 
     def key_rotation(self, positions: Tensor) -> Rotation:
         """Keys' rotation: as :meth:`rotation`, with the reciprocal scale."""
-        self.check_range(check_positions(positions), torch.float32)
-        return self._key_rotation(positions)
+        positions = check_positions(positions)
+        self.check_range(positions, torch.float32)
+        return self._scaled_rotation(positions, -1.0)
 
     def forward(self, q: Tensor, k: Tensor, query_positions: Tensor,
                 key_positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Rotate and scale ``(B, H, Nq, head_dim)`` queries and ``(B, H_kv, Nk, head_dim)``
         keys (``key_positions`` defaults to ``query_positions``); both keep their dtype."""
         key_positions = query_positions if key_positions is None else key_positions
-        for name, x, positions in (("query_positions", q, query_positions),
-                                   ("key_positions", k, key_positions)):
+        rotated = []
+        for name, x, positions, sign in (("query_positions", q, query_positions, 1.0),
+                                         ("key_positions", k, key_positions, -1.0)):
             if not isinstance(x, Tensor) or x.ndim != 4 or x.shape[-1] != self.head_dim:
                 got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
                 raise ValueError(f"{'q' if name[0] == 'q' else 'k'} must have shape (B, H, N, "
@@ -158,9 +152,10 @@ class XPos(Float64Buffers):
                 raise ValueError(f"{name} of shape {tuple(positions.shape)} do not match "
                                  f"{tuple(x.shape)}: expected (N,) or (B, N) with "
                                  f"N={x.shape[-2]}")
-            self.check_range(positions, x.dtype, name)
-        return (apply_rotation(q, self._rotation(query_positions)),
-                apply_rotation(k, self._key_rotation(key_positions)))
+            self.check_range(positions, x.dtype, name)  # the dtype q and k are rotated in
+            rotated.append((x, positions, sign))
+        q, k = (apply_rotation(x, self._scaled_rotation(p, sign)) for x, p, sign in rotated)
+        return q, k
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, "

@@ -33,13 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from posenc.core.encoding import (
-    PositionEncoding,
-    check_choice,
-    check_float,
-    check_positive_float,
-    no_weight_decay_names,
-)
+from posenc.core._checks import check_choice, check_float, check_positive_float
+from posenc.core.encoding import PositionEncoding, no_weight_decay_names
 from torch import nn
 
 __all__ = ["WEIGHT_SOURCES", "check_no_weight_sources", "check_class_path", "fill_from_defaults",

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import torch
 from posenc.core import PositionEncoding
-from posenc.core.encoding import check_choice, check_output_dtype, wide_dtype
+from posenc.core._checks import check_choice, check_output_dtype
+from posenc.core.encoding import wide_dtype
 from torch import Tensor
 
 from .timestamps import (

@@ -17,15 +17,15 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from posenc.core import PositionEncoding
-from posenc.core.additive import sinusoidal_encoding, sinusoidal_inv_freq
-from posenc.core.encoding import (
-    Float64Buffers,
+from posenc.core._checks import (
     check_bool,
     check_choice,
     check_even,
     check_output_dtype,
     check_positive_int,
 )
+from posenc.core.additive import sinusoidal_encoding, sinusoidal_inv_freq
+from posenc.core.encoding import Float64Buffers
 from torch import Tensor, nn
 
 from .timestamps import UNITS, Timestamps, datetime_index, frequency_fields, local_wall_time

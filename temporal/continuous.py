@@ -12,21 +12,17 @@ import math
 import numpy as np
 import torch
 from posenc.core import PositionEncoding, SinusoidalEncoding
-from posenc.core.additive import sinusoidal_encoding
-from posenc.core.encoding import (
-    LAYOUTS,
-    Float64Buffers,
+from posenc.core._checks import (
     check_bool,
     check_choice,
     check_even,
     check_output_dtype,
-    check_position_shape,
-    check_position_values,
     check_positions,
     check_positive_float,
     check_positive_int,
-    wide_dtype,
 )
+from posenc.core.additive import sinusoidal_encoding
+from posenc.core.encoding import LAYOUTS, Float64Buffers, wide_dtype
 from torch import Tensor, nn
 
 __all__ = ["ContinuousSinusoidal", "IndexSinusoidal", "Time2Vec", "TimeDelta", "geometric_periods",
@@ -78,11 +74,7 @@ class ContinuousSinusoidal(Float64Buffers):
     def forward(self, times: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
         """``(N,)`` or ``(B, N)`` elapsed times (float64 keeps full precision far from the
         origin) -> ``(..., dim)`` of ``dtype``."""
-        check_position_values(times, "times")
-        return self._forward(times, dtype=dtype)
-
-    def _forward(self, times: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-        times = check_position_shape(times, "times")
+        times = check_positions(times, "times")
         check_output_dtype(dtype)
         return sinusoidal_encoding(times, self.inv_freq64, self.layout).to(dtype)
 
@@ -110,12 +102,7 @@ class IndexSinusoidal(PositionEncoding):
                 dtype: torch.dtype = torch.float32) -> Tensor:
         """``(N,)`` or ``(B, N)`` time from the forecast origin (> 0 in the future) and bool
         ``observed`` of that shape -> ``(*elapsed.shape, dim)`` of ``dtype``."""
-        check_position_values(elapsed, "elapsed")
-        return self._forward(elapsed, observed, dtype=dtype)
-
-    def _forward(self, elapsed: Tensor, observed: Tensor, *,
-                 dtype: torch.dtype = torch.float32) -> Tensor:
-        elapsed = check_position_shape(elapsed, "elapsed")
+        elapsed = check_positions(elapsed, "elapsed")
         _check_mask(observed, "observed", elapsed, "elapsed")
         # Counted, not sorted: ties and any token order give the same indices.
         later = elapsed[..., None, :] > elapsed[..., :, None]  # [..., i, j]: j after i
@@ -123,8 +110,8 @@ class IndexSinusoidal(PositionEncoding):
         future = (elapsed > 0) & ~observed
         back = -(later & observed[..., None, :]).sum(-1)
         ahead = 1 + (earlier & future[..., None, :]).sum(-1)
-        index = torch.where(future, ahead, back).to(torch.float32)
-        return self.encoding._forward(index, dtype=dtype)  # counts: finite by construction
+        index = torch.where(future, ahead, back)  # int64 counts: nothing for a check to read
+        return self.encoding(index, dtype=dtype)
 
 
 class Time2Vec(PositionEncoding):
@@ -151,11 +138,7 @@ class Time2Vec(PositionEncoding):
     def forward(self, times: Tensor) -> Tensor:
         """``(N,)`` or ``(B, N)`` times -> ``(..., dim)`` in the parameters' dtype, computed in at
         least float32."""
-        check_position_values(times, "times")
-        return self._forward(times)
-
-    def _forward(self, times: Tensor) -> Tensor:
-        check_position_shape(times, "times")
+        check_positions(times, "times")
         wide = torch.promote_types(torch.promote_types(times.dtype, self.weight.dtype),
                                    torch.float32)
         z = times.to(wide)[..., None] * self.weight.to(wide) + self.bias.to(wide)

@@ -10,10 +10,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import torch
 from posenc.core import PositionEncoding
-from posenc.core.encoding import check_output_dtype, check_positive_float, wide_dtype
+from posenc.core._checks import (
+    check_int,
+    check_output_dtype,
+    check_positive_float,
+)
+from posenc.core.encoding import wide_dtype
 from torch import Tensor
 
 from .timestamps import Timestamps, check_no_nat, to_nanoseconds
@@ -31,7 +35,7 @@ _MAX_PERIOD_NS = 2**63 - 1  # torch.remainder takes the period as an int64 scala
 
 
 def _check_harmonics(count: object, label: str) -> int:
-    if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
+    if check_int(count, label) < 1:
         raise ValueError(f"{label} must be an int >= 1, got {count!r}")
     return int(count)
 
@@ -41,10 +45,7 @@ def _check_counts(periods_ns: Sequence[int], harmonics: Sequence[int]) -> None:
         raise ValueError(f"fourier_features needs one harmonics count per period (at least "
                          f"one), got periods_ns={list(periods_ns)}, harmonics={list(harmonics)}")
     for i, (period, count) in enumerate(zip(periods_ns, harmonics, strict=True)):
-        if isinstance(period, bool) or not isinstance(period, int | np.integer):
-            raise TypeError(f"periods_ns[{i}] must be an int (whole nanoseconds), got "
-                            f"{type(period).__name__} ({period!r})")
-        if not 1 <= period <= _MAX_PERIOD_NS:
+        if not 1 <= check_int(period, f"periods_ns[{i}]") <= _MAX_PERIOD_NS:
             raise ValueError(f"periods_ns[{i}] must lie in [1, 2**63 - 1] (int64 "
                              f"nanoseconds), got {period}")
         _check_harmonics(count, f"harmonics[{i}]")

@@ -17,15 +17,15 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from posenc.core import PositionEncoding
-from posenc.core.encoding import (
+from posenc.core._checks import (
     check_bool,
     check_choice,
     check_float,
     check_int,
     check_output_dtype,
     check_positive_float,
-    wide_dtype,
 )
+from posenc.core.encoding import wide_dtype
 from torch import Tensor
 
 from .timestamps import (

@@ -163,33 +163,52 @@ def _reads(call) -> int:
 
 def test_direct_attention_reads_each_positions_tensor_once_per_call():
     """Rotation and bias each check their positions; the call reads every distinct tensor
-    once (before: 3 reads for self-attention with RoPE and ALiBi), none on the unchecked
-    path a model's blocks take (``_attend``: positions checked at the model's edge)."""
+    once (before: 3 reads for self-attention with RoPE and ALiBi), and none of positions a
+    model made finite by construction (``known_finite``, what a model's blocks are given)."""
     attn = _attention()
     x, context = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
     q, k = torch.rand(5) * 10, torch.rand(7) * 10
     assert _reads(lambda: attn(x, query_positions=q)) == 1
     assert _reads(lambda: attn(x, context, query_positions=q, key_positions=k)) == 2
-    assert _reads(lambda: attn._attend(x, context, q, k)) == 0
-    torch.testing.assert_close(attn._attend(x, context, q, k),
+    made_q, made_k = core._checks.known_finite(q), core._checks.known_finite(k)
+    assert _reads(lambda: attn(x, context, query_positions=made_q, key_positions=made_k)) == 0
+    torch.testing.assert_close(attn(x, context, query_positions=made_q, key_positions=made_k),
                                attn(x, context, query_positions=q, key_positions=k))
     assert _reads(lambda: attn(x, query_positions=torch.arange(5))) == 0  # integers: finite
 
 
+def test_a_checked_tensor_edited_afterwards_is_checked_again():
+    """What a check passes on is a view for that call: the caller's tensor carries nothing, so
+    its next use is read again (in place or through numpy, where no version counter sees it)."""
+    attn = _attention()
+    x = torch.randn(1, 3, 16)
+    positions = torch.tensor([0.0, 1.0, 2.0])
+    attn(x, query_positions=positions)
+    positions[1] = float("nan")
+    with pytest.raises(ValueError, match=r"^query_positions must be finite"):
+        attn(x, query_positions=positions)
+    positions[1] = 1.0
+    attn.rotary.rotation(positions)
+    positions.numpy()[2] = float("inf")
+    with pytest.raises(ValueError, match=r"^positions must be finite"):
+        attn.rotary.rotation(positions)
+
+
 @pytest.mark.parametrize("method, args", [
     ("rotation", ("q",)), ("forward", ("q", "q")), ("score_mod", ("q", "k"))])
-def test_encodings_read_where_called_and_not_unchecked(method, args):
-    """A public encoding method reads each positions tensor once; its unchecked form (what
-    blocks call, :func:`posenc.core.encoding.unchecked`) reads nothing and gives the same."""
+def test_encodings_read_where_called_and_not_what_a_model_made(method, args):
+    """A public encoding method reads each positions tensor once; given positions a model
+    made finite by construction (``known_finite``, as inside its forward) it reads nothing
+    and gives the same."""
     attn = _attention()
     encoding = attn.rotary if method == "rotation" else attn.bias
     tensors = {"q": torch.rand(5) * 10, "k": torch.rand(7) * 10}
     positions = [tensors[a] for a in args]
+    made = [core._checks.known_finite(p) for p in positions]
     assert _reads(lambda: getattr(encoding, method)(*positions)) == len(set(args))
-    assert _reads(lambda: core.encoding.unchecked(encoding, method)(*positions)) == 0
+    assert _reads(lambda: getattr(encoding, method)(*made)) == 0
     if method != "score_mod":
-        out = core.encoding.unchecked(encoding, method)(*positions)
-        expected = getattr(encoding, method)(*positions)
+        out, expected = getattr(encoding, method)(*made), getattr(encoding, method)(*positions)
         if method == "rotation":
             out, expected = out.cos, expected.cos
         torch.testing.assert_close(out, expected)
@@ -216,12 +235,12 @@ def test_direct_attention_still_refuses_non_finite_positions_by_name():
 
 def test_check_position_shape_skips_only_the_finiteness_read():
     bad = torch.tensor([float("nan")])
-    assert _reads(lambda: core.encoding.check_position_shape(bad)) == 0
-    assert core.encoding.check_position_shape(bad) is bad
+    assert _reads(lambda: core._checks.check_position_shape(bad)) == 0
+    assert core._checks.check_position_shape(bad) is bad
     with pytest.raises(TypeError, match=r"^positions must be an integer, float32"):
-        core.encoding.check_position_shape(bad.half())  # dtype and shape checks still run
+        core._checks.check_position_shape(bad.half())  # dtype and shape checks still run
     with pytest.raises(ValueError, match=r"^positions must have shape \(N\)"):
-        core.encoding.check_position_shape(bad[None, None])
+        core._checks.check_position_shape(bad[None, None])
     with pytest.raises(ValueError, match=r"^positions must be finite"):
-        core.encoding.check_positions(bad)
-    assert _reads(lambda: core.encoding.check_positions(bad[:0] + 1.0)) == 1
+        core._checks.check_positions(bad)
+    assert _reads(lambda: core._checks.check_positions(bad[:0] + 1.0)) == 1

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch import LightningDataModule
-from posenc.core.encoding import check_bool, check_choice, check_int, check_positive_int
+from posenc.core._checks import check_bool, check_choice, check_int, check_positive_int
 from posenc.temporal.timestamps import (
     AMBIGUOUS,
     NONEXISTENT,

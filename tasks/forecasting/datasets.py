@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
-from posenc.core.encoding import check_choice
+from posenc.core._checks import check_choice
 
 from .data import COLUMN_ARGUMENTS, PERSISTENCE, TimeSeriesDataModule
 

@@ -13,7 +13,7 @@ from numbers import Real
 import numpy as np
 import pandas as pd
 import torch
-from posenc.core.encoding import check_positive_int
+from posenc.core._checks import check_positive_int
 from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat

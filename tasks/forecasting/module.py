@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch import LightningModule
-from posenc.core.encoding import (
+from posenc.core._checks import (
     check_bool,
     check_choice,
     check_float,

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 from posenc import temporal
 from posenc.core import FIRE, ALiBi, Kerple, MultiheadAttention, RotaryEncoding
-from posenc.core.encoding import check_choice, check_positive_int, unchecked, wide_dtype
+from posenc.core._checks import check_choice, check_positive_int, known_finite
+from posenc.core.encoding import wide_dtype
 from posenc.temporal.calendar import FIELDS, month_positions
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -111,12 +112,12 @@ class TimeFeatures(nn.Module):
                 out = encoding(columns)
             elif read == "timestamps":
                 out = encoding(local)
-            elif read == "elapsed":  # made from int64 timestamps: no value to check
-                out = unchecked(encoding)(elapsed)
+            elif read == "elapsed":
+                out = encoding(elapsed)
             elif read == "series_start":
                 out = encoding(local, series_start)
             else:
-                out = unchecked(encoding)(elapsed, observed)
+                out = encoding(elapsed, observed)
             features.append(out.to(device=elapsed.device, dtype=torch.float32))
         return torch.cat(features, dim=-1)
 
@@ -166,8 +167,7 @@ class Block(nn.Module):
                                  nn.Linear(hidden, dim), nn.Dropout(dropout))
 
     def forward(self, x: Tensor, positions: Tensor | None, mask: Tensor) -> Tensor:
-        # positions are finite by construction (from int64 timestamps): attend unchecked.
-        x = x + self.attn._attend(self.norm1(x), None, positions, positions, mask)
+        x = x + self.attn(self.norm1(x), query_positions=positions, attn_mask=mask)
         return x + self.mlp(self.norm2(x))
 
 
@@ -395,7 +395,8 @@ class ForecastTransformer(nn.Module):
         fields = (torch.cat((batch["context_fields"], batch["target_fields"]), dim=1)
                   if self.time_features.reads_fields else None)
         valid = torch.cat((ctx_valid, tgt_valid), dim=1)
-        elapsed = self.elapsed(batch)
+        # From int64 timestamps: finite by construction, so no encoding's check reads it.
+        elapsed = known_finite(self.elapsed(batch))
 
         observed = batch["context_observed"]
         context = batch["context_value"].float()
@@ -429,7 +430,7 @@ class ForecastTransformer(nn.Module):
             patches, patch_elapsed, ctx_valid = self.patches(
                 x[:, :num_ctx], elapsed[:, :num_ctx], ctx_valid)
             x = torch.cat((self.patch_embed(patches), x[:, num_ctx:]), dim=1)
-            elapsed = torch.cat((patch_elapsed, elapsed[:, num_ctx:]), dim=1)
+            elapsed = known_finite(torch.cat((patch_elapsed, elapsed[:, num_ctx:]), dim=1))
             num_ctx = ctx_valid.shape[1]
             valid = torch.cat((ctx_valid, tgt_valid), dim=1)
         # Keys: real observations; every token also sees itself (no empty rows).

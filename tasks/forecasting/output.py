@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 from pandas.tseries.frequencies import to_offset
-from posenc.core.encoding import check_bool, check_positive_int
+from posenc.core._checks import check_bool, check_positive_int
 from posenc.temporal import localize
 from posenc.temporal.timestamps import (
     check_tz_name,

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 from posenc.core import apply_rotation
-from posenc.core.encoding import check_int, check_positive_int
+from posenc.core._checks import check_int, check_positive_int
 from torch import Tensor, nn
 
 __all__ = ["cosine_matrix", "describe", "new_figure", "plot_additive_1d", "plot_bias_comparison",

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from posenc.core.encoding import check_positive_int
+from posenc.core._checks import check_int, check_positive_int
 from posenc.temporal.timestamps import check_tz_name, parse_timestamps, utc_and_local
 
 from ..forecasting.data import Columns, Fitted, numeric_column, read_table
@@ -148,8 +148,7 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
     check_positive_int(max_series, "max_series")
     if history_length is not None:
         check_positive_int(history_length, "history_length")
-    if isinstance(origin, bool) or not isinstance(origin, (int, np.integer)):
-        raise TypeError(f"origin must be an int (an index into the sorted origins), got {origin!r}")
+    origin = check_int(origin, "origin")  # an index into the sorted origins
     tz = check_tz_name(tz)
     for frame, what in ((forecasts, fc_name), (history, data_name)):
         for name in [*series_columns, timestamp_column, target]:

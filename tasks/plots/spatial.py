@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from posenc.core.encoding import check_int, check_positive_int
+from posenc.core._checks import check_int, check_positive_int
 from posenc.spatial import ENCODINGS
 from posenc.spatial.coords import check_grid_size
 from torch import Tensor, nn

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from posenc.core.encoding import check_int, check_positive_int
+from posenc.core._checks import check_int, check_positive_int
 
 from .core import new_figure, save_png
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from posenc.core.encoding import check_positive_int
+from posenc.core._checks import check_positive_int
 
 # Configs and checkpoints written before IndexSinusoidal moved to the library name it here.
 from posenc.temporal import IndexSinusoidal  # noqa: F401

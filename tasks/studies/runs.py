@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from posenc.core.encoding import check_positive_int
+from posenc.core._checks import check_positive_int
 from torch import nn
 
 from ..plots.core import require_matplotlib

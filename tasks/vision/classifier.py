@@ -19,7 +19,7 @@ from typing import Any
 import torch.nn.functional as F
 from lightning.pytorch import LightningModule
 from lightning.pytorch.utilities import rank_zero_info
-from posenc.core.encoding import (
+from posenc.core._checks import (
     check_bool,
     check_choice,
     check_float,

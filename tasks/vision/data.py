@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_warn
-from posenc.core.encoding import (
+from posenc.core._checks import (
     check_bool,
     check_float,
     check_int,

@@ -73,3 +73,19 @@ def test_reset_parameters_recomputes_overwritten_buffers():
 def test_float64_buffers_stay_float64_under_a_dtype_cast():
     rope = core.RotaryEncoding(16).to(torch.bfloat16)
     assert rope.inv_freq64.dtype == torch.float64
+
+
+def test_a_cast_keeps_fixed_dtype_parameters_their_object_values_and_gradients():
+    """Kerple's learned rates have no definition to recompute: a bf16 cast leaves the same
+    float32 parameter (an optimizer holds it) with its values and its gradient."""
+    kerple = core.Kerple(3)
+    kerple(POS, POS.double()).sum().backward()
+    raw = kerple.raw_r1
+    values, grad = raw.detach().clone(), raw.grad.clone()
+    kerple.to(torch.bfloat16)
+    assert kerple.raw_r1 is raw and raw.dtype == torch.float32 == raw.grad.dtype
+    assert torch.equal(raw.detach(), values) and torch.equal(raw.grad, grad)
+    with torch.device("meta"):
+        meta = core.Kerple(3)
+    meta.to(torch.bfloat16).to_empty(device="cpu")  # cast while meta, then materialised
+    assert meta.raw_r1.dtype == torch.float32 and not meta.raw_r1.is_meta

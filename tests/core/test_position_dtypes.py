@@ -7,7 +7,8 @@ from __future__ import annotations
 import posenc.core as core
 import pytest
 import torch
-from posenc.core.encoding import angles, check_positions
+from posenc.core._checks import check_positions
+from posenc.core.encoding import angles
 from posenc.core.positions import relative_positions
 
 INT_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.uint16, torch.uint32,

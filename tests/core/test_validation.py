@@ -1,4 +1,4 @@
-"""The shared argument checks of posenc.core.encoding: what they accept, what they return,
+"""The shared argument checks (posenc.core._checks): what they accept, what they return,
 and that their errors name the argument and the value."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from posenc.core.encoding import check_int, check_positive_float, wide_dtype
+from posenc.core._checks import check_int, check_positive_float
+from posenc.core.encoding import wide_dtype
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -51,7 +52,7 @@ def test_wide_dtype_is_float64_except_on_mps():
 
 
 def test_check_finite_names_the_argument_and_passes_finite_tensors_through():
-    from posenc.core.encoding import check_finite
+    from posenc.core._checks import check_finite
     ok = torch.tensor([0.0, 1e300], dtype=torch.float64)
     assert check_finite(ok, "times") is ok
     assert check_finite(torch.tensor([2**62]), "times") is not None  # integers are finite
@@ -63,7 +64,7 @@ def test_check_finite_names_the_argument_and_passes_finite_tensors_through():
 def test_check_finite_is_skipped_inside_a_fullgraph_compile():
     """The documented contract: compiled blocks do not validate (no graph break); the model's
     edge calls check_finite eagerly."""
-    from posenc.core.encoding import check_finite
+    from posenc.core._checks import check_finite
 
     def double(t):
         return check_finite(t, "times") * 2
@@ -80,13 +81,13 @@ def test_check_finite_is_skipped_inside_a_fullgraph_compile():
     (math.nan, dict(gt=0), r"^base must be a finite number > 0, got nan"),
 ])
 def test_check_float_states_the_bound(value, kwargs, match):
-    from posenc.core.encoding import check_float
+    from posenc.core._checks import check_float
     with pytest.raises(ValueError, match=match):
         check_float(value, "base", **kwargs)
 
 
 def test_check_float_returns_a_python_float_and_refuses_bools():
-    from posenc.core.encoding import check_float
+    from posenc.core._checks import check_float
     assert check_float(np.int64(3), "factor", ge=1) == 3.0
     with pytest.raises(TypeError, match=r"^factor must be a number, got bool"):
         check_float(True, "factor", ge=1)
@@ -94,7 +95,7 @@ def test_check_float_returns_a_python_float_and_refuses_bools():
 
 @pytest.mark.parametrize("value", ["False", 1, None, np.bool_(True)])
 def test_check_bool_refuses_everything_but_bool(value):
-    from posenc.core.encoding import check_bool
+    from posenc.core._checks import check_bool
     with pytest.raises(TypeError, match=r"^causal must be a bool \(True or False\), got "):
         check_bool(value, "causal")
     assert check_bool(False, "causal") is False
@@ -115,6 +116,17 @@ def test_check_int_returns_values_within_bounds():
     assert check_int(-5, "offset") == -5
 
 
+@pytest.mark.parametrize("value", [np.int64(3), np.int32(3), np.uint8(3)])
+def test_check_int_takes_numpy_integers_as_python_ints(value):
+    """One int check for the library: sizes read from numpy (FourierSeasonality's harmonics,
+    a plot's origin) pass as the same Python int; numpy bools and floats stay refused."""
+    result = check_int(value, "harmonics", ge=1)
+    assert type(result) is int and result == 3
+    for bad, type_name in ((np.bool_(True), "bool"), (np.float64(3.0), "float64")):
+        with pytest.raises(TypeError, match=rf"^harmonics must be an int, got {type_name}"):
+            check_int(bad, "harmonics")
+
+
 @pytest.mark.parametrize("value, choices, type_name", [
     (["axial"], ("axial", "mixed"), "list"),
     (1, (None, "unit"), "int"),
@@ -123,14 +135,14 @@ def test_check_int_returns_values_within_bounds():
     (True, (1, 2), "bool"),
 ])
 def test_check_choice_refuses_a_value_of_another_type_with_type_error(value, choices, type_name):
-    from posenc.core.encoding import check_choice
+    from posenc.core._checks import check_choice
 
     with pytest.raises(TypeError, match=rf"^layout must be one of .*, got {type_name} "):
         check_choice(value, "layout", choices)
 
 
 def test_check_choice_refuses_an_unknown_value_with_value_error_and_accepts_listed_ones():
-    from posenc.core.encoding import check_choice
+    from posenc.core._checks import check_choice
 
     with pytest.raises(ValueError, match=r"^layout must be one of \['half', 'interleaved'\], "
                                          r"got 'concat'$"):
