@@ -8,9 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 from posenc.core import LearnedEncoding, PositionEncoding
-from posenc.core.additive import sinusoidal_encoding, sinusoidal_inv_freq
-from posenc.core.encoding import (
-    Float64Buffers,
+from posenc.core._checks import (
     check_base,
     check_bool,
     check_choice,
@@ -22,7 +20,10 @@ from posenc.core.encoding import (
     check_position_values,
     check_positions,
     check_positive_int,
+    known_finite,
 )
+from posenc.core.additive import sinusoidal_encoding, sinusoidal_inv_freq
+from posenc.core.encoding import Float64Buffers
 from torch import Tensor, nn
 
 from .coords import NORMALIZE, check_grid_size, patch_coords, video_coords
@@ -56,9 +57,6 @@ class _SinCos(Float64Buffers):
         """``(N, A)``/``(B, N, A)`` coordinates of the ``A`` axes (``(row, col)`` or ``(t, row,
         col)``) -> ``(..., N, dim)`` of ``dtype`` (that of the tokens it is added to)."""
         check_position_values(coords, "coords")
-        return self._forward(coords, dtype=dtype)
-
-    def _forward(self, coords: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
         coords = check_position_shape(coords, "coords", trailing=(len(self.sections),))
         check_output_dtype(dtype)
         freqs = self.inv_freq64.split(self.sections)
@@ -102,8 +100,8 @@ class SinCos2D(_SinCos):
     def encode_grid(self, grid_size: int | tuple[int, int], *,
                     dtype: torch.dtype = torch.float32) -> Tensor:
         """``(rows * cols, dim)`` encoding of a whole grid in row-major order, of ``dtype``."""
-        return self._forward(patch_coords(grid_size, self.normalize,
-                                          device=self.inv_freq64.device), dtype=dtype)
+        return self(known_finite(patch_coords(grid_size, self.normalize,
+                                              device=self.inv_freq64.device)), dtype=dtype)
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, base={self.base}, layout={self.layout!r}, "

@@ -13,9 +13,15 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from posenc.core.attention import ScoreMod, pair_batch, token_lookup
-from posenc.core.bias import PairBias, ScoreModBias, alibi_slopes
-from posenc.core.encoding import Float64Buffers, check_choice, check_finite, check_positive_int
+from posenc.core._checks import check_choice, check_finite, check_pair_values, check_positive_int
+from posenc.core.bias import (
+    PairBias,
+    ScoreMod,
+    alibi_slopes,
+    pair_batch,
+    token_lookup,
+)
+from posenc.core.encoding import Float64Buffers
 from posenc.core.positions import relative_positions
 from torch import Tensor, nn
 
@@ -205,7 +211,7 @@ def _gather(table_t: Tensor, index: Tensor) -> Tensor:
     return out.transpose(0, 1)
 
 
-class RelativeBias2D(ScoreModBias):
+class RelativeBias2D(PairBias):
     """Learned relative-position bias per head (Swin, BEiT), from 2D patch offsets.
 
     ``table`` has one row per offset ``(dr, dc) = query - key`` with ``|dr| < rows`` and
@@ -246,8 +252,9 @@ class RelativeBias2D(ScoreModBias):
         # Exporting, bicubic resizes even at the table's own grid: a comparison would pin it.
         return resize_relative_table(self.table, self.grid_size, size, self.resize)
 
-    def _forward(self, query_positions: Tensor | GridPositions,
-                 key_positions: Tensor | GridPositions) -> Tensor:
+    def forward(self, query_positions: Tensor | GridPositions,
+                key_positions: Tensor | GridPositions) -> Tensor:
+        check_pair_values(query_positions, key_positions)
         q, k, grid = _inputs(query_positions, key_positions)
 
         def compute() -> Tensor:
@@ -257,8 +264,9 @@ class RelativeBias2D(ScoreModBias):
 
         return _memo(q, k, (id(self), "bias"), compute)
 
-    def _score_mod(self, query_positions: Tensor | GridPositions,
-                   key_positions: Tensor | GridPositions) -> ScoreMod:
+    def score_mod(self, query_positions: Tensor | GridPositions,
+                  key_positions: Tensor | GridPositions) -> ScoreMod:
+        check_pair_values(query_positions, key_positions)
         q, k, grid = _inputs(query_positions, key_positions)
         size = self.grid_size if grid is None else grid
         table = self.table if grid is None else self.table_for_grid(grid)
@@ -331,8 +339,9 @@ class ContinuousBias2D(PairBias):
                                               x_t))
             return 16 * torch.sigmoid(second.weight.float() @ hidden_t)
 
-    def _forward(self, query_positions: Tensor | GridPositions,
-                 key_positions: Tensor | GridPositions) -> Tensor:
+    def forward(self, query_positions: Tensor | GridPositions,
+                key_positions: Tensor | GridPositions) -> Tensor:
+        check_pair_values(query_positions, key_positions)
         q, k, grid = _inputs(query_positions, key_positions)
 
         def compute() -> Tensor:
@@ -350,7 +359,7 @@ class ContinuousBias2D(PairBias):
                 f"ref_grid_size={self.ref_grid_size}")
 
 
-class ALiBi2D(ScoreModBias, Float64Buffers):
+class ALiBi2D(PairBias, Float64Buffers):
     """2D ALiBi: ``bias = -slope_h * ||query - key||`` (Euclidean patch distance), with ALiBi's
     slopes (:func:`posenc.core.bias.alibi_slopes`, float64 under any cast) for ``num_heads``."""
 
@@ -362,8 +371,9 @@ class ALiBi2D(ScoreModBias, Float64Buffers):
     def float64_buffers(self) -> dict[str, Tensor]:
         return {"slopes": alibi_slopes(self.num_heads)}
 
-    def _forward(self, query_positions: Tensor | GridPositions,
-                 key_positions: Tensor | GridPositions) -> Tensor:
+    def forward(self, query_positions: Tensor | GridPositions,
+                key_positions: Tensor | GridPositions) -> Tensor:
+        check_pair_values(query_positions, key_positions)
         q, k, _ = _inputs(query_positions, key_positions)
 
         def compute() -> Tensor:
@@ -372,8 +382,9 @@ class ALiBi2D(ScoreModBias, Float64Buffers):
 
         return _memo(q, k, (id(self), "bias"), compute)
 
-    def _score_mod(self, query_positions: Tensor | GridPositions,
-                   key_positions: Tensor | GridPositions) -> ScoreMod:
+    def score_mod(self, query_positions: Tensor | GridPositions,
+                  key_positions: Tensor | GridPositions) -> ScoreMod:
+        check_pair_values(query_positions, key_positions)
         q, k, _ = _inputs(query_positions, key_positions)
         slopes = self.slopes.float()
         return _offset_score_mod(q, k, lambda offset, h: torch.linalg.vector_norm(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple, TypeVar
 
 import torch
-from posenc.core.encoding import (
+from posenc.core._checks import (
     check_choice,
     check_float,
     check_int,

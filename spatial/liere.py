@@ -20,13 +20,8 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from posenc.core.encoding import (
-    check_base,
-    check_choice,
-    check_positive_float,
-    check_positive_int,
-    wide_dtype,
-)
+from posenc.core._checks import check_base, check_choice, check_positive_float, check_positive_int
+from posenc.core.encoding import wide_dtype
 from posenc.core.rope import check_rotation_device
 from torch import Tensor, nn
 

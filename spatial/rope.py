@@ -17,10 +17,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 from posenc.core import apply_rotation
-from posenc.core.encoding import (
-    LAYOUTS,
-    Float64Buffers,
-    angles,
+from posenc.core._checks import (
     check_base,
     check_bool,
     check_choice,
@@ -30,6 +27,7 @@ from posenc.core.encoding import (
     check_positive_float,
     check_positive_int,
 )
+from posenc.core.encoding import LAYOUTS, Float64Buffers, angles
 from posenc.core.rope import Rotation, rope_inv_freq, rotation_from_angles
 from torch import Tensor, nn
 
@@ -82,9 +80,6 @@ class _Rotary(Float64Buffers):
         ``num_prefix_tokens + N`` tokens, ``(B or 1, H or 1, P + N, ...)``; prefix tokens get
         the identity."""
         check_position_values(positions)
-        return self._rotation(positions)
-
-    def _rotation(self, positions: Tensor | GridPositions | VideoPositions) -> Rotation:
         positions = self._position_shape(positions)
         return cached(positions, (id(self), "rotation"), lambda: self._compute(positions))
 
@@ -105,7 +100,7 @@ class _Rotary(Float64Buffers):
         # Only learned frequencies (per head) fix the number of heads.
         heads = self.num_heads if next(self.parameters(), None) is not None else None
         check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim, heads)
-        return apply_rotation(x, self._rotation(positions))
+        return apply_rotation(x, self.rotation(positions))
 
     forward = rotate
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import torch
 from posenc.core import MultiheadAttention, NoPE
-from posenc.core.encoding import check_positions, check_positive_float, unchecked
+from posenc.core._checks import check_positions, check_positive_float, known_finite
 from timm.layers import Attention, PatchDropout, PatchEmbed
 from timm.layers.patch_dropout import patch_dropout_forward
 from timm.models._features import feature_take_indices
@@ -98,7 +98,8 @@ class GridAttention(MultiheadAttention):
                 f"GridAttention takes the positions of its model's forward (GridPositions or "
                 f"VideoPositions), got {type(positions).__name__}; call the model (forward, "
                 f"forward_features or forward_intermediates), which passes them to every block")
-        return self._attend(x, None, positions, positions, attn_mask, is_causal)
+        return super().forward(x, query_positions=positions, attn_mask=attn_mask,
+                               is_causal=is_causal)
 
 
 class GridBlock(Block):
@@ -223,8 +224,7 @@ def _encode_positions(blocks: Sequence[nn.Module], positions: GridPositions | Vi
             if enc is None or any(enc is seen for seen in done):
                 continue
             done.append(enc)
-            out = unchecked(enc, "rotation")(positions).cos if rotary \
-                else unchecked(enc)(positions, positions)
+            out = enc.rotation(positions).cos if rotary else enc(positions, positions)
             # (B or 1, H or 1, P + n, D/2) cos of a rotation; (B or 1, H or 1, P + n, P + n) bias
             heads, last = (1, attn.num_heads), (out.shape[-1] if rotary else num_tokens)
             if out.ndim != 4 or out.shape[0] not in (1, batch) or out.shape[1] not in heads \
@@ -268,11 +268,12 @@ class GridVisionTransformer(VisionTransformer):
         """The ``(rows * cols, 2)`` float32 coordinates this model gives its encodings:
         ``patch_coords(grid_size, coord_normalize)``, with a ``ref_grid_size`` ``(R, C)``
         rescaled to ``(row / rows * R, col / cols * C)`` as timm's ``_build_grid``."""
-        coords = patch_coords(grid_size, self.coord_normalize, device=device)
+        coords = known_finite(patch_coords(grid_size, self.coord_normalize, device=device))
         if self.ref_grid_size is None:
             return coords
         (rows, cols), (ref_rows, ref_cols) = grid_size, self.ref_grid_size
-        return torch.stack((coords[:, 0] / rows * ref_rows, coords[:, 1] / cols * ref_cols), dim=-1)
+        return known_finite(torch.stack((coords[:, 0] / rows * ref_rows,
+                                         coords[:, 1] / cols * ref_cols), dim=-1))
 
     def _embed(self, x: Tensor, blocks: Sequence[nn.Module]
                ) -> tuple[Tensor, GridPositions | None, tuple[int, int], bool]:
@@ -288,7 +289,7 @@ class GridVisionTransformer(VisionTransformer):
         encoding = self.patch_embed.pos_encoding
         if encoding is not None:  # with a ref_grid_size a SinCos2D (attach checks)
             table = encoding.encode_grid(grid) if self.ref_grid_size is None \
-                else unchecked(encoding)(self.grid_coords(grid, device=x.device))
+                else encoding(self.grid_coords(grid, device=x.device))
             x = x + table.to(x.dtype)
         positions = None
         if any(isinstance(block.attn, GridAttention) for block in blocks):
@@ -770,9 +771,10 @@ class VideoVisionTransformer(nn.Module):
         rotary = any(isinstance(block.attn, GridAttention) for block in vit.blocks)
         coords = None
         if rotary or self.pos_encoding is not None:  # frame_times were checked above
-            coords = _video_coords(grid, frames, self.time_scale, x.device, torch.float32)
+            coords = known_finite(_video_coords(grid, frames, self.time_scale, x.device,
+                                                torch.float32))
         if self.pos_encoding is not None:
-            x = x + unchecked(self.pos_encoding)(coords, dtype=x.dtype)
+            x = x + self.pos_encoding(coords, dtype=x.dtype)
         positions = VideoPositions(coords, vit.num_prefix_tokens, {}) if rotary else None
         x, positions, _ = enter_blocks(vit, vit.blocks, x, positions, "clip")
         return x, positions

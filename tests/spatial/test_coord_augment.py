@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from posenc.core._checks import known_finite
 from posenc.spatial import RoPE2D, patch_coords
 from posenc.spatial.coords import CoordAugment, GridPositions
 from timm.layers.pos_embed_sincos import _apply_coord_augs
@@ -161,7 +162,7 @@ def test_draws_on_the_coordinates_device_without_host_sync(device):
         out = augment(coords)
         # As attach's blocks: positions made from the grid, the unchecked rotation reads no
         # values.
-        rotation = rope._rotation(GridPositions(coords, (4, 4), 1, {}))
+        rotation = rope.rotation(GridPositions(known_finite(coords), (4, 4), 1, {}))
     finally:
         if device == "cuda":
             torch.cuda.set_sync_debug_mode("default")

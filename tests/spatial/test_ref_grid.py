@@ -31,8 +31,8 @@ class RecordingRoPE(RoPE2D):
     """RoPE2D that keeps the positions and rotation of each call (what the model feeds it:
     the unchecked ``_rotation``, its positions made from the image shape)."""
 
-    def _rotation(self, positions):
-        rotation = super()._rotation(positions)
+    def rotation(self, positions):
+        rotation = super().rotation(positions)
         self.calls = [*getattr(self, "calls", []), (positions, rotation)]
         return rotation
 
@@ -41,8 +41,8 @@ class RecordingSinCos(SinCos2D):
     """SinCos2D that keeps each table it returns (what the model adds to the tokens, through
     the unchecked ``_forward``: coordinates made from the image shape)."""
 
-    def _forward(self, coords, *, dtype=torch.float32):
-        out = super()._forward(coords, dtype=dtype)
+    def forward(self, coords, *, dtype=torch.float32):
+        out = super().forward(coords, dtype=dtype)
         self.outputs = [*getattr(self, "outputs", []), out]
         return out
 
