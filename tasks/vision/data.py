@@ -4,18 +4,18 @@ Every module trains at one image size and evaluates at each of ``eval_image_size
 validation/test loader per size whose collate resizes the batch (bilinear, antialiased): the
 model never resizes, so the metrics show how its position encoding handles an unseen grid.
 ``train_scale`` adds scale augmentation (the multi-scale training RoPE-ViT relies on): a random
-resized crop drawn as torchvision's ``RandomResizedCrop.get_params`` (same random calls, so a
-seed gives its boxes; torchvision is not a dependency) and resized as its ``resized_crop``.
+resized crop drawn by torchvision's ``RandomResizedCrop.get_params`` (torchvision comes with
+timm) and resized as its ``resized_crop``.
 Image files are scaled by their PIL mode's real maximum (:func:`load_image`).
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import math
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +31,10 @@ from posenc.core._checks import (
     check_positive_float,
     check_positive_int,
 )
+from posenc.spatial.coords import check_generator
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
+from torchvision.transforms import RandomResizedCrop
 
 from ..config import check_split_fractions, make_hparams_plain
 
@@ -44,7 +46,6 @@ __all__ = ["RandomResizedCropCollate", "ResizeCollate", "stratified_split", "Ima
 
 #: torchvision's default aspect-ratio range of the crop, ``(3/4, 4/3)``.
 DEFAULT_RATIO = (3 / 4, 4 / 3)
-_ATTEMPTS = 10  # torchvision's, before its central-crop fallback
 
 
 def check_crop_range(value: object, name: str, *, at_most_one: bool) -> tuple[float, float]:
@@ -67,46 +68,40 @@ def random_resized_crop_box(height: int, width: int, scale: Sequence[float],
                             ratio: Sequence[float] = DEFAULT_RATIO,
                             generator: torch.Generator | None = None
                             ) -> tuple[int, int, int, int]:
-    """A random crop box ``(top, left, box_height, box_width)`` of a ``height x width`` image.
-
-    As torchvision's ``RandomResizedCrop.get_params``: up to 10 tries of an area fraction
+    """A random crop box ``(top, left, box_height, box_width)`` of a ``height x width`` image:
+    torchvision's ``RandomResizedCrop.get_params`` (up to 10 tries of an area fraction
     ``~ U[scale]`` and an aspect ratio (width / height) log-uniform in ``ratio``; else the
-    central crop clamped to ``ratio``. ``generator`` (CPU): None draws from torch's global one.
+    central crop clamped to ``ratio``). ``generator`` (CPU): None draws from torch's global one.
     """
-    return _draw_box(check_positive_int(height, "height"), check_positive_int(width, "width"),
-                     check_crop_range(scale, "scale", at_most_one=True),
-                     check_crop_range(ratio, "ratio", at_most_one=False), generator)
+    height, width = check_positive_int(height, "height"), check_positive_int(width, "width")
+    scale = check_crop_range(scale, "scale", at_most_one=True)
+    ratio = check_crop_range(ratio, "ratio", at_most_one=False)
+    with _drawing_from(_check_cpu_generator(generator)):
+        # get_params reads only the image's size: an empty one of that size
+        return RandomResizedCrop.get_params(torch.empty(0, height, width), list(scale),
+                                            list(ratio))
 
 
-@functools.lru_cache(maxsize=16)
-def _log_ratio(ratio: tuple[float, float]) -> tuple[float, float]:
-    # float32 like torchvision, so the same seed gives its aspect ratios bit for bit.
-    low, high = torch.log(torch.tensor(ratio)).tolist()
-    return low, high
+def _check_cpu_generator(generator: object) -> torch.Generator | None:
+    """``generator`` if it is None or a CPU ``torch.Generator``, else raise."""
+    check_generator(generator)
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(f"generator must be a CPU torch.Generator (torchvision draws the crop "
+                         f"on the CPU), got one on {generator.device}")
+    return generator
 
 
-def _draw_box(height: int, width: int, scale: tuple[float, float], ratio: tuple[float, float],
-              generator: torch.Generator | None) -> tuple[int, int, int, int]:
-    area = height * width
-    log_ratio = _log_ratio(ratio)
-    for _ in range(_ATTEMPTS):
-        target_area = area * torch.empty(1).uniform_(scale[0], scale[1],
-                                                     generator=generator).item()
-        aspect = torch.exp(torch.empty(1).uniform_(*log_ratio, generator=generator)).item()
-        box_w = round(math.sqrt(target_area * aspect))
-        box_h = round(math.sqrt(target_area / aspect))
-        if 0 < box_w <= width and 0 < box_h <= height:
-            top = int(torch.randint(0, height - box_h + 1, (1,), generator=generator))
-            left = int(torch.randint(0, width - box_w + 1, (1,), generator=generator))
-            return top, left, box_h, box_w
-    in_ratio = width / height
-    if in_ratio < ratio[0]:
-        box_w, box_h = width, round(width / ratio[0])
-    elif in_ratio > ratio[1]:
-        box_w, box_h = round(height * ratio[1]), height
-    else:
-        box_w, box_h = width, height
-    return (height - box_h) // 2, (width - box_w) // 2, box_h, box_w
+@contextlib.contextmanager
+def _drawing_from(generator: torch.Generator | None) -> Iterator[None]:
+    """Run torchvision's draws, which take torch's global CPU generator, on ``generator``'s
+    stream (advancing it) and leave the global one as it was; None: the global one."""
+    if generator is None:
+        yield
+        return
+    with torch.random.fork_rng(devices=[]):
+        torch.set_rng_state(generator.get_state())
+        yield
+        generator.set_state(torch.get_rng_state())
 
 
 def random_resized_crop(images: Tensor, size: int | tuple[int, int], scale: Sequence[float],
@@ -114,8 +109,10 @@ def random_resized_crop(images: Tensor, size: int | tuple[int, int], scale: Sequ
                         generator: torch.Generator | None = None) -> Tensor:
     """A random resized crop of each image: ``(B, C, H, W)`` -> ``(B, C, *size)``.
 
-    Each image gets its own box (:func:`random_resized_crop_box`), resized to ``size`` (an int
-    or ``(height, width)``), bilinear with antialiasing, in the images' dtype.
+    Each image gets its own box (:func:`random_resized_crop_box`: the same draws, so a seed
+    gives the same boxes), resized to ``size`` (an int or ``(height, width)``), bilinear with
+    antialiasing, in the images' dtype: torchvision's ``RandomResizedCrop(size, scale, ratio,
+    antialias=True)`` applied to each image in turn, pixel for pixel.
     """
     if not isinstance(images, Tensor) or images.ndim != 4 or not images.is_floating_point():
         got = (f"shape {tuple(images.shape)}, {images.dtype}" if isinstance(images, Tensor)
@@ -123,17 +120,17 @@ def random_resized_crop(images: Tensor, size: int | tuple[int, int], scale: Sequ
         raise ValueError(f"images must be a floating (B, C, H, W) tensor, got {got}")
     hw = (size, size) if isinstance(size, int) else tuple(size)
     out_h, out_w = (check_positive_int(side, "size") for side in hw)
-    scale = check_crop_range(scale, "scale", at_most_one=True)
-    ratio = check_crop_range(ratio, "ratio", at_most_one=False)
-    height, width = images.shape[-2:]
-    if not height or not width:
+    scale = list(check_crop_range(scale, "scale", at_most_one=True))
+    ratio = list(check_crop_range(ratio, "ratio", at_most_one=False))
+    if not images.shape[-2] or not images.shape[-1]:
         raise ValueError(f"images must have pixels to crop, got shape {tuple(images.shape)}")
     crops = []
-    for image in images:
-        top, left, box_h, box_w = _draw_box(height, width, scale, ratio, generator)
-        crop = image[None, :, top:top + box_h, left:left + box_w]
-        crops.append(F.interpolate(crop, size=(out_h, out_w), mode="bilinear",
-                                   align_corners=False, antialias=True))
+    with _drawing_from(_check_cpu_generator(generator)):
+        for image in images:
+            top, left, box_h, box_w = RandomResizedCrop.get_params(image, scale, ratio)
+            crop = image[None, :, top:top + box_h, left:left + box_w]
+            crops.append(F.interpolate(crop, size=(out_h, out_w), mode="bilinear",
+                                       align_corners=False, antialias=True))
     return torch.cat(crops) if crops else images.new_empty(0, images.shape[1], out_h, out_w)
 
 

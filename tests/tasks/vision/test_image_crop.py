@@ -19,13 +19,11 @@ from torch.utils.data import DataLoader, TensorDataset
 RATIO = (3 / 4, 4 / 3)
 
 # torchvision 0.29.1 RandomResizedCrop.get_params(torch.zeros(1, H, W), scale, ratio), six
-# calls after torch.manual_seed(7) (torchvision is not a dependency: values stored once):
+# calls after torch.manual_seed(7), stored when posenc drew them with its own copy of that
+# sampler: a seed keeps giving these boxes (a study's crops stay reproducible across versions):
 #   torch.manual_seed(7)
 #   [RandomResizedCrop.get_params(torch.zeros(1, h, w), list(scale), list(ratio))
 #    for _ in range(6)]
-# The whole transform (RandomResizedCrop(size, scale, antialias=True) on each image) was
-# checked equal, pixel for pixel (max difference 0.0), to random_resized_crop at 28 and
-# (14, 20) with the same seed.
 TORCHVISION_BOXES = [
     ((28, 28), (0.35, 1.0), RATIO,
      [(1, 6, 26, 21), (8, 9, 20, 19), (8, 1, 19, 24), (2, 0, 22, 19), (0, 0, 28, 26),
@@ -47,6 +45,31 @@ def test_boxes_are_torchvision_random_resized_crop_boxes(hw, scale, ratio, boxes
     generator = torch.Generator().manual_seed(7)  # the same stream, not the global one
     torch.manual_seed(0)
     assert [random_resized_crop_box(*hw, scale, ratio, generator) for _ in boxes] == boxes
+    untouched = torch.rand(3)
+    torch.manual_seed(0)
+    assert torch.rand(3).equal(untouched)  # the global stream did not move
+
+
+@pytest.mark.parametrize(("hw", "size", "scale", "ratio", "dtype"), [
+    ((28, 28), 28, (0.35, 1.0), RATIO, torch.float32),
+    ((28, 44), (14, 20), (0.08, 1.0), RATIO, torch.float64),
+    ((10, 40), 8, (0.9, 1.0), RATIO, torch.float32),  # the central-crop fallback
+    ((40, 10), (12, 6), (0.5, 1.0), (1.0, 2.0), torch.float32),
+])
+def test_crops_are_torchvision_random_resized_crops_pixel_for_pixel(hw, size, scale, ratio,
+                                                                    dtype):
+    from torchvision.transforms import v2
+
+    images = torch.rand(6, 3, *hw, dtype=dtype)
+    transform = v2.RandomResizedCrop(size, scale, ratio, antialias=True)
+    torch.manual_seed(11)
+    expected = torch.stack([transform(image) for image in images])
+    torch.manual_seed(11)
+    torch.testing.assert_close(random_resized_crop(images, size, scale, ratio), expected,
+                               rtol=0, atol=0)
+    torch.manual_seed(0)
+    crops = random_resized_crop(images, size, scale, ratio, torch.Generator().manual_seed(11))
+    torch.testing.assert_close(crops, expected, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(("height", "width"), [(28, 28), (28, 44), (9, 7)])
@@ -110,6 +133,19 @@ def test_bad_crop_ranges_name_the_argument(kwargs, error, match):
         random_resized_crop(torch.rand(1, 1, 8, 8), 8, args["scale"], args["ratio"])
     with pytest.raises(error, match=match):
         RandomResizedCropCollate(8, args["scale"], args["ratio"])
+
+
+def test_bad_generators_are_refused_naming_the_argument():
+    class CudaGenerator(torch.Generator):  # no GPU here: a generator that says it is on one
+        device = torch.device("cuda", 0)
+
+    images = torch.rand(1, 1, 8, 8)
+    with pytest.raises(TypeError, match="generator must be a torch.Generator or None, got int"):
+        random_resized_crop(images, 8, (0.5, 1.0), generator=7)
+    with pytest.raises(ValueError, match="generator must be a CPU torch.Generator .* on cuda:0"):
+        random_resized_crop(images, 8, (0.5, 1.0), generator=CudaGenerator())
+    with pytest.raises(ValueError, match="generator must be a CPU torch.Generator"):
+        random_resized_crop_box(8, 8, (0.5, 1.0), generator=CudaGenerator())
 
 
 def test_crop_refuses_images_it_cannot_crop():
