@@ -144,15 +144,17 @@ def alibi_slopes(num_heads: int) -> Tensor:
     for ``n`` not a power of two, every other slope of the next power's sequence appended."""
     check_positive_int(num_heads, "num_heads")
 
-    def power_of_2(n: int) -> list[float]:
+    def power_of_2(n: int) -> Tensor:
+        # float64 powers in torch (not a Python list): a size is allocated where a bound on
+        # allocations (a checkpoint's, posenc.tasks) sees it
         start = 2 ** (-(2 ** -(math.log2(n) - 3)))
-        return [start * start**i for i in range(n)]
+        return start * start ** torch.arange(n, dtype=torch.float64)
 
     closest = 2 ** math.floor(math.log2(num_heads))
-    slopes = power_of_2(closest)
+    slopes = power_of_2(closest).float()
     if closest != num_heads:
-        slopes += alibi_slopes(2 * closest).tolist()[0::2][: num_heads - closest]
-    return torch.tensor(slopes, dtype=torch.float32)
+        slopes = torch.cat((slopes, alibi_slopes(2 * closest)[0::2][: num_heads - closest]))
+    return slopes
 
 
 class ALiBi(_DistanceBias):

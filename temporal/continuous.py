@@ -37,7 +37,10 @@ def geometric_periods(count: int, min_period: float, max_period: float) -> Tenso
     if low > high:
         raise ValueError(f"periods must satisfy 0 < min_period <= max_period (finite), got "
                          f"min_period={min_period!r}, max_period={max_period!r}")
-    return torch.from_numpy(np.geomspace(low, high, count))
+    # Allocated by torch before numpy runs: a bound on allocations (a checkpoint's,
+    # posenc.tasks) sees a forged count before numpy's own allocation.
+    return torch.empty(count, dtype=torch.float64).copy_(
+        torch.from_numpy(np.geomspace(low, high, count)))
 
 
 def _check_mask(mask: object, name: str, like: Tensor, like_name: str) -> None:

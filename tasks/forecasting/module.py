@@ -173,12 +173,13 @@ class Forecaster(LightningModule):
             module = instantiate(spec, TIME_ENCODINGS, f"encodings[{i}]", defaults)
             modules.append(module)
             reads.append(encoding_reads(module, f"encodings[{i}]"))
-        relative_modules = []
-        for _ in range(depth):
+
+        def relative_modules() -> tuple[nn.Module | None, nn.Module | None]:
+            """A block's ``(rotary, bias)``: a new ``relative`` module in its slot."""
             module = None if relative in (None, "none") else instantiate(
                 relative, RELATIVE_ENCODINGS, "relative", defaults)
-            rotary = hasattr(module, "rotation")
-            relative_modules.append((module, None) if rotary else (None, module))
+            return (module, None) if hasattr(module, "rotation") else (None, module)
+
         self.quantile_levels = quantiles
         self.register_buffer("quantiles", torch.tensor(quantiles or [0.5]), persistent=False)
         self.model = ForecastTransformer(

@@ -10,7 +10,7 @@ only, so a forecast does not depend on which other times are asked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -183,7 +183,8 @@ class ForecastTransformer(nn.Module):
         mlp_ratio: MLP hidden width / ``dim``.
         dropout: dropout probability.
         time_features: the additive encodings (may hold none).
-        relative: per block, ``(rotary, bias)`` modules (each may be None).
+        relative: called once per block (as it is built, so a forged ``depth`` meets the
+            blocks' allocations first): its ``(rotary, bias)`` modules (each may be None).
         unit_seconds: seconds per unit of elapsed time; unused with ``unit_months``.
         instance_norm: standardize each window by its context and undo it at the output
             (RevIN, Kim et al. 2022).
@@ -213,7 +214,7 @@ class ForecastTransformer(nn.Module):
 
     def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
                  num_heads: int, mlp_ratio: float, dropout: float, time_features: TimeFeatures,
-                 relative: list[tuple[nn.Module | None, nn.Module | None]],
+                 relative: Callable[[], tuple[nn.Module | None, nn.Module | None]],
                  unit_seconds: float, instance_norm: bool = True, num_past: int = 0,
                  num_future: int = 0, static_cardinalities: list[int] | None = None,
                  num_static_real: int = 0, unit_months: int = 0,
@@ -234,9 +235,11 @@ class ForecastTransformer(nn.Module):
         nn.init.trunc_normal_(self.query_token, std=0.02)
         self.time_features = time_features
         self.time_proj = nn.Linear(time_features.width, dim) if time_features.width else None
-        self.blocks = nn.ModuleList(
-            Block(dim, num_heads, mlp_ratio, dropout, rotary, bias) for rotary, bias in relative)
-        self.use_positions = any(r is not None or b is not None for r, b in relative)
+        self.blocks, self.use_positions = nn.ModuleList(), False
+        for _ in range(depth):
+            rotary, bias = relative()
+            self.blocks.append(Block(dim, num_heads, mlp_ratio, dropout, rotary, bias))
+            self.use_positions |= rotary is not None or bias is not None
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_targets * num_outputs)
         check_choice(instance_norm_stats, "instance_norm_stats", NORM_STATS)
