@@ -28,7 +28,7 @@ from lightning.pytorch.utilities.model_registry import _is_registry
 
 # Imported so that short class names resolve in configs and checkpoints find their classes.
 from . import forecasting, vision  # noqa: F401
-from .config import check_no_weight_sources, import_class, read_checkpoint, register_module
+from .config import check_checkpoint, class_paths, read_checkpoint, register_module
 from .export import export_onnx
 from .forecasting.data import MODEL_SIZES
 
@@ -92,7 +92,7 @@ class PosencCLI(LightningCLI):
                              f"{getattr(data, 'class_path', data)!r}")
         # The command-line config is trusted: register the module classes it names (the parser
         # has imported them), also for a --ckpt_path checkpoint that names them again.
-        for _, class_path in _class_paths(self.config.as_dict()):
+        for _, class_path in class_paths(self.config.as_dict()):
             module_name, _, name = str(class_path).rpartition(".")
             cls = getattr(sys.modules.get(module_name), "__dict__", {}).get(name)
             if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
@@ -100,37 +100,42 @@ class PosencCLI(LightningCLI):
 
     def _parse_ckpt_path(self) -> None:
         """Check a ``--ckpt_path`` file before Lightning merges its hyperparameters into the
-        config (jsonargparse imports every ``class_path`` in them): it must be readable, set no
-        weight source, and name only an imported ``LightningModule`` and classes that
-        :func:`posenc.tasks.config.import_class` accepts; else a usage error."""
+        config (jsonargparse imports every ``class_path`` in them): it must be readable, name
+        an imported ``LightningModule``, and pass
+        :func:`posenc.tasks.config.check_checkpoint`; else a usage error. Its allocation bound
+        is kept for :meth:`instantiate_classes`."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         # Lightning's names for checkpoints it finds itself, and remote paths, are its own.
         if ckpt_path and not (ckpt_path in ("best", "last", "hpc") or _is_registry(ckpt_path)
                               or "://" in str(ckpt_path)):
+            where = f"--ckpt_path={ckpt_path!r}"
             try:
-                hparams = read_checkpoint(ckpt_path, "--ckpt_path").get("hyper_parameters", {})
-                check_no_weight_sources(hparams, f"--ckpt_path={ckpt_path!r}")
+                ckpt = read_checkpoint(ckpt_path, "--ckpt_path")
             except ValueError as err:
                 self.parser.error(str(err))
-            class_path = hparams.get("_class_path")
+            class_path = ckpt.get("hyper_parameters", {}).get("_class_path")
             if class_path is not None and not _is_imported_subclass(class_path,
                                                                     LightningModule):
                 self.parser.error(
-                    f"--ckpt_path={ckpt_path!r} names the model class {class_path!r}, which is "
-                    f"not an imported LightningModule subclass; it is not imported from a "
-                    f"checkpoint (that would run its module's code)")
-            checks = [(argument, nested, torch.nn.Module)
-                      for argument, nested in _class_paths(hparams)]
-            if class_path is not None:
-                checks.insert(0, ("_class_path", class_path, LightningModule))
-            for argument, nested, base in checks:
-                try:
-                    import_class(nested, argument, base)
-                except ValueError as err:
-                    self.parser.error(f"--ckpt_path={ckpt_path!r}: {err} (or name the class in "
-                                      f"the --config given to posenc)")
+                    f"{where} names the model class {class_path!r}, which is not an imported "
+                    f"LightningModule subclass; it is not imported from a checkpoint (that "
+                    f"would run its module's code)")
+            try:
+                self._build_bound = check_checkpoint(ckpt, where)
+            except ValueError as err:
+                self.parser.error(str(err))
         super()._parse_ckpt_path()
+
+    def instantiate_classes(self) -> None:
+        """Lightning's, under the allocation bound of the ``--ckpt_path`` checkpoint whose
+        hyperparameters the model is built from (:func:`posenc.tasks.config.check_checkpoint`)."""
+        bound = getattr(self, "_build_bound", None)
+        if bound is None:
+            super().instantiate_classes()
+            return
+        with bound:
+            super().instantiate_classes()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # The model's sizes are read from the instantiated data module (when both have them).
@@ -191,20 +196,6 @@ class PosencCLI(LightningCLI):
             if getattr(callback, "dirpath", None) is not None:
                 callback.dirpath = os.path.join(callback.dirpath, "refit")
         self.trainer.fit(self.model, datamodule=self.datamodule)
-
-
-def _class_paths(value: Any, where: str = "") -> list[tuple[str, Any]]:
-    """``(argument, class_path)`` of every ``{"class_path": ...}`` dict nested in ``value``."""
-    found = []
-    if isinstance(value, dict):
-        if "class_path" in value:
-            found.append((where or "class_path", value["class_path"]))
-        for key, item in value.items():
-            found += _class_paths(item, f"{where}.{key}" if where else str(key))
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            found += _class_paths(item, f"{where}[{i}]")
-    return found
 
 
 def posenc_cli(args: list[str] | None = None, run: bool = True) -> PosencCLI | object:

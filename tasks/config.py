@@ -1,21 +1,28 @@
 """Config values and checkpoints: build a module from a config value (a registered name, or
-``{class_path, init_args}``), keep hyperparameters as builtins, read a checkpoint; and the
-AdamW + warmup/cosine optimizers the task modules share.
+``{class_path, init_args}``), keep hyperparameters as builtins, read and check a checkpoint; and
+the AdamW + warmup/cosine optimizers the task modules share.
 
 Hyperparameters stay plain values (:func:`make_hparams_plain`), so checkpoints load with
 ``torch.load(weights_only=True)`` (:func:`read_checkpoint`). A checkpoint is untrusted, and so
 is its ``class_path``: it resolves only to a ``torch.nn.Module`` subclass that posenc defines
 or that was registered in this process with :func:`register_module` (never a function or a
 third-party class merely imported: torchmetrics' ``_LPIPS(model_path=...)`` reads a file), and
-it imports no module but posenc's own; ``init_args`` are passed as given (a nested
-``{class_path}`` dict is data to the constructor). Register your classes before building or
-loading::
+it imports no module but posenc's own. A slot admits only the kind it holds: an encoding slot
+(:func:`instantiate`) builds posenc's encodings and registered classes, never a LightningModule
+nor a class whose constructor takes a weight source (:func:`check_encoding_class`).
+``init_args`` are passed as given (a nested ``{class_path}`` dict is data to the constructor).
+Register your classes before building or loading::
 
     import mypkg.encodings
     posenc.tasks.register_module(mypkg.encodings.MyEncoding)
 
 Arguments that load weights (:data:`WEIGHT_SOURCES`) come from a trusted caller only: models do
-not save them, and :func:`check_no_weight_sources` refuses a checkpoint that sets them.
+not save them, and :func:`check_checkpoint` refuses a checkpoint that sets them at any depth,
+or names a class a slot does not admit, before anything is built from it; the model is then
+built under an :class:`allocation_bound` proportional to the checkpoint's own tensors, so a
+forged size (``dim: 1e12``) is refused before it is allocated. ``load_from_checkpoint`` of
+posenc's models (:class:`CheckedCheckpointLoading`), ``posenc test/export --ckpt_path`` and
+``posenc plot --checkpoint`` all load this way.
 """
 
 from __future__ import annotations
@@ -26,19 +33,26 @@ import inspect
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
 import torch
+from lightning.pytorch import LightningModule
+from lightning.pytorch.core.saving import CHECKPOINT_PAST_HPARAMS_KEYS, pl_load
 from posenc.core._checks import check_choice, check_float, check_positive_float
 from posenc.core.encoding import PositionEncoding, no_weight_decay_names
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves, tree_map_only
 
-__all__ = ["WEIGHT_SOURCES", "check_no_weight_sources", "check_class_path", "fill_from_defaults",
-           "import_class", "instantiate", "register_module", "plain", "make_hparams_plain",
+__all__ = ["ALLOCATION_FACTOR", "ALLOCATION_FLOOR", "WEIGHT_SOURCES", "CheckedCheckpointLoading",
+           "allocation_bound", "check_checkpoint", "checkpoint_allocation_bound",
+           "check_class_path", "check_encoding_class", "check_no_weight_sources",
+           "checkpoint_hparams", "class_paths", "fill_from_defaults", "import_class",
+           "instantiate", "nested", "register_module", "plain", "make_hparams_plain",
            "read_checkpoint", "check_split_fractions", "SCHEDULERS", "param_groups",
            "finetune_param_groups", "position_parameter_names", "lr_factor", "configure_adamw",
            "configure_adamw_from_hparams"]
@@ -56,11 +70,45 @@ REGISTER_HINT = "posenc.tasks.register_module(cls)"
 #: checkpoint, refused when a checkpoint sets them.
 WEIGHT_SOURCES = ("pretrained", "pretrained_cfg_overlay", "checkpoint_path")
 
+# Where a Lightning checkpoint holds the hyperparameters its model is built from, in the order
+# Lightning merges them (its old keys first).
+HPARAMS_KEYS = (*CHECKPOINT_PAST_HPARAMS_KEYS, LightningModule.CHECKPOINT_HYPER_PARAMS_KEY)
+
+
+def nested(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:
+    """``(argument, item)`` for ``value`` and every item of the dicts and lists nested in it, depth
+    first; arguments read as in error messages (``encodings[0].init_args.dim``). A container met
+    again (pickles may share or nest one in itself) is not entered twice."""
+    stack, seen = [(where, value)], set()
+    while stack:
+        where, value = stack.pop()
+        yield where, value
+        if isinstance(value, Mapping):
+            items = [(f"{where}.{key}" if where else str(key), item)
+                     for key, item in value.items()]
+        elif isinstance(value, (list, tuple)):
+            items = [(f"{where}[{i}]", item) for i, item in enumerate(value)]
+        else:
+            continue
+        if id(value) not in seen:
+            seen.add(id(value))
+            stack.extend(reversed(items))
+
+
+def class_paths(value: Any) -> list[tuple[str, Any]]:
+    """``(argument, class_path)`` of every ``{"class_path": ...}`` dict nested in ``value``."""
+    return [(where or "class_path", item["class_path"]) for where, item in nested(value)
+            if isinstance(item, Mapping) and "class_path" in item]
+
 
 def check_no_weight_sources(hparams: Mapping[str, Any], argument: str) -> None:
     """Raise a ``ValueError`` naming ``argument`` when ``hparams`` (a checkpoint's) set any of
-    :data:`WEIGHT_SOURCES` to something other than None/False."""
-    named = sorted(k for k in WEIGHT_SOURCES if hparams.get(k) not in (None, False))
+    :data:`WEIGHT_SOURCES` to something other than None/False, at any depth (in the
+    ``init_args`` of a nested ``class_path``, a list, any dict)."""
+    named = sorted(f"{where}.{key}" if where else str(key)
+                   for where, item in nested(hparams) if isinstance(item, Mapping)
+                   for key in WEIGHT_SOURCES
+                   if key in item and item[key] is not None and item[key] is not False)
     if named:
         raise ValueError(
             f"{argument}: the checkpoint's hyperparameters set {named}, which load weights from "
@@ -152,6 +200,28 @@ def import_class(class_path: str, argument: str = "class_path",
     return obj
 
 
+def check_encoding_class(cls: type[nn.Module], class_path: str, argument: str) -> None:
+    """Raise a ``ValueError`` naming ``argument`` unless an encoding slot may build ``cls``
+    (named ``class_path``, trusted by :func:`import_class`): posenc's encodings
+    (:class:`posenc.core.PositionEncoding` subclasses) and registered classes, never a
+    ``LightningModule`` nor a class whose constructor takes one of :data:`WEIGHT_SOURCES`."""
+    where = f"{argument}: class_path {class_path!r}: {cls.__module__}.{cls.__qualname__}"
+    slot = (f"an encoding slot builds posenc's encodings and the classes registered with "
+            f"{REGISTER_HINT}")
+    if issubclass(cls, LightningModule):
+        raise ValueError(f"{where} is a LightningModule, not an encoding: {slot}")
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # no signature: it takes no named weight source
+        params = {}
+    loads = sorted(name for name in params if name in WEIGHT_SOURCES)
+    if loads:
+        raise ValueError(f"{where} takes {loads}, which load weights: {slot}, never a class "
+                         f"that reads weights from a file or the network")
+    if cls not in REGISTERED and not issubclass(cls, PositionEncoding):
+        raise ValueError(f"{where} is not an encoding (a posenc.core.PositionEncoding): {slot}")
+
+
 def fill_from_defaults(cls: Callable, init_args: Mapping[str, Any],
                        defaults: Mapping[str, Any]) -> dict[str, Any]:
     """``init_args`` plus the parameters of ``cls`` that only ``defaults`` give (``dim``...)."""
@@ -165,13 +235,12 @@ def fill_from_defaults(cls: Callable, init_args: Mapping[str, Any],
 
 def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument: str,
                 defaults: Mapping[str, Any] | None = None) -> Any:
-    """Build what ``spec`` names.
+    """Build the encoding that ``spec`` names (the encoding slots of posenc's models).
 
     Args:
-        spec: a key of ``registry``; or ``{"class_path": ..., "init_args": {...}}`` naming a
-            ``torch.nn.Module`` subclass (see :func:`import_class` and the module docstring),
-            whose missing constructor arguments are taken from ``defaults`` when their names
-            match.
+        spec: a key of ``registry``; or ``{"class_path": ..., "init_args": {...}}`` naming an
+            encoding class (:func:`import_class`, :func:`check_encoding_class`), whose missing
+            constructor arguments are taken from ``defaults`` when their names match.
         registry: name -> factory called with ``defaults`` as keywords it accepts.
         argument: the config argument's name, for error messages.
         defaults: values inferred from the surrounding model (``dim``, ``num_heads``, ...).
@@ -196,6 +265,7 @@ def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument:
             raise TypeError(f"{argument}.init_args keys must be argument names (str), got "
                             f"{sorted(map(repr, init_args))}")
         cls = import_class(spec["class_path"], argument)
+        check_encoding_class(cls, spec["class_path"], argument)
         kwargs = fill_from_defaults(cls, init_args, defaults)
         try:
             inspect.signature(cls).bind(**kwargs)
@@ -234,12 +304,34 @@ def make_hparams_plain(hparams: MutableMapping[str, Any]) -> None:
         hparams[key] = plain(value)
 
 
+def _load_checkpoint(path: str | os.PathLike) -> Any:
+    """``torch.load`` of a local file on CPU with ``weights_only=True``, memory-mapped when the
+    format allows (torch's errors as they are)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError:  # not the zip format: cannot be mapped
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _check_checkpoint_dict(ckpt: Any, where: str) -> dict[str, Any]:
+    """``ckpt`` if it is a dict whose hyperparameters (Lightning's keys, old ones too) are
+    dicts; else a ``ValueError`` naming ``where``."""
+    if not isinstance(ckpt, dict):
+        raise ValueError(f"{where} is not a Lightning checkpoint (a dict), it holds a "
+                         f"{type(ckpt).__name__}")
+    for key in HPARAMS_KEYS:
+        if not isinstance(ckpt.get(key, {}), dict):
+            raise ValueError(f"{where} is not a Lightning checkpoint: its {key} are a "
+                             f"{type(ckpt[key]).__name__}, not a dict")
+    return ckpt
+
+
 def read_checkpoint(path: str | os.PathLike, argument: str) -> dict[str, Any]:
     """The dict saved in the checkpoint file ``path``, loaded on CPU with ``weights_only=True``
     (memory-mapped when the format allows).
 
     Raises ``ValueError`` naming ``argument`` and the path when it is not a readable torch file
-    of plain values holding a dict (with ``hyper_parameters``, if any, a dict).
+    of plain values holding a dict (with hyperparameters, if any, a dict).
     """
     where = f"{argument}={os.fspath(path)!r}"
     if not os.fspath(path):
@@ -250,10 +342,7 @@ def read_checkpoint(path: str | os.PathLike, argument: str) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"{where} is not a file")
     try:
-        try:
-            ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError:  # not the zip format: cannot be mapped
-            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        ckpt = _load_checkpoint(path)
     except Exception as err:  # EOFError, KeyError, IndexError, UnpicklingError...
         why = next((line.strip() for line in str(err).splitlines()
                     if "Unsupported global" in line), "")
@@ -262,14 +351,188 @@ def read_checkpoint(path: str | os.PathLike, argument: str) -> dict[str, Any]:
                              f"which are not loaded (weights_only=True). {why}") from err
         raise ValueError(f"{where} is not a readable torch checkpoint "
                          f"({type(err).__name__}: {err})") from err
-    if not isinstance(ckpt, dict):
-        raise ValueError(f"{where} is not a Lightning checkpoint (a dict), it holds a "
-                         f"{type(ckpt).__name__}")
-    hparams = ckpt.get("hyper_parameters", {})
-    if not isinstance(hparams, dict):
-        raise ValueError(f"{where} is not a Lightning checkpoint: its hyper_parameters are a "
-                         f"{type(hparams).__name__}, not a dict")
-    return ckpt
+    return _check_checkpoint_dict(ckpt, where)
+
+
+def checkpoint_hparams(ckpt: Mapping[str, Any]) -> dict[str, Any]:
+    """The hyperparameters Lightning builds a model from: those under its old keys
+    (``hparams``, ``module_arguments``) updated by ``hyper_parameters``."""
+    merged: dict[str, Any] = {}
+    for key in HPARAMS_KEYS:
+        merged.update(ckpt.get(key, {}))
+    return merged
+
+
+#: While a model is built from an untrusted checkpoint, the tensors allocated (parameters,
+#: buffers and the temporaries of construction) may take at most ``ALLOCATION_FACTOR`` times the
+#: bytes, and the number, of the tensors the checkpoint holds, plus ``ALLOCATION_FLOOR`` (bytes,
+#: tensors) for what a checkpoint does not save (non-persistent buffers): the model a checkpoint
+#: holds the weights of fits well inside; a size forged in its hyperparameters (``dim: 1e12``,
+#: ``depth: 1e9``) is refused before it is allocated (:func:`allocation_bound`).
+ALLOCATION_FACTOR = 4
+ALLOCATION_FLOOR = (1 << 30, 10_000)
+
+
+def checkpoint_allocation_bound(ckpt: Mapping[str, Any]) -> tuple[int, int]:
+    """``(bytes, tensors)`` that building the model of ``ckpt`` may allocate: see
+    :data:`ALLOCATION_FACTOR`. Its tensors count by the storage they hold (a saved view or a
+    meta tensor claims sizes it does not hold)."""
+    storages = {}
+    tensors = 0
+    for _, item in nested(ckpt.get("state_dict")):
+        if isinstance(item, torch.Tensor):
+            tensors += 1
+            if item.device.type != "meta":
+                storage = item.untyped_storage()
+                storages[storage.data_ptr()] = storage.nbytes()
+    return (ALLOCATION_FACTOR * sum(storages.values()) + ALLOCATION_FLOOR[0],
+            ALLOCATION_FACTOR * tensors + ALLOCATION_FLOOR[1])
+
+
+def _allocates(func: torch._ops.OpOverload) -> bool:
+    """Whether ``func`` returns new tensors (not views, not its in-place or ``out=`` results)."""
+    schema = func._schema
+    return not schema.is_mutable and all(r.alias_info is None for r in schema.returns)
+
+
+# The op that hands torch a tensor made from Python data or a numpy array (torch.tensor,
+# torch.as_tensor, torch.from_numpy): made before torch sees it, so counted after.
+_MADE_FROM_DATA = torch.ops.aten.lift_fresh.default
+
+
+def _planned(func: torch._ops.OpOverload, args: tuple, kwargs: dict
+             ) -> list[tuple[tuple[int, ...], torch.dtype]] | None:
+    """``(shape, dtype)`` of the tensors ``func(*args, **kwargs)`` would return, from a run on
+    meta copies of its inputs (no memory); for a factory that a size too large for torch fails,
+    the size asked for; None where that cannot tell (an output sized by the data, or an op
+    without a meta kernel)."""
+    meta_args, meta_kwargs = tree_map_only(torch.Tensor, lambda t: t.to("meta"), (args, kwargs))
+    params = func._schema.arguments
+    if any(param.name == "device" for param in params):  # a factory
+        meta_kwargs["device"] = torch.device("meta")
+    try:
+        out = func(*meta_args, **meta_kwargs)
+    except Exception:  # noqa: BLE001 (any failure only means: not known before running)
+        if params and params[0].name == "size" and isinstance(args[0], (list, tuple)):
+            return [(tuple(args[0]), kwargs.get("dtype") or torch.get_default_dtype())]
+        return None
+    return [(tuple(t.shape), t.dtype) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+class allocation_bound(TorchDispatchMode):  # noqa: N801 (used as a context manager)
+    """Within ``with allocation_bound(max_bytes, max_tensors, where, hparams):``, an operation
+    whose new tensors would take the bytes or the number of tensors allocated so far past the
+    bound raises ``ValueError`` before it runs (its output sizes come from a run on meta
+    tensors; an output sized by its data, and a tensor made from Python data or numpy, are
+    counted after they are made). The message starts with ``where``, names the tensor asked
+    for, the module being built and its numeric arguments, and the largest numbers of
+    ``hparams`` (the hyperparameters the model is built from)."""
+
+    def __init__(self, max_bytes: int, max_tensors: int, where: str,
+                 hparams: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.max_bytes, self.max_tensors = max_bytes, max_tensors
+        self.where, self.hparams = where, hparams
+        self.bytes = self.tensors = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is _MADE_FROM_DATA:
+            self._count([(tuple(args[0].shape), args[0].dtype)])
+        if not _allocates(func):
+            return func(*args, **kwargs)
+        planned = _planned(func, args, kwargs)
+        if planned is not None:
+            self._count(planned)
+        out = func(*args, **kwargs)
+        if planned is None:
+            self._count([(tuple(t.shape), t.dtype) for t in tree_leaves(out)
+                         if isinstance(t, torch.Tensor)])
+        return out
+
+    def _count(self, tensors: list[tuple[tuple[int, ...], torch.dtype]]) -> None:
+        for shape, dtype in tensors:
+            self.bytes += math.prod(shape) * dtype.itemsize
+            self.tensors += 1
+            if self.bytes > self.max_bytes or self.tensors > self.max_tensors:
+                raise ValueError(self._refusal(shape, dtype))
+
+    def _refusal(self, shape: tuple[int, ...], dtype: torch.dtype) -> str:
+        building = "the model"
+        frame = sys._getframe()
+        while frame is not None:  # the innermost module constructor running
+            if frame.f_code.co_name == "__init__" and isinstance(frame.f_locals.get("self"),
+                                                                  nn.Module):
+                info = inspect.getargvalues(frame)
+                numbers = ", ".join(f"{name}={info.locals[name]!r}" for name in info.args
+                                    if _is_number(info.locals.get(name)))
+                building = f"{type(info.locals['self']).__qualname__}({numbers})"
+                break
+            frame = frame.f_back
+        largest = sorted(((abs(v), where, v) for where, v in nested(self.hparams)
+                          if _is_number(v)), key=lambda t: t[0], reverse=True)[:3]
+        return (f"{self.where}: the checkpoint's hyperparameters ask for more memory than a "
+                f"checkpoint of its size may: building {building} allocates a "
+                f"{shape} {str(dtype).removeprefix('torch.')} tensor, "
+                f"{self.bytes / 2**30:.3g} GiB in {self.tensors} tensors so far, past the bound "
+                f"of {self.max_bytes / 2**30:.3g} GiB in {self.max_tensors} tensors "
+                f"(posenc.tasks.config.ALLOCATION_FACTOR x the checkpoint's tensors + "
+                f"ALLOCATION_FLOOR); refused. Its largest numbers: "
+                f"{', '.join(f'{where}={v!r}' for _, where, v in largest)}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_checkpoint(ckpt: Mapping[str, Any], where: str,
+                     overrides: Mapping[str, Any] | None = None) -> allocation_bound:
+    """Refuse, before anything is built from it, a checkpoint (a dict: :func:`read_checkpoint`)
+    whose hyperparameters (:func:`checkpoint_hparams` updated by ``overrides``, the keyword
+    arguments a caller adds) set a weight source at any depth
+    (:func:`check_no_weight_sources`), name a model class (``_class_path``) that is not a
+    trusted ``LightningModule``, or name in any nested ``class_path`` a class that an encoding
+    slot does not build (:func:`check_encoding_class`): ``ValueError`` starting with ``where``.
+
+    Returns the :class:`allocation_bound` to build its model under (enter it once)."""
+    hparams = {**checkpoint_hparams(ckpt), **(overrides or {})}
+    check_no_weight_sources(hparams, where)
+    try:
+        if "_class_path" in hparams:
+            import_class(hparams["_class_path"], "_class_path", LightningModule)
+        for argument, class_path in class_paths(hparams):
+            check_encoding_class(import_class(class_path, argument), class_path, argument)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from err
+    return allocation_bound(*checkpoint_allocation_bound(ckpt), where, hparams)
+
+
+class CheckedCheckpointLoading:
+    """Mixin of posenc's LightningModules (listed before ``LightningModule``): their
+    ``load_from_checkpoint`` refuses what :func:`check_checkpoint` refuses before Lightning
+    builds anything from the checkpoint."""
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: str | os.PathLike | IO[bytes],
+                             map_location: Any = None, hparams_file: str | None = None,
+                             strict: bool | None = None, weights_only: bool | None = None,
+                             **kwargs: Any) -> Any:
+        """Lightning's ``load_from_checkpoint`` (same arguments; ``kwargs`` override the
+        checkpoint's hyperparameters), raising ``ValueError`` for hyperparameters or ``kwargs``
+        that :func:`check_checkpoint` refuses, before anything is built from them."""
+        where = f"{cls.__name__}.load_from_checkpoint"
+        if isinstance(checkpoint_path, (str, os.PathLike)) and "://" not in str(checkpoint_path):
+            ckpt = _load_checkpoint(checkpoint_path)
+        else:  # a URL or a file object, read as Lightning reads it
+            start = checkpoint_path.tell() if hasattr(checkpoint_path, "tell") else None
+            ckpt = pl_load(checkpoint_path, map_location="cpu", weights_only=True)
+            if start is not None:
+                checkpoint_path.seek(start)
+        bound = check_checkpoint(_check_checkpoint_dict(ckpt, where), where, kwargs)
+        del ckpt  # Lightning reads it again
+        with bound:
+            return super().load_from_checkpoint(checkpoint_path, map_location, hparams_file,
+                                                strict, weights_only, **kwargs)
 
 
 def check_split_fractions(val_fraction: object, test_fraction: object) -> tuple[float, float]:

@@ -22,7 +22,12 @@ from posenc.core._checks import (
 from posenc.temporal.timestamps import parse_duration, parse_time_unit
 from torch import Tensor, nn
 
-from ..config import check_optim_args, configure_adamw_from_hparams, instantiate
+from ..config import (
+    CheckedCheckpointLoading,
+    check_optim_args,
+    configure_adamw_from_hparams,
+    instantiate,
+)
 from .data import Fitted
 from .metrics import (
     LOSSES,
@@ -52,7 +57,7 @@ def _check_list(value: Any, name: str, what: str) -> None:
         raise TypeError(f"{name} must be a list of {what}, got {type(value).__name__} ({value!r})")
 
 
-class Forecaster(LightningModule):
+class Forecaster(CheckedCheckpointLoading, LightningModule):
     """Probabilistic or point forecasting at arbitrary future timestamps.
 
     Args:

@@ -59,24 +59,22 @@ def load_checkpoint_module(path: str | Path) -> nn.Module:
     from lightning.pytorch import LightningModule
 
     from .. import cli  # noqa: F401  (imports every task module, so class paths resolve)
-    from ..config import check_no_weight_sources, import_class, read_checkpoint
+    from ..config import check_checkpoint, checkpoint_hparams, read_checkpoint
     from ..vision import ImageClassifier
 
-    # A checkpoint is untrusted input: tensors and plain values only, class paths checked.
-    hparams = read_checkpoint(path, "checkpoint").get("hyper_parameters", {})
+    # A checkpoint is untrusted input: tensors and plain values only, hyperparameters checked
+    # (LightningModule.load_from_checkpoint, which builds a _class_path, checks nothing).
     where = f"checkpoint={str(path)!r}"
-    # LightningModule.load_from_checkpoint skips ImageClassifier's own check.
-    check_no_weight_sources(hparams, where)
-    if "_class_path" in hparams:  # the model's class: posenc's own, or registered
-        try:
-            import_class(hparams["_class_path"], "_class_path", LightningModule)
-        except ValueError as err:
-            raise ValueError(f"{where}: {err}") from err
-    elif "_instantiator" in hparams:  # Lightning would build it from a class path it lacks
+    ckpt = read_checkpoint(path, "checkpoint")
+    bound = check_checkpoint(ckpt, where)
+    hparams = checkpoint_hparams(ckpt)
+    if "_instantiator" in hparams and "_class_path" not in hparams:
+        # Lightning would build it from a class path it lacks
         raise ValueError(f"{where} has an _instantiator but names no model class (_class_path)")
     cls = LightningModule if "_instantiator" in hparams else ImageClassifier
     try:
-        model = cls.load_from_checkpoint(path, map_location="cpu", weights_only=True)
+        with bound:
+            model = cls.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     except RuntimeError as err:  # another model's weights (a Forecaster saved from Python)
         first = str(err).splitlines()[0]
         raise ValueError(f"{where} does not hold {cls.__name__} weights ({first}); posenc plot "

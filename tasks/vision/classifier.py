@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from contextvars import ContextVar
 from typing import Any
 
 import torch.nn.functional as F
@@ -33,8 +32,8 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from ..config import (
     WEIGHT_SOURCES,
+    CheckedCheckpointLoading,
     check_finetune_args,
-    check_no_weight_sources,
     check_optim_args,
     configure_adamw,
     finetune_param_groups,
@@ -43,10 +42,6 @@ from ..config import (
 )
 
 __all__ = ["ImageClassifier", "build_vit"]
-
-# True while ImageClassifier.load_from_checkpoint builds the model from a checkpoint's
-# hyperparameters, which may not name a weight source.
-_FROM_CHECKPOINT: ContextVar[bool] = ContextVar("posenc_vit_from_checkpoint", default=False)
 
 
 def build_vit(model_name: str, encoding: str | dict, *, num_classes: int, in_chans: int,
@@ -133,7 +128,7 @@ def _check_timm_source(model_name: object, model_kwargs: object) -> None:
                          f"arguments (set them there, so the checks and the hparams see them)")
 
 
-class ImageClassifier(LightningModule):
+class ImageClassifier(CheckedCheckpointLoading, LightningModule):
     """Image classification with a ViT whose position encoding is one config line.
 
     Args:
@@ -192,8 +187,6 @@ class ImageClassifier(LightningModule):
         position_lr: float | None = None, freeze_steps: int = 0, freeze_epochs: int = 0,
     ) -> None:
         super().__init__()
-        if _FROM_CHECKPOINT.get():
-            check_no_weight_sources(locals(), f"{type(self).__name__}.load_from_checkpoint")
         # They read files or reach the network: a checkpoint never stores them.
         self.save_hyperparameters(ignore=list(WEIGHT_SOURCES))
         for name in ("num_classes", "in_chans", "img_size", "patch_size", "embed_dim", "depth",
@@ -228,16 +221,6 @@ class ImageClassifier(LightningModule):
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         # One accuracy and mean loss per (stage, image size the loaders deliver), made on use.
         self.eval_metrics = nn.ModuleDict()
-
-    @classmethod
-    def load_from_checkpoint(cls, *args: Any, **kwargs: Any) -> ImageClassifier:
-        """Lightning's ``load_from_checkpoint``, raising ``ValueError`` for hyperparameters (or
-        ``kwargs``) that set a weight source, before anything is read from them."""
-        token = _FROM_CHECKPOINT.set(True)
-        try:
-            return super().load_from_checkpoint(*args, **kwargs)
-        finally:
-            _FROM_CHECKPOINT.reset(token)
 
     def forward(self, images: Tensor) -> Tensor:
         """``(B, C, H, W)`` images, ``H`` and ``W`` multiples of the patch -> ``(B, classes)``."""
