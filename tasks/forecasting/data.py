@@ -97,6 +97,23 @@ def parse_length(value: Any, name: str) -> int | pd.Timedelta:
     return pd.Timedelta(parse_duration(value, name, alternative=count))
 
 
+def check_window_rows(context_length: int | pd.Timedelta, horizon: int | pd.Timedelta,
+                      step_ns: int = 0) -> None:
+    """``ValueError`` for windows of more than :data:`MAX_WINDOW_ROWS` rows: observation counts
+    by their sum; a duration ``horizon`` by its steps of ``step_ns`` (> 0: the future steps a
+    forecast makes of it; durations of data not yet read are checked on its windows)."""
+    if isinstance(context_length, int) and isinstance(horizon, int):
+        rows, what = context_length + horizon, "context_length + horizon"
+    elif isinstance(horizon, pd.Timedelta) and step_ns > 0:
+        rows = horizon.value // step_ns
+        what = f"horizon={horizon} in steps of {pd.Timedelta(step_ns)}"
+    else:
+        return
+    if rows > MAX_WINDOW_ROWS:
+        raise ValueError(f"{what} = {rows} rows per window, above the limit of "
+                         f"MAX_WINDOW_ROWS={MAX_WINDOW_ROWS}")
+
+
 def check_unique_columns(columns: list[Any], where: str) -> None:
     """``ValueError`` naming ``where`` if ``columns`` (a table's column names) repeats one."""
     seen: set[Any] = set()
@@ -307,6 +324,11 @@ class Fitted:
                                      for k, v in data.get("static_categories", {}).items()}
         data["static_stats"] = {k: tuple(v) for k, v in data.get("static_stats", {}).items()}
         data["series_start"] = tuple(int(v) for v in data.get("series_start", ()))
+        # A checkpoint's lengths size the windows and forecasts made with it.
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        check_window_rows(*(parse_length(data.get(name, defaults[name]), name)
+                            for name in ("context_length", "horizon")),
+                          step_ns=check_int(data.get("step_ns", 0), "step_ns", ge=0))
         return cls(**data)
 
     @property
@@ -1080,10 +1102,7 @@ class TimeSeriesDataModule(LightningDataModule):
                 f"and train_stride={train_stride!r} must all be observation counts (int) or "
                 "all durations (str)")
         self.by_time = kinds == {pd.Timedelta}
-        if not self.by_time and self.context_length + self.horizon > MAX_WINDOW_ROWS:
-            raise ValueError(
-                f"context_length + horizon = {self.context_length + self.horizon} rows per "
-                f"window, above the limit of MAX_WINDOW_ROWS={MAX_WINDOW_ROWS}")
+        check_window_rows(self.context_length, self.horizon)
         self.val_fraction, self.test_fraction = check_split_fractions(val_fraction, test_fraction)
         self.val_start = self._split_argument(val_start, "val_start")
         self.test_start = self._split_argument(test_start, "test_start")

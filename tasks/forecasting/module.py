@@ -247,7 +247,10 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if "fitted" in checkpoint:
-            self.fitted = Fitted.from_dict(checkpoint["fitted"])
+            try:
+                self.fitted = Fitted.from_dict(checkpoint["fitted"])
+            except (TypeError, ValueError) as err:  # an untrusted checkpoint's plain data
+                raise type(err)(f"the checkpoint's fitted state: {err}") from err
             # Lightning restores a checkpoint after setup: the data reads with it from here.
             self._hand_fitted_to_data()
 

@@ -414,3 +414,50 @@ def test_plot_checkpoint_with_a_forged_size_is_refused_before_allocating(tmp_pat
                                          rf"checkpoint's hyperparameters ask for more memory.*"
                                          rf"largest numbers: num_targets={T}"):
         plots.load_checkpoint_module(path)
+
+
+@pytest.fixture(scope="module")
+def fitted_forecaster():
+    """A Forecaster holding the state fitted on a small hourly series (no training)."""
+    import numpy as np
+    import pandas as pd
+    from posenc.tasks import TimeSeriesDataModule
+
+    stamps = pd.date_range("2021-01-01", periods=200, freq="1h")
+    frame = pd.DataFrame({"ts": stamps, "load": np.sin(np.arange(200))})
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
+                              context_length=24, horizon=3)
+    dm.setup("fit")
+    model = Forecaster(**TINY_FORECASTER)
+    model.fitted = dm.fitted
+    return model
+
+
+@pytest.mark.parametrize("forged, match", [
+    ({"horizon": B}, rf"context_length \+ horizon = {B + 24} rows per window"),
+    ({"context_length": T}, rf"context_length \+ horizon = {T + 3} rows per window"),
+    # 5000 days of hourly steps: the forecast() of its horizon would make 120000 rows a series
+    ({"horizon": "5000D", "context_length": "1D"},
+     r"horizon=5000 days 00:00:00 in steps of 0 days 01:00:00 = 120000 rows"),
+    ({"step_ns": -1}, r"step_ns must be >= 0, got -1"),
+])
+def test_a_checkpoint_s_fitted_lengths_are_checked_as_the_data_module_checks_them(
+        tmp_path, fitted_forecaster, forged, match):
+    """The fitted state's lengths size forecast() (its horizon is the default number of future
+    steps): a forged one is refused on loading, before any forecast allocates it."""
+    model = fitted_forecaster
+    path = tmp_path / "f.ckpt"
+    torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams),
+                "fitted": {**model.fitted.to_dict(), **forged},
+                "pytorch-lightning_version": lightning.__version__}, path)
+    with pytest.raises(ValueError, match=rf"^the checkpoint's fitted state: {match}"):
+        Forecaster.load_from_checkpoint(path, weights_only=True)
+
+
+def test_a_checkpoint_s_fitted_state_within_the_limits_still_loads(tmp_path, fitted_forecaster):
+    model = fitted_forecaster
+    path = tmp_path / "f.ckpt"
+    torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams),
+                "fitted": model.fitted.to_dict(),
+                "pytorch-lightning_version": lightning.__version__}, path)
+    assert Forecaster.load_from_checkpoint(path, weights_only=True).fitted == model.fitted
