@@ -43,7 +43,7 @@ import torch
 from lightning.pytorch import LightningModule
 from lightning.pytorch.core.saving import CHECKPOINT_PAST_HPARAMS_KEYS, pl_load
 from posenc.core._checks import check_choice, check_float, check_positive_float
-from posenc.core.encoding import PositionEncoding, no_weight_decay_names
+from posenc.core.encoding import KINDS, PositionEncoding, no_weight_decay_names
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map_only
@@ -200,11 +200,14 @@ def import_class(class_path: str, argument: str = "class_path",
     return obj
 
 
-def check_encoding_class(cls: type[nn.Module], class_path: str, argument: str) -> None:
-    """Raise a ``ValueError`` naming ``argument`` unless an encoding slot may build ``cls``
-    (named ``class_path``, trusted by :func:`import_class`): posenc's encodings
-    (:class:`posenc.core.PositionEncoding` subclasses) and registered classes, never a
-    ``LightningModule`` nor a class whose constructor takes one of :data:`WEIGHT_SOURCES`."""
+def check_encoding_class(cls: type[nn.Module], class_path: str, argument: str,
+                         kinds: tuple[str, ...] = KINDS) -> None:
+    """Raise a ``ValueError`` naming ``argument`` unless an encoding slot holding ``kinds``
+    (:data:`posenc.core.encoding.KINDS`) may build ``cls`` (named ``class_path``, trusted by
+    :func:`import_class`): posenc's encodings (:class:`posenc.core.PositionEncoding`
+    subclasses) of one of ``kinds`` and registered classes (of one of ``kinds`` where they
+    declare a ``kind``), never a ``LightningModule`` nor a class whose constructor takes one of
+    :data:`WEIGHT_SOURCES`."""
     where = f"{argument}: class_path {class_path!r}: {cls.__module__}.{cls.__qualname__}"
     slot = (f"an encoding slot builds posenc's encodings and the classes registered with "
             f"{REGISTER_HINT}")
@@ -218,8 +221,13 @@ def check_encoding_class(cls: type[nn.Module], class_path: str, argument: str) -
     if loads:
         raise ValueError(f"{where} takes {loads}, which load weights: {slot}, never a class "
                          f"that reads weights from a file or the network")
-    if cls not in REGISTERED and not issubclass(cls, PositionEncoding):
+    registered = cls in REGISTERED
+    if not registered and not issubclass(cls, PositionEncoding):
         raise ValueError(f"{where} is not an encoding (a posenc.core.PositionEncoding): {slot}")
+    kind = getattr(cls, "kind", None)
+    if (kind is not None or not registered) and kind not in kinds:
+        raise ValueError(f"{where} is of kind {kind!r}: the {argument.split('[')[0]} slot holds "
+                         f"{' or '.join(kinds)} encodings")
 
 
 def fill_from_defaults(cls: Callable, init_args: Mapping[str, Any],
@@ -234,7 +242,7 @@ def fill_from_defaults(cls: Callable, init_args: Mapping[str, Any],
 
 
 def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument: str,
-                defaults: Mapping[str, Any] | None = None) -> Any:
+                defaults: Mapping[str, Any] | None = None, kinds: tuple[str, ...] = KINDS) -> Any:
     """Build the encoding that ``spec`` names (the encoding slots of posenc's models).
 
     Args:
@@ -244,6 +252,7 @@ def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument:
         registry: name -> factory called with ``defaults`` as keywords it accepts.
         argument: the config argument's name, for error messages.
         defaults: values inferred from the surrounding model (``dim``, ``num_heads``, ...).
+        kinds: the kinds of encoding the slot holds (:func:`check_encoding_class`).
     """
     defaults = dict(defaults or {})
     if isinstance(spec, str):
@@ -265,7 +274,7 @@ def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument:
             raise TypeError(f"{argument}.init_args keys must be argument names (str), got "
                             f"{sorted(map(repr, init_args))}")
         cls = import_class(spec["class_path"], argument)
-        check_encoding_class(cls, spec["class_path"], argument)
+        check_encoding_class(cls, spec["class_path"], argument, kinds)
         kwargs = fill_from_defaults(cls, init_args, defaults)
         try:
             inspect.signature(cls).bind(**kwargs)

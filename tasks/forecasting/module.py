@@ -175,14 +175,16 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
         defaults = {"dim": dim, "head_dim": dim // num_heads, "num_heads": num_heads}
         modules, reads = [], []
         for i, spec in enumerate(encodings):
-            module = instantiate(spec, TIME_ENCODINGS, f"encodings[{i}]", defaults)
+            module = instantiate(spec, TIME_ENCODINGS, f"encodings[{i}]", defaults,
+                                 kinds=("additive",))
             modules.append(module)
             reads.append(encoding_reads(module, f"encodings[{i}]"))
 
         def relative_modules() -> tuple[nn.Module | None, nn.Module | None]:
             """A block's ``(rotary, bias)``: a new ``relative`` module in its slot."""
             module = None if relative in (None, "none") else instantiate(
-                relative, RELATIVE_ENCODINGS, "relative", defaults)
+                relative, RELATIVE_ENCODINGS, "relative", defaults,
+                kinds=("rotary", "bias", "none"))
             return (module, None) if hasattr(module, "rotation") else (None, module)
 
         self.quantile_levels = quantiles

@@ -203,6 +203,21 @@ def test_an_encoding_slot_refuses_posenc_s_modules_that_are_not_encodings(class_
         instantiate({"class_path": class_path}, {}, "relative")
 
 
+@pytest.mark.parametrize("slot, class_path, kind", [
+    ("relative", "posenc.temporal.Time2Vec", "additive"),
+    ("relative", "posenc.spatial.SinCos2D", "additive"),
+    ("encodings", "posenc.core.RotaryEncoding", "rotary"),
+    ("encodings", "posenc.core.ALiBi", "bias"),
+    ("relative", "posenc.core.PositionEncoding", None),  # a base, of no kind
+])
+def test_a_forecaster_slot_builds_only_the_kind_of_encoding_it_holds(slot, class_path, kind):
+    spec = {"class_path": class_path}
+    argument = re.escape("encodings[0]" if slot == "encodings" else "relative")
+    with pytest.raises(ValueError, match=rf"^{argument}: class_path '{class_path}': .* is of "
+                                         rf"kind {kind!r}: the {slot} slot holds"):
+        Forecaster(**{slot: [spec] if slot == "encodings" else spec}, **TINY_FORECASTER)
+
+
 def test_a_config_in_python_cannot_nest_a_model_either():
     with pytest.raises(ValueError, match=r"encodings\[0\]: .*is a LightningModule, not an "
                                          r"encoding"):
