@@ -89,8 +89,10 @@ def patch_coords(grid_size: int | tuple[int, int], normalize: str | None = None,
     for size in (rows, cols):
         axis = torch.arange(size, device=device, dtype=dtype)
         if normalize == "pixel":
-            # linspace(-1, 1, size) on arange: linspace would specialise a dynamic export size.
-            axis = axis * (2.0 / (size - 1)) - 1.0 if size > 1 else axis - 1.0
+            # linspace(-1, 1, size) on arange (linspace would specialise a dynamic export size),
+            # dividing by a tensor max(size - 1, 1): a Python `size > 1` is decided once when
+            # traced, and the graph then divides by 0 on a one-patch axis.
+            axis = axis * (2.0 / axis[-1:].clamp(min=1)) - 1.0
         if normalize in ("unit", "unit_min", "unit_max"):
             axis = (axis + 0.5) * (2.0 / (denominator or size)) - 1.0
         axes.append(axis)
