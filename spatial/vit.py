@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -403,6 +404,52 @@ def _shape_list(names: Sequence[str], first: dict, second: dict, show: int = 6) 
     return listed + (f" and {len(names) - show} more" if len(names) > show else "")
 
 
+def _describe_layout(cls_token: bool, registers: int, no_embed_class: bool | None) -> str:
+    """A ViT's token layout for a message: its prefix tokens, and whether ``pos_embed`` leaves
+    them out (``no_embed_class``; None: unknown, or moot without prefix tokens)."""
+    count = int(cls_token) + registers
+    text = (f"{count} prefix token{'' if count == 1 else 's'} ({'a' if cls_token else 'no'} "
+            f"class token, {registers} register tokens)")
+    return text if not count or no_embed_class is None else \
+        f"{text}, no_embed_class={no_embed_class}"
+
+
+def _token_layouts(state: Mapping[str, Tensor], model: VisionTransformer,
+                   where: str) -> str | None:
+    """A message naming the token layouts of the timm state dict ``state`` (read from its
+    ``cls_token``, ``reg_token`` and ``pos_embed``) and of ``model`` where they differ, else
+    None (also for a file without ``pos_embed``: not in timm's ViT names). The file's
+    ``no_embed_class`` is the reading of ``pos_embed``'s length that leaves the model's number
+    of patches or a square grid, if exactly one of the two does (as timm reads it, so a
+    non-square grid of another size may be read wrong: the message gives the length too)."""
+    pos_embed, reg = state.get("pos_embed"), state.get("reg_token")
+    if pos_embed is None or pos_embed.ndim != 3:
+        return None
+    cls_token = "cls_token" in state
+    registers = reg.shape[1] if reg is not None and reg.ndim == 3 else 0
+    prefix, no_embed_class = int(cls_token) + registers, None
+    if prefix:
+        fits = [flag for flag in (False, True)
+                if _is_grid(pos_embed.shape[1] - (0 if flag else prefix),
+                            model.patch_embed.num_patches)]
+        no_embed_class = fits[0] if len(fits) == 1 else None
+    ours = (model.cls_token is not None,
+            0 if model.reg_token is None else model.reg_token.shape[1], model.no_embed_class)
+    if (cls_token, registers) == ours[:2] and no_embed_class in (None, ours[2]):
+        return None
+    theirs = _describe_layout(cls_token, registers, no_embed_class)
+    return (f"{where} was saved from a ViT with {theirs} (pos_embed of {pos_embed.shape[1]} "
+            f"entries); the model has "
+            f"{_describe_layout(*ours)}: a timm checkpoint loads into a ViT of the same "
+            f"class_token, reg_tokens and no_embed_class")
+
+
+def _is_grid(entries: int, patches: int) -> bool:
+    """Whether ``entries`` patch entries are the model's ``patches`` or a square grid (what
+    timm's ``resample_abs_pos_embed`` reads without a given size)."""
+    return entries == patches or (entries > 0 and math.isqrt(entries) ** 2 == entries)
+
+
 def _load_timm_file(model: VisionTransformer, path: str | os.PathLike) -> tuple[
         set[str], set[str], dict[str, tuple[tuple[int, ...], tuple[int, ...]]]]:
     """Load the timm weights file ``path`` into ``model`` by timm's ``load_state_dict``
@@ -425,17 +472,25 @@ def _load_timm_file(model: VisionTransformer, path: str | os.PathLike) -> tuple[
     if not isinstance(raw, dict) or not all(
             isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in raw.items()):
         raise ValueError(f"{where} does not hold a state dict (names -> tensors)")
-    state = checkpoint_filter_fn(raw, model)
+    layouts = _token_layouts(raw, model, where)
+    try:
+        state = checkpoint_filter_fn(raw, model)
+    except RuntimeError as err:  # timm reads pos_embed in the model's token layout
+        raise ValueError(layouts or f"{where}: timm could not resample its pos_embed to the "
+                         f"model's {tuple(model.patch_embed.grid_size)} grid ({err})") from err
     resampled = {k: (tuple(raw[k].shape), tuple(v.shape)) for k, v in state.items()
                  if k in raw and raw[k].shape != v.shape}
     own = model.state_dict()
     head = {n for n in own if n.split(".")[0] == "head"}
     unexpected = sorted(set(state) - set(own))
+    mismatched = sorted(k for k in set(state) & set(own) if state[k].shape != own[k].shape)
+    missing = set(own) - set(state)
+    if layouts and (unexpected or set(mismatched) - head or missing - head):
+        raise ValueError(layouts)
     if unexpected:
         raise ValueError(f"{where} holds tensors this {type(model).__name__} does not have: "
                          f"{_name_list(unexpected)} (another architecture, or not a timm ViT "
                          f"state dict)")
-    mismatched = sorted(k for k in state if state[k].shape != own[k].shape)
     if set(mismatched) - head:
         bad = [k for k in mismatched if k not in head]
         raise ValueError(f"{where} does not fit the model's sizes (file vs model): "
@@ -443,7 +498,7 @@ def _load_timm_file(model: VisionTransformer, path: str | os.PathLike) -> tuple[
     dropped = set(mismatched)
     for name in dropped:
         del state[name]
-    missing = set(own) - set(state)
+    missing |= dropped
     if missing - head:
         raise ValueError(f"{where} lacks tensors of the model: "
                          f"{_name_list(sorted(missing - head))}")
