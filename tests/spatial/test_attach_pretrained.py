@@ -99,8 +99,7 @@ def test_a_file_without_head_leaves_it_new(tmp_path):
 
 
 def test_without_a_file_the_report_is_relative_to_the_model():
-    model = make_vit(dynamic_img_size=True)
-    attach(model, "relbias")
+    model = attach(make_vit(dynamic_img_size=True), "relbias")
     assert model.attach_report.source == "model"
     assert model.attach_report.new == tuple(f"blocks.{i}.attn.bias.table" for i in range(DEPTH))
     assert model.attach_report.dropped == ("pos_embed",)
