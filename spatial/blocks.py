@@ -161,6 +161,10 @@ def grid_blocks(blocks: Sequence[nn.Module], rotary: Sequence[nn.Module | None] 
         if type(block) not in _GRID_BLOCKS:
             raise TypeError(f"rotary and bias encodings need timm's Block or ResPostBlock, "
                             f"got {type(block).__name__}; supported: {SUPPORTED}")
+    for name, given in (("rotary", rotary), ("bias", bias)):
+        if given is not None and len(given) != len(blocks):
+            raise ValueError(f"{name} must hold one encoding (or None) per block "
+                             f"({len(blocks)}), got {len(given)}")
     none = [None] * len(blocks)
     attentions = [GridAttention.from_timm(block.attn, r, b) for block, r, b in zip(
         blocks, rotary or none, bias or none, strict=True)]

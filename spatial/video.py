@@ -12,7 +12,7 @@ from posenc.core._checks import check_positions, check_positive_float, known_fin
 from torch import Tensor, nn
 
 from .additive import SinCos3D
-from .blocks import GridAttention
+from .blocks import Bias, GridAttention, Rope
 from .coords import VideoPositions, _video_coords
 from .factory import SpatialEncodingSpec, encoding_kind, encodings_for_blocks
 from .rope import MRoPE, RoPE3D, _Rotary3D
@@ -115,7 +115,7 @@ class VideoVisionTransformer(nn.Module):
         return times
 
     def _embed(self, video: Tensor, frame_times: Tensor | None, attn_mask: Tensor | None
-               ) -> tuple[Tensor, list[tuple]]:
+               ) -> tuple[Tensor, list[tuple[Rope, Bias]]]:
         """Clips -> ``(B, P + n, dim)`` tokens (``n`` patches kept by patch dropout, ``T * h * w``
         in eval) and each block's ``(rope, bias)``."""
         if not isinstance(video, Tensor) or video.ndim != 5:

@@ -7,8 +7,17 @@ import pytest
 import timm
 import torch
 from posenc.core import MultiheadAttention
-from posenc.spatial import ENCODINGS, GridVisionTransformer, RoPE2D, SinCos2D, attach
+from posenc.spatial import (
+    ENCODINGS,
+    ALiBi2D,
+    GridVisionTransformer,
+    RoPE2D,
+    SinCos2D,
+    attach,
+    patch_coords,
+)
 from posenc.spatial.blocks import GridAttention, grid_blocks
+from posenc.spatial.coords import GridPositions
 from spatial_models import OTHER_SIZES, TRAIN_SIZE, make_vit
 from timm.models.vision_transformer import Block, ResPostBlock, VisionTransformer
 
@@ -240,3 +249,33 @@ def test_blocks_sharing_an_encoding_compute_it_once_per_forward():
     model(torch.randn(1, 3, *TRAIN_SIZE))
     model(torch.randn(1, 3, *OTHER_SIZES[1]))
     assert len(calls) == 2  # once per forward, not once per block
+
+
+@pytest.mark.parametrize("mask", [None, "bool", "float"])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_grid_attention_given_rotation_and_bias_equals_core_attention(mask, is_causal):
+    """What a block computes from the rotation and bias its model passes equals
+    posenc.core.MultiheadAttention computing them itself from the same positions, masks and
+    causality included."""
+    attn = GridAttention.from_timm(make_vit("vit").blocks[0].attn, RoPE2D(64, 3, "mixed"),
+                                   ALiBi2D(3)).eval()
+    positions = GridPositions(patch_coords((3, 4)), (3, 4), num_prefix_tokens=1)
+    x = torch.randn(2, 13, 192)
+    masks = {None: None, "bool": torch.rand(2, 1, 13, 13) > 0.3,
+             "float": torch.randn(1, 3, 13, 13)}
+    attn_mask = masks[mask]
+    if mask == "bool":
+        attn_mask[..., 0] = True  # every query keeps a key (the class token)
+    rope, bias = attn.rotary.rotation(positions), attn.bias(positions, positions)
+    got = attn(x, rope, bias, attn_mask=attn_mask, is_causal=is_causal)
+    expected = MultiheadAttention.forward(attn, x, query_positions=positions,
+                                          attn_mask=attn_mask, is_causal=is_causal)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_grid_model_built_directly_checks_one_encoding_per_block():
+    with pytest.raises(ValueError, match=r"rotary must hold one encoding \(or None\) per block "
+                                         r"\(2\), got 1"):
+        GridVisionTransformer(make_vit(), rotary=[RoPE2D(64, 3)])
+    model = GridVisionTransformer(make_vit(), bias=[ALiBi2D(3)] * 2, coord_normalize=None)
+    assert model(torch.randn(1, 3, 32, 40)).shape == (1, 5)
