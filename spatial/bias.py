@@ -13,7 +13,13 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from posenc.core._checks import check_choice, check_finite, check_pair_values, check_positive_int
+from posenc.core._checks import (
+    _KNOWN_FINITE,
+    check_choice,
+    check_finite,
+    check_pair_values,
+    check_positive_int,
+)
 from posenc.core.bias import (
     PairBias,
     ScoreMod,
@@ -25,7 +31,7 @@ from posenc.core.encoding import Float64Buffers
 from posenc.core.positions import relative_positions
 from torch import Tensor, nn
 
-from .coords import GridPositions, cached, check_grid_size, grid_position_shape
+from .coords import GridPositions, check_grid_size, grid_position_shape
 
 __all__ = ["RESIZE", "resize_relative_table", "RelativeBias2D", "ContinuousBias2D", "ALiBi2D"]
 
@@ -122,16 +128,6 @@ def _inputs(query_positions, key_positions) -> tuple[GridPositions, GridPosition
     return q, k, grid
 
 
-def _memo(q: GridPositions, k: GridPositions, key, compute):
-    """Memoise in the positions' cache for self-attention (``q is k``)."""
-    return cached(q, key, compute) if q is k else compute()
-
-
-def _grid_index(q: GridPositions, k: GridPositions, grid: tuple[int, int]) -> Tensor:
-    """Lattice index of every (query, key) offset, shared by all blocks of a forward."""
-    return _memo(q, k, ("lattice_index", tuple(grid)), lambda: _lattice_index(_offsets(q, k), grid))
-
-
 def _offsets(q: GridPositions, k: GridPositions) -> Tensor:
     """``(B or 1, Nq, Nk, 2)`` offsets ``query - key``."""
     return -relative_positions(q.coords, k.coords, coord_dims=1)
@@ -149,11 +145,18 @@ def _lattice_offsets(grid: tuple[int, int], device: torch.device) -> Tensor:
     return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)
 
 
-def _lattice_index(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
-    """Row of each integer offset in a flattened ``(2 rows - 1) x (2 cols - 1)`` table; raises
-    (outside tracing) on fractional offsets and on offsets beyond the grid."""
+def _check_lattice(q: GridPositions, k: GridPositions, grid: tuple[int, int] | None) -> None:
+    """Raise unless every offset of ``q`` and ``k`` is an integer offset of ``grid`` (None:
+    nothing to check), reading a few values (:func:`_representative_offsets`) outside tracing.
+    Coordinates a model made from the grid's sizes (``known_finite``, carrying that grid) lie
+    on it by construction and are not read, as their finiteness is not."""
+    made_on_grid = grid is not None and q.grid_size == k.grid_size == grid and all(
+        getattr(p.coords, _KNOWN_FINITE, False) for p in (q, k))
+    if grid is None or made_on_grid or torch.compiler.is_compiling():
+        return
     rows, cols = grid
-    if not torch.compiler.is_compiling() and offsets.numel():
+    offsets = _representative_offsets(q, k)
+    if offsets.numel():
         if offsets.is_floating_point() and bool((offsets != offsets.round()).any()):
             raise ValueError("coordinates must be integer patch positions for a learned relative "
                              "table, got fractional offsets")
@@ -163,18 +166,18 @@ def _lattice_index(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
                 f"offsets up to ({span[0].item():g}, {span[1].item():g}) do not fit a table for "
                 f"grid {tuple(grid)} (offsets up to ({rows - 1}, {cols - 1})); pass "
                 "GridPositions(coords, grid_size=...) to resize the table to the grid")
-    return _lattice_rows(offsets, grid)
 
 
 def _lattice_rows(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
-    """:func:`_lattice_index` without its checks (also per pair, inside a score_mod)."""
+    """Row of each integer offset in a flattened ``(2 rows - 1) x (2 cols - 1)`` table (also
+    per pair, inside a score_mod); the offsets are checked by :func:`_check_lattice`."""
     rows, cols = grid
     offsets = offsets.round().long() if offsets.is_floating_point() else offsets.long()
     return (offsets[..., 0] + rows - 1) * (2 * cols - 1) + offsets[..., 1] + cols - 1
 
 
 def _representative_offsets(q: GridPositions, k: GridPositions) -> Tensor:
-    """``(M, 2)`` offsets of ``O(Nq + Nk)`` pairs whose check by :func:`_lattice_index` holds for
+    """``(M, 2)`` offsets of ``O(Nq + Nk)`` pairs whose check by :func:`_check_lattice` holds for
     all ``Nq * Nk``: the extremes per axis, ``q_i - k_0`` and ``q_0 - k_j`` (``q_i - k_j`` is
     their sum minus ``q_0 - k_0``)."""
     qc, kc = q.coords, k.coords
@@ -254,24 +257,27 @@ class RelativeBias2D(PairBias):
 
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:
-        check_pair_values(query_positions, key_positions)
-        q, k, grid = _inputs(query_positions, key_positions)
-
-        def compute() -> Tensor:
-            table = self.table if grid is None else self.table_for_grid(grid)
-            index = _grid_index(q, k, self.grid_size if grid is None else grid)
-            return _pad_prefix(_gather(table.float().t(), index), q, k)
-
-        return _memo(q, k, (id(self), "bias"), compute)
+        """Positions ``(Nq, 2)``/``(B, Nq, 2)`` (or :class:`GridPositions`) and the keys' ->
+        float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
+        q, k, size, table = self._lattice(query_positions, key_positions)
+        index = _lattice_rows(_offsets(q, k), size)
+        return _pad_prefix(_gather(table.float().t(), index), q, k)
 
     def score_mod(self, query_positions: Tensor | GridPositions,
                   key_positions: Tensor | GridPositions) -> ScoreMod:
+        """:meth:`forward`'s bias as FlexAttention's score_mod, per pair."""
+        q, k, size, table = self._lattice(query_positions, key_positions)
+        return _offset_score_mod(q, k, lambda offset, h: table[_lattice_rows(offset, size), h])
+
+    def _lattice(self, query_positions: Tensor | GridPositions,
+                 key_positions: Tensor | GridPositions
+                 ) -> tuple[GridPositions, GridPositions, tuple[int, int], Tensor]:
+        """The checked positions, the grid their offsets index and the table resized to it."""
         check_pair_values(query_positions, key_positions)
         q, k, grid = _inputs(query_positions, key_positions)
         size = self.grid_size if grid is None else grid
-        table = self.table if grid is None else self.table_for_grid(grid)
-        _lattice_index(_representative_offsets(q, k), size)
-        return _offset_score_mod(q, k, lambda offset, h: table[_lattice_rows(offset, size), h])
+        _check_lattice(q, k, size)
+        return q, k, size, self.table if grid is None else self.table_for_grid(grid)
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, grid_size={self.grid_size}, resize={self.resize!r}"
@@ -341,18 +347,18 @@ class ContinuousBias2D(PairBias):
 
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:
+        """Positions ``(Nq, 2)``/``(B, Nq, 2)`` (or :class:`GridPositions`) and the keys' ->
+        float32 bias ``(B or 1, H, P + Nq, P + Nk)``. Positions on a shared grid must lie on
+        it: its lattice's bias is computed once and gathered."""
         check_pair_values(query_positions, key_positions)
         q, k, grid = _inputs(query_positions, key_positions)
-
-        def compute() -> Tensor:
-            if grid is None:
-                bias = self._bias_of_offsets(_offsets(q, k)).permute(0, 3, 1, 2)
-            else:
-                offsets = _lattice_offsets(grid, q.coords.device).flatten(0, 1)
-                bias = _gather(self._bias_t(offsets), _grid_index(q, k, grid))
-            return _pad_prefix(bias, q, k)
-
-        return _memo(q, k, (id(self), "bias"), compute)
+        _check_lattice(q, k, grid)
+        if grid is None:
+            bias = self._bias_of_offsets(_offsets(q, k)).permute(0, 3, 1, 2)
+        else:
+            offsets = _lattice_offsets(grid, q.coords.device).flatten(0, 1)
+            bias = _gather(self._bias_t(offsets), _lattice_rows(_offsets(q, k), grid))
+        return _pad_prefix(bias, q, k)
 
     def extra_repr(self) -> str:
         return (f"num_heads={self.num_heads}, hidden={self.hidden}, "
@@ -375,12 +381,8 @@ class ALiBi2D(PairBias, Float64Buffers):
                 key_positions: Tensor | GridPositions) -> Tensor:
         check_pair_values(query_positions, key_positions)
         q, k, _ = _inputs(query_positions, key_positions)
-
-        def compute() -> Tensor:
-            distance = torch.linalg.vector_norm(_offsets(q, k).float(), dim=-1)
-            return _pad_prefix(distance[:, None] * -self.slopes.float()[:, None, None], q, k)
-
-        return _memo(q, k, (id(self), "bias"), compute)
+        distance = torch.linalg.vector_norm(_offsets(q, k).float(), dim=-1)
+        return _pad_prefix(distance[:, None] * -self.slopes.float()[:, None, None], q, k)
 
     def score_mod(self, query_positions: Tensor | GridPositions,
                   key_positions: Tensor | GridPositions) -> ScoreMod:

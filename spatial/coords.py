@@ -5,14 +5,13 @@ token at ``(t, row, col)``, frame-major (:func:`video_coords`), ``t`` a frame in
 frame's real time in any unit, so irregularly timed frames are encoded at their true times.
 Coordinates are explicit per token, ``(N, D)`` or ``(B, N, D)``, so subsets (MAE keep indices,
 patch dropout) and packed batches are just other coordinate tensors. :class:`GridPositions` /
-:class:`VideoPositions` add the prefix-token count, a per-forward cache and (2D) the grid.
+:class:`VideoPositions` add the prefix-token count and (2D) the grid.
 :class:`CoordAugment` is DINOv3's training-time coordinate augmentation.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple, TypeVar
 
 import torch
@@ -30,7 +29,7 @@ from posenc.core._checks import (
 from torch import Tensor, nn
 
 __all__ = ["COORD_NORMALIZE", "NORMALIZE", "CoordAugment", "GridPositions", "as_grid_positions",
-           "cached", "check_grid_size", "check_rotate_inputs", "grid_position_shape",
+           "check_grid_size", "check_rotate_inputs", "grid_position_shape",
            "patch_coords", "VideoPositions", "as_video_positions", "video_coords",
            "video_position_shape"]
 
@@ -44,7 +43,7 @@ T = TypeVar("T")
 
 def check_grid_size(grid_size: object, name: str = "grid_size") -> tuple[int, int]:
     """``int`` or ``(rows, cols)`` -> ``(rows, cols)`` of positive ints (``TypeError`` for
-    anything else, ``ValueError`` below 1); symbolic sizes (``torch.SymInt``) pass unchecked."""
+    anything else, ``ValueError`` below 1); symbolic sizes (``torch.SymInt``) pass as they are."""
     if isinstance(grid_size, (int, torch.SymInt)) and not isinstance(grid_size, bool):
         grid_size = (grid_size, grid_size)
     if not isinstance(grid_size, (tuple, list, torch.Size)) or len(grid_size) != 2:
@@ -89,8 +88,10 @@ def patch_coords(grid_size: int | tuple[int, int], normalize: str | None = None,
     for size in (rows, cols):
         axis = torch.arange(size, device=device, dtype=dtype)
         if normalize == "pixel":
-            # linspace(-1, 1, size) on arange: linspace would specialise a dynamic export size.
-            axis = axis * (2.0 / (size - 1)) - 1.0 if size > 1 else axis - 1.0
+            # linspace(-1, 1, size) on arange (linspace would specialise a dynamic export size),
+            # dividing by a tensor max(size - 1, 1): a Python `size > 1` is decided once when
+            # traced, and the graph then divides by 0 on a one-patch axis.
+            axis = axis * (2.0 / axis[-1:].clamp(min=1)) - 1.0
         if normalize in ("unit", "unit_min", "unit_max"):
             axis = (axis + 0.5) * (2.0 / (denominator or size)) - 1.0
         axes.append(axis)
@@ -107,13 +108,11 @@ class GridPositions(NamedTuple):
             grid-based tables resize; or None.
         num_prefix_tokens: tokens without a position (cls, registers) before the patch tokens,
             unrotated and zero-biased.
-        cache: an optional dict, fresh per forward, in which encodings memoise what they derive.
     """
 
     coords: Tensor
     grid_size: tuple[int, int] | None = None
     num_prefix_tokens: int = 0
-    cache: dict | None = None
 
 
 def as_grid_positions(positions: Tensor | GridPositions, name: str = "positions") -> GridPositions:
@@ -140,28 +139,7 @@ def _position_shape(positions: object, cls: type[T], name: str) -> T:
     if getattr(positions, "grid_size", None) is not None:
         check_grid_size(positions.grid_size, f"{name}.grid_size")
     check_int(positions.num_prefix_tokens, f"{name}.num_prefix_tokens", ge=0)
-    if positions.cache is not None and not isinstance(positions.cache, dict):
-        raise TypeError(f"{name}.cache must be a dict or None, got "
-                        f"{type(positions.cache).__name__}")
     return positions if coords is positions.coords else positions._replace(coords=coords)
-
-
-def _symbolic(key: object) -> bool:
-    if isinstance(key, tuple):
-        return any(_symbolic(part) for part in key)
-    return isinstance(key, (torch.SymInt, torch.SymFloat, torch.SymBool))
-
-
-def cached(positions: GridPositions, key: Hashable, compute: Callable[[], T]) -> T:
-    """``compute()``, memoised in ``positions.cache`` (if any) under ``key``, a tuple of Python
-    values such as ``(id(self), "rotation")``; a key holding a symbolic size (``torch.SymInt``,
-    which has no hash) is computed again instead."""
-    cache = positions.cache
-    if cache is None or _symbolic(key):
-        return compute()
-    if key not in cache:
-        cache[key] = compute()
-    return cache[key]
 
 
 def check_generator(generator: object) -> None:
@@ -312,7 +290,6 @@ class VideoPositions(NamedTuple):
 
     coords: Tensor
     num_prefix_tokens: int = 0
-    cache: dict | None = None
 
 
 def as_video_positions(positions: Tensor | VideoPositions,

@@ -36,7 +36,6 @@ from .coords import (
     CoordAugment,
     GridPositions,
     VideoPositions,
-    cached,
     check_generator,
     check_rotate_inputs,
     grid_position_shape,
@@ -64,8 +63,8 @@ def _axis_angles(coords: Tensor, freqs: Tensor) -> Tensor:
 
 
 class _Rotary(Float64Buffers):
-    """What the spatial rotary encodings share: :meth:`rotation` checks the positions' values,
-    ``_rotation`` (what blocks call) only their shapes, memoising the rotation in their cache."""
+    """What the spatial rotary encodings share: :meth:`rotation` and :meth:`rotate` check the
+    positions' values (none of a model's: ``known_finite``) and shapes, then compute."""
 
     kind = "rotary"
     # A bf16 frequency is off by up to 0.4%, i.e. whole radians a few hundred patches away.
@@ -75,22 +74,29 @@ class _Rotary(Float64Buffers):
     layout: str
     _position_shape = staticmethod(grid_position_shape)
 
-    def rotation(self, positions: Tensor | GridPositions | VideoPositions) -> Rotation:
+    def rotation(self, positions: Tensor | GridPositions | VideoPositions, *,
+                 augment: bool = True) -> Rotation:
         """``(N, D)``/``(B, N, D)`` coordinates (or positions) -> the rotation of their
         ``num_prefix_tokens + N`` tokens, ``(B or 1, H or 1, P + N, ...)``; prefix tokens get
-        the identity."""
+        the identity. ``augment``: draw the coordinate augmentation (RoPE2D's, training mode),
+        one per call; False for positions that carry it already (a grid model draws one per
+        forward for all its blocks)."""
         check_position_values(positions)
         positions = self._position_shape(positions)
-        return cached(positions, (id(self), "rotation"), lambda: self._compute(positions))
+        return self._compute(self._augmented(positions) if check_bool(augment, "augment")
+                             else positions)
+
+    def _augmented(self, positions: GridPositions | VideoPositions
+                   ) -> GridPositions | VideoPositions:
+        """The positions this encoding rotates by: the given ones (RoPE2D augments them)."""
+        return positions
 
     def _compute(self, positions: GridPositions | VideoPositions) -> Rotation:
-        theta = self.angles(self._coords(positions))
+        """The rotation at ``positions.coords`` as given (checked)."""
+        theta = self.angles(positions.coords)
         if positions.num_prefix_tokens:
             theta = F.pad(theta, (0, 0, positions.num_prefix_tokens, 0))
         return rotation_from_angles(theta, self.layout)
-
-    def _coords(self, positions: GridPositions | VideoPositions) -> Tensor:
-        return positions.coords
 
     def rotate(self, x: Tensor, positions: Tensor | GridPositions | VideoPositions) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, P + N, head_dim)`` by ``(N, D)``/``(B, N, D)``
@@ -100,7 +106,7 @@ class _Rotary(Float64Buffers):
         # Only learned frequencies (per head) fix the number of heads.
         heads = self.num_heads if next(self.parameters(), None) is not None else None
         check_rotate_inputs(x, positions.coords, positions.num_prefix_tokens, self.head_dim, heads)
-        return apply_rotation(x, self.rotation(positions))
+        return apply_rotation(x, self._compute(self._augmented(positions)))
 
     forward = rotate
 
@@ -179,7 +185,7 @@ class RoPE2D(_Rotary):
         linear_bands: pixel frequencies linearly (True, default) or log-spaced (False).
         shift_coords: with ``jitter_coords`` and ``rescale_coords``, DINOv3's coordinate
             augmentation in training mode (:class:`~posenc.spatial.coords.CoordAugment`), drawn
-            once per positions object, so all blocks of a forward see one transform.
+            once per call, and by a grid model once per forward for all its blocks.
         jitter_coords: see ``shift_coords``.
         rescale_coords: see ``shift_coords``.
     """
@@ -249,13 +255,11 @@ class RoPE2D(_Rotary):
             return angles(coords, self.inv_freq64).flatten(-2)[:, None]
         return _axis_angles(coords, self.freqs.float() * self.scale)
 
-    def _coords(self, positions: GridPositions) -> Tensor:
+    def _augmented(self, positions: GridPositions) -> GridPositions:
         augment = self.coord_augment
         if augment is None or not augment.training:
-            return positions.coords
-        # Keyed by the augmentation, not the module: every block gets the same transform.
-        return cached(positions, ("coord_augment", *augment.config),
-                      lambda: augment(positions.coords))
+            return positions
+        return positions._replace(coords=augment(positions.coords))
 
     def extra_repr(self) -> str:
         text = (f"head_dim={self.head_dim}, num_heads={self.num_heads}, "

@@ -7,11 +7,19 @@ import pytest
 import timm
 import torch
 from posenc.core import MultiheadAttention
-from posenc.spatial import ENCODINGS, RoPE2D, SinCos2D, attach, patch_coords
+from posenc.spatial import (
+    ENCODINGS,
+    ALiBi2D,
+    GridVisionTransformer,
+    RoPE2D,
+    SinCos2D,
+    attach,
+    patch_coords,
+)
+from posenc.spatial.blocks import GridAttention, grid_blocks
 from posenc.spatial.coords import GridPositions
-from posenc.spatial.vit import GridAttention, GridVisionTransformer, use_grid_attention
 from spatial_models import OTHER_SIZES, TRAIN_SIZE, make_vit
-from timm.models.vision_transformer import Block, ResPostBlock
+from timm.models.vision_transformer import Block, ResPostBlock, VisionTransformer
 
 NAMES = list(ENCODINGS)
 POSITION_KEYS = ("pos_encoding", "attn.rotary.", "attn.bias.")
@@ -86,27 +94,44 @@ def test_grid_attention_without_encoding_equals_timm_attention():
     attn = make_vit("vit", qk_norm=True).blocks[0].attn.eval()
     x = torch.randn(2, 17, 192)
     expected = attn(x)
-    positions = GridPositions(patch_coords(4), (4, 4), 1)
     wrapped = GridAttention.from_timm(attn, None, None).eval()
     assert wrapped.qkv is attn.qkv and wrapped.proj is attn.proj and wrapped.q_norm is attn.q_norm
-    torch.testing.assert_close(wrapped(x, positions), expected, rtol=1e-5, atol=1e-5)
-    with pytest.raises(TypeError, match="positions of its model's forward"):
-        wrapped(x)
+    torch.testing.assert_close(wrapped(x), expected, rtol=1e-5, atol=1e-5)
+    with_rope = GridAttention.from_timm(attn, RoPE2D(64, 3), None)
+    with pytest.raises(TypeError, match="takes rope computed by its model for this forward"):
+        with_rope(x)
 
 
 @pytest.mark.parametrize("block_fn", [Block, ResPostBlock])
 def test_grid_blocks_compute_what_timms_blocks_compute(block_fn):
-    """A block after use_grid_attention (class swapped, attention without an encoding) gives
-    timm's own block's output and keeps its parameter names; the positions reach it as its
-    second argument, as timm's EvaBlock takes rope=."""
+    """timm's blocks as grid blocks (attention without an encoding) give timm's own blocks'
+    outputs and keep their parameter names and order; the rotation and bias reach them as
+    arguments, as timm's EvaBlock takes rope=."""
     vit = make_vit("vit", block_fn=block_fn).eval()
     x = torch.randn(2, 17, 192)
-    expected, names = vit.blocks[0](x), set(vit.state_dict())
-    use_grid_attention(vit, rotary=[None] * len(vit.blocks))
-    assert type(vit.blocks[0]).__name__ == f"Grid{block_fn.__name__}"
-    assert names - set(vit.state_dict()) == {"pos_embed"} and set(vit.state_dict()) <= names
-    got = vit.blocks[0](x, GridPositions(patch_coords(4), (4, 4), 1))
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    expected, names = vit.blocks[0](x), list(vit.blocks.state_dict())
+    blocks = grid_blocks(vit.blocks, rotary=[None] * len(vit.blocks))
+    assert type(blocks[0]).__name__ == f"Grid{block_fn.__name__}"
+    assert list(blocks.state_dict()) == names
+    torch.testing.assert_close(blocks[0](x), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["learned", "rope_mixed", "relbias"])
+def test_attach_returns_a_grid_model_and_leaves_the_timm_model_as_it_was(name):
+    model = make_vit("vit_reg4").eval()
+    x = torch.randn(2, 3, *TRAIN_SIZE)
+    with torch.no_grad():
+        expected = model(x)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    grid = attach(model, name)
+    assert type(grid) is GridVisionTransformer and isinstance(grid, VisionTransformer)
+    assert type(model) is VisionTransformer and type(model.blocks[0]) is Block
+    assert model.state_dict().keys() == state.keys()
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), expected, rtol=0, atol=0)
+    # The weights are shared: the grid model trains the timm model's patch embedding.
+    assert grid.patch_embed.proj.weight is model.patch_embed.proj.weight
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"dynamic_img_size": True}])
@@ -224,3 +249,33 @@ def test_blocks_sharing_an_encoding_compute_it_once_per_forward():
     model(torch.randn(1, 3, *TRAIN_SIZE))
     model(torch.randn(1, 3, *OTHER_SIZES[1]))
     assert len(calls) == 2  # once per forward, not once per block
+
+
+@pytest.mark.parametrize("mask", [None, "bool", "float"])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_grid_attention_given_rotation_and_bias_equals_core_attention(mask, is_causal):
+    """What a block computes from the rotation and bias its model passes equals
+    posenc.core.MultiheadAttention computing them itself from the same positions, masks and
+    causality included."""
+    attn = GridAttention.from_timm(make_vit("vit").blocks[0].attn, RoPE2D(64, 3, "mixed"),
+                                   ALiBi2D(3)).eval()
+    positions = GridPositions(patch_coords((3, 4)), (3, 4), num_prefix_tokens=1)
+    x = torch.randn(2, 13, 192)
+    masks = {None: None, "bool": torch.rand(2, 1, 13, 13) > 0.3,
+             "float": torch.randn(1, 3, 13, 13)}
+    attn_mask = masks[mask]
+    if mask == "bool":
+        attn_mask[..., 0] = True  # every query keeps a key (the class token)
+    rope, bias = attn.rotary.rotation(positions), attn.bias(positions, positions)
+    got = attn(x, rope, bias, attn_mask=attn_mask, is_causal=is_causal)
+    expected = MultiheadAttention.forward(attn, x, query_positions=positions,
+                                          attn_mask=attn_mask, is_causal=is_causal)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_grid_model_built_directly_checks_one_encoding_per_block():
+    with pytest.raises(ValueError, match=r"rotary must hold one encoding \(or None\) per block "
+                                         r"\(2\), got 1"):
+        GridVisionTransformer(make_vit(), rotary=[RoPE2D(64, 3)])
+    model = GridVisionTransformer(make_vit(), bias=[ALiBi2D(3)] * 2, coord_normalize=None)
+    assert model(torch.randn(1, 3, 32, 40)).shape == (1, 5)

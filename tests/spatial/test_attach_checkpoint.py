@@ -65,19 +65,19 @@ def test_forward_intermediates_with_checkpointing():
     torch.testing.assert_close(results[1], results[0], rtol=1e-5, atol=1e-6)
 
 
-def test_patch_dropout_gives_the_blocks_the_positions_of_the_kept_patches():
+def test_patch_dropout_gives_the_blocks_the_rotation_of_the_kept_patches():
     model = attach(make_vit("vit_reg4", patch_drop_rate=0.5), "rope_axial").train()
     seen = {}
     model.patch_embed.register_forward_hook(lambda m, a, out: seen.update(patches=out))
     model.norm_pre.register_forward_hook(lambda m, a, out: seen.update(kept=out))
-    model.blocks[0].register_forward_pre_hook(lambda m, args: seen.update(positions=args[1]))
+    model.blocks[0].register_forward_pre_hook(lambda m, args: seen.update(rope=args[1]))
     model(torch.randn(2, 3, 32, 56))  # 4 x 7 patches, 14 kept
-    positions = seen["positions"]
-    assert isinstance(positions, GridPositions)
     kept = seen["kept"][:, model.num_prefix_tokens:]
     # Where each kept token was on the grid, found by matching it to the patch tokens.
     index = (kept[:, :, None] == seen["patches"][:, None]).all(-1).float().argmax(-1)
     assert kept.shape[1] == 14
-    expected = patch_coords((4, 7))[index]
-    torch.testing.assert_close(positions.coords, expected, rtol=0, atol=0)
-    assert positions.grid_size == (4, 7) and positions.num_prefix_tokens == 5
+    expected = model.blocks[0].attn.rotary.rotation(
+        GridPositions(patch_coords((4, 7))[index], (4, 7), num_prefix_tokens=5))
+    assert seen["rope"].cos.shape == (2, 1, 5 + 14, 32)
+    torch.testing.assert_close(seen["rope"].cos, expected.cos, rtol=0, atol=0)
+    torch.testing.assert_close(seen["rope"].sin, expected.sin, rtol=0, atol=0)

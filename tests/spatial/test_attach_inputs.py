@@ -69,8 +69,8 @@ def test_attach_reads_attributes_older_timm_attention_lacks():
     model.load_state_dict(reference.state_dict())
     for block in model.blocks:
         del block.attn.attn_dim, block.attn.gate
-    attach(model, "rope_axial")
-    attach(reference, "rope_axial")
+    model = attach(model, "rope_axial")
+    reference = attach(reference, "rope_axial")
     x = torch.randn(2, 3, 32, 48)
     with torch.no_grad():
         torch.testing.assert_close(model(x), reference(x), rtol=0, atol=0)

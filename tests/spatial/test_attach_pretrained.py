@@ -99,8 +99,7 @@ def test_a_file_without_head_leaves_it_new(tmp_path):
 
 
 def test_without_a_file_the_report_is_relative_to_the_model():
-    model = make_vit(dynamic_img_size=True)
-    attach(model, "relbias")
+    model = attach(make_vit(dynamic_img_size=True), "relbias")
     assert model.attach_report.source == "model"
     assert model.attach_report.new == tuple(f"blocks.{i}.attn.bias.table" for i in range(DEPTH))
     assert model.attach_report.dropped == ("pos_embed",)
@@ -189,3 +188,37 @@ def test_a_lightning_checkpoint_is_not_a_timm_file_and_the_names_are_few(tmp_pat
     with pytest.raises(ValueError, match=rf"does not have: \['model\.blocks\.0\.[^]]*\] and "
                                          rf"{count - 6} more \(another architecture"):
         attach(make_vit(dynamic_img_size=True), "rope_mixed", checkpoint_path=path)
+
+
+# Token layouts of the same ViT: (make_vit kwargs, how the refusal describes it).
+NO_CLASS = {"class_token": False, "global_pool": "avg", "fc_norm": False}
+LAYOUTS = {
+    "class": ({}, r"1 prefix token \(a class token, 0 register tokens\), no_embed_class=False"),
+    "no_class": (NO_CLASS, r"0 prefix tokens \(no class token, 0 register tokens\)"),
+    "no_embed_class": ({"no_embed_class": True},
+                       r"1 prefix token \(a class token, 0 register tokens\), no_embed_class=True"),
+    "registers": ({"reg_tokens": 4},
+                  r"5 prefix tokens \(a class token, 4 register tokens\), no_embed_class=False"),
+}
+
+
+@pytest.mark.parametrize("source, target", [
+    ("no_class", "class"), ("no_embed_class", "class"), ("class", "no_class"),
+    ("class", "no_embed_class"), ("class", "registers"), ("registers", "no_embed_class")])
+@pytest.mark.parametrize("name", ["rope_axial", "learned"])
+def test_a_file_of_another_token_layout_is_refused_naming_both(tmp_path, source, target, name):
+    (source_kwargs, source_layout), (target_kwargs, target_layout) = LAYOUTS[source], \
+        LAYOUTS[target]
+    path = tmp_path / "vit.pth"
+    saved = make_vit(dynamic_img_size=True, **source_kwargs).state_dict()
+    torch.save(saved, path)
+    entries = saved["pos_embed"].shape[1]
+    model = make_vit(dynamic_img_size=True, **target_kwargs)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=rf"^checkpoint_path='{path}' was saved from a ViT with "
+                                         rf"{source_layout} \(pos_embed of {entries} entries\); "
+                                         rf"the model has {target_layout}"):
+        attach(model, name, checkpoint_path=path)
+    after = model.state_dict()  # refused before anything was loaded
+    assert after.keys() == before.keys()
+    assert all(torch.equal(after[k], v) for k, v in before.items())

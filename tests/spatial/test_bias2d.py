@@ -194,3 +194,20 @@ def test_cpb_bias_of_offsets_checks_its_offsets():
         enc.bias_of_offsets(torch.tensor([[float("nan"), 0.0]]))
     with pytest.raises(TypeError, match="offsets must be a torch.Tensor, got list"):
         enc.bias_of_offsets([[1.0, 2.0]])
+
+
+@pytest.mark.parametrize("make", [lambda: RelativeBias2D(HEADS, 3),
+                                  lambda: ContinuousBias2D(HEADS, 16)], ids=["relbias", "cpb"])
+def test_off_lattice_positions_raise_inside_multihead_attention_too(make):
+    """MultiheadAttention checks only finiteness before the encodings see the positions; a
+    lattice-indexed table checks the rest itself (a grid model's positions, made on its grid,
+    are not read: tests/test_host_sync.py)."""
+    attn = MultiheadAttention(4 * HEADS, HEADS, bias=make())
+    x = torch.randn(1, 9, 4 * HEADS)
+    fractional = GridPositions(patch_coords(3) * 0.5, (3, 3))
+    with pytest.raises(ValueError, match="fractional offsets"):
+        attn(x, query_positions=fractional)
+    if isinstance(attn.bias, RelativeBias2D):  # a table for (3, 3): offsets up to (2, 2)
+        with pytest.raises(ValueError, match=r"offsets up to \(4, 4\) do not fit"):
+            attn(x, query_positions=patch_coords(3) * 2)
+    attn(x, query_positions=GridPositions(patch_coords(3), (3, 3)))  # on the grid: fine

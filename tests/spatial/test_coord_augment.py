@@ -7,9 +7,9 @@ import math
 
 import pytest
 import torch
-from posenc.core._checks import known_finite
-from posenc.spatial import RoPE2D, patch_coords
-from posenc.spatial.coords import CoordAugment, GridPositions
+from posenc.spatial import attach, patch_coords
+from posenc.spatial.coords import CoordAugment
+from spatial_models import make_vit
 from timm.layers.pos_embed_sincos import _apply_coord_augs
 
 CONFIGS = [
@@ -155,18 +155,22 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 def test_draws_on_the_coordinates_device_without_host_sync(device):
     coords = patch_coords(4, "unit", device=device)
     augment = CoordAugment(0.5, 1.5, 2.0)
-    rope = RoPE2D(16, 2, normalize="unit", shift_coords=0.5, jitter_coords=1.5).to(device)
+    # An attached ViT draws the augmentation of the positions it makes from the image shape.
+    model = attach(make_vit(embed_dim=32, num_heads=2), "rope_dinov3", shift_coords=0.5,
+                   jitter_coords=1.5).to(device).train()
+    ropes = []
+    model.blocks[0].register_forward_pre_hook(lambda module, args: ropes.append(args[1]))
+    images = torch.randn(1, 3, 32, 32, device=device)  # a 4 x 4 grid
     if device == "cuda":
         torch.cuda.set_sync_debug_mode("error")
     try:
         out = augment(coords)
-        # As attach's blocks: positions made from the grid, the unchecked rotation reads no
-        # values.
-        rotation = rope.rotation(GridPositions(known_finite(coords), (4, 4), 1, {}))
+        model(images)
     finally:
         if device == "cuda":
             torch.cuda.set_sync_debug_mode("default")
     assert out.device == coords.device and out.dtype == torch.float32
+    [rotation] = ropes
     assert rotation.cos.device == coords.device and rotation.cos.shape == (1, 1, 17, 8)
     gen = torch.Generator(device)
     first = augment(coords, generator=gen.manual_seed(1))

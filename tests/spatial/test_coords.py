@@ -60,22 +60,14 @@ def test_grid_positions_validation():
 
 def test_grid_positions_come_back_widened_and_as_the_same_object():
     coords = patch_coords(2)
-    positions = GridPositions(coords, (2, 2), 1, {})
-    # The same object: encodings memoise self-attention results on ``query is key``.
+    positions = GridPositions(coords, (2, 2), 1)
+    # The same object: encodings tell self-attention (``query is key``) from cross-attention.
     assert as_grid_positions(positions) is positions
-    narrow = GridPositions(coords.to(torch.int32), (2, 2), 1, {})
+    narrow = GridPositions(coords.to(torch.int32), (2, 2), 1)
     for given in (narrow, narrow.coords):
         widened = as_grid_positions(given).coords
         assert widened.dtype == torch.int64
         torch.testing.assert_close(widened, coords.long(), rtol=0, atol=0)
-
-
-def test_a_cache_shared_with_other_coordinates_does_not_hand_back_the_first_ones():
-    cache = {}
-    first = as_grid_positions(GridPositions(patch_coords(2).int(), (2, 2), 0, cache))
-    second = GridPositions(patch_coords(2).int().flip(0), (2, 2), 0, cache)
-    torch.testing.assert_close(as_grid_positions(second).coords, second.coords.long())
-    assert not torch.equal(first.coords, second.coords.long())
 
 
 @pytest.mark.parametrize("grid_size, type_name", [

@@ -48,6 +48,22 @@ def test_every_encoding_exports_to_onnx_and_matches_eager(name, tmp_path):
         torch.testing.assert_close(torch.from_numpy(got), want, rtol=TOL, atol=TOL)
 
 
+@pytest.mark.slow  # one export, about 3 s
+def test_rope_pixel_onnx_matches_eager_on_a_grid_one_patch_high_or_wide(tmp_path):
+    """A grid one patch high or wide puts its single row or column at -1 (``linspace(-1, 1,
+    1)``); the traced graph must not divide by ``rows - 1 = 0`` there (NaN logits before)."""
+    model = attach(make_vit("vit_reg4", embed_dim=32, num_heads=2, depth=1,
+                            dynamic_img_size=True), "rope_pixel").eval()
+    session = export_vit(model, tmp_path / "rope_pixel.onnx")
+    for size in ((PATCH, 4 * PATCH), (5 * PATCH, PATCH), (PATCH, PATCH)):
+        x = torch.randn(2, 3, *size)
+        [got] = session.run(None, {"images": x.numpy()})
+        with torch.no_grad():
+            want = model(x)
+        assert want.isfinite().all()
+        torch.testing.assert_close(torch.from_numpy(got), want, rtol=TOL, atol=TOL)
+
+
 def _listed(text: str, label: str) -> list[str]:
     [line] = re.findall(rf"{label}: (.*?)(?:\.|;|$)", text, re.M)
     return [] if line.strip() == "none" else re.findall(r"`([a-z0-9_]+)`", line)

@@ -28,18 +28,18 @@ GRIDS = ((6, 6), (4, 7), (9, 2))
 
 
 class RecordingRoPE(RoPE2D):
-    """RoPE2D that keeps the positions and rotation of each call (what the model feeds it:
-    the unchecked ``_rotation``, its positions made from the image shape)."""
+    """RoPE2D that keeps the positions and rotation of each call (what the model feeds it: its
+    positions made from the image shape)."""
 
-    def rotation(self, positions):
-        rotation = super().rotation(positions)
+    def rotation(self, positions, **kwargs):
+        rotation = super().rotation(positions, **kwargs)
         self.calls = [*getattr(self, "calls", []), (positions, rotation)]
         return rotation
 
 
 class RecordingSinCos(SinCos2D):
     """SinCos2D that keeps each table it returns (what the model adds to the tokens, through
-    the unchecked ``_forward``: coordinates made from the image shape)."""
+    its forward: coordinates made from the image shape)."""
 
     def forward(self, coords, *, dtype=torch.float32):
         out = super().forward(coords, dtype=dtype)
@@ -65,8 +65,7 @@ def test_rope_axial_rotation_in_the_model_equals_timm_rotary_embedding_cat(grid)
     rope = RecordingRoPE(HEAD_DIM, 3, "axial", base=10000.0)
     model = attach(make_vit(), rope, ref_grid_size=REF).eval()
     model(_image(grid))
-    positions, rotation = rope.calls[0]  # the model's; each block reads it from the cache
-    assert all(r is rotation for _, r in rope.calls)
+    [(positions, rotation)] = rope.calls  # computed once, passed to every block
     timm_rope = RotaryEmbeddingCat(HEAD_DIM, temperature=10000, in_pixels=False,
                                    ref_feat_shape=list(REF))
     emb = timm_rope.get_embed(list(grid))  # (N, 2 * head_dim): [sin | cos], interleaved

@@ -169,16 +169,6 @@ def test_bad_arguments():
         RoPE2D(8, 2).rotation(torch.zeros(5))
 
 
-def test_rotation_is_memoised_per_positions_cache_only():
-    enc = RoPE2D(HEAD_DIM, HEADS, "axial")
-    with_cache = GridPositions(patch_coords(3), (3, 3), 1, {})
-    assert enc.rotation(with_cache) is enc.rotation(with_cache)
-    other = GridPositions(patch_coords(3) + 1, (3, 3), 1, {})
-    assert not torch.equal(enc.rotation(other).cos, enc.rotation(with_cache).cos)
-    plain = GridPositions(patch_coords(3), (3, 3), 1)
-    assert enc.rotation(plain) is not enc.rotation(plain)
-
-
 def test_init_mixed_freqs_rejects_bad_rotate_and_generator():
     with pytest.raises(TypeError, match=r"rotate must be a bool \(True or False\), got str"):
         init_mixed_freqs(8, 2, rotate="no")

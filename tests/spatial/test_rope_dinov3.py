@@ -21,8 +21,8 @@ NORMALIZE_COORDS = ["separate", "min", "max"]
 
 
 def _positions(enc: RoPE2D, grid: tuple[int, int]) -> GridPositions:
-    """A full grid in ``enc``'s coordinate system, with a per-forward cache (as attach)."""
-    return GridPositions(patch_coords(grid, enc.normalize), grid, 0, {})
+    """A full grid in ``enc``'s coordinate system."""
+    return GridPositions(patch_coords(grid, enc.normalize), grid, 0)
 
 
 def _rotate(enc: RoPE2D, x: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
@@ -130,20 +130,34 @@ def test_augmentation_is_random_in_training_and_off_in_eval():
         torch.testing.assert_close(_rotate(aug, x, grid), _rotate(plain, x, grid), rtol=0, atol=0)
 
 
-def test_one_draw_per_positions_shared_by_every_encoding_with_that_augmentation():
-    grid, kwargs = (3, 3), {"normalize": "unit", "shift_coords": 0.5, "rescale_coords": 2.0}
-    positions = _positions(RoPE2D(8, 2, **kwargs), grid)
-    a, b = RoPE2D(8, 2, **kwargs), RoPE2D(8, 2, **kwargs)
-    mixed = RoPE2D(8, 2, "mixed", **kwargs)
-    rot_a, rot_b = a.rotation(positions), b.rotation(positions)
-    torch.testing.assert_close(rot_a.cos, rot_b.cos, rtol=0, atol=0)
-    moved = positions.cache[("coord_augment", 0.5, None, 2.0)]
-    shared = mixed.rotation(positions).cos
-    torch.testing.assert_close(shared, mixed.eval().rotation(GridPositions(moved)).cos,
-                               rtol=0, atol=0)
-    # Without a cache every call draws again.
-    bare = patch_coords(grid, "unit")
-    assert (a.rotation(bare).cos - a.rotation(bare).cos).abs().max() > 1e-3
+def test_one_draw_per_forward_shared_by_every_block_with_that_augmentation():
+    """attach gives each block its own mixed RoPE; in training every block rotates by one draw
+    of the coordinate augmentation per forward (as DINOv3's one RoPE module per model), and
+    the next forward draws again; a direct call draws on every call."""
+    kwargs = {"normalize": "unit", "shift_coords": 0.5, "rescale_coords": 2.0}
+    model = attach(make_vit(), "rope_mixed", **kwargs).train()
+    first, second = (block.attn.rotary for block in model.blocks)
+    with torch.no_grad():  # equal frequencies: equal rotations exactly when the draws are equal
+        second.freqs.copy_(first.freqs)
+    ropes = []
+    for block in model.blocks:
+        block.register_forward_pre_hook(lambda module, args: ropes.append(args[1]))
+    images = torch.randn(1, 3, 32, 32)  # a 4 x 4 grid
+    torch.manual_seed(3)
+    with torch.no_grad():
+        model(images)
+        model(images)
+    block0, block1, next_forward, _ = (rope.cos for rope in ropes)
+    torch.testing.assert_close(block1, block0, rtol=0, atol=0)
+    assert (next_forward - block0).abs().max() > 1e-3
+    # The draw is CoordAugment's, on the grid the model made (the forward's first draw).
+    torch.manual_seed(3)
+    moved = CoordAugment(0.5, None, 2.0)(patch_coords(4, "unit"))
+    expected = first.eval().rotation(GridPositions(moved, None, 1)).cos
+    torch.testing.assert_close(block0, expected, rtol=0, atol=0)
+    bare = patch_coords(3, "unit")
+    first.train()
+    assert (first.rotation(bare).cos - first.rotation(bare).cos).abs().max() > 1e-3
 
 
 def test_augmented_self_attention_keeps_the_relative_property():
@@ -153,10 +167,10 @@ def test_augmented_self_attention_keeps_the_relative_property():
     x = torch.randn(1, 9, 32)
     coords = patch_coords(3, "unit")
     torch.manual_seed(5)
-    out = attn.train()(x, query_positions=GridPositions(coords, None, 0, {}))
+    out = attn.train()(x, query_positions=GridPositions(coords))
     torch.manual_seed(5)
     # Shifted coordinates before the (multiplicative) draws: shift * scale cancels as well.
-    moved = attn(x, query_positions=GridPositions(coords + 0.75, None, 0, {}))
+    moved = attn(x, query_positions=GridPositions(coords + 0.75))
     torch.testing.assert_close(moved, out, rtol=1e-4, atol=1e-5)
 
 

@@ -94,8 +94,6 @@ def test_as_video_positions_refuses_2d_coordinates():
         as_video_positions(patch_coords(2))
     with pytest.raises(ValueError, match="num_prefix_tokens must be >= 0"):
         as_video_positions(VideoPositions(video_coords(2, 1), -1))
-    with pytest.raises(TypeError, match="cache must be a dict or None"):
-        as_video_positions(VideoPositions(video_coords(2, 1), 0, []))
 
 
 # ---- the relative property -------------------------------------------------------------------
@@ -197,14 +195,13 @@ def test_mixed_init_is_reproducible_with_a_generator():
         init_mixed_freqs_3d(HEAD_DIM, HEADS, rotate="yes")
 
 
-def test_prefix_tokens_are_not_rotated_and_the_rotation_is_cached():
+def test_prefix_tokens_are_not_rotated():
     enc = RoPE3D(HEAD_DIM, HEADS, "mixed")
-    positions = VideoPositions(video_coords(2, 2), 2, {})
+    positions = VideoPositions(video_coords(2, 2), 2)
     x = torch.randn(2, HEADS, 2 + 8, HEAD_DIM)
     out = enc.rotate(x, positions)
     assert torch.equal(out[:, :, :2], x[:, :, :2])
     torch.testing.assert_close(out[:, :, 2:], enc.rotate(x[:, :, 2:], positions.coords))
-    assert enc.rotation(positions) is enc.rotation(positions)
 
 
 def test_batched_coordinates_rotate_each_clip():

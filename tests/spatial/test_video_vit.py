@@ -12,9 +12,9 @@ import timm
 import torch
 from posenc.spatial import ALiBi2D, RoPE2D, SinCos2D, attach
 from posenc.spatial.additive import SinCos3D
-from posenc.spatial.coords import video_coords
+from posenc.spatial.coords import VideoPositions, video_coords
 from posenc.spatial.rope import MRoPE, RoPE3D
-from posenc.spatial.vit import VIDEO_ENCODINGS, VideoVisionTransformer
+from posenc.spatial.video import VIDEO_ENCODINGS, VideoVisionTransformer
 from posenc.temporal import time_positions
 from spatial_models import make_vit
 
@@ -95,24 +95,26 @@ def test_irregular_frame_times_from_timestamps_per_clip():
     assert (model(video, torch.arange(3.0)) - out).abs().max() > 1e-3  # indices differ
 
 
-def test_patch_dropout_gives_the_blocks_the_coordinates_of_the_kept_patches():
+def test_patch_dropout_gives_the_blocks_the_rotation_of_the_kept_patches():
     model = VideoVisionTransformer(_vit("vit_reg4", patch_drop_rate=0.5),
                                    "rope3d_axial").train()
     seen = {}
     model.vit.blocks[0].register_forward_pre_hook(
-        lambda block, args: seen.update(x=args[0], positions=args[1]))
+        lambda block, args: seen.update(x=args[0], rope=args[1]))
     video = _video()
     times = torch.tensor([0.0, 0.7, 3.0])
     features = model.forward_features(video, times)
     kept = (3 * 6) // 2
     assert features.shape == (2, 5 + kept, 192)
-    coords = seen["positions"].coords
-    assert coords.shape == (2, kept, 3) and seen["positions"].num_prefix_tokens == 5
     # Find each kept token among all patch tokens (patch embedding is deterministic).
     with torch.no_grad():
         tokens = model.vit.patch_embed(video.flatten(0, 1)).reshape(2, 18, 192)
         index = torch.cdist(seen["x"][:, 5:], tokens).argmin(-1)  # (2, kept)
-    assert torch.equal(coords, video_coords((2, 3), times)[index])
+    expected = model.vit.blocks[0].attn.rotary.rotation(
+        VideoPositions(video_coords((2, 3), times)[index], 5))
+    assert seen["rope"].cos.shape == (2, 1, 5 + kept, 32)
+    torch.testing.assert_close(seen["rope"].cos, expected.cos, rtol=0, atol=0)
+    torch.testing.assert_close(seen["rope"].sin, expected.sin, rtol=0, atol=0)
 
 
 @pytest.mark.slow  # two forward-backward passes of a ViT
