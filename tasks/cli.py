@@ -30,7 +30,7 @@ from lightning.pytorch.utilities.model_registry import _is_registry
 from . import forecasting, vision  # noqa: F401
 from .config import check_no_weight_sources, import_class, read_checkpoint, register_module
 from .export import export_onnx
-from .forecasting.data import MODEL_SIZES
+from .forecasting.datamodule import MODEL_SIZES
 
 __all__ = ["EXTRA_COMMANDS", "LINKED_SIZES", "PosencCLI", "main", "posenc_cli"]
 

@@ -1,14 +1,16 @@
 """posenc.tasks.forecasting: a time-series :class:`Forecaster` and the data that feeds it.
 
-Modules: :mod:`.data` (reading, fitted state, :class:`TimeSeriesDataModule`), :mod:`.datasets`
-(shipped real data), :mod:`.windows` (windows and batches), :mod:`.network`
-(:class:`~.network.ForecastTransformer`), :mod:`.module` (:class:`Forecaster`), :mod:`.metrics`
-(losses, metrics, seasonal-naive baselines), :mod:`.output` (:func:`make_batch`, forecast
-tables, :class:`ForecastWriter`). ``__all__`` (re-exported by :mod:`posenc.tasks`) is the
-public API.
+Modules, each importing only those before it: :mod:`.schema` (:class:`Columns`, the
+:class:`Fitted` state), :mod:`.panel` (reading, fitting and scaling a long table),
+:mod:`.metrics` (losses, metrics, seasonal-naive baselines), :mod:`.windows` (windows and
+batches), :mod:`.distributed` (DDP helpers), :mod:`.output` (:func:`make_batch`, forecast
+requests and tables, :class:`ForecastWriter`), :mod:`.stream` (Parquet datasets read lazily),
+:mod:`.datamodule` (:class:`TimeSeriesDataModule`), :mod:`.datasets` (shipped real data),
+:mod:`.network` (:class:`~.network.ForecastTransformer`), :mod:`.module` (:class:`Forecaster`).
+``__all__`` (re-exported by :mod:`posenc.tasks`) is the public API.
 """
 
-from .data import TimeSeriesDataModule
+from .datamodule import TimeSeriesDataModule
 from .datasets import (
     BirthdaysDataModule,
     ElecDemandDataModule,

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 from posenc.core._checks import check_choice
 
-from .data import COLUMN_ARGUMENTS, PERSISTENCE, TimeSeriesDataModule
+from .datamodule import PERSISTENCE, TimeSeriesDataModule
+from .schema import COLUMN_ARGUMENTS
 
 __all__ = ["BirthdaysDataModule", "ElecDemandDataModule", "GlucoseDataModule",
            "NYCWeatherDataModule", "SeattleTempsDataModule", "TaylorDataModule", "BIRTHDAY_STATES",

@@ -23,7 +23,6 @@ from posenc.temporal.timestamps import parse_duration, parse_time_unit
 from torch import Tensor, nn
 
 from ..config import check_optim_args, configure_adamw_from_hparams, instantiate
-from .data import Fitted
 from .metrics import (
     LOSSES,
     ForecastMetrics,
@@ -43,6 +42,7 @@ from .network import (
     encoding_reads,
 )
 from .output import forecast_frame, request_dataset
+from .schema import Fitted
 
 __all__ = ["Forecaster"]
 

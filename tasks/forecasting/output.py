@@ -1,7 +1,7 @@
 """Forecast requests in, forecasts out.
 
 In: :func:`request_dataset` reads a history table and the times to predict with the trained
-model's :class:`~posenc.tasks.forecasting.data.Fitted` state into one window per series (the
+model's :class:`~posenc.tasks.forecasting.schema.Fitted` state into one window per series (the
 training's :class:`~posenc.tasks.forecasting.windows.WindowDataset`); :func:`make_batch` does the
 same for one series given as arrays.
 
@@ -40,21 +40,11 @@ from posenc.temporal.timestamps import (
 )
 from torch import Tensor
 
-from .data import (
-    Columns,
-    Fitted,
-    Panel,
-    batch_of_series,
-    check_unique_columns,
-    fit,
-    median_step,
-    parse_length,
-    process_group_up,
-    read_panel,
-    scale_panel,
-)
+from .distributed import process_group_up
 from .metrics import check_quantile_levels
-from .windows import WindowDataset, WindowIndex
+from .panel import Panel, fit, median_step, read_panel, scale_panel
+from .schema import Columns, Fitted, check_unique_columns, parse_length
+from .windows import WindowDataset, WindowIndex, batch_of_series
 
 __all__ = ["ORIGIN_COLUMN", "ForecastWriter", "forecast_frame", "future_times", "make_batch",
            "quantile_column", "quantile_columns", "request_dataset", "write_forecasts"]

