@@ -127,9 +127,13 @@ class TimeSeriesDataModule(LightningDataModule):
             the trained horizon after each series' last observation.
         chunk_rows: with a Parquet dataset, the rows read at once (whole series): a process
             holds about two such chunks, or the longest series twice.
-
-    The table is read with its own state (fitted on its training period) until a trained
-    model hands over its own (:meth:`read_with`).
+        fitted: a trained model's :class:`~posenc.tasks.forecasting.schema.Fitted` state
+            (``model.fitted``), or the path of its checkpoint: the table is read with it
+            (its scaling, series, vocabularies and step; series new to it are scaled on their
+            own training rows), which is never changed. None: the table's own state, fitted on
+            its training span, which a ``Forecaster`` takes at its first fit. A trained model
+            refuses data read with a state of its own; ``posenc validate/test/predict/export
+            --ckpt_path`` gives the checkpoint here.
     """
 
     def __init__(
@@ -147,10 +151,13 @@ class TimeSeriesDataModule(LightningDataModule):
         eval_batch_size: int | None = None, num_workers: int = 0,
         timestamp_format: str | None = None, predict_split: str = "future",
         future_data: str | os.PathLike | Any = None, chunk_rows: int = CHUNK_ROWS,
+        fitted: Fitted | str | os.PathLike | None = None,
     ) -> None:
         super().__init__()
-        # A DataFrame is data, not a hyperparameter: keep it out of the checkpoint.
-        frames = [name for name, value in (("data", data), ("future_data", future_data))
+        # A DataFrame or a Fitted state is data, not a hyperparameter: kept out of the
+        # checkpoint (a checkpoint path stays, as text).
+        frames = [name for name, value in (("data", data), ("future_data", future_data),
+                                           ("fitted", fitted))
                   if not isinstance(value, (str, os.PathLike, type(None)))]
         self.save_hyperparameters(ignore=frames)
         # Builtins only: a checkpoint must load with torch.load(weights_only=True).
@@ -211,12 +218,17 @@ class TimeSeriesDataModule(LightningDataModule):
         if self.irregular is not None and self.irregular < 1 and is_dataset(data):
             raise ValueError("irregular thins a table read in memory; a Parquet dataset is "
                              "read lazily: leave irregular=None (thin the files instead)")
+        if isinstance(fitted, (str, os.PathLike)):
+            fitted = Fitted.from_checkpoint(fitted, "fitted")
+        elif not isinstance(fitted, (Fitted, type(None))):
+            raise TypeError(f"fitted must be a Fitted state (model.fitted), the path of a "
+                            f"checkpoint holding one, or None, got {type(fitted).__name__}")
+        if fitted is not None:
+            self.columns.check_fitted(fitted)
+        self._known = fitted  # a trained model's state, or None: the table's own
+        self._read: tuple[Panel | DatasetPanel, Fitted] | None = None  # read once
         self.datasets: dict[str, WindowDataset | DatasetWindows] = {}
-        self._set_up = False  # setup() was called (by a trainer: the loaders build)
-        self._datasets_panel: Panel | None = None  # the panel self.datasets window
         self._datasets_rank: tuple[int, int] | None = None  # (rank, world) they were dealt to
-        self._known: Fitted | None = None  # a trained model's state (read_with)
-        self._read: tuple[Fitted | None, Panel, Fitted] | None = None  # (known, panel, state)
 
     @staticmethod
     def _split_argument(value: Any, name: str) -> pd.Timestamp | None:
@@ -271,31 +283,18 @@ class TimeSeriesDataModule(LightningDataModule):
         return "data (a DataFrame)" if isinstance(self.data, pd.DataFrame) else type(self).__name__
 
     # -- the fitted state ------------------------------------------------------------------
-    def read_with(self, fitted: Fitted | None) -> Fitted:
-        """Read the table with a trained model's state from now on (None: with this data's
-        own); -> the state the table is read with: ``fitted`` (never changed) extended by the
-        series new to it. ``ValueError`` for a state of other channels or static columns."""
-        if fitted is not None:
-            if not isinstance(fitted, Fitted):
-                raise TypeError(f"fitted must be a Fitted or None, got {type(fitted).__name__}")
-            self.columns.check_fitted(fitted)
-        self._known = fitted
-        return self.fitted
-
-    def _reading(self) -> tuple[Panel, Fitted]:
-        """The scaled panel and its state, read once per state handed in (the table's own
-        state handed back reads nothing again)."""
-        read = self._read
-        if read is None or (self._known is not read[0] and self._known is not read[2]):
-            self._read = read = (self._known, *self._read_table(self._known))
-        return read[1], read[2]
+    def _reading(self) -> tuple[Panel | DatasetPanel, Fitted]:
+        """The scaled panel (or the Parquet dataset) and the state it is read with, read when
+        first asked for."""
+        if self._read is None:
+            self._read = self._read_table(self._known)
+        return self._read
 
     def _read_dataset(self, known: Fitted | None) -> tuple[DatasetPanel, Fitted]:
         """:meth:`_read_table` of a Parquet dataset: a scan of the series and time columns,
         then one pass over the chunks for the state (DDP ranks share both)."""
         rank, world = self._rank()
-        dataset = DatasetPanel.scan(self.data, self.columns, known, self.chunk_rows,
-                                              rank, world)
+        dataset = DatasetPanel.scan(self.data, self.columns, known, self.chunk_rows, rank, world)
         if known is not None and dataset.aware != known.aware and self.columns.tz is None:
             kinds = ["tz-naive", "tz-aware"]
             raise ValueError(f"timestamp column {self.columns.timestamp_column!r} is "
@@ -344,8 +343,8 @@ class TimeSeriesDataModule(LightningDataModule):
 
     @property
     def fitted(self) -> Fitted:
-        """The state the table is read with: its own (fitted on its training period), or a
-        trained model's extended by the series new to it (:meth:`read_with`)."""
+        """The state the table is read with: its own (fitted on its training period), or the
+        trained model's it was given (``fitted=``) extended by the series new to it."""
         return self._reading()[1]
 
     @property
@@ -526,29 +525,29 @@ class TimeSeriesDataModule(LightningDataModule):
         return windows
 
     def setup(self, stage: str | None = None) -> None:
-        """Each split's :class:`WindowDataset` over :meth:`panel` (kept while it is the same
-        panel). A running trainer's call only marks the data set up: the model hands over its
-        state next, and the loaders, which call this again, read the table with it."""
-        self._set_up = True
-        trainer = getattr(self, "trainer", None)
-        if stage is not None and trainer is not None and trainer.state.status == "running":
-            return
+        """Read the table (:attr:`fitted`) and make each split's windows (``datasets``; a
+        Parquet dataset's are dealt to this process's DDP rank, made again where it changed).
+        Predicting the future (``predict_split="future"``) needs no split: the loader reads
+        the whole table as history."""
         panel, fitted = self._reading()
-        # A Parquet dataset's windows are dealt to ranks: rebuilt once DDP has started.
+        if stage == "predict" and self.predict_split == "future":
+            return
         rank = self._rank() if self.streaming else None
-        if self.datasets and self._datasets_panel is panel and self._datasets_rank == rank:
+        if self.datasets and self._datasets_rank == rank:
             return
         if self.streaming:
             self.datasets = self._dataset_windows(panel, fitted)
-            self._datasets_panel, self._datasets_rank = panel, rank
-            return
-        datasets = {}
-        for split, (lo, hi) in self.split_bounds().items():
-            windows = self.windows(split)
-            if not len(windows):
-                raise ValueError(self._no_window(split, panel, lo, hi))
-            datasets[split] = WindowDataset(panel, fitted, windows, self.mase_season)
-        self.datasets, self._datasets_panel = datasets, panel
+        else:
+            self.datasets = {split: self._split_windows(panel, fitted, split, lo, hi)
+                             for split, (lo, hi) in self.split_bounds().items()}
+        self._datasets_rank = rank
+
+    def _split_windows(self, panel: Panel, fitted: Fitted, split: str, lo: int, hi: int
+                       ) -> WindowDataset:
+        windows = self.windows(split)
+        if not len(windows):
+            raise ValueError(self._no_window(split, panel, lo, hi))
+        return WindowDataset(panel, fitted, windows, self.mase_season)
 
     def _rank(self) -> tuple[int, int]:
         """``(rank, world size)``: the trainer's, else torch.distributed's, else one."""
@@ -610,10 +609,9 @@ class TimeSeriesDataModule(LightningDataModule):
         if split == "val" and self.train_on_val:
             raise RuntimeError("train_on_val=True trains on the validation span: there are no "
                                "validation windows; run the trainer with limit_val_batches=0")
-        if not self._set_up:
+        if split not in self.datasets:
             raise RuntimeError(f"{type(self).__name__}.setup() must run before asking for "
                                "data loaders")
-        self.setup()
         return self._loader(self.datasets[split], shuffle=split == "train")
 
     def train_dataloader(self) -> DataLoader:

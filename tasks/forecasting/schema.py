@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,14 +20,18 @@ import pandas as pd
 from posenc.core._checks import check_choice, check_positive_int
 from posenc.temporal.timestamps import AMBIGUOUS, NONEXISTENT, check_tz_name, parse_duration
 
-__all__ = ["CHANNELS", "COLUMN_ARGUMENTS", "STEP_TOLERANCE", "Columns", "Fitted", "check_step",
-           "check_unique_columns", "parse_length"]
+from ..config import read_checkpoint
+
+__all__ = ["CHANNELS", "CHECKPOINT_KEY", "COLUMN_ARGUMENTS", "STEP_TOLERANCE", "Columns", "Fitted",
+           "check_step", "check_unique_columns", "parse_length"]
 
 # The scaled channel groups, in Panel.values' column order: Columns field, role in messages,
 # batch key, key of its observed flags (None: never missing) and the window sides it is on.
 CHANNELS = (("target_columns", "target column", "value", "observed", ("context", "target")),
             ("past_covariates", "past covariate", "past", "past_observed", ("context",)),
             ("future_covariates", "future covariate", "future", None, ("context", "target")))
+# The entry of a Forecaster's checkpoint that holds its Fitted state (Fitted.to_dict()).
+CHECKPOINT_KEY = "fitted"
 # The data module argument each role of Columns comes from (for messages).
 _ARGUMENTS = {"target_columns": "target_columns", "series_columns": "series_column",
               "past_covariates": "past_covariates", "future_covariates": "future_covariates",
@@ -207,6 +212,41 @@ class Fitted:
         data["static_stats"] = {k: tuple(v) for k, v in data.get("static_stats", {}).items()}
         data["series_start"] = tuple(int(v) for v in data.get("series_start", ()))
         return cls(**data)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike, argument: str = "fitted") -> Fitted:
+        """The state a trained ``Forecaster``'s checkpoint file holds (its
+        :data:`CHECKPOINT_KEY` entry), read with ``weights_only=True``; ``ValueError`` naming
+        ``argument`` and the path for a file without one."""
+        where = f"{argument}={os.fspath(path)!r}"
+        checkpoint = read_checkpoint(path, argument)
+        if CHECKPOINT_KEY not in checkpoint:
+            raise ValueError(f"{where} holds no fitted state (the checkpoint of a Forecaster "
+                             "trained on a TimeSeriesDataModule has one)")
+        try:
+            return cls.from_dict(checkpoint[CHECKPOINT_KEY])
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: {err}") from err
+
+    def check_data(self, data: Fitted) -> None:
+        """``ValueError`` unless ``data``, the state a table is read with, is this trained
+        state (extended by series new to it): the same columns by name and order
+        (:meth:`Columns.check_fitted`), sampling step (:func:`check_step`), and for each of
+        this state's series its scaling, with its vocabularies, zone and windows. A table read
+        with a state of its own is refused: a trained model reads every table with its own."""
+        data.columns.check_fitted(self)
+        check_step(self, data.step_ns)
+        count = len(self.series_keys)
+        # Series starts may differ: a table that begins earlier moves a series' age origin.
+        ours = dataclasses.replace(data, series_keys=data.series_keys[:count],
+                                   loc=data.loc[:count], scale=data.scale[:count],
+                                   series_start=self.series_start)
+        if ours != self:
+            raise ValueError(
+                "the data is read with a fitted state of its own (the scaling, series and "
+                "vocabularies of its training span), not the model's: give the data module the "
+                "model's, TimeSeriesDataModule(..., fitted=model.fitted) or fitted='path/to.ckpt' "
+                "(posenc validate/test/predict --ckpt_path does)")
 
     @property
     def static_real_columns(self) -> list[str]:
