@@ -357,6 +357,32 @@ def test_time_gap_biases_train_the_forecaster(relative):
     assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
 
 
+def test_the_public_surface_has_the_state_and_the_plain_network_and_demo_data_one_level_down(
+        batch):
+    """Users receive a Fitted state (``model.fitted``) and may run the network without
+    Lightning: both are exported; the shipped data sets' modules live in
+    ``posenc.tasks.datasets``, not at the top of ``posenc.tasks``."""
+    import posenc.tasks as tasks
+    from lightning.pytorch import LightningModule
+    from posenc.tasks import forecasting
+    from posenc.tasks.forecasting.network import ForecastTransformer
+    from posenc.tasks.forecasting.schema import Fitted
+
+    assert tasks.Fitted is forecasting.Fitted is Fitted
+    assert tasks.ForecastTransformer is forecasting.ForecastTransformer is ForecastTransformer
+    network = Forecaster(**TINY).eval().model
+    assert isinstance(network, tasks.ForecastTransformer)
+    assert isinstance(network, torch.nn.Module) and not isinstance(network, LightningModule)
+    with torch.no_grad():
+        assert network(batch).shape == (*batch["target_time"].shape, 1, 1)
+    demo = {"BirthdaysDataModule", "ElecDemandDataModule", "GlucoseDataModule",
+            "NYCWeatherDataModule", "SeattleTempsDataModule", "TaylorDataModule"}
+    assert demo <= set(tasks.datasets.__all__)
+    assert not demo & (set(tasks.__all__) | set(forecasting.__all__) | set(vars(tasks)))
+    assert all(issubclass(getattr(tasks.datasets, name), tasks.TimeSeriesDataModule)
+               for name in demo)
+
+
 def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted_state(
         tmp_path):
     a = synthetic_series(200)
