@@ -254,7 +254,7 @@ def measure_frame(path: str, rounds: int, batch: int = BATCH, use_tracemalloc: b
                   ) -> dict:
     """Set-up from the DataFrame already read, its peak memory, pandas' sort of that frame,
     then the loader against a training step."""
-    from posenc.tasks.forecasting.data import read_table
+    from posenc.tasks.forecasting.panel import read_table
 
     frame = read_table(path)
     frame_bytes = int(frame.memory_usage(deep=True).sum())

@@ -2,9 +2,11 @@
 
 - :class:`ImageClassifier` (timm ViT + a posenc spatial encoding, multi-size evaluation) and
   its image data modules (:mod:`posenc.tasks.vision`);
-- :class:`Forecaster` (transformer over (value, timestamp) tokens and future query times), its
-  data modules (a series, a long-format panel, offline real data) and :class:`ForecastWriter`
-  (:mod:`posenc.tasks.forecasting`);
+- :class:`Forecaster` (transformer over (value, timestamp) tokens and future query times; its
+  network, :class:`ForecastTransformer`, is a plain ``nn.Module``), its data module (a series
+  or a long-format panel) with the :class:`Fitted` state it reads with, and
+  :class:`ForecastWriter` (:mod:`posenc.tasks.forecasting`); the offline real data sets'
+  data modules (:mod:`posenc.tasks.datasets`);
 - ``posenc`` = :func:`posenc.tasks.cli.main` (``LightningCLI`` in subclass mode), with
   ``posenc plot`` and ``posenc study``.
 
@@ -13,24 +15,20 @@ hyperparameters; a ``class_path`` builds only posenc's classes and those given t
 :func:`register_module` (:mod:`posenc.tasks.config`).
 """
 
+from . import datasets
 from .config import register_module
 from .forecasting import (
-    BirthdaysDataModule,
-    ElecDemandDataModule,
+    Fitted,
     Forecaster,
+    ForecastTransformer,
     ForecastWriter,
-    GlucoseDataModule,
-    NYCWeatherDataModule,
-    SeattleTempsDataModule,
-    TaylorDataModule,
     TimeSeriesDataModule,
     make_batch,
 )
 from .vision import DigitsDataModule, ImageClassifier, ImageFolderDataModule, MNISTDataModule
 
 __all__ = [
-    "BirthdaysDataModule", "DigitsDataModule", "ElecDemandDataModule", "ForecastWriter",
-    "Forecaster", "GlucoseDataModule", "ImageClassifier", "ImageFolderDataModule",
-    "MNISTDataModule", "NYCWeatherDataModule", "SeattleTempsDataModule", "TaylorDataModule",
-    "TimeSeriesDataModule", "make_batch", "register_module",
+    "DigitsDataModule", "Fitted", "ForecastTransformer", "ForecastWriter", "Forecaster",
+    "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule", "TimeSeriesDataModule",
+    "datasets", "make_batch", "register_module",
 ]

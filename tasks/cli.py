@@ -18,6 +18,7 @@ import copy
 import importlib
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,7 +31,7 @@ from lightning.pytorch.utilities.model_registry import _is_registry
 from . import forecasting, vision  # noqa: F401
 from .config import check_checkpoint, class_paths, read_checkpoint, register_module
 from .export import export_onnx
-from .forecasting.data import MODEL_SIZES
+from .forecasting.datamodule import MODEL_SIZES
 
 __all__ = ["EXTRA_COMMANDS", "LINKED_SIZES", "PosencCLI", "main", "posenc_cli"]
 
@@ -136,6 +137,21 @@ class PosencCLI(LightningCLI):
             return
         with bound:
             super().instantiate_classes()
+
+    def before_instantiate_classes(self) -> None:
+        """Evaluating a checkpoint (``validate``, ``test``, ``predict``, ``export`` with a
+        ``--ckpt_path`` file), a data module that takes ``fitted`` and is given none reads its
+        table with the checkpoint's state: a trained model's state is never refitted on the
+        data it is evaluated on, and Lightning restores the checkpoint after the data is set
+        up."""
+        subcommand = self.config.get("subcommand")
+        if subcommand in (None, "fit"):  # a fit fits the data's state (a resume: the same)
+            return
+        ckpt_path = self.config[subcommand].get("ckpt_path")
+        init_args = getattr(self.config[subcommand].get("data"), "init_args", None)
+        if (ckpt_path and Path(ckpt_path).is_file() and init_args is not None
+                and "fitted" in init_args and init_args.fitted is None):
+            init_args.fitted = ckpt_path
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # The model's sizes are read from the instantiated data module (when both have them).

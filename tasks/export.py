@@ -28,6 +28,7 @@ from torch.export import Dim
 
 from .config import read_checkpoint
 from .forecasting import Forecaster
+from .forecasting.schema import Fitted
 from .vision import ImageClassifier
 
 __all__ = ["export_onnx", "forecast_input_names"]
@@ -69,9 +70,9 @@ def _forecast_export(model: Forecaster, datamodule: LightningDataModule | None
     if datamodule is None or not hasattr(datamodule, "val_dataloader"):
         raise ValueError("exporting a Forecaster needs its data module (the config's data) "
                          "for an example batch of its windows")
-    read_with = getattr(datamodule, "read_with", None)
-    if read_with is not None:  # window with the trained model's scaling and series
-        read_with(model.fitted)
+    state = getattr(datamodule, "fitted", None)
+    if model.fitted is not None and isinstance(state, Fitted):  # an example of the model's data
+        model.fitted.check_data(state)
     datamodule.setup("validate")
     batch = next(iter(datamodule.val_dataloader()))
     names = forecast_input_names(model)

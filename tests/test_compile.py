@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 import timm
 import torch
-from posenc import spatial, temporal
 from posenc.tasks import Forecaster, TimeSeriesDataModule
 from posenc.tasks.forecasting.network import TIME_ENCODINGS
+
+from posenc import spatial, temporal
 
 pytestmark = pytest.mark.slow  # each case compiles a model on the CPU (a few seconds)
 

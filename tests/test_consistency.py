@@ -8,8 +8,9 @@ import inspect
 import pandas as pd
 import pytest
 import torch
-from posenc import core, spatial, temporal
 from posenc.core.encoding import LAYOUTS, Float64Buffers
+
+from posenc import core, spatial, temporal
 
 STAMPS = pd.date_range("2021-03-27", periods=6, freq="7h").as_unit("ns")
 NS = torch.tensor(STAMPS.asi8).reshape(2, 3)

@@ -18,9 +18,10 @@ import pandas as pd
 import pytest
 import timm
 import torch
-from posenc import core, spatial
 from posenc.tasks import Forecaster, TimeSeriesDataModule
 from posenc.tasks.forecasting.network import TIME_ENCODINGS
+
+from posenc import core, spatial
 
 # Tensor methods through which values reach the host.
 READS = ("item", "__bool__", "__int__", "__float__", "__index__", "tolist", "cpu", "numpy")

@@ -6,9 +6,10 @@ import inspect
 
 import pytest
 import torch
-from posenc import core, spatial, temporal
 from posenc.core import PositionEncoding, encoding_kind
 from posenc.core.encoding import KINDS
+
+from posenc import core, spatial, temporal
 
 EXPECTED_KINDS = {
     core.SinusoidalEncoding: "additive", core.LearnedEncoding: "additive",

@@ -28,7 +28,6 @@ from ..config import (
     configure_adamw_from_hparams,
     instantiate,
 )
-from .data import Fitted
 from .metrics import (
     LOSSES,
     ForecastMetrics,
@@ -47,7 +46,8 @@ from .network import (
     TimeFeatures,
     encoding_reads,
 )
-from .output import forecast_frame, request_dataset
+from .output import data_state, forecast_frame, request_dataset
+from .schema import CHECKPOINT_KEY, Fitted
 
 __all__ = ["Forecaster"]
 
@@ -198,9 +198,8 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
             instance_norm_stats=instance_norm_stats, lag_seasons=lag_seasons or None,
             patch_size=patch_size)
         # The state fitted on the training span: the data module's at the first fit, then kept
-        # (in checkpoints, for forecast() and for the data it is tested on).
+        # (in checkpoints, for forecast(); data it is tested on must be read with it).
         self.fitted: Fitted | None = None
-        self._data_fitted: Fitted | None = None  # what the trainer's data reads with
         # The point forecast: the outputs' median (GluonTS's), interpolated between levels.
         self.median_at = median_position(quantiles or [0.5])
         # The model's and the seasonal-naive baselines' errors on the same windows, by suffix.
@@ -220,9 +219,15 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
                 "num_static_real": hp.num_static_real}
 
     def setup(self, stage: str) -> None:
-        datamodule = self._hand_fitted_to_data()
-        if datamodule is None:
+        """Check the trainer's data module (its sizes, and the state it reads with: this
+        model's, :meth:`Fitted.check_data`); at a first fit, without a state yet, the data's
+        becomes this model's."""
+        state = data_state(self._trainer)
+        if state is None:
             return
+        if self.fitted is not None:  # first: it names the columns that differ
+            self.fitted.check_data(state)
+        datamodule = self._trainer.datamodule
         for name, ours in self.data_sizes().items():
             theirs = getattr(datamodule, name, None)
             if theirs is not None and list(np.atleast_1d(theirs)) != list(np.atleast_1d(ours)):
@@ -230,31 +235,24 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
                     f"model {name}={ours} does not match the data's {theirs} "
                     f"({type(datamodule).__name__}); posenc fit links these sizes from the "
                     f"data module, in Python pass datamodule.{name}")
-        if self.fitted is None:  # the first fit: the data's own state becomes the model's
-            self.fitted = self._data_fitted
-
-    def _hand_fitted_to_data(self) -> Any:
-        """Hand the trainer's data module this model's state (None: it fits its own), keep the
-        state it reads with; -> the data module, or None without one that reads a state."""
-        datamodule = getattr(self._trainer, "datamodule", None) if self._trainer else None
-        read_with = getattr(datamodule, "read_with", None)
-        if read_with is None:
-            return None
-        self._data_fitted = read_with(self.fitted)
-        return datamodule
+        if self.fitted is None:
+            self.fitted = state
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self.fitted is not None:
-            checkpoint["fitted"] = self.fitted.to_dict()
+            checkpoint[CHECKPOINT_KEY] = self.fitted.to_dict()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if "fitted" in checkpoint:
+        if CHECKPOINT_KEY in checkpoint:
             try:
-                self.fitted = Fitted.from_dict(checkpoint["fitted"])
+                self.fitted = Fitted.from_dict(checkpoint[CHECKPOINT_KEY])
             except (TypeError, ValueError) as err:  # an untrusted checkpoint's plain data
                 raise type(err)(f"the checkpoint's fitted state: {err}") from err
-            # Lightning restores a checkpoint after setup: the data reads with it from here.
-            self._hand_fitted_to_data()
+            # Lightning restores a checkpoint after setup: the trainer's data must read with
+            # this state too.
+            state = data_state(self._trainer)
+            if state is not None:
+                self.fitted.check_data(state)
 
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         """-> ``(B, Nh, C, Q)`` predictions in scaled units (``Q = 1`` for point losses)."""
@@ -348,7 +346,7 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
     def _per_series(self, metrics: nn.ModuleDict, compared: list) -> pd.DataFrame | None:
         """The test metrics per series (model, each ``*_naive_*``, the strongest's ``*_naive``),
         one row per series of the data tested."""
-        fitted = self.fitted if self._data_fitted is None else self._data_fitted
+        fitted = data_state(self._trainer) or self.fitted
         if fitted is None:
             return None
         names = list(fitted.columns.series_columns)

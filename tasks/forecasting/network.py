@@ -15,13 +15,14 @@ from functools import partial
 from typing import Any
 
 import torch
-from posenc import temporal
 from posenc.core import FIRE, ALiBi, Kerple, MultiheadAttention, RotaryEncoding
 from posenc.core._checks import check_choice, check_positive_int, known_finite
 from posenc.core.encoding import wide_dtype
 from posenc.temporal.calendar import FIELDS, month_positions
 from torch import Tensor, nn
 from torch.nn import functional as F
+
+from posenc import temporal
 
 from .metrics import seasonal_naive
 
@@ -286,7 +287,7 @@ class ForecastTransformer(nn.Module):
     def _check_batch(self, batch: Mapping[str, Tensor]) -> None:
         """Keys, dtypes and shapes only: nothing here reads values."""
         if not isinstance(batch, Mapping):
-            raise TypeError(f"batch must be a dict of tensors (collate_windows, make_batch), "
+            raise TypeError(f"batch must be a dict of tensors (a data module's batch, make_batch), "
                             f"got {type(batch).__name__}")
         keys = self.input_keys()
         missing = [key for key in keys if key not in batch]
@@ -389,7 +390,7 @@ class ForecastTransformer(nn.Module):
                 present.view(b, num, p)[..., -1])
 
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
-        """Batch dict (see :mod:`posenc.tasks.forecasting.data`) -> ``(B, Nh, C, outputs)``
+        """Batch dict (see :mod:`posenc.tasks.forecasting.windows`) -> ``(B, Nh, C, outputs)``
         predictions in scaled units; nothing reads values on the host."""
         self._check_batch(batch)
         ctx_valid, tgt_valid = batch["context_valid"], batch["target_valid"]

@@ -1,7 +1,7 @@
 """Forecast requests in, forecasts out.
 
 In: :func:`request_dataset` reads a history table and the times to predict with the trained
-model's :class:`~posenc.tasks.forecasting.data.Fitted` state into one window per series (the
+model's :class:`~posenc.tasks.forecasting.schema.Fitted` state into one window per series (the
 training's :class:`~posenc.tasks.forecasting.windows.WindowDataset`); :func:`make_batch` does the
 same for one series given as arrays.
 
@@ -40,24 +40,15 @@ from posenc.temporal.timestamps import (
 )
 from torch import Tensor
 
-from .data import (
-    Columns,
-    Fitted,
-    Panel,
-    batch_of_series,
-    check_unique_columns,
-    fit,
-    median_step,
-    parse_length,
-    process_group_up,
-    read_panel,
-    scale_panel,
-)
+from .distributed import process_group_up
 from .metrics import check_quantile_levels
-from .windows import WindowDataset, WindowIndex
+from .panel import Panel, fit, median_step, read_panel, scale_panel
+from .schema import Columns, Fitted, check_unique_columns, parse_length
+from .windows import WindowDataset, WindowIndex, batch_of_series
 
-__all__ = ["ORIGIN_COLUMN", "ForecastWriter", "forecast_frame", "future_times", "make_batch",
-           "quantile_column", "quantile_columns", "request_dataset", "write_forecasts"]
+__all__ = ["ORIGIN_COLUMN", "ForecastWriter", "data_state", "forecast_frame", "future_times",
+           "make_batch", "quantile_column", "quantile_columns", "request_dataset",
+           "write_forecasts"]
 
 ORIGIN_COLUMN = "forecast_origin"
 FORECAST_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -272,8 +263,9 @@ class ForecastWriter(BasePredictionWriter):
     """Write every forecast of ``trainer.predict`` to one ``.csv`` or ``.parquet`` file (the
     :func:`forecast_frame` table; its folder is created).
 
-    The layout comes from the predict dataset's ``fitted`` (it knows series new to the model),
-    else ``pl_module.fitted``, and ``pl_module.quantile_levels``. Under DDP rank 0 gathers and
+    The layout comes from the state the predicted data was read with (:func:`data_state`: the
+    trainer's data module's, which knows series new to the model), else ``pl_module.fitted``,
+    and ``pl_module.quantile_levels``. Under DDP rank 0 gathers and
     writes. With ``per_rank=True`` ``path`` is a folder and each rank writes its own forecasts
     to ``part-{rank:05d}.parquet`` there (``pd.read_parquet(path)`` reads them as one).
 
@@ -354,11 +346,7 @@ class ForecastWriter(BasePredictionWriter):
 
     def write_on_epoch_end(self, trainer: Any, pl_module: Any, predictions: Sequence[Any],
                            batch_indices: Sequence[Any]) -> None:
-        loaders = getattr(trainer, "predict_dataloaders", None)
-        loaders = loaders if isinstance(loaders, (list, tuple)) else [loaders]
-        fitted = getattr(getattr(loaders[0], "dataset", None), "fitted", None) if loaders else None
-        if not isinstance(fitted, Fitted):
-            fitted = getattr(pl_module, "fitted", None)
+        fitted = data_state(trainer) or getattr(pl_module, "fitted", None)
         if not isinstance(fitted, Fitted):
             raise ValueError(
                 f"ForecastWriter needs pl_module.fitted, a Fitted state; "
@@ -377,6 +365,14 @@ class ForecastWriter(BasePredictionWriter):
             merged = {key: np.concatenate([part[key] for part in gathered]) for key in rows}
             write_forecasts(_table(merged, fitted, levels), self.path)
         trainer.strategy.barrier("ForecastWriter")
+
+
+def data_state(trainer: Any) -> Fitted | None:
+    """The fitted state of ``trainer``'s data module (a trained model's, extended by the series
+    new to it, or the data's own), whose ``series_keys`` its batches' ``series`` index; None
+    without a trainer or a data module that has one."""
+    state = getattr(getattr(trainer, "datamodule", None), "fitted", None)
+    return state if isinstance(state, Fitted) else None
 
 
 def _on_every_rank(value: Any, trainer: Any) -> list[Any]:

@@ -1,6 +1,6 @@
 """Partitioned Parquet datasets read lazily: panels larger than memory, on many processes.
 
-A :class:`~posenc.tasks.forecasting.data.TimeSeriesDataModule` given a directory, a glob or an
+A :class:`~posenc.tasks.forecasting.datamodule.TimeSeriesDataModule` given a directory, a glob or an
 fsspec URL (``s3://bucket/panel/``, ``memory://``) of Parquet files reads it with
 ``pyarrow.dataset``, never as one table, yet as the table ``pd.concat`` makes of its files
 (:class:`ParquetFiles`: hidden names skipped, one type per column, or an error naming the file
@@ -20,11 +20,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import pickle
 import posixpath
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,28 +34,45 @@ from posenc.temporal.timestamps import parse_timestamps, utc_and_local
 from torch import Tensor
 from torch.utils.data import IterableDataset, get_worker_info
 
-from .data import (
-    CHUNK_ROWS,
-    GLOB_CHARACTERS,
-    Columns,
-    Fitted,
+from .distributed import across_ranks
+from .output import request_dataset
+from .panel import (
     Panel,
-    _series_codes,
-    batch_of_series,
-    check_unique_columns,
     fit_state,
     local_steps,
-    process_group_up,
     read_panel,
     scale_panel,
+    series_codes,
     series_moments,
 )
-from .windows import WindowDataset, count_plan, count_windows, duration_windows, origins_from_first
+from .schema import Columns, Fitted, check_unique_columns
+from .windows import (
+    WindowDataset,
+    batch_of_series,
+    count_plan,
+    count_windows,
+    duration_windows,
+    origins_from_first,
+)
 
-__all__ = ["CHUNK_ROWS", "DatasetPanel", "DatasetWindows", "ParquetFiles"]
+__all__ = ["CHUNK_ROWS", "GLOB_CHARACTERS", "DatasetPanel", "DatasetWindows", "ParquetFiles",
+           "is_dataset"]
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
+#: Characters that make a ``data`` path a glob of Parquet files.
+GLOB_CHARACTERS = "*?["
+# Rows of a Parquet dataset read at a time (whole series): ~50 MB for a few channels.
+CHUNK_ROWS = 500_000
 _NAT = np.iinfo(np.int64).min
+
+
+def is_dataset(data: Any) -> bool:
+    """Whether ``data`` names a Parquet dataset read lazily: a directory, a glob or a URL
+    (``scheme://``); a single ``.csv``/``.parquet`` path is read in memory."""
+    if not isinstance(data, (str, os.PathLike)):
+        return False
+    text = os.fspath(data)
+    return "://" in text or any(c in text for c in GLOB_CHARACTERS) or Path(text).is_dir()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,7 +329,7 @@ class DatasetPanel:
             # (series, row group, rows) for every series in every row group.
             frame = pa.concat_tables(counts).to_pandas()
             unique = frame[series_columns].drop_duplicates().reset_index(drop=True)
-            codes, keys = _series_codes(unique, columns.series_columns, None, None)
+            codes, keys = series_codes(unique, columns.series_columns, None, None)
             unique["_code"] = codes
             code = frame.merge(unique, on=series_columns, how="left")["_code"].to_numpy()
             group = frame["row_group"].to_numpy(np.int64)
@@ -539,33 +556,6 @@ def _scan_group(group: Any, g: int, schema: Any, columns: Columns, text: str
             "zone": str(index.tz) if aware else None, "rows": table.num_rows, "file": group.path}
 
 
-def across_ranks(compute: Callable[[list[int]], list[tuple[int, Any]]], count: int,
-                 rank: int = 0, world_size: int = 1) -> list[Any]:
-    """Items ``0..count-1`` shared by DDP ranks: ``compute(mine)`` of this rank's items
-    (``rank::world_size``) gives ``(item, result)`` pairs; -> every rank's results in item
-    order, on every rank (``all_gather_object``). An error on one rank is raised on all (one
-    raising alone would leave the others in the gather). Without a process group this process
-    computes every item."""
-    if world_size == 1 or not process_group_up():
-        return [result for _, result in compute(list(range(count)))]
-    mine = list(range(rank, count, world_size))
-    try:
-        local: tuple[Exception | None, list] = (None, compute(mine))
-    except Exception as error:  # noqa: BLE001  (raised on every rank below)
-        try:
-            pickle.dumps(error)
-        except Exception:  # noqa: BLE001  (an error that does not pickle: its text)
-            error = RuntimeError(f"{type(error).__name__}: {error}")
-        local = (error, [])
-    gathered: list[Any] = [None] * world_size
-    torch.distributed.all_gather_object(gathered, local)
-    for error, _ in gathered:
-        if error is not None:
-            raise error
-    return [result for _, result in sorted((pair for _, part in gathered for pair in part),
-                                           key=lambda pair: pair[0])]
-
-
 def _same(item: Any) -> Any:
     """The identity ``collate_fn``: chunk statistics stay numpy arrays."""
     return item
@@ -658,8 +648,6 @@ class DatasetWindows(IterableDataset):
         """A chunk's :class:`WindowDataset` and the dataset index of its series (None: a
         forecast request's, indexed already)."""
         if self.bounds is None:
-            from .output import request_dataset
-
             future = self._future_of(chunk)
             if future is not None and not len(future):  # no times to predict here
                 return [], None

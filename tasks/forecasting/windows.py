@@ -38,15 +38,19 @@ from typing import Any
 
 import numpy as np
 import torch
-from posenc import temporal
 from posenc.temporal.calendar import FIELDS
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from .metrics import SeasonalError
+from posenc import temporal
 
-__all__ = ["WindowDataset", "WindowIndex", "batched", "count_plan", "count_windows",
-           "duration_windows", "local_time_fields", "origins_from_first", "time_origins"]
+from .metrics import SeasonalError
+from .panel import Panel
+from .schema import Fitted
+
+__all__ = ["WindowDataset", "WindowIndex", "batch_of_series", "batched", "count_plan",
+           "count_windows", "duration_windows", "local_time_fields", "origins_from_first",
+           "time_origins"]
 
 
 def local_time_fields(local: np.ndarray | Tensor) -> Tensor:
@@ -178,9 +182,9 @@ class WindowDataset(Dataset):
     a list of indexes (:meth:`__getitems__`) a whole padded batch (keys: module docstring).
 
     Args:
-        panel: the scaled :class:`~posenc.tasks.forecasting.data.Panel` (with its
+        panel: the scaled :class:`~posenc.tasks.forecasting.panel.Panel` (with its
             ``targets`` in data units).
-        fitted: its :class:`~posenc.tasks.forecasting.data.Fitted` state: the channel layout
+        fitted: its :class:`~posenc.tasks.forecasting.schema.Fitted` state: the channel layout
             of ``panel.values``, the targets' scaling and each series' start.
         windows: this split's :class:`WindowIndex`.
         seasonality: the lag ``m`` (rows) of ``seasonal_error``
@@ -250,3 +254,21 @@ class WindowDataset(Dataset):
 def batched(batch: dict[str, Tensor]) -> dict[str, Tensor]:
     """``collate_fn`` of a :class:`WindowDataset` loader: ``__getitems__`` made the batch."""
     return batch
+
+
+def batch_of_series(utc: np.ndarray, local: np.ndarray, values: np.ndarray,
+                    context_rows: np.ndarray, target_rows: np.ndarray, fitted: Fitted,
+                    static_real: np.ndarray, static_cat: np.ndarray, *, targets: np.ndarray
+                    ) -> dict[str, Tensor]:
+    """Scaled rows of ``B`` windows, one after another (``context_rows[b]`` then
+    ``target_rows[b]`` rows) -> their batch, by :class:`WindowDataset` as every
+    batch; ``fitted`` gives the channel layout, ``(B, C)`` scaling and ``(B,)`` starts;
+    ``targets``: the rows' ``(N, C)`` targets in data units (``Panel.targets``)."""
+    ends = np.cumsum(context_rows + target_rows)
+    starts = np.concatenate(([0], ends)).astype(np.int64)
+    panel = Panel(utc=utc, local=local, values=values, starts=starts, rows=np.arange(len(utc)),
+                  targets=targets, static_real=static_real, static_cat=static_cat)
+    rows = np.stack((starts[:-1], starts[:-1] + context_rows, starts[1:]), 1)
+    windows = WindowIndex(offsets=np.arange(len(rows) + 1, dtype=np.int64), rows=rows)
+    return WindowDataset(panel, fitted, windows).__getitems__(np.arange(len(rows)))
+

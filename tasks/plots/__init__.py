@@ -183,8 +183,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(kind: str, args: argparse.Namespace) -> Path:
-    from posenc import core, spatial
     from posenc.spatial.factory import encoding_spec, size_arguments
+
+    from posenc import core, spatial
 
     png, dpi = args.out / f"{kind}.png", args.dpi
     if kind == "sinusoidal":

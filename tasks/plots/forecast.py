@@ -21,8 +21,9 @@ import pandas as pd
 from posenc.core._checks import check_int, check_positive_int
 from posenc.temporal.timestamps import check_tz_name, parse_timestamps, utc_and_local
 
-from ..forecasting.data import Columns, Fitted, numeric_column, read_table
 from ..forecasting.output import ORIGIN_COLUMN, quantile_columns
+from ..forecasting.panel import numeric_column, read_table
+from ..forecasting.schema import Columns, Fitted
 from .core import new_figure, save_png
 
 __all__ = ["add_forecast_arguments", "forecast_layout", "plot_forecast", "run_forecast"]

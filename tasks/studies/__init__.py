@@ -261,7 +261,8 @@ class IrregularStudy(Study):
                 for k in self.config["keep"] for e in self.encodings()]
 
     def run(self, key: dict[str, Any]) -> dict[str, float]:
-        from ..forecasting import Forecaster, SeattleTempsDataModule
+        from ..datasets import SeattleTempsDataModule
+        from ..forecasting import Forecaster
 
         keep = key["keep"]
 

@@ -21,18 +21,20 @@ METRICS = ("mae", "rmse", "mase", "mae_naive", "rmse_naive", "mase_naive")
 
 def data_module(spec: dict[str, Any], where: str) -> Any:
     """``{"class": "BirthdaysDataModule", "init_args": {...}}`` -> that data module (only
-    ``TimeSeriesDataModule`` subclasses exported by ``posenc.tasks``: a config imports no code)."""
-    from posenc import tasks
+    ``TimeSeriesDataModule`` and those of ``posenc.tasks.datasets``: a config imports no
+    code)."""
+    from posenc.tasks import TimeSeriesDataModule, datasets
 
     if not isinstance(spec, dict) or not isinstance(spec.get("class"), str):
         raise ValueError(f"{where} must be a mapping with 'class' (a posenc.tasks data module "
                          f"name) and 'init_args', got {spec!r}")
-    cls = getattr(tasks, spec["class"], None)
-    if not (isinstance(cls, type) and issubclass(cls, tasks.TimeSeriesDataModule)):
-        names = sorted(n for n in tasks.__all__ if n.endswith("DataModule")
-                       and issubclass(getattr(tasks, n), tasks.TimeSeriesDataModule))
+    known = {name: getattr(datasets, name) for name in datasets.__all__
+             if name.endswith("DataModule")}
+    known["TimeSeriesDataModule"] = TimeSeriesDataModule
+    cls = known.get(spec["class"])
+    if cls is None:
         raise ValueError(f"{where}.class={spec['class']!r} is not a time-series data module "
-                         f"of posenc.tasks; one of {names}")
+                         f"of posenc.tasks.datasets; one of {sorted(known)}")
     return cls(**(spec.get("init_args") or {}))
 
 

@@ -56,8 +56,9 @@ def build_vit(model_name: str, encoding: str | dict, *, num_classes: int, in_cha
     model's ``attach_report`` names the new and dropped tensors (a head timm re-initialized too).
     """
     import timm
-    from posenc import spatial
     from posenc.spatial.factory import encodings_for_blocks, vit_size_arguments
+
+    from posenc import spatial
 
     if img_size % patch_size:
         raise ValueError(f"img_size={img_size} must be divisible by patch_size={patch_size}")

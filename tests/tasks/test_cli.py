@@ -59,7 +59,7 @@ def test_vit_mnist_runs_each_encoding_by_one_override(encoding, tmp_path, monkey
 def test_every_config_builds_its_model_data_and_trainer(config, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     if config.stem == "forecast_csv":  # its header's first step: export the example table
-        from posenc.tasks.forecasting.datasets import nycweather_frame
+        from posenc.tasks.datasets import nycweather_frame
 
         nycweather_frame().to_csv(tmp_path / "weather.csv", index=False)
     if config.stem == "finetune_mnist":  # its header's first step: a pretrained timm file

@@ -14,13 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 from lightning.pytorch import Trainer
-from posenc.tasks import (
-    BirthdaysDataModule,
-    DigitsDataModule,
-    Forecaster,
-    ImageClassifier,
-    SeattleTempsDataModule,
-)
+from posenc.tasks import DigitsDataModule, Forecaster, ImageClassifier
+from posenc.tasks.datasets import BirthdaysDataModule, SeattleTempsDataModule
 
 from .conftest import CONFIGS, TINY_FORECASTER, TINY_VIT, run_cli
 

@@ -107,8 +107,7 @@ def test_forecaster_fit_export_and_onnxruntime_equals_eager(tmp_path, monkeypatc
     assert {"context_fields", "series_start_local", "loc", "scale"} <= set(names)
     assert [o.name for o in session.get_outputs()] == ["quantiles"]
     data = TimeSeriesDataModule(str(tmp_path / "series.csv"), context_length=24, horizon=6,
-                                batch_size=8)
-    data.read_with(model.fitted)
+                                batch_size=8, fitted=model.fitted)
     data.setup("test")
     batch = next(iter(data.test_dataloader()))
     for size, context, horizon in ((1, 24, 6), (3, 20, 4), (len(batch["loc"]), 24, 6)):

@@ -371,8 +371,9 @@ def test_an_empty_checkpoint_path_is_named_as_empty():
 
 
 def test_plot_checkpoint_loading_still_loads_plain_checkpoints(tmp_path):
-    from posenc import spatial
     from posenc.tasks import plots
+
+    from posenc import spatial
 
     model = ImageClassifier(encoding="learned", **TINY_VIT)
     path = _save(model, tmp_path / "ok.ckpt")

@@ -1,6 +1,6 @@
 """``python across_ranks_ddp.py PORT``: two gloo processes share items through
-``stream.across_ranks``; rank 1 fails on its items the first time. Prints, per rank, the error
-each raised and the results of a second, clean call (run by test_stream.py)."""
+``distributed.across_ranks``; rank 1 fails on its items the first time. Prints, per rank, the
+error each raised and the results of a second, clean call (run by test_stream.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from posenc.tasks.forecasting.stream import across_ranks
+from posenc.tasks.forecasting.distributed import across_ranks
 
 
 def work(rank: int, port: str, queue) -> None:

@@ -5,9 +5,9 @@ Trains 2 epochs, recording every training window each rank sees (``OUT/train-{ra
 per epoch, the batches' count and each real window's (series, first context time, first and
 last horizon time)); saves the checkpoint (``OUT/m.ckpt``); tests (``OUT/test.json``, rank 0)
 and predicts through ``ForecastWriter(per_rank=True, overwrite=True)`` (``OUT/forecasts/``)
-with a new data module, set up inside the trainer: the row groups each rank scanned and the
-chunks it read for the state, and whether its state and window plan are the model's and the
-other rank's (``OUT/setup-{rank}.json``).
+with a new data module given the model's state, set up inside the trainer: the row groups each
+rank scanned and the chunks it read for the state, and whether its state and window plan are
+the model's and the other rank's (``OUT/setup-{rank}.json``).
 """
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ if __name__ == "__main__":
     if trainer.is_global_zero:
         (out / "test.json").write_text(json.dumps(results))
     predictor = TimeSeriesDataModule(data, **{**ARGS, "chunk_rows": 150,
-                                              "future_data": future_of(pd.read_parquet(data))})
+                                              "future_data": future_of(pd.read_parquet(data))},
+                                     fitted=model.fitted)
     READ["scan"].clear()
     READ["fit"].clear()
     trainer.predict(model, datamodule=predictor, return_predictions=False)

@@ -7,12 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from posenc.tasks import SeattleTempsDataModule, TaylorDataModule, TimeSeriesDataModule, make_batch
-from posenc.tasks.forecasting.data import collate_windows
+from posenc.tasks import TimeSeriesDataModule, make_batch
+from posenc.tasks.datasets import SeattleTempsDataModule, TaylorDataModule
 from posenc.tasks.forecasting.windows import local_time_fields
 from posenc.temporal.calendar import FIELDS
 
 from ..conftest import HOUR, setup_series, synthetic_series
+from .conftest import collate_windows
 
 
 def _windows(dm, split):

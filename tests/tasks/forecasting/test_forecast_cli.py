@@ -15,7 +15,7 @@ import torch
 import yaml
 from posenc.tasks.cli import posenc_cli
 
-from ..conftest import CONFIGS, ONE_EPOCH, TINY_FORECASTER
+from ..conftest import CONFIGS, ONE_EPOCH, TINY_FORECASTER, synthetic_series
 
 
 @pytest.fixture(autouse=True)
@@ -107,6 +107,46 @@ def test_fit_then_predict_a_forecasts_file_from_a_panel_csv(tmp_path, monkeypatc
     assert windows["forecast_origin"].nunique() > 1 and len(windows) > len(written)
     posenc_cli([*backtest, "--trainer.callbacks.init_args.overwrite=true"])
     assert (tmp_path / "forecasts.csv").read_bytes() == (tmp_path / "backtest.csv").read_bytes()
+
+
+def test_evaluating_a_checkpoint_reads_other_data_once_with_its_fitted_state(tmp_path,
+                                                                          monkeypatch):
+    """``posenc test``/``predict --ckpt_path`` give the data module the checkpoint
+    (``fitted``): other data is read once, before the trainer runs, with the training's state
+    (Lightning restores the checkpoint only after the data's setup), and the run's config
+    records it."""
+    from posenc.tasks import Forecaster, TimeSeriesDataModule
+
+    monkeypatch.chdir(tmp_path)
+    a = synthetic_series(300)
+    a.to_csv("a.csv", index=False)
+    a.assign(value=a["value"] * 10 + 50).to_csv("b.csv", index=False)  # other scaling
+    config = ["--config", str(CONFIGS / "forecast_csv.yaml"), *TINY_FORECASTER,
+              "--data.init_args.timestamp_column=timestamp", "--data.init_args.series_column=null",
+              "--data.init_args.target_columns=value", "--data.init_args.past_covariates=[]",
+              "--data.init_args.context_length=24", "--data.init_args.horizon=6"]
+    posenc_cli(["fit", *config, "--data.init_args.data=a.csv", *ONE_EPOCH,
+                "--test_after_fit=false"])
+    ckpt = "checkpoints/forecast_csv/last.ckpt"
+    trained = Forecaster.load_from_checkpoint(ckpt, weights_only=True).fitted
+    own = TimeSeriesDataModule("b.csv", context_length=24, horizon=6).fitted
+    assert own.loc != trained.loc
+    reads = []
+    read_table = TimeSeriesDataModule._read_table
+
+    def counted(self, known):
+        reads.append(known)
+        return read_table(self, known)
+
+    monkeypatch.setattr(TimeSeriesDataModule, "_read_table", counted)
+    for run in ("test", "predict"):
+        reads.clear()
+        cli = posenc_cli([run, *config, "--data.init_args.data=b.csv", f"--ckpt_path={ckpt}",
+                          "--trainer.enable_progress_bar=false", "--trainer.logger=false"])
+        assert reads == [trained]
+        assert cli.datamodule.fitted == trained and cli.model.fitted == trained
+        assert cli.config[run].data.init_args.fitted == ckpt
+    assert len(pd.read_csv("forecasts.csv")) == 6
 
 
 def test_holiday_features_from_a_yaml_config(tmp_path, monkeypatch, capsys):

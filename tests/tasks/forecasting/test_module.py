@@ -12,8 +12,7 @@ import pytest
 import torch
 from lightning.pytorch import Trainer, seed_everything
 from posenc.core import RotaryEncoding
-from posenc.tasks import Forecaster, TimeSeriesDataModule, make_batch
-from posenc.tasks.forecasting.data import collate_windows
+from posenc.tasks import Forecaster, ForecastWriter, TimeSeriesDataModule, make_batch
 from posenc.tasks.forecasting.metrics import (
     SeasonalError,
     masked_point_loss,
@@ -23,6 +22,7 @@ from posenc.tasks.forecasting.network import TimeFeatures, encoding_dim, encodin
 from posenc.tasks.forecasting.windows import local_time_fields
 
 from ..conftest import synthetic_series
+from .conftest import collate_windows
 
 TINY = {"dim": 16, "depth": 1, "num_heads": 2}
 
@@ -357,6 +357,32 @@ def test_time_gap_biases_train_the_forecaster(relative):
     assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
 
 
+def test_the_public_surface_has_the_state_and_the_plain_network_and_demo_data_one_level_down(
+        batch):
+    """Users receive a Fitted state (``model.fitted``) and may run the network without
+    Lightning: both are exported; the shipped data sets' modules live in
+    ``posenc.tasks.datasets``, not at the top of ``posenc.tasks``."""
+    import posenc.tasks as tasks
+    from lightning.pytorch import LightningModule
+    from posenc.tasks import forecasting
+    from posenc.tasks.forecasting.network import ForecastTransformer
+    from posenc.tasks.forecasting.schema import Fitted
+
+    assert tasks.Fitted is forecasting.Fitted is Fitted
+    assert tasks.ForecastTransformer is forecasting.ForecastTransformer is ForecastTransformer
+    network = Forecaster(**TINY).eval().model
+    assert isinstance(network, tasks.ForecastTransformer)
+    assert isinstance(network, torch.nn.Module) and not isinstance(network, LightningModule)
+    with torch.no_grad():
+        assert network(batch).shape == (*batch["target_time"].shape, 1, 1)
+    demo = {"BirthdaysDataModule", "ElecDemandDataModule", "GlucoseDataModule",
+            "NYCWeatherDataModule", "SeattleTempsDataModule", "TaylorDataModule"}
+    assert demo <= set(tasks.datasets.__all__)
+    assert not demo & (set(tasks.__all__) | set(forecasting.__all__) | set(vars(tasks)))
+    assert all(issubclass(getattr(tasks.datasets, name), tasks.TimeSeriesDataModule)
+               for name in demo)
+
+
 def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted_state(
         tmp_path):
     a = synthetic_series(200)
@@ -376,7 +402,7 @@ def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted
     loc, scale = train.mean(), train.std(ddof=0)
     assert schema.loc[0][0] == pytest.approx(loc) and schema.scale[0][0] == pytest.approx(scale)
 
-    dm_b = TimeSeriesDataModule(b, **lengths, predict_split="test")
+    dm_b = TimeSeriesDataModule(b, **lengths, predict_split="test", fitted=model.fitted)
     [result] = _trainer(tmp_path).test(model, dm_b, verbose=False)
     _trainer(tmp_path).validate(model, dm_b, verbose=False)
     predicted = _trainer(tmp_path).predict(model, dm_b)
@@ -404,42 +430,96 @@ def test_testing_validating_and_predicting_on_other_data_keep_the_model_s_fitted
     expected = model.forecast(history, future)["value"].to_numpy()
     np.testing.assert_allclose(first["prediction"][0, :, 0].numpy(), expected, rtol=1e-5)
 
-    # A checkpoint restored by Trainer.test (after the data module's setup) is used too.
+    # A checkpoint restored by Trainer.test (after the data module's setup) is used too: the
+    # data reads with the checkpoint's state, given its path.
     fresh = Forecaster(instance_norm=False, **TINY)
-    [again] = _trainer(tmp_path).test(fresh, TimeSeriesDataModule(b, **lengths), ckpt_path=path,
-                                      verbose=False)
+    [again] = _trainer(tmp_path).test(fresh, TimeSeriesDataModule(b, **lengths, fitted=path),
+                                      ckpt_path=path, verbose=False)
     assert fresh.fitted == fitted
     assert again["test/mae"] == pytest.approx(result["test/mae"], rel=1e-5)
 
 
-def test_the_data_reads_with_the_fitted_state_it_is_handed_never_the_model_s_own():
-    """One-way: the model hands its fitted state to the data (read_with); a data module does
-    not look up the model of its trainer."""
+def test_the_data_reads_with_the_fitted_state_it_is_given_never_the_model_s_own():
+    """One-way: a data module is given a trained model's state (``fitted=``, the state or its
+    checkpoint's path); it never looks up the model of its trainer, and never changes the
+    state it is given."""
     from types import SimpleNamespace
 
     a = synthetic_series(200)
     b = a.assign(value=a["value"] * 10 + 50)
     lengths = {"context_length": 24, "horizon": 6, "stride": 6}
-    dm_a, dm_b = TimeSeriesDataModule(a, **lengths), TimeSeriesDataModule(b, **lengths)
+    dm_a = TimeSeriesDataModule(a, **lengths)
     model = Forecaster(**TINY)
     model.fitted = dm_a.fitted
-    own = dm_b.fitted.loc
-    dm_b.trainer = SimpleNamespace(lightning_module=model, datamodule=dm_b)
-    assert dm_b.fitted.loc == own != dm_a.fitted.loc
-    dm_b.read_with(model.fitted)
-    assert dm_b.fitted.loc == dm_a.fitted.loc and dm_b.fitted.series_keys == ((),)
-    dm_b.read_with(None)
-    assert dm_b.fitted.loc == own
-    with pytest.raises(TypeError, match=r"^fitted must be a Fitted or None, got dict"):
-        dm_b.read_with(model.fitted.to_dict())
+    own = TimeSeriesDataModule(b, **lengths)
+    own.trainer = SimpleNamespace(lightning_module=model, datamodule=own)
+    assert own.fitted.loc != dm_a.fitted.loc
+    # B's own scaling: its training span's mean, as pandas computes it.
+    train = b.loc[b["timestamp"] < pd.Timestamp(own.split_times["val"]), "value"]
+    assert own.fitted.loc[0][0] == pytest.approx(train.mean())
+    given = TimeSeriesDataModule(b, **lengths, fitted=model.fitted)
+    assert given.fitted.loc == dm_a.fitted.loc and given.fitted.series_keys == ((),)
+    assert model.fitted is dm_a.fitted and model.fitted.loc == dm_a.fitted.loc
+    with pytest.raises(TypeError, match=r"^fitted must be a Fitted state \(model.fitted\), the "
+                                        r"path of a checkpoint holding one, or None, got dict"):
+        TimeSeriesDataModule(b, **lengths, fitted=model.fitted.to_dict())
 
 
-def test_a_trainer_reads_a_data_modules_table_once_with_the_state_it_will_use(
+def test_a_checkpoint_given_as_the_fitted_state_is_checked_naming_it(tmp_path):
+    """``fitted=`` a path: a missing file, a folder, a file that is no checkpoint, a checkpoint
+    without a fitted state or with a broken one are refused naming the argument and the
+    path."""
+    a = synthetic_series(200)
+    lengths = {"context_length": 24, "horizon": 6}
+    fitted = TimeSeriesDataModule(a, **lengths).fitted
+    a.to_csv(tmp_path / "a.csv", index=False)
+    torch.save({"state_dict": {}}, tmp_path / "vit.ckpt")
+    torch.save({"fitted": {**fitted.to_dict(), "scaling": 1}}, tmp_path / "broken.ckpt")
+    torch.save({"fitted": fitted.to_dict()}, tmp_path / "good.ckpt")
+    for name, message in (("missing.ckpt", "is not a file"), (".", "is a directory"),
+                          ("a.csv", "is not a readable torch checkpoint"),
+                          ("vit.ckpt", "holds no fitted state"),
+                          ("broken.ckpt", r": a fitted state has unknown keys \['scaling'\]")):
+        path = str(tmp_path / name)
+        with pytest.raises(ValueError, match=rf"^fitted={re.escape(repr(path))}.*{message}"):
+            TimeSeriesDataModule(a, **lengths, fitted=path)
+    with pytest.raises(TypeError, match=r"^fitted must be a Fitted state .* got int"):
+        TimeSeriesDataModule(a, **lengths, fitted=3)
+    given = TimeSeriesDataModule(a, **lengths, fitted=tmp_path / "good.ckpt")
+    assert given.fitted == fitted and given.hparams.fitted == str(tmp_path / "good.ckpt")
+
+
+def test_a_trained_model_refuses_data_read_with_a_state_of_its_own(tmp_path):
+    """Testing, validating or predicting a trained model on a data module that fitted its own
+    state (other data's scaling) is refused, before and after a checkpoint is restored; the
+    error says how to give the model's."""
+    a = synthetic_series(200)
+    b = a.assign(value=a["value"] * 10 + 50)
+    lengths = {"context_length": 24, "horizon": 6, "stride": 6, "batch_size": 8}
+    model = Forecaster(**TINY)
+    model.fitted = TimeSeriesDataModule(a, **lengths).fitted
+    path = tmp_path / "a.ckpt"
+    trainer = _trainer(tmp_path)
+    trainer.strategy.connect(model)
+    trainer.save_checkpoint(path)
+    message = (r"^the data is read with a fitted state of its own .* not the model's: give the "
+               r"data module the model's, TimeSeriesDataModule\(\.\.\., fitted=model.fitted\)")
+    for run in ("test", "validate", "predict"):
+        with pytest.raises(ValueError, match=message):
+            getattr(_trainer(tmp_path), run)(model, TimeSeriesDataModule(b, **lengths))
+    with pytest.raises(ValueError, match=message):  # restored after the data's setup
+        _trainer(tmp_path).test(Forecaster(**TINY), TimeSeriesDataModule(b, **lengths),
+                                ckpt_path=path, verbose=False)
+    # The same data's own state is the model's: nothing to refuse.
+    [result] = _trainer(tmp_path).test(model, TimeSeriesDataModule(a, **lengths), verbose=False)
+    assert result["test/mae"] > 0
+
+
+def test_a_trainer_reads_a_data_modules_table_once_with_the_state_it_is_given(
         tmp_path, monkeypatch):
-    """Under a trainer the data module reads its table once: with its own state for a first
-    fit, with the model's for a trained model's test or predict (the model hands it over in
-    its setup, after the data module's, so a read there would be wasted: a whole pass over a
-    Parquet dataset)."""
+    """Under a trainer a data module reads its table once, in its setup, with the state it
+    was given (its own for a first fit, the model's for a trained model's test or predict);
+    the loaders read nothing again."""
     reads = []
     read_table = TimeSeriesDataModule._read_table
 
@@ -457,13 +537,28 @@ def test_a_trainer_reads_a_data_modules_table_once_with_the_state_it_will_use(
     assert reads == [None]
     reads.clear()
     other = TimeSeriesDataModule(a.assign(value=a["value"] + 1), **lengths,
-                                 predict_split="test")
+                                 predict_split="test", fitted=model.fitted)
     _trainer(tmp_path).test(model, other, verbose=False)
     assert len(reads) == 1 and reads[0] is model.fitted
     _trainer(tmp_path).predict(model, other)
     assert len(reads) == 1  # the same state: read already
     with pytest.raises(RuntimeError, match=r"setup\(\) must run before asking for data"):
         TimeSeriesDataModule(a, **lengths).train_dataloader()
+
+
+def test_predicting_the_future_makes_no_split_windows(tmp_path):
+    """A recent history too short for validation and test windows still forecasts its
+    future: predict's set-up reads the table and makes no split's windows."""
+    a = synthetic_series(200)
+    lengths = {"context_length": 24, "horizon": 6}
+    model = Forecaster(**TINY)
+    model.fitted = TimeSeriesDataModule(a, **lengths).fitted
+    recent = TimeSeriesDataModule(a.tail(30), **lengths, fitted=model.fitted)
+    [out] = _trainer(tmp_path).predict(model, recent)
+    assert int(out["valid"].sum()) == 6
+    assert recent.datasets == {}
+    with pytest.raises(ValueError, match=r"the train split .* fits no window"):
+        recent.setup("test")
 
 
 def _panel(names: list[str], level: dict[str, float]) -> pd.DataFrame:
@@ -481,7 +576,7 @@ def test_a_series_new_to_the_model_is_scaled_by_its_own_training_span(tmp_path):
     _trainer(tmp_path, max_epochs=1, limit_train_batches=1, limit_val_batches=1).fit(model,
                                                                                      dm_a)
     b = _panel(["y", "z"], {"y": 500.0, "z": -40.0})
-    dm_b = TimeSeriesDataModule(b, **lengths)
+    dm_b = TimeSeriesDataModule(b, **lengths, fitted=model.fitted)
     _trainer(tmp_path).test(model, dm_b, verbose=False)
     assert model.fitted.series_keys == (("x",), ("y",))
     assert dm_b.fitted.series_keys == (("x",), ("y",), ("z",))
@@ -493,6 +588,12 @@ def test_a_series_new_to_the_model_is_scaled_by_its_own_training_span(tmp_path):
     per_series = model.test_per_series
     assert per_series["id"].tolist() == ["x", "y", "z"]
     assert per_series["windows"].tolist()[0] == 0 and min(per_series["windows"][1:]) > 0
+    # The forecasts file names the new series too: its layout is the predicted data's state.
+    path = tmp_path / "forecasts.csv"
+    _trainer(tmp_path, callbacks=[ForecastWriter(str(path))]).predict(model, dm_b,
+                                                                      return_predictions=False)
+    written = pd.read_csv(path)
+    assert written.groupby("id").size().to_dict() == {"y": 6, "z": 6}
 
 
 def test_other_data_that_the_model_s_fitted_state_cannot_read_is_refused(tmp_path, datamodule):
@@ -535,7 +636,7 @@ def test_data_whose_columns_differ_from_the_model_s_by_name_or_order_is_refused(
     message = (rf"^the model was trained on 2 {field} {re.escape(str(trained))}; this data has "
                rf"2: {re.escape(str(other))}")
     with pytest.raises(ValueError, match=message):
-        data.read_with(model.fitted)
+        TimeSeriesDataModule(frame, **{**base, argument: other}, fitted=model.fitted)
     with pytest.raises(ValueError, match=message):
         _trainer(tmp_path).test(model, data, verbose=False)
 
@@ -549,7 +650,7 @@ def test_data_sampled_at_another_step_is_refused_naming_both_steps(tmp_path):
     message = (r"the model was trained on data sampled every 0 days 01:00:00 \(median step\); "
                r"this data's median step is 0 days 00:30:00")
     with pytest.raises(ValueError, match=message):
-        TimeSeriesDataModule(half_hourly, **lengths).read_with(model.fitted)
+        TimeSeriesDataModule(half_hourly, **lengths, fitted=model.fitted).setup("test")
     with pytest.raises(ValueError, match=message):
         _trainer(tmp_path).test(model, TimeSeriesDataModule(half_hourly, **lengths),
                                 verbose=False)
@@ -558,11 +659,11 @@ def test_data_sampled_at_another_step_is_refused_naming_both_steps(tmp_path):
     (tmp_path / "parts").mkdir()  # a Parquet dataset: the state is fitted chunk by chunk
     half_hourly.to_parquet(tmp_path / "parts" / "part-0.parquet")
     with pytest.raises(ValueError, match=message):
-        TimeSeriesDataModule(tmp_path / "parts", **lengths).read_with(model.fitted)
+        TimeSeriesDataModule(tmp_path / "parts", **lengths, fitted=model.fitted).setup("test")
     # The same sampling with other values, a jitter or another span reads as before.
     shifted = synthetic_series(300, seed=1, start="2022-03-01")
     hour = pd.Timedelta("1h").value
-    assert TimeSeriesDataModule(shifted, **lengths).read_with(model.fitted).step_ns == hour
+    assert TimeSeriesDataModule(shifted, **lengths, fitted=model.fitted).fitted.step_ns == hour
     assert len(model.forecast(shifted, 3)) == 3
     # Calendar months are 28 to 31 days: a short monthly history (median 30 days) is read by
     # a model of a long one (median 31 days).

@@ -9,8 +9,11 @@ import pandas as pd
 import pytest
 import torch
 from posenc.tasks import TimeSeriesDataModule
-from posenc.tasks.forecasting.data import Columns, collate_windows, read_panel
+from posenc.tasks.forecasting.panel import read_panel
+from posenc.tasks.forecasting.schema import Columns
 from posenc.tasks.forecasting.windows import count_windows, duration_windows, time_origins
+
+from .conftest import collate_windows
 
 HOUR = 3600 * 10**9
 

@@ -176,12 +176,12 @@ def test_without_a_sampling_step_the_times_to_predict_are_asked_for_by_their_arg
     import dataclasses
 
     frame = panel_frame()
-    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
-                              series_column="site", context_length=12, horizon=4)
-    dm.setup("predict")
+    columns = {"timestamp_column": "ts", "target_columns": "load", "series_column": "site",
+               "context_length": 12, "horizon": 4}
     model = Forecaster(**TINY).eval()
-    model.fitted = dataclasses.replace(dm.fitted, step_ns=0)
-    dm.read_with(model.fitted)  # what the model's setup hands the data
+    model.fitted = dataclasses.replace(TimeSeriesDataModule(frame, **columns).fitted, step_ns=0)
+    dm = TimeSeriesDataModule(frame, **columns, fitted=model.fitted)
+    dm.setup("predict")
     with pytest.raises(ValueError, match=r"no sampling step .*give the times to predict as a "
                                          r"CSV/Parquet file .*--data.future_data"):
         dm.predict_dataloader()

@@ -16,8 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from posenc.tasks import Forecaster, TimeSeriesDataModule
-from posenc.tasks.forecasting.data import is_dataset
-from posenc.tasks.forecasting.stream import DatasetWindows, _median, _row_groups
+from posenc.tasks.forecasting.stream import DatasetWindows, _median, _row_groups, is_dataset
 
 HOUR = 3600 * 10**9
 
@@ -288,17 +287,17 @@ def test_bad_datasets_are_refused_naming_the_argument(tmp_path, written):
     frame = written[0]
     root = write_dataset(frame.drop(columns=["temp"]), tmp_path / "no_temp", partition=False)
     with pytest.raises(ValueError, match="column 'temp' not found"):
-        TimeSeriesDataModule(root, **ARGS).read_with(None)
+        TimeSeriesDataModule(root, **ARGS).setup("fit")
     with pytest.raises(FileNotFoundError, match="no Parquet files"):
-        TimeSeriesDataModule(str(tmp_path / "empty*"), **ARGS).read_with(None)
+        TimeSeriesDataModule(str(tmp_path / "empty*"), **ARGS).setup("fit")
     with pytest.raises(ValueError, match="irregular"):
         TimeSeriesDataModule(root, **{**ARGS, "irregular": 0.5})
     with pytest.raises(ValueError, match="ambiguous='infer'"):
-        TimeSeriesDataModule(written[2], **{**ARGS, "ambiguous": "infer"}).read_with(None)
+        TimeSeriesDataModule(written[2], **{**ARGS, "ambiguous": "infer"}).setup("fit")
     repeated = pd.concat([frame, frame.iloc[:1]], ignore_index=True)
     root = write_dataset(repeated, tmp_path / "repeat", partition=False)
     with pytest.raises(ValueError, match="repeats the timestamp"):
-        TimeSeriesDataModule(root, **ARGS).read_with(None)
+        TimeSeriesDataModule(root, **ARGS).setup("fit")
     with pytest.raises(ValueError, match="chunk_rows"):
         TimeSeriesDataModule(root, **{**ARGS, "chunk_rows": 0})
 
@@ -481,7 +480,9 @@ def test_a_hive_key_that_is_also_a_files_column_is_refused_naming_both(tmp_path)
 def test_fitted_round_trips_and_a_known_state_is_kept(written):
     memory, lazy = pair(written)
     known = dataclasses.replace(memory.fitted)
-    assert lazy.read_with(known) == memory.read_with(known)
+    given = [TimeSeriesDataModule(dm.data, **{**ARGS, "chunk_rows": dm.chunk_rows}, fitted=known)
+             for dm in (lazy, memory)]
+    assert given[0].fitted == given[1].fitted == known
 
 
 @pytest.mark.slow
@@ -589,9 +590,9 @@ def test_a_trained_models_state_reads_a_dataset_with_new_series(written, tmp_pat
     frame, path, dataset = written
     old = frame[~frame["store"].isin(["s01", "s04"])]
     trained = TimeSeriesDataModule(old, **ARGS).fitted
-    memory = TimeSeriesDataModule(path, **ARGS)
-    lazy = TimeSeriesDataModule(dataset, **{**ARGS, "chunk_rows": 150})
-    ours, theirs = lazy.read_with(trained), memory.read_with(trained)
+    memory = TimeSeriesDataModule(path, **ARGS, fitted=trained)
+    lazy = TimeSeriesDataModule(dataset, **{**ARGS, "chunk_rows": 150}, fitted=trained)
+    ours, theirs = lazy.fitted, memory.fitted
     n = len(trained.series_keys)
     assert ours.series_keys[:n] == trained.series_keys
     assert ours.loc[:n] == trained.loc and ours.scale[:n] == trained.scale
@@ -622,7 +623,7 @@ def test_work_shared_by_ranks_comes_back_in_item_order_and_errors_reach_every_ra
     """``across_ranks`` with the other rank's gathered part faked: results in item order; the
     other rank's error raised here too (a rank raising alone would hang the gather); an
     error that does not pickle is sent as its text."""
-    from posenc.tasks.forecasting.stream import across_ranks
+    from posenc.tasks.forecasting.distributed import across_ranks
 
     sent = []
 

@@ -14,7 +14,6 @@ import pytest
 import torch
 from lightning.pytorch import LightningModule, Trainer
 from posenc.tasks.forecasting import output
-from posenc.tasks.forecasting.data import Columns, Fitted
 from posenc.tasks.forecasting.output import (
     ORIGIN_COLUMN,
     ForecastWriter,
@@ -22,6 +21,7 @@ from posenc.tasks.forecasting.output import (
     quantile_column,
     quantile_columns,
 )
+from posenc.tasks.forecasting.schema import Columns, Fitted
 from torch.utils.data import DataLoader
 
 HOUR = 3_600_000_000_000

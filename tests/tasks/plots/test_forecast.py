@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from posenc.tasks import plots
-from posenc.tasks.forecasting.data import Columns, Fitted
 from posenc.tasks.forecasting.output import forecast_frame, write_forecasts
+from posenc.tasks.forecasting.schema import Columns, Fitted
 from posenc.tasks.plots import forecast as plots_forecast
 
 HOUR = 3_600_000_000_000

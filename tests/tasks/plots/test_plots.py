@@ -11,12 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from posenc import core, spatial
 from posenc.spatial.coords import CoordAugment
 from posenc.tasks import plots
 from posenc.tasks.plots import core as plots_core
 from posenc.tasks.plots import spatial as plots_spatial
 from posenc.tasks.plots import temporal as plots_temporal
+
+from posenc import core, spatial
 
 pytest.importorskip("matplotlib")
 

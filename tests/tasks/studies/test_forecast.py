@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from posenc.tasks import BirthdaysDataModule
+from posenc.tasks.datasets import BirthdaysDataModule
 from posenc.tasks.studies.forecast import METRICS, ForecastStudy, data_module
 
 CONFIG = {

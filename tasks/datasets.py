@@ -1,4 +1,5 @@
-"""Real forecasting data that ships offline inside pip packages (the ``data`` extra).
+"""posenc.tasks.datasets: real forecasting data that ships offline inside pip packages (the
+``data`` extra), and its data modules.
 
 Loaders return long-format DataFrames (what :class:`~posenc.tasks.TimeSeriesDataModule` reads):
 :func:`birthdays_frame` (a panel of 51 states), :func:`elecdemand_frame` (covariates),
@@ -20,7 +21,8 @@ import numpy as np
 import pandas as pd
 from posenc.core._checks import check_choice
 
-from .data import COLUMN_ARGUMENTS, PERSISTENCE, TimeSeriesDataModule
+from .forecasting.datamodule import PERSISTENCE, TimeSeriesDataModule
+from .forecasting.schema import COLUMN_ARGUMENTS
 
 __all__ = ["BirthdaysDataModule", "ElecDemandDataModule", "GlucoseDataModule",
            "NYCWeatherDataModule", "SeattleTempsDataModule", "TaylorDataModule", "BIRTHDAY_STATES",
