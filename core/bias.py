@@ -3,8 +3,9 @@ logits ``(B or 1, H, Nq, Nk)`` to add: ALiBi (Press et al. 2022), KERPLE (Chi et
 FIRE (Li et al. 2023), and learned tables of integer offsets (T5 buckets; Shaw et al. 2018).
 
 Positions are explicit (for ALiBi, KERPLE and FIRE also times in any unit), and ``causal=True``
-masks keys after the query by position. Every bias encoding derives from :class:`PairBias`;
-those FlexAttention can evaluate per pair from :class:`ScoreModBias`.
+masks keys after the query by position. Every bias encoding derives from
+[`PairBias`][posenc.core.bias.PairBias]; those FlexAttention can evaluate per pair from
+[`ScoreModBias`][posenc.core.bias.ScoreModBias].
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ __all__ = ["PairBias", "ScoreModBias", "alibi_slopes", "ALiBi", "t5_relative_buc
 
 
 class PairBias(PositionEncoding):
-    """Base of the bias encodings: :meth:`forward` checks the positions' values, then calls
-    the subclass's ``_forward``, which checks shapes only."""
+    """Base of the bias encodings: [`forward`][posenc.core.bias.PairBias.forward] checks the
+    positions' values, then calls the subclass's ``_forward``, which checks shapes only."""
 
     kind = "bias"
 
@@ -49,10 +50,12 @@ class PairBias(PositionEncoding):
 
 
 class ScoreModBias(PairBias):
-    """A :class:`PairBias` that FlexAttention can evaluate per pair, through ``_score_mod``."""
+    """A [`PairBias`][posenc.core.bias.PairBias] that FlexAttention can evaluate per pair, through
+    ``_score_mod``."""
 
     def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod, computed per pair."""
+        """[`forward`][posenc.core.bias.ScoreModBias.forward]'s bias as FlexAttention's score_mod,
+        computed per pair."""
         check_pair_values(query_positions, key_positions)
         return self._score_mod(query_positions, key_positions)
 
@@ -117,7 +120,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
 
 class ALiBi(_DistanceBias):
     """Linear distance penalty per head: ``bias[b, h, i, j] = -slope_h * |pos_q[i] - pos_k[j]|``
-    (:func:`alibi_slopes`); ``causal`` masks keys after the query."""
+    ([`alibi_slopes`][posenc.core.bias.alibi_slopes]); ``causal`` masks keys after the query."""
 
     def __init__(self, num_heads: int, causal: bool = True) -> None:
         super().__init__()
@@ -217,7 +220,7 @@ class _OffsetTable(ScoreModBias):
 
 class T5RelativeBias(_OffsetTable):
     """T5 relative attention bias: one learned scalar per (bucket, head) of
-    :func:`t5_relative_bucket`, for integer positions."""
+    [`t5_relative_bucket`][posenc.core.bias.t5_relative_bucket], for integer positions."""
 
     def __init__(self, num_heads: int, bidirectional: bool = True, num_buckets: int = 32,
                  max_distance: int = 128) -> None:
@@ -356,8 +359,9 @@ _FLOOR = 1e-2
 
 
 def kerple_bias(distance: Tensor, r1: Tensor, r2: Tensor, kernel: str) -> Tensor:
-    """The KERPLE bias of float distances ``|i - j|`` (:data:`KERPLE_KERNELS`), for positive
-    ``r1``, ``r2`` that broadcast against ``distance``."""
+    """The KERPLE bias of float distances ``|i - j|``
+    ([`KERPLE_KERNELS`][posenc.core.bias.KERPLE_KERNELS]), for positive ``r1``, ``r2`` that
+    broadcast against ``distance``."""
     if kernel == "log":
         return -r1 * torch.log1p(r2 * distance)
     # torch's pow backward gives 0 (not 0 * log 0 = NaN) for the exponent at distance 0.
@@ -369,7 +373,8 @@ def _inverse_softplus(value: Tensor) -> Tensor:
 
 
 class Kerple(_DistanceBias):
-    """KERPLE bias per head (:func:`kerple_bias`) of explicit positions (tokens or times).
+    """KERPLE bias per head ([`kerple_bias`][posenc.core.bias.kerple_bias]) of explicit positions
+    (tokens or times).
 
     ``r1 = softplus(raw_r1)``, ``r2 = softplus(raw_r2)`` (log) or ``2 * sigmoid(raw_r2)`` (power),
     so the paper's constraints hold without the official code's in-place clamps. Initial values

@@ -2,10 +2,11 @@
 
 The checks raise ``ValueError``/``TypeError`` naming the argument, the value and what was
 expected. Values are read only where positions enter (a read is a host sync on a GPU); blocks
-check shapes and call the unchecked methods (:func:`unchecked`). :func:`angles` are formed in
-float64 and reduced modulo 2*pi before narrowing (a float32 ``1e6 * inv_freq`` is off by ~0.06
-rad). :data:`LAYOUTS`: angle ``i < F`` fills channels ``2i, 2i + 1`` (``"interleaved"``: the
-sinusoidal paper, GPT-J) or ``i, i + F`` (``"half"``: tensor2tensor, GPT-NeoX/Llama).
+check shapes and call the unchecked methods ([`unchecked`][posenc.core.encoding.unchecked]).
+[`angles`][posenc.core.encoding.angles] are formed in float64 and reduced modulo 2*pi before
+narrowing (a float32 ``1e6 * inv_freq`` is off by ~0.06 rad). `LAYOUTS`: angle ``i < F`` fills
+channels ``2i, 2i + 1`` (``"interleaved"``: the sinusoidal paper, GPT-J) or ``i, i + F``
+(``"half"``: tensor2tensor, GPT-NeoX/Llama).
 """
 
 from __future__ import annotations
@@ -169,7 +170,8 @@ def check_position_shape(positions: Tensor, name: str = "positions", *,
 
 def check_positions(positions: Tensor, name: str = "positions", *,
                     trailing: tuple[int, ...] = ()) -> Tensor:
-    """:func:`check_position_shape`, then non-finite values raise ``ValueError``."""
+    """[`check_position_shape`][posenc.core.encoding.check_position_shape], then non-finite values
+    raise ``ValueError``."""
     return check_finite(check_position_shape(positions, name, trailing=trailing), name)
 
 
@@ -184,7 +186,8 @@ def check_position_values(positions: object, name: str = "positions") -> None:
 
 
 def check_pair_values(query_positions: object, key_positions: object) -> None:
-    """:func:`check_position_values` of both (read once when they are the same object)."""
+    """[`check_position_values`][posenc.core.encoding.check_position_values] of both (read once when
+    they are the same object)."""
     check_position_values(query_positions, "query_positions")
     if key_positions is not query_positions:
         check_position_values(key_positions, "key_positions")
@@ -223,8 +226,10 @@ KINDS = ("additive", "rotary", "bias", "none")
 
 class PositionEncoding(nn.Module):
     """Base of posenc's encoding modules: every subclass declares its ``kind`` (one of
-    :data:`KINDS`); :meth:`no_weight_decay` names every parameter (they place tokens, so decay
-    would pull positions together; timm's convention, read by :func:`no_weight_decay_names`).
+    [`KINDS`][posenc.core.encoding.KINDS]);
+    [`no_weight_decay`][posenc.core.PositionEncoding.no_weight_decay] names every parameter (they
+    place tokens, so decay would pull positions together; timm's convention, read by
+    [`no_weight_decay_names`][posenc.core.encoding.no_weight_decay_names]).
     """
 
     kind: ClassVar[str]
@@ -235,8 +240,8 @@ class PositionEncoding(nn.Module):
 
 
 def encoding_kind(encoding: object) -> str:
-    """The ``kind`` (one of :data:`KINDS`) that ``encoding`` (a module or a class) declares;
-    None is ``"none"``, anything without one raises ``TypeError``."""
+    """The ``kind`` (one of [`KINDS`][posenc.core.encoding.KINDS]) that ``encoding`` (a module or a
+    class) declares; None is ``"none"``, anything without one raises ``TypeError``."""
     if encoding is None:
         return "none"
     kind = getattr(encoding, "kind", None)
@@ -273,10 +278,11 @@ class Float64Buffers(PositionEncoding):
     """Base for modules whose frequencies keep float64 when cast (a bf16 inverse frequency is
     off by whole radians at position 1000).
 
-    The buffers of :meth:`float64_buffers` (not in the state dict) follow the module across
-    devices but keep float64; subclasses call :meth:`reset_float64_buffers` in ``__init__``.
-    ``to_empty()`` after a meta-device build recomputes them. Parameters named in
-    :attr:`fixed_dtype_parameters` move across devices in place but keep their dtype.
+    The buffers of [`float64_buffers`][posenc.core.encoding.Float64Buffers.float64_buffers] (not in
+    the state dict) follow the module across devices but keep float64; subclasses call
+    [`reset_float64_buffers`][posenc.core.encoding.Float64Buffers.reset_float64_buffers] in
+    ``__init__``. ``to_empty()`` after a meta-device build recomputes them. Parameters named in
+    `fixed_dtype_parameters` move across devices in place but keep their dtype.
     """
 
     #: Names of parameters that move across devices but keep their dtype.
@@ -287,7 +293,8 @@ class Float64Buffers(PositionEncoding):
         return {}
 
     def reset_float64_buffers(self) -> None:
-        """(Re)compute :meth:`float64_buffers` on the current buffers' (or default) device."""
+        """(Re)compute [`float64_buffers`][posenc.core.encoding.Float64Buffers.float64_buffers] on
+        the current buffers' (or default) device."""
         names = getattr(self, "_float64_buffer_names", ())
         device = next((self._buffers[n].device for n in names if self._buffers.get(n) is not None),
                       torch.get_default_device())

@@ -2,8 +2,9 @@
 and 2D ALiBi.
 
 Every bias is called as ``bias(query_positions, key_positions)`` with ``(N, 2)``/``(B, N, 2)``
-coordinates or :class:`GridPositions` and returns float32 ``(B or 1, H, P + Nq, P + Nk)``, zero
-at the ``P`` prefix tokens (cls, registers). Offsets are ``query - key`` (Swin's convention).
+coordinates or [`GridPositions`][posenc.spatial.coords.GridPositions] and returns float32
+``(B or 1, H, P + Nq, P + Nk)``, zero at the ``P`` prefix tokens (cls, registers). Offsets are
+``query - key`` (Swin's convention).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from .coords import GridPositions, cached, check_grid_size, grid_position_shape
 __all__ = ["RESIZE", "resize_relative_table", "RelativeBias2D", "ContinuousBias2D", "ALiBi2D"]
 
 
-#: The ways a learned relative table is resized to another grid (:func:`resize_relative_table`).
+#: The ways a learned relative table is resized to another grid
+#: ([`resize_relative_table`][posenc.spatial.bias.resize_relative_table]).
 RESIZE = ("bicubic", "geometric")
 
 
@@ -65,8 +67,9 @@ def resize_relative_table(table: Tensor, grid_size: int | tuple[int, int],
     """Resize a learned relative-position table to the offsets of another grid.
 
     Args:
-        table: ``((2r - 1)(2c - 1), H)`` values per offset, in :class:`RelativeBias2D`'s (Swin's)
-            layout, for ``grid_size = (r, c)``.
+        table: ``((2r - 1)(2c - 1), H)`` values per offset, in
+            [`RelativeBias2D`][posenc.spatial.RelativeBias2D]'s (Swin's) layout, for
+            ``grid_size = (r, c)``.
         grid_size: ``rows`` or ``(rows, cols)`` of the table's grid.
         new_grid_size: the same for the target grid ``(r', c')``.
         mode: ``"bicubic"``: the table as an image, ``F.interpolate(mode="bicubic",
@@ -161,14 +164,14 @@ def _lattice_index(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
 
 
 def _lattice_rows(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
-    """:func:`_lattice_index` without its checks (also per pair, inside a score_mod)."""
+    """`_lattice_index` without its checks (also per pair, inside a score_mod)."""
     rows, cols = grid
     offsets = offsets.round().long() if offsets.is_floating_point() else offsets.long()
     return (offsets[..., 0] + rows - 1) * (2 * cols - 1) + offsets[..., 1] + cols - 1
 
 
 def _representative_offsets(q: GridPositions, k: GridPositions) -> Tensor:
-    """``(M, 2)`` offsets of ``O(Nq + Nk)`` pairs whose check by :func:`_lattice_index` holds for
+    """``(M, 2)`` offsets of ``O(Nq + Nk)`` pairs whose check by `_lattice_index` holds for
     all ``Nq * Nk``: the extremes per axis, ``q_i - k_0`` and ``q_0 - k_j`` (``q_i - k_j`` is
     their sum minus ``q_0 - k_0``)."""
     qc, kc = q.coords, k.coords
@@ -210,14 +213,16 @@ class RelativeBias2D(ScoreModBias):
 
     ``table`` has one row per offset ``(dr, dc) = query - key`` with ``|dr| < rows`` and
     ``|dc| < cols``, at row ``(dr + rows - 1) * (2 cols - 1) + dc + cols - 1`` (Swin's
-    ``relative_position_bias_table``), resized for a :class:`GridPositions` on another grid.
-    Coordinates must be integers; fractional offsets and offsets beyond the grid raise.
+    ``relative_position_bias_table``), resized for a
+    [`GridPositions`][posenc.spatial.coords.GridPositions] on another grid. Coordinates must be
+    integers; fractional offsets and offsets beyond the grid raise.
 
     Args:
         num_heads: attention heads.
         grid_size: ``rows`` or ``(rows, cols)`` of the grid the table is learned for.
-        resize: :func:`resize_relative_table`'s ``mode``, ``"bicubic"`` or ``"geometric"``
-            (which needs static image sizes under ``torch.export``).
+        resize: [`resize_relative_table`][posenc.spatial.bias.resize_relative_table]'s ``mode``,
+            ``"bicubic"`` or ``"geometric"`` (which needs static image sizes under
+            ``torch.export``).
     """
 
     def __init__(self, num_heads: int, grid_size: int | tuple[int, int], *,
@@ -352,7 +357,8 @@ class ContinuousBias2D(PairBias):
 
 class ALiBi2D(ScoreModBias, Float64Buffers):
     """2D ALiBi: ``bias = -slope_h * ||query - key||`` (Euclidean patch distance), with ALiBi's
-    slopes (:func:`posenc.core.bias.alibi_slopes`, float64 under any cast) for ``num_heads``."""
+    slopes ([`posenc.core.bias.alibi_slopes`][posenc.core.bias.alibi_slopes], float64 under any
+    cast) for ``num_heads``."""
 
     def __init__(self, num_heads: int) -> None:
         super().__init__()

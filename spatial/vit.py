@@ -1,14 +1,16 @@
-"""timm ``VisionTransformer`` with posenc positions: images (:func:`attach`) and clips
-(:class:`VideoVisionTransformer`), by one path.
+"""timm ``VisionTransformer`` with posenc positions: images ([`attach`][posenc.spatial.attach]) and
+clips ([`VideoVisionTransformer`][posenc.spatial.VideoVisionTransformer]), by one path.
 
-:func:`attach` changes a model in place, keeping every timm parameter name: its class becomes
-:class:`GridVisionTransformer`, which computes the patch grid from the image shape; an additive
-encoding lives at ``model.patch_embed.pos_encoding``, a rotary or bias one in each block's
-:class:`GridAttention`. As timm's Eva passes ``rope=`` to its blocks, the model passes every block
-this forward's positions (:class:`~posenc.spatial.coords.GridPositions` or
-:class:`~posenc.spatial.coords.VideoPositions`), so a gradient-checkpointed block recomputes from
-its own forward's positions; each distinct encoding is computed once per forward into their
-cache before the blocks run (:func:`enter_blocks`), never inside a checkpointed block. No value
+[`attach`][posenc.spatial.attach] changes a model in place, keeping every timm parameter name: its
+class becomes [`GridVisionTransformer`][posenc.spatial.vit.GridVisionTransformer], which computes
+the patch grid from the image shape; an additive encoding lives at
+``model.patch_embed.pos_encoding``, a rotary or bias one in each block's
+[`GridAttention`][posenc.spatial.vit.GridAttention]. As timm's Eva passes ``rope=`` to its blocks,
+the model passes every block this forward's positions
+([`GridPositions`][posenc.spatial.coords.GridPositions] or
+[`VideoPositions`][posenc.spatial.coords.VideoPositions]), so a gradient-checkpointed block
+recomputes from its own forward's positions; each distinct encoding is computed once per forward
+into their cache before the blocks run (`enter_blocks`), never inside a checkpointed block. No value
 is read on the host, so the models run under ``torch.compile`` and ``torch.export``.
 """
 
@@ -57,8 +59,8 @@ Positions = TypeVar("Positions", GridPositions, VideoPositions)
 
 
 class GridAttention(MultiheadAttention):
-    """:class:`posenc.core.MultiheadAttention` with timm ``Attention``'s call signature, plus
-    the positions of the model's forward."""
+    """[`posenc.core.MultiheadAttention`][posenc.core.MultiheadAttention] with timm ``Attention``'s
+    call signature, plus the positions of the model's forward."""
 
     @classmethod
     def from_timm(cls, attn: Attention, rotary: nn.Module | None,
@@ -91,7 +93,7 @@ class GridAttention(MultiheadAttention):
     def forward(self, x: Tensor, positions: GridPositions | VideoPositions | None = None,
                 attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
         """``(B, P + N, dim)`` tokens (``P`` prefix tokens, then ``N`` patches) -> ``(B, P + N,
-        dim)``. ``positions``: the forward's (:func:`enter_blocks`); ``attn_mask``: bool (True =
+        dim)``. ``positions``: the forward's (`enter_blocks`); ``attn_mask``: bool (True =
         attend) or additive, broadcastable to ``(B, H, P + N, P + N)``."""
         if not isinstance(positions, (GridPositions, VideoPositions)):
             raise TypeError(
@@ -103,7 +105,7 @@ class GridAttention(MultiheadAttention):
 
 class GridBlock(Block):
     """timm's ``Block`` (same modules; its class is swapped) passing the forward's positions to
-    its :class:`GridAttention`."""
+    its [`GridAttention`][posenc.spatial.vit.GridAttention]."""
 
     def forward(self, x: Tensor, positions: GridPositions | VideoPositions | None = None,
                 attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
@@ -112,7 +114,7 @@ class GridBlock(Block):
 
 
 class GridResPostBlock(ResPostBlock):
-    """timm's ``ResPostBlock`` (post-norm), as :class:`GridBlock`."""
+    """timm's ``ResPostBlock`` (post-norm), as [`GridBlock`][posenc.spatial.vit.GridBlock]."""
 
     def forward(self, x: Tensor, positions: GridPositions | VideoPositions | None = None,
                 attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
@@ -149,9 +151,9 @@ def check_vit(vit: object, name: str) -> VisionTransformer:
 
 def use_grid_attention(vit: VisionTransformer, rotary: Sequence[nn.Module] | None = None,
                        bias: Sequence[nn.Module] | None = None) -> None:
-    """Give each block of ``vit`` a :class:`GridAttention` with its ``rotary`` or ``bias``
-    encoding (one per block; neither: keep timm's attention) and drop ``vit.pos_embed``; all is
-    checked before ``vit`` changes."""
+    """Give each block of ``vit`` a [`GridAttention`][posenc.spatial.vit.GridAttention] with its
+    ``rotary`` or ``bias`` encoding (one per block; neither: keep timm's attention) and drop
+    ``vit.pos_embed``; all is checked before ``vit`` changes."""
     attentions = []
     if rotary is not None or bias is not None:
         for block in vit.blocks:
@@ -256,9 +258,9 @@ def patch_grid(patch_embed: nn.Module, height: int, width: int, what: str = "ima
 
 
 class GridVisionTransformer(VisionTransformer):
-    """A timm ``VisionTransformer`` after :func:`attach`, for ``(B, C, H, W)`` images of any
-    size divisible by the patch size; ``coord_normalize`` is its positions' ``patch_coords``
-    system, ``ref_grid_size`` the reference grid they are rescaled to, or None."""
+    """A timm ``VisionTransformer`` after [`attach`][posenc.spatial.attach], for ``(B, C, H, W)``
+    images of any size divisible by the patch size; ``coord_normalize`` is its positions'
+    ``patch_coords`` system, ``ref_grid_size`` the reference grid they are rescaled to, or None."""
 
     coord_normalize: str | None
     ref_grid_size: tuple[int, int] | None
@@ -277,7 +279,8 @@ class GridVisionTransformer(VisionTransformer):
     def _embed(self, x: Tensor, blocks: Sequence[nn.Module]
                ) -> tuple[Tensor, GridPositions | None, tuple[int, int], bool]:
         """Images -> ``(B, P + n, dim)`` tokens for ``blocks``, their positions (None without a
-        :class:`GridAttention`), the ``(rows, cols)`` grid, and whether patches were dropped."""
+        [`GridAttention`][posenc.spatial.vit.GridAttention]), the ``(rows, cols)`` grid, and whether
+        patches were dropped."""
         if not isinstance(x, Tensor) or x.ndim != 4:
             raise ValueError(f"x must be a (B, C, H, W) image tensor, got "
                              f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
@@ -350,15 +353,15 @@ class GridVisionTransformer(VisionTransformer):
 
 _logger = logging.getLogger(__name__)
 
-#: Where attach's "learned" keeps a timm ``pos_embed`` (see :func:`_learned_from_model`).
+#: Where attach's "learned" keeps a timm ``pos_embed`` (see `_learned_from_model`).
 LEARNED_TABLE = "patch_embed.pos_encoding.weight"
 
 
 @dataclass(frozen=True)
 class AttachReport:
-    """What :func:`attach` did to a model's tensors (``state_dict`` names), relative to its
-    source (the ``checkpoint_path`` file, else the model as given); every other tensor holds
-    the source's values unchanged.
+    """What [`attach`][posenc.spatial.attach] did to a model's tensors (``state_dict`` names),
+    relative to its source (the ``checkpoint_path`` file, else the model as given); every other
+    tensor holds the source's values unchanged.
 
     Attributes:
         source: the file's path, or ``"model"``.
@@ -456,7 +459,7 @@ def _load_timm_file(model: VisionTransformer, path: str | os.PathLike) -> tuple[
 def _from_name(model: VisionTransformer, name: str, kwargs: dict,
                ref_grid_size: tuple[int, int] | None) -> list[nn.Module] | nn.Module:
     """Encodings for ``name`` with sizes inferred from ``model`` (``kwargs`` override), one
-    per block or shared (:func:`~posenc.spatial.factory.one_module_per_block`)."""
+    per block or shared ([`one_module_per_block`][posenc.spatial.factory.one_module_per_block])."""
     spec = encoding_spec(name)
     params = {**spec.infer(model), **kwargs}
     if ref_grid_size is not None:  # checked on a meta build, before the model changes
@@ -534,25 +537,27 @@ def _move(module: nn.Module, like: nn.Module) -> nn.Module:
 def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | None,
            *, checkpoint_path: str | os.PathLike | None = None, **kwargs: Any) -> nn.Module:
     """Give a timm ViT a posenc 2D position encoding; returns the same (modified) model, a
-    :class:`GridVisionTransformer` that runs at any image size divisible by the patch size,
-    with ``model.attach_report`` (an :class:`AttachReport`, also logged at INFO).
+    [`GridVisionTransformer`][posenc.spatial.vit.GridVisionTransformer] that runs at any image size
+    divisible by the patch size, with ``model.attach_report`` (an
+    [`AttachReport`][posenc.spatial.AttachReport], also logged at INFO).
 
     Args:
         model: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_small_patch16_224")``,
             deit, with registers, ``no_embed_class``, ``dynamic_img_size``).
-        encoding: a name from :data:`posenc.spatial.ENCODINGS` (sizes taken from the model,
-            ``kwargs`` override them; learnable rotary/bias names get one module per block:
-            :func:`posenc.spatial.factory.one_module_per_block`), an encoding module (shared by
-            all blocks), a sequence of one rotary or bias module per block, or None.
-            ``"learned"`` starts from the model's ``pos_embed`` (same outputs at its grid).
+        encoding: a name from [`posenc.spatial.ENCODINGS`][posenc.spatial.ENCODINGS] (sizes taken
+            from the model, ``kwargs`` override them; learnable rotary/bias names get one module per
+            block: [`one_module_per_block`][posenc.spatial.factory.one_module_per_block]), an
+            encoding module (shared by all blocks), a sequence of one rotary or bias module per
+            block, or None. ``"learned"`` starts from the model's ``pos_embed`` (same outputs at its
+            grid).
         **kwargs: the named encoding's constructor arguments, and ``ref_grid_size``: ``rows`` or
             ``(rows, cols)``, EVA's ``ref_feat_shape``: patch indices are rescaled to this
-            reference grid (:meth:`GridVisionTransformer.grid_coords`), for rotary encodings
-            and ``sincos2d`` on patch indices only (a ValueError naming any other); for
-            ``"cpb"`` it is the constructor's ``ref_grid_size``.
+            reference grid ([`grid_coords`][posenc.spatial.vit.GridVisionTransformer.grid_coords]),
+            for rotary encodings and ``sincos2d`` on patch indices only (a ValueError naming any
+            other); for ``"cpb"`` it is the constructor's ``ref_grid_size``.
         checkpoint_path: a timm weights file of this architecture (a state dict, a timm
             training checkpoint, ``.safetensors``), loaded into ``model`` before the encoding
-            replaces its ``pos_embed`` (:func:`_load_timm_file`). It reads a file: pass it from
+            replaces its ``pos_embed`` (`_load_timm_file`). It reads a file: pass it from
             trusted code or a trusted config only.
     """
     if isinstance(encoding, (list, tuple)) and not encoding:
@@ -620,8 +625,9 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
 def _report(model: GridVisionTransformer, source: str, before: set[str], keeps_pos_embed: bool,
             fresh: set[str], file_dropped: set[str],
             resampled: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]) -> AttachReport:
-    """The :class:`AttachReport` of an attach: ``before`` are the state-dict names once the file
-    (if any) was loaded, ``fresh``/``file_dropped`` the head tensors it did not/could not give."""
+    """The [`AttachReport`][posenc.spatial.AttachReport] of an attach: ``before`` are the state-dict
+    names once the file (if any) was loaded, ``fresh``/``file_dropped`` the head tensors it did
+    not/could not give."""
     after = set(model.state_dict())
     moved = {"pos_embed": LEARNED_TABLE} if keeps_pos_embed else {}
     changed = ()
@@ -667,25 +673,27 @@ _SPECS = (
 )
 
 VIDEO_ENCODINGS: Mapping[str, SpatialEncodingSpec] = MappingProxyType({s.name: s for s in _SPECS})
-"""3D encoding name -> :class:`SpatialEncodingSpec` (sizes inferred from the ViT), read-only."""
+"""3D encoding name -> [`SpatialEncodingSpec`][posenc.spatial.SpatialEncodingSpec] (sizes inferred
+from the ViT), read-only."""
 
 
 class VideoVisionTransformer(nn.Module):
     """A timm ``VisionTransformer`` over ``(B, T, C, H, W)`` clips, with a 3D position encoding.
 
     Each frame goes through the ViT's own patch embed; the ``T * h * w`` patch tokens form one
-    sequence at :func:`video_coords` ``(t, row, col)``, ``t = frame_times * time_scale`` (frame
-    times ``(T,)`` or ``(B, T)`` in any unit and spacing; default the indices ``0 .. T-1``).
-    With a rotary encoding prefix tokens sit at ``(0, 0, 0)``, so give frame times from the
-    clip's start unless absolute time should matter.
+    sequence at [`video_coords`][posenc.spatial.video_coords] ``(t, row, col)``,
+    ``t = frame_times * time_scale`` (frame times ``(T,)`` or ``(B, T)`` in any unit and spacing;
+    default the indices ``0 .. T-1``). With a rotary encoding prefix tokens sit at ``(0, 0, 0)``, so
+    give frame times from the clip's start unless absolute time should matter.
 
     Args:
         vit: a timm ``VisionTransformer``, changed in place (its ``pos_embed`` dropped) and kept
             as ``self.vit``.
-        encoding: a name from :data:`VIDEO_ENCODINGS` (sizes taken from ``vit``; ``kwargs``
-            override them, e.g. ``sections=(4, 6, 6)``), a :class:`SinCos3D`, a 3D rotary module
-            (:class:`RoPE3D`, :class:`MRoPE`; shared by all blocks), a sequence of one 3D rotary
-            module per block, or None.
+        encoding: a name from [`VIDEO_ENCODINGS`][posenc.spatial.VIDEO_ENCODINGS] (sizes taken from
+            ``vit``; ``kwargs`` override them, e.g. ``sections=(4, 6, 6)``), a
+            [`SinCos3D`][posenc.spatial.SinCos3D], a 3D rotary module
+            ([`RoPE3D`][posenc.spatial.RoPE3D], [`MRoPE`][posenc.spatial.MRoPE]; shared by all
+            blocks), a sequence of one 3D rotary module per block, or None.
         time_scale: multiplies the frame times (or indices) to give ``t``.
     """
 

@@ -1,16 +1,17 @@
 """posenc.tasks: Lightning training for ViTs and forecasters, and the ``posenc`` CLI.
 
-- :class:`ImageClassifier` (timm ViT + a posenc spatial encoding, multi-size evaluation) and
-  its image data modules (:mod:`posenc.tasks.vision`);
-- :class:`Forecaster` (transformer over (value, timestamp) tokens and future query times), its
-  data modules (a series, a long-format panel, offline real data) and :class:`ForecastWriter`
-  (:mod:`posenc.tasks.forecasting`);
-- ``posenc`` = :func:`posenc.tasks.cli.main` (``LightningCLI`` in subclass mode), with
-  ``posenc plot`` and ``posenc study``.
+- [`ImageClassifier`][posenc.tasks.ImageClassifier] (timm ViT + a posenc spatial encoding,
+  multi-size evaluation) and its image data modules ([`posenc.tasks.vision`][posenc.tasks.vision]);
+- [`Forecaster`][posenc.tasks.Forecaster] (transformer over (value, timestamp) tokens and future
+  query times), its data modules (a series, a long-format panel, offline real data) and
+  [`ForecastWriter`][posenc.tasks.ForecastWriter]
+  ([`posenc.tasks.forecasting`][posenc.tasks.forecasting]);
+- ``posenc`` = [`posenc.tasks.cli.main`][posenc.tasks.cli.main] (``LightningCLI`` in subclass mode),
+  with ``posenc plot`` and ``posenc study``.
 
 Encodings are config values (a name or ``{class_path, init_args}``), so checkpoints hold plain
 hyperparameters; a ``class_path`` builds only posenc's classes and those given to
-:func:`register_module` (:mod:`posenc.tasks.config`).
+[`register_module`][posenc.tasks.register_module] ([`posenc.tasks.config`][posenc.tasks.config]).
 """
 
 from .config import register_module

@@ -2,20 +2,22 @@
 ``{class_path, init_args}``), keep hyperparameters as builtins, read a checkpoint; and the
 AdamW + warmup/cosine optimizers the task modules share.
 
-Hyperparameters stay plain values (:func:`make_hparams_plain`), so checkpoints load with
-``torch.load(weights_only=True)`` (:func:`read_checkpoint`). A checkpoint is untrusted, and so
-is its ``class_path``: it resolves only to a ``torch.nn.Module`` subclass that posenc defines
-or that was registered in this process with :func:`register_module` (never a function or a
-third-party class merely imported: torchmetrics' ``_LPIPS(model_path=...)`` reads a file), and
-it imports no module but posenc's own; ``init_args`` are passed as given (a nested
-``{class_path}`` dict is data to the constructor). Register your classes before building or
-loading::
+Hyperparameters stay plain values ([`make_hparams_plain`][posenc.tasks.config.make_hparams_plain]),
+so checkpoints load with ``torch.load(weights_only=True)``
+([`read_checkpoint`][posenc.tasks.config.read_checkpoint]). A checkpoint is untrusted, and so is its
+``class_path``: it resolves only to a ``torch.nn.Module`` subclass that posenc defines or that was
+registered in this process with [`register_module`][posenc.tasks.register_module] (never a function
+or a third-party class merely
+imported: torchmetrics' ``_LPIPS(model_path=...)`` reads a file), and it imports no module but
+posenc's own; ``init_args`` are passed as given (a nested ``{class_path}`` dict is data to the
+constructor). Register your classes before building or loading::
 
     import mypkg.encodings
     posenc.tasks.register_module(mypkg.encodings.MyEncoding)
 
-Arguments that load weights (:data:`WEIGHT_SOURCES`) come from a trusted caller only: models do
-not save them, and :func:`check_no_weight_sources` refuses a checkpoint that sets them.
+Arguments that load weights (`WEIGHT_SOURCES`) come from a trusted caller only: models do
+not save them, and [`check_no_weight_sources`][posenc.tasks.config.check_no_weight_sources] refuses
+a checkpoint that sets them.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ WEIGHT_SOURCES = ("pretrained", "pretrained_cfg_overlay", "checkpoint_path")
 
 def check_no_weight_sources(hparams: Mapping[str, Any], argument: str) -> None:
     """Raise a ``ValueError`` naming ``argument`` when ``hparams`` (a checkpoint's) set any of
-    :data:`WEIGHT_SOURCES` to something other than None/False."""
+    `WEIGHT_SOURCES` to something other than None/False."""
     named = sorted(k for k in WEIGHT_SOURCES if hparams.get(k) not in (None, False))
     if named:
         raise ValueError(
@@ -122,7 +124,8 @@ def check_class_path(class_path: object, argument: str = "class_path") -> tuple[
 def import_class(class_path: str, argument: str = "class_path",
                  base: type[nn.Module] = nn.Module) -> type[nn.Module]:
     """``"package.module.Class"`` -> the subclass of ``base`` that posenc defines or that is
-    registered (:func:`register_module`), with errors naming ``argument`` and the path.
+    registered ([`register_module`][posenc.tasks.register_module]), with errors naming ``argument``
+    and the path.
 
     Only posenc's modules are imported when missing; the class is read from the module's
     namespace (a module-level ``__getattr__`` is not called: it may import).
@@ -174,9 +177,9 @@ def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument:
 
     Args:
         spec: a key of ``registry``; or ``{"class_path": ..., "init_args": {...}}`` naming a
-            ``torch.nn.Module`` subclass (see :func:`import_class` and the module docstring),
-            whose missing constructor arguments are taken from ``defaults`` when their names
-            match.
+            ``torch.nn.Module`` subclass (see [`import_class`][posenc.tasks.config.import_class] and
+            the module docstring), whose missing constructor arguments are taken from ``defaults``
+            when their names match.
         registry: name -> factory called with ``defaults`` as keywords it accepts.
         argument: the config argument's name, for error messages.
         defaults: values inferred from the surrounding model (``dim``, ``num_heads``, ...).
@@ -234,7 +237,8 @@ def plain(value: Any) -> Any:
 
 
 def make_hparams_plain(hparams: MutableMapping[str, Any]) -> None:
-    """Replace every value of a module's ``hparams`` by :func:`plain` of it, in place."""
+    """Replace every value of a module's ``hparams`` by [`plain`][posenc.tasks.config.plain] of it,
+    in place."""
     for key, value in list(hparams.items()):
         hparams[key] = plain(value)
 
@@ -308,7 +312,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 def position_parameter_names(model: nn.Module) -> set[str]:
     """Full names of the parameters of ``model`` owned by its
-    :class:`posenc.core.PositionEncoding` submodules."""
+    [`posenc.core.PositionEncoding`][posenc.core.PositionEncoding] submodules."""
     return {f"{prefix}.{name}" if prefix else name
             for prefix, module in model.named_modules() if isinstance(module, PositionEncoding)
             for name, _ in module.named_parameters()}
@@ -323,13 +327,14 @@ def finetune_param_groups(model: nn.Module, weight_decay: float, lr: float, *,
         model: the ViT (``timm`` ``VisionTransformer``, attached or not): its
             ``group_matcher()`` assigns layers for ``layer_decay``.
         weight_decay: for weight matrices; none for 1D and ``no_weight_decay()`` parameters
-            (as :func:`param_groups`).
+            (as [`param_groups`][posenc.tasks.config.param_groups]).
         lr: base learning rate.
         layer_decay: None: ``lr`` for all. Else layer-wise decay (BEiT; timm's
             ``param_groups_layer_decay``): the embeddings are layer 0, block ``i`` layer
             ``i + 1`` (with the final norm for the last), the head ``depth + 1``, and layer
             ``l`` trains at ``lr * layer_decay ** (depth + 1 - l)``.
-        position_lr: None: position parameters (:func:`position_parameter_names`) are grouped
+        position_lr: None: position parameters
+            ([`position_parameter_names`][posenc.tasks.config.position_parameter_names]) are grouped
             as any other. Else their learning rate (no layer decay, no weight decay).
     """
     if layer_decay is None:
@@ -389,9 +394,10 @@ def check_finetune_args(layer_decay: float | None, position_lr: float | None) ->
 
 def configure_adamw(module, lr: float, weight_decay: float, warmup: float, scheduler: str,
                     min_lr_ratio: float, groups: list[dict] | None = None) -> dict:
-    """``configure_optimizers`` body: AdamW over ``groups`` (default :func:`param_groups` of
-    ``module``; a group's ``"lr"`` is its peak) and a per-step LambdaLR, ``warmup`` being a
-    fraction of ``trainer.estimated_stepping_batches``."""
+    """``configure_optimizers`` body: AdamW over ``groups`` (default
+    [`param_groups`][posenc.tasks.config.param_groups] of ``module``; a group's ``"lr"`` is its
+    peak) and a per-step LambdaLR, ``warmup`` being a fraction of
+    ``trainer.estimated_stepping_batches``."""
     if groups is None:
         groups = param_groups(module, weight_decay)
     optimizer = torch.optim.AdamW(groups, lr=lr)
@@ -407,8 +413,9 @@ def configure_adamw(module, lr: float, weight_decay: float, warmup: float, sched
 
 
 def configure_adamw_from_hparams(module) -> dict:
-    """:func:`configure_adamw` with the settings a task module saved in its hyperparameters
-    (``lr``, ``weight_decay``, ``warmup``, ``scheduler``, ``min_lr_ratio``)."""
+    """[`configure_adamw`][posenc.tasks.config.configure_adamw] with the settings a task module
+    saved in its hyperparameters (``lr``, ``weight_decay``, ``warmup``, ``scheduler``,
+    ``min_lr_ratio``)."""
     hp = module.hparams
     return configure_adamw(module, hp.lr, hp.weight_decay, hp.warmup, hp.scheduler,
                            hp.min_lr_ratio)

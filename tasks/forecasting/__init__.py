@@ -1,11 +1,17 @@
-"""posenc.tasks.forecasting: a time-series :class:`Forecaster` and the data that feeds it.
+"""posenc.tasks.forecasting: a time-series [`Forecaster`][posenc.tasks.Forecaster] and the data that
+feeds it.
 
-Modules: :mod:`.data` (reading, fitted state, :class:`TimeSeriesDataModule`), :mod:`.datasets`
-(shipped real data), :mod:`.windows` (windows and batches), :mod:`.network`
-(:class:`~.network.ForecastTransformer`), :mod:`.module` (:class:`Forecaster`), :mod:`.metrics`
-(losses, metrics, seasonal-naive baselines), :mod:`.output` (:func:`make_batch`, forecast
-tables, :class:`ForecastWriter`). ``__all__`` (re-exported by :mod:`posenc.tasks`) is the
-public API.
+Modules: [`data`][posenc.tasks.forecasting.data] (reading, fitted state,
+[`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule]),
+[`datasets`][posenc.tasks.forecasting.datasets] (shipped real data),
+[`windows`][posenc.tasks.forecasting.windows] (windows and batches),
+[`network`][posenc.tasks.forecasting.network]
+([`ForecastTransformer`][posenc.tasks.forecasting.network.ForecastTransformer]),
+[`module`][posenc.tasks.forecasting.module] ([`Forecaster`][posenc.tasks.Forecaster]),
+[`metrics`][posenc.tasks.forecasting.metrics] (losses, metrics, seasonal-naive baselines),
+[`output`][posenc.tasks.forecasting.output] ([`make_batch`][posenc.tasks.make_batch], forecast
+tables, [`ForecastWriter`][posenc.tasks.ForecastWriter]). ``__all__`` (re-exported by
+[`posenc.tasks`][posenc.tasks]) is the public API.
 """
 
 from .data import TimeSeriesDataModule

@@ -2,12 +2,16 @@
 
 One row per (series, timestamp): series id column(s), the timestamp, the targets, optional past
 covariates (known up to the forecast origin), future covariates (known at the times to predict)
-and static columns (one value per series). State flows one way: :class:`Columns` (checked once)
--> :func:`read_panel` (a sorted :class:`Panel`) -> :func:`fit` (the :class:`Fitted` state of the
-training span, kept in a ``Forecaster``'s checkpoint) -> :func:`scale_panel` -> windows
-(:class:`TimeSeriesDataModule`). Lengths are observation counts (``168``) or durations with a
-unit (``"7D"``; a bare ``"24"`` is refused). Splits are by time: a window belongs to the split
-that holds its whole horizon. Batches: :mod:`posenc.tasks.forecasting.windows`.
+and static columns (one value per series). State flows one way:
+[`Columns`][posenc.tasks.forecasting.data.Columns] (checked once) ->
+[`read_panel`][posenc.tasks.forecasting.data.read_panel] (a sorted
+[`Panel`][posenc.tasks.forecasting.data.Panel]) -> [`fit`][posenc.tasks.forecasting.data.fit] (the
+[`Fitted`][posenc.tasks.forecasting.data.Fitted] state of the training span, kept in a
+``Forecaster``'s checkpoint) -> [`scale_panel`][posenc.tasks.forecasting.data.scale_panel] ->
+windows ([`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule]). Lengths are observation
+counts (``168``) or durations with a unit (``"7D"``; a bare ``"24"`` is refused). Splits are by
+time: a window belongs to the split that holds its whole horizon. Batches:
+[`posenc.tasks.forecasting.windows`][posenc.tasks.forecasting.windows].
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ _NAT = np.iinfo(np.int64).min
 # -- reading arguments and files ---------------------------------------------------------------
 def parse_length(value: Any, name: str) -> int | pd.Timedelta:
     """An observation count (int) or a fixed duration with a unit (str or timedelta, read by
-    :func:`~posenc.temporal.timestamps.parse_duration`: calendar months are refused)."""
+    [`parse_duration`][posenc.temporal.timestamps.parse_duration]: calendar months are refused)."""
     count = "an int (a count of observations)"
     expected = f"{name} must be {count} or a duration with a unit such as '7D' or '36h'"
     if isinstance(value, (bool, np.bool_)):
@@ -188,7 +192,8 @@ def _names(value: Any, name: str, required: bool = False) -> tuple[str, ...]:
 @dataclasses.dataclass(frozen=True)
 class Columns:
     """What a table's columns are and how its timestamps are read, checked when built (the
-    :class:`TimeSeriesDataModule` arguments of the same names); a column has one role."""
+    [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule] arguments of the same names); a
+    column has one role."""
 
     timestamp_column: str
     target_columns: tuple[str, ...]
@@ -222,16 +227,17 @@ class Columns:
 
     @property
     def channels(self) -> list[str]:
-        """Every scaled column, in the order of :data:`CHANNELS`."""
+        """Every scaled column, in the order of `CHANNELS`."""
         return [name for field, *_ in CHANNELS for name in getattr(self, field)]
 
     @property
     def channel_roles(self) -> list[str]:
-        """The role of each of :attr:`channels` (``"target column"``, ...), for messages."""
+        """The role of each of [`channels`][posenc.tasks.forecasting.data.Columns.channels]
+        (``"target column"``, ...), for messages."""
         return [role for field, role, *_ in CHANNELS for _ in getattr(self, field)]
 
     def groups(self) -> list[tuple[str, str | None, tuple[str, ...], int, int]]:
-        """The batch layout of ``Panel.values``' columns: per row of :data:`CHANNELS`, its
+        """The batch layout of ``Panel.values``' columns: per row of `CHANNELS`, its
         ``(key, observed_key, sides, first column, end column)``."""
         out, start = [], 0
         for field, _, key, observed, sides in CHANNELS:
@@ -259,7 +265,8 @@ COLUMN_ARGUMENTS = tuple(_ARGUMENTS.get(f.name, f.name) for f in dataclasses.fie
 
 @dataclasses.dataclass(frozen=True)
 class Fitted:
-    """The state fitted on the training span (:func:`fit`): how a trained model reads new data.
+    """The state fitted on the training span ([`fit`][posenc.tasks.forecasting.data.fit]): how a
+    trained model reads new data.
 
     ``loc``/``scale``: ``(S, C)`` per series (``series_keys``) and channel
     (``columns.channels``). ``static_categories``: each categorical static column's values
@@ -267,8 +274,9 @@ class Fitted:
     ``aware``: tz-aware timestamps; ``zone``: their zone read without ``tz`` (``"Europe/Berlin"``,
     ``"UTC+05:45"``; None: naive), the wall clock of future times and outputs. ``series_start``:
     each series' first observation (local ns; int64 min: no rows), the origin of its age
-    (:class:`~posenc.temporal.AgeFeature`; empty: ages count from the history). ``step_ns``: the
-    median local step; ``context_length``/``horizon`` as given. Plain data (:meth:`to_dict`).
+    ([`AgeFeature`][posenc.temporal.AgeFeature]; empty: ages count from the history). ``step_ns``:
+    the median local step; ``context_length``/``horizon`` as given. Plain data
+    ([`to_dict`][posenc.tasks.forecasting.data.Fitted.to_dict]).
     """
 
     columns: Columns
@@ -333,7 +341,8 @@ class Fitted:
         return (self.zone or "UTC") if self.aware else None
 
     def local_times(self, utc_ns: np.ndarray) -> pd.DatetimeIndex:
-        """``(N,)`` int64 UTC ns -> timestamps as the data had them (in :attr:`clock_zone`)."""
+        """``(N,)`` int64 UTC ns -> timestamps as the data had them (in
+        [`clock_zone`][posenc.tasks.forecasting.data.Fitted.clock_zone])."""
         index = pd.DatetimeIndex(np.asarray(utc_ns, np.int64).view("M8[ns]"))
         zone = self.clock_zone
         return index if zone is None else index.tz_localize("UTC").tz_convert(zone)
@@ -355,17 +364,19 @@ class Panel:
     Attributes:
         utc, local: ``(N,)`` int64 ns: real time, and local wall-clock time.
         values: ``(N, C + P + K)`` raw targets, past and future covariates (float64, NaN =
-            missing); float32 and scaled after :func:`scale_panel`.
+            missing); float32 and scaled after
+            [`scale_panel`][posenc.tasks.forecasting.data.scale_panel].
         targets: ``(N, C)`` float32 targets in data units as read (NaN = missing), after
-            :func:`scale_panel`: what forecasts are scored on, exact where the data are (an
-            unscaled 0 can come back 1e-8 off, and sMAPE counts 0/0 points).
+            [`scale_panel`][posenc.tasks.forecasting.data.scale_panel]: what forecasts are scored
+            on, exact where the data are (an unscaled 0 can come back 1e-8 off, and sMAPE counts 0/0
+            points).
         starts: ``(S + 1,)`` int64: series ``s`` is rows ``starts[s]:starts[s + 1]``.
         rows: ``(N,)`` int64: each row's position in the table (for messages).
         series_keys: the ``S`` series keys: a trained model's first, then any new ones.
         zone: the zone of aware timestamps as read (None: naive).
         static: static column -> ``(S,)`` raw values (object: categories, float64: numbers).
         static_real, static_cat: ``(S, Sr)`` float32 standardized numbers and ``(S, Sc)``
-            int64 category codes, after :func:`scale_panel`.
+            int64 category codes, after [`scale_panel`][posenc.tasks.forecasting.data.scale_panel].
     """
 
     utc: np.ndarray
@@ -408,8 +419,8 @@ class Panel:
 
 
 def merge_series_starts(first: np.ndarray, known: Sequence[int]) -> np.ndarray:
-    """:meth:`Panel.series_starts` -> the earlier of each and ``known`` (a trained model's
-    ``series_start``)."""
+    """[`Panel.series_starts`][posenc.tasks.forecasting.data.Panel.series_starts] -> the earlier of
+    each and ``known`` (a trained model's ``series_start``)."""
     out = np.array(first, np.int64)
     stored = np.asarray(known, np.int64)[:len(out)]
     here = out[:len(stored)]
@@ -686,7 +697,7 @@ def series_moments(panel: Panel, train_end: int | None
 def scaling_from_moments(count: np.ndarray, mean: np.ndarray, std: np.ndarray,
                          columns: Columns, train_end: int | None, known: Fitted | None
                          ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-series ``(loc, scale)``, ``(S, C)``, from :func:`series_moments`: a known series
+    """Per-series ``(loc, scale)``, ``(S, C)``, from `series_moments`: a known series
     keeps ``known``'s, a new one its own mean and spread, or, without training rows, those of
     all series' training rows pooled (in series order: the same on every process)."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -732,7 +743,7 @@ STEP_TOLERANCE = 0.1
 
 def check_step(fitted: Fitted, step_ns: int) -> None:
     """``ValueError`` naming both steps when data of median step ``step_ns`` (ns) is not
-    sampled as ``fitted``'s (beyond :data:`STEP_TOLERANCE`); nothing to compare where either
+    sampled as ``fitted``'s (beyond `STEP_TOLERANCE`); nothing to compare where either
     is 0 (one observation per series)."""
     known = fitted.step_ns
     if known > 0 and step_ns > 0 and abs(step_ns - known) > STEP_TOLERANCE * max(step_ns, known):
@@ -749,16 +760,17 @@ def fit_state(columns: Columns, series_keys: tuple[tuple, ...],
               aware: bool = False, zone: str | None = None,
               context_length: int | str | None = None, horizon: int | str | None = None
               ) -> Fitted:
-    """The :class:`Fitted` state from its per-series parts (of a panel, :func:`fit`, or of a
-    Parquet dataset's chunks, :mod:`.stream`).
+    """The [`Fitted`][posenc.tasks.forecasting.data.Fitted] state from its per-series parts (of a
+    panel, [`fit`][posenc.tasks.forecasting.data.fit], or of a Parquet dataset's chunks,
+    [`stream`][posenc.tasks.forecasting.stream]).
 
     Args:
         series_keys: the ``S`` keys (``known``'s first, then new ones).
-        moments: :func:`series_moments` of the ``S`` series.
+        moments: `series_moments` of the ``S`` series.
         first_local: ``(S,)`` int64 local ns of each series' first row (int64 min: none).
         step_ns: the data's median local step (ns; 0: none).
         known: a trained model's state, kept (``step_ns`` must be its step,
-            :func:`check_step`); None: a new state of ``static`` (``Panel.static``),
+            `check_step`); None: a new state of ``static`` (``Panel.static``),
             ``step_ns``, ``aware``, ``zone`` and the windows' lengths.
     """
     loc, scale = scaling_from_moments(*moments, columns, train_end, known)
@@ -783,8 +795,8 @@ def fit(panel: Panel, columns: Columns, train_end: int | None, known: Fitted | N
     With a trained model's ``known`` state (never changed), its scaling, vocabularies, step,
     zone and windows stay; series new to it are scaled on their own rows before ``train_end``,
     and each series starts at the earlier of ``known``'s start and its first row here. The
-    data's sampling step is ``step_ns`` (None: the panel's :func:`median_step`); with
-    ``known`` it must be ``known``'s (:func:`check_step`).
+    data's sampling step is ``step_ns`` (None: the panel's `median_step`); with
+    ``known`` it must be ``known``'s (`check_step`).
     """
     return fit_state(columns, panel.series_keys, series_moments(panel, train_end),
                      panel.series_starts(), train_end, known, static=panel.static,
@@ -860,9 +872,10 @@ def batch_of_series(utc: np.ndarray, local: np.ndarray, values: np.ndarray,
                     static_real: np.ndarray, static_cat: np.ndarray, *, targets: np.ndarray
                     ) -> dict[str, Tensor]:
     """Scaled rows of ``B`` windows, one after another (``context_rows[b]`` then
-    ``target_rows[b]`` rows) -> their batch, by :class:`~.windows.WindowDataset` as every
-    batch; ``fitted`` gives the channel layout, ``(B, C)`` scaling and ``(B,)`` starts;
-    ``targets``: the rows' ``(N, C)`` targets in data units (``Panel.targets``)."""
+    ``target_rows[b]`` rows) -> their batch, by
+    [`WindowDataset`][posenc.tasks.forecasting.windows.WindowDataset] as every batch; ``fitted``
+    gives the channel layout, ``(B, C)`` scaling and ``(B,)`` starts; ``targets``: the rows'
+    ``(N, C)`` targets in data units (``Panel.targets``)."""
     ends = np.cumsum(context_rows + target_rows)
     starts = np.concatenate(([0], ends)).astype(np.int64)
     panel = Panel(utc=utc, local=local, values=values, starts=starts, rows=np.arange(len(utc)),
@@ -873,9 +886,9 @@ def batch_of_series(utc: np.ndarray, local: np.ndarray, values: np.ndarray,
 
 
 def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
-    """Stack window dicts (:class:`~.windows.WindowDataset` items), right-padding each side to
-    the longest in the batch as :func:`batch_of_series` pads (``*_valid`` marks real tokens).
-    Every item needs a non-empty context and horizon and the same channels ``C``.
+    """Stack window dicts ([`WindowDataset`][posenc.tasks.forecasting.windows.WindowDataset] items),
+    right-padding each side to the longest in the batch as `batch_of_series` pads (``*_valid`` marks
+    real tokens). Every item needs a non-empty context and horizon and the same channels ``C``.
     """
     if not len(items):
         raise ValueError("collate_windows needs at least one window, got none")
@@ -954,8 +967,8 @@ def is_dataset(data: Any) -> bool:
 
 
 def _stream() -> Any:
-    """:mod:`.stream` (the Parquet dataset path), imported where used: it builds on this
-    module."""
+    """[`stream`][posenc.tasks.forecasting.stream] (the Parquet dataset path), imported where used:
+    it builds on this module."""
     from . import stream
 
     return stream
@@ -967,7 +980,7 @@ class TimeSeriesDataModule(LightningDataModule):
     Args:
         data: path (stored as text) to a ``.csv`` / ``.parquet`` file, or a ``DataFrame``,
             read in memory; or a Parquet dataset read lazily, each DDP rank and loader worker
-            its own chunks (:mod:`~posenc.tasks.forecasting.stream`): a directory, a glob
+            its own chunks ([`stream`][posenc.tasks.forecasting.stream]): a directory, a glob
             (``"panel/*.parquet"``) or an fsspec URL (``"s3://bucket/panel/"``).
         timestamp_column: the timestamps (text or datetime; naive or with a UTC offset, one
             form for the column). The same instant twice within a series is an error.
@@ -1013,11 +1026,12 @@ class TimeSeriesDataModule(LightningDataModule):
             (``"7D"``; calendar months such as ``"12MS"`` are refused: give 12 for monthly
             data), a count of median sampling steps or ``"persistence"`` (the last observed
             value); None: every natural season of the step that fits in the context
-            (:func:`~posenc.tasks.forecasting.metrics.natural_seasons`). Each is logged as its
-            own baseline (``test/mae_naive_7d``).
+            ([`natural_seasons`][posenc.tasks.forecasting.metrics.natural_seasons]). Each is logged
+            as its own baseline (``test/mae_naive_7d``).
         mase_season: the seasonal period ``m`` (observations) of MASE's and RMSSE's
             denominators; None: GluonTS's for the step
-            (:func:`~posenc.tasks.forecasting.metrics.seasonality_for_step`: 24 for hourly).
+            ([`seasonality_for_step`][posenc.tasks.forecasting.metrics.seasonality_for_step]: 24 for
+            hourly).
         irregular: keep a random fraction of observations (seeded); None keeps all.
         seed: seed of ``irregular``.
         batch_size: training windows per batch.
@@ -1037,7 +1051,7 @@ class TimeSeriesDataModule(LightningDataModule):
             holds about two such chunks, or the longest series twice.
 
     The table is read with its own state (fitted on its training period) until a trained
-    model hands over its own (:meth:`read_with`).
+    model hands over its own ([`read_with`][posenc.tasks.TimeSeriesDataModule.read_with]).
     """
 
     def __init__(
@@ -1199,7 +1213,7 @@ class TimeSeriesDataModule(LightningDataModule):
         return read[1], read[2]
 
     def _read_dataset(self, known: Fitted | None) -> tuple[DatasetPanel, Fitted]:
-        """:meth:`_read_table` of a Parquet dataset: a scan of the series and time columns,
+        """`_read_table` of a Parquet dataset: a scan of the series and time columns,
         then one pass over the chunks for the state (DDP ranks share both)."""
         rank, world = self._rank()
         dataset = _stream().DatasetPanel.scan(self.data, self.columns, known, self.chunk_rows,
@@ -1243,7 +1257,8 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def panel(self) -> Panel:
         """The checked, sorted and scaled table, read when first asked for (the model sizes
-        need it before ``setup``), with :attr:`fitted`; ``TypeError`` for a Parquet dataset."""
+        need it before ``setup``), with [`fitted`][posenc.tasks.TimeSeriesDataModule.fitted];
+        ``TypeError`` for a Parquet dataset."""
         if self.streaming:
             raise TypeError(f"{self._describe_data()} is a Parquet dataset read lazily: there "
                             "is no in-memory panel; its batches come from "
@@ -1253,7 +1268,8 @@ class TimeSeriesDataModule(LightningDataModule):
     @property
     def fitted(self) -> Fitted:
         """The state the table is read with: its own (fitted on its training period), or a
-        trained model's extended by the series new to it (:meth:`read_with`)."""
+        trained model's extended by the series new to it
+        ([`read_with`][posenc.tasks.TimeSeriesDataModule.read_with])."""
         return self._reading()[1]
 
     @property
@@ -1262,7 +1278,7 @@ class TimeSeriesDataModule(LightningDataModule):
         return list(self.fitted.series_keys)
 
     def model_sizes(self) -> dict[str, Any]:
-        """The :data:`MODEL_SIZES` of this data, as ``Forecaster`` arguments:
+        """The `MODEL_SIZES` of this data, as ``Forecaster`` arguments:
         ``Forecaster(**dm.model_sizes(), dim=64, ...)``."""
         return {name: getattr(self, name) for name in MODEL_SIZES}
 
@@ -1308,7 +1324,7 @@ class TimeSeriesDataModule(LightningDataModule):
     def naive_seasons(self) -> list[str]:
         """The seasonal-naive baselines' seasons, durations: ``season`` (a count is in median
         sampling steps; ``"persistence"``: 1 ns, making the baseline the last observed value),
-        else :func:`~posenc.tasks.forecasting.metrics.natural_seasons` of the step."""
+        else [`natural_seasons`][posenc.tasks.forecasting.metrics.natural_seasons] of the step."""
         step = pd.Timedelta(self.fitted.step_ns)
         if self.season is None:
             context = self.context_length if self.by_time else step * self.context_length
@@ -1393,7 +1409,7 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def windows(self, split: str) -> WindowIndex:
         """The lazy index of one split's windows (``train``, ``val`` or ``test``); ``ValueError``
-        beyond :data:`MAX_ORIGINS_PER_ROW` or :data:`MAX_WINDOW_ROWS`."""
+        beyond `MAX_ORIGINS_PER_ROW` or `MAX_WINDOW_ROWS`."""
         check_choice(split, "split", ("train", "val", "test"))
         if self.streaming:
             raise TypeError(f"{self._describe_data()} is a Parquet dataset: its windows are "
@@ -1434,9 +1450,10 @@ class TimeSeriesDataModule(LightningDataModule):
         return windows
 
     def setup(self, stage: str | None = None) -> None:
-        """Each split's :class:`WindowDataset` over :meth:`panel` (kept while it is the same
-        panel). A running trainer's call only marks the data set up: the model hands over its
-        state next, and the loaders, which call this again, read the table with it."""
+        """Each split's [`WindowDataset`][posenc.tasks.forecasting.windows.WindowDataset] over
+        [`panel`][posenc.tasks.TimeSeriesDataModule.panel] (kept while it is the same panel). A
+        running trainer's call only marks the data set up: the model hands over its state next, and
+        the loaders, which call this again, read the table with it."""
         self._set_up = True
         trainer = getattr(self, "trainer", None)
         if stage is not None and trainer is not None and trainer.state.status == "running":
@@ -1467,7 +1484,8 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def _dataset_windows(self, dataset: DatasetPanel, fitted: Fitted
                          ) -> dict[str, DatasetWindows]:
-        """Each split's :class:`~.stream.DatasetWindows` (planned from per-series counts)."""
+        """Each split's [`DatasetWindows`][posenc.tasks.forecasting.stream.DatasetWindows] (planned
+        from per-series counts)."""
         rank, world = self._rank()
         out = {}
         for split, (lo, hi) in self.split_bounds().items():

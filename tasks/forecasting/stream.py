@@ -1,16 +1,18 @@
 """Partitioned Parquet datasets read lazily: panels larger than memory, on many processes.
 
-A :class:`~posenc.tasks.forecasting.data.TimeSeriesDataModule` given a directory, a glob or an
+A [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule] given a directory, a glob or an
 fsspec URL (``s3://bucket/panel/``, ``memory://``) of Parquet files reads it with
-``pyarrow.dataset``, never as one table: :meth:`DatasetPanel.scan` reads the series and
+``pyarrow.dataset``, never as one table:
+[`DatasetPanel.scan`][posenc.tasks.forecasting.stream.DatasetPanel.scan] reads the series and
 timestamp columns (keys, row counts, span); chunks of consecutive series (at most ``chunk_rows``
 rows, or one longer series) go through the in-memory path's ``read_panel`` and ``scale_panel``;
-:meth:`DatasetPanel.fit` makes the same ``Fitted`` as ``fit`` on the whole table (every fitted
-number is per series, or combined from them in series order); :class:`DatasetWindows` yields one
-split's batches chunk by chunk. Under DDP both passes are shared (:func:`across_ranks`) and
-chunks are dealt to ranks and loader workers round-robin; every rank yields the same number of
-batches (uneven iterable datasets hang DDP), padding with batches whose ``real`` flag is False.
-Memory per process: the per-series state and two chunks (the next read ahead in a thread).
+[`DatasetPanel.fit`][posenc.tasks.forecasting.stream.DatasetPanel.fit] makes the same ``Fitted`` as
+``fit`` on the whole table (every fitted number is per series, or combined from them in series
+order); [`DatasetWindows`][posenc.tasks.forecasting.stream.DatasetWindows] yields one split's
+batches chunk by chunk. Under DDP both passes are shared (`across_ranks`) and chunks are dealt to
+ranks and loader workers round-robin; every rank yields the same number of batches (uneven iterable
+datasets hang DDP), padding with batches whose ``real`` flag is False. Memory per process: the
+per-series state and two chunks (the next read ahead in a thread).
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ def _decoded(table: Any) -> Any:
 
 @dataclasses.dataclass
 class DatasetPanel:
-    """A Parquet dataset's series, read chunk by chunk (:meth:`scan` builds it).
+    """A Parquet dataset's series, read chunk by chunk
+    ([`scan`][posenc.tasks.forecasting.stream.DatasetPanel.scan] builds it).
 
     Attributes:
         data: the path, glob or URL (reopened in each process: datasets do not pickle).
@@ -118,9 +121,10 @@ class DatasetPanel:
         span: ``(first, last)`` UTC ns of the whole dataset.
         aware: whether the timestamps are tz-aware.
         chunks: lists of consecutive series indexes, each read at once.
-        first_time: ``(S,)`` int64 UTC ns of each series' first row (after :meth:`fit`).
+        first_time: ``(S,)`` int64 UTC ns of each series' first row (after
+            [`fit`][posenc.tasks.forecasting.stream.DatasetPanel.fit]).
         before: ``(S, 2)`` int64 rows of each series before the two ``split_times`` (after
-            :meth:`fit`).
+            [`fit`][posenc.tasks.forecasting.stream.DatasetPanel.fit]).
         groups: ``(offsets (S + 1,), row groups)``: series ``s`` is in the row groups
             ``groups[1][offsets[s]:offsets[s + 1]]`` (in file order).
     """
@@ -216,7 +220,7 @@ class DatasetPanel:
 
     def frame(self, series: np.ndarray) -> pd.DataFrame:
         """The raw rows of some series (``(k,)`` indexes): only the row groups that hold
-        them (:attr:`groups`), filtered on the series columns where one holds other series."""
+        them (`groups`), filtered on the series columns where one holds other series."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -246,8 +250,8 @@ class DatasetPanel:
         return frame.reset_index(drop=True)
 
     def read(self, series: np.ndarray) -> tuple[Panel, np.ndarray]:
-        """The rows of some series -> their :class:`Panel` (``read_panel``) and the
-        ``(S_chunk,)`` dataset index of each of its series."""
+        """The rows of some series -> their [`Panel`][posenc.tasks.forecasting.data.Panel]
+        (``read_panel``) and the ``(S_chunk,)`` dataset index of each of its series."""
         panel = read_panel(self.frame(series), self.columns, None, self.data)
         lookup = self._lookup()
         return panel, np.array([lookup[key] for key in panel.series_keys], np.int64)
@@ -284,10 +288,10 @@ class DatasetPanel:
     def fit(self, train_end: int, split_times: tuple[int, int], known: Fitted | None, *,
             context_length: Any = None, horizon: Any = None, workers: int = 0,
             rank: int = 0, world_size: int = 1) -> Fitted:
-        """One pass over the chunks -> the :class:`Fitted` state of the rows before
-        ``train_end`` (UTC ns), as ``fit`` makes it of the whole table; also each series'
-        first time and rows before each of ``split_times`` (the windows' plan). The chunks are
-        read by ``workers`` loader processes, shared by DDP ranks (:func:`across_ranks`)."""
+        """One pass over the chunks -> the [`Fitted`][posenc.tasks.forecasting.data.Fitted] state of
+        the rows before ``train_end`` (UTC ns), as ``fit`` makes it of the whole table; also each
+        series' first time and rows before each of ``split_times`` (the windows' plan). The chunks
+        are read by ``workers`` loader processes, shared by DDP ranks (`across_ranks`)."""
         from torch.utils.data import DataLoader
 
         def fit_chunks(mine: list[int]) -> list[tuple[int, dict[str, Any]]]:
@@ -345,7 +349,9 @@ class DatasetPanel:
 
 
 class _ChunkStats(torch.utils.data.Dataset):
-    """Item ``i``: :meth:`DatasetPanel.chunk_stats` of chunk ``chunks[i]`` (for loader workers)."""
+    """Item ``i``:
+    [`DatasetPanel.chunk_stats`][posenc.tasks.forecasting.stream.DatasetPanel.chunk_stats] of chunk
+    ``chunks[i]`` (for loader workers)."""
 
     def __init__(self, panel: DatasetPanel, train_end: int, split_times: tuple[int, int],
                  chunks: list[int]) -> None:
@@ -367,8 +373,9 @@ def _needed(columns: Columns) -> list[str]:
 
 def _scan_group(group: Any, g: int, schema: Any, columns: Columns, text: str
                 ) -> dict[str, Any] | None:
-    """What row group ``g`` adds to :meth:`DatasetPanel.scan`: ``count`` (an Arrow table of
-    its series' row counts and ``g``; None without series columns), the first and last UTC
+    """What row group ``g`` adds to
+    [`DatasetPanel.scan`][posenc.tasks.forecasting.stream.DatasetPanel.scan]: ``count`` (an Arrow
+    table of its series' row counts and ``g``; None without series columns), the first and last UTC
     ns, whether its timestamps are aware, its rows; None for an empty row group."""
     import pyarrow as pa
 
@@ -466,14 +473,15 @@ class DatasetWindows(IterableDataset):
     """One split's batches of a Parquet dataset, chunk by chunk (module docstring).
 
     Yields whole batches (``DataLoader(batch_size=None)``): the keys of
-    :mod:`~posenc.tasks.forecasting.windows` plus ``real`` ``(B,)`` bool; ``series`` indexes
+    [`windows`][posenc.tasks.forecasting.windows] plus ``real`` ``(B,)`` bool; ``series`` indexes
     ``fitted.series_keys``. ``len()`` is the number of batches of every rank.
 
     Args:
-        panel: the dataset (:class:`DatasetPanel`, fitted).
+        panel: the dataset ([`DatasetPanel`][posenc.tasks.forecasting.stream.DatasetPanel], fitted).
         fitted: the state the batches are scaled with (all series).
         bounds: the split's ``[lo, hi)`` UTC ns; None: forecast requests (one window per
-            series after its end, :func:`~posenc.tasks.forecasting.output.request_dataset`).
+            series after its end,
+            [`request_dataset`][posenc.tasks.forecasting.output.request_dataset]).
         lengths: ``(context, horizon, stride)`` in rows or ns (``by_time``).
         batch_size: windows per batch.
         shuffle: a new order of chunks and of windows within each chunk every epoch
@@ -510,8 +518,8 @@ class DatasetWindows(IterableDataset):
         return self.num_batches
 
     def _windows(self, chunk: np.ndarray) -> tuple[WindowDataset | list, np.ndarray | None]:
-        """A chunk's :class:`WindowDataset` and the dataset index of its series (None: a
-        forecast request's, indexed already)."""
+        """A chunk's [`WindowDataset`][posenc.tasks.forecasting.windows.WindowDataset] and the
+        dataset index of its series (None: a forecast request's, indexed already)."""
         if self.bounds is None:
             from .output import request_dataset
 
