@@ -147,6 +147,27 @@ def test_no_page_shows_a_role_or_an_unresolved_reference(site):
 
 
 @pytest.mark.slow  # shares the build above
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_object_is_documented_once(site, package):
+    """A package shows the classes and functions it re-exports; its modules' sections show
+    only what the package does not (docs/griffe_extensions.py): before, every exported class
+    came twice on its page, heading, signature and docstring."""
+    _, site = site
+    html = (site / "api" / package / "index.html").read_text()
+    shown: dict[int, list[str]] = {}
+    for path in re.findall(r'<h\d id="(posenc\.[\w.]+)" class="doc doc-heading"', html):
+        parent, _, name = path.rpartition(".")
+        try:  # module-level objects only: methods are shared by design (inherited ones)
+            obj = getattr(importlib.import_module(parent), name, None)
+        except ModuleNotFoundError:
+            continue
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            shown.setdefault(id(obj), []).append(path)
+    assert len(shown) >= 10
+    assert [paths for paths in shown.values() if len(paths) > 1] == []
+
+
+@pytest.mark.slow  # shares the build above
 def test_every_link_between_pages_lands_on_a_page_and_its_anchor(site):
     """mkdocs only logs (INFO, even in strict mode) a link to a file the build leaves out: the
     benchmarks and studies pages linked peers_table.md, which was not built."""
