@@ -27,6 +27,7 @@ import argparse
 import importlib
 import os
 import platform
+import re
 import sys
 import time
 import traceback
@@ -161,12 +162,18 @@ def _ratio(row: dict) -> float:
     return row["posenc" + key] / row["baseline" + key]
 
 
+def _verbatim(text: str) -> str:
+    """``text`` as a Markdown cell shows it: a ``*`` would start emphasis, a ``|`` a new cell."""
+    return re.sub(r"([\\*|])", r"\\\1", text)
+
+
 def table(rows: list[dict]) -> str:
     """Rows -> a markdown table; ``time ratio`` is the ratio of the row's measures (a memory
     row's is a memory ratio)."""
     head = ("suite", "case", "baseline", "posenc ms", "baseline ms", "time ratio", "target")
-    body = [(r["suite"], r["case"], r["baseline"], _cell(r, "posenc"), _cell(r, "baseline"),
-             f"{_ratio(r):.3f}", r["target"]) for r in rows]
+    body = [(_verbatim(r["suite"]), _verbatim(r["case"]), _verbatim(r["baseline"]),
+             _cell(r, "posenc"), _cell(r, "baseline"), f"{_ratio(r):.3f}", _verbatim(r["target"]))
+            for r in rows]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(cells) + " |" for cells in body]
     return "\n".join(lines)

@@ -1,14 +1,18 @@
 """posenc.core: 1D position encodings over scalar coordinates, and the attention module.
 
-Every encoding is a :class:`PositionEncoding` declaring its ``kind`` (:func:`encoding_kind`):
-additive (:class:`SinusoidalEncoding`, :class:`LearnedEncoding`), rotary
-(:class:`RotaryEncoding`, :class:`XPos`), bias (:class:`ALiBi`, :class:`T5RelativeBias`,
-:class:`ClippedRelativeBias`, :class:`FIRE`, :class:`Kerple`), or :class:`NoPE` (or ``None``).
-:class:`MultiheadAttention` takes any rotary and any bias encoding. A rotary encoding's
-``rotation(positions)`` is a :class:`Rotation`, which :func:`apply_rotation` applies; RoPE's
-context extensions derive from :class:`RopeScaling` (as a scaling of one's own can). Fixed
-additive encodings return float32 unless ``forward`` is given ``dtype=``; frequencies and
-angles are float64.
+Every encoding is a [`PositionEncoding`][posenc.core.PositionEncoding] declaring its ``kind``
+([`encoding_kind`][posenc.core.encoding_kind]): additive
+([`SinusoidalEncoding`][posenc.core.SinusoidalEncoding],
+[`LearnedEncoding`][posenc.core.LearnedEncoding]), rotary
+([`RotaryEncoding`][posenc.core.RotaryEncoding], [`XPos`][posenc.core.XPos]), bias
+([`ALiBi`][posenc.core.ALiBi], [`T5RelativeBias`][posenc.core.T5RelativeBias],
+[`ClippedRelativeBias`][posenc.core.ClippedRelativeBias], [`FIRE`][posenc.core.FIRE],
+[`Kerple`][posenc.core.Kerple]), or [`NoPE`][posenc.core.NoPE] (or ``None``).
+[`MultiheadAttention`][posenc.core.MultiheadAttention] takes any rotary and any bias encoding. A
+rotary encoding's ``rotation(positions)`` is a [`Rotation`][posenc.core.Rotation], which
+[`apply_rotation`][posenc.core.apply_rotation] applies; RoPE's context extensions derive from
+[`RopeScaling`][posenc.core.RopeScaling] (as a scaling of one's own can). Fixed additive encodings
+return float32 unless ``forward`` is given ``dtype=``; frequencies and angles are float64.
 """
 
 from .additive import InputEmbedding, LearnedEncoding, NoPE, SinusoidalEncoding

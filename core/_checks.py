@@ -3,7 +3,7 @@
 Each raises ``ValueError``/``TypeError`` naming the argument, the value and what was expected.
 Configuration is checked in constructors, position values where they enter (a read of values
 is a host synchronisation on a GPU): a value check that passes hands the positions on as a
-:func:`known_finite` view, and a model marks the positions it makes itself (from int64
+`known_finite` view, and a model marks the positions it makes itself (from int64
 timestamps, from a grid's sizes) the same way. A check of such a view reads nothing, so the
 paths inside a model are plain calls of the public methods.
 """
@@ -115,7 +115,7 @@ _KNOWN_FINITE = "_posenc_known_finite"
 
 
 def known_finite(tensor: Tensor) -> Tensor:
-    """``tensor`` as a view that :func:`check_finite` passes without reading its values: for
+    """``tensor`` as a view that `check_finite` passes without reading its values: for
     positions just checked, or made finite by construction (from int64 timestamps, from a
     grid's sizes). Integer tensors (always finite) and tensors under ``torch.compile`` (where
     checks are skipped) come back unchanged.
@@ -132,7 +132,7 @@ def known_finite(tensor: Tensor) -> Tensor:
 
 def check_finite(tensor: Tensor, name: str) -> Tensor:
     """Return ``tensor`` if every value is finite; reads the values, except of a
-    :func:`known_finite` view and under ``torch.compile`` (where the model's edge checks)."""
+    `known_finite` view and under ``torch.compile`` (where the model's edge checks)."""
     if (tensor.is_floating_point() and not torch.compiler.is_compiling()
             and not getattr(tensor, _KNOWN_FINITE, False)
             and not bool(torch.isfinite(tensor).all())):
@@ -188,13 +188,13 @@ def check_position_shape(positions: Tensor, name: str = "positions", *,
 
 def check_positions(positions: Tensor, name: str = "positions", *,
                     trailing: tuple[int, ...] = ()) -> Tensor:
-    """:func:`check_position_shape`, then non-finite values raise ``ValueError``."""
+    """`check_position_shape`, then non-finite values raise ``ValueError``."""
     return check_finite(check_position_shape(positions, name, trailing=trailing), name)
 
 
 def check_position_values(positions: object, name: str = "positions") -> object:
     """Refuse half-precision and non-finite ``positions`` (a tensor, or an object carrying one
-    as ``.coords``) and return them, a tensor as a :func:`known_finite` view; anything else is
+    as ``.coords``) and return them, a tensor as a `known_finite` view; anything else is
     left to the shape checks that follow."""
     tensor = getattr(positions, "coords", positions)
     if not isinstance(tensor, Tensor):
@@ -206,7 +206,7 @@ def check_position_values(positions: object, name: str = "positions") -> object:
 
 
 def check_pair_values(query_positions: object, key_positions: object) -> tuple[object, object]:
-    """:func:`check_position_values` of both, read once (and returned as one view) when they
+    """`check_position_values` of both, read once (and returned as one view) when they
     are the same object."""
     query = check_position_values(query_positions, "query_positions")
     if key_positions is query_positions:

@@ -1,12 +1,12 @@
 """Multi-head attention with any rotary and bias encoding, and its FlexAttention path.
 
 Rotary encodings provide ``rotation(positions)`` (and ``key_rotation`` where keys turn
-differently, :class:`~posenc.core.XPos`); bias encodings give ``bias(query_positions,
+differently, [`XPos`][posenc.core.XPos]); bias encodings give ``bias(query_positions,
 key_positions) -> (B or 1, H, Nq, Nk)``. Parameter names match timm's ``Attention``.
 The SDPA path materialises a bias; the FlexAttention path evaluates it per pair through the
-encoding's ``score_mod`` (:class:`~posenc.core.bias.ScoreMod`) and takes block masks.
-FlexAttention has no backward on CPU, so CPU training takes the SDPA path (:func:`use_flex`
-chooses).
+encoding's ``score_mod`` ([`ScoreMod`][posenc.core.bias.ScoreMod]) and takes block masks.
+FlexAttention has no backward on CPU, so CPU training takes the SDPA path
+([`use_flex`][posenc.core.attention.use_flex] chooses).
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def packed_block_mask(lengths: Tensor | list[int], *, causal: bool = False,
                       device: torch.device | str | None = None) -> BlockMask:
     """Block mask ``(1, 1, N, N)``, ``N = sum(lengths)``, where tokens of ``(D,)`` packed
     document ``lengths`` attend only within their document (only earlier tokens if
-    ``causal``): :func:`posenc.core.packed_attention_mask` as a block mask on ``device``
-    (default ``lengths``' device)."""
+    ``causal``): [`posenc.core.packed_attention_mask`][posenc.core.packed_attention_mask] as a block
+    mask on ``device`` (default ``lengths``' device)."""
     check_bool(causal, "causal")
     lengths = _check_lengths(lengths)
     device = lengths.device if device is None else torch.device(device)
@@ -98,7 +98,8 @@ def packed_block_mask(lengths: Tensor | list[int], *, causal: bool = False,
 
 def use_flex(backend: str, bias: object, attn_mask: object, q: Tensor, k: Tensor, v: Tensor,
              dropout_p: float) -> bool:
-    """Whether one forward of :class:`MultiheadAttention` takes the FlexAttention path.
+    """Whether one forward of [`MultiheadAttention`][posenc.core.MultiheadAttention] takes the
+    FlexAttention path.
 
     ``"auto"`` takes it on CUDA for a bias with ``score_mod``, no dense ``attn_mask`` and no
     dropout; a ``BlockMask`` ``attn_mask`` needs it; ``"flex"`` forces it (raising where it
@@ -311,7 +312,7 @@ class MultiheadAttention(nn.Module):
         attn_drop: dropout on attention weights (training only).
         proj_drop: dropout after the output projection.
         backend: ``"auto"``, ``"sdpa"`` or ``"flex"``
-            (:func:`posenc.core.attention.use_flex`).
+            ([`posenc.core.attention.use_flex`][posenc.core.attention.use_flex]).
     """
 
     def __init__(self, dim: int, num_heads: int, rotary: nn.Module | None = None,
@@ -398,7 +399,7 @@ class MultiheadAttention(nn.Module):
             attn_mask: bool (True = attend) or float additive mask broadcastable to
                 ``(B, H, Nq, Nk)``, or a FlexAttention ``BlockMask``.
             is_causal: query ``i`` attends keys ``j <= i + (Nk - Nq)`` (bottom-right aligned).
-            kv_cache: a :class:`KVCache`; new keys/values are appended and attended.
+            kv_cache: a [`KVCache`][posenc.core.KVCache]; new keys/values are appended and attended.
 
         Positions' values are read here, once per distinct tensor (NaN, inf or out of a
         rotary's ``check_range`` raise ``ValueError``), and reach the encodings as views their

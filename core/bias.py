@@ -3,9 +3,10 @@ logits ``(B or 1, H, Nq, Nk)`` to add: ALiBi (Press et al. 2022), KERPLE (Chi et
 FIRE (Li et al. 2023), and learned tables of integer offsets (T5 buckets; Shaw et al. 2018).
 
 Positions are explicit (for ALiBi, KERPLE and FIRE also times in any unit), and ``causal=True``
-masks keys after the query by position. Every bias encoding derives from :class:`PairBias`;
-those FlexAttention can evaluate per pair also have a ``score_mod`` that gives a
-:class:`ScoreMod` (the attention module uses the bias encodings, never the other way round).
+masks keys after the query by position. Every bias encoding derives from
+[`PairBias`][posenc.core.bias.PairBias]; those FlexAttention can evaluate per pair also have a
+``score_mod`` that gives a [`ScoreMod`][posenc.core.bias.ScoreMod] (the attention module uses the
+bias encodings, never the other way round).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class ScoreMod(NamedTuple):
 
 def pair_batch(query_positions: Tensor, key_positions: Tensor, coord_dims: int = 0) -> int:
     """The batch (``B`` or 1) of the pairs of these positions, checked as
-    :func:`~posenc.core.positions.relative_positions` checks it."""
+    [`relative_positions`][posenc.core.positions.relative_positions] checks it."""
     empty = (..., slice(0, 0), *(slice(None),) * coord_dims)
     return relative_positions(query_positions[empty], key_positions[empty],
                               coord_dims=coord_dims).shape[0]
@@ -86,7 +87,7 @@ def token_lookup(positions: Tensor, coord_dims: int = 0) -> Callable[[Tensor, Te
 class PairBias(PositionEncoding):
     """Base of the bias encodings: ``forward(query_positions, key_positions)`` gives ``(B or 1,
     H, Nq, Nk)`` logits; those FlexAttention can evaluate per pair also have ``score_mod``
-    with the same arguments, giving a :class:`ScoreMod`."""
+    with the same arguments, giving a [`ScoreMod`][posenc.core.bias.ScoreMod]."""
 
     kind = "bias"
 
@@ -130,7 +131,7 @@ class _DistanceBias(PairBias, Float64Buffers):
             return self._bias()(rel, torch.arange(self.num_heads, device=rel.device)[:, None, None])
 
     def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod, computed per pair."""
+        """`forward`'s bias as FlexAttention's score_mod, computed per pair."""
         bias = self._bias()
         return _pair_score_mod(*_checked(query_positions, key_positions),
                                lambda q, k, h: bias((k - q).float(), h))
@@ -159,7 +160,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
 
 class ALiBi(_DistanceBias):
     """Linear distance penalty per head: ``bias[b, h, i, j] = -slope_h * |pos_q[i] - pos_k[j]|``
-    (:func:`alibi_slopes`); ``causal`` masks keys after the query."""
+    ([`alibi_slopes`][posenc.core.bias.alibi_slopes]); ``causal`` masks keys after the query."""
 
     def __init__(self, num_heads: int, causal: bool = True) -> None:
         super().__init__()
@@ -254,7 +255,7 @@ class _OffsetTable(PairBias):
         return self.table[self._rows()(rel)].permute(0, 3, 1, 2)
 
     def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod, read per pair."""
+        """`forward`'s bias as FlexAttention's score_mod, read per pair."""
         table, rows = self.table, self._rows()
         return _pair_score_mod(*self._integers(query_positions, key_positions),
                                lambda q, k, h: table[rows(k - q), h])
@@ -262,7 +263,7 @@ class _OffsetTable(PairBias):
 
 class T5RelativeBias(_OffsetTable):
     """T5 relative attention bias: one learned scalar per (bucket, head) of
-    :func:`t5_relative_bucket`, for integer positions."""
+    [`t5_relative_bucket`][posenc.core.bias.t5_relative_bucket], for integer positions."""
 
     def __init__(self, num_heads: int, bidirectional: bool = True, num_buckets: int = 32,
                  max_distance: int = 128) -> None:
@@ -376,7 +377,8 @@ class FIRE(PairBias, Float64Buffers):
         return bias
 
     def score_mod(self, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod, computed per pair."""
+        """[`forward`][posenc.core.FIRE.forward]'s bias as FlexAttention's score_mod, computed per
+        pair."""
         w1, b1, w2, b2 = self._mlp_weights()
         causal, width, interpolated = self.causal, self.mlp_width, self.interpolated
 
@@ -404,8 +406,9 @@ _FLOOR = 1e-2
 
 
 def kerple_bias(distance: Tensor, r1: Tensor, r2: Tensor, kernel: str) -> Tensor:
-    """The KERPLE bias of float distances ``|i - j|`` (:data:`KERPLE_KERNELS`), for positive
-    ``r1``, ``r2`` that broadcast against ``distance``."""
+    """The KERPLE bias of float distances ``|i - j|``
+    ([`KERPLE_KERNELS`][posenc.core.bias.KERPLE_KERNELS]), for positive ``r1``, ``r2`` that
+    broadcast against ``distance``."""
     if kernel == "log":
         return -r1 * torch.log1p(r2 * distance)
     # torch's pow backward gives 0 (not 0 * log 0 = NaN) for the exponent at distance 0.
@@ -417,7 +420,8 @@ def _inverse_softplus(value: Tensor) -> Tensor:
 
 
 class Kerple(_DistanceBias):
-    """KERPLE bias per head (:func:`kerple_bias`) of explicit positions (tokens or times).
+    """KERPLE bias per head ([`kerple_bias`][posenc.core.bias.kerple_bias]) of explicit positions
+    (tokens or times).
 
     ``r1 = softplus(raw_r1)``, ``r2 = softplus(raw_r2)`` (log) or ``2 * sigmoid(raw_r2)`` (power),
     so the paper's constraints hold without the official code's in-place clamps. Initial values

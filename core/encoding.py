@@ -1,9 +1,10 @@
 """What every posenc encoding shares: the base class, its kind, and the angles.
 
-The argument and position checks live in ``posenc.core._checks``. :func:`angles` are formed
-in float64 and reduced modulo 2*pi before narrowing (a float32 ``1e6 * inv_freq`` is off by
-~0.06 rad). :data:`LAYOUTS`: angle ``i < F`` fills channels ``2i, 2i + 1`` (``"interleaved"``: the
-sinusoidal paper, GPT-J) or ``i, i + F`` (``"half"``: tensor2tensor, GPT-NeoX/Llama).
+The argument and position checks live in ``posenc.core._checks``.
+[`angles`][posenc.core.encoding.angles] are formed in float64 and reduced modulo 2*pi before
+narrowing (a float32 ``1e6 * inv_freq`` is off by ~0.06 rad). `LAYOUTS`: angle ``i < F`` fills
+channels ``2i, 2i + 1`` (``"interleaved"``: the sinusoidal paper, GPT-J) or ``i, i + F``
+(``"half"``: tensor2tensor, GPT-NeoX/Llama).
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ KINDS = ("additive", "rotary", "bias", "none")
 
 class PositionEncoding(nn.Module):
     """Base of posenc's encoding modules: every subclass declares its ``kind`` (one of
-    :data:`KINDS`); :meth:`no_weight_decay` names every parameter (they place tokens, so decay
-    would pull positions together; timm's convention, read by :func:`no_weight_decay_names`).
+    [`KINDS`][posenc.core.encoding.KINDS]);
+    [`no_weight_decay`][posenc.core.PositionEncoding.no_weight_decay] names every parameter (they
+    place tokens, so decay would pull positions together; timm's convention, read by
+    [`no_weight_decay_names`][posenc.core.encoding.no_weight_decay_names]).
     """
 
     kind: ClassVar[str]
@@ -66,8 +69,8 @@ class PositionEncoding(nn.Module):
 
 
 def encoding_kind(encoding: object) -> str:
-    """The ``kind`` (one of :data:`KINDS`) that ``encoding`` (a module or a class) declares;
-    None is ``"none"``, anything without one raises ``TypeError``."""
+    """The ``kind`` (one of [`KINDS`][posenc.core.encoding.KINDS]) that ``encoding`` (a module or a
+    class) declares; None is ``"none"``, anything without one raises ``TypeError``."""
     if encoding is None:
         return "none"
     kind = getattr(encoding, "kind", None)
@@ -96,12 +99,14 @@ class Float64Buffers(PositionEncoding):
     by whole radians at position 1000), recomputed from their definition as timm's
     ``RotaryEmbeddingDinoV3`` does.
 
-    :meth:`float64_buffers` defines them (not in the state dict); :meth:`reset_float64_buffers`
-    computes them (subclasses call it in ``__init__``), and so does :meth:`reset_parameters`
-    (meta-device init: ``to_empty()`` then ``reset_parameters()``). They follow the module
-    across devices; a cast (``.to(torch.bfloat16)``, ``.half()``) or ``to_empty()`` after a
-    meta-device build recomputes them. Parameters named in :attr:`fixed_dtype_parameters` keep
-    their dtype and values through a cast.
+    [`float64_buffers`][posenc.core.encoding.Float64Buffers.float64_buffers] defines them (not in
+    the state dict);
+    [`reset_float64_buffers`][posenc.core.encoding.Float64Buffers.reset_float64_buffers] computes
+    them (subclasses call it in ``__init__``), and so does
+    [`reset_parameters`][posenc.core.encoding.Float64Buffers.reset_parameters] (meta-device init:
+    ``to_empty()`` then ``reset_parameters()``). They follow the module across devices; a cast
+    (``.to(torch.bfloat16)``, ``.half()``) or ``to_empty()`` after a meta-device build recomputes
+    them. Parameters named in `fixed_dtype_parameters` keep their dtype and values through a cast.
     """
 
     #: Names of learned parameters that keep their dtype when the module is cast.
@@ -113,8 +118,8 @@ class Float64Buffers(PositionEncoding):
         return {}
 
     def reset_float64_buffers(self) -> None:
-        """(Re)compute :meth:`float64_buffers` on the device they are on (the default device
-        when there are none yet)."""
+        """(Re)compute [`float64_buffers`][posenc.core.encoding.Float64Buffers.float64_buffers] on
+        the device they are on (the default device when there are none yet)."""
         device = next((getattr(self, n).device for n in self._float64_buffer_names),
                       torch.get_default_device())
         # On CPU even under a meta device (some definitions read values, e.g. ALiBi's slopes).

@@ -2,9 +2,11 @@
 
 A rotation turns channel pairs of q and k by ``position * inv_freq``, paired as ``"half"``
 (GPT-NeoX, Llama ``rotate_half``: ``i`` with ``i + rotary_dim / 2``) or ``"interleaved"``
-(GPT-J, RoFormer: ``2i`` with ``2i + 1``); :func:`convert_rotary_layout` converts weights.
-The :class:`RopeScaling` formulas follow Hugging Face's ``modeling_rope_utils`` (static NTK:
-bloc97's ``base * factor ** (dim / (dim - 2))``), computed in float64; every ``factor`` >= 1.
+(GPT-J, RoFormer: ``2i`` with ``2i + 1``);
+[`convert_rotary_layout`][posenc.core.convert_rotary_layout] converts weights. The
+[`RopeScaling`][posenc.core.RopeScaling] formulas follow Hugging Face's ``modeling_rope_utils``
+(static NTK: bloc97's ``base * factor ** (dim / (dim - 2))``), computed in float64; every
+``factor`` >= 1.
 """
 
 from __future__ import annotations
@@ -64,9 +66,11 @@ class RopeScaling:
     """No rescaling, and the base of every scaling (``RotaryEncoding(scaling=...)``).
 
     A scaling of one's own is a frozen dataclass deriving from it that overrides
-    :meth:`inv_freq` (frequencies fixed at construction) or sets ``dynamic = True`` and
-    overrides :meth:`dynamic_inv_freq` (frequencies of each forward's length), and
-    :attr:`attention_scaling` when cos and sin are to be scaled.
+    [`inv_freq`][posenc.core.RopeScaling.inv_freq] (frequencies fixed at construction) or sets
+    ``dynamic = True`` and overrides [`dynamic_inv_freq`][posenc.core.RopeScaling.dynamic_inv_freq]
+    (frequencies of each forward's length), and
+    [`attention_scaling`][posenc.core.RopeScaling.attention_scaling] when cos and sin are to be
+    scaled.
     """
 
     dynamic = False
@@ -364,9 +368,9 @@ class ProportionalScaling(RopeScaling):
 
 class Rotation(NamedTuple):
     """Per-token rotation, what a rotary encoding's ``rotation(positions)`` gives and
-    :func:`apply_rotation` applies: float32 ``cos`` and ``sin`` of shape ``(B or 1, H or 1, N,
-    rotary_dim // 2)`` (the encoding's attention scaling included) and the channel pairing
-    ``layout``, ``"half"`` or ``"interleaved"``."""
+    [`apply_rotation`][posenc.core.apply_rotation] applies: float32 ``cos`` and ``sin`` of shape
+    ``(B or 1, H or 1, N, rotary_dim // 2)`` (the encoding's attention scaling included) and the
+    channel pairing ``layout``, ``"half"`` or ``"interleaved"``."""
 
     cos: Tensor
     sin: Tensor
@@ -374,8 +378,9 @@ class Rotation(NamedTuple):
 
 
 def rotation_from_angles(theta: Tensor, layout: str, scale: float | Tensor = 1.0) -> Rotation:
-    """Build a :class:`Rotation` from angles ``(N, R/2)``, ``(B, N, R/2)`` or ``(B or 1, H or 1,
-    N, R/2)``; ``scale`` (a number or a tensor of the angles' shape) multiplies cos and sin."""
+    """Build a [`Rotation`][posenc.core.Rotation] from angles ``(N, R/2)``, ``(B, N, R/2)`` or ``(B
+    or 1, H or 1, N, R/2)``; ``scale`` (a number or a tensor of the angles' shape) multiplies cos
+    and sin."""
     cos, sin = theta.cos(), theta.sin()
     if isinstance(scale, Tensor) or scale != 1.0:
         cos, sin = cos * scale, sin * scale
@@ -394,8 +399,8 @@ def apply_rotation(x: Tensor, rotation: Rotation) -> Tensor:
     """Rotate the leading ``rotary_dim`` channels of ``(B, H, N, head_dim)`` queries or keys
     ``x`` (in at least float32; returned in ``x``'s dtype); the rest pass through.
 
-    ``rotation`` is a :class:`Rotation`, or an object that applies itself through ``apply(x)``
-    (e.g. :class:`posenc.spatial.liere.BlockRotation`).
+    ``rotation`` is a [`Rotation`][posenc.core.Rotation], or an object that applies itself through
+    ``apply(x)`` (e.g. [`posenc.spatial.liere.BlockRotation`][posenc.spatial.liere.BlockRotation]).
     """
     if not isinstance(rotation, Rotation) and callable(getattr(rotation, "apply", None)):
         return rotation.apply(x)
@@ -453,7 +458,7 @@ class RotaryEncoding(Float64Buffers):
         rotary_dim: channels that rotate (even, <= head_dim; default ``head_dim``); the rest
             pass through (partial rotary, as in GPT-NeoX/Phi).
         layout: ``"half"`` or ``"interleaved"`` channel pairing.
-        scaling: a context-extension method (:class:`RopeScaling`), or None.
+        scaling: a context-extension method ([`RopeScaling`][posenc.core.RopeScaling]), or None.
     """
 
     kind = "rotary"
@@ -489,7 +494,7 @@ class RotaryEncoding(Float64Buffers):
         return self.scaling.attention_scaling
 
     def rotation(self, positions: Tensor) -> Rotation:
-        """``(N,)`` or ``(B, N)`` positions (finite) -> :class:`Rotation`."""
+        """``(N,)`` or ``(B, N)`` positions (finite) -> [`Rotation`][posenc.core.Rotation]."""
         positions = check_positions(positions)
         inv_freq = self.inv_freq64
         if self.scaling.dynamic and positions.numel():

@@ -4,8 +4,9 @@ Queries are rotated and scaled by ``s(m) = zeta ** ((m - c) / scale_base)``, key
 with ``zeta_i = (2i + 0.4 R) / (1.4 R)`` (``R = rotary_dim``), so a logit is damped by
 ``zeta_i ** ((m - n) / scale_base)``; the references use it in causal attention only. The centre
 ``c`` cancels in every logit (``center=N // 2`` reproduces rotary-embedding-torch's q and k) and
-is fixed so that cached keys keep their scale. Positions beyond :meth:`XPos.max_offset` of the
-dtype raise rather than let a scale overflow (at ``scale_base=512``: 2266 in float16).
+is fixed so that cached keys keep their scale. Positions beyond
+[`XPos.max_offset`][posenc.core.XPos.max_offset] of the dtype raise rather than let a scale overflow
+(at ``scale_base=512``: 2266 in float16).
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ def xpos_zeta(rotary_dim: int) -> Tensor:
 
 class XPos(Float64Buffers):
     """xPos rotary encoding for q and k of shape ``(B, H, N, head_dim)``: queries turn by
-    :meth:`rotation`, keys by :meth:`key_rotation`, or ``q, k = xpos(q, k, positions)``.
+    [`rotation`][posenc.core.XPos.rotation], keys by
+    [`key_rotation`][posenc.core.XPos.key_rotation], or ``q, k = xpos(q, k, positions)``.
 
     Args:
         head_dim: channels per head.
-        base: wavelength base of the rotation, as :class:`~posenc.core.RotaryEncoding`'s.
+        base: wavelength base of the rotation, as [`RotaryEncoding`][posenc.core.RotaryEncoding]'s.
         scale_base: decay length in positions (the references' ``xpos_scale_base``).
         rotary_dim: channels that rotate and scale (even, <= head_dim; default ``head_dim``).
         layout: ``"half"`` or ``"interleaved"`` channel pairing.
@@ -76,7 +78,8 @@ class XPos(Float64Buffers):
 
     @property
     def zeta(self) -> Tensor:
-        """``(rotary_dim // 2,)`` float64 per-pair decay bases (:func:`xpos_zeta`)."""
+        """``(rotary_dim // 2,)`` float64 per-pair decay bases
+        ([`xpos_zeta`][posenc.core.xpos.xpos_zeta])."""
         return self.log_zeta64.exp()
 
     def max_offset(self, dtype: torch.dtype = torch.float16) -> float:
@@ -89,8 +92,9 @@ class XPos(Float64Buffers):
 
     def check_range(self, positions: Tensor, dtype: torch.dtype = torch.float32,
                     name: str = "positions") -> None:
-        """Raise ``ValueError`` if a position lies more than :meth:`max_offset` (``dtype``)
-        from the centre; reads the values (skipped under ``torch.compile``)."""
+        """Raise ``ValueError`` if a position lies more than
+        [`max_offset`][posenc.core.XPos.max_offset] (``dtype``) from the centre; reads the values
+        (skipped under ``torch.compile``)."""
         limit = self.max_offset(dtype)
         if not isinstance(positions, Tensor) or positions.numel() == 0 \
                 or torch.compiler.is_compiling():
@@ -123,14 +127,15 @@ class XPos(Float64Buffers):
         return rotation_from_angles(theta, self.layout, (sign * self._log_scale(positions)).exp())
 
     def rotation(self, positions: Tensor) -> Rotation:
-        """Queries' rotation: ``(N,)`` or ``(B, N)`` positions -> :class:`Rotation` whose
-        ``cos``/``sin`` include the scale; positions beyond float32's :meth:`max_offset` raise."""
+        """Queries' rotation: ``(N,)`` or ``(B, N)`` positions -> [`Rotation`][posenc.core.Rotation]
+        whose ``cos``/``sin`` include the scale; positions beyond float32's
+        [`max_offset`][posenc.core.XPos.max_offset] raise."""
         positions = check_positions(positions)
         self.check_range(positions, torch.float32)
         return self._scaled_rotation(positions, 1.0)
 
     def key_rotation(self, positions: Tensor) -> Rotation:
-        """Keys' rotation: as :meth:`rotation`, with the reciprocal scale."""
+        """Keys' rotation: as [`rotation`][posenc.core.XPos.rotation], with the reciprocal scale."""
         positions = check_positions(positions)
         self.check_range(positions, torch.float32)
         return self._scaled_rotation(positions, -1.0)

@@ -1,14 +1,19 @@
 """posenc.spatial: patch-grid (2D) and video (3D) position encodings and their timm ViT
 integration.
 
-Coordinates are per-token ``(row, col)`` patch positions (:func:`patch_coords`) or ``(t, row,
-col)`` for clips (:func:`video_coords`), ``(N, D)`` or ``(B, N, D)``. By kind: additive
-(:class:`SinCos2D`, :class:`Learned2D`, :class:`Factorized2D`, :class:`SinCos3D`), rotary
-(:class:`RoPE2D`, :class:`LieRE`, :class:`RoPE3D`, :class:`MRoPE`) and bias
-(:class:`RelativeBias2D`, :class:`ContinuousBias2D`, :class:`ALiBi2D`). :func:`attach` plugs
-any of :data:`ENCODINGS` into a timm ``VisionTransformer``, returning a
-:class:`GridVisionTransformer` that runs at any image size; :class:`VideoVisionTransformer`
-runs one on clips (:data:`VIDEO_ENCODINGS`).
+Coordinates are per-token ``(row, col)`` patch positions
+([`patch_coords`][posenc.spatial.patch_coords]) or ``(t, row, col)`` for clips
+([`video_coords`][posenc.spatial.video_coords]), ``(N, D)`` or ``(B, N, D)``. By
+kind: additive ([`SinCos2D`][posenc.spatial.SinCos2D], [`Learned2D`][posenc.spatial.Learned2D],
+[`Factorized2D`][posenc.spatial.Factorized2D], [`SinCos3D`][posenc.spatial.SinCos3D]), rotary
+([`RoPE2D`][posenc.spatial.RoPE2D], [`LieRE`][posenc.spatial.LieRE],
+[`RoPE3D`][posenc.spatial.RoPE3D], [`MRoPE`][posenc.spatial.MRoPE]) and bias
+([`RelativeBias2D`][posenc.spatial.RelativeBias2D],
+[`ContinuousBias2D`][posenc.spatial.ContinuousBias2D], [`ALiBi2D`][posenc.spatial.ALiBi2D]).
+[`attach`][posenc.spatial.attach] plugs any of [`ENCODINGS`][posenc.spatial.ENCODINGS] into a timm
+``VisionTransformer``, returning a [`GridVisionTransformer`][posenc.spatial.GridVisionTransformer]
+that runs at any image size; [`VideoVisionTransformer`][posenc.spatial.VideoVisionTransformer] runs
+one on clips ([`VIDEO_ENCODINGS`][posenc.spatial.VIDEO_ENCODINGS]).
 """
 
 from .additive import Factorized2D, Learned2D, SinCos2D, SinCos3D

@@ -1,5 +1,6 @@
 """Additive encodings of patch (and video) coordinates, ``coords -> (..., N, dim)``: sin-cos
-(:class:`SinCos2D`, :class:`SinCos3D`) and learned (:class:`Factorized2D`, :class:`Learned2D`)."""
+([`SinCos2D`][posenc.spatial.SinCos2D], [`SinCos3D`][posenc.spatial.SinCos3D]) and learned
+([`Factorized2D`][posenc.spatial.Factorized2D], [`Learned2D`][posenc.spatial.Learned2D])."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ _AXIS_ORDER = {"rows_cols": (0, 1), "cols_rows": (1, 0), "half": (0, 1),
 class _SinCos(Float64Buffers):
     """A 1D sinusoidal encoding of each coordinate axis, ``sections[a]`` frequencies ``base **
     (-i / sections[a])`` as a ``"half"`` block ``[sin(p f_0), ..., cos(p f_0), ...]``, the
-    blocks concatenated in the order ``layout`` names (:func:`sinusoidal_encoding`)."""
+    blocks concatenated in the order ``layout`` names
+    ([`sinusoidal_encoding`][posenc.core.additive.sinusoidal_encoding])."""
 
     kind = "additive"
     sections: tuple[int, ...]
@@ -81,8 +83,9 @@ class SinCos2D(_SinCos):
         dim: embedding width (divisible by 4).
         base: wavelength base (``temperature`` in timm).
         layout: channel order, see above.
-        normalize: coordinates of :meth:`encode_grid`: ``None`` (patch indices, as MAE/timm) or
-            ``"unit"`` (see :func:`patch_coords`).
+        normalize: coordinates of [`encode_grid`][posenc.spatial.SinCos2D.encode_grid]: ``None``
+            (patch indices, as MAE/timm) or ``"unit"`` (see
+            [`patch_coords`][posenc.spatial.patch_coords]).
     """
 
     def __init__(self, dim: int, base: float = 10000.0, *, layout: str = "rows_cols",
@@ -116,7 +119,7 @@ class SinCos3D(_SinCos):
         dim: embedding width (even, >= 6).
         base: wavelength base.
         sections: sin/cos pairs per axis ``(t, row, col)``, summing to ``dim // 2``; None:
-            :func:`~posenc.spatial.rope.default_sections`.
+            [`default_sections`][posenc.spatial.rope.default_sections].
         layout: block order, ``"t_rows_cols"`` or ``"t_cols_rows"`` (with the default sections
             diffusers' ``get_3d_sincos_pos_embed``, without its interpolation scales).
     """
@@ -132,8 +135,9 @@ class SinCos3D(_SinCos):
 
     def encode_video(self, grid_size: int | tuple[int, int], frames: int | Tensor, *,
                      time_scale: float = 1.0, dtype: torch.dtype = torch.float32) -> Tensor:
-        """The encoding of :func:`video_coords` ``(grid_size, frames, time_scale=...)``:
-        ``(T * rows * cols, dim)``, or ``(B, T * rows * cols, dim)`` for ``(B, T)`` times."""
+        """The encoding of [`video_coords`][posenc.spatial.video_coords]
+        ``(grid_size, frames, time_scale=...)``: ``(T * rows * cols, dim)``, or
+        ``(B, T * rows * cols, dim)`` for ``(B, T)`` times."""
         device = frames.device if isinstance(frames, Tensor) else self.inv_freq64.device
         coords = video_coords(grid_size, frames, time_scale=time_scale, device=device)
         return self(coords, dtype=dtype)
@@ -145,7 +149,8 @@ class SinCos3D(_SinCos):
 
 class Factorized2D(PositionEncoding):
     """``encoding(row, col) = rows[row] + cols[col]`` with two learned 1D tables (NaViT), each a
-    :class:`posenc.core.LearnedEncoding` (fractions interpolate; outside ``[0, max - 1]`` raise).
+    [`posenc.core.LearnedEncoding`][posenc.core.LearnedEncoding] (fractions interpolate; outside
+    ``[0, max - 1]`` raise).
 
     Args:
         max_grid_size: ``max`` or ``(max_rows, max_cols)``, the table lengths.
@@ -194,7 +199,7 @@ class Factorized2D(PositionEncoding):
 
 def _axis_positions(n: int, size: int, device: torch.device) -> Tensor:
     """``(n,)`` float32 positions of ``n`` patches on a table of ``size`` rows (see
-    :meth:`Factorized2D.encode_grid`)."""
+    [`Factorized2D.encode_grid`][posenc.spatial.Factorized2D.encode_grid])."""
     steps = torch.arange(n, device=device, dtype=torch.float32)
     # A tensor, not a Python comparison, so export keeps n dynamic; >= 1 for n = 1.
     last = steps[-1:].clamp(min=1)
@@ -305,7 +310,8 @@ class Learned2D(PositionEncoding):
                             grid_size: int | tuple[int, int] | None = None,
                             **kwargs) -> Learned2D:
         """A Learned2D holding a timm ``pos_embed`` (prefix entries dropped; see
-        :meth:`load_timm_pos_embed`). ``kwargs`` go to the constructor."""
+        [`load_timm_pos_embed`][posenc.spatial.Learned2D.load_timm_pos_embed]). ``kwargs`` go to the
+        constructor."""
         n = _check_pos_embed(pos_embed, num_prefix_tokens).shape[1] - num_prefix_tokens
         module = cls(_infer_grid(n, grid_size), pos_embed.shape[-1], **kwargs)
         module = module.to(device=pos_embed.device, dtype=pos_embed.dtype)

@@ -2,8 +2,9 @@
 and 2D ALiBi.
 
 Every bias is called as ``bias(query_positions, key_positions)`` with ``(N, 2)``/``(B, N, 2)``
-coordinates or :class:`GridPositions` and returns float32 ``(B or 1, H, P + Nq, P + Nk)``, zero
-at the ``P`` prefix tokens (cls, registers). Offsets are ``query - key`` (Swin's convention).
+coordinates or [`GridPositions`][posenc.spatial.coords.GridPositions] and returns float32
+``(B or 1, H, P + Nq, P + Nk)``, zero at the ``P`` prefix tokens (cls, registers). Offsets are
+``query - key`` (Swin's convention).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from .coords import GridPositions, check_grid_size, grid_position_shape
 __all__ = ["RESIZE", "resize_relative_table", "RelativeBias2D", "ContinuousBias2D", "ALiBi2D"]
 
 
-#: The ways a learned relative table is resized to another grid (:func:`resize_relative_table`).
+#: The ways a learned relative table is resized to another grid
+#: ([`resize_relative_table`][posenc.spatial.bias.resize_relative_table]).
 RESIZE = ("bicubic", "geometric")
 
 
@@ -77,8 +79,9 @@ def resize_relative_table(table: Tensor, grid_size: int | tuple[int, int],
     """Resize a learned relative-position table to the offsets of another grid.
 
     Args:
-        table: ``((2r - 1)(2c - 1), H)`` values per offset, in :class:`RelativeBias2D`'s (Swin's)
-            layout, for ``grid_size = (r, c)``.
+        table: ``((2r - 1)(2c - 1), H)`` values per offset, in
+            [`RelativeBias2D`][posenc.spatial.RelativeBias2D]'s (Swin's) layout, for
+            ``grid_size = (r, c)``.
         grid_size: ``rows`` or ``(rows, cols)`` of the table's grid.
         new_grid_size: the same for the target grid ``(r', c')``.
         mode: ``"bicubic"``: the table as an image, ``F.interpolate(mode="bicubic",
@@ -147,7 +150,7 @@ def _lattice_offsets(grid: tuple[int, int], device: torch.device) -> Tensor:
 
 def _check_lattice(q: GridPositions, k: GridPositions, grid: tuple[int, int] | None) -> None:
     """Raise unless every offset of ``q`` and ``k`` is an integer offset of ``grid`` (None:
-    nothing to check), reading a few values (:func:`_representative_offsets`) outside tracing.
+    nothing to check), reading a few values (`_representative_offsets`) outside tracing.
     Coordinates a model made from the grid's sizes (``known_finite``, carrying that grid) lie
     on it by construction and are not read, as their finiteness is not."""
     made_on_grid = grid is not None and q.grid_size == k.grid_size == grid and all(
@@ -170,14 +173,14 @@ def _check_lattice(q: GridPositions, k: GridPositions, grid: tuple[int, int] | N
 
 def _lattice_rows(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
     """Row of each integer offset in a flattened ``(2 rows - 1) x (2 cols - 1)`` table (also
-    per pair, inside a score_mod); the offsets are checked by :func:`_check_lattice`."""
+    per pair, inside a score_mod); the offsets are checked by `_check_lattice`."""
     rows, cols = grid
     offsets = offsets.round().long() if offsets.is_floating_point() else offsets.long()
     return (offsets[..., 0] + rows - 1) * (2 * cols - 1) + offsets[..., 1] + cols - 1
 
 
 def _representative_offsets(q: GridPositions, k: GridPositions) -> Tensor:
-    """``(M, 2)`` offsets of ``O(Nq + Nk)`` pairs whose check by :func:`_check_lattice` holds for
+    """``(M, 2)`` offsets of ``O(Nq + Nk)`` pairs whose check by `_check_lattice` holds for
     all ``Nq * Nk``: the extremes per axis, ``q_i - k_0`` and ``q_0 - k_j`` (``q_i - k_j`` is
     their sum minus ``q_0 - k_0``)."""
     qc, kc = q.coords, k.coords
@@ -219,14 +222,16 @@ class RelativeBias2D(PairBias):
 
     ``table`` has one row per offset ``(dr, dc) = query - key`` with ``|dr| < rows`` and
     ``|dc| < cols``, at row ``(dr + rows - 1) * (2 cols - 1) + dc + cols - 1`` (Swin's
-    ``relative_position_bias_table``), resized for a :class:`GridPositions` on another grid.
-    Coordinates must be integers; fractional offsets and offsets beyond the grid raise.
+    ``relative_position_bias_table``), resized for a
+    [`GridPositions`][posenc.spatial.coords.GridPositions] on another grid. Coordinates must be
+    integers; fractional offsets and offsets beyond the grid raise.
 
     Args:
         num_heads: attention heads.
         grid_size: ``rows`` or ``(rows, cols)`` of the grid the table is learned for.
-        resize: :func:`resize_relative_table`'s ``mode``, ``"bicubic"`` or ``"geometric"``
-            (which needs static image sizes under ``torch.export``).
+        resize: [`resize_relative_table`][posenc.spatial.bias.resize_relative_table]'s ``mode``,
+            ``"bicubic"`` or ``"geometric"`` (which needs static image sizes under
+            ``torch.export``).
     """
 
     def __init__(self, num_heads: int, grid_size: int | tuple[int, int], *,
@@ -257,15 +262,17 @@ class RelativeBias2D(PairBias):
 
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:
-        """Positions ``(Nq, 2)``/``(B, Nq, 2)`` (or :class:`GridPositions`) and the keys' ->
-        float32 bias ``(B or 1, H, P + Nq, P + Nk)``."""
+        """Positions ``(Nq, 2)``/``(B, Nq, 2)`` (or
+        [`GridPositions`][posenc.spatial.coords.GridPositions]) and the keys' -> float32 bias
+        ``(B or 1, H, P + Nq, P + Nk)``."""
         q, k, size, table = self._lattice(query_positions, key_positions)
         index = _lattice_rows(_offsets(q, k), size)
         return _pad_prefix(_gather(table.float().t(), index), q, k)
 
     def score_mod(self, query_positions: Tensor | GridPositions,
                   key_positions: Tensor | GridPositions) -> ScoreMod:
-        """:meth:`forward`'s bias as FlexAttention's score_mod, per pair."""
+        """[`forward`][posenc.spatial.RelativeBias2D.forward]'s bias as FlexAttention's score_mod,
+        per pair."""
         q, k, size, table = self._lattice(query_positions, key_positions)
         return _offset_score_mod(q, k, lambda offset, h: table[_lattice_rows(offset, size), h])
 
@@ -347,8 +354,9 @@ class ContinuousBias2D(PairBias):
 
     def forward(self, query_positions: Tensor | GridPositions,
                 key_positions: Tensor | GridPositions) -> Tensor:
-        """Positions ``(Nq, 2)``/``(B, Nq, 2)`` (or :class:`GridPositions`) and the keys' ->
-        float32 bias ``(B or 1, H, P + Nq, P + Nk)``. Positions on a shared grid must lie on
+        """Positions ``(Nq, 2)``/``(B, Nq, 2)`` (or
+        [`GridPositions`][posenc.spatial.coords.GridPositions]) and the keys' -> float32 bias
+        ``(B or 1, H, P + Nq, P + Nk)``. Positions on a shared grid must lie on
         it: its lattice's bias is computed once and gathered."""
         check_pair_values(query_positions, key_positions)
         q, k, grid = _inputs(query_positions, key_positions)
@@ -367,7 +375,8 @@ class ContinuousBias2D(PairBias):
 
 class ALiBi2D(PairBias, Float64Buffers):
     """2D ALiBi: ``bias = -slope_h * ||query - key||`` (Euclidean patch distance), with ALiBi's
-    slopes (:func:`posenc.core.bias.alibi_slopes`, float64 under any cast) for ``num_heads``."""
+    slopes ([`posenc.core.bias.alibi_slopes`][posenc.core.bias.alibi_slopes], float64 under any
+    cast) for ``num_heads``."""
 
     def __init__(self, num_heads: int) -> None:
         super().__init__()

@@ -2,13 +2,15 @@
 
 As timm's Eva computes its rotary embedding once per forward and passes it to every block
 (``blk(x, rope=rot_pos_embed)``), a grid model
-(:class:`~posenc.spatial.vit.GridVisionTransformer`,
-:class:`~posenc.spatial.video.VideoVisionTransformer`) computes each distinct encoding of its
-blocks once per forward (:func:`encode_blocks`) and passes every block its rotation and bias:
-a gradient-checkpointed block recomputes from its own forward's tensors, and no block reads a
-value (the model made the positions from the input's shape). :class:`GridBlock` and
-:class:`GridResPostBlock` own timm's block's modules under their names, :class:`GridAttention`
-timm's attention's, so checkpoint keys stay timm's.
+([`GridVisionTransformer`][posenc.spatial.GridVisionTransformer],
+[`VideoVisionTransformer`][posenc.spatial.VideoVisionTransformer]) computes each distinct encoding
+of its blocks once per forward ([`encode_blocks`][posenc.spatial.blocks.encode_blocks]) and passes
+every block its rotation and bias: a gradient-checkpointed block recomputes from its own forward's
+tensors, and no block reads a value (the model made the positions from the input's shape).
+[`GridBlock`][posenc.spatial.blocks.GridBlock] and
+[`GridResPostBlock`][posenc.spatial.blocks.GridResPostBlock] own timm's block's modules under their
+names, [`GridAttention`][posenc.spatial.blocks.GridAttention] timm's attention's, so checkpoint keys
+stay timm's.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ Bias = Tensor | ScoreMod | None
 
 
 class GridAttention(MultiheadAttention):
-    """:class:`posenc.core.MultiheadAttention`'s modules and encodings with timm ``Attention``'s
-    call, taking the rotation and bias its model computed for this forward."""
+    """[`posenc.core.MultiheadAttention`][posenc.core.MultiheadAttention]'s modules and encodings
+    with timm ``Attention``'s call, taking the rotation and bias its model computed for this
+    forward."""
 
     @classmethod
     def from_timm(cls, attn: Attention, rotary: nn.Module | None,
@@ -80,9 +83,10 @@ class GridAttention(MultiheadAttention):
     def forward(self, x: Tensor, rope: Rope = None, bias: Bias = None,
                 attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
         """``(B, N, dim)`` tokens -> ``(B, N, dim)``. ``rope``: the rotation of the ``N`` tokens
-        by :attr:`rotary`, ``bias``: :attr:`bias`'s (:func:`encode_blocks`), both given exactly
-        when the encoding is set; ``attn_mask``: bool (True = attend) or additive, broadcastable
-        to ``(B, H, N, N)``, or a FlexAttention ``BlockMask``."""
+        by `rotary`, ``bias``: [`bias`][posenc.spatial.bias]'s
+        ([`encode_blocks`][posenc.spatial.blocks.encode_blocks]), both given exactly when the
+        encoding is set; ``attn_mask``: bool (True = attend) or additive, broadcastable to
+        ``(B, H, N, N)``, or a FlexAttention ``BlockMask``."""
         if (rope is None) != (self.rotary is None) or (bias is None) != (self.bias is None):
             wanted = " and ".join(name for name, enc in (("rope", self.rotary),
                                                          ("bias", self.bias)) if enc is not None)
@@ -120,8 +124,9 @@ class GridAttention(MultiheadAttention):
 
 
 class GridBlock(nn.Module):
-    """timm's pre-norm ``Block``, its modules (the attention a :class:`GridAttention`), taking
-    its model's rotation and bias."""
+    """timm's pre-norm ``Block``, its modules (the attention a
+    [`GridAttention`][posenc.spatial.blocks.GridAttention]), taking its model's rotation and
+    bias."""
 
     def __init__(self, block: nn.Module, attn: GridAttention) -> None:
         super().__init__()
@@ -131,18 +136,20 @@ class GridBlock(nn.Module):
 
     def forward(self, x: Tensor, rope: Rope = None, bias: Bias = None,
                 attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
-        """``(B, N, dim)`` -> ``(B, N, dim)``; the arguments as :meth:`GridAttention.forward`."""
+        """``(B, N, dim)`` -> ``(B, N, dim)``; the arguments as
+        [`GridAttention.forward`][posenc.spatial.blocks.GridAttention.forward]."""
         x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), rope, bias, attn_mask,
                                                    is_causal)))
         return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
 
 
 class GridResPostBlock(GridBlock):
-    """timm's post-norm ``ResPostBlock``, as :class:`GridBlock`."""
+    """timm's post-norm ``ResPostBlock``, as [`GridBlock`][posenc.spatial.blocks.GridBlock]."""
 
     def forward(self, x: Tensor, rope: Rope = None, bias: Bias = None,
                 attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
-        """``(B, N, dim)`` -> ``(B, N, dim)``; the arguments as :meth:`GridAttention.forward`."""
+        """``(B, N, dim)`` -> ``(B, N, dim)``; the arguments as
+        [`GridAttention.forward`][posenc.spatial.blocks.GridAttention.forward]."""
         x = x + self.drop_path1(self.norm1(self.attn(x, rope, bias, attn_mask, is_causal)))
         return x + self.drop_path2(self.norm2(self.mlp(x)))
 
@@ -152,9 +159,9 @@ _GRID_BLOCKS = {Block: GridBlock, ResPostBlock: GridResPostBlock}
 
 def grid_blocks(blocks: Sequence[nn.Module], rotary: Sequence[nn.Module | None] | None = None,
                 bias: Sequence[nn.Module | None] | None = None) -> nn.Sequential:
-    """timm ``blocks`` as :class:`GridBlock` s, each with its ``rotary`` and ``bias`` encoding
-    (one per block); neither: the blocks themselves (timm's attention). Their modules are
-    shared, not copied; everything is checked before anything is built."""
+    """timm ``blocks`` as [`GridBlock`][posenc.spatial.blocks.GridBlock] s, each with its ``rotary``
+    and ``bias`` encoding (one per block); neither: the blocks themselves (timm's attention). Their
+    modules are shared, not copied; everything is checked before anything is built."""
     if rotary is None and bias is None:
         return nn.Sequential(*blocks)
     for block in blocks:

@@ -1,5 +1,5 @@
-""":func:`attach`: a timm ViT with any posenc 2D encoding, by name or module, as the grid model
-(:class:`~posenc.spatial.vit.GridVisionTransformer`) built from it."""
+"""[`attach`][posenc.spatial.attach]: a timm ViT with any posenc 2D encoding, by name or module, as
+the grid model ([`GridVisionTransformer`][posenc.spatial.GridVisionTransformer]) built from it."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def _from_name(model: VisionTransformer, name: str, kwargs: dict,
                ref_grid_size: tuple[int, int] | None
                ) -> tuple[list[nn.Module] | nn.Module, Tensor | None]:
     """Encodings for ``name`` with sizes inferred from ``model`` (``kwargs`` override), one
-    per block or shared (:func:`~posenc.spatial.factory.one_module_per_block`), and the
-    ``pos_embed`` prefix entries ``"learned"`` moves into the tokens (:func:`_fold_prefix`)."""
+    per block or shared ([`one_module_per_block`][posenc.spatial.factory.one_module_per_block]), and
+    the ``pos_embed`` prefix entries ``"learned"`` moves into the tokens (`_fold_prefix`)."""
     spec = encoding_spec(name)
     params = {**spec.infer(model), **kwargs}
     if ref_grid_size is not None:  # checked on a meta build, before anything is built
@@ -119,28 +119,29 @@ def attach(model: nn.Module, encoding: str | nn.Module | Sequence[nn.Module] | N
            **kwargs: Any) -> GridVisionTransformer:
     """A timm ViT with a posenc 2D position encoding: ``model = attach(model, "rope_mixed")``.
 
-    Returns a :class:`~posenc.spatial.vit.GridVisionTransformer` built from ``model`` (its
-    modules and weights shared, not copied; ``model`` itself stays the timm model it was), which
-    runs at any image size divisible by the patch size, with ``attach_report`` (an
-    :class:`~posenc.spatial.timm_io.AttachReport`, also logged at INFO).
+    Returns a [`GridVisionTransformer`][posenc.spatial.GridVisionTransformer] built from ``model``
+    (its modules and weights shared, not copied; ``model`` itself stays the timm model it was),
+    which runs at any image size divisible by the patch size, with ``attach_report`` (an
+    [`AttachReport`][posenc.spatial.AttachReport], also logged at INFO).
 
     Args:
         model: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_small_patch16_224")``,
             deit, with registers, ``no_embed_class``, ``dynamic_img_size``).
-        encoding: a name from :data:`posenc.spatial.ENCODINGS` (sizes taken from the model,
-            ``kwargs`` override them; learnable rotary/bias names get one module per block:
-            :func:`posenc.spatial.factory.one_module_per_block`), an encoding module (shared by
-            all blocks), a sequence of one rotary or bias module per block, or None.
-            ``"learned"`` starts from the model's ``pos_embed`` (same outputs at its grid).
+        encoding: a name from [`posenc.spatial.ENCODINGS`][posenc.spatial.ENCODINGS] (sizes taken
+            from the model, ``kwargs`` override them; learnable rotary/bias names get one module per
+            block: [`one_module_per_block`][posenc.spatial.factory.one_module_per_block]), an
+            encoding module (shared by all blocks), a sequence of one rotary or bias module per
+            block, or None. ``"learned"`` starts from the model's ``pos_embed`` (same outputs at its
+            grid).
         **kwargs: the named encoding's constructor arguments, and ``ref_grid_size``: ``rows`` or
             ``(rows, cols)``, EVA's ``ref_feat_shape``: patch indices are rescaled to this
-            reference grid (:meth:`~posenc.spatial.vit.GridVisionTransformer.grid_coords`), for
+            reference grid ([`grid_coords`][posenc.spatial.GridVisionTransformer.grid_coords]), for
             rotary encodings and ``sincos2d`` on patch indices only (a ValueError naming any
             other); for ``"cpb"`` it is the constructor's ``ref_grid_size``.
         checkpoint_path: a timm weights file of this architecture (a state dict, a timm
             training checkpoint, ``.safetensors``), loaded into ``model`` before the grid model
-            is built (:func:`~posenc.spatial.timm_io.load_timm_file`). It reads a file: pass it
-            from trusted code or a trusted config only.
+            is built ([`load_timm_file`][posenc.spatial.timm_io.load_timm_file]). It reads a file:
+            pass it from trusted code or a trusted config only.
     """
     if isinstance(encoding, (list, tuple)) and not encoding:
         raise ValueError("encoding must not be an empty sequence")

@@ -1,12 +1,14 @@
 """Patch and video coordinates: what every encoding in posenc.spatial is a function of.
 
-A patch token sits at ``(row, col)`` on the patch grid, row-major (:func:`patch_coords`); a clip
-token at ``(t, row, col)``, frame-major (:func:`video_coords`), ``t`` a frame index or the
-frame's real time in any unit, so irregularly timed frames are encoded at their true times.
-Coordinates are explicit per token, ``(N, D)`` or ``(B, N, D)``, so subsets (MAE keep indices,
-patch dropout) and packed batches are just other coordinate tensors. :class:`GridPositions` /
-:class:`VideoPositions` add the prefix-token count and (2D) the grid.
-:class:`CoordAugment` is DINOv3's training-time coordinate augmentation.
+A patch token sits at ``(row, col)`` on the patch grid, row-major
+([`patch_coords`][posenc.spatial.patch_coords]); a clip token at ``(t, row, col)``, frame-major
+([`video_coords`][posenc.spatial.video_coords]), ``t`` a frame index or the frame's real time in any
+unit, so irregularly timed frames are encoded at their true times. Coordinates are explicit per
+token, ``(N, D)`` or ``(B, N, D)``, so subsets (MAE keep indices, patch dropout) and packed batches
+are just other coordinate tensors. [`GridPositions`][posenc.spatial.coords.GridPositions] /
+[`VideoPositions`][posenc.spatial.coords.VideoPositions] add the prefix-token count and (2D) the
+grid. [`CoordAugment`][posenc.spatial.coords.CoordAugment] is DINOv3's training-time coordinate
+augmentation.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ __all__ = ["COORD_NORMALIZE", "NORMALIZE", "CoordAugment", "GridPositions", "as_
 
 #: The coordinate systems every 2D encoding takes: patch indices or DINOv3's unit coordinates.
 NORMALIZE = (None, "unit")
-#: Every coordinate system :func:`patch_coords` makes (RoPE2D takes them all).
+#: Every coordinate system [`patch_coords`][posenc.spatial.patch_coords] makes (RoPE2D takes them
+#: all).
 COORD_NORMALIZE = (*NORMALIZE, "unit_min", "unit_max", "pixel")
 T = TypeVar("T")
 
@@ -68,7 +71,7 @@ def patch_coords(grid_size: int | tuple[int, int], normalize: str | None = None,
 
     Args:
         grid_size: ``rows`` (square) or ``(rows, cols)``.
-        normalize: one of :data:`COORD_NORMALIZE`:
+        normalize: one of `COORD_NORMALIZE`:
 
             - ``None``: patch indices ``0 .. rows-1``.
             - ``"unit"``: patch centres ``2 * (i + 0.5) / rows - 1`` in ``[-1, 1]`` per axis
@@ -116,17 +119,19 @@ class GridPositions(NamedTuple):
 
 
 def as_grid_positions(positions: Tensor | GridPositions, name: str = "positions") -> GridPositions:
-    """Validate ``(N, 2)``/``(B, N, 2)`` coordinates or a :class:`GridPositions`: non-finite
-    values raise, then :func:`grid_position_shape` (integers come back as int64; a
-    :class:`GridPositions` as the same object when nothing changed, so encodings can tell
-    self-attention, ``query is key``, from cross-attention)."""
+    """Validate ``(N, 2)``/``(B, N, 2)`` coordinates or a
+    [`GridPositions`][posenc.spatial.coords.GridPositions]: non-finite values raise, then
+    [`grid_position_shape`][posenc.spatial.coords.grid_position_shape] (integers come back as int64;
+    a [`GridPositions`][posenc.spatial.coords.GridPositions] as the same object when nothing
+    changed, so encodings can tell self-attention, ``query is key``, from cross-attention)."""
     check_position_values(positions, name)
     return grid_position_shape(positions, name)
 
 
 def grid_position_shape(positions: Tensor | GridPositions,
                         name: str = "positions") -> GridPositions:
-    """:func:`as_grid_positions` without reading values (types and shapes only)."""
+    """[`as_grid_positions`][posenc.spatial.coords.as_grid_positions] without reading values (types
+    and shapes only)."""
     return _position_shape(positions, GridPositions, name)
 
 
@@ -267,7 +272,7 @@ def video_coords(grid_size: int | tuple[int, int], frames: int | Tensor, *,
 
 def _video_coords(grid_size: tuple[int, int], frames: int | Tensor, scale: float,
                   device: torch.device | str | None, dtype: torch.dtype) -> Tensor:
-    """:func:`video_coords` of checked arguments: reads no values."""
+    """[`video_coords`][posenc.spatial.video_coords] of checked arguments: reads no values."""
     rows, cols = grid_size
     if isinstance(frames, Tensor):
         work = frames.dtype if frames.is_floating_point() else torch.float64
@@ -285,8 +290,8 @@ def _video_coords(grid_size: tuple[int, int], frames: int | Tensor, scale: float
 
 
 class VideoPositions(NamedTuple):
-    """:class:`GridPositions` (without a grid) of ``(N, 3)``/``(B, N, 3)`` ``(t, row, col)``
-    video coordinates ``coords``."""
+    """[`GridPositions`][posenc.spatial.coords.GridPositions] (without a grid) of
+    ``(N, 3)``/``(B, N, 3)`` ``(t, row, col)`` video coordinates ``coords``."""
 
     coords: Tensor
     num_prefix_tokens: int = 0
@@ -294,15 +299,16 @@ class VideoPositions(NamedTuple):
 
 def as_video_positions(positions: Tensor | VideoPositions,
                        name: str = "positions") -> VideoPositions:
-    """:func:`as_grid_positions` for ``(N, 3)``/``(B, N, 3)`` coordinates or a
-    :class:`VideoPositions`; a 2D :class:`GridPositions` is a ``TypeError``."""
+    """[`as_grid_positions`][posenc.spatial.coords.as_grid_positions] for ``(N, 3)``/``(B, N, 3)``
+    coordinates or a [`VideoPositions`][posenc.spatial.coords.VideoPositions]; a 2D
+    [`GridPositions`][posenc.spatial.coords.GridPositions] is a ``TypeError``."""
     check_position_values(positions, name)
     return video_position_shape(positions, name)
 
 
 def video_position_shape(positions: Tensor | VideoPositions,
                          name: str = "positions") -> VideoPositions:
-    """:func:`as_video_positions` without reading values."""
+    """[`as_video_positions`][posenc.spatial.coords.as_video_positions] without reading values."""
     if isinstance(positions, GridPositions):
         raise TypeError(f"{name} must be (N, 3)/(B, N, 3) (t, row, col) coordinates or a "
                         f"VideoPositions, got a GridPositions of 2D (row, col) coordinates: "

@@ -1,6 +1,6 @@
-"""The spatial encodings by name (:data:`ENCODINGS`): for each, its class, the constructor
-arguments the name fixes (``rope_axial`` is ``RoPE2D(variant="axial")``) and those taken from a
-model's sizes."""
+"""The spatial encodings by name ([`ENCODINGS`][posenc.spatial.ENCODINGS]): for each, its class, the
+constructor arguments the name fixes (``rope_axial`` is ``RoPE2D(variant="axial")``) and those taken
+from a model's sizes."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ __all__ = ["ENCODINGS", "SpatialEncodingSpec", "encoding_from_name", "encoding_k
            "encoding_spec", "encodings_for_blocks", "one_module_per_block", "size_arguments",
            "vit_size_arguments"]
 
-#: The keys of :func:`size_arguments`.
+#: The keys of [`size_arguments`][posenc.spatial.factory.size_arguments].
 SIZE_ARGUMENTS = ("dim", "num_heads", "head_dim", "grid_size", "max_grid_size", "ref_grid_size")
 
 
@@ -38,8 +38,8 @@ def size_arguments(*, dim: int | None = None, num_heads: int | None = None,
 
 
 def vit_size_arguments(model: nn.Module) -> dict[str, Any]:
-    """:func:`size_arguments` of a timm ``VisionTransformer`` (the first block's heads, the grid
-    at its configured image size)."""
+    """[`size_arguments`][posenc.spatial.factory.size_arguments] of a timm ``VisionTransformer``
+    (the first block's heads, the grid at its configured image size)."""
     attn = model.blocks[0].attn
     # getattr: attach refuses another attention with a message naming it, later.
     return size_arguments(dim=model.embed_dim, num_heads=getattr(attn, "num_heads", None),
@@ -57,8 +57,8 @@ def one_module_per_block(encoding: nn.Module) -> bool:
 
 def encodings_for_blocks(build: Callable[[], nn.Module],
                          num_blocks: int) -> nn.Module | list[nn.Module]:
-    """``build()`` once, or ``num_blocks`` times (a list) where :func:`one_module_per_block`
-    says so."""
+    """``build()`` once, or ``num_blocks`` times (a list) where
+    [`one_module_per_block`][posenc.spatial.factory.one_module_per_block] says so."""
     first = build()
     if not one_module_per_block(first):
         return first
@@ -70,10 +70,12 @@ class SpatialEncodingSpec:
     """What a spatial encoding name means.
 
     Attributes:
-        name: the name (a config value, :func:`attach`'s argument).
-        cls: the encoding class; its ``kind`` attribute is the name's :attr:`kind`.
+        name: the name (a config value, [`attach`][posenc.spatial.attach]'s argument).
+        cls: the encoding class; its ``kind`` attribute is the name's
+            [`kind`][posenc.spatial.SpatialEncodingSpec.kind].
         infers: the constructor arguments taken from a model's sizes (keys of
-            :func:`size_arguments`); anything else keeps the constructor's default.
+            [`size_arguments`][posenc.spatial.factory.size_arguments]); anything else keeps the
+            constructor's default.
         fixed: constructor arguments the name itself sets (read-only).
     """
 
@@ -96,13 +98,14 @@ class SpatialEncodingSpec:
 
     @property
     def per_block(self) -> bool:
-        """Whether :func:`attach` gives every block its own module."""
+        """Whether [`attach`][posenc.spatial.attach] gives every block its own module."""
         sizes = size_arguments(dim=8, num_heads=2, head_dim=8, grid_size=(2, 2))
         with torch.device("meta"):
             return one_module_per_block(self.build(**self.arguments(sizes)))
 
     def arguments(self, sizes: Mapping[str, Any]) -> dict[str, Any]:
-        """The constructor arguments this name takes from a :func:`size_arguments` dict."""
+        """The constructor arguments this name takes from a
+        [`size_arguments`][posenc.spatial.factory.size_arguments] dict."""
         return {key: sizes[key] for key in self.infers}
 
     def infer(self, model: nn.Module) -> dict[str, Any]:
@@ -140,12 +143,13 @@ _SPECS = (
 )
 
 ENCODINGS: Mapping[str, SpatialEncodingSpec] = MappingProxyType({s.name: s for s in _SPECS})
-"""name -> :class:`SpatialEncodingSpec`, read-only; iterating gives the names."""
+"""name -> [`SpatialEncodingSpec`][posenc.spatial.SpatialEncodingSpec], read-only; iterating gives
+the names."""
 
 
 def encoding_spec(name: str) -> SpatialEncodingSpec:
-    """The :class:`SpatialEncodingSpec` of ``name``; a ``ValueError`` (``TypeError`` for a
-    non-str) listing the valid names otherwise."""
+    """The [`SpatialEncodingSpec`][posenc.spatial.SpatialEncodingSpec] of ``name``; a ``ValueError``
+    (``TypeError`` for a non-str) listing the valid names otherwise."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str (a spatial encoding name), got "
                         f"{type(name).__name__} ({name!r}); valid names: {list(ENCODINGS)}")
@@ -155,13 +159,13 @@ def encoding_spec(name: str) -> SpatialEncodingSpec:
 
 
 def encoding_from_name(name: str, **kwargs) -> nn.Module:
-    """Build the encoding :data:`ENCODINGS` names; ``kwargs`` go to its constructor, e.g.
-    ``encoding_from_name("rope_mixed", head_dim=64, num_heads=6)``."""
+    """Build the encoding [`ENCODINGS`][posenc.spatial.ENCODINGS] names; ``kwargs`` go to its
+    constructor, e.g. ``encoding_from_name("rope_mixed", head_dim=64, num_heads=6)``."""
     return encoding_spec(name).build(**kwargs)
 
 
 def encoding_kind(encoding: str | nn.Module | type | None) -> str:
-    """:func:`posenc.core.encoding_kind`, also of a registry name."""
+    """[`posenc.core.encoding_kind`][posenc.core.encoding_kind], also of a registry name."""
     if isinstance(encoding, str):
         return encoding_spec(encoding).kind
     return _core_encoding_kind(encoding)

@@ -9,8 +9,8 @@ generators commute: ComRoPE's always do (RoPE-Mixed in a learned orthogonal basi
 ``init="mixed"`` starts there (RoPE-Mixed's draw) and training moves it off.
 
 Numerics: ``sum p_a A_a`` and its exponential are formed in float64 (float32 on MPS), never
-under autocast. The exponential is :func:`skew_expm`, not ``torch.linalg.matrix_exp``, whose CUDA
-kernel synchronises with the host on every call.
+under autocast. The exponential is [`skew_expm`][posenc.spatial.liere.skew_expm], not
+``torch.linalg.matrix_exp``, whose CUDA kernel synchronises with the host on every call.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def _reads_are_free(t: Tensor) -> bool:
 
 
 def _squarings(s: Tensor) -> int:
-    """How many masked squaring steps :func:`skew_expm` runs for per-matrix counts ``s``."""
+    """How many masked squaring steps [`skew_expm`][posenc.spatial.liere.skew_expm] runs for
+    per-matrix counts ``s``."""
     if not _reads_are_free(s):
         return _MAX_SQUARINGS
     # The masked loop never squares a NaN count and always an infinite one: 0 and the cap.
@@ -81,12 +82,13 @@ def skew_expm(g: Tensor) -> Tensor:
 
 
 class BlockRotation(NamedTuple):
-    """Per-token block-diagonal rotation (LieRE, ComRoPE), applied by :meth:`apply`.
+    """Per-token block-diagonal rotation (LieRE, ComRoPE), applied by
+    [`apply`][posenc.spatial.liere.BlockRotation.apply].
 
     Every ``b x b`` block ``R`` is stored as ``cos = (R + R^T) / 2`` and ``sin = (R - R^T) / 2``
     (for ``b = 2`` exactly RoPE's), float32 (float64 for float64 coordinates) ``(B or 1, H, N,
     num_blocks * b * b)``, so ``cos`` gives the token and batch extent as a
-    :class:`posenc.core.rope.Rotation`'s does.
+    [`posenc.core.rope.Rotation`][posenc.core.rope.Rotation]'s does.
     """
 
     cos: Tensor
@@ -125,7 +127,7 @@ def _skew_pairs(freqs: Tensor, block_size: int) -> Tensor:
 
 class LieRE(_Rotary):
     """Learned-rotation 2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``,
-    used as :class:`RoPE2D`.
+    used as [`RoPE2D`][posenc.spatial.RoPE2D].
 
     Args:
         head_dim: channels per head, divisible by ``block_size``; all of them rotate.
@@ -133,14 +135,14 @@ class LieRE(_Rotary):
         variant: ``"liere"`` (free generators) or ``"comrope"`` (ComRoPE-LD, commuting).
         block_size: ``b``, the size of the rotated blocks (>= 2; with 2, LieRE stays RoPE-Mixed).
         init: ``"mixed"`` (LieRE only, its default; an even ``block_size``): RoPE-Mixed's
-            frequencies (:func:`init_mixed_freqs`, drawn as RoPE2D does) on the 2 x 2 diagonal
-            of each block. ``"random"`` (the papers'): ``P ~ N(0, init_std**2)`` (and ComRoPE's
-            ``theta ~ N(0, 1)``).
+            frequencies ([`init_mixed_freqs`][posenc.spatial.rope.init_mixed_freqs], drawn as RoPE2D
+            does) on the 2 x 2 diagonal of each block. ``"random"`` (the papers'):
+            ``P ~ N(0, init_std**2)`` (and ComRoPE's ``theta ~ N(0, 1)``).
         init_std: standard deviation of the random init; the papers' 1.0 is for coordinates in
             [0, 1], with patch indices choose about ``1 / grid size``.
         base: RoPE-Mixed frequency base of the mixed init.
-        normalize: coordinate system, as :class:`RoPE2D`'s: ``None`` (patch indices) or
-            ``"unit"``.
+        normalize: coordinate system, as [`RoPE2D`][posenc.spatial.RoPE2D]'s: ``None`` (patch
+            indices) or ``"unit"``.
 
     Parameters (float32 under any ``.to(dtype)``): ``generators``, the ``P``: ``(H, 2, D/b, b,
     b)`` for LieRE (``[:, 0]`` rows, ``[:, 1]`` columns), ``(H, D/b, b, b)`` for ComRoPE;

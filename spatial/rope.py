@@ -2,11 +2,12 @@
 
 Every encoding here turns rotary pair ``j`` of head ``h`` by ``sum_a coord_a * freqs[a, h, j]``
 over the coordinate axes (``(row, col)`` or ``(t, row, col)``), so a query-key score depends
-only on their offset. They differ in ``freqs``: :class:`RoPE2D` axial or mixed (Heo et al. 2024,
-RoPE-ViT; DINOv3's and pixel frequencies), :class:`MRoPE` (Qwen2-VL / Qwen3-VL) and
-:class:`RoPE3D` axial or mixed. Each takes coordinates, or a
-:class:`~posenc.spatial.coords.GridPositions` / :class:`~posenc.spatial.coords.VideoPositions`
-whose prefix tokens (cls, registers) stay unrotated.
+only on their offset. They differ in ``freqs``: [`RoPE2D`][posenc.spatial.RoPE2D] axial or mixed
+(Heo et al. 2024, RoPE-ViT; DINOv3's and pixel frequencies), [`MRoPE`][posenc.spatial.MRoPE]
+(Qwen2-VL / Qwen3-VL) and [`RoPE3D`][posenc.spatial.RoPE3D] axial or mixed. Each takes coordinates,
+or a [`GridPositions`][posenc.spatial.coords.GridPositions] /
+[`VideoPositions`][posenc.spatial.coords.VideoPositions] whose prefix tokens (cls, registers) stay
+unrotated.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def _axis_angles(coords: Tensor, freqs: Tensor) -> Tensor:
 
 
 class _Rotary(Float64Buffers):
-    """What the spatial rotary encodings share: :meth:`rotation` and :meth:`rotate` check the
+    """What the spatial rotary encodings share: `rotation` and `rotate` check the
     positions' values (none of a model's: ``known_finite``) and shapes, then compute."""
 
     kind = "rotary"
@@ -157,7 +158,8 @@ def _check_head_dim(head_dim: int) -> int:
 
 class RoPE2D(_Rotary):
     """2D rotary encoding for q and k of shape ``(B, H, P + N, head_dim)``, on ``(N, 2)``/``(B,
-    N, 2)`` coordinates or a :class:`GridPositions` in the system :attr:`normalize` names.
+    N, 2)`` coordinates or a [`GridPositions`][posenc.spatial.coords.GridPositions] in the system
+    `normalize` names.
 
     ``"axial"`` (RoPE-ViT): the first half of the pairs reads the row, the second the column, at
     ``base ** (-4i / head_dim)``, DINOv3's periods ``min_period * (max_period / min_period) **
@@ -165,27 +167,28 @@ class RoPE2D(_Rotary):
     frequencies ``linspace(1, max_freq / 2, head_dim / 4) * pi`` (rotary-embedding-torch) or
     ``2 ** linspace(0, log2(max_freq) - 1, head_dim / 4) * pi`` (timm, ``linear_bands=False``).
     ``"mixed"`` (RoPE-Mixed): a learnable float32 ``freqs`` ``(2, H, head_dim / 2)`` (``[0]``
-    rows, ``[1]`` columns), initialised by :func:`init_mixed_freqs`.
+    rows, ``[1]`` columns), initialised by
+    [`init_mixed_freqs`][posenc.spatial.rope.init_mixed_freqs].
 
     Args:
         head_dim: channels per head (divisible by 4); all of them rotate.
         num_heads: attention heads.
         variant: ``"axial"`` or ``"mixed"``.
         base: frequency base; None: 100 for axial, 10 for mixed (none with periods or pixels).
-        normalize: one of :data:`~posenc.spatial.coords.COORD_NORMALIZE`; DINOv3's RoPE is
+        normalize: one of `COORD_NORMALIZE`; DINOv3's RoPE is
             ``RoPE2D(d, h, "axial", base=100, normalize="unit", layout="half")``.
         layout: ``"interleaved"`` (channels ``2i, 2i+1``, as RoPE-ViT and timm) or ``"half"``
             (``i, i + head_dim/2``, as DINOv3).
         normalize_coords: DINOv3's ``"separate"``, ``"min"`` or ``"max"``, refining
-            ``normalize="unit"``; :attr:`normalize` then holds the system.
+            ``normalize="unit"``; `normalize` then holds the system.
         min_period: with ``max_period`` (both or neither), DINOv3's periods instead of ``base``.
         max_period: see ``min_period``.
         freqs_for: ``"lang"`` or ``"pixel"`` (axial, coordinates in ``[-1, 1]``).
         max_freq: the pixel frequencies' ``max_freq`` (timm's ``max_res``); default 10.
         linear_bands: pixel frequencies linearly (True, default) or log-spaced (False).
         shift_coords: with ``jitter_coords`` and ``rescale_coords``, DINOv3's coordinate
-            augmentation in training mode (:class:`~posenc.spatial.coords.CoordAugment`), drawn
-            once per call, and by a grid model once per forward for all its blocks.
+            augmentation in training mode ([`CoordAugment`][posenc.spatial.coords.CoordAugment]),
+            drawn once per call, and by a grid model once per forward for all its blocks.
         jitter_coords: see ``shift_coords``.
         rescale_coords: see ``shift_coords``.
     """
@@ -340,8 +343,8 @@ def default_sections(pairs: int) -> tuple[int, int, int]:
 
 def check_sections(sections: object, pairs: int, name: str = "sections",
                    what: str = "head_dim // 2") -> tuple[int, int, int]:
-    """``sections`` (or :func:`default_sections` for None) as three positive ints summing to
-    ``pairs``."""
+    """``sections`` (or [`default_sections`][posenc.spatial.rope.default_sections] for None) as
+    three positive ints summing to ``pairs``."""
     if sections is None:
         sections = default_sections(pairs)
         if min(sections) < 1:
@@ -443,11 +446,11 @@ class MRoPE(_Rotary3D):
     Args:
         head_dim: channels per head (even); all of them rotate.
         sections: rotary pairs per axis ``(t, row, col)``, summing to ``head_dim // 2``
-            (``mrope_section``); None: :func:`default_sections`.
+            (``mrope_section``); None: [`default_sections`][posenc.spatial.rope.default_sections].
         base: wavelength base (``rope_theta``).
         axis_layout: ``"chunked"`` (contiguous blocks, ``t`` first: Qwen2-VL, Qwen2.5-VL) or
             ``"strided"`` (``t, row, col`` cycled over the first pairs: Qwen3-VL); see
-            :func:`mrope_axes`.
+            [`mrope_axes`][posenc.spatial.rope.mrope_axes].
         layout: channel pairing, ``"half"`` (Hugging Face's ``rotate_half``) or ``"interleaved"``.
     """
 
@@ -477,20 +480,23 @@ class MRoPE(_Rotary3D):
 
 class RoPE3D(_Rotary3D):
     """Axial or mixed 3D rotary encoding for q and k ``(B, H, P + N, head_dim)``, on ``(N,
-    3)``/``(B, N, 3)`` ``(t, row, col)`` coordinates or a :class:`VideoPositions`.
+    3)``/``(B, N, 3)`` ``(t, row, col)`` coordinates or a
+    [`VideoPositions`][posenc.spatial.coords.VideoPositions].
 
     ``"axial"``: a 1D RoPE per axis over its block of pairs, ``base ** (-i / sections[a])``;
     ``"mixed"``: a learnable float32 ``freqs`` ``(3, H, head_dim / 2)``, initialised by
-    :func:`init_mixed_freqs_3d`.
+    [`init_mixed_freqs_3d`][posenc.spatial.rope.init_mixed_freqs_3d].
 
     Args:
         head_dim: channels per head (even); all of them rotate.
         num_heads: attention heads (mixed has frequencies per head).
         variant: ``"axial"`` or ``"mixed"``.
-        base: frequency base; None: 100 for axial, 10 for mixed (as :class:`RoPE2D`).
+        base: frequency base; None: 100 for axial, 10 for mixed (as
+            [`RoPE2D`][posenc.spatial.RoPE2D]).
         sections: rotary pairs per axis ``(t, row, col)`` summing to ``head_dim // 2``; None:
-            :func:`default_sections`.
-        layout: channel pairing, ``"interleaved"`` (as :class:`RoPE2D`) or ``"half"``.
+            [`default_sections`][posenc.spatial.rope.default_sections].
+        layout: channel pairing, ``"interleaved"`` (as [`RoPE2D`][posenc.spatial.RoPE2D]) or
+            ``"half"``.
     """
 
     def __init__(self, head_dim: int, num_heads: int, variant: str = "axial",

@@ -1,6 +1,7 @@
 """timm weight I/O of the grid model: a timm weights file loaded into a ViT before
-:func:`~posenc.spatial.attach` (:func:`load_timm_file`), the :class:`AttachReport` of what
-changed, and :func:`timm_state_dict` back to timm's names."""
+[`attach`][posenc.spatial.attach] ([`load_timm_file`][posenc.spatial.timm_io.load_timm_file]), the
+[`AttachReport`][posenc.spatial.AttachReport] of what changed, and
+[`timm_state_dict`][posenc.spatial.timm_state_dict] back to timm's names."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ LEARNED_TABLE = "patch_embed.pos_encoding.weight"
 
 @dataclass(frozen=True)
 class AttachReport:
-    """What :func:`~posenc.spatial.attach` did to a model's tensors (``state_dict`` names),
+    """What [`attach`][posenc.spatial.attach] did to a model's tensors (``state_dict`` names),
     relative to its source (the ``checkpoint_path`` file, else the model as given); every other
     tensor holds the source's values unchanged.
 
@@ -183,8 +184,9 @@ def load_timm_file(model: VisionTransformer, path: str | os.PathLike) -> tuple[
 def attach_report(model: GridVisionTransformer, source: str, before: set[str],
                   keeps_pos_embed: bool, fresh: set[str], file_dropped: set[str],
                   resampled: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]) -> AttachReport:
-    """The :class:`AttachReport` of an attach: ``before`` are the state-dict names once the file
-    (if any) was loaded, ``fresh``/``file_dropped`` the head tensors it did not/could not give."""
+    """The [`AttachReport`][posenc.spatial.AttachReport] of an attach: ``before`` are the state-dict
+    names once the file (if any) was loaded, ``fresh``/``file_dropped`` the head tensors it did
+    not/could not give."""
     after = set(model.state_dict())
     moved = {"pos_embed": LEARNED_TABLE} if keeps_pos_embed else {}
     changed = ()

@@ -1,5 +1,6 @@
-"""Clips through a timm ViT with a 3D position encoding (:class:`VideoVisionTransformer`), by
-the grid model's path (:class:`~posenc.spatial.vit.GridVisionTransformer`)."""
+"""Clips through a timm ViT with a 3D position encoding
+([`VideoVisionTransformer`][posenc.spatial.VideoVisionTransformer]), by the grid model's path
+([`GridVisionTransformer`][posenc.spatial.GridVisionTransformer])."""
 
 from __future__ import annotations
 
@@ -30,26 +31,29 @@ _SPECS = (
 )
 
 VIDEO_ENCODINGS: Mapping[str, SpatialEncodingSpec] = MappingProxyType({s.name: s for s in _SPECS})
-"""3D encoding name -> :class:`SpatialEncodingSpec` (sizes inferred from the ViT), read-only."""
+"""3D encoding name -> [`SpatialEncodingSpec`][posenc.spatial.SpatialEncodingSpec] (sizes inferred
+from the ViT), read-only."""
 
 
 class VideoVisionTransformer(nn.Module):
     """A timm ``VisionTransformer`` over ``(B, T, C, H, W)`` clips, with a 3D position encoding.
 
     Each frame goes through the ViT's own patch embed; the ``T * h * w`` patch tokens form one
-    sequence at :func:`video_coords` ``(t, row, col)``, ``t = frame_times * time_scale`` (frame
-    times ``(T,)`` or ``(B, T)`` in any unit and spacing; default the indices ``0 .. T-1``).
-    With a rotary encoding prefix tokens sit at ``(0, 0, 0)``, so give frame times from the
-    clip's start unless absolute time should matter.
+    sequence at [`video_coords`][posenc.spatial.video_coords] ``(t, row, col)``,
+    ``t = frame_times * time_scale`` (frame times ``(T,)`` or ``(B, T)`` in any unit and spacing;
+    default the indices ``0 .. T-1``). With a rotary encoding prefix tokens sit at ``(0, 0, 0)``, so
+    give frame times from the clip's start unless absolute time should matter.
 
     Args:
         vit: a timm ``VisionTransformer`` (left as it was), whose modules ``self.vit`` takes
-            over: a :class:`~posenc.spatial.vit.GridVisionTransformer` without ``pos_embed``,
-            its blocks taking the 3D rotation (call this model, not ``self.vit``, on clips).
-        encoding: a name from :data:`VIDEO_ENCODINGS` (sizes taken from ``vit``; ``kwargs``
-            override them, e.g. ``sections=(4, 6, 6)``), a :class:`SinCos3D`, a 3D rotary module
-            (:class:`RoPE3D`, :class:`MRoPE`; shared by all blocks), a sequence of one 3D rotary
-            module per block, or None.
+            over: a [`GridVisionTransformer`][posenc.spatial.GridVisionTransformer] without
+            ``pos_embed``, its blocks taking the 3D rotation (call this model, not ``self.vit``, on
+            clips).
+        encoding: a name from [`VIDEO_ENCODINGS`][posenc.spatial.VIDEO_ENCODINGS] (sizes taken from
+            ``vit``; ``kwargs`` override them, e.g. ``sections=(4, 6, 6)``), a
+            [`SinCos3D`][posenc.spatial.SinCos3D], a 3D rotary module
+            ([`RoPE3D`][posenc.spatial.RoPE3D], [`MRoPE`][posenc.spatial.MRoPE]; shared by all
+            blocks), a sequence of one 3D rotary module per block, or None.
         time_scale: multiplies the frame times (or indices) to give ``t``.
     """
 

@@ -1,12 +1,13 @@
 """The grid model: a timm ``VisionTransformer`` for images of any size with a posenc position
-encoding (:class:`GridVisionTransformer`, what :func:`~posenc.spatial.attach` returns).
+encoding ([`GridVisionTransformer`][posenc.spatial.GridVisionTransformer], what
+[`attach`][posenc.spatial.attach] returns).
 
 It is built from a timm ViT, taking over its modules under their names (so checkpoint keys stay
-timm's), with timm's blocks as :class:`~posenc.spatial.blocks.GridBlock` s where an encoding is
+timm's), with timm's blocks as [`GridBlock`][posenc.spatial.blocks.GridBlock] s where an encoding is
 rotary or bias. Each forward makes the patch positions from the image shape (valid by
 construction), computes each distinct encoding once and passes every block its rotation and
-bias (:func:`~posenc.spatial.blocks.encode_blocks`), as timm's Eva passes ``rope=``. No value is
-read on the host, so the model runs under ``torch.compile`` and ``torch.export``.
+bias ([`encode_blocks`][posenc.spatial.blocks.encode_blocks]), as timm's Eva passes ``rope=``. No
+value is read on the host, so the model runs under ``torch.compile`` and ``torch.export``.
 """
 
 from __future__ import annotations
@@ -76,16 +77,16 @@ def patch_grid(patch_embed: nn.Module, height: int, width: int, what: str = "ima
 
 class GridVisionTransformer(VisionTransformer):
     """A timm ``VisionTransformer`` for ``(B, C, H, W)`` images of any size divisible by the
-    patch size, with a posenc position encoding; made by :func:`~posenc.spatial.attach`.
+    patch size, with a posenc position encoding; made by [`attach`][posenc.spatial.attach].
 
     Built from ``vit``: its settings, parameters and modules (shared, not copied, under their
     names), except ``pos_embed`` (None), a ``patch_embed`` that takes any image size (timm's
     ``PatchEmbed`` with ``vit``'s settings and modules, holding an additive encoding as
     ``pos_encoding``) and, with rotary or bias encodings, ``blocks`` of
-    :class:`~posenc.spatial.blocks.GridBlock` s. ``vit`` itself is left as it was.
+    [`GridBlock`][posenc.spatial.blocks.GridBlock] s. ``vit`` itself is left as it was.
 
     Args:
-        vit: a timm ``VisionTransformer`` (see :func:`check_vit`).
+        vit: a timm ``VisionTransformer`` (see [`check_vit`][posenc.spatial.vit.check_vit]).
         rotary: one rotary encoding per block, or None.
         bias: one bias encoding per block, or None.
         pos_encoding: an additive encoding with ``encode_grid(grid_size)`` (a ``SinCos2D`` with
@@ -131,7 +132,7 @@ class GridVisionTransformer(VisionTransformer):
     def _embed(self, x: Tensor, blocks: Sequence[nn.Module], attn_mask: object
                ) -> tuple[Tensor, list[tuple[Rope, Bias]], tuple[int, int], bool]:
         """Images -> ``(B, P + n, dim)`` tokens for ``blocks`` and each block's ``(rope, bias)``
-        (:meth:`_enter_blocks`), the ``(rows, cols)`` grid, and whether patches were dropped."""
+        (`_enter_blocks`), the ``(rows, cols)`` grid, and whether patches were dropped."""
         if not isinstance(x, Tensor) or x.ndim != 4:
             raise ValueError(f"x must be a (B, C, H, W) image tensor, got "
                              f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
@@ -242,7 +243,8 @@ class GridVisionTransformer(VisionTransformer):
 
 def _any_size_patch_embed(patch_embed: PatchEmbed) -> PatchEmbed:
     """A timm ``PatchEmbed`` with ``patch_embed``'s settings and ``proj``/``norm`` (shared) that
-    takes any image size (``strict_img_size`` off: :func:`patch_grid` checks sizes)."""
+    takes any image size (``strict_img_size`` off: [`patch_grid`][posenc.spatial.vit.patch_grid]
+    checks sizes)."""
     fmt = patch_embed.output_fmt
     with torch.device("meta"):  # proj and norm are replaced by patch_embed's below
         new = PatchEmbed(patch_embed.img_size, patch_embed.patch_size,

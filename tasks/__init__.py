@@ -1,18 +1,20 @@
 """posenc.tasks: Lightning training for ViTs and forecasters, and the ``posenc`` CLI.
 
-- :class:`ImageClassifier` (timm ViT + a posenc spatial encoding, multi-size evaluation) and
-  its image data modules (:mod:`posenc.tasks.vision`);
-- :class:`Forecaster` (transformer over (value, timestamp) tokens and future query times; its
-  network, :class:`ForecastTransformer`, is a plain ``nn.Module``), its data module (a series
-  or a long-format panel) with the :class:`Fitted` state it reads with, and
-  :class:`ForecastWriter` (:mod:`posenc.tasks.forecasting`); the offline real data sets'
-  data modules (:mod:`posenc.tasks.datasets`);
-- ``posenc`` = :func:`posenc.tasks.cli.main` (``LightningCLI`` in subclass mode), with
-  ``posenc plot`` and ``posenc study``.
+- [`ImageClassifier`][posenc.tasks.ImageClassifier] (timm ViT + a posenc spatial encoding,
+  multi-size evaluation) and its image data modules ([`posenc.tasks.vision`][posenc.tasks.vision]);
+- [`Forecaster`][posenc.tasks.Forecaster] (transformer over (value, timestamp) tokens and future
+  query times; its network, [`ForecastTransformer`][posenc.tasks.ForecastTransformer], is a plain
+  ``nn.Module``), its data module (a series or a long-format panel) with the
+  [`Fitted`][posenc.tasks.Fitted] state it reads with, and
+  [`ForecastWriter`][posenc.tasks.ForecastWriter]
+  ([`posenc.tasks.forecasting`][posenc.tasks.forecasting]); the offline real data sets' data modules
+  ([`posenc.tasks.datasets`][posenc.tasks.datasets]);
+- ``posenc`` = [`posenc.tasks.cli.main`][posenc.tasks.cli.main] (``LightningCLI`` in subclass mode),
+  with ``posenc plot`` and ``posenc study``.
 
 Encodings are config values (a name or ``{class_path, init_args}``), so checkpoints hold plain
 hyperparameters; a ``class_path`` builds only posenc's classes and those given to
-:func:`register_module` (:mod:`posenc.tasks.config`).
+[`register_module`][posenc.tasks.register_module] ([`posenc.tasks.config`][posenc.tasks.config]).
 """
 
 from . import datasets

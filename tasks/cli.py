@@ -47,10 +47,11 @@ EXTRA_HELP = {"plot": "Write PNG plots of what position encodings do, and of for
 
 
 class PosencCLI(LightningCLI):
-    """``LightningCLI`` in subclass mode with the model's data sizes (:data:`LINKED_SIZES`)
+    """``LightningCLI`` in subclass mode with the model's data sizes (`LINKED_SIZES`)
     linked from the data module, an ``export`` subcommand (the model built as ``test
-    --ckpt_path`` builds it, written by :func:`posenc.tasks.export.export_onnx`) and two
-    options of ``fit``:
+    --ckpt_path`` builds it, written by
+    [`posenc.tasks.export.export_onnx`][posenc.tasks.export.export_onnx]) and two options of
+    ``fit``:
 
     - ``test_after_fit: true``: finish by testing the trained weights on the test split.
     - ``refit_epochs: N``: then train a fresh model (same config and seed) for ``N`` epochs on
@@ -61,7 +62,7 @@ class PosencCLI(LightningCLI):
 
     def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
         """Lightning's subcommands, ``export``, and ``plot``/``study`` for ``posenc --help``
-        (:func:`posenc_cli` runs those two before this parser is built)."""
+        ([`posenc_cli`][posenc.tasks.cli.posenc_cli] runs those two before this parser is built)."""
         super()._add_subcommands(parser, **kwargs)
         export = self.init_parser(description=EXPORT_HELP)
         self._add_arguments(export)  # model, data, trainer: what a config holds
@@ -103,8 +104,9 @@ class PosencCLI(LightningCLI):
         """Check a ``--ckpt_path`` file before Lightning merges its hyperparameters into the
         config (jsonargparse imports every ``class_path`` in them): it must be readable, name
         an imported ``LightningModule``, and pass
-        :func:`posenc.tasks.config.check_checkpoint`; else a usage error. Its allocation bound
-        is kept for :meth:`instantiate_classes`."""
+        [`posenc.tasks.config.check_checkpoint`][posenc.tasks.config.check_checkpoint]; else a usage
+        error. Its allocation bound is kept for
+        [`instantiate_classes`][posenc.tasks.cli.PosencCLI.instantiate_classes]."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         # Lightning's names for checkpoints it finds itself, and remote paths, are its own.
@@ -130,7 +132,8 @@ class PosencCLI(LightningCLI):
 
     def instantiate_classes(self) -> None:
         """Lightning's, under the allocation bound of the ``--ckpt_path`` checkpoint whose
-        hyperparameters the model is built from (:func:`posenc.tasks.config.check_checkpoint`)."""
+        hyperparameters the model is built from
+        ([`posenc.tasks.config.check_checkpoint`][posenc.tasks.config.check_checkpoint])."""
         bound = getattr(self, "_build_bound", None)
         if bound is None:
             super().instantiate_classes()

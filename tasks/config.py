@@ -2,27 +2,31 @@
 ``{class_path, init_args}``), keep hyperparameters as builtins, read and check a checkpoint; and
 the AdamW + warmup/cosine optimizers the task modules share.
 
-Hyperparameters stay plain values (:func:`make_hparams_plain`), so checkpoints load with
-``torch.load(weights_only=True)`` (:func:`read_checkpoint`). A checkpoint is untrusted, and so
-is its ``class_path``: it resolves only to a ``torch.nn.Module`` subclass that posenc defines
-or that was registered in this process with :func:`register_module` (never a function or a
-third-party class merely imported: torchmetrics' ``_LPIPS(model_path=...)`` reads a file), and
-it imports no module but posenc's own. A slot admits only the kind it holds: an encoding slot
-(:func:`instantiate`) builds posenc's encodings and registered classes, never a LightningModule
-nor a class whose constructor takes a weight source (:func:`check_encoding_class`).
-``init_args`` are passed as given (a nested ``{class_path}`` dict is data to the constructor).
-Register your classes before building or loading::
+Hyperparameters stay plain values ([`make_hparams_plain`][posenc.tasks.config.make_hparams_plain]),
+so checkpoints load with ``torch.load(weights_only=True)``
+([`read_checkpoint`][posenc.tasks.config.read_checkpoint]). A checkpoint is untrusted, and so is its
+``class_path``: it resolves only to a ``torch.nn.Module`` subclass that posenc defines or that was
+registered in this process with [`register_module`][posenc.tasks.register_module] (never a function
+or a third-party class merely
+imported: torchmetrics' ``_LPIPS(model_path=...)`` reads a file), and it imports no module but
+posenc's own. A slot admits only the kind it holds: an encoding slot
+([`instantiate`][posenc.tasks.config.instantiate]) builds posenc's encodings and registered classes,
+never a LightningModule nor a class whose constructor takes a weight source
+([`check_encoding_class`][posenc.tasks.config.check_encoding_class]). ``init_args`` are passed as
+given (a nested ``{class_path}`` dict is data to the constructor). Register your classes before
+building or loading::
 
     import mypkg.encodings
     posenc.tasks.register_module(mypkg.encodings.MyEncoding)
 
-Arguments that load weights (:data:`WEIGHT_SOURCES`) come from a trusted caller only: models do
-not save them, and :func:`check_checkpoint` refuses a checkpoint that sets them at any depth,
-or names a class a slot does not admit, before anything is built from it; the model is then
-built under an :class:`allocation_bound` proportional to the checkpoint's own tensors, so a
-forged size (``dim: 1e12``) is refused before it is allocated. ``load_from_checkpoint`` of
-posenc's models (:class:`CheckedCheckpointLoading`), ``posenc test/export --ckpt_path`` and
-``posenc plot --checkpoint`` all load this way.
+Arguments that load weights (`WEIGHT_SOURCES`) come from a trusted caller only: models do
+not save them, and [`check_checkpoint`][posenc.tasks.config.check_checkpoint] refuses a checkpoint
+that sets them at any depth, or names a class a slot does not admit, before anything is built from
+it; the model is then built under an [`allocation_bound`][posenc.tasks.config.allocation_bound]
+proportional to the checkpoint's own tensors, so a forged size (``dim: 1e12``) is refused before it
+is allocated. ``load_from_checkpoint`` of posenc's models
+([`CheckedCheckpointLoading`][posenc.tasks.config.CheckedCheckpointLoading]),
+``posenc test/export --ckpt_path`` and ``posenc plot --checkpoint`` all load this way.
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ def class_paths(value: Any) -> list[tuple[str, Any]]:
 
 def check_no_weight_sources(hparams: Mapping[str, Any], argument: str) -> None:
     """Raise a ``ValueError`` naming ``argument`` when ``hparams`` (a checkpoint's) set any of
-    :data:`WEIGHT_SOURCES` to something other than None/False, at any depth (in the
+    `WEIGHT_SOURCES` to something other than None/False, at any depth (in the
     ``init_args`` of a nested ``class_path``, a list, any dict)."""
     named = sorted(f"{where}.{key}" if where else str(key)
                    for where, item in nested(hparams) if isinstance(item, Mapping)
@@ -165,7 +169,8 @@ def check_class_path(class_path: object, argument: str = "class_path") -> tuple[
 def import_class(class_path: str, argument: str = "class_path",
                  base: type[nn.Module] = nn.Module) -> type[nn.Module]:
     """``"package.module.Class"`` -> the subclass of ``base`` that posenc defines or that is
-    registered (:func:`register_module`), with errors naming ``argument`` and the path.
+    registered ([`register_module`][posenc.tasks.register_module]), with errors naming ``argument``
+    and the path.
 
     Only posenc's modules are imported when missing; the class is read from the module's
     namespace (a module-level ``__getattr__`` is not called: it may import).
@@ -203,11 +208,11 @@ def import_class(class_path: str, argument: str = "class_path",
 def check_encoding_class(cls: type[nn.Module], class_path: str, argument: str,
                          kinds: tuple[str, ...] = KINDS) -> None:
     """Raise a ``ValueError`` naming ``argument`` unless an encoding slot holding ``kinds``
-    (:data:`posenc.core.encoding.KINDS`) may build ``cls`` (named ``class_path``, trusted by
-    :func:`import_class`): posenc's encodings (:class:`posenc.core.PositionEncoding`
-    subclasses) of one of ``kinds`` and registered classes (of one of ``kinds`` where they
-    declare a ``kind``), never a ``LightningModule`` nor a class whose constructor takes one of
-    :data:`WEIGHT_SOURCES`."""
+    ([`posenc.core.encoding.KINDS`][posenc.core.encoding.KINDS]) may build ``cls`` (named
+    ``class_path``, trusted by [`import_class`][posenc.tasks.config.import_class]): posenc's
+    encodings ([`posenc.core.PositionEncoding`][posenc.core.PositionEncoding] subclasses) of one of
+    ``kinds`` and registered classes (of one of ``kinds`` where they declare a ``kind``), never a
+    ``LightningModule`` nor a class whose constructor takes one of `WEIGHT_SOURCES`."""
     where = f"{argument}: class_path {class_path!r}: {cls.__module__}.{cls.__qualname__}"
     slot = (f"an encoding slot builds posenc's encodings and the classes registered with "
             f"{REGISTER_HINT}")
@@ -247,12 +252,14 @@ def instantiate(spec: Any, registry: Mapping[str, Callable[..., Any]], argument:
 
     Args:
         spec: a key of ``registry``; or ``{"class_path": ..., "init_args": {...}}`` naming an
-            encoding class (:func:`import_class`, :func:`check_encoding_class`), whose missing
+            encoding class ([`import_class`][posenc.tasks.config.import_class],
+            [`check_encoding_class`][posenc.tasks.config.check_encoding_class]), whose missing
             constructor arguments are taken from ``defaults`` when their names match.
         registry: name -> factory called with ``defaults`` as keywords it accepts.
         argument: the config argument's name, for error messages.
         defaults: values inferred from the surrounding model (``dim``, ``num_heads``, ...).
-        kinds: the kinds of encoding the slot holds (:func:`check_encoding_class`).
+        kinds: the kinds of encoding the slot holds
+            ([`check_encoding_class`][posenc.tasks.config.check_encoding_class]).
     """
     defaults = dict(defaults or {})
     if isinstance(spec, str):
@@ -308,7 +315,8 @@ def plain(value: Any) -> Any:
 
 
 def make_hparams_plain(hparams: MutableMapping[str, Any]) -> None:
-    """Replace every value of a module's ``hparams`` by :func:`plain` of it, in place."""
+    """Replace every value of a module's ``hparams`` by [`plain`][posenc.tasks.config.plain] of it,
+    in place."""
     for key, value in list(hparams.items()):
         hparams[key] = plain(value)
 
@@ -377,14 +385,15 @@ def checkpoint_hparams(ckpt: Mapping[str, Any]) -> dict[str, Any]:
 #: bytes, and the number, of the tensors the checkpoint holds, plus ``ALLOCATION_FLOOR`` (bytes,
 #: tensors) for what a checkpoint does not save (non-persistent buffers): the model a checkpoint
 #: holds the weights of fits well inside; a size forged in its hyperparameters (``dim: 1e12``,
-#: ``depth: 1e9``) is refused before it is allocated (:func:`allocation_bound`).
+#: ``depth: 1e9``) is refused before it is allocated
+#: ([`allocation_bound`][posenc.tasks.config.allocation_bound]).
 ALLOCATION_FACTOR = 4
 ALLOCATION_FLOOR = (1 << 30, 10_000)
 
 
 def checkpoint_allocation_bound(ckpt: Mapping[str, Any]) -> tuple[int, int]:
     """``(bytes, tensors)`` that building the model of ``ckpt`` may allocate: see
-    :data:`ALLOCATION_FACTOR`. Its tensors count by the storage they hold (a saved view or a
+    `ALLOCATION_FACTOR`. Its tensors count by the storage they hold (a saved view or a
     meta tensor claims sizes it does not hold)."""
     storages = {}
     tensors = 0
@@ -496,14 +505,18 @@ def _is_number(value: object) -> bool:
 
 def check_checkpoint(ckpt: Mapping[str, Any], where: str,
                      overrides: Mapping[str, Any] | None = None) -> allocation_bound:
-    """Refuse, before anything is built from it, a checkpoint (a dict: :func:`read_checkpoint`)
-    whose hyperparameters (:func:`checkpoint_hparams` updated by ``overrides``, the keyword
-    arguments a caller adds) set a weight source at any depth
-    (:func:`check_no_weight_sources`), name a model class (``_class_path``) that is not a
-    trusted ``LightningModule``, or name in any nested ``class_path`` a class that an encoding
-    slot does not build (:func:`check_encoding_class`): ``ValueError`` starting with ``where``.
+    """Refuse, before anything is built from it, a checkpoint (a dict:
+    [`read_checkpoint`][posenc.tasks.config.read_checkpoint]) whose hyperparameters
+    ([`checkpoint_hparams`][posenc.tasks.config.checkpoint_hparams] updated by ``overrides``, the
+    keyword arguments a caller adds) set a weight source at any depth
+    ([`check_no_weight_sources`][posenc.tasks.config.check_no_weight_sources]), name a model class
+    (``_class_path``) that is not a trusted ``LightningModule``, or name in any nested
+    ``class_path`` a class that an encoding slot does not build
+    ([`check_encoding_class`][posenc.tasks.config.check_encoding_class]): ``ValueError`` starting
+    with ``where``.
 
-    Returns the :class:`allocation_bound` to build its model under (enter it once)."""
+    Returns the [`allocation_bound`][posenc.tasks.config.allocation_bound] to build its model under
+    (enter it once)."""
     hparams = {**checkpoint_hparams(ckpt), **(overrides or {})}
     check_no_weight_sources(hparams, where)
     try:
@@ -518,8 +531,8 @@ def check_checkpoint(ckpt: Mapping[str, Any], where: str,
 
 class CheckedCheckpointLoading:
     """Mixin of posenc's LightningModules (listed before ``LightningModule``): their
-    ``load_from_checkpoint`` refuses what :func:`check_checkpoint` refuses before Lightning
-    builds anything from the checkpoint."""
+    ``load_from_checkpoint`` refuses what [`check_checkpoint`][posenc.tasks.config.check_checkpoint]
+    refuses before Lightning builds anything from the checkpoint."""
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: str | os.PathLike | IO[bytes],
@@ -528,7 +541,8 @@ class CheckedCheckpointLoading:
                              **kwargs: Any) -> Any:
         """Lightning's ``load_from_checkpoint`` (same arguments; ``kwargs`` override the
         checkpoint's hyperparameters), raising ``ValueError`` for hyperparameters or ``kwargs``
-        that :func:`check_checkpoint` refuses, before anything is built from them."""
+        that [`check_checkpoint`][posenc.tasks.config.check_checkpoint] refuses, before anything is
+        built from them."""
         where = f"{cls.__name__}.load_from_checkpoint"
         if isinstance(checkpoint_path, (str, os.PathLike)) and "://" not in str(checkpoint_path):
             ckpt = _load_checkpoint(checkpoint_path)
@@ -575,7 +589,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 def position_parameter_names(model: nn.Module) -> set[str]:
     """Full names of the parameters of ``model`` owned by its
-    :class:`posenc.core.PositionEncoding` submodules."""
+    [`posenc.core.PositionEncoding`][posenc.core.PositionEncoding] submodules."""
     return {f"{prefix}.{name}" if prefix else name
             for prefix, module in model.named_modules() if isinstance(module, PositionEncoding)
             for name, _ in module.named_parameters()}
@@ -590,13 +604,14 @@ def finetune_param_groups(model: nn.Module, weight_decay: float, lr: float, *,
         model: the ViT (``timm`` ``VisionTransformer``, attached or not): its
             ``group_matcher()`` assigns layers for ``layer_decay``.
         weight_decay: for weight matrices; none for 1D and ``no_weight_decay()`` parameters
-            (as :func:`param_groups`).
+            (as [`param_groups`][posenc.tasks.config.param_groups]).
         lr: base learning rate.
         layer_decay: None: ``lr`` for all. Else layer-wise decay (BEiT; timm's
             ``param_groups_layer_decay``): the embeddings are layer 0, block ``i`` layer
             ``i + 1`` (with the final norm for the last), the head ``depth + 1``, and layer
             ``l`` trains at ``lr * layer_decay ** (depth + 1 - l)``.
-        position_lr: None: position parameters (:func:`position_parameter_names`) are grouped
+        position_lr: None: position parameters
+            ([`position_parameter_names`][posenc.tasks.config.position_parameter_names]) are grouped
             as any other. Else their learning rate (no layer decay, no weight decay).
     """
     if layer_decay is None:
@@ -656,9 +671,10 @@ def check_finetune_args(layer_decay: float | None, position_lr: float | None) ->
 
 def configure_adamw(module, lr: float, weight_decay: float, warmup: float, scheduler: str,
                     min_lr_ratio: float, groups: list[dict] | None = None) -> dict:
-    """``configure_optimizers`` body: AdamW over ``groups`` (default :func:`param_groups` of
-    ``module``; a group's ``"lr"`` is its peak) and a per-step LambdaLR, ``warmup`` being a
-    fraction of ``trainer.estimated_stepping_batches``."""
+    """``configure_optimizers`` body: AdamW over ``groups`` (default
+    [`param_groups`][posenc.tasks.config.param_groups] of ``module``; a group's ``"lr"`` is its
+    peak) and a per-step LambdaLR, ``warmup`` being a fraction of
+    ``trainer.estimated_stepping_batches``."""
     if groups is None:
         groups = param_groups(module, weight_decay)
     optimizer = torch.optim.AdamW(groups, lr=lr)
@@ -674,8 +690,9 @@ def configure_adamw(module, lr: float, weight_decay: float, warmup: float, sched
 
 
 def configure_adamw_from_hparams(module) -> dict:
-    """:func:`configure_adamw` with the settings a task module saved in its hyperparameters
-    (``lr``, ``weight_decay``, ``warmup``, ``scheduler``, ``min_lr_ratio``)."""
+    """[`configure_adamw`][posenc.tasks.config.configure_adamw] with the settings a task module
+    saved in its hyperparameters (``lr``, ``weight_decay``, ``warmup``, ``scheduler``,
+    ``min_lr_ratio``)."""
     hp = module.hparams
     return configure_adamw(module, hp.lr, hp.weight_decay, hp.warmup, hp.scheduler,
                            hp.min_lr_ratio)

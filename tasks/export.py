@@ -5,14 +5,14 @@
 Written by ``torch.onnx.export(..., dynamo=True)`` (``pip install posenc[onnx]``) in eval mode,
 traced with an example input from the data module.
 
-- :class:`~posenc.tasks.ImageClassifier`: input ``images`` ``(B, in_chans, H, W)`` float32,
-  ``H`` and ``W`` multiples of ``patch_size`` (at least two patches); output ``logits``
+- [`ImageClassifier`][posenc.tasks.ImageClassifier]: input ``images`` ``(B, in_chans, H, W)``
+  float32, ``H`` and ``W`` multiples of ``patch_size`` (at least two patches); output ``logits``
   ``(B, num_classes)`` float32. ``B``, ``H``, ``W`` dynamic.
-- :class:`~posenc.tasks.Forecaster`: inputs :func:`forecast_input_names`, each shaped and typed
-  as in a :class:`~posenc.tasks.TimeSeriesDataModule` batch; output ``quantiles``
+- [`Forecaster`][posenc.tasks.Forecaster]: inputs
+  [`forecast_input_names`][posenc.tasks.export.forecast_input_names], each shaped and typed as in a
+  [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule] batch; output ``quantiles``
   ``(B, Nh, C, Q)`` float32 in data units (``Forecaster.predict_step``'s; ``Q = 1`` for point
-  losses). ``B``, the context length and the horizon (axis 1 of ``context_*``/``target_*``)
-  dynamic.
+  losses). ``B``, the context length and the horizon (axis 1 of ``context_*``/``target_*``) dynamic.
 """
 
 from __future__ import annotations
@@ -110,15 +110,16 @@ def _check_exportable(model: ImageClassifier) -> None:
 def export_onnx(model: LightningModule, out: str | os.PathLike,
                 ckpt_path: str | os.PathLike | None = None,
                 datamodule: LightningDataModule | None = None) -> Path:
-    """Write ``model`` (an :class:`~posenc.tasks.ImageClassifier` or
-    :class:`~posenc.tasks.Forecaster`) as an ONNX graph to ``out`` (see the module docstring);
+    """Write ``model`` (an [`ImageClassifier`][posenc.tasks.ImageClassifier] or
+    [`Forecaster`][posenc.tasks.Forecaster]) as an ONNX graph to ``out`` (see the module docstring);
     returns its path.
 
     Args:
         model: the model, built as the checkpoint's was.
         out: the ``.onnx`` file to write (its folder is made).
         ckpt_path: a checkpoint whose ``state_dict`` is loaded into ``model`` first
-            (:func:`posenc.tasks.config.read_checkpoint`); None: the weights as they are.
+            ([`posenc.tasks.config.read_checkpoint`][posenc.tasks.config.read_checkpoint]); None:
+            the weights as they are.
         datamodule: the model's data module (a Forecaster's example batch comes from it).
     """
     if not isinstance(model, (ImageClassifier, Forecaster)):

@@ -1,10 +1,12 @@
 """posenc.temporal: timestamps -> coordinates, calendar and seasonal features.
 
-Timestamps (numpy, pandas-compatible, DST-correct) become elapsed time (:func:`to_seconds`,
-:func:`time_positions`), local times (:func:`localize`) and calendar fields
-(:func:`calendar_fields`); torch modules encode calendar fields, absolute time, elapsed time,
-series age and holidays. Relative time in attention is core's ``RotaryEncoding`` / ``ALiBi``
-with ``time_positions(...)`` as positions. Helpers stay importable from their modules only.
+Timestamps (numpy, pandas-compatible, DST-correct) become elapsed time
+([`to_seconds`][posenc.temporal.to_seconds], [`time_positions`][posenc.temporal.time_positions]),
+local times ([`localize`][posenc.temporal.localize]) and calendar fields
+([`calendar_fields`][posenc.temporal.calendar_fields]); torch modules encode calendar fields,
+absolute time, elapsed time, series age and holidays. Relative time in attention is core's
+``RotaryEncoding`` / ``ALiBi`` with ``time_positions(...)`` as positions. Helpers stay importable
+from their modules only.
 """
 
 from .age import AgeFeature

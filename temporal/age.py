@@ -1,9 +1,10 @@
 """Age features: how long a series has been running at each observation (GluonTS's
 ``AddAgeFeature``), in real elapsed time so that irregular sampling ages a series by its gaps.
 
-The age in ``unit`` since the series start is transformed (:data:`TRANSFORMS`): ``"gluonts"``
-``log10(2 + age)`` (with the index as age, ``AddAgeFeature``), ``"log1p"`` ``ln(1 + age)`` or
-``"linear"`` (``AddAgeFeature(log_scale=False)``).
+The age in ``unit`` since the series start is transformed
+([`TRANSFORMS`][posenc.temporal.age.TRANSFORMS]): ``"gluonts"`` ``log10(2 + age)`` (with the index
+as age, ``AddAgeFeature``), ``"log1p"`` ``ln(1 + age)`` or ``"linear"``
+(``AddAgeFeature(log_scale=False)``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from .timestamps import (
 __all__ = ["TRANSFORMS", "AgeFeature", "age_feature", "series_age"]
 
 TRANSFORMS = ("gluonts", "log1p", "linear")
-"""The transforms of an age (:func:`age_feature`; module docstring)."""
+"""The transforms of an age ([`age_feature`][posenc.temporal.age.age_feature]; module docstring)."""
 
 
 def _negative_error(first: int, origin: str = "start") -> ValueError:
@@ -86,8 +87,9 @@ def age_feature(age: np.ndarray | Tensor, transform: str = "gluonts") -> np.ndar
 
 
 class AgeFeature(PositionEncoding):
-    """Module form of :func:`series_age` + :func:`age_feature` (no parameters): ``(...)``
-    timestamps -> ``(..., 1)``.
+    """Module form of [`series_age`][posenc.temporal.age.series_age] +
+    [`age_feature`][posenc.temporal.age.age_feature] (no parameters): ``(...)`` timestamps ->
+    ``(..., 1)``.
 
     ``start`` is a fixed origin for every series, winning over ``series_start`` (a Forecaster
     passes each window's series start); None: ages count from ``series_start``, else from each

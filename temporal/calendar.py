@@ -1,10 +1,11 @@
 """Calendar fields of timestamps in local time, and the encodings that read them.
 
-:func:`calendar_fields` computes the fields with integer arithmetic (Howard Hinnant's
-``civil_from_days``, proleptic Gregorian), equal to pandas' accessors, once per day of the span.
-:class:`CalendarFeatures` looks its features up: every field takes at most 366 values, so their
-features are formed once in float64 in joint tables of consecutive fields, and one gather writes
-whole output rows. :class:`CalendarEmbedding` sums one table per field (Informer's).
+[`calendar_fields`][posenc.temporal.calendar_fields] computes the fields with integer arithmetic
+(Howard Hinnant's ``civil_from_days``, proleptic Gregorian), equal to pandas' accessors, once per
+day of the span. [`CalendarFeatures`][posenc.temporal.CalendarFeatures] looks its features up: every
+field takes at most 366 values, so their features are formed once in float64 in joint tables of
+consecutive fields, and one gather writes whole output rows.
+[`CalendarEmbedding`][posenc.temporal.CalendarEmbedding] sums one table per field (Informer's).
 """
 
 from __future__ import annotations
@@ -95,8 +96,9 @@ def _date_fields(days: np.ndarray) -> dict[str, np.ndarray]:
 def calendar_fields(timestamps: Timestamps, tz: Any = None, *,
                     fields: Iterable[str] | None = None) -> dict[str, np.ndarray]:
     """``{name: int32 array of the input's shape}`` of ``fields`` (default: all of
-    :data:`FIELDS`) on the wall clock of ``tz`` (tz-aware input only; None: the timestamps' own
-    zone, or naive readings as they are). Equal to pandas' accessors (Monday = 0, ISO weeks).
+    [`FIELDS`][posenc.temporal.calendar.FIELDS]) on the wall clock of ``tz`` (tz-aware input only;
+    None: the timestamps' own zone, or naive readings as they are). Equal to pandas' accessors
+    (Monday = 0, ISO weeks).
     """
     asked = (fields,) if isinstance(fields, str) else tuple(FIELDS if fields is None else fields)
     if not asked or any(n not in FIELDS for n in asked):
@@ -321,9 +323,10 @@ def _lookup_blocks(group: _Group, columns: Mapping[str, np.ndarray]) -> Tensor:
 def calendar_features(fields: Mapping[str, np.ndarray | Tensor],
                       names: Sequence[str] = DEFAULT_FIELDS, *, cyclic: bool = True,
                       dtype: torch.dtype = torch.float32) -> Tensor:
-    """:class:`CalendarFeatures`' features of ``names`` from ``{name: (...) ints}`` (with the
-    period fields if ``cyclic``): ``(..., 2 * len(names))`` ``[sin f0, cos f0, sin f1, ...]``
-    or ``(..., len(names))`` ramps, rounded once from float64 to ``dtype``, on the fields' device.
+    """[`CalendarFeatures`][posenc.temporal.CalendarFeatures]' features of ``names`` from
+    ``{name: (...) ints}`` (with the period fields if ``cyclic``): ``(..., 2 * len(names))``
+    ``[sin f0, cos f0, sin f1, ...]`` or ``(..., len(names))`` ramps, rounded once from float64 to
+    ``dtype``, on the fields' device.
     """
     names = check_calendar_fields(names)
     cyclic = check_bool(cyclic, "cyclic")
@@ -354,8 +357,8 @@ def check_calendar_fields(names: Iterable[str]) -> tuple[str, ...]:
 
 
 class CalendarFeatures(Float64Buffers):
-    """Fixed features of calendar ``fields`` (names from :data:`CYCLE_PERIODS`, in output
-    order).
+    """Fixed features of calendar ``fields`` (names from
+    [`CYCLE_PERIODS`][posenc.temporal.calendar.CYCLE_PERIODS], in output order).
 
     ``cyclic=True``: ``(sin, cos)`` of ``2*pi*(value - first) / period`` on each field's true
     period (the days of *that* month for the day of month, so Jan 31 and Feb 1 are neighbours).
@@ -397,7 +400,8 @@ class CalendarFeatures(Float64Buffers):
 
     @property
     def required_fields(self) -> tuple[str, ...]:
-        """Fields that :meth:`forward` reads: the encoded ones plus their periods."""
+        """Fields that [`forward`][posenc.temporal.CalendarFeatures.forward] reads: the encoded ones
+        plus their periods."""
         periods = [CYCLE_PERIODS[n] for n in self.fields] if self.cyclic else []
         return self.fields + tuple(p for p in periods if isinstance(p, str))
 
@@ -440,7 +444,8 @@ class CalendarEmbedding(PositionEncoding):
 
     ``embed_type="learned"``: trainable tables of width ``dim``; ``"fixed"``: frozen interleaved
     sinusoidal tables (``dim`` even, base 10000), Informer's ``FixedEmbedding``. A table has
-    ``last + 1`` rows, as Informer's. ``fields``: names from :data:`CYCLE_PERIODS`.
+    ``last + 1`` rows, as Informer's. ``fields``: names from
+    [`CYCLE_PERIODS`][posenc.temporal.calendar.CYCLE_PERIODS].
     """
 
     kind = "additive"

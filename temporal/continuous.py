@@ -1,8 +1,10 @@
 """Encodings of elapsed time, for irregularly sampled series, and the index baseline.
 
-:class:`ContinuousSinusoidal` (core's sinusoidal encoding with periods in time units),
-:class:`Time2Vec` (Kazemi et al. 2019), :class:`TimeDelta` (GRU-D's time gaps and mask) and
-:class:`IndexSinusoidal`, the equally-spaced baseline that encodes each token's index.
+[`ContinuousSinusoidal`][posenc.temporal.ContinuousSinusoidal] (core's sinusoidal encoding with
+periods in time units), [`Time2Vec`][posenc.temporal.Time2Vec] (Kazemi et al. 2019),
+[`TimeDelta`][posenc.temporal.TimeDelta] (GRU-D's time gaps and mask) and
+[`IndexSinusoidal`][posenc.temporal.IndexSinusoidal], the equally-spaced baseline that encodes each
+token's index.
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ def _check_mask(mask: object, name: str, like: Tensor, like_name: str) -> None:
 class ContinuousSinusoidal(Float64Buffers):
     """Sin/cos of elapsed time at ``dim // 2`` (``dim`` even) geometric periods from
     ``min_period`` to ``max_period`` (in the unit of the times), laid out as core's
-    :class:`~posenc.core.SinusoidalEncoding`; ``min_period = 2*pi``, ``max_period = 2*pi *
-    10000 ** ((dim - 2) / dim)`` reproduce it exactly (with time in steps).
+    [`SinusoidalEncoding`][posenc.core.SinusoidalEncoding]; ``min_period = 2*pi``, ``max_period =
+    2*pi * 10000 ** ((dim - 2) / dim)`` reproduce it exactly (with time in steps).
     """
 
     kind = "additive"
@@ -207,7 +209,8 @@ def time_delta_features(times: Tensor, mask: Tensor | None = None, *, log: bool 
 
 
 class TimeDelta(PositionEncoding):
-    """Module form of :func:`time_delta_features` (no parameters)."""
+    """Module form of [`time_delta_features`][posenc.temporal.continuous.time_delta_features] (no
+    parameters)."""
 
     kind = "additive"
     reads = "deltas"

@@ -76,8 +76,9 @@ class FourierSeasonality(PositionEncoding):
     UTC instants for tz-aware timestamps, wall-clock readings for naive ones.
 
     Args:
-        periods: ``{name: period in seconds}`` (default :data:`DEFAULT_PERIODS`), rounded to
-            whole nanoseconds, at most ``2**63 - 1`` ns.
+        periods: ``{name: period in seconds}`` (default
+            [`DEFAULT_PERIODS`][posenc.temporal.fourier.DEFAULT_PERIODS]), rounded to whole
+            nanoseconds, at most ``2**63 - 1`` ns.
         harmonics: harmonics per period, one int for all or ``{name: int}`` for each.
     """
 
@@ -117,8 +118,9 @@ class FourierSeasonality(PositionEncoding):
 
     @classmethod
     def prophet(cls) -> FourierSeasonality:
-        """Prophet's default features (:data:`PROPHET_PERIODS`, :data:`PROPHET_HARMONICS`);
-        Prophet also floors timestamps to whole seconds."""
+        """Prophet's default features ([`PROPHET_PERIODS`][posenc.temporal.fourier.PROPHET_PERIODS],
+        [`PROPHET_HARMONICS`][posenc.temporal.fourier.PROPHET_HARMONICS]); Prophet also floors
+        timestamps to whole seconds."""
         return cls(PROPHET_PERIODS, PROPHET_HARMONICS)
 
     @property

@@ -40,7 +40,7 @@ from .timestamps import (
 __all__ = ["KERNELS", "HolidayFeatures", "holiday_dates", "holiday_distance", "holiday_kernel"]
 
 KERNELS = ("indicator", "exponential", "squared_exponential")
-"""The kernels of :func:`holiday_kernel`."""
+"""The kernels of [`holiday_kernel`][posenc.temporal.holidays.holiday_kernel]."""
 _NS_PER_DAY = UNITS["D"]
 _FAR = 2**62  # frames every table: never the nearest date, and differences fit int64
 
@@ -273,7 +273,8 @@ def holiday_distance(timestamps: Timestamps, country: str | None = None, *,
 
     Args:
         country: the calendar, with ``subdiv``, ``observed``, ``categories`` and ``language``
-            as in :func:`holiday_dates`; years the holidays package does not cover raise.
+            as in [`holiday_dates`][posenc.temporal.holidays.holiday_dates]; years the holidays
+            package does not cover raise.
         names: one column per holiday name; None: one column for every holiday together.
         dates: instead of a country: dates at midnight, or ``{name: dates}`` for one column
             each.
@@ -320,9 +321,11 @@ class HolidayFeatures(PositionEncoding):
 
     Per group (every holiday, or one per name of ``names`` / key of ``dates``): the kernel of
     the signed distance to the nearest holiday, and with ``distance_scale`` that distance over
-    it. The calendar (arguments as in :func:`holiday_distance` and :func:`holiday_kernel`) is
-    built once for ``years``, ``(first, last)`` (None: the package's years within 1900-2100);
-    CPU timestamps outside them raise.
+    it. The calendar (arguments as in
+    [`holiday_distance`][posenc.temporal.holidays.holiday_distance] and
+    [`holiday_kernel`][posenc.temporal.holidays.holiday_kernel]) is built once for ``years``,
+    ``(first, last)`` (None: the package's years within 1900-2100); CPU timestamps outside them
+    raise.
 
     Example::
 

@@ -1,13 +1,15 @@
 """Timestamps in: the one conversion every temporal encoding and table reader goes through.
 
-Accepted wherever a ``timestamps`` argument appears (:data:`Timestamps`): a ``DatetimeIndex`` or
-datetime ``Series`` (naive or aware, any resolution); a ``PeriodIndex`` or period ``Series``,
-each period read as its naive ``start_time`` (pandas' own fields of a period are its *last*
-day's); a ``datetime64`` array; int64 nanoseconds since the epoch as a numpy array or torch
-tensor (other integers have no known unit and raise); a list of ``datetime``/``date``/
-``Timestamp``/ISO strings. Aware timestamps are instants, naive ones wall-clock readings; no zone
-is guessed: naive input with a ``tz``, NaT and mixed naive/aware values raise. Table columns go
-through :func:`parse_timestamps` and :func:`utc_and_local`, as in every posenc table reader.
+Accepted wherever a ``timestamps`` argument appears
+([`Timestamps`][posenc.temporal.timestamps.Timestamps]): a ``DatetimeIndex`` or datetime ``Series``
+(naive or aware, any resolution); a ``PeriodIndex`` or period ``Series``, each period read as its
+naive ``start_time`` (pandas' own fields of a period are its *last* day's); a ``datetime64`` array;
+int64 nanoseconds since the epoch as a numpy array or torch tensor (other integers have no known
+unit and raise); a list of ``datetime``/``date``/ ``Timestamp``/ISO strings. Aware timestamps are
+instants, naive ones wall-clock readings; no zone is guessed: naive input with a ``tz``, NaT and
+mixed naive/aware values raise. Table columns go through
+[`parse_timestamps`][posenc.temporal.parse_timestamps] and
+[`utc_and_local`][posenc.temporal.timestamps.utc_and_local], as in every posenc table reader.
 
 Durations and frequency strings (``"15min"``, ``"1h30min"``, ``"1.5h"``, ``"W-SUN"``, ``"ME"``)
 are parsed here too, without pandas' offset machinery (its aliases changed in pandas 3). A
@@ -15,8 +17,9 @@ frequency means what pandas 3's ``to_offset`` reads (tests/temporal/test_frequen
 checks it): fixed units ``D, h, min, s, ms, us, ns`` take decimals and combine (``"1h30min"`` ->
 90 ``min``); calendar offsets (``W``, ``ME``, ``QE``, ``B``, ...) take whole multiples and an
 anchor (``"QE-NOV"``); pandas < 2.2 aliases (``H, T, S, A, Q, Y``) keep their meaning, and
-``"M"`` is refused as ambiguous. :func:`parse_duration` also reads ``pd.Timedelta``'s spellings
-(``"7 days"``) but refuses months, quarters, years and business days (no fixed length).
+``"M"`` is refused as ambiguous. [`parse_duration`][posenc.temporal.timestamps.parse_duration] also
+reads ``pd.Timedelta``'s spellings (``"7 days"``) but refuses months, quarters, years and business
+days (no fixed length).
 """
 
 from __future__ import annotations
@@ -255,7 +258,8 @@ def _origin(origin: Any, index: pd.DatetimeIndex, name: str = "origin") -> pd.Ti
 
 
 def to_seconds(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -> np.ndarray:
-    """float64 elapsed time from ``origin`` in ``unit`` (one of :data:`UNITS`), input's shape.
+    """float64 elapsed time from ``origin`` in ``unit`` (one of
+    [`UNITS`][posenc.temporal.timestamps.UNITS]), input's shape.
 
     Real elapsed time for tz-aware input, the difference of wall-clock readings for naive input.
     ``origin``: a timestamp of the same naive/aware kind; None is the Unix epoch. Formed in int64
@@ -292,8 +296,9 @@ def _in_unit(ticks: np.ndarray, tick_unit: str, unit: str) -> np.ndarray:
 
 
 def time_positions(timestamps: Timestamps, origin: Any = None, *, unit: str = "s") -> Tensor:
-    """float64 tensor of :func:`to_seconds`: real-time positions for core's attention. Pick
-    ``unit`` so typical gaps are O(1): slopes and RoPE wavelengths are tuned to token steps."""
+    """float64 tensor of [`to_seconds`][posenc.temporal.to_seconds]: real-time positions for core's
+    attention. Pick ``unit`` so typical gaps are O(1): slopes and RoPE wavelengths are tuned to
+    token steps."""
     return torch.from_numpy(to_seconds(timestamps, origin, unit=unit))
 
 
@@ -631,9 +636,9 @@ def utc_and_local(index: pd.DatetimeIndex, tz: str | None, ambiguous: str = "rai
     """``(N,)`` parsed timestamps -> ``(utc, local)`` int64 nanoseconds: UTC since the epoch
     and naive local wall-clock time.
 
-    Naive timestamps are local times of ``tz`` (:func:`localize`, ``ambiguous`` one of
-    :data:`AMBIGUOUS`, ``earliest`` = the DST reading; ``nonexistent`` one of
-    :data:`NONEXISTENT`); aware ones are converted to ``tz``. ``tz=None`` keeps naive data as
+    Naive timestamps are local times of ``tz`` ([`localize`][posenc.temporal.localize],
+    ``ambiguous`` one of `AMBIGUOUS`, ``earliest`` = the DST reading; ``nonexistent`` one of
+    `NONEXISTENT`); aware ones are converted to ``tz``. ``tz=None`` keeps naive data as
     its own clock and aware data in its zone.
     """
     if index.tz is None and tz is not None:
@@ -928,14 +933,16 @@ _CALENDAR_UNIT_WORDS = re.compile(r"\s*(\d+)?\s*(month|quarter|year)s?\s*", re.I
 
 
 def parse_time_unit(value: Any, name: str = "time_unit") -> TimeUnit:
-    """A unit of elapsed time: a fixed duration (:func:`parse_duration`) or calendar months:
-    month, quarter and year frequency strings (``"3MS"``, ``"QS-NOV"``: the anchor changes
-    nothing) or words (``"2 months"``, ``"quarter"``, ``"year"``).
+    """A unit of elapsed time: a fixed duration
+    ([`parse_duration`][posenc.temporal.timestamps.parse_duration]) or calendar months: month,
+    quarter and year frequency strings (``"3MS"``, ``"QS-NOV"``: the anchor changes nothing) or
+    words (``"2 months"``, ``"quarter"``, ``"year"``).
 
     Raises:
         TypeError: neither a string nor a timedelta.
-        ValueError: what :func:`parse_duration` refuses that is no month, quarter or year
-            (business days, a number without a unit, ...), or zero months.
+        ValueError: what [`parse_duration`][posenc.temporal.timestamps.parse_duration] refuses that
+            is no month, quarter or year (business days, a number without a unit, ...), or zero
+            months.
     """
     if isinstance(value, str):
         words = _CALENDAR_UNIT_WORDS.fullmatch(value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import mmap
+import re
 import sys
 from pathlib import Path
 
@@ -77,6 +78,18 @@ def test_memory_rows_print_their_unit_and_ratio():
            "baseline_amount": 100.0, "unit": "MB", "target": "<= 3"}
     assert run_all.table([row]).splitlines()[-1] == \
         "| panel | c | frame | 300.0 MB | 100.0 MB | 3.000 | <= 3 |"
+
+
+def test_table_cells_render_in_markdown_as_written():
+    """docs/benchmarks.md pastes this table: a ``*`` in a name must not turn into emphasis
+    (``floor q*2; k*2`` read "floor q2; k2") nor a ``|`` into a new cell."""
+    markdown = pytest.importorskip("markdown", reason="the docs extra renders Markdown")
+    run_all = _load("run_all")
+    row = {"suite": "core", "case": "a | b", "baseline": "floor q*2; k*2", "posenc_s": 2.0,
+           "baseline_s": 1.0, "target": "<= 2"}
+    html = markdown.markdown(run_all.table([row]), extensions=["tables"])
+    cells = [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td>(.*?)</td>", html)]
+    assert cells == ["core", "a | b", "floor q*2; k*2", "2000.00", "1000.00", "2.000", "&lt;= 2"]
 
 
 def test_arguments_are_checked(capsys):

@@ -1,11 +1,12 @@
 """``TimeSeriesDataModule``: a long table (CSV, Parquet, DataFrame) or a Parquet dataset ->
 each split's forecast windows.
 
-A table is read (:func:`~posenc.tasks.forecasting.panel.read_panel`) with its own
-:class:`~posenc.tasks.forecasting.schema.Fitted` state, fitted on its training span
-(:func:`~posenc.tasks.forecasting.panel.fit`), or a trained model's. Splits
+A table is read ([`read_panel`][posenc.tasks.forecasting.panel.read_panel]) with its own
+[`Fitted`][posenc.tasks.Fitted] state, fitted on its training span
+([`fit`][posenc.tasks.forecasting.panel.fit]), or a trained model's. Splits
 are by time: a window belongs to the split that holds its whole horizon. A Parquet dataset
-(a directory, glob or URL) is read lazily (:mod:`posenc.tasks.forecasting.stream`).
+(a directory, glob or URL) is read lazily
+([`posenc.tasks.forecasting.stream`][posenc.tasks.forecasting.stream]).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class TimeSeriesDataModule(LightningDataModule):
     Args:
         data: path (stored as text) to a ``.csv`` / ``.parquet`` file, or a ``DataFrame``,
             read in memory; or a Parquet dataset read lazily, each DDP rank and loader worker
-            its own chunks (:mod:`~posenc.tasks.forecasting.stream`): a directory, a glob
+            its own chunks ([`stream`][posenc.tasks.forecasting.stream]): a directory, a glob
             (``"panel/*.parquet"``) or an fsspec URL (``"s3://bucket/panel/"``).
         timestamp_column: the timestamps (text or datetime; naive or with a UTC offset, one
             form for the column). The same instant twice within a series is an error.
@@ -110,11 +111,12 @@ class TimeSeriesDataModule(LightningDataModule):
             (``"7D"``; calendar months such as ``"12MS"`` are refused: give 12 for monthly
             data), a count of median sampling steps or ``"persistence"`` (the last observed
             value); None: every natural season of the step that fits in the context
-            (:func:`~posenc.tasks.forecasting.metrics.natural_seasons`). Each is logged as its
-            own baseline (``test/mae_naive_7d``).
+            ([`natural_seasons`][posenc.tasks.forecasting.metrics.natural_seasons]). Each is logged
+            as its own baseline (``test/mae_naive_7d``).
         mase_season: the seasonal period ``m`` (observations) of MASE's and RMSSE's
             denominators; None: GluonTS's for the step
-            (:func:`~posenc.tasks.forecasting.metrics.seasonality_for_step`: 24 for hourly).
+            ([`seasonality_for_step`][posenc.tasks.forecasting.metrics.seasonality_for_step]: 24 for
+            hourly).
         irregular: keep a random fraction of observations (seeded); None keeps all.
         seed: seed of ``irregular``.
         batch_size: training windows per batch.
@@ -132,7 +134,7 @@ class TimeSeriesDataModule(LightningDataModule):
             the trained horizon after each series' last observation.
         chunk_rows: with a Parquet dataset, the rows read at once (whole series): a process
             holds about two such chunks, or the longest series twice.
-        fitted: a trained model's :class:`~posenc.tasks.forecasting.schema.Fitted` state
+        fitted: a trained model's [`Fitted`][posenc.tasks.Fitted] state
             (``model.fitted``), or the path of its checkpoint: the table is read with it
             (its scaling, series, vocabularies and step; series new to it are scaled on their
             own training rows), which is never changed. None: the table's own state, fitted on
@@ -293,7 +295,7 @@ class TimeSeriesDataModule(LightningDataModule):
         return self._read
 
     def _read_dataset(self, known: Fitted | None) -> tuple[DatasetPanel, Fitted]:
-        """:meth:`_read_table` of a Parquet dataset: a scan of the series and time columns,
+        """`_read_table` of a Parquet dataset: a scan of the series and time columns,
         then one pass over the chunks for the state (DDP ranks share both)."""
         rank, world = self._rank()
         dataset = DatasetPanel.scan(self.data, self.columns, known, self.chunk_rows, rank, world)
@@ -336,7 +338,8 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def panel(self) -> Panel:
         """The checked, sorted and scaled table, read when first asked for (the model sizes
-        need it before ``setup``), with :attr:`fitted`; ``TypeError`` for a Parquet dataset."""
+        need it before ``setup``), with [`fitted`][posenc.tasks.TimeSeriesDataModule.fitted];
+        ``TypeError`` for a Parquet dataset."""
         if self.streaming:
             raise TypeError(f"{self._describe_data()} is a Parquet dataset read lazily: there "
                             "is no in-memory panel; its batches come from "
@@ -355,7 +358,7 @@ class TimeSeriesDataModule(LightningDataModule):
         return list(self.fitted.series_keys)
 
     def model_sizes(self) -> dict[str, Any]:
-        """The :data:`MODEL_SIZES` of this data, as ``Forecaster`` arguments:
+        """The `MODEL_SIZES` of this data, as ``Forecaster`` arguments:
         ``Forecaster(**dm.model_sizes(), dim=64, ...)``."""
         return {name: getattr(self, name) for name in MODEL_SIZES}
 
@@ -401,7 +404,7 @@ class TimeSeriesDataModule(LightningDataModule):
     def naive_seasons(self) -> list[str]:
         """The seasonal-naive baselines' seasons, durations: ``season`` (a count is in median
         sampling steps; ``"persistence"``: 1 ns, making the baseline the last observed value),
-        else :func:`~posenc.tasks.forecasting.metrics.natural_seasons` of the step."""
+        else [`natural_seasons`][posenc.tasks.forecasting.metrics.natural_seasons] of the step."""
         step = pd.Timedelta(self.fitted.step_ns)
         if self.season is None:
             context = self.context_length if self.by_time else step * self.context_length
@@ -486,7 +489,7 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def windows(self, split: str) -> WindowIndex:
         """The lazy index of one split's windows (``train``, ``val`` or ``test``); ``ValueError``
-        beyond :data:`MAX_ORIGINS_PER_ROW` or :data:`MAX_WINDOW_ROWS`."""
+        beyond `MAX_ORIGINS_PER_ROW` or `MAX_WINDOW_ROWS`."""
         check_choice(split, "split", ("train", "val", "test"))
         if self.streaming:
             raise TypeError(f"{self._describe_data()} is a Parquet dataset: its windows are "
@@ -527,10 +530,10 @@ class TimeSeriesDataModule(LightningDataModule):
         return windows
 
     def setup(self, stage: str | None = None) -> None:
-        """Read the table (:attr:`fitted`) and make each split's windows (``datasets``; a
-        Parquet dataset's are dealt to this process's DDP rank, made again where it changed).
-        Predicting the future (``predict_split="future"``) needs no split: the loader reads
-        the whole table as history."""
+        """Read the table ([`fitted`][posenc.tasks.TimeSeriesDataModule.fitted]) and make each
+        split's windows (``datasets``; a Parquet dataset's are dealt to this process's DDP rank,
+        made again where it changed). Predicting the future (``predict_split="future"``) needs no
+        split: the loader reads the whole table as history."""
         panel, fitted = self._reading()
         if stage == "predict" and self.predict_split == "future":
             return
@@ -560,7 +563,8 @@ class TimeSeriesDataModule(LightningDataModule):
 
     def _dataset_windows(self, dataset: DatasetPanel, fitted: Fitted
                          ) -> dict[str, DatasetWindows]:
-        """Each split's :class:`~.stream.DatasetWindows` (planned from per-series counts)."""
+        """Each split's [`DatasetWindows`][posenc.tasks.forecasting.stream.DatasetWindows] (planned
+        from per-series counts)."""
         rank, world = self._rank()
         out = {}
         for split, (lo, hi) in self.split_bounds().items():

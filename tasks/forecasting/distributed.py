@@ -1,8 +1,8 @@
 """The DDP helpers of the forecasting data: this process's rank, and work shared by ranks.
 
 The only ``torch.distributed`` checks of the tasks: a Parquet dataset's set-up
-(:mod:`~posenc.tasks.forecasting.stream`) and :class:`~posenc.tasks.ForecastWriter`'s gathers
-use them; without a process group everything runs in this process.
+([`stream`][posenc.tasks.forecasting.stream]) and [`ForecastWriter`][posenc.tasks.ForecastWriter]'s
+gathers use them; without a process group everything runs in this process.
 """
 
 from __future__ import annotations

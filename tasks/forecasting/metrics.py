@@ -51,13 +51,14 @@ def pinball(pred: Tensor, target: Tensor, quantiles: Tensor) -> Tensor:
 
 
 def quantile_loss(pred: Tensor, target: Tensor, mask: Tensor, quantiles: Tensor) -> Tensor:
-    """:func:`pinball` averaged over the quantiles and the targets where ``mask`` ``(...)``."""
+    """[`pinball`][posenc.tasks.forecasting.metrics.pinball] averaged over the quantiles and the
+    targets where ``mask`` ``(...)``."""
     return _masked_mean(pinball(pred, target, quantiles).mean(-1), mask)
 
 
 def _check_tensor(value: object, name: str, kind: str, ndim: int,
                   shape: tuple[int, ...] | None = None, spec: str = "") -> Tensor:
-    """``kind``: ``int64``, ``bool``, ``float`` or ``integer``; ``shape``: :func:`_check_shape`."""
+    """``kind``: ``int64``, ``bool``, ``float`` or ``integer``; ``shape``: `_check_shape`."""
     if not isinstance(value, Tensor):
         raise TypeError(f"{name} must be a tensor, got {type(value).__name__}")
     ok = {"int64": value.dtype == torch.int64, "bool": value.dtype == torch.bool,
@@ -301,7 +302,7 @@ def check_quantile_levels(levels: object, name: str = "quantiles") -> list[float
 def median_position(levels: Sequence[float], name: str = "quantiles"
                     ) -> tuple[int, int, float]:
     """Where the median lies among quantile ``levels`` (checked by
-    :func:`check_quantile_levels`): ``(i, j, w)``, the median of quantiles ``q`` being
+    `check_quantile_levels`): ``(i, j, w)``, the median of quantiles ``q`` being
     ``(1 - w) * q[i] + w * q[j]``, linear in the level between the nearest levels below and
     above 0.5 as GluonTS's ``QuantileForecast.quantile(0.5)`` (``i == j``, ``w = 0`` at 0.5).
     ``ValueError`` for levels all on one side of 0.5, where GluonTS extrapolates a tail."""
@@ -319,7 +320,7 @@ def median_position(levels: Sequence[float], name: str = "quantiles"
 
 def interpolated_median(quantiles: Tensor, position: tuple[int, int, float]) -> Tensor:
     """``(..., Q)`` quantiles -> ``(...)`` their median at ``position``
-    (:func:`median_position`)."""
+    ([`median_position`][posenc.tasks.forecasting.metrics.median_position])."""
     i, j, weight = position
     if i == j:  # a level of 0.5: that quantile exactly (lerp of inf and inf would be NaN)
         return quantiles[..., i]
@@ -341,9 +342,10 @@ class ForecastMetrics(Metric):
 
     - ``mae``, ``rmse``: pooled over every scored point (GluonTS's ``RMSE`` is the root of the
       mean per-row MSE: the same when rows have as many points).
-    - ``mase``: per row ``mean |y - yhat| / seasonal_error`` (:class:`SeasonalError`);
-      ``rmsse`` (M5's): per row ``sqrt(mean (y - yhat)^2 / mean (y[t] - y[t-m])^2)``; each the
-      mean over rows, NaN rows left out (``x / 0 = inf`` as in GluonTS).
+    - ``mase``: per row ``mean |y - yhat| / seasonal_error``
+      ([`SeasonalError`][posenc.tasks.forecasting.metrics.SeasonalError]); ``rmsse`` (M5's): per row
+      ``sqrt(mean (y - yhat)^2 / mean (y[t] - y[t-m])^2)``; each the mean over rows, NaN rows left
+      out (``x / 0 = inf`` as in GluonTS).
     - ``smape``: per row ``2 * mean |y - yhat| / (|y| + |yhat|)`` over non-zero denominators.
     - ``wql`` (``mean_wQuantileLoss``): per level ``2 * sum pinball / sum |y|``, averaged.
 
@@ -377,7 +379,9 @@ class ForecastMetrics(Metric):
             observed: ``(B, Nh, C)`` bool, True where ``target`` is present.
             series: ``(B,)`` integer index of each window's series (>= 0).
             context_observed: ``(B, Nc, C)`` bool (which channels the context observes).
-            seasonal_error: ``(B, C, 2)`` :class:`SeasonalError`'s of each window's history.
+            seasonal_error: ``(B, C, 2)``
+                [`SeasonalError`][posenc.tasks.forecasting.metrics.SeasonalError]'s of each window's
+                history.
             quantile_prediction: ``(B, Nh, C, Q)`` at ``quantiles``; required iff the metric
                 has quantiles.
         """
@@ -485,8 +489,9 @@ class ForecastMetrics(Metric):
 
     def per_series_frame(self, series_keys: Sequence[tuple], series_columns: Sequence[str]
                          ) -> pd.DataFrame:
-        """:meth:`per_series` as a table: row ``i`` holds ``series_keys[i]`` (a tuple, one value
-        per ``series_columns``) then series ``i``'s metrics."""
+        """[`per_series`][posenc.tasks.forecasting.metrics.ForecastMetrics.per_series] as a table:
+        row ``i`` holds ``series_keys[i]`` (a tuple, one value per ``series_columns``) then series
+        ``i``'s metrics."""
         series_columns = list(series_columns)
         for i, key in enumerate(series_keys):
             if not isinstance(key, tuple) or len(key) != len(series_columns):

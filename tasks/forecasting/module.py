@@ -1,5 +1,5 @@
 """``Forecaster``: the LightningModule that trains, evaluates and serves a
-:class:`~posenc.tasks.forecasting.network.ForecastTransformer`."""
+[`ForecastTransformer`][posenc.tasks.forecasting.network.ForecastTransformer]."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
             ``age``) or ``{class_path, init_args}`` dicts (a missing ``dim`` is filled in),
             e.g. ``{class_path: posenc.temporal.HolidayFeatures, init_args: {country: US}}``.
             A class declares what it reads as ``reads`` (one of
-            :data:`~posenc.tasks.forecasting.network.READS`) and its width as ``dim``.
+            `READS`) and its width as ``dim``.
         relative: relative-time attention: ``rope``, ``alibi``, None, or a dict such as
             ``{class_path: posenc.core.RotaryEncoding, init_args: {base: 1000.0}}`` (missing
             ``head_dim``/``num_heads`` filled in); one instance per block.
@@ -86,7 +86,7 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
             inputs), typically the sampling step: a fixed duration (``"1h"``, ``"30min"``) or,
             for monthly or coarser data, calendar months, quarters or years (``"MS"``,
             ``"QS"``, ``"YS"``, ``"month"``, ...; see
-            :func:`~posenc.temporal.timestamps.parse_time_unit`) counted on the local wall
+            `parse_time_unit`) counted on the local wall
             clock. ``"M"`` is refused as ambiguous.
         loss: ``mae``, ``mse`` or ``quantile``.
         quantiles: levels for the quantile loss, including 0.5 or levels on both sides of it:
@@ -102,7 +102,7 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
             transformer and undo it on the output; helps with level shifts.
         nonnegative: forecasts (point and quantiles) never below zero in data units, for
             counts and other non-negative targets (a softplus floored at the scaled zero; see
-            :class:`~posenc.tasks.forecasting.network.ForecastTransformer`).
+            [`ForecastTransformer`][posenc.tasks.forecasting.network.ForecastTransformer]).
         lr: AdamW's peak learning rate.
         weight_decay: AdamW's weight decay (position parameters get none).
         warmup: fraction of training steps with linear warmup.
@@ -110,10 +110,10 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
         min_lr_ratio: the cosine schedule's final learning rate / ``lr``.
         instance_norm_stats: with ``instance_norm``, ``"standard"`` (mean and standard
             deviation, RevIN) or ``"robust"`` (median and MAD, neuralforecast's ``robust``;
-            :func:`~posenc.tasks.forecasting.network.window_statistics`).
+            [`window_statistics`][posenc.tasks.forecasting.network.window_statistics]).
         lags: seasons as durations (``["1D", "7D"]``), or None: each time to predict gets the
             seasonal-naive value of each season as an input (the baselines' forecast,
-            :meth:`~posenc.tasks.forecasting.network.ForecastTransformer.lag_inputs`).
+            [`lag_inputs`][posenc.tasks.forecasting.network.ForecastTransformer.lag_inputs]).
         patch_size: context observations per token (1: one each); ``P > 1`` makes PatchTST's
             patches, counted back from the forecast origin.
     """
@@ -220,8 +220,8 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
 
     def setup(self, stage: str) -> None:
         """Check the trainer's data module (its sizes, and the state it reads with: this
-        model's, :meth:`Fitted.check_data`); at a first fit, without a state yet, the data's
-        becomes this model's."""
+        model's, [`Fitted.check_data`][posenc.tasks.Fitted.check_data]); at a first fit, without a
+        state yet, the data's becomes this model's."""
         state = data_state(self._trainer)
         if state is None:
             return
@@ -400,10 +400,11 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
             batch_size: series per forward pass.
 
         Returns:
-            The :func:`~posenc.tasks.forecasting.output.forecast_frame` table.
+            The [`forecast_frame`][posenc.tasks.forecasting.output.forecast_frame] table.
 
-        Needs :attr:`fitted`, set by ``fit`` with a :class:`~posenc.tasks.TimeSeriesDataModule`
-        and kept in its checkpoints (``Forecaster.load_from_checkpoint(path).forecast(df)``).
+        Needs `fitted`, set by ``fit`` with a
+        [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule] and kept in its checkpoints
+        (``Forecaster.load_from_checkpoint(path).forecast(df)``).
         """
         if self.fitted is None:
             raise RuntimeError("this Forecaster has no fitted state: fit it with a "

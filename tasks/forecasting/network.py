@@ -4,8 +4,8 @@ Each observation is a token (its values and timestamp); each time to predict is 
 carrying only its timestamp. Timestamps enter additively (features of each token's time summed
 into its embedding: calendar, Fourier, elapsed-time sinusoids, time deltas, holidays, age) and
 relatively (RoPE or ALiBi on elapsed time in ``time_unit`` inside
-:class:`posenc.core.MultiheadAttention`). A query token attends to the observations and itself
-only, so a forecast does not depend on which other times are asked.
+[`posenc.core.MultiheadAttention`][posenc.core.MultiheadAttention]). A query token attends to the
+observations and itself only, so a forecast does not depend on which other times are asked.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ RELATIVE_ENCODINGS: dict[str, Any] = {
 
 
 def encoding_reads(module: nn.Module, name: str = "encoding") -> str:
-    """What an additive temporal encoding reads: its class's ``reads`` (one of :data:`READS`),
+    """What an additive temporal encoding reads: its class's ``reads`` (one of `READS`),
     else ``TypeError`` naming the class."""
     reads = getattr(module, "reads", None)
     if reads not in READS:
@@ -81,11 +81,11 @@ def encoding_dim(module: nn.Module, name: str = "encoding") -> int:
 
 class TimeFeatures(nn.Module):
     """Concatenated additive temporal features of every token, ``(B, N, F)``, ``F``
-    (:attr:`width`) the sum of the encodings' declared ``dim``.
+    (`width`) the sum of the encodings' declared ``dim``.
 
     Args:
         encodings: the temporal encoding modules.
-        reads: per encoding, what it reads (one of :data:`READS`).
+        reads: per encoding, what it reads (one of `READS`).
     """
 
     def __init__(self, encodings: list[nn.Module], reads: list[str]) -> None:
@@ -134,7 +134,7 @@ def window_statistics(context: Tensor, observed: Tensor, stats: str = "standard"
     Args:
         context: ``(B, Nc, C)`` float values (anything where unobserved).
         observed: ``(B, Nc, C)`` bool, True where a value is present (False on padding).
-        stats: one of :data:`NORM_STATS`.
+        stats: one of `NORM_STATS`.
 
     Returns:
         ``(loc, scale)``, each ``(B, 1, C)`` in ``context``'s dtype; a channel never observed
@@ -198,13 +198,16 @@ class ForecastTransformer(nn.Module):
         num_static_real: numeric static columns (``static_real``): one linear map, summed
             into every token.
         unit_months: when > 0, elapsed time is in local calendar months divided by this (1:
-            months, 3: quarters, 12: years; :func:`~posenc.temporal.calendar.month_positions`).
+            months, 3: quarters, 12: years;
+            [`month_positions`][posenc.temporal.calendar.month_positions]).
         nonnegative: forecasts never below zero in data units: the scaled output ``y`` becomes
             ``z + softplus(y - z)``, ``z = -loc / scale`` the scaled zero (a clamp would have
             no gradient below zero).
-        instance_norm_stats: with ``instance_norm``, :func:`window_statistics`' ``stats``.
+        instance_norm_stats: with ``instance_norm``,
+            [`window_statistics`][posenc.tasks.forecasting.network.window_statistics]' ``stats``.
         lag_seasons: seasons in ns (``L`` of them, each in (0, 2**62]), or None: each query
-            token gets one linear map of :meth:`lag_inputs`. Built after every other
+            token gets one linear map of
+            [`lag_inputs`][posenc.tasks.ForecastTransformer.lag_inputs]. Built after every other
             parameter, so a seed initialises the others as without lags.
         patch_size: context observations per token (``P``; 1: one each). With ``P > 1``
             (PatchTST, Nie et al. 2023) every ``P`` embedded observations, counted back from
@@ -272,7 +275,8 @@ class ForecastTransformer(nn.Module):
         return sum(terms[1:], terms[0]) if terms else None
 
     def input_keys(self) -> list[str]:
-        """The batch keys :meth:`forward` reads (it ignores any others), in a fixed order."""
+        """The batch keys [`forward`][posenc.tasks.ForecastTransformer.forward] reads (it ignores
+        any others), in a fixed order."""
         keys = ["context_time", "target_time", "context_local", "target_local",
                 "context_valid", "target_valid", "context_value", "context_observed"]
         keys += ["context_fields", "target_fields"] if self.time_features.reads_fields else []
@@ -343,8 +347,8 @@ class ForecastTransformer(nn.Module):
 
     def lag_inputs(self, batch: Mapping[str, Tensor], context: Tensor) -> Tensor:
         """``(B, Nh, 2 * L * C)`` inputs of the query tokens for ``lag_seasons``: per season
-        the ``C`` :func:`~.metrics.seasonal_naive` values of ``context`` at the query times (0
-        where none), then the ``C`` flags (1.0: a value).
+        the ``C`` [`seasonal_naive`][posenc.tasks.forecasting.metrics.seasonal_naive] values of
+        ``context`` at the query times (0 where none), then the ``C`` flags (1.0: a value).
 
         Args:
             batch: the batch (its context/target times, local times, validity, observed).
@@ -390,8 +394,8 @@ class ForecastTransformer(nn.Module):
                 present.view(b, num, p)[..., -1])
 
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
-        """Batch dict (see :mod:`posenc.tasks.forecasting.windows`) -> ``(B, Nh, C, outputs)``
-        predictions in scaled units; nothing reads values on the host."""
+        """Batch dict (see [`posenc.tasks.forecasting.windows`][posenc.tasks.forecasting.windows])
+        -> ``(B, Nh, C, outputs)`` predictions in scaled units; nothing reads values on the host."""
         self._check_batch(batch)
         ctx_valid, tgt_valid = batch["context_valid"], batch["target_valid"]
         num_ctx = ctx_valid.shape[1]

@@ -1,18 +1,19 @@
 """Forecast requests in, forecasts out.
 
-In: :func:`request_dataset` reads a history table and the times to predict with the trained
-model's :class:`~posenc.tasks.forecasting.schema.Fitted` state into one window per series (the
-training's :class:`~posenc.tasks.forecasting.windows.WindowDataset`); :func:`make_batch` does the
-same for one series given as arrays.
+In: [`request_dataset`][posenc.tasks.forecasting.output.request_dataset] reads a history table and
+the times to predict with the trained model's [`Fitted`][posenc.tasks.Fitted] state into one window
+per series (the training's [`WindowDataset`][posenc.tasks.forecasting.windows.WindowDataset]);
+[`make_batch`][posenc.tasks.make_batch] does the same for one series given as arrays.
 
-Out: :func:`forecast_frame` makes the forecasts table (``Forecaster.forecast`` returns it,
-:class:`ForecastWriter` writes it). Its columns, in order: the series columns; the timestamp in
-the data's zone (``Fitted.local_times``); ``forecast_origin`` (:data:`ORIGIN_COLUMN`, the
-window's last context time, which tells a rolling backtest's origins apart; not ``origin``, a
-real column of nycflights13) when the outputs carry one; the point forecast of each target, named
-as the target; with quantile levels, ``{target}_q{level}`` (:func:`quantile_column`), targets
-outer, levels increasing. Rows: the valid horizon steps, sorted by series (as
-``Fitted.series_keys``), origin, time.
+Out: [`forecast_frame`][posenc.tasks.forecasting.output.forecast_frame] makes the forecasts table
+(``Forecaster.forecast`` returns it, [`ForecastWriter`][posenc.tasks.ForecastWriter] writes it). Its
+columns, in order: the series columns; the timestamp in the data's zone (``Fitted.local_times``);
+``forecast_origin`` (`ORIGIN_COLUMN`, the window's last context time, which tells a rolling
+backtest's origins apart; not ``origin``, a real column of nycflights13) when the outputs carry one;
+the point forecast of each target, named as the target; with quantile levels, ``{target}_q{level}``
+([`quantile_column`][posenc.tasks.forecasting.output.quantile_column]), targets outer, levels
+increasing. Rows: the valid horizon steps, sorted by series (as ``Fitted.series_keys``), origin,
+time.
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ def _rows(outputs: Sequence[Mapping], fitted: Fitted,
 
 def _table(rows: dict[str, np.ndarray], fitted: Fitted,
            quantile_levels: Sequence[float] | None) -> pd.DataFrame:
-    """Flat rows (:func:`_rows`) -> the sorted forecasts table."""
+    """Flat rows (`_rows`) -> the sorted forecasts table."""
     levels = check_quantile_levels(quantile_levels, "quantile_levels")
     columns = fitted.columns
     targets = list(columns.target_columns)
@@ -261,13 +262,15 @@ def _forecast_path(path: Any, name: str) -> Path:
 
 class ForecastWriter(BasePredictionWriter):
     """Write every forecast of ``trainer.predict`` to one ``.csv`` or ``.parquet`` file (the
-    :func:`forecast_frame` table; its folder is created).
+    [`forecast_frame`][posenc.tasks.forecasting.output.forecast_frame] table; its folder is
+    created).
 
-    The layout comes from the state the predicted data was read with (:func:`data_state`: the
-    trainer's data module's, which knows series new to the model), else ``pl_module.fitted``,
-    and ``pl_module.quantile_levels``. Under DDP rank 0 gathers and
-    writes. With ``per_rank=True`` ``path`` is a folder and each rank writes its own forecasts
-    to ``part-{rank:05d}.parquet`` there (``pd.read_parquet(path)`` reads them as one).
+    The layout comes from the state the predicted data was read with
+    ([`data_state`][posenc.tasks.forecasting.output.data_state]: the trainer's data module's, which
+    knows series new to the model), else ``pl_module.fitted``, and ``pl_module.quantile_levels``.
+    Under DDP rank 0 gathers and writes. With ``per_rank=True`` ``path`` is a folder and each rank
+    writes its own forecasts to ``part-{rank:05d}.parquet`` there (``pd.read_parquet(path)`` reads
+    them as one).
 
     Forecasts already at ``path`` are never replaced unless ``overwrite=True``: before
     predicting, every rank refuses (``ValueError`` naming the path); with ``overwrite`` a
@@ -407,7 +410,7 @@ _DAY_NS = 86400 * 10**9
 
 
 def _calendar_rule(times: pd.DatetimeIndex) -> pd.DateOffset | None:
-    """The coarsest of :data:`_RULES` (times its multiple) whose wall-clock grid from the first
+    """The coarsest of `_RULES` (times its multiple) whose wall-clock grid from the first
     time holds all ``times``, if at least half the gaps are one step of it (else None)."""
     best, best_count = None, None
     for rule in _RULES:
@@ -440,7 +443,7 @@ def _month_rule(times: pd.DatetimeIndex) -> pd.DateOffset | None:
 
 def _calendar_offset(local: np.ndarray) -> pd.DateOffset | None:
     """The calendar frequency of ``(N,)`` int64 naive wall-clock ns at one time of day:
-    :func:`_month_rule`'s, else ``pd.infer_freq``'s, else :func:`_calendar_rule`'s; None for
+    `_month_rule`'s, else ``pd.infer_freq``'s, else `_calendar_rule`'s; None for
     fewer than 3 times or a fixed duration (hours)."""
     if len(local) < 3:
         return None
@@ -669,9 +672,10 @@ def make_batch(
             converted to it. Context and queries must both be naive or both be aware.
         loc: ``()`` or ``(C,)``, the data module's scaling offset (``datamodule.loc``).
         scale: ``()`` or ``(C,)``, its scale (``datamodule.scale``), finite and > 0.
-        timestamp_format: format of text timestamps (see :func:`parse_timestamps`).
+        timestamp_format: format of text timestamps (see
+            [`parse_timestamps`][posenc.temporal.parse_timestamps]).
 
-    The series' age (:class:`~posenc.temporal.AgeFeature`) counts from the first context
+    The series' age ([`AgeFeature`][posenc.temporal.AgeFeature]) counts from the first context
     time; for an older series set ``batch["series_start_local"]`` (int64 local wall-clock ns).
     """
     check_tz_name(tz)

@@ -1,12 +1,15 @@
-"""A long table of many series -> checked, sorted rows (a :class:`Panel`) -> their fitted
-state -> scaled rows.
+"""A long table of many series -> checked, sorted rows (a
+[`Panel`][posenc.tasks.forecasting.panel.Panel]) -> their fitted state -> scaled rows.
 
 One row per (series, timestamp): series id column(s), the timestamp, the targets, optional past
 covariates (known up to the forecast origin), future covariates (known at the times to predict)
-and static columns (one value per series). State flows one way: :func:`read_panel` (a sorted
-:class:`Panel`, by the table's :class:`~posenc.tasks.forecasting.schema.Columns`) -> :func:`fit`
-(the :class:`~posenc.tasks.forecasting.schema.Fitted` state of the training span) ->
-:func:`scale_panel`. Windows and batches: :mod:`posenc.tasks.forecasting.windows`.
+and static columns (one value per series). State flows one way:
+[`read_panel`][posenc.tasks.forecasting.panel.read_panel] (a sorted
+[`Panel`][posenc.tasks.forecasting.panel.Panel], by the table's
+[`Columns`][posenc.tasks.forecasting.schema.Columns]) -> [`fit`][posenc.tasks.forecasting.panel.fit]
+(the [`Fitted`][posenc.tasks.Fitted] state of the training span) ->
+[`scale_panel`][posenc.tasks.forecasting.panel.scale_panel]. Windows and batches:
+[`posenc.tasks.forecasting.windows`][posenc.tasks.forecasting.windows].
 """
 
 from __future__ import annotations
@@ -91,17 +94,19 @@ class Panel:
     Attributes:
         utc, local: ``(N,)`` int64 ns: real time, and local wall-clock time.
         values: ``(N, C + P + K)`` raw targets, past and future covariates (float64, NaN =
-            missing); float32 and scaled after :func:`scale_panel`.
+            missing); float32 and scaled after
+            [`scale_panel`][posenc.tasks.forecasting.panel.scale_panel].
         targets: ``(N, C)`` float32 targets in data units as read (NaN = missing), after
-            :func:`scale_panel`: what forecasts are scored on, exact where the data are (an
-            unscaled 0 can come back 1e-8 off, and sMAPE counts 0/0 points).
+            [`scale_panel`][posenc.tasks.forecasting.panel.scale_panel]: what forecasts are scored
+            on, exact where the data are (an unscaled 0 can come back 1e-8 off, and sMAPE counts 0/0
+            points).
         starts: ``(S + 1,)`` int64: series ``s`` is rows ``starts[s]:starts[s + 1]``.
         rows: ``(N,)`` int64: each row's position in the table (for messages).
         series_keys: the ``S`` series keys: a trained model's first, then any new ones.
         zone: the zone of aware timestamps as read (None: naive).
         static: static column -> ``(S,)`` raw values (object: categories, float64: numbers).
         static_real, static_cat: ``(S, Sr)`` float32 standardized numbers and ``(S, Sc)``
-            int64 category codes, after :func:`scale_panel`.
+            int64 category codes, after [`scale_panel`][posenc.tasks.forecasting.panel.scale_panel].
     """
 
     utc: np.ndarray
@@ -144,8 +149,8 @@ class Panel:
 
 
 def merge_series_starts(first: np.ndarray, known: Sequence[int]) -> np.ndarray:
-    """:meth:`Panel.series_starts` -> the earlier of each and ``known`` (a trained model's
-    ``series_start``)."""
+    """[`Panel.series_starts`][posenc.tasks.forecasting.panel.Panel.series_starts] -> the earlier of
+    each and ``known`` (a trained model's ``series_start``)."""
     out = np.array(first, np.int64)
     stored = np.asarray(known, np.int64)[:len(out)]
     here = out[:len(stored)]
@@ -422,9 +427,10 @@ def series_moments(panel: Panel, train_end: int | None
 def scaling_from_moments(count: np.ndarray, mean: np.ndarray, std: np.ndarray,
                          columns: Columns, train_end: int | None, known: Fitted | None
                          ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-series ``(loc, scale)``, ``(S, C)``, from :func:`series_moments`: a known series
-    keeps ``known``'s, a new one its own mean and spread, or, without training rows, those of
-    all series' training rows pooled (in series order: the same on every process)."""
+    """Per-series ``(loc, scale)``, ``(S, C)``, from
+    [`series_moments`][posenc.tasks.forecasting.panel.series_moments]: a known series keeps
+    ``known``'s, a new one its own mean and spread, or, without training rows, those of all series'
+    training rows pooled (in series order: the same on every process)."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN channels: checked below
         held = count > 0
@@ -469,17 +475,20 @@ def fit_state(columns: Columns, series_keys: tuple[tuple, ...],
               aware: bool = False, zone: str | None = None,
               context_length: int | str | None = None, horizon: int | str | None = None
               ) -> Fitted:
-    """The :class:`Fitted` state from its per-series parts (of a panel, :func:`fit`, or of a
-    Parquet dataset's chunks, :mod:`.stream`).
+    """The [`Fitted`][posenc.tasks.Fitted] state from its per-series parts (of a panel,
+    [`fit`][posenc.tasks.forecasting.panel.fit], or of a Parquet dataset's chunks,
+    [`stream`][posenc.tasks.forecasting.stream]).
 
     Args:
         series_keys: the ``S`` keys (``known``'s first, then new ones).
-        moments: :func:`series_moments` of the ``S`` series.
+        moments: [`series_moments`][posenc.tasks.forecasting.panel.series_moments] of the ``S``
+            series.
         first_local: ``(S,)`` int64 local ns of each series' first row (int64 min: none).
         step_ns: the data's median local step (ns; 0: none).
         known: a trained model's state, kept (``step_ns`` must be its step,
-            :func:`check_step`); None: a new state of ``static`` (``Panel.static``),
-            ``step_ns``, ``aware``, ``zone`` and the windows' lengths.
+            [`check_step`][posenc.tasks.forecasting.schema.check_step]); None: a new state of
+            ``static`` (``Panel.static``), ``step_ns``, ``aware``, ``zone`` and the windows'
+            lengths.
     """
     loc, scale = scaling_from_moments(*moments, columns, train_end, known)
     if known is not None:
@@ -503,8 +512,9 @@ def fit(panel: Panel, columns: Columns, train_end: int | None, known: Fitted | N
     With a trained model's ``known`` state (never changed), its scaling, vocabularies, step,
     zone and windows stay; series new to it are scaled on their own rows before ``train_end``,
     and each series starts at the earlier of ``known``'s start and its first row here. The
-    data's sampling step is ``step_ns`` (None: the panel's :func:`median_step`); with
-    ``known`` it must be ``known``'s (:func:`check_step`).
+    data's sampling step is ``step_ns`` (None: the panel's
+    [`median_step`][posenc.tasks.forecasting.panel.median_step]); with ``known`` it must be
+    ``known``'s ([`check_step`][posenc.tasks.forecasting.schema.check_step]).
     """
     return fit_state(columns, panel.series_keys, series_moments(panel, train_end),
                      panel.series_starts(), train_end, known, static=panel.static,

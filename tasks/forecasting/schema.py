@@ -1,10 +1,11 @@
 """What a long table's columns are, and the state fitted on its training span.
 
-:class:`Columns` (the roles of a table's columns and how its timestamps are read, checked once)
-and :class:`Fitted` (the state :func:`~posenc.tasks.forecasting.panel.fit` makes of the
-training span: series keys, scaling, vocabularies, step, zone; a trained ``Forecaster``'s,
-kept in its checkpoint as plain data), with the argument checks they share. Lengths are
-observation counts (``168``) or durations with a unit (``"7D"``; a bare ``"24"`` is refused).
+[`Columns`][posenc.tasks.forecasting.schema.Columns] (the roles of a table's columns and how its
+timestamps are read, checked once) and [`Fitted`][posenc.tasks.Fitted] (the state
+[`fit`][posenc.tasks.forecasting.panel.fit] makes of the training span: series keys, scaling,
+vocabularies, step, zone; a trained ``Forecaster``'s, kept in its checkpoint as plain data), with
+the argument checks they share. Lengths are observation counts (``168``) or durations with a unit
+(``"7D"``; a bare ``"24"`` is refused).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ _ARGUMENTS = {"target_columns": "target_columns", "series_columns": "series_colu
 
 def parse_length(value: Any, name: str) -> int | pd.Timedelta:
     """An observation count (int) or a fixed duration with a unit (str or timedelta, read by
-    :func:`~posenc.temporal.timestamps.parse_duration`: calendar months are refused)."""
+    [`parse_duration`][posenc.temporal.timestamps.parse_duration]: calendar months are refused)."""
     count = "an int (a count of observations)"
     expected = f"{name} must be {count} or a duration with a unit such as '7D' or '36h'"
     if isinstance(value, (bool, np.bool_)):
@@ -60,7 +61,7 @@ MAX_WINDOW_ROWS = 100_000
 
 def check_window_rows(context_length: int | pd.Timedelta, horizon: int | pd.Timedelta,
                       step_ns: int = 0) -> None:
-    """``ValueError`` for windows of more than :data:`MAX_WINDOW_ROWS` rows: observation counts
+    """``ValueError`` for windows of more than `MAX_WINDOW_ROWS` rows: observation counts
     by their sum; a duration ``horizon`` by its steps of ``step_ns`` (> 0: the future steps a
     forecast makes of it; durations of data not yet read are checked on its windows)."""
     if isinstance(context_length, int) and isinstance(horizon, int):
@@ -114,7 +115,8 @@ def _names(value: Any, name: str, required: bool = False) -> tuple[str, ...]:
 @dataclasses.dataclass(frozen=True)
 class Columns:
     """What a table's columns are and how its timestamps are read, checked when built (the
-    :class:`TimeSeriesDataModule` arguments of the same names); a column has one role."""
+    [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule] arguments of the same names); a
+    column has one role."""
 
     timestamp_column: str
     target_columns: tuple[str, ...]
@@ -148,16 +150,17 @@ class Columns:
 
     @property
     def channels(self) -> list[str]:
-        """Every scaled column, in the order of :data:`CHANNELS`."""
+        """Every scaled column, in the order of `CHANNELS`."""
         return [name for field, *_ in CHANNELS for name in getattr(self, field)]
 
     @property
     def channel_roles(self) -> list[str]:
-        """The role of each of :attr:`channels` (``"target column"``, ...), for messages."""
+        """The role of each of [`channels`][posenc.tasks.forecasting.schema.Columns.channels]
+        (``"target column"``, ...), for messages."""
         return [role for field, role, *_ in CHANNELS for _ in getattr(self, field)]
 
     def groups(self) -> list[tuple[str, str | None, tuple[str, ...], int, int]]:
-        """The batch layout of ``Panel.values``' columns: per row of :data:`CHANNELS`, its
+        """The batch layout of ``Panel.values``' columns: per row of `CHANNELS`, its
         ``(key, observed_key, sides, first column, end column)``."""
         out, start = [], 0
         for field, _, key, observed, sides in CHANNELS:
@@ -185,7 +188,8 @@ COLUMN_ARGUMENTS = tuple(_ARGUMENTS.get(f.name, f.name) for f in dataclasses.fie
 
 @dataclasses.dataclass(frozen=True)
 class Fitted:
-    """The state fitted on the training span (:func:`fit`): how a trained model reads new data.
+    """The state fitted on the training span ([`fit`][posenc.tasks.forecasting.panel.fit]): how a
+    trained model reads new data.
 
     ``loc``/``scale``: ``(S, C)`` per series (``series_keys``) and channel
     (``columns.channels``). ``static_categories``: each categorical static column's values
@@ -193,8 +197,9 @@ class Fitted:
     ``aware``: tz-aware timestamps; ``zone``: their zone read without ``tz`` (``"Europe/Berlin"``,
     ``"UTC+05:45"``; None: naive), the wall clock of future times and outputs. ``series_start``:
     each series' first observation (local ns; int64 min: no rows), the origin of its age
-    (:class:`~posenc.temporal.AgeFeature`; empty: ages count from the history). ``step_ns``: the
-    median local step; ``context_length``/``horizon`` as given. Plain data (:meth:`to_dict`).
+    ([`AgeFeature`][posenc.temporal.AgeFeature]; empty: ages count from the history). ``step_ns``:
+    the median local step; ``context_length``/``horizon`` as given. Plain data
+    ([`to_dict`][posenc.tasks.Fitted.to_dict]).
     """
 
     columns: Columns
@@ -243,7 +248,7 @@ class Fitted:
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, argument: str = "fitted") -> Fitted:
         """The state a trained ``Forecaster``'s checkpoint file holds (its
-        :data:`CHECKPOINT_KEY` entry), read with ``weights_only=True``; ``ValueError`` naming
+        `CHECKPOINT_KEY` entry), read with ``weights_only=True``; ``ValueError`` naming
         ``argument`` and the path for a file without one."""
         where = f"{argument}={os.fspath(path)!r}"
         checkpoint = read_checkpoint(path, argument)
@@ -258,9 +263,10 @@ class Fitted:
     def check_data(self, data: Fitted) -> None:
         """``ValueError`` unless ``data``, the state a table is read with, is this trained
         state (extended by series new to it): the same columns by name and order
-        (:meth:`Columns.check_fitted`), sampling step (:func:`check_step`), and for each of
-        this state's series its scaling, with its vocabularies, zone and windows. A table read
-        with a state of its own is refused: a trained model reads every table with its own."""
+        ([`Columns.check_fitted`][posenc.tasks.forecasting.schema.Columns.check_fitted]), sampling
+        step ([`check_step`][posenc.tasks.forecasting.schema.check_step]), and for each of this
+        state's series its scaling, with its vocabularies, zone and windows. A table read with a
+        state of its own is refused: a trained model reads every table with its own."""
         data.columns.check_fitted(self)
         check_step(self, data.step_ns)
         count = len(self.series_keys)
@@ -299,7 +305,8 @@ class Fitted:
         return (self.zone or "UTC") if self.aware else None
 
     def local_times(self, utc_ns: np.ndarray) -> pd.DatetimeIndex:
-        """``(N,)`` int64 UTC ns -> timestamps as the data had them (in :attr:`clock_zone`)."""
+        """``(N,)`` int64 UTC ns -> timestamps as the data had them (in
+        [`clock_zone`][posenc.tasks.Fitted.clock_zone])."""
         index = pd.DatetimeIndex(np.asarray(utc_ns, np.int64).view("M8[ns]"))
         zone = self.clock_zone
         return index if zone is None else index.tz_localize("UTC").tz_convert(zone)
@@ -322,7 +329,7 @@ STEP_TOLERANCE = 0.1
 
 def check_step(fitted: Fitted, step_ns: int) -> None:
     """``ValueError`` naming both steps when data of median step ``step_ns`` (ns) is not
-    sampled as ``fitted``'s (beyond :data:`STEP_TOLERANCE`); nothing to compare where either
+    sampled as ``fitted``'s (beyond `STEP_TOLERANCE`); nothing to compare where either
     is 0 (one observation per series)."""
     known = fitted.step_ns
     if known > 0 and step_ns > 0 and abs(step_ns - known) > STEP_TOLERANCE * max(step_ns, known):

@@ -1,18 +1,21 @@
 """Partitioned Parquet datasets read lazily: panels larger than memory, on many processes.
 
-A :class:`~posenc.tasks.forecasting.datamodule.TimeSeriesDataModule` given a directory, a glob or an
+A [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule] given a directory, a glob or an
 fsspec URL (``s3://bucket/panel/``, ``memory://``) of Parquet files reads it with
 ``pyarrow.dataset``, never as one table, yet as the table ``pd.concat`` makes of its files
-(:class:`ParquetFiles`: hidden names skipped, one type per column, or an error naming the file
-and the column): :meth:`DatasetPanel.scan` reads the series and timestamp columns (keys, row
-counts, span); chunks of consecutive series (at most ``chunk_rows`` rows, or one longer
-series) go through the in-memory path's ``read_panel`` and ``scale_panel``;
-:meth:`DatasetPanel.fit` makes the same ``Fitted`` as ``fit`` on the whole table (every fitted
-number is per series, or combined from them in series order); :class:`DatasetWindows` yields one
-split's batches chunk by chunk. Under DDP both passes are shared (:func:`across_ranks`) and
-chunks are dealt to ranks and loader workers round-robin; every rank yields the same number of
-batches (uneven iterable datasets hang DDP), padding with batches whose ``real`` flag is False.
-Memory per process: the per-series state and two chunks (the next read ahead in a thread).
+([`ParquetFiles`][posenc.tasks.forecasting.stream.ParquetFiles]: hidden names skipped, one type per
+column, or an error naming the file and the column):
+[`DatasetPanel.scan`][posenc.tasks.forecasting.stream.DatasetPanel.scan] reads the series and
+timestamp columns (keys, row counts, span); chunks of consecutive series (at most ``chunk_rows``
+rows, or one longer series) go through the in-memory path's ``read_panel`` and ``scale_panel``;
+[`DatasetPanel.fit`][posenc.tasks.forecasting.stream.DatasetPanel.fit] makes the same ``Fitted`` as
+``fit`` on the whole table (every fitted number is per series, or combined from them in series
+order); [`DatasetWindows`][posenc.tasks.forecasting.stream.DatasetWindows] yields one split's
+batches chunk by chunk. Under DDP both passes are shared
+([`across_ranks`][posenc.tasks.forecasting.distributed.across_ranks]) and chunks are dealt to ranks
+and loader workers round-robin; every rank yields the same number of batches (uneven iterable
+datasets hang DDP), padding with batches whose ``real`` flag is False. Memory per process: the
+per-series state and two chunks (the next read ahead in a thread).
 """
 
 from __future__ import annotations
@@ -84,10 +87,11 @@ class ParquetFiles:
         data: the directory, glob or fsspec URL as given.
         paths: the files, sorted; below ``base``, names starting with ``.`` or ``_`` are
             skipped at every level (pyarrow's and ``pd.read_parquet``'s rule: Spark's
-            ``_temporary/``, Jupyter's ``.ipynb_checkpoints/``); after :meth:`conform`, only
-            files with rows.
+            ``_temporary/``, Jupyter's ``.ipynb_checkpoints/``); after
+            [`conform`][posenc.tasks.forecasting.stream.ParquetFiles.conform], only files with rows.
         base: the folder hive partitions (``region=north/``) are read below; None for one file.
-        schema: a ``pyarrow.Schema`` of the columns read (:meth:`conform`); None: pyarrow's,
+        schema: a ``pyarrow.Schema`` of the columns read
+            ([`conform`][posenc.tasks.forecasting.stream.ParquetFiles.conform]); None: pyarrow's,
             the first file's.
     """
 
@@ -127,7 +131,7 @@ class ParquetFiles:
 
     def open(self, hive: bool = True) -> Any:
         """The files as a ``pyarrow.dataset.Dataset`` (with ``hive``, partition folders such
-        as ``region=north/`` become columns), with :attr:`schema` where set."""
+        as ``region=north/`` become columns), with `schema` where set."""
         import fsspec
         import pyarrow.dataset as ds
         from fsspec.implementations.local import LocalFileSystem
@@ -140,7 +144,7 @@ class ParquetFiles:
 
     def conform(self, needed: list[str]) -> ParquetFiles:
         """These files with rows, read with one type per column of ``needed``: the type of
-        that column in the concatenated table (:func:`_common_type`). Reads every file's
+        that column in the concatenated table (`_common_type`). Reads every file's
         footer. ``ValueError`` naming the file and the column where a file lacks a column
         (a hive partition key counts as one), holds a hive key's column too, or no one table
         holds its values."""
@@ -247,7 +251,8 @@ def _row_groups(dataset: Any, cache: dict | None = None) -> list[Any]:
 
 @dataclasses.dataclass
 class DatasetPanel:
-    """A Parquet dataset's series, read chunk by chunk (:meth:`scan` builds it).
+    """A Parquet dataset's series, read chunk by chunk
+    ([`scan`][posenc.tasks.forecasting.stream.DatasetPanel.scan] builds it).
 
     Attributes:
         data: the path, glob or URL.
@@ -260,9 +265,10 @@ class DatasetPanel:
             several UTC offsets parses to UTC, in every chunk); None if naive.
         chunks: lists of consecutive series indexes, each read at once.
         files: the files and their schema (reopened in each process: datasets do not pickle).
-        first_time: ``(S,)`` int64 UTC ns of each series' first row (after :meth:`fit`).
+        first_time: ``(S,)`` int64 UTC ns of each series' first row (after
+            [`fit`][posenc.tasks.forecasting.stream.DatasetPanel.fit]).
         before: ``(S, 2)`` int64 rows of each series before the two ``split_times`` (after
-            :meth:`fit`).
+            [`fit`][posenc.tasks.forecasting.stream.DatasetPanel.fit]).
         groups: ``(offsets (S + 1,), row groups)``: series ``s`` is in the row groups
             ``groups[1][offsets[s]:offsets[s + 1]]`` (in file order).
     """
@@ -356,7 +362,7 @@ class DatasetPanel:
 
     def frame(self, series: np.ndarray) -> pd.DataFrame:
         """The raw rows of some series (``(k,)`` indexes): only the row groups that hold
-        them (:attr:`groups`), filtered on the series columns where one holds other series."""
+        them (`groups`), filtered on the series columns where one holds other series."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -388,8 +394,8 @@ class DatasetPanel:
         return frame.reset_index(drop=True)
 
     def read(self, series: np.ndarray) -> tuple[Panel, np.ndarray]:
-        """The rows of some series -> their :class:`Panel` (``read_panel``) and the
-        ``(S_chunk,)`` dataset index of each of its series."""
+        """The rows of some series -> their [`Panel`][posenc.tasks.forecasting.panel.Panel]
+        (``read_panel``) and the ``(S_chunk,)`` dataset index of each of its series."""
         panel = read_panel(self.frame(series), self.columns, None, self.data)
         lookup = self._lookup()
         return panel, np.array([lookup[key] for key in panel.series_keys], np.int64)
@@ -426,10 +432,11 @@ class DatasetPanel:
     def fit(self, train_end: int, split_times: tuple[int, int], known: Fitted | None, *,
             context_length: Any = None, horizon: Any = None, workers: int = 0,
             rank: int = 0, world_size: int = 1) -> Fitted:
-        """One pass over the chunks -> the :class:`Fitted` state of the rows before
+        """One pass over the chunks -> the [`Fitted`][posenc.tasks.Fitted] state of the rows before
         ``train_end`` (UTC ns), as ``fit`` makes it of the whole table; also each series'
         first time and rows before each of ``split_times`` (the windows' plan). The chunks are
-        read by ``workers`` loader processes, shared by DDP ranks (:func:`across_ranks`)."""
+        read by ``workers`` loader processes, shared by DDP ranks
+        ([`across_ranks`][posenc.tasks.forecasting.distributed.across_ranks])."""
         from torch.utils.data import DataLoader
 
         def fit_chunks(mine: list[int]) -> list[tuple[int, dict[str, Any]]]:
@@ -486,7 +493,9 @@ class DatasetPanel:
 
 
 class _ChunkStats(torch.utils.data.Dataset):
-    """Item ``i``: :meth:`DatasetPanel.chunk_stats` of chunk ``chunks[i]`` (for loader workers)."""
+    """Item ``i``:
+    [`DatasetPanel.chunk_stats`][posenc.tasks.forecasting.stream.DatasetPanel.chunk_stats] of chunk
+    ``chunks[i]`` (for loader workers)."""
 
     def __init__(self, panel: DatasetPanel, train_end: int, split_times: tuple[int, int],
                  chunks: list[int]) -> None:
@@ -528,10 +537,11 @@ def _read_group(group: Any, schema: Any, names: list[str], data: str, where: Any
 
 def _scan_group(group: Any, g: int, schema: Any, columns: Columns, text: str
                 ) -> dict[str, Any] | None:
-    """What row group ``g`` adds to :meth:`DatasetPanel.scan`: ``count`` (an Arrow table of
-    its series' row counts and ``g``; None without series columns), the first and last UTC
-    ns, whether its timestamps are aware and their zone, its rows and file; None for an empty
-    row group."""
+    """What row group ``g`` adds to
+    [`DatasetPanel.scan`][posenc.tasks.forecasting.stream.DatasetPanel.scan]: ``count`` (an Arrow
+    table of its series' row counts and ``g``; None without series columns), the first and last UTC
+    ns, whether its timestamps are aware and their zone, its rows and file; None for an empty row
+    group."""
     import pyarrow as pa
 
     series_columns = list(columns.series_columns)
@@ -601,14 +611,15 @@ class DatasetWindows(IterableDataset):
     """One split's batches of a Parquet dataset, chunk by chunk (module docstring).
 
     Yields whole batches (``DataLoader(batch_size=None)``): the keys of
-    :mod:`~posenc.tasks.forecasting.windows` plus ``real`` ``(B,)`` bool; ``series`` indexes
+    [`windows`][posenc.tasks.forecasting.windows] plus ``real`` ``(B,)`` bool; ``series`` indexes
     ``fitted.series_keys``. ``len()`` is the number of batches of every rank.
 
     Args:
-        panel: the dataset (:class:`DatasetPanel`, fitted).
+        panel: the dataset ([`DatasetPanel`][posenc.tasks.forecasting.stream.DatasetPanel], fitted).
         fitted: the state the batches are scaled with (all series).
         bounds: the split's ``[lo, hi)`` UTC ns; None: forecast requests (one window per
-            series after its end, :func:`~posenc.tasks.forecasting.output.request_dataset`).
+            series after its end,
+            [`request_dataset`][posenc.tasks.forecasting.output.request_dataset]).
         lengths: ``(context, horizon, stride)`` in rows or ns (``by_time``).
         batch_size: windows per batch.
         shuffle: a new order of chunks and of windows within each chunk every epoch
@@ -645,8 +656,8 @@ class DatasetWindows(IterableDataset):
         return self.num_batches
 
     def _windows(self, chunk: np.ndarray) -> tuple[WindowDataset | list, np.ndarray | None]:
-        """A chunk's :class:`WindowDataset` and the dataset index of its series (None: a
-        forecast request's, indexed already)."""
+        """A chunk's [`WindowDataset`][posenc.tasks.forecasting.windows.WindowDataset] and the
+        dataset index of its series (None: a forecast request's, indexed already)."""
         if self.bounds is None:
             future = self._future_of(chunk)
             if future is not None and not len(future):  # no times to predict here

@@ -118,9 +118,9 @@ def count_windows(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context
 
 def count_plan(starts: np.ndarray, before_lo: np.ndarray, before_hi: np.ndarray,
                context: int, horizon: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`count_windows` from per-series numbers only: ``(first horizon row, number of
-    windows)``, each ``(S,)``, from the ``(S + 1,)`` row offsets and each series' ``(S,)``
-    counts of rows before ``lo`` and before ``hi``."""
+    """[`count_windows`][posenc.tasks.forecasting.windows.count_windows] from per-series numbers
+    only: ``(first horizon row, number of windows)``, each ``(S,)``, from the ``(S + 1,)`` row
+    offsets and each series' ``(S,)`` counts of rows before ``lo`` and before ``hi``."""
     first = np.maximum(starts[:-1] + context, starts[:-1] + before_lo)
     last = np.minimum(starts[1:] - horizon, starts[:-1] + before_hi - horizon)
     return first, np.where(last >= first, (last - first) // stride + 1, 0)
@@ -141,7 +141,8 @@ def time_origins(starts: np.ndarray, utc: np.ndarray, lo: int, hi: int, context:
 def origins_from_first(first_time: np.ndarray, held: np.ndarray, lo: int, hi: int,
                        context: int, horizon: int, stride: int
                        ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`time_origins` from each series' ``(S,)`` first time (UTC ns) and whether it has
+    """[`time_origins`][posenc.tasks.forecasting.windows.time_origins] from each series' ``(S,)``
+    first time (UTC ns) and whether it has
     rows: the origins depend on nothing else (a gap drops a window afterwards)."""
     first = np.maximum(lo, first_time + context)
     return first, np.where(held, np.maximum(0, (hi - horizon - first) // stride + 1), 0)
@@ -179,16 +180,16 @@ def _gather(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 class WindowDataset(Dataset):
     """The windows of one split of a scaled panel; item ``i`` is a dict of unbatched tensors,
-    a list of indexes (:meth:`__getitems__`) a whole padded batch (keys: module docstring).
+    a list of indexes (`__getitems__`) a whole padded batch (keys: module docstring).
 
     Args:
-        panel: the scaled :class:`~posenc.tasks.forecasting.panel.Panel` (with its
+        panel: the scaled [`Panel`][posenc.tasks.forecasting.panel.Panel] (with its
             ``targets`` in data units).
-        fitted: its :class:`~posenc.tasks.forecasting.schema.Fitted` state: the channel layout
+        fitted: its [`Fitted`][posenc.tasks.Fitted] state: the channel layout
             of ``panel.values``, the targets' scaling and each series' start.
-        windows: this split's :class:`WindowIndex`.
+        windows: this split's [`WindowIndex`][posenc.tasks.forecasting.windows.WindowIndex].
         seasonality: the lag ``m`` (rows) of ``seasonal_error``
-            (:class:`~posenc.tasks.forecasting.metrics.SeasonalError`).
+            ([`SeasonalError`][posenc.tasks.forecasting.metrics.SeasonalError]).
     """
 
     def __init__(self, panel: Any, fitted: Any, windows: WindowIndex, seasonality: int = 1
@@ -252,7 +253,8 @@ class WindowDataset(Dataset):
 
 
 def batched(batch: dict[str, Tensor]) -> dict[str, Tensor]:
-    """``collate_fn`` of a :class:`WindowDataset` loader: ``__getitems__`` made the batch."""
+    """``collate_fn`` of a [`WindowDataset`][posenc.tasks.forecasting.windows.WindowDataset] loader:
+    ``__getitems__`` made the batch."""
     return batch
 
 
@@ -261,9 +263,10 @@ def batch_of_series(utc: np.ndarray, local: np.ndarray, values: np.ndarray,
                     static_real: np.ndarray, static_cat: np.ndarray, *, targets: np.ndarray
                     ) -> dict[str, Tensor]:
     """Scaled rows of ``B`` windows, one after another (``context_rows[b]`` then
-    ``target_rows[b]`` rows) -> their batch, by :class:`WindowDataset` as every
-    batch; ``fitted`` gives the channel layout, ``(B, C)`` scaling and ``(B,)`` starts;
-    ``targets``: the rows' ``(N, C)`` targets in data units (``Panel.targets``)."""
+    ``target_rows[b]`` rows) -> their batch, by
+    [`WindowDataset`][posenc.tasks.forecasting.windows.WindowDataset] as every batch; ``fitted``
+    gives the channel layout, ``(B, C)`` scaling and ``(B,)`` starts; ``targets``: the rows'
+    ``(N, C)`` targets in data units (``Panel.targets``)."""
     ends = np.cumsum(context_rows + target_rows)
     starts = np.concatenate(([0], ends)).astype(np.int64)
     panel = Panel(utc=utc, local=local, values=values, starts=starts, rows=np.arange(len(utc)),

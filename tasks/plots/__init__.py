@@ -1,8 +1,9 @@
 """Plots of what each encoding does, and of forecasts (``posenc plot ...``; the ``plot`` extra).
 
 Every ``plot_*`` function computes what it shows through the public API, writes a PNG of
-exactly ``figsize * dpi`` pixels and returns its path. :func:`main` is the command line,
-``posenc plot KIND --out DIR [options]``, which also reads trained encodings from checkpoints.
+exactly ``figsize * dpi`` pixels and returns its path. [`main`][posenc.tasks.plots.main] is the
+command line, ``posenc plot KIND --out DIR [options]``, which also reads trained encodings from
+checkpoints.
 """
 
 from __future__ import annotations
@@ -280,7 +281,7 @@ def _run(kind: str, args: argparse.Namespace) -> Path:
 def main(argv: Sequence[str] | None = None) -> list[Path]:
     """``posenc plot KIND --out DIR [options]``: write the plot(s), print and return paths.
 
-    ``KIND`` is one of :data:`KINDS` or ``all``; ``argv`` defaults to ``sys.argv[1:]``.
+    ``KIND`` is one of `KINDS` or ``all``; ``argv`` defaults to ``sys.argv[1:]``.
     """
     parser = _parser()
     args = parser.parse_args(argv)

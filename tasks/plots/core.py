@@ -1,7 +1,8 @@
 """The plots' shared plumbing, and the plots of the 1D encodings of ``posenc.core``.
 
 Every plot draws on a constrained-layout ``Figure`` with its own Agg canvas (no pyplot), and
-imports matplotlib only when it is made. Titles default to :func:`describe` of the encoding.
+imports matplotlib only when it is made. Titles default to [`describe`][posenc.tasks.plots.describe]
+of the encoding.
 """
 
 from __future__ import annotations

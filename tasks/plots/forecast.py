@@ -2,9 +2,10 @@
 
     posenc plot forecast --forecasts forecasts.csv --data my.yaml --out forecast.png
 
-The forecasts file is what :class:`~posenc.tasks.ForecastWriter` writes; ``--data`` is the
-training config or the long-format table (column roles then read by :func:`forecast_layout`).
-Series keys are compared as text, so a CSV's ``1`` and a Parquet file's ``1`` are one series.
+The forecasts file is what [`ForecastWriter`][posenc.tasks.ForecastWriter] writes; ``--data`` is the
+training config or the long-format table (column roles then read by
+[`forecast_layout`][posenc.tasks.plots.forecast.forecast_layout]). Series keys are compared as text,
+so a CSV's ``1`` and a Parquet file's ``1`` are one series.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def forecast_layout(forecasts: pd.DataFrame, data_columns: Sequence[str],
                     timestamp_column: str | None = None,
                     series_columns: Sequence[str] | None = None) -> dict[str, Any]:
     """The column roles of a forecasts table (series columns, timestamp, optional
-    :data:`ORIGIN_COLUMN`, targets and their ``{target}_q{level}`` columns), read off its order.
+    `ORIGIN_COLUMN`, targets and their ``{target}_q{level}`` columns), read off its order.
 
     The timestamp column is ``timestamp_column``, else the first column also in ``data_columns``
     that holds timestamps. Returns ``{"timestamp_column", "series_columns", "targets"}``."""
@@ -131,11 +132,11 @@ def plot_forecast(forecasts: pd.DataFrame, history: pd.DataFrame, path: str | os
     forecast, and the band between the lowest and highest ``{target}_q{level}`` quantile.
 
     Args:
-        forecasts: the :func:`~posenc.tasks.forecasting.output.forecast_frame` table.
+        forecasts: the [`forecast_frame`][posenc.tasks.forecasting.output.forecast_frame] table.
         history: the long-format data (history and truth), same column names.
         series: keys to plot (a value, a tuple for several series columns, or ``"NY,EWR"``);
             None: the first ``max_series`` series of the forecasts.
-        origin: with several :data:`ORIGIN_COLUMN` values per series, an index into the
+        origin: with several `ORIGIN_COLUMN` values per series, an index into the
             series' sorted origins (-1 the latest).
         history_length: observations of history shown; None: three times the forecast steps.
         tz: with ``ambiguous``, ``nonexistent`` and ``timestamp_format``, how naive history

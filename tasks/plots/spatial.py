@@ -316,9 +316,9 @@ def plot_rope_dinov3_coords(path: str | Path, grid_size: int | tuple[int, int] =
     """The patch coordinates RoPE sees under DINOv3's options (row down, ``[-1, 1]^2`` dashed).
 
     Top: ``normalize_coords`` ``"separate"``, ``"min"`` and ``"max"``. Bottom: one step of
-    :class:`RoPE2D`'s ``coord_augment`` per panel (``shift_coords >= 0``, ``jitter_coords`` and
-    ``rescale_coords`` factors ``>= 1``) on the ``normalize_coords`` system: the eval points in
-    grey and ``num_draws`` (1 to 6) draws seeded with ``seed``.
+    [`RoPE2D`][posenc.spatial.RoPE2D]'s ``coord_augment`` per panel (``shift_coords >= 0``,
+    ``jitter_coords`` and ``rescale_coords`` factors ``>= 1``) on the ``normalize_coords`` system:
+    the eval points in grey and ``num_draws`` (1 to 6) draws seeded with ``seed``.
 
     Args:
         grid_size: ``(rows, cols)`` patches, each at least 2.

@@ -60,7 +60,8 @@ def _describe(args: dict[str, Any]) -> str:
 
 
 class ResolutionStudy(Study):
-    """Train an :class:`ImageClassifier` at one size, test accuracy at ``eval_image_sizes``.
+    """Train an [`ImageClassifier`][posenc.tasks.ImageClassifier] at one size, test accuracy at
+    ``eval_image_sizes``.
 
     An optional ``augment`` mapping (name -> ``MNISTDataModule`` arguments added to ``data``,
     e.g. ``{none: {}, scale: {train_scale: [0.35, 1.0]}}``) is a run axis.
@@ -146,7 +147,9 @@ class ResolutionStudy(Study):
 
     def prepare(self, log: Callable[[str], None]) -> None:
         """Pretrain a ``learned``-encoding ``ImageClassifier`` once, if an encoding has
-        ``from_pretrain`` and :meth:`pretrained_path` is missing (a timm state dict)."""
+        ``from_pretrain`` and
+        [`pretrained_path`][posenc.tasks.studies.ResolutionStudy.pretrained_path] is missing (a timm
+        state dict)."""
         if not any(self._spec(e).get("from_pretrain") for e in self.encodings()):
             return
         path = self.pretrained_path()
@@ -249,7 +252,8 @@ class ResolutionStudy(Study):
 
 
 class IrregularStudy(Study):
-    """Train a :class:`Forecaster` per keep fraction; test MAE / RMSE (degrees F)."""
+    """Train a [`Forecaster`][posenc.tasks.Forecaster] per keep fraction; test MAE / RMSE (degrees
+    F)."""
 
     name = "irregular"
     key_columns = ("encoding", "keep", "seed")
@@ -317,7 +321,7 @@ def run_study(name: str, config: dict, out: str | Path,
               log: Callable[[str], None] = print, plot: bool = True, workers: int = 1,
               threads: int | None = None) -> Path:
     """Run every missing run of study ``name``; -> ``out``. See
-    :func:`~posenc.tasks.studies.runs.run_missing`."""
+    [`run_missing`][posenc.tasks.studies.run_missing]."""
     if name not in STUDIES:
         raise ValueError(f"study must be one of {sorted(STUDIES)}, got {name!r}")
     return run_missing(STUDIES[name], config, out, log=log, plot=plot, workers=workers,

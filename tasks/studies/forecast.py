@@ -43,7 +43,8 @@ def _skill(row: dict[str, str]) -> float:
 
 
 class ForecastStudy(Study):
-    """Train a :class:`Forecaster` per (dataset, encoding, seed); test it and seasonal naive."""
+    """Train a [`Forecaster`][posenc.tasks.Forecaster] per (dataset, encoding, seed); test it and
+    seasonal naive."""
 
     name = "forecast"
     key_columns = ("dataset", "encoding", "seed")

@@ -1,7 +1,7 @@
-"""How a study runs and what it writes: the :class:`Study` interface, one Lightning fit + test
-per run, and the scheduler that runs every run missing from ``results.csv`` (serially or in a
-process pool), each row with hashes of its configuration. A missing metric is an error, never
-a NaN (a renamed metric must not turn into a blank cell).
+"""How a study runs and what it writes: the [`Study`][posenc.tasks.studies.Study] interface, one
+Lightning fit + test per run, and the scheduler that runs every run missing from ``results.csv``
+(serially or in a process pool), each row with hashes of its configuration. A missing metric is an
+error, never a NaN (a renamed metric must not turn into a blank cell).
 """
 
 from __future__ import annotations
@@ -176,7 +176,8 @@ class Study:
 def fit_and_test(config: Mapping[str, Any], seed: int, build: Callable[[], tuple[nn.Module, Any]],
                  metrics: Mapping[str, str]) -> dict[str, float]:
     """Seed, ``build()`` the ``(model, data module)``, fit with the config's ``trainer`` and
-    test: ``{column: value}`` of the logged ``metrics`` (see :func:`logged_metrics`)."""
+    test: ``{column: value}`` of the logged ``metrics`` (see
+    [`logged_metrics`][posenc.tasks.studies.runs.logged_metrics])."""
     from lightning.pytorch import Trainer, seed_everything
 
     seed_everything(seed, workers=True)

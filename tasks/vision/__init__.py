@@ -1,5 +1,7 @@
-"""posenc.tasks.vision: a timm ViT with a posenc spatial encoding (:mod:`.classifier`), and
-its image data (:mod:`.data`). ``__all__`` is re-exported by :mod:`posenc.tasks`."""
+"""posenc.tasks.vision: a timm ViT with a posenc spatial encoding
+([`classifier`][posenc.tasks.vision.classifier]), and its image data
+([`data`][posenc.tasks.vision.data]). ``__all__`` is re-exported by
+[`posenc.tasks`][posenc.tasks]."""
 
 from .classifier import ImageClassifier
 from .data import DigitsDataModule, ImageFolderDataModule, MNISTDataModule

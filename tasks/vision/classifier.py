@@ -1,12 +1,12 @@
 """``ImageClassifier``: a timm Vision Transformer with a posenc spatial encoding attached.
 
-The encoding is a config value (a name from :data:`posenc.spatial.ENCODINGS` or
-``{class_path, init_args}``) whose sizes are filled in from the ViT, placed per block as
-:func:`posenc.spatial.attach` places it. Validation and test run at every image size the data
-module provides and log ``{stage}/acc_{size}`` and ``{stage}/loss_{size}`` (``{stage}/acc``
-and ``{stage}/loss``: the training size). Fine-tuning: pretrained weights (never saved in, nor
-taken from, a checkpoint), layer-wise learning-rate decay, a learning rate of the encoding's
-own, and a warm-up training only the encoding and the head.
+The encoding is a config value (a name from [`posenc.spatial.ENCODINGS`][posenc.spatial.ENCODINGS]
+or ``{class_path, init_args}``) whose sizes are filled in from the ViT, placed per block as
+[`posenc.spatial.attach`][posenc.spatial.attach] places it. Validation and test run at every image
+size the data module provides and log ``{stage}/acc_{size}`` and ``{stage}/loss_{size}``
+(``{stage}/acc`` and ``{stage}/loss``: the training size). Fine-tuning: pretrained weights (never
+saved in, nor taken from, a checkpoint), layer-wise learning-rate decay, a learning rate of the
+encoding's own, and a warm-up training only the encoding and the head.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ class ImageClassifier(CheckedCheckpointLoading, LightningModule):
         min_lr_ratio: final learning rate of the cosine, relative to ``lr``.
         label_smoothing: cross-entropy label smoothing.
         layer_decay: None, or layer-wise learning-rate decay in ``(0, 1]``
-            (:func:`posenc.tasks.config.finetune_param_groups`).
+            ([`finetune_param_groups`][posenc.tasks.config.finetune_param_groups]).
         position_lr: None, or the peak learning rate of the encoding's parameters (no layer
             decay).
         freeze_steps: train only the encoding's parameters and the head for the first

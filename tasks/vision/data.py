@@ -6,7 +6,8 @@ model never resizes, so the metrics show how its position encoding handles an un
 ``train_scale`` adds scale augmentation (the multi-scale training RoPE-ViT relies on): a random
 resized crop drawn by torchvision's ``RandomResizedCrop.get_params`` (torchvision comes with
 timm) and resized as its ``resized_crop``.
-Image files are scaled by their PIL mode's real maximum (:func:`load_image`).
+Image files are scaled by their PIL mode's real maximum
+([`load_image`][posenc.tasks.vision.data.load_image]).
 """
 
 from __future__ import annotations
@@ -109,10 +110,12 @@ def random_resized_crop(images: Tensor, size: int | tuple[int, int], scale: Sequ
                         generator: torch.Generator | None = None) -> Tensor:
     """A random resized crop of each image: ``(B, C, H, W)`` -> ``(B, C, *size)``.
 
-    Each image gets its own box (:func:`random_resized_crop_box`: the same draws, so a seed
-    gives the same boxes), resized to ``size`` (an int or ``(height, width)``), bilinear with
-    antialiasing, in the images' dtype: torchvision's ``RandomResizedCrop(size, scale, ratio,
-    antialias=True)`` applied to each image in turn, pixel for pixel.
+    Each image gets its own box
+    ([`random_resized_crop_box`][posenc.tasks.vision.data.random_resized_crop_box]: the same draws,
+    so a seed gives the same boxes), resized to ``size`` (an int or ``(height, width)``), bilinear
+    with antialiasing, in the images' dtype: torchvision's
+    ``RandomResizedCrop(size, scale, ratio, antialias=True)`` applied to each image in turn, pixel
+    for pixel.
     """
     if not isinstance(images, Tensor) or images.ndim != 4 or not images.is_floating_point():
         got = (f"shape {tuple(images.shape)}, {images.dtype}" if isinstance(images, Tensor)
@@ -224,8 +227,9 @@ def _decode(path: str | os.PathLike):
 
 
 def why_unreadable(path: str | os.PathLike) -> str | None:
-    """Why :func:`load_image` would fail on ``path``, or None: the same full decode and checks
-    (PIL's ``verify()`` passes truncated JPEGs and corrupt PNG streams with valid CRCs)."""
+    """Why [`load_image`][posenc.tasks.vision.data.load_image] would fail on ``path``, or None: the
+    same full decode and checks (PIL's ``verify()`` passes truncated JPEGs and corrupt PNG streams
+    with valid CRCs)."""
     try:
         _unit_pixels(_decode(path), os.fspath(path))
     except MemoryError:
@@ -379,7 +383,8 @@ class ResizeCollate:
 
 
 class RandomResizedCropCollate(ResizeCollate):
-    """The training collate with a :func:`random_resized_crop` of each image at ``size``.
+    """The training collate with a
+    [`random_resized_crop`][posenc.tasks.vision.data.random_resized_crop] of each image at ``size``.
 
     Draws come from torch's global generator, which ``DataLoader`` seeds per worker (a stored
     generator would be copied into every worker, which would all crop alike).
@@ -475,7 +480,7 @@ class ImageDataModule(LightningDataModule):
     """Base for the image data modules: loaders, multi-size evaluation, seeded splits.
 
     Subclasses set ``num_classes``, ``in_chans`` and ``native_size`` and fill ``train_set``,
-    ``val_set``, ``test_set`` (``(C, H, W)`` float image, int label) in :meth:`setup`. The
+    ``val_set``, ``test_set`` (``(C, H, W)`` float image, int label) in `setup`. The
     arguments are saved as hyperparameters.
 
     Args:
@@ -535,7 +540,8 @@ class ImageDataModule(LightningDataModule):
         make_hparams_plain(self.hparams)
 
     def _split(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:func:`stratified_split` of ``labels``, kept in ``self.split_indices``."""
+        """[`stratified_split`][posenc.tasks.vision.data.stratified_split] of ``labels``, kept in
+        ``self.split_indices``."""
         train, val, test = stratified_split(labels, self.val_fraction, self.test_fraction,
                                             self.seed)
         self.split_indices = {"train": train, "val": val, "test": test}
@@ -659,9 +665,10 @@ class ImageFolderDataModule(ImageDataModule):
     """Your own images: ``root/<class name>/<image files>`` (torchvision's ImageFolder layout).
 
     Classes are the non-hidden sub-folders of ``root`` (sorted; label = index), images their
-    files (sub-folders included) with a suffix in :data:`IMAGE_EXTENSIONS`, read by
-    :func:`load_image`, resized to ``image_size`` and normalized (see :func:`scan_image_folder`:
-    links are followed; hidden entries ignored, other files skipped with a warning).
+    files (sub-folders included) with a suffix in `IMAGE_EXTENSIONS`, read by
+    [`load_image`][posenc.tasks.vision.data.load_image], resized to ``image_size`` and normalized
+    (see [`scan_image_folder`][posenc.tasks.vision.data.scan_image_folder]: links are followed;
+    hidden entries ignored, other files skipped with a warning).
 
     Args:
         root: folder with one sub-folder per class (str or path; stored as a str).
@@ -672,7 +679,7 @@ class ImageFolderDataModule(ImageDataModule):
         verify_images: at setup, decode every file fully and raise naming the bad ones (~2 ms
             per 500x375 JPEG); False: a bad file fails, named, when it is loaded.
 
-    The other arguments are :class:`ImageDataModule`'s.
+    The other arguments are [`ImageDataModule`][posenc.tasks.vision.data.ImageDataModule]'s.
     """
 
     def __init__(
