@@ -34,6 +34,8 @@ import torch
 from pandas.tseries.api import guess_datetime_format
 from torch import Tensor
 
+from ._compat import LOCAL_TIME_ERRORS, to_datetime
+
 __all__ = ["AMBIGUOUS", "NONEXISTENT", "UNITS", "check_no_nat", "check_tz_name", "datetime_index",
            "Frequency", "frequency_fields", "frequency_nanoseconds", "local_wall_time", "localize",
            "parse_duration", "parse_frequency", "parse_timestamps", "real_tensor", "row_label",
@@ -207,9 +209,14 @@ def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timest
             raise out_of_range
         return ticks + shift
     try:
-        return index.tz_localize(None).asi8
+        wall = index.tz_localize(None).asi8
     except (OverflowError, ValueError) as err:
         raise out_of_range from err
+    # pandas 2 wraps an overflow around silently; a real UTC offset is under a day.
+    if len(wall) and np.abs(wall.astype(np.float64) - index.asi8).max() >= UNITS["D"] // UNITS[
+            index.unit]:
+        raise out_of_range
+    return wall
 
 
 def to_nanoseconds(timestamps: Timestamps) -> np.ndarray:
@@ -401,7 +408,7 @@ def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
             # With every repeat resolved, NaT marks the nonexistent times alone.
             gap = index.tz_localize(tz, ambiguous=np.ones(len(index), bool),
                                     nonexistent="NaT").isna()
-    except (KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, *LOCAL_TIME_ERRORS) as err:
         raise ValueError(
             f"cannot localize timestamps to tz={tz!r} with ambiguous={ambiguous!r}, "
             f"nonexistent={nonexistent!r}: {err}. Choose ambiguous= (True/False/'infer'/"
@@ -418,7 +425,7 @@ def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
         moved = index[gap] + nonexistent
         try:
             shifted = moved.tz_localize(tz, ambiguous="raise", nonexistent="raise").asi8
-        except (TypeError, ValueError) as err:
+        except (TypeError, *LOCAL_TIME_ERRORS) as err:
             raise ValueError(
                 f"nonexistent={nonexistent!r} moves a nonexistent wall time to one that "
                 f"still falls in a gap or in a repeated hour of tz={tz!r}: {err}; use "
@@ -444,16 +451,29 @@ def row_label(position: int, source: str | None) -> str:
     return where
 
 
-def _aware(value: str, fmt: str | None) -> bool | None:
-    """Whether a timestamp string parses to a tz-aware time (None: it does not parse)."""
+def _timestamp(value: str, fmt: str | None) -> pd.Timestamp | None:
+    """One timestamp string in ``fmt`` or else as ``pd.Timestamp`` reads it (which keeps a
+    " GMT" suffix that pandas 2's ``to_datetime`` drops); None if it does not parse."""
     try:
-        stamp = pd.to_datetime(value, format=fmt)
+        stamp = pd.to_datetime(value, format=fmt) if fmt is not None else pd.Timestamp(value)
     except (ValueError, TypeError, OverflowError):
         try:
             stamp = pd.Timestamp(value)
         except (ValueError, TypeError, OverflowError):
             return None
-    return None if pd.isna(stamp) else stamp.tzinfo is not None
+    return None if pd.isna(stamp) else stamp
+
+
+def _aware(value: str, fmt: str | None) -> bool | None:
+    """Whether a timestamp string parses to a tz-aware time (None: it does not parse)."""
+    stamp = _timestamp(value, fmt)
+    return None if stamp is None else stamp.tzinfo is not None
+
+
+def _outside(name: str, position: int, column: pd.Series, source: str | None) -> ValueError:
+    return ValueError(f"timestamp column {name!r}: {row_label(position, source)} value "
+                      f"{column.iloc[position]!r} is outside the nanosecond range "
+                      f"({pd.Timestamp.min} to {pd.Timestamp.max})")
 
 
 def _mixed_zones(name: str, naive_row: int, aware_row: int, column: pd.Series,
@@ -473,9 +493,9 @@ def _parse_objects(column: pd.Series, name: str, source: str | None) -> pd.Datet
         raise _mixed_zones(name, naive[0], aware[0], column, source)
     try:
         # One zone is kept, as a datetime column keeps it; several are read in UTC.
-        return pd.DatetimeIndex(pd.to_datetime(values))
+        return pd.DatetimeIndex(to_datetime(values))
     except ValueError:
-        return pd.DatetimeIndex(pd.to_datetime(values, utc=True))
+        return pd.DatetimeIndex(to_datetime(values, utc=True))
 
 
 def _first_kinds(text: pd.Series, fmt: str) -> dict[bool, int]:
@@ -519,14 +539,14 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
         # One UTC offset keeps its fixed-offset zone (its wall clock is the local time);
         # several are read in UTC.
         try:
-            parsed = pd.to_datetime(text, format=fmt, errors="coerce")
+            parsed = to_datetime(text, format=fmt, errors="coerce")
         except ValueError:
             if fmt in ("ISO8601", "mixed"):
                 # These take naive and offset rows alike; utc=True would read naive as UTC.
                 kinds = _first_kinds(text[~null_like], fmt)
                 if len(kinds) == 2:
                     raise _mixed_zones(name, kinds[False], kinds[True], column, source) from None
-            parsed = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
+            parsed = to_datetime(text, format=fmt, errors="coerce", utc=True)
     except (ValueError, TypeError) as err:
         if isinstance(err, ValueError) and str(err).startswith("timestamp column"):
             raise
@@ -538,7 +558,11 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
     if len(rows):
         row = int(rows[0])
         value = column.iloc[row]
-        forms = (_aware(sample, fmt), _aware(text.iloc[row], None))
+        alone = _timestamp(text.iloc[row], None)
+        if alone is not None and not _NS_MIN[alone.tz is not None] <= alone <= _NS_MAX[
+                alone.tz is not None]:  # pandas 2 reads text in nanoseconds only
+            raise _outside(name, row, column, source)
+        forms = (_aware(sample, fmt), None if alone is None else alone.tzinfo is not None)
         if None not in forms and forms[0] != forms[1]:
             naive, aware = (row, first) if forms[0] else (first, row)
             raise _mixed_zones(name, naive, aware, column, source)
@@ -601,9 +625,7 @@ def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
     outside = np.flatnonzero((parsed < _NS_MIN[parsed.tz is not None])
                              | (parsed > _NS_MAX[parsed.tz is not None]))
     if len(outside):
-        raise ValueError(f"timestamp column {name!r}: {row_label(int(outside[0]), source)} value "
-                         f"{column.iloc[int(outside[0])]!r} is outside the nanosecond range "
-                         f"({pd.Timestamp.min} to {pd.Timestamp.max})")
+        raise _outside(name, int(outside[0]), column, source)
     return parsed
 
 
