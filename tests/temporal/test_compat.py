@@ -8,8 +8,15 @@ import datetime as dt
 import numpy as np
 import pandas as pd
 import pytest
+from pandas.tseries.frequencies import to_offset
 from posenc.temporal import localize
-from posenc.temporal._compat import LOCAL_TIME_ERRORS, PANDAS_3, TEXT_UNIT, to_datetime
+from posenc.temporal._compat import (
+    EXACT_MULTIPLES,
+    LOCAL_TIME_ERRORS,
+    PANDAS_3,
+    TEXT_UNIT,
+    to_datetime,
+)
 
 
 def test_pandas_3_is_the_installed_major_version():
@@ -41,3 +48,7 @@ def test_several_offsets_without_utc_raise_and_read_in_utc_with_it():
     expected = [pd.Timestamp("2020-12-31 23:00", tz="UTC"), pd.Timestamp("2021-06-30 22:00",
                                                                           tz="UTC")]
     assert list(parsed) == expected
+
+
+def test_exact_multiples_is_whether_to_offset_keeps_a_whole_multiple_past_2_to_the_53():
+    assert (to_offset("9007199254740993ns").n == 9007199254740993) == EXACT_MULTIPLES
