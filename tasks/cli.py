@@ -23,7 +23,6 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningDataModule, LightningModule, seed_everything
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-from lightning.pytorch.core.saving import _is_imported_subclass
 from lightning.pytorch.utilities.model_registry import _is_registry
 
 # Imported so that short class names resolve in configs and checkpoints find their classes.
@@ -93,8 +92,7 @@ class PosencCLI(LightningCLI):
         # The command-line config is trusted: register the module classes it names (the parser
         # has imported them), also for a --ckpt_path checkpoint that names them again.
         for _, class_path in _class_paths(self.config.as_dict()):
-            module_name, _, name = str(class_path).rpartition(".")
-            cls = getattr(sys.modules.get(module_name), "__dict__", {}).get(name)
+            cls = _imported_class(class_path)
             if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
                 register_module(cls)
 
@@ -114,8 +112,9 @@ class PosencCLI(LightningCLI):
             except ValueError as err:
                 self.parser.error(str(err))
             class_path = hparams.get("_class_path")
-            if class_path is not None and not _is_imported_subclass(class_path,
-                                                                    LightningModule):
+            model_class = _imported_class(class_path)
+            if class_path is not None and not (isinstance(model_class, type)
+                                               and issubclass(model_class, LightningModule)):
                 self.parser.error(
                     f"--ckpt_path={ckpt_path!r} names the model class {class_path!r}, which is "
                     f"not an imported LightningModule subclass; it is not imported from a "
@@ -191,6 +190,13 @@ class PosencCLI(LightningCLI):
             if getattr(callback, "dirpath", None) is not None:
                 callback.dirpath = os.path.join(callback.dirpath, "refit")
         self.trainer.fit(self.model, datamodule=self.datamodule)
+
+
+def _imported_class(class_path: Any) -> Any:
+    """What ``class_path`` names in its module if that is imported, else None. Reads
+    ``sys.modules`` and the module's namespace only (a module ``__getattr__`` may import)."""
+    module_name, _, name = str(class_path).rpartition(".")
+    return getattr(sys.modules.get(module_name), "__dict__", {}).get(name)
 
 
 def _class_paths(value: Any, where: str = "") -> list[tuple[str, Any]]:
