@@ -789,17 +789,22 @@ def parse_frequency(freq: str, name: str = "freq") -> Frequency:
 
     if parts is None:
         raise unknown("")
-    for _, alias, _ in parts:
+    out_of_range = ValueError(f"{name}={freq!r} is out of range (a multiple beyond int64)")
+    for multiple, alias, _ in parts:
         if alias in _AMBIGUOUS:
             raise ValueError(f"{name}={freq!r} is ambiguous: {_AMBIGUOUS[alias]}")
         if _SPELLINGS.get(alias, alias) not in known:
             raise unknown(f" (unknown unit {alias!r})")
+        if int(multiple.partition(".")[0] or 0) >= 2**63:  # pandas 2 and 3 fail differently
+            raise out_of_range
     spelled = " ".join(f"{multiple}{_SPELLINGS.get(alias, alias)}" + (f"-{anchor}" if anchor
                        else "") for multiple, alias, anchor in parts)
     try:
         offset = to_offset(spelled)
     except ValueError as err:
         raise _refusal(freq, parts, name, err) from None
+    except OverflowError:  # a multiple in int64 whose step in nanoseconds is not
+        raise out_of_range from None
     alias = _FIXED.get(type(offset)) or _CALENDAR[type(offset)]
     frequency = Frequency(offset.n, alias, parts[0][2] if len(parts) == 1 else None)
     if frequency.n < 1:

@@ -130,6 +130,8 @@ def test_lowercase_m_is_refused_pointing_to_min():
     ("1D,12h", "got '1D,12h'"),
     ("1hour", r"unknown unit 'hour'"),
     (".h", "multiple without digits"),
+    ("99999999999999999999ns", r"is out of range \(a multiple beyond int64\)"),
+    ("99999999999999999999W", r"is out of range \(a multiple beyond int64\)"),
 ])
 def test_malformed_frequencies_are_refused(freq, match):
     with pytest.raises(ValueError, match=match):
