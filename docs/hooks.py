@@ -11,16 +11,11 @@ tree (nothing is imported, nothing needs installing).
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 from mkdocs.plugins import event_priority
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the docs extra installs tomli there
-    import tomli as tomllib
 
 _TREES: list[Path] = []
 

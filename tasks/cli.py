@@ -24,7 +24,6 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningDataModule, LightningModule, seed_everything
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-from lightning.pytorch.core.saving import _is_imported_subclass
 from lightning.pytorch.utilities.model_registry import _is_registry
 
 # Imported so that short class names resolve in configs and checkpoints find their classes.
@@ -95,8 +94,7 @@ class PosencCLI(LightningCLI):
         # The command-line config is trusted: register the module classes it names (the parser
         # has imported them), also for a --ckpt_path checkpoint that names them again.
         for _, class_path in class_paths(self.config.as_dict()):
-            module_name, _, name = str(class_path).rpartition(".")
-            cls = getattr(sys.modules.get(module_name), "__dict__", {}).get(name)
+            cls = _imported_class(class_path)
             if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
                 register_module(cls)
 
@@ -118,8 +116,9 @@ class PosencCLI(LightningCLI):
             except ValueError as err:
                 self.parser.error(str(err))
             class_path = ckpt.get("hyper_parameters", {}).get("_class_path")
-            if class_path is not None and not _is_imported_subclass(class_path,
-                                                                    LightningModule):
+            model_class = _imported_class(class_path)
+            if class_path is not None and not (isinstance(model_class, type)
+                                               and issubclass(model_class, LightningModule)):
                 self.parser.error(
                     f"{where} names the model class {class_path!r}, which is not an imported "
                     f"LightningModule subclass; it is not imported from a checkpoint (that "
@@ -215,6 +214,13 @@ class PosencCLI(LightningCLI):
             if getattr(callback, "dirpath", None) is not None:
                 callback.dirpath = os.path.join(callback.dirpath, "refit")
         self.trainer.fit(self.model, datamodule=self.datamodule)
+
+
+def _imported_class(class_path: Any) -> Any:
+    """What ``class_path`` names in its module if that is imported, else None. Reads
+    ``sys.modules`` and the module's namespace only (a module ``__getattr__`` may import)."""
+    module_name, _, name = str(class_path).rpartition(".")
+    return getattr(sys.modules.get(module_name), "__dict__", {}).get(name)
 
 
 def posenc_cli(args: list[str] | None = None, run: bool = True) -> PosencCLI | object:

@@ -34,8 +34,12 @@ from typing import Any, NamedTuple, TypeAlias
 import numpy as np
 import pandas as pd
 import torch
+from pandas.tseries import offsets
 from pandas.tseries.api import guess_datetime_format
+from pandas.tseries.frequencies import to_offset
 from torch import Tensor
+
+from ._compat import LOCAL_TIME_ERRORS, to_datetime
 
 __all__ = ["AMBIGUOUS", "NONEXISTENT", "UNITS", "check_no_nat", "check_tz_name", "datetime_index",
            "Frequency", "frequency_fields", "frequency_nanoseconds", "local_wall_time", "localize",
@@ -210,9 +214,14 @@ def local_wall_time(index: pd.DatetimeIndex, tz: Any = None, name: str = "timest
             raise out_of_range
         return ticks + shift
     try:
-        return index.tz_localize(None).asi8
+        wall = index.tz_localize(None).asi8
     except (OverflowError, ValueError) as err:
         raise out_of_range from err
+    # pandas 2 wraps an overflow around silently; a real UTC offset is under a day.
+    if len(wall) and np.abs(wall.astype(np.float64) - index.asi8).max() >= UNITS["D"] // UNITS[
+            index.unit]:
+        raise out_of_range
+    return wall
 
 
 def to_nanoseconds(timestamps: Timestamps) -> np.ndarray:
@@ -406,7 +415,7 @@ def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
             # With every repeat resolved, NaT marks the nonexistent times alone.
             gap = index.tz_localize(tz, ambiguous=np.ones(len(index), bool),
                                     nonexistent="NaT").isna()
-    except (KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, *LOCAL_TIME_ERRORS) as err:
         raise ValueError(
             f"cannot localize timestamps to tz={tz!r} with ambiguous={ambiguous!r}, "
             f"nonexistent={nonexistent!r}: {err}. Choose ambiguous= (True/False/'infer'/"
@@ -423,7 +432,7 @@ def localize(timestamps: Timestamps, tz: Any, *, ambiguous: Any = "raise",
         moved = index[gap] + nonexistent
         try:
             shifted = moved.tz_localize(tz, ambiguous="raise", nonexistent="raise").asi8
-        except (TypeError, ValueError) as err:
+        except (TypeError, *LOCAL_TIME_ERRORS) as err:
             raise ValueError(
                 f"nonexistent={nonexistent!r} moves a nonexistent wall time to one that "
                 f"still falls in a gap or in a repeated hour of tz={tz!r}: {err}; use "
@@ -449,16 +458,29 @@ def row_label(position: int, source: str | None) -> str:
     return where
 
 
-def _aware(value: str, fmt: str | None) -> bool | None:
-    """Whether a timestamp string parses to a tz-aware time (None: it does not parse)."""
+def _timestamp(value: str, fmt: str | None) -> pd.Timestamp | None:
+    """One timestamp string in ``fmt`` or else as ``pd.Timestamp`` reads it (which keeps a
+    " GMT" suffix that pandas 2's ``to_datetime`` drops); None if it does not parse."""
     try:
-        stamp = pd.to_datetime(value, format=fmt)
+        stamp = pd.to_datetime(value, format=fmt) if fmt is not None else pd.Timestamp(value)
     except (ValueError, TypeError, OverflowError):
         try:
             stamp = pd.Timestamp(value)
         except (ValueError, TypeError, OverflowError):
             return None
-    return None if pd.isna(stamp) else stamp.tzinfo is not None
+    return None if pd.isna(stamp) else stamp
+
+
+def _aware(value: str, fmt: str | None) -> bool | None:
+    """Whether a timestamp string parses to a tz-aware time (None: it does not parse)."""
+    stamp = _timestamp(value, fmt)
+    return None if stamp is None else stamp.tzinfo is not None
+
+
+def _outside(name: str, position: int, column: pd.Series, source: str | None) -> ValueError:
+    return ValueError(f"timestamp column {name!r}: {row_label(position, source)} value "
+                      f"{column.iloc[position]!r} is outside the nanosecond range "
+                      f"({pd.Timestamp.min} to {pd.Timestamp.max})")
 
 
 def _mixed_zones(name: str, naive_row: int, aware_row: int, column: pd.Series,
@@ -478,9 +500,9 @@ def _parse_objects(column: pd.Series, name: str, source: str | None) -> pd.Datet
         raise _mixed_zones(name, naive[0], aware[0], column, source)
     try:
         # One zone is kept, as a datetime column keeps it; several are read in UTC.
-        return pd.DatetimeIndex(pd.to_datetime(values))
+        return pd.DatetimeIndex(to_datetime(values))
     except ValueError:
-        return pd.DatetimeIndex(pd.to_datetime(values, utc=True))
+        return pd.DatetimeIndex(to_datetime(values, utc=True))
 
 
 def _first_kinds(text: pd.Series, fmt: str) -> dict[bool, int]:
@@ -524,14 +546,14 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
         # One UTC offset keeps its fixed-offset zone (its wall clock is the local time);
         # several are read in UTC.
         try:
-            parsed = pd.to_datetime(text, format=fmt, errors="coerce")
+            parsed = to_datetime(text, format=fmt, errors="coerce")
         except ValueError:
             if fmt in ("ISO8601", "mixed"):
                 # These take naive and offset rows alike; utc=True would read naive as UTC.
                 kinds = _first_kinds(text[~null_like], fmt)
                 if len(kinds) == 2:
                     raise _mixed_zones(name, kinds[False], kinds[True], column, source) from None
-            parsed = pd.to_datetime(text, format=fmt, errors="coerce", utc=True)
+            parsed = to_datetime(text, format=fmt, errors="coerce", utc=True)
     except (ValueError, TypeError) as err:
         if isinstance(err, ValueError) and str(err).startswith("timestamp column"):
             raise
@@ -543,7 +565,11 @@ def _parse_text(column: pd.Series, name: str, source: str | None,
     if len(rows):
         row = int(rows[0])
         value = column.iloc[row]
-        forms = (_aware(sample, fmt), _aware(text.iloc[row], None))
+        alone = _timestamp(text.iloc[row], None)
+        if alone is not None and not _NS_MIN[alone.tz is not None] <= alone <= _NS_MAX[
+                alone.tz is not None]:  # pandas 2 reads text in nanoseconds only
+            raise _outside(name, row, column, source)
+        forms = (_aware(sample, fmt), None if alone is None else alone.tzinfo is not None)
         if None not in forms and forms[0] != forms[1]:
             naive, aware = (row, first) if forms[0] else (first, row)
             raise _mixed_zones(name, naive, aware, column, source)
@@ -606,9 +632,7 @@ def parse_timestamps(column: pd.Series, name: str, source: str | None = None,
     outside = np.flatnonzero((parsed < _NS_MIN[parsed.tz is not None])
                              | (parsed > _NS_MAX[parsed.tz is not None]))
     if len(outside):
-        raise ValueError(f"timestamp column {name!r}: {row_label(int(outside[0]), source)} value "
-                         f"{column.iloc[int(outside[0])]!r} is outside the nanosecond range "
-                         f"({pd.Timestamp.min} to {pd.Timestamp.max})")
+        raise _outside(name, int(outside[0]), column, source)
     return parsed
 
 
@@ -657,45 +681,35 @@ def utc_and_local(index: pd.DatetimeIndex, tz: str | None, ambiguous: str = "rai
 
 
 # -- durations and frequency strings ---------------------------------------------------------------
-# GluonTS's ``time_features_from_frequency_str``: offset family -> features, in its order.
+# The offsets posenc reads, by pandas' class, under their pandas 3 aliases: fixed lengths
+# (pandas' Ticks, and Day) first, then calendar offsets. The GluonTS feature set of each
+# (``time_features_from_frequency_str``, in its order; none below seconds).
+_FIXED: dict[type, str] = {offsets.Day: "D", offsets.Hour: "h", offsets.Minute: "min",
+                           offsets.Second: "s", offsets.Milli: "ms", offsets.Micro: "us",
+                           offsets.Nano: "ns"}
+_CALENDAR: dict[type, str] = {
+    offsets.YearEnd: "YE", offsets.YearBegin: "YS", offsets.QuarterEnd: "QE",
+    offsets.QuarterBegin: "QS", offsets.MonthEnd: "ME", offsets.MonthBegin: "MS",
+    offsets.Week: "W", offsets.BusinessDay: "B", offsets.CustomBusinessDay: "C"}
 _DAY = ("day_of_week", "day_of_month", "day_of_year")
 _GLUONTS_FIELDS: dict[str, tuple[str, ...]] = {
-    "year": (),
-    "quarter": ("month",),
-    "month": ("month",),
-    "week": ("day_of_month", "week_of_year"),
-    "day": _DAY,
-    "business_day": _DAY,
-    "hour": ("hour", *_DAY),
-    "minute": ("minute", "hour", *_DAY),
-    "second": ("second", "minute", "hour", *_DAY),
-}
-_TICK_NS = {unit: UNITS[unit] for unit in ("D", "h", "min", "s", "ms", "us", "ns")}  # pandas' Ticks
-_TICK_FAMILY = {"D": "day", "h": "hour", "min": "minute", "s": "second"}
-_TICK_ALIASES: dict[str, str] = {
-    **{unit: unit for unit in _TICK_NS},
-    "d": "D", "Min": "min", "MIN": "min",  # pandas 3 still reads these (some deprecated)
-    "H": "h", "T": "min", "S": "s", "L": "ms", "U": "us", "N": "ns",  # pandas < 2.2
-}
-# Calendar offsets: alias -> (family, anchors it takes). "MS" month start, "ms" milliseconds.
+    "YE": (), "YS": (), "QE": ("month",), "QS": ("month",), "ME": ("month",), "MS": ("month",),
+    "W": ("day_of_month", "week_of_year"), "D": _DAY, "B": _DAY, "C": _DAY,
+    "h": ("hour", *_DAY), "min": ("minute", "hour", *_DAY),
+    "s": ("second", "minute", "hour", *_DAY)}
+# Spellings pandas 3 dropped (pandas 2.2 reads them with a warning), and case variants it warns
+# about: they keep their meaning in both.
+_SPELLINGS = {"H": "h", "T": "min", "S": "s", "L": "ms", "U": "us", "N": "ns", "A": "YE",
+              "Y": "YE", "AS": "YS", "Q": "QE", "d": "D", "Min": "min", "MIN": "min"}
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
-_CALENDAR: dict[str, tuple[str, tuple[str, ...]]] = {
-    **dict.fromkeys(("YE", "YS", "Y", "A", "AS"), ("year", _MONTHS)),
-    **dict.fromkeys(("QE", "QS", "Q"), ("quarter", _MONTHS)),
-    **dict.fromkeys(("ME", "MS"), ("month", ())),
-    "W": ("week", _WEEKDAYS),
-    "B": ("business_day", ()),
-    "C": ("business_day", ()),
-}
 _AMBIGUOUS = {"M": "'M' is month end to pandas < 2.2, refused by pandas 3 and minutes to many "
                    "readers: write 'ME' (month end), 'MS' (month start) or 'min' (minutes); "
                    "a PeriodIndex spells months 'M': pass its .freq.freqstr ('ME')",
               "m": "'m' is minutes to pd.Timedelta but refused by pandas' to_offset: write "
                    "'min' (minutes) or 'ME' (month end)"}
 # One component: an optional multiple (whole or decimal) and an alias with an anchor.
-_COMPONENT = re.compile(r"\s*(\d*\.?\d*)\s*([A-Za-z]+)(?:-([A-Za-z]+))?")
-_NOT_CLOSE = 1e-8  # pandas: np.isclose(n % 1, 0), i.e. |n % 1| <= 1e-8
+_COMPONENT = re.compile(r"\s*(\d*\.?\d*)\s*([A-Za-z]+)(?:-([A-Z]+))?")
 
 
 class Frequency(NamedTuple):
@@ -707,40 +721,70 @@ class Frequency(NamedTuple):
 
     @property
     def fixed(self) -> bool:
-        """Whether the step has a fixed length (pandas' Tick offsets)."""
-        return self.alias in _TICK_NS
+        """Whether the step has a fixed length (pandas' Ticks, and Day)."""
+        return self.alias in _FIXED.values()
 
 
-def _scaled_tick(multiple: str, unit: str, freq: str, name: str) -> tuple[int, str]:
-    """pandas' ``Tick(1) * float(multiple)``: the first unit, from ``unit`` down, in which
-    the multiple is whole, e.g. 1.5 h -> 90 min."""
-    value, units = float(multiple), list(_TICK_NS)
-    for finer in units[units.index(unit):]:
-        product = value * (_TICK_NS[unit] // _TICK_NS[finer])
-        if abs(product % 1) <= _NOT_CLOSE:
-            return int(product), finer
-    raise ValueError(f"{name}={freq!r} is not a whole number of nanoseconds")
+def _components(text: str) -> list[tuple[str, str, str | None]] | None:
+    """``(multiple, alias, anchor)`` of each component of ``text``, or None if it has others."""
+    parts, position = [], 0
+    while position < len(text):
+        match = _COMPONENT.match(text, position)
+        if match is None or not match.group(0).strip():
+            return None
+        parts.append(match.groups())
+        position = match.end()
+    return parts or None
+
+
+def _refusal(freq: str, parts: list[tuple[str, str, str | None]], name: str,
+             err: ValueError) -> ValueError:
+    """Why pandas refused ``freq``, from what it reads of each component alone."""
+    for multiple, alias, anchor in parts:
+        unit = _SPELLINGS.get(alias, alias)
+        fixed = type(to_offset(unit)) in _FIXED
+        if multiple == ".":
+            return ValueError(f"{name}={freq!r} has a multiple without digits")
+        if anchor is not None:
+            anchors = [a for a in (*_MONTHS, *_WEEKDAYS) if _reads(f"{unit}-{a}")]
+            if anchor not in anchors:
+                return ValueError(f"{name}={freq!r} has anchor {anchor!r}; {alias!r} takes "
+                                  f"{'one of ' + str(anchors) if anchors else 'no anchor'}")
+        if "." in multiple and not fixed:
+            return ValueError(f"{name}={freq!r}: the calendar offset {alias!r} takes whole "
+                              f"multiples only (as in pandas); use a fixed unit, e.g. '36h'")
+        if not fixed and len(parts) > 1:
+            return ValueError(f"{name}={freq!r} combines the calendar offset {alias!r} with "
+                              f"other units, which pandas cannot add; give one offset or "
+                              f"fixed units only (e.g. '1D12h')")
+    if any("." in multiple for multiple, _, _ in parts):
+        return ValueError(f"{name}={freq!r} is not a whole number of nanoseconds")
+    return ValueError(f"{name}={freq!r} is not a frequency pandas reads: {err}")
+
+
+def _reads(freq: str) -> bool:
+    """Whether pandas' ``to_offset`` reads ``freq``."""
+    try:
+        to_offset(freq)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_frequency(freq: str, name: str = "freq") -> Frequency:
-    """``freq`` as pandas 3's ``to_offset(freq)`` reads it (``name``: the argument named in
-    errors). ``ValueError`` for an unknown alias or anchor, ``"M"``, a step <= 0, a decimal or
+    """``freq`` as pandas' ``to_offset(freq)`` reads it (``name``: the argument named in
+    errors); the spellings pandas 3 dropped (``H, T, S, A, Y, Q``...) keep their meaning.
+    ``ValueError`` for an unknown alias or anchor, ``"M"``, a step <= 0, a decimal or
     combined calendar offset (``"1.5W"``, ``"1W1D"``)."""
     if not isinstance(freq, str):
         raise TypeError(f"{name} must be a pandas frequency string (e.g. '15min', '1h30min', "
                         f"'W-SUN'), got {type(freq).__name__} ({freq!r})")
-    text, position, parts = freq.strip(), 0, []
+    text = freq.strip()
     if text.startswith("-"):
         raise ValueError(f"{name}={freq!r} must be a positive step (a negative frequency "
                          f"samples no series)")
-    text = text[1:] if text.startswith("+") else text
-    while position < len(text):
-        match = _COMPONENT.match(text, position)
-        if match is None or not match.group(0).strip():
-            break
-        parts.append(match.groups())
-        position = match.end()
-    known = sorted({*_TICK_ALIASES, *_CALENDAR} - {"MIN", "L", "U", "N"})
+    parts = _components(text.removeprefix("+"))
+    known = sorted({*_FIXED.values(), *_CALENDAR.values()})
 
     def unknown(detail: str) -> ValueError:
         return ValueError(f"{name} must be a pandas frequency string (a multiple and one of "
@@ -748,52 +792,30 @@ def parse_frequency(freq: str, name: str = "freq") -> Frequency:
                           f"'1h30min', '1.5h'; GluonTS's feature sets cover these units), "
                           f"got {freq!r}{detail}")
 
-    if position < len(text) or not parts:
+    if parts is None:
         raise unknown("")
-    for multiple, alias, _anchor in parts:
+    out_of_range = ValueError(f"{name}={freq!r} is out of range (a multiple beyond int64)")
+    for multiple, alias, _ in parts:
         if alias in _AMBIGUOUS:
             raise ValueError(f"{name}={freq!r} is ambiguous: {_AMBIGUOUS[alias]}")
-        if alias not in _TICK_ALIASES and alias not in _CALENDAR:
+        if _SPELLINGS.get(alias, alias) not in known:
             raise unknown(f" (unknown unit {alias!r})")
-        if multiple == ".":
-            raise ValueError(f"{name}={freq!r} has a multiple without digits")
-    if len(parts) == 1 and parts[0][1] in _CALENDAR:
-        multiple, alias, anchor = parts[0]
-        anchors = _CALENDAR[alias][1]
-        if "." in multiple:
-            raise ValueError(f"{name}={freq!r}: the calendar offset {alias!r} takes whole "
-                             f"multiples only (as in pandas); use a fixed unit, e.g. '36h'")
-        if anchor is not None and anchor not in anchors:
-            raise ValueError(f"{name}={freq!r} has anchor {anchor!r}; {alias!r} takes "
-                             f"{'one of ' + str(list(anchors)) if anchors else 'no anchor'}")
-        n = int(multiple) if multiple else 1
-        if n < 1:
-            raise ValueError(f"{name}={freq!r} must be a positive step, got {n} steps")
-        return Frequency(n, alias, anchor)
-    total_ns, result = 0, None
-    for multiple, alias, anchor in parts:
-        if alias in _CALENDAR:
-            raise ValueError(f"{name}={freq!r} combines the calendar offset {alias!r} with "
-                             f"other units, which pandas cannot add; give one offset or "
-                             f"fixed units only (e.g. '1D12h')")
-        if anchor is not None:
-            raise ValueError(f"{name}={freq!r}: the fixed unit {alias!r} takes no anchor "
-                             f"(-{anchor})")
-        unit = _TICK_ALIASES[alias]
-        if "." in multiple:
-            part = _scaled_tick(multiple, unit, freq, name)
-        else:
-            part = (int(multiple) if multiple else 1, unit)
-        total_ns += part[0] * _TICK_NS[part[1]]
-        # pandas adds two ticks of one unit as they are, others through delta_to_tick.
-        if result is None or result[1] == part[1]:
-            result = part if result is None else (result[0] + part[0], part[1])
-        else:  # pandas' delta_to_tick: the coarsest unit dividing the total
-            unit = next(u for u, size in _TICK_NS.items() if total_ns % size == 0)
-            result = (total_ns // _TICK_NS[unit], unit)
-    if total_ns <= 0:
-        raise ValueError(f"{name}={freq!r} must be a positive step, got {total_ns} ns")
-    return Frequency(result[0], result[1])
+        if int(multiple.partition(".")[0] or 0) >= 2**63:  # pandas 2 and 3 fail differently
+            raise out_of_range
+    spelled = " ".join(f"{multiple}{_SPELLINGS.get(alias, alias)}" + (f"-{anchor}" if anchor
+                       else "") for multiple, alias, anchor in parts)
+    try:
+        offset = to_offset(spelled)
+    except ValueError as err:
+        raise _refusal(freq, parts, name, err) from None
+    except OverflowError:  # a multiple in int64 whose step in nanoseconds is not
+        raise out_of_range from None
+    alias = _FIXED.get(type(offset)) or _CALENDAR[type(offset)]
+    frequency = Frequency(offset.n, alias, parts[0][2] if len(parts) == 1 else None)
+    if frequency.n < 1:
+        raise ValueError(f"{name}={freq!r} must be a positive step, got " + (
+            f"{frequency.n * UNITS[alias]} ns" if frequency.fixed else f"{frequency.n} steps"))
+    return frequency
 
 
 def frequency_nanoseconds(freq: str, name: str = "freq") -> int:
@@ -803,20 +825,18 @@ def frequency_nanoseconds(freq: str, name: str = "freq") -> int:
     if not frequency.fixed:
         raise ValueError(f"{name}={freq!r} has no fixed length (a calendar offset); give a "
                          f"fixed unit, e.g. '7D' for weeks")
-    return frequency.n * _TICK_NS[frequency.alias]
+    return frequency.n * UNITS[frequency.alias]
 
 
 def frequency_fields(freq: str, name: str = "freq") -> tuple[str, ...]:
     """Fields GluonTS's ``time_features_from_frequency_str(freq)`` uses, in its order: those
     of pandas' resulting unit (``"1.5h"`` is 90 minutes: the minute fields)."""
     frequency = parse_frequency(freq, name)
-    family = (_TICK_FAMILY.get(frequency.alias) if frequency.fixed
-              else _CALENDAR[frequency.alias][0])
-    if family is None:
+    if frequency.alias not in _GLUONTS_FIELDS:
         raise ValueError(f"{name}={freq!r} is {frequency.n} {frequency.alias} steps, which "
                          f"have no GluonTS feature set (sub-second frequencies); GluonTS "
                          f"covers units from seconds to years")
-    return _GLUONTS_FIELDS[family]
+    return _GLUONTS_FIELDS[frequency.alias]
 
 
 # pd.Timedelta's own spellings beyond the frequency units, lower-cased ("7 days", "1 hour").
@@ -830,9 +850,11 @@ _UNITLESS = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
 # ISO 8601 durations: pd.Timedelta reads the months of "P1M" as minutes.
 _ISO_CALENDAR = re.compile(r"\s*P[^T]*[YM]", re.IGNORECASE)
 _ISO = re.compile(r"\s*P(?:\d|T\d)", re.IGNORECASE)
-# A calendar family as a duration: its name and about how many days one step is.
-_CALENDAR_DAYS = {"year": ("year", 365), "quarter": ("quarter", 91), "month": ("month", 30),
-                  "business_day": ("business day", 1)}
+# Calendar offsets as durations: name, about how many days one step is, months per step.
+_CALENDAR_UNITS = {**dict.fromkeys(("YE", "YS"), ("year", 365, 12)),
+                   **dict.fromkeys(("QE", "QS"), ("quarter", 91, 3)),
+                   **dict.fromkeys(("ME", "MS"), ("month", 30, 1)),
+                   **dict.fromkeys(("B", "C"), ("business day", 1, 0))}
 
 
 def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
@@ -874,23 +896,24 @@ def parse_duration(value: Any, name: str, *, alternative: str = "") -> int:
                                  f"and to many readers; {name} takes a fixed duration: write "
                                  f"'min' for minutes (e.g. '30min'), or about '30D' for a "
                                  f"month{or_else}")
-            if word in _CALENDAR and word != "W":
+            if _SPELLINGS.get(word, word) in _CALENDAR_UNITS:
                 step = parse_frequency(text, name)
-                label, days = _CALENDAR_DAYS[_CALENDAR[step.alias][0]]
+                label, days, _ = _CALENDAR_UNITS[step.alias]
                 about = (step.n * 365) // 12 if label == "month" and step.n % 12 == 0 else (
                     step.n * days)
                 raise ValueError(f"{name}={value!r} is {step.n} calendar {label}(s) "
                                  f"({step.alias!r}), which have no fixed length; {name} takes a "
                                  f"fixed duration (units W, D, h, min, s, ms, us, ns), e.g. "
                                  f"'{about}D' for about as long{or_else}")
-        if words and all(word in _TICK_ALIASES for word in words):
+        fixed = [_SPELLINGS.get(word, word) in _FIXED.values() for word in words]
+        if words and all(fixed):
             ns = frequency_nanoseconds(text, name)
             if ns > np.iinfo(np.int64).max:
                 raise ValueError(f"{name}={value!r} is out of range (durations reach about "
                                  f"292 years)")
             return ns
-        if not all(word in _TICK_ALIASES or word in ("W", "w")
-                   or word.lower() in _DURATION_WORDS for word in words):
+        if not all(is_fixed or word in ("W", "w") or word.lower() in _DURATION_WORDS
+                   for word, is_fixed in zip(words, fixed, strict=True)):
             raise unknown
     elif isinstance(value, np.timedelta64) and np.datetime_data(value.dtype)[0] == "generic":
         raise ValueError(f"{name}={value!r} has no unit: give np.timedelta64(n, 'h') or a "
@@ -928,7 +951,7 @@ class TimeUnit(NamedTuple):
     months: int = 0
 
 
-_MONTHS_PER = {"month": 1, "quarter": 3, "year": 12}
+_MONTHS_PER = {"month": 1, "quarter": 3, "year": 12}  # the words parse_time_unit reads
 _CALENDAR_UNIT_WORDS = re.compile(r"\s*(\d+)?\s*(month|quarter|year)s?\s*", re.IGNORECASE)
 
 
@@ -951,11 +974,11 @@ def parse_time_unit(value: Any, name: str = "time_unit") -> TimeUnit:
             if months < 1:
                 raise ValueError(f"{name}={value!r} must be a positive number of months")
             return TimeUnit(months=months)
-        match = _COMPONENT.fullmatch(value.strip())
-        family = _CALENDAR.get(match.group(2), ("",))[0] if match else ""
-        if family in _MONTHS_PER:
+        parts = _components(value.strip())
+        first = _SPELLINGS.get(parts[0][1], parts[0][1]) if parts else ""
+        if _CALENDAR_UNITS.get(first, ("", 0, 0))[2]:  # months, quarters or years
             frequency = parse_frequency(value, name)
-            return TimeUnit(months=frequency.n * _MONTHS_PER[family])
+            return TimeUnit(months=frequency.n * _CALENDAR_UNITS[frequency.alias][2])
     try:
         return TimeUnit(nanoseconds=parse_duration(value, name))
     except ValueError as err:

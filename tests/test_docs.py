@@ -18,16 +18,12 @@ import pkgutil
 import re
 import subprocess
 import sys
+import tomllib
 import zlib
 from pathlib import Path
 
 import pandas as pd
 import pytest
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the docs extra installs tomli there
-    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "spatial", "temporal", "tasks")

@@ -6,16 +6,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the docs extra installs tomli there
-    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("core", "spatial", "temporal", "tasks")  # posenc.core is core/, and so on

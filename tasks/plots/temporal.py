@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 from posenc.core._checks import check_int, check_positive_int
+from posenc.temporal._compat import LOCAL_TIME_ERRORS
 
 from .core import new_figure, save_png
 
@@ -50,7 +51,7 @@ def _windows(tz: str, start: Any, days: int) -> list[tuple[str, Any, str]]:
     try:
         first = pd.Timestamp(start)
         first = first.tz_convert(tz) if first.tz is not None else first.tz_localize(tz)
-    except (ValueError, TypeError, KeyError) as err:  # unknown zone, bad or nonexistent time
+    except (TypeError, KeyError, *LOCAL_TIME_ERRORS) as err:  # unknown zone, bad or no such time
         raise ValueError(f"start={start!r} in tz={tz!r} is not a valid local time (give a "
                          f"time zone name such as 'America/New_York' and an ISO date): {err}"
                          ) from err

@@ -185,4 +185,5 @@ def test_the_export_subcommand_checks_the_checkpoint_as_test_does(tmp_path, monk
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "m.onnx").exists()
     with pytest.raises(SystemExit):
         main(["export", *config, f"--ckpt_path={ckpt}"])
-    assert "the following arguments are required: export.out" in capsys.readouterr().err
+    err = capsys.readouterr().err  # jsonargparse words a missing argument by version
+    assert "export.out" in err and "required" in err

@@ -67,3 +67,9 @@ def test_a_calendar_duration_suggests_a_fixed_one_of_about_its_length():
         timestamps.parse_duration("12MS", "season", alternative="12 steps")
     with pytest.raises(ValueError, match=r"e\.g\. '91D' for about as long"):
         timestamps.parse_duration("QS", "season")
+
+
+def test_a_duration_past_int64_is_out_of_range_naming_the_argument():
+    for value in ("300000D", "99999999999999999999ns"):  # past int64 ns; past int64 itself
+        with pytest.raises(ValueError, match=rf"^x={value!r} is out of range"):
+            timestamps.parse_duration(value, "x")

@@ -396,7 +396,7 @@ def test_other_arguments_are_checked(series, kwargs, error, match):
 
 # -- the smaller public helpers ---------------------------------------------------------------
 def test_parse_timestamps_object_datetimes_and_text():
-    naive, aware = dt.datetime(2021, 1, 1), dt.datetime(2021, 1, 1, 1, tzinfo=dt.timezone.utc)
+    naive, aware = dt.datetime(2021, 1, 1), dt.datetime(2021, 1, 1, 1, tzinfo=dt.UTC)
     with pytest.raises(ValueError, match=r"'t' mixes tz-naive and tz-aware values: row 0 .* "
                                          "row 1"):
         parse_timestamps(pd.Series([naive, aware], dtype=object), "t")
