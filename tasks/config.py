@@ -50,7 +50,6 @@ from posenc.core._checks import check_choice, check_float, check_positive_float
 from posenc.core.encoding import KINDS, PositionEncoding, no_weight_decay_names
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves, tree_map_only
 
 __all__ = ["ALLOCATION_FACTOR", "ALLOCATION_FLOOR", "WEIGHT_SOURCES", "CheckedCheckpointLoading",
            "allocation_bound", "check_checkpoint", "checkpoint_allocation_bound",
@@ -418,23 +417,48 @@ def _allocates(func: torch._ops.OpOverload) -> bool:
 _MADE_FROM_DATA = torch.ops.aten.lift_fresh.default
 
 
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors of an op's argument or result (a tensor, or a list/tuple holding some)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def _to_meta(value: Any) -> Any:
+    """An op's argument with its tensors as meta tensors of their sizes (no memory)."""
+    if isinstance(value, torch.Tensor):
+        return value.to("meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_meta(item) for item in value)
+    return value
+
+
+def _on_meta(args: tuple, kwargs: dict) -> bool:
+    """Whether an op of these arguments makes meta tensors (a meta input, or ``device``)."""
+    device = kwargs.get("device")
+    return (device is not None and torch.device(device).type == "meta") or any(
+        t.is_meta for t in _tensors(args))
+
+
 def _planned(func: torch._ops.OpOverload, args: tuple, kwargs: dict
              ) -> list[tuple[tuple[int, ...], torch.dtype]] | None:
     """``(shape, dtype)`` of the tensors ``func(*args, **kwargs)`` would return, from a run on
     meta copies of its inputs (no memory); for a factory that a size too large for torch fails,
     the size asked for; None where that cannot tell (an output sized by the data, or an op
     without a meta kernel)."""
-    meta_args, meta_kwargs = tree_map_only(torch.Tensor, lambda t: t.to("meta"), (args, kwargs))
     params = func._schema.arguments
+    meta_kwargs = {key: _to_meta(value) for key, value in kwargs.items()}
     if any(param.name == "device" for param in params):  # a factory
         meta_kwargs["device"] = torch.device("meta")
     try:
-        out = func(*meta_args, **meta_kwargs)
+        out = func(*_to_meta(args), **meta_kwargs)
     except Exception:  # noqa: BLE001 (any failure only means: not known before running)
         if params and params[0].name == "size" and isinstance(args[0], (list, tuple)):
             return [(tuple(args[0]), kwargs.get("dtype") or torch.get_default_dtype())]
         return None
-    return [(tuple(t.shape), t.dtype) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+    return [(tuple(t.shape), t.dtype) for t in _tensors(out)]
 
 
 class allocation_bound(TorchDispatchMode):  # noqa: N801 (used as a context manager)
@@ -457,15 +481,14 @@ class allocation_bound(TorchDispatchMode):  # noqa: N801 (used as a context mana
         kwargs = kwargs or {}
         if func is _MADE_FROM_DATA:
             self._count([(tuple(args[0].shape), args[0].dtype)])
-        if not _allocates(func):
+        if not _allocates(func) or _on_meta(args, kwargs):  # meta tensors take no memory
             return func(*args, **kwargs)
         planned = _planned(func, args, kwargs)
         if planned is not None:
             self._count(planned)
         out = func(*args, **kwargs)
         if planned is None:
-            self._count([(tuple(t.shape), t.dtype) for t in tree_leaves(out)
-                         if isinstance(t, torch.Tensor)])
+            self._count([(tuple(t.shape), t.dtype) for t in _tensors(out)])
         return out
 
     def _count(self, tensors: list[tuple[tuple[int, ...], torch.dtype]]) -> None:

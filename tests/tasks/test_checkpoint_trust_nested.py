@@ -476,3 +476,20 @@ def test_a_checkpoint_s_fitted_state_within_the_limits_still_loads(tmp_path, fit
                 "fitted": model.fitted.to_dict(),
                 "pytorch-lightning_version": lightning.__version__}, path)
     assert Forecaster.load_from_checkpoint(path, weights_only=True).fitted == model.fitted
+
+
+def test_the_allocation_bound_counts_the_storage_a_checkpoint_holds_not_the_sizes_it_claims():
+    """A saved view or a meta tensor claims sizes it holds no bytes for: they cannot raise the
+    bound (the bytes held once per storage; every tensor counts one)."""
+    from posenc.tasks.config import (
+        ALLOCATION_FACTOR,
+        ALLOCATION_FLOOR,
+        checkpoint_allocation_bound,
+    )
+
+    held = torch.zeros(10)  # 40 bytes
+    ckpt = {"state_dict": {"held": held, "view": held[:5],
+                           "expanded": torch.zeros(1).expand(T),  # 4 bytes held
+                           "meta": torch.empty(T, device="meta")}}  # none held
+    assert checkpoint_allocation_bound(ckpt) == (ALLOCATION_FACTOR * (40 + 4) + ALLOCATION_FLOOR[0],
+                                                 ALLOCATION_FACTOR * 4 + ALLOCATION_FLOOR[1])
