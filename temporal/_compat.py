@@ -3,17 +3,17 @@ floors). Only pandas does: 2.2 and 3.x are both supported, and posenc reads time
 both except for the first two points below.
 
 - Text and Python ``datetime`` values parse to nanoseconds in pandas 2 and to the resolution
-  they need in pandas 3 (microseconds unless finer): :data:`TEXT_UNIT`. Under pandas 2 they
+  they need in pandas 3 (microseconds unless finer): `TEXT_UNIT`. Under pandas 2 they
   must therefore lie in 1677-09-21..2262-04-11 (posenc's error names that range); ``datetime64``
   arrays and ``DatetimeIndex`` keep their own resolution on both.
 - pandas 2 reads a whole frequency multiple through a float, so beyond 2**53 it is rounded
-  (``"9007199254740993ns"`` is ...992 ns): :data:`EXACT_MULTIPLES`. pandas 3 dropped the
+  (``"9007199254740993ns"`` is ...992 ns): `EXACT_MULTIPLES`. pandas 3 dropped the
   spellings ``H, T, S, L, U, N, A, Y, Q`` that pandas 2.2 still reads; posenc maps them itself
   (``timestamps._SPELLINGS``), so both read every frequency string alike.
 - A nonexistent or repeated local time raises ``ValueError`` in pandas 3 and pytz's
-  ``InvalidTimeError`` (not a ``ValueError``) in pandas 2: :data:`LOCAL_TIME_ERRORS`.
+  ``InvalidTimeError`` (not a ``ValueError``) in pandas 2: `LOCAL_TIME_ERRORS`.
 - Several UTC offsets in one column without ``utc=True`` raise in pandas 3; pandas 2 returns
-  object values with a ``FutureWarning``: :func:`to_datetime` raises on both.
+  object values with a ``FutureWarning``: `to_datetime` raises on both.
 - A zone given by name is pytz's in pandas 2, whose rules stop in 2037 (no DST after it); pass
   a ``zoneinfo.ZoneInfo`` to get the same local times as pandas 3 after 2037.
 - pandas 2 also drops a ``" GMT"`` suffix in ``to_datetime`` and wraps an overflowing
