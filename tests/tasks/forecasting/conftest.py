@@ -32,6 +32,20 @@ def batch(datamodule) -> dict[str, torch.Tensor]:
     return next(iter(datamodule.train_dataloader()))
 
 
+@pytest.fixture
+def table_reads(monkeypatch) -> list:
+    """The ``known`` state of every ``TimeSeriesDataModule._read_table`` call in the test."""
+    reads = []
+    read_table = TimeSeriesDataModule._read_table
+
+    def counted(self, known):
+        reads.append(known)
+        return read_table(self, known)
+
+    monkeypatch.setattr(TimeSeriesDataModule, "_read_table", counted)
+    return reads
+
+
 def collate_windows(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
     """Stack window dicts (``WindowDataset`` items: ``dataset[i]``), right-padding each side
     to the longest in the batch as ``batch_of_series`` pads (``*_valid`` marks real tokens):

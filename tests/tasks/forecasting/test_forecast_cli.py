@@ -110,7 +110,8 @@ def test_fit_then_predict_a_forecasts_file_from_a_panel_csv(tmp_path, monkeypatc
 
 
 def test_evaluating_a_checkpoint_reads_other_data_once_with_its_fitted_state(tmp_path,
-                                                                          monkeypatch):
+                                                                          monkeypatch,
+                                                                          table_reads):
     """``posenc test``/``predict --ckpt_path`` give the data module the checkpoint
     (``fitted``): other data is read once, before the trainer runs, with the training's state
     (Lightning restores the checkpoint only after the data's setup), and the run's config
@@ -131,14 +132,7 @@ def test_evaluating_a_checkpoint_reads_other_data_once_with_its_fitted_state(tmp
     trained = Forecaster.load_from_checkpoint(ckpt, weights_only=True).fitted
     own = TimeSeriesDataModule("b.csv", context_length=24, horizon=6).fitted
     assert own.loc != trained.loc
-    reads = []
-    read_table = TimeSeriesDataModule._read_table
-
-    def counted(self, known):
-        reads.append(known)
-        return read_table(self, known)
-
-    monkeypatch.setattr(TimeSeriesDataModule, "_read_table", counted)
+    reads = table_reads
     for run in ("test", "predict"):
         reads.clear()
         cli = posenc_cli([run, *config, "--data.init_args.data=b.csv", f"--ckpt_path={ckpt}",

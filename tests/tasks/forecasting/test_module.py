@@ -516,18 +516,11 @@ def test_a_trained_model_refuses_data_read_with_a_state_of_its_own(tmp_path):
 
 
 def test_a_trainer_reads_a_data_modules_table_once_with_the_state_it_is_given(
-        tmp_path, monkeypatch):
+        tmp_path, table_reads):
     """Under a trainer a data module reads its table once, in its setup, with the state it
     was given (its own for a first fit, the model's for a trained model's test or predict);
     the loaders read nothing again."""
-    reads = []
-    read_table = TimeSeriesDataModule._read_table
-
-    def counted(self, known):
-        reads.append(known)
-        return read_table(self, known)
-
-    monkeypatch.setattr(TimeSeriesDataModule, "_read_table", counted)
+    reads = table_reads
     a = synthetic_series(200)
     lengths = {"context_length": 24, "horizon": 6, "stride": 6, "batch_size": 8}
     seed_everything(0)
