@@ -51,6 +51,7 @@ not Arrow's. ``--dry-run`` measures in this process (not clean: only a check tha
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import inspect
 import json
@@ -62,6 +63,7 @@ import tempfile
 import time
 import tracemalloc
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -161,12 +163,15 @@ def _status_kb(key: str) -> int:
 
 
 class PeakMemory:
-    """Peak memory of a block above the memory just before it, in bytes (``.peak``), and
-    what it left allocated (``.kept``): the resident set where ``/proc`` can reset its
-    high-water mark, else tracemalloc (``.method`` says which)."""
+    """Peak memory of a block above the memory just before it, in bytes (``.peak``), what it
+    left allocated (``.kept``) and the peak of each of its stages (``.stages``: name -> bytes
+    above the memory before the block; a stage entered twice keeps its higher peak): the
+    resident set where ``/proc`` can reset its high-water mark, else tracemalloc
+    (``.method`` says which)."""
 
     def __init__(self, use_tracemalloc: bool = False) -> None:
         self.method = "tracemalloc" if use_tracemalloc or not self._resettable() else "RSS"
+        self.stages: dict[str, int] = {}
 
     @staticmethod
     def _resettable() -> bool:
@@ -178,24 +183,77 @@ class PeakMemory:
         except (OSError, KeyError):
             return False
 
-    def __enter__(self) -> PeakMemory:
-        gc.collect()
+    def _current(self) -> int:
+        if self.method == "RSS":
+            return _status_kb("VmRSS") * 1024
+        return tracemalloc.get_traced_memory()[0]
+
+    def _high_water(self) -> int:
+        if self.method == "RSS":
+            return _status_kb("VmHWM") * 1024
+        return tracemalloc.get_traced_memory()[1]
+
+    def _reset(self) -> None:
         if self.method == "RSS":
             self._resettable()
-            self._before = _status_kb("VmRSS") * 1024
         else:
+            tracemalloc.reset_peak()
+
+    def __enter__(self) -> PeakMemory:
+        gc.collect()
+        if self.method == "tracemalloc":
             tracemalloc.start()
-            self._before = tracemalloc.get_traced_memory()[0]
+        self._reset()
+        self._before = self._high = self._current()
         return self
 
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Measure the block's peak as stage ``name``; the high-water mark is reset at its
+        start, the block's own peak kept across the reset."""
+        self._high = max(self._high, self._high_water())
+        self._reset()
+        try:
+            yield
+        finally:
+            high = self._high_water()
+            self._high = max(self._high, high)
+            self.stages[name] = max(self.stages.get(name, 0), high - self._before)
+
     def __exit__(self, *exc) -> None:
-        if self.method == "RSS":
-            self.peak = _status_kb("VmHWM") * 1024 - self._before
-            self.kept = _status_kb("VmRSS") * 1024 - self._before
-        else:
-            current, peak = tracemalloc.get_traced_memory()
+        self.peak = max(self._high, self._high_water()) - self._before
+        self.kept = self._current() - self._before
+        if self.method == "tracemalloc":
             tracemalloc.stop()
-            self.peak, self.kept = peak - self._before, current - self._before
+
+
+# The set-up's stages, as the names TimeSeriesDataModule calls (in the order they run): the
+# file read, checking and sorting the table, fitting the scalers, the scaled panel, the
+# seasonal errors (MASE's denominators) and each split's windows index and dataset.
+STAGES = {"read": "read_table", "sort": "read_panel", "fit": "fit", "scale": "scale_panel",
+          "seasonal error": "SeasonalError", "windows": "_split_windows"}
+
+
+@contextlib.contextmanager
+def staged(memory: PeakMemory) -> Iterator[None]:
+    """Measure the data module's set-up stage by stage (:data:`STAGES`) in ``memory``: the
+    functions it calls are wrapped for the duration of the block."""
+    from unittest import mock
+
+    from posenc.tasks.forecasting import datamodule as module
+
+    def wrap(name: str, function):
+        def measured(*args, **kwargs):
+            with memory.stage(name):
+                return function(*args, **kwargs)
+        return measured
+
+    with contextlib.ExitStack() as stack:
+        for name, attribute in STAGES.items():
+            owner = module.TimeSeriesDataModule if attribute.startswith("_") else module
+            function = getattr(owner, attribute)
+            stack.enter_context(mock.patch.object(owner, attribute, wrap(name, function)))
+        yield
 
 
 def _release_arrow_memory() -> None:
@@ -216,7 +274,7 @@ def measure_file(path: str, use_tracemalloc: bool = False) -> dict:
     # Arrow's libraries load on first use: a one-off cost of the process, not of the rows.
     pyarrow.parquet.read_schema(path)
     dm = datamodule(path)
-    with PeakMemory(use_tracemalloc) as memory:
+    with PeakMemory(use_tracemalloc) as memory, staged(memory):
         start = time.perf_counter()
         dm.setup("fit")
         setup_s = time.perf_counter() - start
@@ -226,7 +284,7 @@ def measure_file(path: str, use_tracemalloc: bool = False) -> dict:
     frame = pd.read_parquet(path)
     read_s = time.perf_counter() - start
     return {"setup_s": setup_s, "read_s": read_s, "peak": memory.peak, "kept": memory.kept,
-            "method": memory.method, "rows": len(frame)}
+            "stages": memory.stages, "method": memory.method, "rows": len(frame)}
 
 
 def measure_read(path: str, use_tracemalloc: bool = False) -> dict:
@@ -260,7 +318,7 @@ def measure_frame(path: str, rounds: int, batch: int = BATCH, use_tracemalloc: b
     frame_bytes = int(frame.memory_usage(deep=True).sum())
     _release_arrow_memory()
     dm = datamodule(frame, batch)
-    with PeakMemory(use_tracemalloc) as memory:
+    with PeakMemory(use_tracemalloc) as memory, staged(memory):
         start = time.perf_counter()
         dm.setup("fit")
         setup_s = time.perf_counter() - start
@@ -268,7 +326,7 @@ def measure_frame(path: str, rounds: int, batch: int = BATCH, use_tracemalloc: b
     frame.sort_values([SERIES, TIMESTAMP])
     sort_s = time.perf_counter() - start
     out = {"setup_s": setup_s, "sort_s": sort_s, "peak": memory.peak,
-           "retained": retained_bytes(dm), "method": memory.method,
+           "stages": memory.stages, "retained": retained_bytes(dm), "method": memory.method,
            "frame_bytes": frame_bytes, "rows": len(frame),
            "series": dm.num_series, "train_windows": len(dm.datasets["train"])}
     out.update(loader_vs_step(dm, rounds))
@@ -463,6 +521,12 @@ def dataset_rows(results: list[dict], memory: dict, file: dict) -> list[dict]:
     return out
 
 
+def stage_peaks(measured: dict, frame_bytes: int) -> str:
+    """Each stage's peak as a multiple of the frame's memory, in the order they ran."""
+    return ", ".join(f"{name} {peak / frame_bytes:.1f}x"
+                     for name, peak in measured["stages"].items())
+
+
 def rows_of(result: dict) -> list[dict]:
     """The measurements as benchmarks/run_all.py's rows."""
     file, frame, read = result["file"], result["frame"], result["read"]
@@ -481,12 +545,14 @@ def rows_of(result: dict) -> list[dict]:
              baseline_s=frame["sort_s"], target="-"),
         dict(case=f"set-up memory {size}, file read included ({memory} above the process "
                   f"before, frame included: {file['peak'] / MB / millions:.0f} MB per M rows; "
-                  f"pd.read_parquet alone {read['peak'] / frame['frame_bytes']:.1f}x)",
+                  f"pd.read_parquet alone {read['peak'] / frame['frame_bytes']:.1f}x; peak by "
+                  f"stage: {stage_peaks(file, frame['frame_bytes'])})",
              posenc_amount=file["peak"] / MB, baseline="the frame's own memory",
              baseline_amount=frame_mb, unit="MB", target=FILE_MEMORY_TARGET),
         dict(case=f"set-up memory {size}, frame given ({memory} above the loaded frame: "
                   f"{frame['peak'] / MB / millions:.0f} MB per M rows; the set-up keeps "
-                  f"{frame['retained'] / MB / millions:.0f})",
+                  f"{frame['retained'] / MB / millions:.0f}; peak by stage: "
+                  f"{stage_peaks(frame, frame['frame_bytes'])})",
              posenc_amount=frame["peak"] / MB, baseline="the frame's own memory",
              baseline_amount=frame_mb, unit="MB", target=MEMORY_TARGET),
         dict(case=f"loader: draw a train batch of {frame['batch']} ({CONTEXT}+{HORIZON} obs, "

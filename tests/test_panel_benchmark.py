@@ -144,3 +144,21 @@ def test_dry_run_with_a_dataset_prints_its_rows(capsys):
     assert "loader throughput" in lazy[3] and lazy[3].endswith(" | <= 1 |")
     assert "Forecaster train step" in lazy[4] and lazy[4].endswith(" | < 0.1 |")
     assert "Dataset: 20,000 rows, 20 series" in out and "FAILED" not in out
+
+
+def test_set_up_peak_of_a_given_frame_is_within_the_memory_target():
+    """The frame-given set-up's own peak (numpy's and Python's allocations, tracemalloc: the
+    same on every machine) is at most the benchmark's target times the frame's memory, at
+    every stage; the windows' stage builds one seasonal-error table for the three splits."""
+    bench = _load("panel_scale")
+    frame, order = bench.panel_frame(200_000, 200)
+    frame = frame.iloc[order].reset_index(drop=True)  # by time, as the benchmark's file
+    frame_bytes = int(frame.memory_usage(deep=True).sum())
+    dm = bench.datamodule(frame)
+    with bench.PeakMemory(use_tracemalloc=True) as memory, bench.staged(memory):
+        dm.setup("fit")
+    limit = float(bench.MEMORY_TARGET.removeprefix("<="))
+    assert list(memory.stages) == ["sort", "fit", "scale", "seasonal error", "windows"]
+    assert memory.peak == max(memory.stages.values())
+    assert memory.peak <= limit * frame_bytes, bench.stage_peaks(
+        {"stages": memory.stages}, frame_bytes)

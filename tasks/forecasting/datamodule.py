@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 
 from ..config import check_split_fractions, make_hparams_plain, plain
 from .distributed import distributed_rank
-from .metrics import natural_seasons, seasonality_for_step
+from .metrics import SeasonalError, natural_seasons, seasonality_for_step
 from .output import request_dataset
 from .panel import Panel, fit, read_panel, read_table, scale_panel
 from .schema import (
@@ -543,16 +543,18 @@ class TimeSeriesDataModule(LightningDataModule):
         if self.streaming:
             self.datasets = self._dataset_windows(panel, fitted)
         else:
-            self.datasets = {split: self._split_windows(panel, fitted, split, lo, hi)
+            # One seasonal-error table for the splits: they read the same panel.
+            errors = SeasonalError(panel.targets, panel.starts, self.mase_season)
+            self.datasets = {split: self._split_windows(panel, fitted, split, lo, hi, errors)
                              for split, (lo, hi) in self.split_bounds().items()}
         self._datasets_rank = rank
 
-    def _split_windows(self, panel: Panel, fitted: Fitted, split: str, lo: int, hi: int
-                       ) -> WindowDataset:
+    def _split_windows(self, panel: Panel, fitted: Fitted, split: str, lo: int, hi: int,
+                       seasonal_error: SeasonalError) -> WindowDataset:
         windows = self.windows(split)
         if not len(windows):
             raise ValueError(self._no_window(split, panel, lo, hi))
-        return WindowDataset(panel, fitted, windows, self.mase_season)
+        return WindowDataset(panel, fitted, windows, seasonal_error=seasonal_error)
 
     def _rank(self) -> tuple[int, int]:
         """``(rank, world size)``: the trainer's, else torch.distributed's, else one."""

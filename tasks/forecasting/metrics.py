@@ -259,14 +259,21 @@ class SeasonalError:
 
     @staticmethod
     def _prefix(values: np.ndarray, offset: np.ndarray, lag: int) -> np.ndarray:
-        """``(N + 1, C, 3)`` running sums of ``|d|``, ``d^2``, pairs; ``d = y[t] - y[t-lag]``."""
+        """``(N + 1, C, 3)`` running sums of ``|d|``, ``d^2``, pairs; ``d = y[t] - y[t-lag]``.
+        The terms are written into the sums' own buffer and summed in place: a data module's
+        set-up peaks here, and each (N, C, 3) temporary is 24 bytes a row and channel."""
         diff = np.full(values.shape, np.nan)
         diff[lag:] = values[lag:] - values[:-lag]
         diff[offset < lag] = np.nan  # the pair would cross into the previous series
         pair = ~np.isnan(diff)
-        diff = np.where(pair, diff, 0.0)
-        terms = np.stack((np.abs(diff), diff * diff, pair), -1)
-        return np.concatenate((np.zeros((1, *terms.shape[1:])), np.cumsum(terms, 0)))
+        diff[~pair] = 0.0
+        sums = np.empty((len(values) + 1, *values.shape[1:], 3))
+        sums[0] = 0.0
+        np.abs(diff, out=sums[1:, ..., 0])
+        np.multiply(diff, diff, out=sums[1:, ..., 1])
+        sums[1:, ..., 2] = pair
+        np.cumsum(sums[1:], 0, out=sums[1:])
+        return sums
 
     def __call__(self, series: np.ndarray, origin: np.ndarray) -> np.ndarray:
         """``(B,)`` series and ``(B,)`` origin rows (the first not in the history) -> ``(B, C,

@@ -190,10 +190,13 @@ class WindowDataset(Dataset):
         windows: this split's [`WindowIndex`][posenc.tasks.forecasting.windows.WindowIndex].
         seasonality: the lag ``m`` (rows) of ``seasonal_error``
             ([`SeasonalError`][posenc.tasks.forecasting.metrics.SeasonalError]).
+        seasonal_error: the panel's ``SeasonalError`` already built (its prefix sums are
+            ``6 * C`` float64 per row: the splits of one panel share one); None: built here
+            from ``panel.targets`` with lag ``seasonality``.
     """
 
-    def __init__(self, panel: Any, fitted: Any, windows: WindowIndex, seasonality: int = 1
-                 ) -> None:
+    def __init__(self, panel: Any, fitted: Any, windows: WindowIndex, seasonality: int = 1,
+                 *, seasonal_error: SeasonalError | None = None) -> None:
         self.fitted = fitted
         self.groups = fitted.columns.groups()
         self.utc, self.local = panel.utc, panel.local
@@ -212,7 +215,12 @@ class WindowDataset(Dataset):
         self.windows = windows
         self.target_slice = next(slice(first, end) for key, _, _, first, end in self.groups
                                  if key == "value")
-        self.seasonal_error = SeasonalError(self.targets, panel.starts, seasonality)
+        if seasonal_error is None:
+            seasonal_error = SeasonalError(self.targets, panel.starts, seasonality)
+        elif not np.array_equal(seasonal_error.starts, panel.starts):
+            raise ValueError("seasonal_error was built for another panel (its series offsets "
+                             "differ from panel.starts)")
+        self.seasonal_error = seasonal_error
 
     def __len__(self) -> int:
         return len(self.windows)

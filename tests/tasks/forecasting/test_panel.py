@@ -9,9 +9,15 @@ import pandas as pd
 import pytest
 import torch
 from posenc.tasks import TimeSeriesDataModule
+from posenc.tasks.forecasting.metrics import SeasonalError
 from posenc.tasks.forecasting.panel import read_panel
 from posenc.tasks.forecasting.schema import Columns
-from posenc.tasks.forecasting.windows import count_windows, duration_windows, time_origins
+from posenc.tasks.forecasting.windows import (
+    WindowDataset,
+    count_windows,
+    duration_windows,
+    time_origins,
+)
 
 from .conftest import collate_windows
 
@@ -225,6 +231,26 @@ def test_getitems_equals_collating_single_items(rich):
     assert set(batch) == set(expected)
     for key in expected:
         torch.testing.assert_close(batch[key], expected[key], rtol=0, atol=0, msg=key)
+
+
+def test_the_splits_share_one_seasonal_error_equal_to_each_split_building_its_own(rich):
+    dm = rich_module(rich, mase_season=4)
+    shared = dm.datasets["train"].seasonal_error
+    assert all(d.seasonal_error is shared for d in dm.datasets.values())
+    panel, fitted = dm.panel(), dm.fitted
+    for name, dataset in dm.datasets.items():
+        own = WindowDataset(panel, fitted, dataset.windows, 4)
+        batch = whole(dataset)["seasonal_error"]
+        torch.testing.assert_close(batch, whole(own)["seasonal_error"], rtol=0, atol=0,
+                                   equal_nan=True, msg=name)
+
+
+def test_a_seasonal_error_of_another_panel_is_refused(rich):
+    dm = rich_module(rich)
+    panel, dataset = dm.panel(), dm.datasets["train"]
+    other = SeasonalError(panel.targets[:-1], panel.starts - np.r_[0, 0, 0, 1], 1)
+    with pytest.raises(ValueError, match="seasonal_error was built for another panel"):
+        WindowDataset(panel, dm.fitted, dataset.windows, seasonal_error=other)
 
 
 def test_padding_repeats_edge_times_with_zero_unobserved_values():
