@@ -256,16 +256,6 @@ def staged(memory: PeakMemory) -> Iterator[None]:
         yield
 
 
-def _release_arrow_memory() -> None:
-    """Hand Arrow's freed buffers back to the system. The Parquet reader's scratch memory
-    stays in Arrow's pool (about 1.4x the frame here) and is released later, at a time of the
-    pool's choosing: in the middle of a set-up measured after the read, which then looks
-    smaller by that much."""
-    import pyarrow
-
-    pyarrow.default_memory_pool().release_unused()
-
-
 # -- the measurements (each in a child process, or in-process for --dry-run) --------------------
 def measure_file(path: str, use_tracemalloc: bool = False) -> dict:
     """Set-up from the file (read included), its peak memory; then the read alone."""
@@ -314,9 +304,8 @@ def measure_frame(path: str, rounds: int, batch: int = BATCH, use_tracemalloc: b
     then the loader against a training step."""
     from posenc.tasks.forecasting.panel import read_table
 
-    frame = read_table(path)
+    frame = read_table(path)  # Arrow's scratch memory returned, as in the file's set-up
     frame_bytes = int(frame.memory_usage(deep=True).sum())
-    _release_arrow_memory()
     dm = datamodule(frame, batch)
     with PeakMemory(use_tracemalloc) as memory, staged(memory):
         start = time.perf_counter()

@@ -162,3 +162,17 @@ def test_set_up_peak_of_a_given_frame_is_within_the_memory_target():
     assert memory.peak == max(memory.stages.values())
     assert memory.peak <= limit * frame_bytes, bench.stage_peaks(
         {"stages": memory.stages}, frame_bytes)
+
+
+@pytest.mark.slow  # a 1M-row panel written, then set up from the file in a fresh process: ~10 s
+def test_set_up_peak_from_a_file_is_within_the_file_memory_target(tmp_path):
+    """The file's set-up (the read included) peaks at most the benchmark's target times the
+    frame's memory in the resident set: Arrow's pool returns the reader's scratch buffers
+    and, once the panel is read, the table's own columns."""
+    bench = _load("panel_scale")
+    path = tmp_path / "panel.parquet"
+    bench.write_panel(path, 1_000_000, 1_000)
+    frame_bytes = int(pd.read_parquet(path).memory_usage(deep=True).sum())
+    measured = bench._child("file", str(path), 1, bench.BATCH, False)
+    limit = float(bench.FILE_MEMORY_TARGET.removeprefix("<="))
+    assert measured["peak"] <= limit * frame_bytes, bench.stage_peaks(measured, frame_bytes)

@@ -27,7 +27,7 @@ from ..config import check_split_fractions, make_hparams_plain, plain
 from .distributed import distributed_rank
 from .metrics import SeasonalError, natural_seasons, seasonality_for_step
 from .output import request_dataset
-from .panel import Panel, fit, read_panel, read_table, scale_panel
+from .panel import Panel, fit, read_panel, read_table, release_arrow_memory, scale_panel
 from .schema import (
     MAX_WINDOW_ROWS,
     Columns,
@@ -322,6 +322,9 @@ class TimeSeriesDataModule(LightningDataModule):
             raise ValueError(f"{self._describe_data()} has no rows (columns "
                              f"{[str(c) for c in frame.columns]})")
         panel = read_panel(frame, self.columns, known, self._source())
+        if self._source() is not None:  # a file's table, not needed past here
+            del frame
+            release_arrow_memory()
         if self.irregular is not None and self.irregular < 1:
             panel = panel.keep_rows(np.random.default_rng(self.seed).random(len(panel.utc))
                                     < self.irregular)

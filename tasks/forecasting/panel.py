@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +29,8 @@ from posenc.temporal.timestamps import parse_timestamps, row_label, utc_and_loca
 from .schema import CHANNELS, Columns, Fitted, check_step, check_unique_columns
 
 __all__ = ["Panel", "fit", "fit_state", "local_steps", "median_step", "numeric_column",
-           "read_panel", "read_table", "scale_panel", "series_codes", "series_moments"]
+           "read_panel", "read_table", "release_arrow_memory", "scale_panel", "series_codes",
+           "series_moments"]
 
 _NAT = np.iinfo(np.int64).min
 
@@ -82,9 +84,20 @@ def read_table(data: str | os.PathLike) -> pd.DataFrame:
         check_unique_columns(header, f"data={str(path)!r}")
         return frame
     if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path)
+        frame = pd.read_parquet(path)
+        release_arrow_memory()  # the reader's scratch buffers: 1.4x the frame
+        return frame
     raise ValueError(f"data={str(path)!r}: expected a .csv or .parquet file")
 
+
+def release_arrow_memory() -> None:
+    """Return the memory Arrow's pool holds unused to the system: the Parquet reader's scratch
+    buffers and the columns of a table read from Parquet once dropped (pandas keeps them in
+    Arrow's memory). The pool keeps it for reuse otherwise, at the size of the table: on top
+    of everything a set-up allocates after the read."""
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is not None:  # without it, Arrow never held any memory
+        pyarrow.default_memory_pool().release_unused()
 
 
 @dataclasses.dataclass(frozen=True)
