@@ -235,9 +235,10 @@ def series_codes(frame: pd.DataFrame, columns: tuple[str, ...], known: tuple[tup
     # Sorted keys: the same table gives the same codes whatever its row order.
     if len(columns) == 1:
         codes, uniques = pd.factorize(frame[columns[0]], sort=True)
-        return codes.astype(np.int64), tuple((_plain_key(v),) for v in uniques)
+        return codes.astype(np.int64, copy=False), tuple((_plain_key(v),) for v in uniques)
     codes, uniques = pd.MultiIndex.from_frame(frame[list(columns)]).factorize(sort=True)
-    return codes.astype(np.int64), tuple(tuple(_plain_key(v) for v in key) for key in uniques)
+    return (codes.astype(np.int64, copy=False),
+            tuple(tuple(_plain_key(v) for v in key) for key in uniques))
 
 
 def _covariate(column: pd.Series, name: str, role: str, source: str | None) -> np.ndarray:
@@ -342,23 +343,30 @@ def read_panel(frame: pd.DataFrame, columns: Columns, known: Fitted | None = Non
                          f"{kinds[known.aware]} timestamps; use one form")
     codes, keys = series_codes(frame, columns.series_columns,
                                 None if known is None else known.series_keys, source)
-    channels = []
-    for field, role, _, observed, _ in CHANNELS:
-        for c in getattr(columns, field):
-            if queries and observed is not None:  # unknown at the times to predict
-                channels.append(np.full(len(frame), np.nan))
-                continue
-            values = (numeric_column(frame[c], c, source) if field == "target_columns"
-                      else _covariate(frame[c], c, role, source))
-            missing = np.flatnonzero(np.isnan(values)) if observed is None else ()
-            if len(missing):
-                raise ValueError(f"{role} {c!r}: {row_label(int(missing[0]), source)} "
-                                 f"({stamps.iloc[int(missing[0])]!r}) is missing; a {role} "
-                                 "must be known at every time, including the times to predict")
-            channels.append(values)
     # Localize in wall-clock order per series: ambiguous="infer" reads the repeated hour's order.
     order = np.lexsort((index.asi8, codes))
-    sorted_index, sorted_codes = index[order], codes[order]
+    sorted_codes = codes[order]
+    del codes  # each (N,) array freed once used lowers the set-up's peak
+    # Each column read, checked and placed in its sorted row one at a time: the table's
+    # columns as float64 at once would be another (N, C) copy, and a gather of the (N, C)
+    # stack two more, several times slower than gathers of 1D columns.
+    roles = [(c, field, role, observed) for field, role, _, observed, _ in CHANNELS
+             for c in getattr(columns, field)]
+    values = np.empty((len(order), len(roles)))
+    for j, (c, field, role, observed) in enumerate(roles):
+        if queries and observed is not None:  # unknown at the times to predict
+            values[:, j] = np.nan
+            continue
+        column = (numeric_column(frame[c], c, source) if field == "target_columns"
+                  else _covariate(frame[c], c, role, source))
+        missing = np.flatnonzero(np.isnan(column)) if observed is None else ()
+        if len(missing):
+            raise ValueError(f"{role} {c!r}: {row_label(int(missing[0]), source)} "
+                             f"({stamps.iloc[int(missing[0])]!r}) is missing; a {role} "
+                             "must be known at every time, including the times to predict")
+        values[:, j] = column[order]
+        del column  # before the next one is read
+    sorted_index = index[order]
     bounds = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1], True])
     localize = (columns.tz, columns.ambiguous, columns.nonexistent, columns.timestamp_column)
     if columns.ambiguous == "infer" and len(bounds) > 2 and index.tz is None and columns.tz:
@@ -372,7 +380,7 @@ def read_panel(frame: pd.DataFrame, columns: Columns, known: Fitted | None = Non
     if (np.diff(utc)[np.diff(sorted_codes) == 0] < 0).any():  # shifted nonexistent times
         again = np.lexsort((utc, sorted_codes))
         order, utc, local = order[again], utc[again], local[again]
-        sorted_codes = sorted_codes[again]
+        sorted_codes, values = sorted_codes[again], values[again]
     repeat = np.flatnonzero((np.diff(utc) == 0) & (np.diff(sorted_codes) == 0))
     if len(repeat):
         first, second = sorted((int(order[repeat[0]]), int(order[repeat[0] + 1])))
@@ -385,12 +393,6 @@ def read_panel(frame: pd.DataFrame, columns: Columns, known: Fitted | None = Non
     # Known series absent from this table keep their code, with no rows.
     present = np.bincount(sorted_codes, minlength=len(keys))
     static = {} if queries else _static(frame, columns.static_columns, order, present, keys, source)
-    # Each column straight into its sorted place: a gather of the (N, C) stack costs two more
-    # (N, C) float64 copies and is several times slower than gathers of 1D columns.
-    values = np.empty((len(order), len(channels)))
-    for j in range(len(channels)):
-        values[:, j] = channels[j][order]
-        channels[j] = None  # freed once placed
     return Panel(utc=utc, local=local, values=values,
                  starts=np.concatenate(([0], np.cumsum(present))).astype(np.int64), rows=order,
                  series_keys=keys, zone=None if index.tz is None else str(index.tz), static=static)
