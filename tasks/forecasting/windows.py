@@ -217,6 +217,9 @@ class WindowDataset(Dataset):
                                  if key == "value")
         if seasonal_error is None:
             seasonal_error = SeasonalError(self.targets, panel.starts, seasonality)
+        elif not isinstance(seasonal_error, SeasonalError):
+            raise TypeError(f"seasonal_error must be a SeasonalError or None, got "
+                            f"{type(seasonal_error).__name__}")
         elif not np.array_equal(seasonal_error.starts, panel.starts):
             raise ValueError("seasonal_error was built for another panel (its series offsets "
                              "differ from panel.starts)")

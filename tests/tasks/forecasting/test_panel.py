@@ -251,6 +251,9 @@ def test_a_seasonal_error_of_another_panel_is_refused(rich):
     other = SeasonalError(panel.targets[:-1], panel.starts - np.r_[0, 0, 0, 1], 1)
     with pytest.raises(ValueError, match="seasonal_error was built for another panel"):
         WindowDataset(panel, dm.fitted, dataset.windows, seasonal_error=other)
+    with pytest.raises(TypeError, match="seasonal_error must be a SeasonalError or None, got "
+                                        "int"):
+        WindowDataset(panel, dm.fitted, dataset.windows, seasonal_error=4)
 
 
 def test_padding_repeats_edge_times_with_zero_unobserved_values():
