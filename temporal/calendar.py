@@ -269,14 +269,10 @@ def _lookup(group: _Group, columns: Mapping[str, Tensor]) -> Tensor:
 
 
 def _block_rows(columns: Sequence[np.ndarray], axes: Sequence[_Axis], start: int,
-                stop: int, periods: Sequence[tuple[int, int]], index: np.ndarray,
-                rows: np.ndarray) -> np.ndarray:
-    """Checked joint-table rows of elements ``start:stop`` of ``columns`` (one per axis), into
-    ``rows`` (``(stop - start,)`` intp), with the ``periods`` pairs checked while the block is
-    in cache. Per field: a range check (one unsigned max where the range starts at 0) and an
-    in-place step of Horner's rule in ``index``, an int32 buffer of the same length. The
-    buffers are the caller's, reused block after block: a new 128-256 KiB array per block is
-    mapped and faulted in afresh by the allocator, which costs more than the arithmetic.
+                stop: int, periods: Sequence[tuple[int, int]] = ()) -> np.ndarray:
+    """Checked intp joint-table rows of elements ``start:stop`` of ``columns`` (one per axis),
+    with the ``periods`` pairs checked while the block is in cache. Per field: a range check
+    (one unsigned max where the range starts at 0) and an in-place int32 step of Horner's rule.
     """
     offset = 0
     blocks = []
@@ -297,16 +293,14 @@ def _block_rows(columns: Sequence[np.ndarray], axes: Sequence[_Axis], start: int
         blocks.append(values)
         offset = offset * axis.size + axis.first
         if i == 0:
-            index[:] = values
+            index = values  # may be a view of the input: the next step makes a new array
         else:
-            np.multiply(index, axis.size, out=index)
+            index = np.multiply(index, axis.size, out=None if i == 1 else index)
             index += values
     for i, j in periods:
         if np.greater(blocks[i], blocks[j]).any():
             raise _past_period(axes[i].column, axes[j].column)
-    index -= offset
-    np.copyto(rows, index)  # int32 -> intp, as np.take wants
-    return rows
+    return np.subtract(index, offset, dtype=np.intp)
 
 
 def _lookup_blocks(group: _Group, columns: Mapping[str, np.ndarray]) -> Tensor:
@@ -317,13 +311,11 @@ def _lookup_blocks(group: _Group, columns: Mapping[str, np.ndarray]) -> Tensor:
     shape = columns[group.axes[0].column].shape
     out = np.empty((math.prod(shape), rows.shape[1]), dtype=np.uint8)
     periods = _period_pairs(group.axes)
-    index, chosen = np.empty(_BLOCK, np.int32), np.empty(_BLOCK, np.intp)
     for start in range(0, len(out), _BLOCK):
         stop = min(start + _BLOCK, len(out))
-        block = _block_rows(flat, group.axes, start, stop, periods, index[:stop - start],
-                            chosen[:stop - start])
         # mode="clip" skips numpy's buffered bounds check; _block_rows checked the fields.
-        np.take(rows, block, axis=0, out=out[start:stop], mode="clip")
+        np.take(rows, _block_rows(flat, group.axes, start, stop, periods), axis=0,
+                out=out[start:stop], mode="clip")
     features = torch.from_numpy(out.reshape(-1)).view(group.table.dtype)
     return features.reshape(*shape, group.table.shape[1])
 
