@@ -20,7 +20,9 @@ Rows (``time ratio`` = posenc / baseline, as benchmarks/run_all.py prints it):
   by series and time (``sort_values``), the one step no set-up can skip;
 - peak memory of each set-up (resident set high-water mark, above the process just before
   it: with the frame loaded for the second) vs the frame's own memory
-  (``memory_usage(deep=True)``);
+  (``memory_usage(deep=True)``), and the peak reached in each of its stages (:data:`STAGES`:
+  the file read, checking and sorting, fitting, scaling, the seasonal errors, the windows),
+  which says where the peak goes;
 - the loader: drawing a training batch of 256 windows from ``train_dataloader()`` vs one
   training step of the default ``Forecaster`` (dim 64, depth 2; forward, backward, AdamW
   step) on it, context 168 and horizon 24 observations; the ratio is the median of
