@@ -37,6 +37,7 @@ library at the top: the driver runs before posenc, torch or a GPU are known to w
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import importlib.util
 import json
@@ -50,6 +51,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -158,9 +160,23 @@ def md_table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     return "\n".join(lines)
 
 
+def source_line(filename: str, lineno: int) -> str:
+    """``path:line``, the path relative to the repository where it lies inside."""
+    path = Path(filename).resolve()
+    return f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path.name}:{lineno}"
+
+
 def last_line(err: BaseException) -> str:
+    """The error's last line and the innermost line of posenc it came through (not this
+    check's own: the report points at the code to fix)."""
     lines = "".join(traceback.format_exception_only(err)).strip().splitlines()
-    return lines[-1] if lines else type(err).__name__
+    text = lines[-1] if lines else type(err).__name__
+    ours = [frame for frame in traceback.extract_tb(err.__traceback__)
+            if Path(frame.filename).resolve().is_relative_to(REPO)
+            and not Path(frame.filename).resolve().is_relative_to(HERE)]
+    if ours:
+        text += f" (at {source_line(ours[-1].filename, ours[-1].lineno)} in {ours[-1].name})"
+    return text
 
 
 def sync_note(device) -> str:
@@ -185,6 +201,25 @@ def sync_guard(device) -> Iterator[None]:
         yield
     finally:
         torch.cuda.set_sync_debug_mode(before)
+
+
+def sync_sites(model, inputs, loss_of) -> str:
+    """Every host synchronisation of a `training_pass` on CUDA, found under
+    ``set_sync_debug_mode("warn")`` (which warns where "error" stops at the first): the lines
+    that called them, with counts."""
+    import torch
+
+    before = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            training_pass(model, inputs, loss_of)
+        finally:
+            torch.cuda.set_sync_debug_mode(before)
+    sites = collections.Counter(source_line(w.filename, w.lineno) for w in caught
+                                if "synchronizing" in str(w.message))
+    return ", ".join(f"{site} x{count}" for site, count in sites.most_common()) or "none"
 
 
 def training_pass(model, inputs, loss_of):
@@ -217,17 +252,25 @@ def guarded_cases(cases: dict[str, Callable[[], tuple]], device) -> Result:
     up, one under `sync_guard`; a table row per case; FAIL if any case fails."""
     rows, failed = [], []
     for name, build in cases.items():
+        guarded = False
         try:
             model, inputs, loss_of = build()
             training_pass(model, inputs, loss_of)
             with sync_guard(device):
+                guarded = True
                 loss = training_pass(model, inputs, loss_of)
             rows.append((name, "PASS", f"{check_finite(model, loss):.4f}", ""))
         except Exception as err:  # one case's failure is its row; the others still run
             print(f"--- {name} failed:", flush=True)
             traceback.print_exc()
             failed.append(name)
-            rows.append((name, "FAIL", "", last_line(err)))
+            error = last_line(err)
+            if guarded and device.type == "cuda" and "synchronizing" in str(err):
+                try:  # all of them in one run: device time is scarce
+                    error += "; every sync of the pass: " + sync_sites(model, inputs, loss_of)
+                except Exception as census:
+                    error += f"; listing them failed: {last_line(census)}"
+            rows.append((name, "FAIL", "", error))
     table = md_table(("case", "status", "loss", "error"), rows)
     what = f"{len(cases)} cases, forward+backward in bf16 autocast, {sync_note(device)}"
     if failed:

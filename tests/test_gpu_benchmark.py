@@ -10,9 +10,11 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
+import torch
 from posenc.spatial import ENCODINGS
 from posenc.tasks.forecasting.network import RELATIVE_ENCODINGS, TIME_ENCODINGS
 
@@ -164,6 +166,41 @@ def test_wheels_install_only_packages_missing_or_older_here():
     assert check.wheels_to_install(paths, have.get) == [paths[0], paths[2]]
     with pytest.raises(ValueError, match=r"^wheels: 'timm-1.0.31.tar.gz' is not a wheel"):
         check.wheel_name_version(Path("timm-1.0.31.tar.gz"))
+
+
+def test_a_failed_case_names_the_posenc_line_it_came_from():
+    """The report points at the code to fix: the innermost posenc line of the traceback."""
+    check = _load("gpu_check")
+    with pytest.raises(ValueError) as info:
+        check.small_vit(check.DRY_RUN, "no_such_encoding")
+    text = check.last_line(info.value)
+    where = re.fullmatch(r"ValueError: .*no_such_encoding.* \(at ([\w/]+\.py):(\d+) in \w+\)",
+                         text)
+    assert where, text
+    path, line = where.groups()
+    assert not path.startswith("benchmarks/")  # posenc's line, not the check's
+    source = (BENCHMARKS.parent / path).read_text().splitlines()[int(line) - 1]
+    assert "raise" in source or "check_" in source, source
+
+
+def test_every_sync_of_a_pass_is_listed_where_it_was_called(monkeypatch):
+    """What the report lists after a pass fails on a sync: each calling line with its count
+    (CUDA's warn mode is stood in for by the warning it gives)."""
+    check = _load("gpu_check")
+    modes = []
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+
+    def loss_of(output):
+        for _ in range(2):
+            warnings.warn("called a synchronizing CUDA operation", stacklevel=1)
+        warnings.warn("an unrelated warning", stacklevel=1)
+        return output.sum()
+
+    line = loss_of.__code__.co_firstlineno + 2
+    sites = check.sync_sites(torch.nn.Linear(2, 1), torch.zeros(1, 2), loss_of)
+    assert sites == f"tests/test_gpu_benchmark.py:{line} x2"
+    assert modes == ["warn", 0]  # restored
 
 
 def test_check_arguments_are_refused_by_name(tmp_path, capsys):
