@@ -615,6 +615,9 @@ class Report:
                  md_table(("step", "status", "seconds", "summary"),
                           [(r.name, r.status, f"{r.seconds:.1f}",
                             r.result.summary if r.result else "") for r in self.records.values()])]
+        environment = self.records.get("environment")
+        if environment is not None and environment.result is not None:
+            lines.insert(3, f"- machine: {environment.result.summary}")
         for record in self.records.values():
             body = [record.result.details if record.result else "",
                     f"Last {TAIL_LINES} lines of its output:\n\n{fenced(record.tail)}"

@@ -82,6 +82,7 @@ def test_dry_run_reports_every_step_with_its_status(dry_run):
     assert _statuses(report) == {**dict.fromkeys(STEPS, "PASS"), "wheels": "SKIP"}, report
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "result: 9 PASS, 0 FAIL, 1 SKIP" in report
+    assert re.search(r"^- machine: no GPU; torch \d", report, re.M)  # the header names it
     assert "no sync check on cpu" in _summary(report, "vit_encodings")
     assert "--dry-run" in _summary(report, "install")  # the CI's environment stays as it is
     for step in ("fit_quickstart", "fit_forecast"):
