@@ -89,8 +89,12 @@ class Sizes:
     benchmark_args: tuple[str, ...]  # benchmarks/gpu.py's
 
 
-FULL = Sizes(224, 16, 192, 3, 2, 16, 24 * 90, "7D", "1D", 32, 64, 20, 2, ("--rounds", "10"))
-DRY_RUN = Sizes(16, 8, 32, 2, 1, 2, 300, "1D", "6h", 4, 16, 2, 1, ("--dry-run",))
+FULL = Sizes(img_size=224, patch_size=16, width=192, heads=3, depth=2, batch=16,
+             periods=24 * 90, context="7D", horizon="1D", forecast_batch=32, forecast_dim=64,
+             train_batches=20, eval_batches=2, benchmark_args=("--rounds", "10"))
+DRY_RUN = Sizes(img_size=16, patch_size=8, width=32, heads=2, depth=1, batch=2, periods=300,
+                context="1D", horizon="6h", forecast_batch=4, forecast_dim=16, train_batches=2,
+                eval_batches=1, benchmark_args=("--dry-run",))
 
 
 @dataclass(frozen=True)
