@@ -8,7 +8,9 @@ Steps, in order (`STEPS`); each ends PASS, FAIL or SKIP, with its seconds:
 
 - ``wheels``: from ``--wheels DIR`` (no index, no deps), each wheel whose package is missing
   or older here (a machine without internet gets jsonargparse or the data packages this way);
-- ``install``: posenc, editable, no deps, no build isolation, into this Python;
+- ``install``: posenc, editable, no deps, into this Python, without build isolation where
+  the environment can build it (offline); where its site folder is read-only (or given
+  ``--target DIR``), a copy into DIR, on every step's PYTHONPATH, as the wheels;
 - ``environment``: the GPU, the versions, and posenc's requirements this environment misses;
 - ``vit_encodings``: every ``posenc.spatial.ENCODINGS`` name attached to a small timm ViT,
   forward and backward in bf16 autocast, the second pass under
@@ -48,6 +50,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import traceback
@@ -105,6 +108,12 @@ class Run:
     dry_run: bool
     wheels: Path | None
     work: Path  # an empty folder of this step's (fits write their logs and checkpoints here)
+    target: Path | None = None  # install here (on every child's PYTHONPATH), not into the env
+
+    @property
+    def pip_into(self) -> list[str]:
+        """pip install's options that say where to install."""
+        return [] if self.target is None else ["--target", str(self.target), "--upgrade"]
 
     @property
     def sizes(self) -> Sizes:
@@ -426,13 +435,14 @@ def step_wheels(run: Run) -> Result:
     if not chosen:
         return Result("PASS", f"all {len(paths)} wheels in {run.wheels} already installed "
                               f"at that version or newer")
-    cmd = [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-cache-dir",
-           *(["--dry-run"] if run.dry_run else []), *map(str, chosen)]
+    options = ["--no-index", "--no-deps", *(["--dry-run"] if run.dry_run else []),
+               *run.pip_into]
+    cmd = [sys.executable, "-m", "pip", "install", *options, "--no-cache-dir", *map(str, chosen)]
     print("$", " ".join(cmd), flush=True)
     code, _ = stream(cmd)
     names = ", ".join(path.name for path in chosen)
     return Result("PASS" if code == 0 else "FAIL",
-                  f"pip install --no-index --no-deps{' --dry-run' * run.dry_run}: {names}"
+                  f"pip install {' '.join(options)}: {names}"
                   + ("" if code == 0 else f"; exit status {code}"))
 
 
@@ -457,13 +467,16 @@ def unmet_build_requirements() -> list[str]:
 def step_install(run: Run) -> Result:
     # Without build isolation where the environment can build posenc: isolation has pip fetch
     # setuptools, and the GPU machine may be offline.
+    # An editable install needs the environment's own site folder (its .pth); into --target
+    # posenc is installed as a copy.
     unmet = unmet_build_requirements()
     options = ["--no-deps", *([] if unmet else ["--no-build-isolation"]),
-               *(["--dry-run"] if run.dry_run else [])]
-    cmd = [sys.executable, "-m", "pip", "install", *options, "--no-cache-dir", "-e", str(REPO)]
+               *(["--dry-run"] if run.dry_run else []), *run.pip_into,
+               *([] if run.target else ["-e"])]
+    cmd = [sys.executable, "-m", "pip", "install", *options, "--no-cache-dir", str(REPO)]
     print("$", " ".join(cmd), flush=True)
     code, _ = stream(cmd)
-    what = " ".join(["pip install", *options, "-e ."])
+    what = " ".join(["pip install", *options, "."])
     if unmet:
         what += f" (build isolation: this environment lacks {', '.join(unmet)})"
     return Result("PASS" if code == 0 else "FAIL",
@@ -481,6 +494,8 @@ def step_environment(run: Run) -> Result:
              f"torch {torch.__version__} (CUDA {torch.version.cuda})"]
     lines += [f"{name} {installed_version(name) or 'not installed'}" for name in
               ("posenc", "timm", "lightning", "jsonargparse", "numpy", "pandas", "triton")]
+    spec = importlib.util.find_spec("posenc")
+    lines[2] += f" (from {Path(spec.origin).parent})" if spec and spec.origin else ""
     unmet = []
     for text in requires("posenc") or []:
         requirement = Requirement(text)
@@ -652,7 +667,8 @@ def run_child(name: str, args: argparse.Namespace, timeout_s: float, log: Path, 
     result_path = work / "result.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--step", name, "--device",
            args.device, "--work", str(work), *(["--dry-run"] if args.dry_run else []),
-           *(["--wheels", str(args.wheels)] if args.wheels else [])]
+           *(["--wheels", str(args.wheels)] if args.wheels else []),
+           *(["--target", str(args.target)] if args.target else [])]
     record = Record(name)
     begin = time.monotonic()
     with log.open("ab") as fh:
@@ -660,6 +676,9 @@ def run_child(name: str, args: argparse.Namespace, timeout_s: float, log: Path, 
         fh.flush()
         offset = fh.tell()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if args.target:
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(args.target), *filter(None, [os.environ.get("PYTHONPATH")])])
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=work,
                                 start_new_session=True)
         try:
@@ -689,8 +708,14 @@ def run_steps(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / LOG
     log.write_text("")
+    site = Path(sysconfig.get_paths()["purelib"])
+    if args.target is None and not os.access(site, os.W_OK):
+        args.target = Path(tempfile.gettempdir()) / "posenc-gpu-check-site"
+    if args.target is not None:
+        sys.path.insert(0, str(args.target))  # where missing_modules looks too
     mode = (f"{'dry run (tiny sizes)' if args.dry_run else 'full'} on {args.device}; "
-            f"{platform.node()}; python {platform.python_version()}")
+            f"{platform.node()}; python {platform.python_version()}"
+            + (f"; installs into {args.target} (on PYTHONPATH)" if args.target else ""))
     report = Report(args.out / REPORT, mode, args.budget)
     names = args.steps or list(STEPS)
     report.records = {name: Record(name) for name in names}
@@ -722,7 +747,7 @@ def run_steps(args: argparse.Namespace) -> int:
 def run_one(args: argparse.Namespace) -> int:
     """The child's side: run step ``args.step`` and write its result as JSON into its work
     folder (an exception is left to propagate: the driver records FAIL with the traceback)."""
-    run = Run(args.device, args.dry_run, args.wheels, args.work)
+    run = Run(args.device, args.dry_run, args.wheels, args.work, args.target)
     result = STEPS[args.step].function(run)
     (args.work / "result.json").write_text(json.dumps(result.__dict__))
     return 0
@@ -745,6 +770,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="tiny sizes (CI runs it on the CPU: --device cpu --dry-run)")
     parser.add_argument("--wheels", type=Path, default=None,
                         help="folder of wheels to install where missing or older (offline)")
+    parser.add_argument("--target", type=Path, default=None,
+                        help="install posenc (a copy, not editable) and the wheels into this "
+                             "folder, put on the steps' PYTHONPATH, not into the environment "
+                             "(the default where the environment's site folder is read-only)")
     parser.add_argument("--steps", nargs="+", choices=list(STEPS), default=None,
                         help="run only these steps (default: all, in order)")
     parser.add_argument("--budget", type=float, default=BUDGET_S,
@@ -757,8 +786,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.timeout = dict(args.timeout)
     # Absolute: each child runs in its own work folder.
-    args.out, args.wheels, args.work = (None if path is None else path.resolve()
-                                        for path in (args.out, args.wheels, args.work))
+    args.out, args.wheels, args.work, args.target = (
+        None if path is None else path.resolve()
+        for path in (args.out, args.wheels, args.work, args.target))
     if args.device == "cpu" and not args.dry_run:
         parser.error("--device cpu needs --dry-run: the full sizes are a GPU's")
     if args.budget <= 0:

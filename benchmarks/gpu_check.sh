@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # posenc's GPU check: from a clean checkout on a machine with one GPU, in one call of at most
 # 8 minutes (the steps share a 450 s budget), it installs posenc into the present Python
-# (editable, no deps: the machine may have no internet), runs every step of
+# (editable, no deps: the machine may have no internet; a copy on PYTHONPATH where that
+# Python's site folder is read-only), runs every step of
 # benchmarks/gpu_check.py (each in its own process with its own time limit: PASS, FAIL or SKIP)
 # and writes one markdown report, OUT_DIR/gpu_check.md (the children's output: gpu_check.log).
 #

@@ -158,6 +158,23 @@ def test_a_step_missing_a_package_or_time_is_skipped_with_the_reason(tmp_path, m
     assert _summary(report, "environment") == "the 5 s budget is spent (-5 s left)"
 
 
+@pytest.mark.slow  # pip builds posenc's metadata: about 10 s
+def test_a_read_only_environment_gets_posenc_in_a_target_folder(tmp_path, monkeypatch):
+    """Where this Python's site folder is not writable, posenc goes (as a copy: an editable
+    install needs that folder) into a folder on the steps' PYTHONPATH."""
+    check = _load("gpu_check")
+    monkeypatch.setattr(check.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the driver looks there too
+    assert check.main(["--out", str(tmp_path), "--device", "cpu", "--dry-run", "--steps",
+                       "install"]) == 0
+    report = (tmp_path / "gpu_check.md").read_text()
+    target = Path(check.tempfile.gettempdir()) / "posenc-gpu-check-site"
+    assert f"installs into {target} (on PYTHONPATH)" in report
+    assert _statuses(report) == {"install": "PASS"}
+    summary = _summary(report, "install")
+    assert f"--dry-run --target {target} --upgrade ." in summary and " -e " not in summary
+
+
 def test_wheels_install_only_packages_missing_or_older_here():
     check = _load("gpu_check")
     paths = [Path(name) for name in (
