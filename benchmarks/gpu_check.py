@@ -363,8 +363,8 @@ def posenc_fit(run: Run, config: str) -> Result:
     keep = [line for line in lines if re.match(r"GPU available:|Using .*Precision", line)]
     if "Test results (final weights):" in lines:
         keep += lines[lines.index("Test results (final weights):"):]
-    what = " ".join(cmd[3:6]) + f" on {run.device}, bf16-mixed, 1 epoch of " \
-        f"{sizes.train_batches} batches"
+    what = (f"posenc fit --config {config} on {run.device}, bf16-mixed, 1 epoch of "
+            f"{sizes.train_batches} batches")
     return Result("PASS" if code == 0 else "FAIL",
                   what + ("" if code == 0 else f"; exit status {code}"), fenced("\n".join(keep)))
 
@@ -378,9 +378,10 @@ def compile_check(run: Run, model, inputs, loss_of, what: str) -> Result:
     backend = "inductor" if run.device == "cuda" else "eager"
     compiled = torch.compile(model, backend=backend, fullgraph=True)
     model.eval()
-    begin = time.perf_counter()
     with torch.no_grad():
-        expected, got = model(inputs), compiled(inputs)
+        expected = model(inputs)
+        begin = time.perf_counter()
+        got = compiled(inputs)
     compile_s = time.perf_counter() - begin
     torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-3)
     model.train()
