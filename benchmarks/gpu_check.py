@@ -636,7 +636,7 @@ class Report:
                           [(r.name, r.status, f"{r.seconds:.1f}",
                             r.result.summary if r.result else "") for r in self.records.values()])]
         environment = self.records.get("environment")
-        if environment is not None and environment.result is not None:
+        if environment is not None and environment.status == "PASS":
             lines.insert(3, f"- machine: {environment.result.summary}")
         for record in self.records.values():
             body = [record.result.details if record.result else "",
@@ -663,8 +663,9 @@ def tail_of(log: Path, offset: int) -> str:
 
 def run_child(name: str, args: argparse.Namespace, timeout_s: float, log: Path, work: Path
               ) -> Record:
-    """Step ``name`` in a child process (its own session: a timeout kills it and whatever it
-    started), its output appended to ``log``."""
+    """Step ``name`` in a child process, its output appended to ``log``. The child leads a
+    process group of its own (a timeout kills it and whatever it started) in this session (a
+    machine that ends the session's processes ends it too)."""
     result_path = work / "result.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--step", name, "--device",
            args.device, "--work", str(work), *(["--dry-run"] if args.dry_run else []),
@@ -681,7 +682,7 @@ def run_child(name: str, args: argparse.Namespace, timeout_s: float, log: Path, 
             env["PYTHONPATH"] = os.pathsep.join(
                 [str(args.target), *filter(None, [os.environ.get("PYTHONPATH")])])
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=work,
-                                start_new_session=True)
+                                process_group=0)
         try:
             code = proc.wait(timeout=timeout_s)
             why = f"exit status {code}"
@@ -689,6 +690,9 @@ def run_child(name: str, args: argparse.Namespace, timeout_s: float, log: Path, 
             os.killpg(proc.pid, signal.SIGKILL)
             code = proc.wait()
             why = f"timed out after {timeout_s:.0f} s"
+        except BaseException:  # the driver is stopped (SIGTERM, Ctrl-C): the step goes too
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
     record.seconds = time.monotonic() - begin
     if result_path.exists():
         record.result = Result(**json.loads(result_path.read_text()))
@@ -735,8 +739,15 @@ def run_steps(args: argparse.Namespace) -> int:
                 record = Record(name, "SKIP", result=Result(
                     "SKIP", f"the {args.budget:.0f} s budget is spent ({left:.0f} s left)"))
             else:
-                record = run_child(name, args, min(args.timeout.get(name, STEPS[name].timeout_s),
-                                                   left), log, work)
+                try:
+                    record = run_child(name, args, min(
+                        args.timeout.get(name, STEPS[name].timeout_s), left), log, work)
+                except KeyboardInterrupt:
+                    report.records[name] = Record(name, "FAIL", result=Result(
+                        "FAIL", "stopped by a signal while it ran; the steps after it did not "
+                                "run"))
+                    report.write()
+                    raise
             report.records[name] = record
             report.write()
             print(f"[gpu_check] {name}: {record.status} ({record.seconds:.1f} s) "
@@ -800,7 +811,16 @@ def main(argv: list[str] | None = None) -> int:
         return run_one(args)
     if args.out is None:
         parser.error("--out is required: the folder the report is written into")
-    return run_steps(args)
+    # SIGTERM (a timeout of whoever runs the check) stops the run as Ctrl-C does: the step
+    # that was running is reported as stopped and the report written.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return run_steps(args)
+    except KeyboardInterrupt:
+        print(f"[gpu_check] stopped; report: {args.out / REPORT}", flush=True)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

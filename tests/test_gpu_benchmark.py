@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -139,6 +140,34 @@ def test_a_failing_or_hanging_step_is_reported_and_the_next_runs(tmp_path):
     assert _summary(report, "vit_encodings") == "exit status 1"
     assert _summary(report, "gpu_benchmark") == "timed out after 1 s"
     assert "Last 20 lines of its output" in _section(report, "gpu_benchmark")
+
+
+def test_a_stopped_run_reports_the_step_it_stopped_and_ends_it(tmp_path):
+    """SIGTERM (whoever runs the check timing it out) while a step runs: that step is FAIL,
+    the next NOT RUN, the report written, and the step's process is gone with the run."""
+    proc = subprocess.Popen([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--out",
+                             str(tmp_path), "--device", "cpu", "--dry-run", "--steps",
+                             "environment", "vit_encodings"], stdout=subprocess.PIPE, text=True)
+    log = tmp_path / "gpu_check.log"
+    for _ in range(200):  # until the step's process has started
+        if log.exists() and "===== environment" in log.read_text():
+            break
+        time.sleep(0.05)
+    child = re.search(r"--work (\S+)", log.read_text()).group(1)  # in the step's command line
+    time.sleep(0.5)
+    proc.terminate()
+    assert proc.wait(timeout=30) == 1
+    report = (tmp_path / "gpu_check.md").read_text()
+    assert _statuses(report) == {"environment": "FAIL", "vit_encodings": "NOT RUN"}
+    assert _summary(report, "environment").startswith("stopped by a signal while it ran")
+    assert not any(child in _cmdline(path) for path in Path("/proc").glob("[0-9]*/cmdline"))
+
+
+def _cmdline(path: Path) -> str:
+    try:
+        return path.read_bytes().decode(errors="replace")
+    except OSError:  # the process ended meanwhile
+        return ""
 
 
 def test_a_step_missing_a_package_or_time_is_skipped_with_the_reason(tmp_path, monkeypatch):
