@@ -438,7 +438,7 @@ def step_wheels(run: Run) -> Result:
                               f"at that version or newer")
     options = ["--no-index", "--no-deps", *(["--dry-run"] if run.dry_run else []),
                *run.pip_into]
-    cmd = [sys.executable, "-m", "pip", "install", *options, "--no-cache-dir", *map(str, chosen)]
+    cmd = [sys.executable, "-m", "pip", "install", "--no-cache-dir", *options, *map(str, chosen)]
     print("$", " ".join(cmd), flush=True)
     code, _ = stream(cmd)
     names = ", ".join(path.name for path in chosen)
@@ -474,7 +474,7 @@ def step_install(run: Run) -> Result:
     options = ["--no-deps", *([] if unmet else ["--no-build-isolation"]),
                *(["--dry-run"] if run.dry_run else []), *run.pip_into,
                *([] if run.target else ["-e"])]
-    cmd = [sys.executable, "-m", "pip", "install", *options, "--no-cache-dir", str(REPO)]
+    cmd = [sys.executable, "-m", "pip", "install", "--no-cache-dir", *options, str(REPO)]
     print("$", " ".join(cmd), flush=True)
     code, _ = stream(cmd)
     what = " ".join(["pip install", *options, "."])
