@@ -493,10 +493,11 @@ def step_environment(run: Run) -> Result:
 
     lines = [f"python {platform.python_version()} ({sys.executable})",
              f"torch {torch.__version__} (CUDA {torch.version.cuda})"]
+    spec = importlib.util.find_spec("posenc")  # the install step's, or an older one's
+    lines.append(f"posenc {installed_version('posenc') or 'not installed'}"
+                 + (f" (from {Path(spec.origin).parent})" if spec and spec.origin else ""))
     lines += [f"{name} {installed_version(name) or 'not installed'}" for name in
-              ("posenc", "timm", "lightning", "jsonargparse", "numpy", "pandas", "triton")]
-    spec = importlib.util.find_spec("posenc")
-    lines[2] += f" (from {Path(spec.origin).parent})" if spec and spec.origin else ""
+              ("timm", "lightning", "jsonargparse", "numpy", "pandas", "triton")]
     unmet = []
     for text in requires("posenc") or []:
         requirement = Requirement(text)
