@@ -281,11 +281,13 @@ class MovingDigitsDataModule(LightningDataModule):
         return [variant_name(*v) for v in self.eval_variants]
 
     def _pools(self) -> dict[str, Tensor]:
-        """Split -> ``(P, digit_size, digit_size)`` source digits in [0, 1], disjoint."""
+        """Split -> ``(P, digit_size, digit_size)`` source digits in [0, 1], disjoint (their rows
+        of the source: ``self.split_indices``)."""
         images, labels = mnist_arrays() if self.source == "mnist" else digits_arrays()
         images = F.interpolate(torch.as_tensor(images), size=self.digit_size, mode="bilinear",
                                align_corners=False, antialias=True).clamp(0, 1)[:, 0]
         parts = stratified_split(labels, self.val_fraction, self.test_fraction, self.seed)
+        self.split_indices = dict(zip(_SPLITS, parts, strict=True))
         return {split: images[torch.as_tensor(idx)] for split, idx in zip(_SPLITS, parts,
                                                                          strict=True)}
 
