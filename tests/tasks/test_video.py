@@ -10,12 +10,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 import torch
 import torch.nn.functional as F
 from posenc.spatial import VIDEO_ENCODINGS
 from posenc.tasks import MovingDigitsDataModule, VideoClassifier
 from posenc.tasks.vision.clips import DIRECTIONS, ClipBatch, make_clips, render_clips
+
+from .conftest import CONFIGS, ONE_EPOCH, TINY_VIT, run_cli
 
 SLOW, FAST = (4.0, 8.0), (12.0, 24.0)
 TINY = dict(embed_dim=16, depth=2, num_heads=2, img_size=8, patch_size=4, time_scale=8.0)
@@ -240,7 +243,6 @@ def test_video_classifier_trains_and_logs_each_setting(tmp_path):
 
 
 def test_video_onnx_equals_eager(tmp_path):
-    import onnxruntime as ort
     from posenc.tasks.export import export_onnx
 
     torch.manual_seed(0)
@@ -255,3 +257,27 @@ def test_video_onnx_equals_eager(tmp_path):
         with torch.no_grad():
             expected = model.eval()(video, times)
         torch.testing.assert_close(torch.from_numpy(got), expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_video_config_fits_predicts_and_exports_from_the_command_line(tmp_path):
+    tiny = [*TINY_VIT, "--data.init_args.source=digits", "--data.init_args.num_frames=4",
+            "--data.init_args.image_size=12", "--data.init_args.digit_size=6",
+            "--data.init_args.train_clips=16", "--data.init_args.eval_clips=8",
+            "--data.init_args.batch_size=8"]
+    config = ["--config", str(CONFIGS / "video_digits.yaml"), *tiny]
+    fit = run_cli(["fit", *config, *ONE_EPOCH, "--trainer.check_val_every_n_epoch=1"],
+                  cwd=tmp_path)
+    printed = dict(line.split() for line in fit.stdout.splitlines()
+                   if line.startswith("  test/acc"))
+    assert {"test/acc_1x", "test/acc_rate2x", "test/acc_len2x"} <= set(printed)
+    [last] = tmp_path.rglob("last.ckpt")
+    run_cli(["predict", *config, "--ckpt_path", str(last)], cwd=tmp_path)
+    run_cli(["export", *config, "--ckpt_path", str(last), "--out", "video.onnx"], cwd=tmp_path)
+    session = ort.InferenceSession(str(tmp_path / "video.onnx"))
+    model = VideoClassifier.load_from_checkpoint(last, weights_only=True).eval()
+    video, times = torch.randn(2, 5, 1, 12, 8), torch.rand(2, 5).cumsum(1)
+    [got] = session.run(None, {"video": video.numpy(), "frame_times": times.numpy()})
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(got), model(video, times), atol=1e-4,
+                                   rtol=1e-4)
