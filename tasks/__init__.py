@@ -1,7 +1,9 @@
 """posenc.tasks: Lightning training for ViTs and forecasters, and the ``posenc`` CLI.
 
 - [`ImageClassifier`][posenc.tasks.ImageClassifier] (timm ViT + a posenc spatial encoding,
-  multi-size evaluation) and its image data modules ([`posenc.tasks.vision`][posenc.tasks.vision]);
+  multi-size evaluation) and its image data modules, and
+  [`VideoClassifier`][posenc.tasks.VideoClassifier] over clips at irregular frame times
+  ([`posenc.tasks.vision`][posenc.tasks.vision]);
 - [`Forecaster`][posenc.tasks.Forecaster] (transformer over (value, timestamp) tokens and future
   query times; its network, [`ForecastTransformer`][posenc.tasks.ForecastTransformer], is a plain
   ``nn.Module``), its data module (a series or a long-format panel) with the
@@ -27,10 +29,17 @@ from .forecasting import (
     TimeSeriesDataModule,
     make_batch,
 )
-from .vision import DigitsDataModule, ImageClassifier, ImageFolderDataModule, MNISTDataModule
+from .vision import (
+    DigitsDataModule,
+    ImageClassifier,
+    ImageFolderDataModule,
+    MNISTDataModule,
+    MovingDigitsDataModule,
+    VideoClassifier,
+)
 
 __all__ = [
     "DigitsDataModule", "Fitted", "ForecastTransformer", "ForecastWriter", "Forecaster",
-    "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule", "TimeSeriesDataModule",
-    "datasets", "make_batch", "register_module",
+    "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule", "MovingDigitsDataModule",
+    "TimeSeriesDataModule", "VideoClassifier", "datasets", "make_batch", "register_module",
 ]

@@ -8,6 +8,9 @@ traced with an example input from the data module.
 - [`ImageClassifier`][posenc.tasks.ImageClassifier]: input ``images`` ``(B, in_chans, H, W)``
   float32, ``H`` and ``W`` multiples of ``patch_size`` (at least two patches); output ``logits``
   ``(B, num_classes)`` float32. ``B``, ``H``, ``W`` dynamic.
+- [`VideoClassifier`][posenc.tasks.VideoClassifier]: inputs ``video`` ``(B, T, in_chans, H, W)``
+  float32 and ``frame_times`` ``(B, T)`` float32 seconds (not read with ``frame_time="index"``);
+  output ``logits`` ``(B, num_classes)``. ``B``, ``T`` (at least 2), ``H``, ``W`` dynamic.
 - [`Forecaster`][posenc.tasks.Forecaster]: inputs
   [`forecast_input_names`][posenc.tasks.export.forecast_input_names], each shaped and typed as in a
   [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule] batch; output ``quantiles``
@@ -29,7 +32,7 @@ from torch.export import Dim
 from .config import read_checkpoint
 from .forecasting import Forecaster
 from .forecasting.schema import Fitted
-from .vision import ImageClassifier
+from .vision import ImageClassifier, VideoClassifier
 
 __all__ = ["export_onnx", "forecast_input_names"]
 
@@ -63,6 +66,20 @@ def _image_export(model: ImageClassifier) -> tuple[nn.Module, dict, dict, list[s
     rows, cols = Dim("rows", min=2, max=_MAX), Dim("cols", min=2, max=_MAX)
     shapes = {"images": {0: Dim("batch", min=1, max=_MAX), 2: patch * rows, 3: patch * cols}}
     return model, {"images": images}, shapes, ["images"], "logits"
+
+
+def _video_export(model: VideoClassifier) -> tuple[nn.Module, dict, dict, list[str], str]:
+    hp = model.hparams
+    patch = hp.patch_size
+    side = max(hp.img_size // patch, 2) * patch
+    video = torch.zeros(2, 3, hp.in_chans, side, side)  # 3 frames: none of the axes pinned
+    times = torch.tensor([[0.0, 0.1, 0.3], [0.0, 0.2, 0.25]])
+    batch, frames = Dim("batch", min=1, max=_MAX), Dim("frames", min=2, max=_MAX)
+    rows, cols = Dim("rows", min=2, max=_MAX), Dim("cols", min=2, max=_MAX)
+    shapes = {"video": {0: batch, 1: frames, 3: patch * rows, 4: patch * cols},
+              "frame_times": {0: batch, 1: frames}}
+    return (model, {"video": video, "frame_times": times}, shapes, ["video", "frame_times"],
+            "logits")
 
 
 def _forecast_export(model: Forecaster, datamodule: LightningDataModule | None
@@ -110,9 +127,9 @@ def _check_exportable(model: ImageClassifier) -> None:
 def export_onnx(model: LightningModule, out: str | os.PathLike,
                 ckpt_path: str | os.PathLike | None = None,
                 datamodule: LightningDataModule | None = None) -> Path:
-    """Write ``model`` (an [`ImageClassifier`][posenc.tasks.ImageClassifier] or
-    [`Forecaster`][posenc.tasks.Forecaster]) as an ONNX graph to ``out`` (see the module docstring);
-    returns its path.
+    """Write ``model`` (an [`ImageClassifier`][posenc.tasks.ImageClassifier],
+    [`VideoClassifier`][posenc.tasks.VideoClassifier] or [`Forecaster`][posenc.tasks.Forecaster])
+    as an ONNX graph to ``out`` (see the module docstring); returns its path.
 
     Args:
         model: the model, built as the checkpoint's was.
@@ -143,7 +160,9 @@ def export_onnx(model: LightningModule, out: str | os.PathLike,
                              f"{type(model).__name__}'s weights ({first})") from err
         model.on_load_checkpoint(ckpt)
     model = model.cpu().eval()
-    if isinstance(model, ImageClassifier):
+    if isinstance(model, VideoClassifier):
+        module, inputs, shapes, names, output = _video_export(model)
+    elif isinstance(model, ImageClassifier):
         _check_exportable(model)
         module, inputs, shapes, names, output = _image_export(model)
     else:

@@ -33,6 +33,7 @@ from .spatial import (
     plot_liere_relative,
     plot_rope_dinov3_coords,
     plot_rope_mixed_frequencies,
+    plot_video_irregular,
     plot_video_similarity,
 )
 from .temporal import (
@@ -46,12 +47,14 @@ __all__ = ["KINDS", "dst_changes", "load_checkpoint_module", "main", "plot_addit
            "plot_bias_comparison", "plot_bias_vs_distance", "plot_calendar_features",
            "plot_forecast", "plot_fourier_features", "plot_grid_similarity",
            "plot_holiday_features", "plot_liere_relative", "plot_rope_dinov3_coords",
-           "plot_rope_mixed_frequencies", "plot_rope_scores", "plot_video_similarity",
+           "plot_rope_mixed_frequencies", "plot_rope_scores", "plot_video_irregular",
+           "plot_video_similarity",
            "plot_xpos_decay"]
 
 #: The figures ``posenc plot all`` writes (every kind but ``forecast``), in order.
 KINDS = ("sinusoidal", "learned", "rope", "xpos", "alibi", "t5", "bias-compare", "grid-similarity",
-         "rope-mixed", "liere", "rope-dinov3", "video", "calendar", "fourier", "holidays")
+         "rope-mixed", "liere", "rope-dinov3", "video", "video-irregular", "calendar", "fourier",
+         "holidays")
 
 
 def load_checkpoint_module(path: str | Path) -> nn.Module:
@@ -164,6 +167,13 @@ def _parser() -> argparse.ArgumentParser:
                      "of the centre token to every token of every frame", head_dim=128)
     grid(p, (8, 8))
     p.add_argument("--frames", type=int, default=5)
+    p = add("video-irregular", "video encodings (MRoPE, RoPE3D, SinCos3D) at irregular frame "
+                               "times: similarity of a token to every token of every frame, "
+                               "t from the frame index vs from the real times", head_dim=128,
+            time_scale=(8.0, "multiplies the times (frames per second)"))
+    grid(p, (6, 6))
+    p.add_argument("--frame-times", type=float, nargs="+",
+                   default=[0.0, 0.1, 0.15, 0.5, 0.55, 1.2], help="seconds, increasing")
     for name in ("calendar", "fourier"):
         p = add(name, f"{name} features over a week and a year in a time zone, DST marked")
         p.add_argument("--tz", default="America/New_York", help="IANA time zone name")
@@ -224,6 +234,11 @@ def _run(kind: str, args: argparse.Namespace) -> Path:
                                                         axis_layout="strided"),
                      spatial.RoPE3D(dim, 1), spatial.SinCos3D(dim)]
         return plot_video_similarity(encodings, png, tuple(args.grid), args.frames, dpi=dpi)
+    if kind == "video-irregular":
+        return plot_video_irregular(
+            [spatial.MRoPE(args.head_dim), spatial.RoPE3D(args.head_dim, 1),
+             spatial.SinCos3D(args.head_dim)], png, tuple(args.grid), args.frame_times,
+            time_scale=args.time_scale, dpi=dpi)
     if kind == "grid-similarity":
         grid = tuple(args.grid) if args.grid else None
         if args.checkpoint is not None:

@@ -17,7 +17,8 @@ from torch import Tensor, nn
 from .core import check_encodings, cosine_matrix, describe, new_figure, panel_axes, save_png
 
 __all__ = ["GRID_ENCODINGS", "plot_grid_similarity", "plot_liere_relative",
-           "plot_rope_dinov3_coords", "plot_rope_mixed_frequencies", "plot_video_similarity"]
+           "plot_rope_dinov3_coords", "plot_rope_mixed_frequencies", "plot_video_irregular",
+           "plot_video_similarity"]
 
 #: The names whose encodings have a grid to plot: the additive ones of the spatial registry.
 GRID_ENCODINGS = tuple(name for name, spec in ENCODINGS.items() if spec.kind == "additive")
@@ -88,6 +89,7 @@ def _video_similarity(encoding: nn.Module, coords: Tensor, query: int) -> np.nda
 
 def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
                           grid_size: int | tuple[int, int] = 8, frames: int = 5, *,
+                          frame_times: Sequence[float] | None = None, time_scale: float = 1.0,
                           query: tuple[int, int, int] | None = None, vmin: float | None = None,
                           title: str | None = None, figsize: tuple[float, float] | None = None,
                           dpi: int = 100) -> Path:
@@ -99,8 +101,12 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
         encodings: 1 to 6 video encodings of ``(N, 3)`` coordinates: rotary
             (``rotate((1, H, N, head_dim), coords)``) or additive (``coords -> (N, dim)``).
         grid_size: ``rows`` or ``(rows, cols)`` patches per frame.
-        frames: frames ``0 .. frames - 1``.
-        query: ``(t, row, col)`` of the token compared; default the clip's centre.
+        frames: the number of frames.
+        frame_times: the frames' times (seconds, increasing; irregular spacing is the point),
+            ``t = frame_times * time_scale``; default the indices ``0 .. frames - 1``.
+        time_scale: multiplies ``frame_times`` (e.g. frames per second), as
+            [`VideoVisionTransformer`][posenc.spatial.VideoVisionTransformer]'s.
+        query: ``(frame, row, col)`` of the token compared; default the clip's centre.
         vmin: bottom of the colour scale; default the smallest similarity shown.
         figsize: default ``(1.9 * frames + 2.5, 1.9 * len(encodings) * rows / cols + 1)``.
     """
@@ -109,15 +115,19 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
     rows, cols = check_grid_size(grid_size)
     frames = check_positive_int(frames, "frames")
     check_encodings(encodings, 6, "video encodings (nn.Module)")
+    times = _frame_times(frame_times, frames)
     query = (frames // 2, rows // 2, cols // 2) if query is None else tuple(query)
     if len(query) != 3 or not all(isinstance(q, int) and 0 <= q < n for q, n in
                                   zip(query, (frames, rows, cols), strict=False)):
         raise ValueError(f"query must be (t, row, col) ints inside the clip of {frames} "
                          f"frames of {rows}x{cols} patches, got {query!r}")
-    coords = video_coords((rows, cols), frames)
+    coords = video_coords((rows, cols), times, time_scale=time_scale).float()
     index = (query[0] * rows + query[1]) * cols + query[2]
     fig = new_figure(figsize or (round(1.9 * frames + 2.5, 1),
                                  round(1.9 * len(encodings) * rows / cols + 1, 1)), dpi)
+    # Fixed-aspect maps: "compressed" lays them out at their real size, so the row labels keep
+    # their margin ("constrained" sized the margins for the unshrunk axes and cut them off).
+    fig.set_layout_engine("compressed")
     axes = fig.subplots(len(encodings), frames, squeeze=False)
     sims = [_video_similarity(e, coords, index).reshape(frames, rows, cols) for e in encodings]
     low = min(float(s.min()) for s in sims) if vmin is None else vmin
@@ -129,19 +139,118 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
             if t == query[0]:
                 ax.plot(query[2], query[1], marker="x", color="w", ms=6)
             if r == 0:
-                ax.set_title(f"frame t = {t}" + (" (query)" if t == query[0] else ""),
-                             fontsize="small")
-        label = type(encoding).__name__  # and what tells the rows apart
-        if hasattr(encoding, "sections"):
-            details = [getattr(encoding, "axis_layout", None), getattr(encoding, "variant", None)]
-            label += (f" {' '.join(d for d in details if d)}\nsections "
-                      f"{tuple(encoding.sections)}")
-        row_axes[0].set_ylabel(label, fontsize="small")
+                when = (f"frame t = {t}" if frame_times is None else
+                        f"frame {t}: {float(times[t]):.2f} s")
+                ax.set_title(when + (" (query)" if t == query[0] else ""), fontsize="small")
+        row_axes[0].set_ylabel(_encoding_label(encoding), fontsize="small")
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8,
                  label="similarity to the query (rotary: ones score / head_dim)")
+    timing = ("" if frame_times is None else
+              f" at irregular frame times, t = seconds x {time_scale:g}")
     fig.suptitle(title or f"Similarity of token (t, row, col) = {query} to every token, "
-                 f"{frames} frames of {rows}x{cols} patches", fontsize="medium")
+                 f"{frames} frames of {rows}x{cols} patches{timing}", fontsize="medium")
     return save_png(fig, path)
+
+
+def _encoding_label(encoding: nn.Module) -> str:
+    """A row label: the class and what tells the rows apart (layout, variant, sections)."""
+    label = type(encoding).__name__
+    if hasattr(encoding, "sections"):
+        details = [getattr(encoding, "axis_layout", None), getattr(encoding, "variant", None)]
+        label += f" {' '.join(d for d in details if d)}\nsections {tuple(encoding.sections)}"
+    return label
+
+
+def plot_video_irregular(encodings: Sequence[nn.Module], path: str | Path,
+                         grid_size: int | tuple[int, int], frame_times: Sequence[float], *,
+                         time_scale: float = 1.0, query: tuple[int, int, int] | None = None,
+                         title: str | None = None, figsize: tuple[float, float] | None = None,
+                         dpi: int = 100) -> Path:
+    """A 3D encoding's similarity across space and time for frames at irregular times: per
+    encoding, a row of maps (the similarity of the ``query`` token to every token of each frame,
+    ``t = frame_times * time_scale``) and a panel of the similarity to the query's own patch in
+    every frame against the frame's time, with ``t`` from the real times and from the frame index
+    (which puts frames far apart in time next to each other).
+
+    Args:
+        encodings: 1 to 6 video encodings (as
+            [`plot_video_similarity`][posenc.tasks.plots.spatial.plot_video_similarity]'s).
+        grid_size: ``rows`` or ``(rows, cols)`` patches per frame.
+        frame_times: the frames' times in seconds, increasing.
+        time_scale: multiplies the times (e.g. frames per second).
+        query: ``(frame, row, col)``; default the middle frame's centre.
+        figsize: default ``(1.9 * frames + 4.5, 1.9 * len(encodings) + 1)``.
+    """
+    from posenc.spatial import video_coords
+
+    rows, cols = check_grid_size(grid_size)
+    check_encodings(encodings, 6, "video encodings (nn.Module)")
+    frames = len(frame_times) if isinstance(frame_times, Sequence) else -1
+    if frames < 2:
+        raise ValueError(f"frame_times must be a sequence of at least 2 times, got "
+                         f"{frame_times!r}")
+    times = _frame_times(frame_times, frames)
+    query = (frames // 2, rows // 2, cols // 2) if query is None else tuple(query)
+    if len(query) != 3 or not all(isinstance(q, int) and 0 <= q < n for q, n in
+                                  zip(query, (frames, rows, cols), strict=False)):
+        raise ValueError(f"query must be (t, row, col) ints inside the clip of {frames} "
+                         f"frames of {rows}x{cols} patches, got {query!r}")
+    index = (query[0] * rows + query[1]) * cols + query[2]
+    real = video_coords((rows, cols), times, time_scale=time_scale).float()
+    by_index = video_coords((rows, cols), frames)
+    sims = [(_video_similarity(e, real, index).reshape(frames, rows, cols),
+             _video_similarity(e, by_index, index).reshape(frames, rows, cols))
+            for e in encodings]
+    low = min(float(min(a.min(), b.min())) for a, b in sims)
+    fig = new_figure(figsize or (round(1.9 * frames + 4.5, 1),
+                                 round(1.9 * len(encodings) + 1, 1)), dpi)
+    fig.set_layout_engine("compressed")  # fixed-aspect maps (see plot_video_similarity)
+    axes = fig.subplots(len(encodings), frames + 1, squeeze=False,
+                        width_ratios=[1] * frames + [2])
+    seconds = times.numpy()
+    for r, (row_axes, encoding, (sim, sim_index)) in enumerate(zip(axes, encodings, sims,
+                                                                   strict=True)):
+        for t, ax in enumerate(row_axes[:-1]):
+            image = _similarity_image(ax, sim[t], low)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if t == query[0]:
+                ax.plot(query[2], query[1], marker="x", color="w", ms=6)
+            if r == 0:
+                ax.set_title(f"{seconds[t]:.2f} s" + (" (query)" if t == query[0] else ""),
+                             fontsize="small")
+        row_axes[0].set_ylabel(_encoding_label(encoding), fontsize="small")
+        line = row_axes[-1]
+        line.plot(seconds, sim[:, query[1], query[2]], "o-", label="t from the frame times")
+        line.plot(seconds, sim_index[:, query[1], query[2]], "s--",
+                  label="t from the frame index")
+        line.set_box_aspect(1 / 2)
+        line.grid(alpha=0.3)
+        line.tick_params(labelsize="small")
+        if r == 0:
+            line.set_title("the query's patch in each frame", fontsize="small")
+            line.legend(fontsize="x-small")
+        if r == len(encodings) - 1:
+            line.set_xlabel("frame time (s)", fontsize="small")
+    fig.colorbar(image, ax=axes[:, :-1].ravel().tolist(), shrink=0.8, location="left",
+                 label="similarity to the query")
+    fig.suptitle(title or f"Similarity to token (frame, row, col) = {query} at irregular frame "
+                 f"times, t = seconds x {time_scale:g}", fontsize="medium")
+    return save_png(fig, path)
+
+
+def _frame_times(frame_times: Sequence[float] | None, frames: int) -> Tensor | int:
+    """``frame_times`` as a float64 ``(frames,)`` tensor of increasing finite times, or
+    ``frames`` (the indices) for None."""
+    if frame_times is None:
+        return frames
+    times = torch.as_tensor(frame_times, dtype=torch.float64)
+    if times.shape != (frames,):
+        raise ValueError(f"frame_times must hold one time per frame ({frames}), got shape "
+                         f"{tuple(times.shape)}")
+    if not torch.isfinite(times).all() or (times.diff() <= 0).any():
+        raise ValueError(f"frame_times must be finite and increasing, got {list(frame_times)}")
+    return times
 
 
 def plot_rope_mixed_frequencies(encoding: nn.Module, path: str | Path, *,

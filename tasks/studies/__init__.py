@@ -1,6 +1,6 @@
 """``posenc study``: train the same model with each encoding over seeds and report the spread.
 
-    posenc study {resolution,irregular,forecast} --config configs/study_<name>.yaml
+    posenc study {resolution,irregular,forecast,video} --config configs/study_<name>.yaml
     posenc study resolution --config configs/study_resolution.yaml --seeds 1 --max_epochs 1
 
 - ``resolution``: a small ViT trained on MNIST at 28x28, tested at other sizes (optionally
@@ -8,6 +8,8 @@
 - ``irregular``: the Forecaster on Seattle hourly temperatures with a fraction of the
   observations kept.
 - ``forecast``: the Forecaster on real data, each encoding's skill against seasonal naive.
+- ``video``: the VideoClassifier on moving-digit clips at irregular frame times, ``t`` from the
+  frame index or the real times, tested at other frame rates and lengths.
 
 A study config (YAML) holds ``seeds``, ``encodings`` (name -> model arguments), ``model``,
 ``data``, ``trainer`` and the study's own axis. Each study writes ``results.csv`` (a row per
@@ -41,9 +43,10 @@ from .runs import (
     run_missing,
     summarize,
 )
+from .video import VideoStudy
 
-__all__ = ["STUDIES", "ForecastStudy", "IrregularStudy", "ResolutionStudy", "Study", "main",
-           "run_study", "summarize"]
+__all__ = ["STUDIES", "ForecastStudy", "IrregularStudy", "ResolutionStudy", "Study", "VideoStudy",
+           "main", "run_study", "summarize"]
 
 
 def _size_label(size: int | Sequence[int]) -> str:
@@ -314,7 +317,7 @@ class IrregularStudy(Study):
 
 
 STUDIES: dict[str, type[Study]] = {"resolution": ResolutionStudy, "irregular": IrregularStudy,
-                                   "forecast": ForecastStudy}
+                                   "forecast": ForecastStudy, "video": VideoStudy}
 
 
 def run_study(name: str, config: dict, out: str | Path,
@@ -330,7 +333,7 @@ def run_study(name: str, config: dict, out: str | Path,
 
 # What each study's config must list (after the command-line overrides).
 _REQUIRED = {"resolution": ("seeds", "eval_image_sizes"), "irregular": ("seeds", "keep"),
-             "forecast": ("seeds", "datasets")}
+             "forecast": ("seeds", "datasets"), "video": ("seeds", "frame_times")}
 
 
 def _load_config(path: str) -> dict:
@@ -387,7 +390,7 @@ def _limit(text: str) -> int | float:
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
-    """``posenc study {resolution,irregular,forecast} --config FILE [overrides]``."""
+    """``posenc study {resolution,irregular,forecast,video} --config FILE [overrides]``."""
     parser = argparse.ArgumentParser(
         prog="posenc study", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,9 +1,14 @@
 """posenc.tasks.vision: a timm ViT with a posenc spatial encoding
 ([`classifier`][posenc.tasks.vision.classifier]), and its image data
-([`data`][posenc.tasks.vision.data]). ``__all__`` is re-exported by
+([`data`][posenc.tasks.vision.data]); the same over clips with a 3D encoding
+([`video`][posenc.tasks.vision.video]) and moving-digit clips at irregular frame times
+([`clips`][posenc.tasks.vision.clips]). ``__all__`` is re-exported by
 [`posenc.tasks`][posenc.tasks]."""
 
 from .classifier import ImageClassifier
+from .clips import MovingDigitsDataModule
 from .data import DigitsDataModule, ImageFolderDataModule, MNISTDataModule
+from .video import VideoClassifier
 
-__all__ = ["DigitsDataModule", "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule"]
+__all__ = ["DigitsDataModule", "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule",
+           "MovingDigitsDataModule", "VideoClassifier"]

@@ -41,24 +41,17 @@ from ..config import (
     position_parameter_names,
 )
 
-__all__ = ["ImageClassifier", "build_vit"]
+__all__ = ["ImageClassifier", "build_vit", "create_vit", "encoding_modules"]
 
 
-def build_vit(model_name: str, encoding: str | dict, *, num_classes: int, in_chans: int,
-              img_size: int, patch_size: int, embed_dim: int, depth: int, num_heads: int,
-              mlp_ratio: float, class_token: bool, global_pool: str, drop_path_rate: float,
-              model_kwargs: dict | None = None, pretrained: bool = False,
-              pretrained_cfg_overlay: dict | None = None,
-              checkpoint_path: str | os.PathLike | None = None) -> nn.Module:
-    """``timm.create_model(model_name, ...)`` + ``posenc.spatial.attach``.
-
-    ``pretrained``/``pretrained_cfg_overlay`` go to timm, ``checkpoint_path`` to ``attach``. The
-    model's ``attach_report`` names the new and dropped tensors (a head timm re-initialized too).
-    """
+def create_vit(model_name: str, *, num_classes: int, in_chans: int, img_size: int,
+               patch_size: int, embed_dim: int, depth: int, num_heads: int, mlp_ratio: float,
+               class_token: bool, global_pool: str, drop_path_rate: float,
+               model_kwargs: dict | None = None, pretrained: bool = False,
+               pretrained_cfg_overlay: dict | None = None) -> nn.Module:
+    """``timm.create_model(model_name, ...)`` with these sizes and dynamic image sizes, before
+    an encoding is attached; ``pretrained``/``pretrained_cfg_overlay`` go to timm."""
     import timm
-    from posenc.spatial.factory import encodings_for_blocks, vit_size_arguments
-
-    from posenc import spatial
 
     if img_size % patch_size:
         raise ValueError(f"img_size={img_size} must be divisible by patch_size={patch_size}")
@@ -76,12 +69,40 @@ def build_vit(model_name: str, encoding: str | dict, *, num_classes: int, in_cha
         model = timm.create_model(model_name, **kwargs)
     except RuntimeError as err:  # timm: "Unknown model (...)"
         raise ValueError(f"model_name={model_name!r}: {err}") from err
+    return model
+
+
+def encoding_modules(spec: dict, model: nn.Module) -> nn.Module | list[nn.Module]:
+    """A ``{class_path, init_args}`` encoding built with its sizes from the timm ViT ``model``
+    and placed per block as [`posenc.spatial.attach`][posenc.spatial.attach] places a name."""
+    from posenc.spatial.factory import encodings_for_blocks, vit_size_arguments
+
+    defaults = vit_size_arguments(model)
+    return encodings_for_blocks(lambda: instantiate(spec, {}, "encoding", defaults=defaults),
+                                len(model.blocks))
+
+
+def build_vit(model_name: str, encoding: str | dict, *, num_classes: int, in_chans: int,
+              img_size: int, patch_size: int, embed_dim: int, depth: int, num_heads: int,
+              mlp_ratio: float, class_token: bool, global_pool: str, drop_path_rate: float,
+              model_kwargs: dict | None = None, pretrained: bool = False,
+              pretrained_cfg_overlay: dict | None = None,
+              checkpoint_path: str | os.PathLike | None = None) -> nn.Module:
+    """[`create_vit`][posenc.tasks.vision.classifier.create_vit] + ``posenc.spatial.attach``.
+
+    ``pretrained``/``pretrained_cfg_overlay`` go to timm, ``checkpoint_path`` to ``attach``. The
+    model's ``attach_report`` names the new and dropped tensors (a head timm re-initialized too).
+    """
+    from posenc import spatial
+
+    model = create_vit(
+        model_name, num_classes=num_classes, in_chans=in_chans, img_size=img_size,
+        patch_size=patch_size, embed_dim=embed_dim, depth=depth, num_heads=num_heads,
+        mlp_ratio=mlp_ratio, class_token=class_token, global_pool=global_pool,
+        drop_path_rate=drop_path_rate, model_kwargs=model_kwargs, pretrained=pretrained,
+        pretrained_cfg_overlay=pretrained_cfg_overlay)
     if not isinstance(encoding, str):
-        spec = encoding  # sized and placed per block as attach does a name
-        defaults = vit_size_arguments(model)
-        encoding = encodings_for_blocks(
-            lambda: instantiate(spec, {}, "encoding", defaults=defaults),
-            len(model.blocks))
+        encoding = encoding_modules(encoding, model)
     model = spatial.attach(model, encoding, checkpoint_path=checkpoint_path)
     if pretrained and model.pretrained_cfg.get("num_classes") != num_classes:
         # timm's load_pretrained dropped the file's head and kept the new one's initialization
@@ -210,7 +231,7 @@ class ImageClassifier(CheckedCheckpointLoading, LightningModule):
         if freeze_steps and freeze_epochs:
             raise ValueError(f"give freeze_steps={freeze_steps} or freeze_epochs="
                              f"{freeze_epochs}, not both")
-        self.model = build_vit(
+        self.model = self.build_model(
             model_name, encoding, num_classes=num_classes, in_chans=in_chans,
             img_size=img_size, patch_size=patch_size, embed_dim=embed_dim, depth=depth,
             num_heads=num_heads, mlp_ratio=mlp_ratio, class_token=class_token,
@@ -223,9 +244,31 @@ class ImageClassifier(CheckedCheckpointLoading, LightningModule):
         # One accuracy and mean loss per (stage, image size the loaders deliver), made on use.
         self.eval_metrics = nn.ModuleDict()
 
+    def build_model(self, model_name: str, encoding: str | dict, **kwargs: Any) -> nn.Module:
+        """The network: [`build_vit`][posenc.tasks.vision.classifier.build_vit] of the checked
+        arguments."""
+        return build_vit(model_name, encoding, **kwargs)
+
+    def backbone(self) -> tuple[str, nn.Module]:
+        """The timm ``VisionTransformer`` the network is (its name in this module and itself):
+        its head, blocks and ``group_matcher`` serve fine-tuning."""
+        return "model", self.model
+
     def forward(self, images: Tensor) -> Tensor:
         """``(B, C, H, W)`` images, ``H`` and ``W`` multiples of the patch -> ``(B, classes)``."""
         return self.model(images)
+
+    def unpack(self, batch: Any) -> tuple[tuple[Tensor, ...], Tensor | None, str]:
+        """A batch -> (the inputs of `forward`, labels or None, the name of its evaluation
+        setting: the image size, ``"28"`` or ``"28x44"``)."""
+        images, labels = ((batch[0], batch[1]) if isinstance(batch, (tuple, list))
+                          else (batch, None))
+        height, width = images.shape[-2:]
+        return (images,), labels, str(height) if height == width else f"{height}x{width}"
+
+    def main_setting(self) -> str:
+        """The evaluation setting logged also as ``{stage}/acc``: the training image size."""
+        return str(self.hparams.img_size)
 
     # -- checks against the data -------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -248,9 +291,9 @@ class ImageClassifier(CheckedCheckpointLoading, LightningModule):
                                  f"patch_size={hp.patch_size}")
 
     # -- steps ---------------------------------------------------------------------------------
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        images, labels = batch
-        logits = self(images)
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        inputs, labels, _ = self.unpack(batch)
+        logits = self(*inputs)
         loss = F.cross_entropy(logits, labels, label_smoothing=self.hparams.label_smoothing)
         self.train_acc(logits.detach(), labels)
         self.log("train/loss", loss, prog_bar=True)
@@ -266,11 +309,9 @@ class ImageClassifier(CheckedCheckpointLoading, LightningModule):
             }).to(self.device)
         return self.eval_metrics[key]
 
-    def _eval_step(self, stage: str, batch: tuple[Tensor, Tensor]) -> None:
-        images, labels = batch
-        height, width = images.shape[-2:]
-        size = str(height) if height == width else f"{height}x{width}"
-        logits = self(images)
+    def _eval_step(self, stage: str, batch: Any) -> None:
+        inputs, labels, size = self.unpack(batch)
+        logits = self(*inputs)
         metrics = self._metrics(stage, size)
         metrics["acc"].update(logits, labels)
         metrics["loss"].update(F.cross_entropy(logits.float(), labels, reduction="none"))
@@ -283,11 +324,11 @@ class ImageClassifier(CheckedCheckpointLoading, LightningModule):
 
     def predict_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> Tensor:
         """Class probabilities ``(B, num_classes)``."""
-        images = batch[0] if isinstance(batch, (tuple, list)) else batch
-        return self(images).float().softmax(-1)
+        inputs, _, _ = self.unpack(batch)
+        return self(*inputs).float().softmax(-1)
 
     def _log_eval(self, stage: str) -> None:
-        train_size = str(self.hparams.img_size)
+        train_size = self.main_setting()
         keys = sorted(k for k in self.eval_metrics if k.startswith(f"{stage}_"))
         sizes = [k[len(stage) + 1:] for k in keys]
         main = train_size if train_size in sizes else (sizes[0] if sizes else None)
@@ -313,8 +354,9 @@ class ImageClassifier(CheckedCheckpointLoading, LightningModule):
     def frozen_parameter_names(self) -> set[str]:
         """Names of the parameters the freeze warm-up holds: all but the encoding's and the
         head's."""
-        keep = {f"model.{n}" for n in position_parameter_names(self.model)}
-        keep |= {f"model.head.{n}" for n, _ in self.model.head.named_parameters()}
+        prefix, vit = self.backbone()
+        keep = {f"{prefix}.{n}" for n in position_parameter_names(vit)}
+        keep |= {f"{prefix}.head.{n}" for n, _ in vit.head.named_parameters()}
         return {n for n, _ in self.named_parameters()} - keep
 
     def in_freeze_warmup(self) -> bool:
@@ -334,7 +376,7 @@ class ImageClassifier(CheckedCheckpointLoading, LightningModule):
 
     def configure_optimizers(self) -> dict:
         hp = self.hparams
-        groups = finetune_param_groups(self.model, hp.weight_decay, hp.lr,
+        groups = finetune_param_groups(self.backbone()[1], hp.weight_decay, hp.lr,
                                        layer_decay=hp.layer_decay, position_lr=hp.position_lr)
         return configure_adamw(self, hp.lr, hp.weight_decay, hp.warmup, hp.scheduler,
                                hp.min_lr_ratio, groups=groups)

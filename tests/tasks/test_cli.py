@@ -11,7 +11,7 @@ import torch
 import yaml
 from lightning.pytorch import Trainer
 from posenc.spatial import RoPE2D, SinCos2D, timm_state_dict
-from posenc.tasks import DigitsDataModule, Forecaster, ImageClassifier
+from posenc.tasks import DigitsDataModule, Forecaster, ImageClassifier, VideoClassifier
 from posenc.tasks.cli import main, posenc_cli
 
 from .conftest import CONFIGS, ONE_EPOCH, TINY_FORECASTER, TINY_VIT, run_cli
@@ -69,7 +69,8 @@ def test_every_config_builds_its_model_data_and_trainer(config, tmp_path, monkey
         torch.save(timm_state_dict(ImageClassifier(**sizes).model), tmp_path / args[
             "checkpoint_path"])
     cli = posenc_cli(["--config", str(config), "--trainer.logger=false"], run=False)
-    expected = {"ImageClassifier": ImageClassifier, "Forecaster": Forecaster}
+    expected = {"ImageClassifier": ImageClassifier, "Forecaster": Forecaster,
+                "VideoClassifier": VideoClassifier}
     text = yaml.safe_load(config.read_text())
     cls = expected[text["model"]["class_path"].rsplit(".", 1)[1]]
     assert isinstance(cli.model, cls)

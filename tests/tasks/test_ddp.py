@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 from lightning.pytorch import Trainer
-from posenc.tasks import DigitsDataModule, Forecaster, ImageClassifier
+from posenc.tasks import (
+    DigitsDataModule,
+    Forecaster,
+    ImageClassifier,
+    MovingDigitsDataModule,
+    VideoClassifier,
+)
 from posenc.tasks.datasets import BirthdaysDataModule, SeattleTempsDataModule
 
 from .conftest import CONFIGS, TINY_FORECASTER, TINY_VIT, run_cli
@@ -63,6 +69,30 @@ def test_image_classifier_ddp(tmp_path):
     assert len(data.val_set) % 2 == 0
     single = _validate(model, data, tmp_path)
     for key in ("val/acc_8", "val/acc_16", "val/loss_8", "val/loss_16"):
+        assert single[key] == pytest.approx(metrics[key], abs=1e-5), key
+
+
+@pytest.mark.slow
+def test_video_classifier_ddp(tmp_path):
+    """Clips at irregular frame times under DDP: every evaluation setting (frame rate, length)
+    synced across the ranks and equal to one process's validation of the checkpoint."""
+    out = tmp_path / "metrics"
+    clips = dict(source="digits", num_frames=4, image_size=12, digit_size=6, train_clips=32,
+                 eval_clips=16, batch_size=8)
+    run_cli(["fit", "--config", str(CONFIGS / "video_digits.yaml"), *TINY_VIT, *DDP,
+             *(f"--data.init_args.{k}={v}" for k, v in clips.items()),
+             "--trainer.check_val_every_n_epoch=1", *_probe(out)],
+            cwd=tmp_path, extra_path=HERE)
+    metrics = _rank_metrics(out)
+    keys = [f"val/{m}_{v}" for m in ("acc", "loss") for v in ("1x", "rate2x", "len2x")]
+    assert set(keys) <= set(metrics)
+    [last] = tmp_path.rglob("last.ckpt")
+    model = VideoClassifier.load_from_checkpoint(last, weights_only=True)
+    assert model.hparams.frame_time == "real" and model.hparams.time_scale == 8.0
+    data = MovingDigitsDataModule(**clips)
+    data.setup()
+    single = _validate(model, data, tmp_path)
+    for key in keys:
         assert single[key] == pytest.approx(metrics[key], abs=1e-5), key
 
 

@@ -152,6 +152,50 @@ def test_video_similarity_is_the_ones_score_of_the_3d_offset(tmp_path, figures):
         plots.plot_video_similarity(encodings, tmp_path / "v.png", 2, 2, query=(2, 0, 0))
 
 
+def test_video_similarity_row_labels_stay_inside_the_figure(tmp_path):
+    """The row labels (left of fixed-aspect maps) were cut off at the left edge: the PNG's
+    leftmost pixel columns held their ink."""
+    from matplotlib.image import imread
+
+    dim, space = 128, 5 * 64 // 16
+    encodings = [spatial.MRoPE(dim), spatial.MRoPE(dim, (64 - 2 * space, space, space),
+                                                  axis_layout="strided"),
+                 spatial.RoPE3D(dim, 1), spatial.SinCos3D(dim)]
+    path = plots.plot_video_similarity(encodings, tmp_path / "v.png", 8, 5, dpi=100)
+    gray = imread(path)[..., :3].mean(-1)  # white 1, ink dark
+    assert gray[:, :3].min() > 0.9
+
+
+def test_video_irregular_similarity_follows_the_real_frame_times(tmp_path, figures):
+    times, scale = [0.0, 0.1, 0.5], 2.0
+    path = plots.plot_video_irregular([spatial.MRoPE(16)], tmp_path / "vi.png", (2, 3), times,
+                                      time_scale=scale, query=(1, 0, 2), figsize=(9, 3),
+                                      dpi=DPI)
+    assert_png(path, (9, 3))
+    t, r, c = np.meshgrid(np.array(times) * scale, np.arange(2), np.arange(3), indexing="ij")
+    axis = np.array([0, 0, 1, 1, 1, 2, 2, 2])  # default sections (2, 3, 3), chunked
+    freqs = 10000.0 ** (-2 * np.arange(8) / 16)
+
+    def ones_score(offset):  # (3, T, rows, cols) -> the q = k = ones score / head_dim
+        return np.cos(offset[axis] * freqs[:, None, None, None]).mean(0)
+
+    real = ones_score(np.stack([t - t[1, 0, 2], r - 0, c - 2]))
+    frame = np.arange(3)[:, None, None] + 0 * r
+    index = ones_score(np.stack([frame - 1, r - 0, c - 2]))
+    axes = figures[0].axes
+    for f in range(3):
+        np.testing.assert_allclose(axes[f].images[0].get_array(), real[f], atol=1e-6)
+    by_time, by_index = axes[3].lines
+    np.testing.assert_allclose(by_time.get_xdata(), times)
+    np.testing.assert_allclose(by_time.get_ydata(), real[:, 0, 2], atol=1e-6)
+    np.testing.assert_allclose(by_index.get_ydata(), index[:, 0, 2], atol=1e-6)
+    assert not np.allclose(real[:, 0, 2], index[:, 0, 2], atol=1e-3)  # the gaps matter
+    with pytest.raises(ValueError, match="frame_times must be finite and increasing"):
+        plots.plot_video_irregular([spatial.MRoPE(16)], tmp_path / "vi.png", 2, [0.0, 0.3, 0.2])
+    with pytest.raises(ValueError, match="at least 2 times"):
+        plots.plot_video_irregular([spatial.MRoPE(16)], tmp_path / "vi.png", 2, [0.0])
+
+
 def test_holiday_features_over_a_year_of_us_holidays(tmp_path, figures):
     pytest.importorskip("holidays")
     path = plots.plot_holiday_features("US", tmp_path / "h.png", year=2024, alpha=0.5,
@@ -374,6 +418,8 @@ def test_missing_matplotlib_names_the_plot_extra(tmp_path, monkeypatch):
     (["bias-compare", "--heads", "2", "--max-distance", "16"], "bias-compare.png", (12, 8.6)),
     (["video", "--head-dim", "16", "--grid", "3", "3", "--frames", "2"], "video.png",
      (6.3, 8.6)),
+    (["video-irregular", "--head-dim", "16", "--grid", "2", "2", "--frame-times", "0", "0.3",
+      "0.4"], "video-irregular.png", (10.2, 6.7)),
     (["liere", "--head-dim", "8", "--block-size", "4", "--window", "2", "--init-std", "0.2"],
      "liere.png", (15.8, 4.4)),
     (["rope-dinov3", "--grid", "3", "4", "--draws", "1", "--normalize-coords", "max"],
@@ -384,7 +430,8 @@ def test_missing_matplotlib_names_the_plot_extra(tmp_path, monkeypatch):
      "grid-similarity-sincos2d.png", (8, 7.6)),
     (["calendar", "--tz", "America/New_York", "--start", "2024-03-07", "--days", "4"],
      "calendar.png", (15, 9)),
-], ids=["sinusoidal", "rope", "alibi", "t5", "xpos", "bias-compare", "video", "liere",
+], ids=["sinusoidal", "rope", "alibi", "t5", "xpos", "bias-compare", "video", "video-irregular",
+        "liere",
         "rope-dinov3", "holidays", "grid-similarity", "calendar"])
 def test_main_writes_the_named_png(tmp_path, capsys, argv, name, figsize):
     paths = plots.main([*argv, "--out", str(tmp_path), "--dpi", str(DPI)])
