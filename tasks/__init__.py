@@ -20,6 +20,7 @@ hyperparameters; a ``class_path`` builds only posenc's classes and those given t
 from . import datasets
 from .config import register_module
 from .forecasting import (
+    ExtrapolationWarning,
     Fitted,
     Forecaster,
     ForecastTransformer,
@@ -30,7 +31,7 @@ from .forecasting import (
 from .vision import DigitsDataModule, ImageClassifier, ImageFolderDataModule, MNISTDataModule
 
 __all__ = [
-    "DigitsDataModule", "Fitted", "ForecastTransformer", "ForecastWriter", "Forecaster",
-    "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule", "TimeSeriesDataModule",
-    "datasets", "make_batch", "register_module",
+    "DigitsDataModule", "ExtrapolationWarning", "Fitted", "ForecastTransformer",
+    "ForecastWriter", "Forecaster", "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule",
+    "TimeSeriesDataModule", "datasets", "make_batch", "register_module",
 ]
