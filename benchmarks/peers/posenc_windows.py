@@ -33,6 +33,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -126,14 +127,21 @@ def main(argv: list[str] | None = None) -> None:
     args, overrides = parser.parse_known_args(argv)
     torch.set_num_threads(args.threads)
     name = args.config.stem.removeprefix("forecast_")
-    out = args.out or HERE / "out" / name
+    run(args.config, args.out or HERE / "out" / name, overrides, args.threads)
+
+
+def run(config: Path, out: Path, overrides: list[str], threads: int = 1) -> Any:
+    """Fit ``config`` (with the ``posenc fit`` ``overrides``), predict its test backtest and
+    write ``out``'s files (module docstring); -> the ``LightningCLI`` (its model, data
+    module and trainer)."""
+    name = config.stem.removeprefix("forecast_")
     out.mkdir(parents=True, exist_ok=True)
 
     # `posenc fit` itself (seeded by the CLI before it builds the model; a refit_epochs of the
     # config or the command line refits on train + validation), so this run is the config's
     # own: the number its header quotes. The test backtest is predicted below.
     with tempfile.TemporaryDirectory() as root:
-        cli_args = ["fit", "--config", str(args.config), "--trainer.logger", "false",
+        cli_args = ["fit", "--config", str(config), "--trainer.logger", "false",
                     "--trainer.enable_checkpointing", "false", "--trainer.accelerator", "cpu",
                     "--trainer.devices", "1", "--trainer.enable_progress_bar", "false",
                     "--trainer.default_root_dir", root, "--test_after_fit", "false", *overrides]
@@ -181,11 +189,11 @@ def main(argv: list[str] | None = None) -> None:
     points = points[lead <= limit]
     points.to_csv(out / "points.csv", index=False)
 
-    meta = {"config": str(args.config), "name": name,
+    meta = {"config": str(config), "name": name,
             "max_epochs": trainer.max_epochs, "overrides": overrides,
             # a refit leaves the CLI with the refit's config (train_on_val, its epochs)
             "refit": bool(cli.config["fit"]["data"]["init_args"].get("train_on_val")),
-            "threads": args.threads,
+            "threads": threads,
             "horizon": limit, "points_beyond_horizon": beyond,
             "context_length": int(dm.context_length) if not dm.by_time
             else int(dm.context_length / step),
@@ -200,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
             "points": len(points)}
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     print(json.dumps(meta, indent=1))
+    return cli
 
 
 if __name__ == "__main__":
