@@ -41,11 +41,12 @@ def _mae(frame: pd.DataFrame, columns: list[str]) -> dict[str, float]:
     return {c: round(float((frame[c] - frame["y"]).abs().mean()), 4) for c in columns}
 
 
-def by_lead_and_series(out: Path, group: int) -> dict[str, object]:
+def by_lead_and_series(out: Path, group: int, seed: int) -> dict[str, object]:
     """Test MAE of posenc and the naives by lead group and by series, from ``out``'s files."""
     meta = json.loads((out / "meta.json").read_text())
     step = pd.Timedelta(meta["step"])
     points = pd.read_csv(out / "points.csv", parse_dates=["origin", "ds"])
+    points = points.rename(columns={f"posenc@{seed}": "posenc"})
     data = pd.read_csv(out / "data.csv", parse_dates=["ds"], usecols=["unique_id", "ds", "y"])
     methods = ["posenc"]
     for name, season in natural_seasons(step).items():
@@ -101,20 +102,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--lead_group", type=int, default=6)
     parser.add_argument("--beyond", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
     args, overrides = parser.parse_known_args(argv)
     torch.set_num_threads(1)
     out = args.out or ROOT / "runs" / "diagnose" / args.name
     logs = out / "logs"
     cli = run(args.config, out, ["--trainer.logger", "lightning.pytorch.loggers.CSVLogger",
-                                 "--trainer.logger.init_args.save_dir", str(logs), *overrides])
+                                 "--trainer.logger.init_args.save_dir", str(logs), *overrides],
+              seed=args.seed)
     meta = json.loads((out / "meta.json").read_text())
     curve = pd.concat([pd.read_csv(p) for p in sorted(logs.rglob("metrics.csv"))])
     curve = curve.dropna(subset=["val/loss"]).groupby("epoch")[["val/loss", "val/mae"]].last()
-    result = {"name": args.name, "overrides": overrides,
-              "cpu_seconds": round(meta["cpu_seconds"]["posenc"], 1),
+    result = {"name": args.name, "seed": args.seed, "overrides": overrides,
+              "cpu_seconds": round(meta["cpu_seconds"][f"posenc@{args.seed}"], 1),
               "val_curve": {int(e): [round(v, 4) for v in row]
                             for e, row in curve.iterrows()},
-              **by_lead_and_series(out, args.lead_group)}
+              **by_lead_and_series(out, args.lead_group, args.seed)}
     if args.beyond:
         result["beyond"] = beyond_horizon(cli, out, 2 * int(meta["context_length"]))
     (out / "diagnosis.json").write_text(json.dumps(result, indent=1))
