@@ -8,6 +8,7 @@ points' persistence (``naive_last``) and same-time-yesterday (``naive_1D``) fore
 
 - the validation curve (``val/loss``, ``val/mae`` per epoch, from the run's CSV log);
 - MAE by lead (steps after the origin, in groups of ``--lead_group``) and by series;
+- MAE on windows whose context is complete, misses target values, or past covariates;
 - with ``--beyond``, MAE of ``Forecaster.forecast(history, 2 * horizon)`` at the test origins
   for leads ``1..H`` and ``H+1..2H`` (the trained horizon ``H``; a forecast past it warns),
   beside persistence's.
@@ -59,6 +60,35 @@ def by_lead_and_series(out: Path, group: int, seed: int) -> dict[str, object]:
                for g, part in points.groupby(groups)}
     by_series = {uid: _mae(part, methods) for uid, part in points.groupby("unique_id")}
     return {"all": _mae(points, methods), "by_lead": by_lead, "by_series": by_series}
+
+
+def by_context_gaps(out: Path, seed: int) -> dict[str, object]:
+    """Test MAE of posenc and persistence on windows whose context (the ``context_length``
+    grid steps up to the origin) is complete, has a missing target (a gap or NaN), or misses
+    a past covariate somewhere, from ``out``'s files."""
+    meta = json.loads((out / "meta.json").read_text())
+    data = pd.read_csv(out / "data.csv", parse_dates=["ds"])
+    points = pd.read_csv(out / "points.csv", parse_dates=["origin", "ds"])
+    points = points.rename(columns={f"posenc@{seed}": "posenc"})
+    points["naive_last"] = seasonal_naive(data, points, pd.Timedelta(1, "ns"))
+    context = int(meta["context_length"])
+    past = [c for c in data.columns if c.startswith("past_")]
+    kinds = {}
+    for uid, part in data.groupby("unique_id"):
+        part = part.set_index("ds")
+        target = part["y"].isna().to_numpy()
+        covariate = part[past].isna().any(axis=1).to_numpy()
+        for origin in points.loc[points["unique_id"] == uid, "origin"].unique():
+            end = part.index.get_indexer([origin])[0] + 1
+            lo = max(0, end - context)
+            kinds[uid, origin] = ("target missing" if target[lo:end].any() else
+                                  "covariate missing" if covariate[lo:end].any() else
+                                  "complete")
+    points["context"] = [kinds[key] for key in zip(points["unique_id"], points["origin"],
+                                                   strict=True)]
+    return {kind: {**_mae(part, ["posenc", "naive_last"]),
+                   "windows": int(part.groupby(["unique_id", "origin"]).ngroups)}
+            for kind, part in points.groupby("context")}
 
 
 def beyond_horizon(cli, out: Path, context_rows: int) -> dict[str, object]:
@@ -117,7 +147,8 @@ def main(argv: list[str] | None = None) -> None:
               "cpu_seconds": round(meta["cpu_seconds"][f"posenc@{args.seed}"], 1),
               "val_curve": {int(e): [round(v, 4) for v in row]
                             for e, row in curve.iterrows()},
-              **by_lead_and_series(out, args.lead_group, args.seed)}
+              **by_lead_and_series(out, args.lead_group, args.seed),
+              "by_context": by_context_gaps(out, args.seed)}
     if args.beyond:
         result["beyond"] = beyond_horizon(cli, out, 2 * int(meta["context_length"]))
     (out / "diagnosis.json").write_text(json.dumps(result, indent=1))

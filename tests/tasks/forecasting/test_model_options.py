@@ -56,6 +56,20 @@ def test_lag_inputs_are_the_hand_computed_seasonal_naive_values():
     torch.testing.assert_close(lags, expected)
 
 
+def test_a_persistence_lag_is_the_last_observed_context_value():
+    model = Forecaster(lags=["persistence", "3h"], instance_norm=False, num_targets=2,
+                       **TINY).model
+    batch = _hand_batch()
+    lags = model.lag_inputs(batch, batch["context_value"])
+    # Window 0: channel 0's last observed value is hour 7's (70), channel 1 none; window 1:
+    # hour 5's (50, 51), its padding ignored; the same at every time to predict.
+    last = torch.tensor([[[70.0, 0.0]] * 4, [[50.0, 51.0]] * 4])
+    flags = torch.tensor([[1.0, 0.0], [1.0, 1.0]])[:, None].expand(2, 4, 2)
+    torch.testing.assert_close(lags[..., :4], torch.cat([last, flags], dim=-1))
+    with pytest.raises(ValueError, match="lags"):
+        Forecaster(lags=["persistance"], **TINY)
+
+
 def test_lag_inputs_enter_in_instance_normalised_units(batch):
     seed_everything(0)
     model = Forecaster(lags=["1D", "3h"], **TINY).eval()
