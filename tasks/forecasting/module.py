@@ -110,7 +110,9 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
         scheduler: ``"cosine"`` or ``"constant"`` after warmup.
         min_lr_ratio: the cosine schedule's final learning rate / ``lr``.
         instance_norm_stats: with ``instance_norm``, ``"standard"`` (mean and standard
-            deviation, RevIN) or ``"robust"`` (median and MAD, neuralforecast's ``robust``;
+            deviation, RevIN), ``"robust"`` (median and MAD, neuralforecast's ``robust``) or
+            ``"last"`` (the last observed value and the standard deviation: the network
+            forecasts the change from persistence, NLinear's anchor;
             [`window_statistics`][posenc.tasks.forecasting.network.window_statistics]).
         lags: seasons as durations (``["1D", "7D"]``; ``"persistence"``: the last observed
             value, as the data module's ``season``), or None: each time to predict gets the
