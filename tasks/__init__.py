@@ -22,6 +22,7 @@ hyperparameters; a ``class_path`` builds only posenc's classes and those given t
 from . import datasets
 from .config import register_module
 from .forecasting import (
+    ExtrapolationWarning,
     Fitted,
     Forecaster,
     ForecastTransformer,
@@ -39,7 +40,8 @@ from .vision import (
 )
 
 __all__ = [
-    "DigitsDataModule", "Fitted", "ForecastTransformer", "ForecastWriter", "Forecaster",
-    "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule", "MovingDigitsDataModule",
-    "TimeSeriesDataModule", "VideoClassifier", "datasets", "make_batch", "register_module",
+    "DigitsDataModule", "ExtrapolationWarning", "Fitted", "ForecastTransformer",
+    "ForecastWriter", "Forecaster", "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule",
+    "MovingDigitsDataModule", "TimeSeriesDataModule", "VideoClassifier", "datasets", "make_batch",
+    "register_module",
 ]

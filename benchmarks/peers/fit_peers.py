@@ -3,13 +3,15 @@
 Reads what ``posenc_windows.py`` wrote in ``OUT`` (``data.csv``, ``points.csv``,
 ``meta.json``) and writes ``OUT/peers.csv`` (the points with one forecast column per method;
 the columns of methods not run again are kept)
-and ``OUT/peers_cpu.json`` (CPU seconds per method: fit and all test forecasts, this
-process's CPU clock, ``--threads`` torch threads).
+and ``OUT/peers_cpu.json`` (CPU seconds per forecast column: fit and all test forecasts,
+this process's CPU clock, ``--threads`` torch threads).
 
 Every method forecasts each point from the history up to its own origin:
 
-- NHITS, PatchTST, TFT (neuralforecast): trained once on the data before the first test
-  origin, then ``cross_validation`` with ``refit=False`` at origins ``step`` grid steps apart
+- NHITS, PatchTST, TFT (neuralforecast): trained with a multi-quantile loss (``MQLoss``,
+  levels 0.1, 0.5, 0.9: posenc's ``loss: quantile`` default; the point forecast is the
+  median), once per seed of ``--seeds`` on the data before the first test origin, then
+  ``cross_validation`` with ``refit=False`` at origins ``step`` grid steps apart
   (``step``: the gcd of posenc's origin spacing), of which the points' origins are a subset.
   NHITS and TFT get the calendar features and the data's future covariates as future inputs
   (``futr_*``) and the past covariates as historic inputs (``past_*``); PatchTST takes the
@@ -23,7 +25,11 @@ Every method forecasts each point from the history up to its own origin:
 Missing target values are linearly interpolated for the peers' inputs only (neuralforecast
 and statsforecast need a complete regular grid); missing past covariates are carried forward.
 
-    python benchmarks/peers/fit_peers.py benchmarks/peers/out/elecdemand
+Columns of ``peers.csv``: ``METHOD`` for the single runs (statistical, naive), and for the
+neural peers ``METHOD@SEED`` (the median) with ``METHOD@SEED_q0.1`` ... ``_q0.9`` (what
+``score.py`` reads).
+
+    python benchmarks/peers/fit_peers.py benchmarks/peers/out/elecdemand --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ import torch
 KEYS = ["unique_id", "origin", "ds"]
 NEURAL = ("NHITS", "PatchTST", "TFT")
 STATS = ("MSTL", "AutoETS")
+LEVELS = (0.1, 0.5, 0.9)  # MQLoss(level=[80]): columns -lo-80, -median, -hi-80
+SUFFIXES = {0.1: "-lo-80", 0.5: "-median", 0.9: "-hi-80"}
 
 
 def natural_seasons(step: pd.Timedelta) -> dict[str, pd.Timedelta]:
@@ -93,11 +101,12 @@ def origin_lattice(points: pd.DataFrame, step: pd.Timedelta) -> tuple[pd.Timesta
 
 
 def neural_model(name: str, h: int, input_size: int, futr: list[str], hist: list[str],
-                 max_steps: int):
+                 max_steps: int, seed: int = 0):
+    from neuralforecast.losses.pytorch import MQLoss
     from neuralforecast.models import NHITS, TFT, PatchTST
 
     common = {"h": h, "input_size": input_size, "max_steps": max_steps, "scaler_type": "robust",
-              "random_seed": 0, "windows_batch_size": 256,
+              "random_seed": seed, "loss": MQLoss(level=[80]), "windows_batch_size": 256,
               "enable_progress_bar": False, "logger": False,
               "enable_checkpointing": False, "accelerator": "cpu", "devices": 1}
     if name == "NHITS":
@@ -120,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="grid steps statsforecast fits on (default: 8 weeks, at least "
                         "3 of the longest season)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0],
+                        help="the neural peers' random seeds, one run each")
     parser.add_argument("--max_stats_fits", type=int, default=1500,
                         help="skip MSTL and AutoETS beyond this many (series, origin) fits")
     args = parser.parse_args(argv)
@@ -145,10 +156,11 @@ def main(argv: list[str] | None = None) -> None:
     skipped: dict[str, str] = {}
     if (args.out / "peers.csv").exists():  # keep the methods not run again
         kept = pd.read_csv(args.out / "peers.csv", parse_dates=["origin", "ds"])
-        kept = kept.drop(columns=[m for m in args.methods if m in kept.columns])
+        kept = kept.drop(columns=[c for c in kept.columns if c not in KEYS and method_of(c)
+                                  in args.methods])
         result = result.merge(kept, on=KEYS, how="left")
         before = json.loads((args.out / "peers_cpu.json").read_text())
-        cpu = {m: t for m, t in before["cpu_seconds"].items() if m in kept.columns}
+        cpu = {c: t for c, t in before["cpu_seconds"].items() if c in kept.columns}
         skipped = {m: why for m, why in before.get("skipped", {}).items()
                    if m not in args.methods}
     for name, season in natural_seasons(step).items():
@@ -168,16 +180,27 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {name}: not run ({skipped[name]})", flush=True)
             write(args, result, cpu, step_size, n_windows, skipped)
             continue
-        start = time.process_time()
         if name in NEURAL:
             from neuralforecast import NeuralForecast
 
-            model = neural_model(name, h, context, futr, hist, args.max_steps)
-            nf = NeuralForecast(models=[model], freq=freq)
-            used = ["unique_id", "ds", "y", *([] if name == "PatchTST" else futr + hist)]
-            cv = nf.cross_validation(df=frame[used], n_windows=n_windows, step_size=step_size,
-                                     refit=False)
-        elif name in STATS:
+            for seed in args.seeds:
+                start = time.process_time()
+                model = neural_model(name, h, context, futr, hist, args.max_steps, seed)
+                nf = NeuralForecast(models=[model], freq=freq)
+                used = ["unique_id", "ds", "y", *([] if name == "PatchTST" else futr + hist)]
+                cv = nf.cross_validation(df=frame[used], n_windows=n_windows,
+                                         step_size=step_size, refit=False)
+                column = f"{name}@{seed}"
+                cpu[column] = time.process_time() - start
+                renamed = {f"{name}{SUFFIXES[q]}": f"{column}_q{q}" for q in LEVELS}
+                cv = _keyed(cv).rename(columns=renamed)
+                cv[column] = cv[f"{column}_q0.5"]
+                result = _merged(result, cv[KEYS + [column, *renamed.values()]], column,
+                                 cpu[column])
+                write(args, result, cpu, step_size, n_windows, skipped)  # each run kept
+            continue
+        start = time.process_time()
+        if name in STATS:
             from statsforecast import StatsForecast
             from statsforecast.models import MSTL, AutoETS
 
@@ -194,14 +217,30 @@ def main(argv: list[str] | None = None) -> None:
         else:
             raise ValueError(f"unknown method {name!r}; expected one of {NEURAL + STATS}")
         cpu[name] = time.process_time() - start
-        cv = cv.reset_index() if "unique_id" not in cv.columns else cv
+        cv = _keyed(cv)
         column = next(c for c in cv.columns if c.startswith(name))
-        cv = cv.rename(columns={"cutoff": "origin", column: name})[KEYS + [name]]
-        result = result.merge(cv, on=KEYS, how="left")
-        missing = int(result[name].isna().sum())
-        print(f"  {name}: {cpu[name]:.1f} CPU s, {missing} points without a forecast",
-              flush=True)
+        result = _merged(result, cv.rename(columns={column: name})[KEYS + [name]], name,
+                         cpu[name])
         write(args, result, cpu, step_size, n_windows, skipped)  # each method kept as done
+
+
+def method_of(column: str) -> str:
+    """The method of a forecast column: ``NHITS`` of ``NHITS``, ``NHITS@1``, ``NHITS@1_q0.9``."""
+    return column.split("@")[0]
+
+
+def _keyed(cv: pd.DataFrame) -> pd.DataFrame:
+    """A ``cross_validation`` result with ``unique_id`` a column and ``cutoff`` as ``origin``."""
+    cv = cv.reset_index() if "unique_id" not in cv.columns else cv
+    return cv.rename(columns={"cutoff": "origin"})
+
+
+def _merged(result: pd.DataFrame, cv: pd.DataFrame, column: str, cpu: float) -> pd.DataFrame:
+    """``result`` with ``cv``'s forecast columns at its points; prints the run's cost."""
+    result = result.merge(cv, on=KEYS, how="left")
+    missing = int(result[column].isna().sum())
+    print(f"  {column}: {cpu:.1f} CPU s, {missing} points without a forecast", flush=True)
+    return result
 
 
 def write(args: argparse.Namespace, result: pd.DataFrame, cpu: dict[str, float],

@@ -13,13 +13,14 @@ For one shipped forecasting config this writes, under ``--out`` (default
   which are known ahead and go to every model that takes future inputs;
 - ``points.csv``: the ``(unique_id, origin, ds)`` points of posenc's test backtest (the data
   module's test windows; ``origin`` is the last context time), with the truth ``y`` observed
-  at that time and posenc's forecast ``posenc`` for it; ``origin`` and ``ds`` are snapped to
-  the grid as in ``data.csv`` (identity on regular data), the keys the peers forecast at;
-  of points that snap to one key, the first is kept;
+  at that time and posenc's forecast ``posenc@SEED`` for it (its quantiles
+  ``posenc@SEED_qLEVEL`` with ``loss: quantile``), a column per seed of ``--seeds``;
+  ``origin`` and ``ds`` are snapped to the grid as in ``data.csv`` (identity on regular
+  data), the keys the peers forecast at; of points that snap to one key, the first is kept;
 - ``meta.json``: the peers' horizon and context length in grid steps, sampling step, the MASE season
   (in steps) and posenc's CPU seconds (fit and test forecasts, this process's CPU clock).
 
-    python benchmarks/peers/posenc_windows.py configs/forecast_elecdemand.yaml
+    python benchmarks/peers/posenc_windows.py configs/forecast_elecdemand.yaml --seeds 0 1 2
     python benchmarks/peers/posenc_windows.py configs/forecast_glucose.yaml --refit_epochs 12
 
 Other arguments go to ``posenc fit`` (e.g. ``--trainer.max_epochs 10``,
@@ -33,12 +34,13 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from posenc.tasks.cli import posenc_cli
-from posenc.tasks.forecasting.output import ORIGIN_COLUMN, forecast_frame
+from posenc.tasks.forecasting.output import ORIGIN_COLUMN, forecast_frame, quantile_column
 
 HERE = Path(__file__).resolve().parent
 SERIES_ID = "__single__"
@@ -123,20 +125,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("config", type=Path)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0],
+                        help="seed_everything of each run (0: the shipped configs' own)")
     args, overrides = parser.parse_known_args(argv)
     torch.set_num_threads(args.threads)
     name = args.config.stem.removeprefix("forecast_")
-    out = args.out or HERE / "out" / name
+    for i, seed in enumerate(args.seeds):
+        run(args.config, args.out or HERE / "out" / name, overrides, args.threads, seed,
+            keep=i > 0)
+
+
+def run(config: Path, out: Path, overrides: list[str], threads: int = 1, seed: int = 0,
+        keep: bool = False) -> Any:
+    """Fit ``config`` at ``seed`` (with the ``posenc fit`` ``overrides``), predict its test
+    backtest and write ``out``'s files (module docstring; the forecasts as columns
+    ``posenc@SEED`` and, with quantiles, ``posenc@SEED_qLEVEL``); ``keep``: add them to the
+    other seeds' in ``out`` (the same points). -> the ``LightningCLI`` (its model, data
+    module and trainer)."""
+    name = config.stem.removeprefix("forecast_")
+    column = f"posenc@{seed}"
     out.mkdir(parents=True, exist_ok=True)
 
     # `posenc fit` itself (seeded by the CLI before it builds the model; a refit_epochs of the
     # config or the command line refits on train + validation), so this run is the config's
     # own: the number its header quotes. The test backtest is predicted below.
     with tempfile.TemporaryDirectory() as root:
-        cli_args = ["fit", "--config", str(args.config), "--trainer.logger", "false",
+        cli_args = ["fit", "--config", str(config), "--trainer.logger", "false",
                     "--trainer.enable_checkpointing", "false", "--trainer.accelerator", "cpu",
                     "--trainer.devices", "1", "--trainer.enable_progress_bar", "false",
-                    "--trainer.default_root_dir", root, "--test_after_fit", "false", *overrides]
+                    "--trainer.default_root_dir", root, "--test_after_fit", "false",
+                    "--seed_everything", str(seed), *overrides]
         start = time.process_time()
         cli = posenc_cli(cli_args)
         fit_cpu = time.process_time() - start
@@ -145,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.process_time()
     predictions = trainer.predict(model, datamodule=dm)
     predict_cpu = time.process_time() - start
-    frame = forecast_frame(predictions, model.fitted)
+    frame = forecast_frame(predictions, model.fitted, model.quantile_levels)
 
     step = pd.Timedelta(dm.fitted.step_ns)
     # Windows by duration start after a gap at times: their points lie further than the
@@ -160,8 +178,11 @@ def main(argv: list[str] | None = None) -> None:
     utc, _ = _utc_and_local(frame[columns.timestamp_column], columns.tz)
     origin, _ = _utc_and_local(frame[ORIGIN_COLUMN], columns.tz)
     ids = series_ids(frame, columns)
+    target = columns.target_columns[0]
     points = pd.DataFrame({"unique_id": ids, "origin": origin, "ds": utc,
-                           "posenc": frame[columns.target_columns[0]].astype(float)})
+                           column: frame[target].astype(float)})
+    for level in model.quantile_levels or []:
+        points[quantile_column(column, level)] = frame[quantile_column(target, level)]
     raw = dm.load_frame()
     raw_ids = series_ids(raw, columns)
     truth = pd.DataFrame({"unique_id": raw_ids,
@@ -179,13 +200,21 @@ def main(argv: list[str] | None = None) -> None:
     lead = (points["ds"] - points["origin"]) / step
     beyond = int((lead > limit).sum())
     points = points[lead <= limit]
+    cpu = {column: fit_cpu + predict_cpu}
+    if keep:
+        before = pd.read_csv(out / "points.csv", parse_dates=["origin", "ds"])
+        points = before.merge(points.drop(columns="y"), on=["unique_id", "origin", "ds"],
+                              how="left", validate="one_to_one")
+        if points[column].isna().any() or len(points) != len(before):
+            raise ValueError(f"seed {seed} forecast other points than the seeds before")
+        cpu = {**json.loads((out / "meta.json").read_text())["cpu_seconds"], **cpu}
     points.to_csv(out / "points.csv", index=False)
 
-    meta = {"config": str(args.config), "name": name,
+    meta = {"config": str(config), "name": name,
             "max_epochs": trainer.max_epochs, "overrides": overrides,
             # a refit leaves the CLI with the refit's config (train_on_val, its epochs)
             "refit": bool(cli.config["fit"]["data"]["init_args"].get("train_on_val")),
-            "threads": args.threads,
+            "threads": threads,
             "horizon": limit, "points_beyond_horizon": beyond,
             "context_length": int(dm.context_length) if not dm.by_time
             else int(dm.context_length / step),
@@ -194,12 +223,13 @@ def main(argv: list[str] | None = None) -> None:
             "naive_seasons": dm.naive_seasons,
             "past_covariates": list(columns.past_covariates),
             "future_covariates": list(columns.future_covariates),
-            "cpu_seconds": {"posenc": fit_cpu + predict_cpu},
+            "cpu_seconds": cpu,
             "posenc_fit_cpu": fit_cpu, "posenc_predict_cpu": predict_cpu,
             "windows": int(points.groupby(["unique_id", "origin"]).ngroups),
             "points": len(points)}
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     print(json.dumps(meta, indent=1))
+    return cli
 
 
 if __name__ == "__main__":

@@ -11,7 +11,14 @@ metrics posenc logs (GluonTS's ``Evaluator`` definitions, checked against it to 
 - MASE and RMSSE: each window's error over its series' in-sample seasonal-naive error up to
   the origin (:class:`~posenc.tasks.forecasting.metrics.SeasonalError` on the series' regular
   grid, missing steps NaN as GluonTS reads data; lag ``mase_season`` steps, the data's
-  seasonal period), averaged over windows; sMAPE as GluonTS.
+  seasonal period), averaged over windows; sMAPE as GluonTS;
+- for methods that forecast quantiles (posenc with ``loss: quantile``, the neural peers
+  trained with neuralforecast's ``MQLoss``): wQL (GluonTS's ``mean_wQuantileLoss``) and the
+  coverage of the 80% interval ``[q0.1, q0.9]``.
+
+A forecast column of ``points.csv`` / ``peers.csv`` is ``METHOD`` (one run) or
+``METHOD@SEED`` (one of several seeds), its quantiles ``COLUMN_qLEVEL``; a method's row holds
+each metric's mean over its seeds and sample standard deviation (``*_std``).
 
 A window is one (series, origin); its context (``context_length`` grid steps up to the
 origin) only decides whether a point is scored (a series with no observation there has no
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -77,33 +85,67 @@ def window_batch(points: pd.DataFrame, data: pd.DataFrame, methods: list[str], c
     return out
 
 
+_QUANTILE = re.compile(r"^(?P<column>.+)_q(?P<level>0\.\d+)$")
+METRICS = ("mae", "rmse", "mase", "rmsse", "smape", "wql", "coverage_80")
+
+
+def forecast_columns(columns: list[str]) -> dict[str, list[str]]:
+    """``{point column: its quantile columns, by increasing level}`` of the forecasts in
+    ``columns``: a point column is ``METHOD`` (one run) or ``METHOD@SEED``; its quantiles
+    ``COLUMN_qLEVEL`` (``NHITS@0_q0.1``)."""
+    points = [c for c in columns if c not in (*KEYS, "y") and not _QUANTILE.match(c)]
+    out = {c: [] for c in points}
+    for c in columns:
+        match = _QUANTILE.match(c)
+        if match and match["column"] in out:
+            out[match["column"]].append(c)
+    return {c: sorted(q, key=lambda name: float(_QUANTILE.match(name)["level"]))
+            for c, q in out.items()}
+
+
+def _run_metrics(batch: dict[str, torch.Tensor], column: str, quantiles: list[str],
+                 name: str) -> dict[str, float]:
+    """ForecastMetrics of one forecast column (and its quantiles) on the batch."""
+    pred = batch[column]
+    missing = batch["observed"] & pred.isnan()
+    if bool(missing.any()):
+        raise ValueError(f"{name}: {column} has no forecast at {int(missing.sum())} points")
+    levels = [float(_QUANTILE.match(q)["level"]) for q in quantiles] or None
+    metric = ForecastMetrics(levels)
+    metric.update(pred, batch["target"], batch["observed"], batch["series"],
+                  batch["context_observed"], batch["seasonal_error"],
+                  torch.stack([batch[q] for q in quantiles], -1) if quantiles else None)
+    return {k: float(v) for k, v in metric.compute().items()}
+
+
 def score(out: Path) -> pd.DataFrame:
+    """One row per method of ``out``: each metric's mean over the method's runs (seeds), its
+    sample standard deviation (``*_std``, NaN for one run) and ``seeds``, the number of runs;
+    ``wql``, ``coverage_80`` for methods with quantile forecasts (else NaN)."""
     meta = json.loads((out / "meta.json").read_text())
     peers_meta = json.loads((out / "peers_cpu.json").read_text())
     points = pd.read_csv(out / "points.csv", parse_dates=["origin", "ds"])
     peers = pd.read_csv(out / "peers.csv", parse_dates=["origin", "ds"])
     data = pd.read_csv(out / "data.csv", parse_dates=["ds"], usecols=["unique_id", "ds", "y"])
     table = points.merge(peers, on=KEYS, how="left", validate="one_to_one")
-    methods = ["posenc", *[c for c in peers.columns if c not in KEYS]]
+    runs = forecast_columns(list(table.columns))
     cpu = {**meta["cpu_seconds"], **peers_meta["cpu_seconds"]}
-    batch = window_batch(table, data, methods, int(meta["context_length"]),
-                         int(meta["mase_season"]))
+    batch = window_batch(table, data, [c for run, q in runs.items() for c in (run, *q)],
+                         int(meta["context_length"]), int(meta["mase_season"]))
+    values = pd.DataFrame([{"method": run.split("@")[0], "cpu_seconds": float(cpu[run]),
+                            **_run_metrics(batch, run, quantiles, out.name)}
+                           for run, quantiles in runs.items()])
     rows = []
-    for m in methods:
-        pred = batch[m]
-        missing = batch["observed"] & pred.isnan()
-        if bool(missing.any()):
-            raise ValueError(f"{out.name}: {m} has no forecast at {int(missing.sum())} points")
-        metric = ForecastMetrics()
-        metric.update(pred, batch["target"], batch["observed"], batch["series"],
-                      batch["context_observed"], batch["seasonal_error"])
-        value = {k: float(v) for k, v in metric.compute().items()}
+    for m, part in values.groupby("method", sort=False):
+        row = {"dataset": out.name, "method": m}
+        for name in METRICS:
+            column = part[name] if name in part else pd.Series(np.nan, index=part.index)
+            row[name], row[f"{name}_std"] = column.mean(), column.std(ddof=1)
+        unscored = part["unscored"].iloc[0]
         rows.append({
-            "dataset": out.name, "method": m, "mae": value["mae"], "rmse": value["rmse"],
-            "mase": value["mase"], "rmsse": value["rmsse"], "smape": value["smape"],
-            "cpu_seconds": round(float(cpu[m]), 1),
+            **row, "seeds": len(part), "cpu_seconds": round(part["cpu_seconds"].mean(), 1),
             "windows": int(batch["observed"].any(1).sum()),
-            "points": int(batch["observed"].sum()) - int(value["unscored"]),
+            "points": int(batch["observed"].sum()) - int(unscored),
             "mase_season": int(meta["mase_season"]),
             "budget": (f"{meta['max_epochs']} epochs"
                        + (" refit on train + validation" if meta.get("refit") else "")
@@ -116,26 +158,52 @@ def score(out: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _within_spread(row: pd.Series, own: pd.Series) -> bool:
+    """Whether ``row``'s mean MAE lies within the sum of its and posenc's seed standard
+    deviations from posenc's (False where neither was run at more than one seed)."""
+    spread = np.nan_to_num(row.mae_std) + np.nan_to_num(own.mae_std)
+    return spread > 0 and abs(row.mae - own.mae) <= spread
+
+
+def _cell(value: float, std: float, digits: str) -> str:
+    """``mean`` or ``mean ± std`` (empty for NaN)."""
+    if pd.isna(value):
+        return ""
+    return f"{value:{digits}}" + (f" ± {std:.2g}" if pd.notna(std) else "")
+
+
 def markdown(results: pd.DataFrame) -> str:
     results = results.fillna({"budget": "", "config": ""})  # empty cells read back as NaN
+    for name in (*METRICS, *(f"{m}_std" for m in METRICS), "seeds"):
+        if name not in results:  # a table scored before seeds and quantiles
+            results[name] = 1 if name == "seeds" else np.nan
     lines = ["# Peer comparison (generated by benchmarks/peers/score.py; do not edit)", "",
              "The same (series, origin, time) points of posenc's test backtest for every "
              "method, scored by posenc's `ForecastMetrics` (GluonTS's definitions): MAE and "
              "RMSE in the target's units; MASE, RMSSE scaled by each series' in-sample "
-             "seasonal-naive error up to the origin at the data's seasonal period; CPU "
-             "seconds are the fit plus all test forecasts on one thread of a shared machine "
-             "(`benchmarks/peers/`, `docs/benchmarks.md`).", ""]
+             "seasonal-naive error up to the origin at the data's seasonal period; wQL "
+             "(GluonTS's mean weighted quantile loss) and the coverage of the 80% interval "
+             "(the share of points between the 0.1 and 0.9 quantiles) for methods that "
+             "forecast quantiles; CPU seconds are the fit plus all test forecasts on one "
+             "thread of a shared machine (`benchmarks/peers/`, `docs/benchmarks.md`). A "
+             "method run at several seeds shows mean ± sample standard deviation (its CPU "
+             "time the mean); † marks an MAE within the sum of its and posenc's standard "
+             "deviations of posenc's: a difference inside the seeds' spread.", ""]
     for dataset, part in results.groupby("dataset", sort=False):
         skipped = part[part["mae"].isna()]
         part = part[part["mae"].notna()].sort_values("mae")
+        own, naive, peer = _compared(part)
         lines += [f"## {dataset}", "",
-                  "| method | MAE | RMSE | MASE | RMSSE | sMAPE | CPU s | budget |",
-                  "|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r.method} | {r.mae:.4g} | {r.rmse:.4g} | {r.mase:.3f} | "
-                  f"{r.rmsse:.3f} | {r.smape:.3f} | {r.cpu_seconds:g} | {r.budget} |"
+                  "| method | MAE | RMSE | MASE | RMSSE | sMAPE | wQL | 80% cov. | CPU s | "
+                  "budget |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r.method} | {_cell(r.mae, r.mae_std, '.4g')}"
+                  f"{' †' if r.method != 'posenc' and _within_spread(r, own) else ''} | "
+                  f"{r.rmse:.4g} | {r.mase:.3f} | {r.rmsse:.3f} | {r.smape:.3f} | "
+                  f"{_cell(r.wql, r.wql_std, '.3f')} | "
+                  f"{_cell(r.coverage_80, r.coverage_80_std, '.2f')} | {r.cpu_seconds:g} | "
+                  f"{r.budget}{f' ({int(r.seeds)} seeds)' if r.seeds > 1 else ''} |"
                   for r in part.itertuples()]
         first = part.iloc[0]
-        own, naive, peer = _compared(part)
         ratio = own.cpu_seconds / part.loc[part["method"] == "NHITS", "cpu_seconds"].iloc[0]
         met = own.mae <= peer.mae and ratio <= 2
         lines += ["", f"{int(first.windows)} windows, {int(first.points)} points; MASE "
@@ -145,9 +213,16 @@ def markdown(results: pd.DataFrame) -> str:
                   f"naive ({naive.method}), at {ratio:.1f}x NHITS's CPU time: the target (MAE "
                   f"no worse than the best neural peer's at most at 2x NHITS's CPU time) is "
                   f"{'met' if met else 'not met'}."]
+        if _within_spread(peer, own):
+            lines[-1] += f" posenc and {peer.method} differ by less than their seeds' spread."
         models = part[~part["method"].str.startswith("naive_")]
         if models["mae"].min() > naive.mae:
             lines[-1] += f" No model here beats {naive.method}."
+        calibrated = part.dropna(subset=["coverage_80"])
+        if len(calibrated):
+            best = calibrated.loc[(calibrated["coverage_80"] - 0.8).abs().idxmin()]
+            lines[-1] += (f" Best calibrated: {best.method} (80% interval coverage "
+                          f"{best.coverage_80:.2f}).")
         lines += [f"{r.method} {r.budget}." for r in skipped.itertuples()] + [""]
     return "\n".join(lines)
 

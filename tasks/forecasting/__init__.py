@@ -23,8 +23,8 @@ LightningModule). The shipped data sets' data modules are
 from .datamodule import TimeSeriesDataModule
 from .module import Forecaster
 from .network import ForecastTransformer
-from .output import ForecastWriter, make_batch
+from .output import ExtrapolationWarning, ForecastWriter, make_batch
 from .schema import Fitted
 
-__all__ = ["ForecastTransformer", "ForecastWriter", "Forecaster", "Fitted",
+__all__ = ["ExtrapolationWarning", "ForecastTransformer", "ForecastWriter", "Forecaster", "Fitted",
            "TimeSeriesDataModule", "make_batch"]

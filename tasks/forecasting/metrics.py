@@ -1,6 +1,7 @@
 """Forecast losses and evaluation: the masked training losses (MAE, MSE, quantile), the
 seasonal-naive baselines, the seasonal period and the seasonal error of a series' history, and
-MAE, RMSE, MASE, RMSSE, sMAPE and wQL per series and aggregated, as GluonTS's ``Evaluator``.
+MAE, RMSE, MASE, RMSSE, sMAPE and wQL per series and aggregated, as GluonTS's ``Evaluator``,
+and the empirical coverage of the central prediction intervals.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
-__all__ = ["LOSSES", "ForecastMetrics", "SeasonalError", "interpolated_median",
+__all__ = ["LOSSES", "ForecastMetrics", "SeasonalError", "central_intervals", "interpolated_median",
            "masked_point_loss", "median_position", "natural_seasons", "pinball", "quantile_loss",
            "season_label", "seasonal_naive", "seasonality_for_step"]
 
@@ -334,8 +335,20 @@ def interpolated_median(quantiles: Tensor, position: tuple[int, int, float]) -> 
     return torch.lerp(quantiles[..., i], quantiles[..., j], weight)
 
 
+def central_intervals(levels: Sequence[float]) -> dict[str, tuple[int, int]]:
+    """The central prediction intervals among quantile ``levels``: ``{"coverage_80": (i, j)}``
+    for each pair ``levels[i] = tau < 0.5``, ``levels[j] = 1 - tau`` (to 1e-9), named by its
+    nominal coverage ``1 - 2 * tau`` in percent (``coverage_80`` for 0.1 and 0.9)."""
+    out = {}
+    for i, low in enumerate(levels):
+        for j, high in enumerate(levels):
+            if low < 0.5 and abs(low + high - 1) < 1e-9:
+                out[f"coverage_{round(100 * (1 - 2 * low), 6):g}"] = (i, j)
+    return out
+
+
 _STATES = ("series", "abs_error", "squared_error", "points", "abs_target", "unscored",
-           "pinball", *(f"{name}{part}" for name in _RATIOS for part in ("", "_rows")))
+           "pinball", "inside", *(f"{name}{part}" for name in _RATIOS for part in ("", "_rows")))
 
 
 class ForecastMetrics(Metric):
@@ -355,6 +368,10 @@ class ForecastMetrics(Metric):
       out (``x / 0 = inf`` as in GluonTS).
     - ``smape``: per row ``2 * mean |y - yhat| / (|y| + |yhat|)`` over non-zero denominators.
     - ``wql`` (``mean_wQuantileLoss``): per level ``2 * sum pinball / sum |y|``, averaged.
+    - ``coverage_80`` (and one per pair of levels ``tau``, ``1 - tau``:
+      [`central_intervals`][posenc.tasks.forecasting.metrics.central_intervals]): the fraction
+      of scored points with ``q_tau <= y <= q_(1 - tau)`` (nominally ``1 - 2 * tau``; GluonTS's
+      ``Coverage[q]`` is the fraction with ``y <= q`` of one level).
 
     Computed in float32, or in float64 when the inputs are float64.
 
@@ -372,6 +389,10 @@ class ForecastMetrics(Metric):
         self.quantiles = check_quantile_levels(quantiles)
         self.register_buffer("levels", torch.tensor(self.quantiles or [], dtype=torch.float32),
                              persistent=False)
+        self.intervals = central_intervals(self.quantiles or [])
+        # (P,) level indexes of each interval's lower and upper quantile
+        self._low = [low for low, _ in self.intervals.values()]
+        self._high = [high for _, high in self.intervals.values()]
         for name in _STATES:
             self.add_state(name, default=[], dist_reduce_fx="cat")
 
@@ -436,6 +457,9 @@ class ForecastMetrics(Metric):
             loss = pinball(quantile_prediction.to(dtype), target, self.levels)
             # flat (B * Q,): DDP fills a rank without windows with a 1D empty state
             self.pinball.append(loss.where(scored[..., None], 0).sum((1, 2)).flatten())
+            within = ((quantile_prediction[..., self._low] <= target[..., None])
+                      & (target[..., None] <= quantile_prediction[..., self._high]))
+            self.inside.append((within & scored[..., None]).sum((1, 2)).to(dtype).flatten())
 
     def _sums(self) -> dict[str, Tensor]:
         """The per-window states, float64 on the CPU; ``pinball`` as ``(W, Q)``."""
@@ -447,6 +471,7 @@ class ForecastMetrics(Metric):
         states["series"] = states["series"].long()
         states["pinball"] = states["pinball"].reshape(len(states["series"]),
                                                       len(self.quantiles or []))
+        states["inside"] = states["inside"].reshape(len(states["series"]), len(self.intervals))
         if len(states["series"]) and int(states["series"].min()) < 0:
             raise ValueError(f"series indices must be >= 0, got {int(states['series'].min())}")
         return states
@@ -457,11 +482,14 @@ class ForecastMetrics(Metric):
                **{name: sums[name] / sums[f"{name}_rows"] for name in _RATIOS}}
         if self.quantiles is not None:
             out["wql"] = (2 * sums["pinball"] / sums["abs_target"][..., None]).mean(-1)
+        for k, name in enumerate(self.intervals):
+            out[name] = sums["inside"][..., k] / sums["points"]
         return out
 
     def compute(self) -> dict[str, Tensor]:
-        """Aggregated: ``{"mae", "rmse", "mase", "rmsse", "smape"[, "wql"], "unscored"}`` 0-dim
-        float32 tensors on the metric's device (NaN when nothing was scored)."""
+        """Aggregated: ``{"mae", "rmse", "mase", "rmsse", "smape"[, "wql", "coverage_80", ...],
+        "unscored"}`` 0-dim float32 tensors on the metric's device (NaN when nothing was
+        scored)."""
         sums = {name: value.sum(0) for name, value in self._sums().items() if name != "series"}
         out = {**self._metrics(sums), "unscored": sums["unscored"]}
         return {name: value.to(self.device, torch.float32) for name, value in out.items()}
@@ -474,8 +502,8 @@ class ForecastMetrics(Metric):
                 largest series index seen.
 
         Returns:
-            ``{"mae", "rmse", "mase", "rmsse", "smape"[, "wql"], "windows", "points",
-            "unscored"}``: ``(S,)`` float64 CPU tensors indexed by series.
+            ``{"mae", "rmse", "mase", "rmsse", "smape"[, "wql", "coverage_80", ...], "windows",
+            "points", "unscored"}``: ``(S,)`` float64 CPU tensors indexed by series.
         """
         with self.sync_context(dist_sync_fn=self.dist_sync_fn,
                                should_sync=self._to_sync and not self._is_synced):

@@ -28,6 +28,7 @@ from ..config import (
     configure_adamw_from_hparams,
     instantiate,
 )
+from .datamodule import PERSISTENCE
 from .metrics import (
     LOSSES,
     ForecastMetrics,
@@ -109,9 +110,12 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
         scheduler: ``"cosine"`` or ``"constant"`` after warmup.
         min_lr_ratio: the cosine schedule's final learning rate / ``lr``.
         instance_norm_stats: with ``instance_norm``, ``"standard"`` (mean and standard
-            deviation, RevIN) or ``"robust"`` (median and MAD, neuralforecast's ``robust``;
+            deviation, RevIN), ``"robust"`` (median and MAD, neuralforecast's ``robust``) or
+            ``"last"`` (the last observed value and the standard deviation: the network
+            forecasts the change from persistence, NLinear's anchor;
             [`window_statistics`][posenc.tasks.forecasting.network.window_statistics]).
-        lags: seasons as durations (``["1D", "7D"]``), or None: each time to predict gets the
+        lags: seasons as durations (``["1D", "7D"]``; ``"persistence"``: the last observed
+            value, as the data module's ``season``), or None: each time to predict gets the
             seasonal-naive value of each season as an input (the baselines' forecast,
             [`lag_inputs`][posenc.tasks.forecasting.network.ForecastTransformer.lag_inputs]).
         patch_size: context observations per token (1: one each); ``P > 1`` makes PatchTST's
@@ -153,7 +157,9 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
                 raise ValueError(f"naive_seasons={naive_seasons} repeats the season {season!r}")
             self.naive_seasons[suffix] = season_ns
         _check_list(lags, "lags", "durations or None")
-        lag_seasons = [parse_duration(season, f"lags[{i}]") for i, season in enumerate(lags or [])]
+        # persistence: a season of 1 ns reaches back to the origin (seasonal_naive's rule)
+        lag_seasons = [1 if season == PERSISTENCE else parse_duration(season, f"lags[{i}]")
+                       for i, season in enumerate(lags or [])]
         if dim % num_heads:
             raise ValueError(f"dim={dim} must be divisible by num_heads={num_heads}")
         check_positive_float(mlp_ratio, "mlp_ratio")

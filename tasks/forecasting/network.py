@@ -29,7 +29,7 @@ from .metrics import seasonal_naive
 __all__ = ["ForecastTransformer", "TimeFeatures", "TIME_ENCODINGS", "NORM_STATS",
            "RELATIVE_ENCODINGS", "READS", "encoding_dim", "encoding_reads", "window_statistics"]
 
-NORM_STATS = ("standard", "robust")  # see window_statistics
+NORM_STATS = ("standard", "robust", "last")  # see window_statistics
 # neuralforecast's robust scaler: std * this where the MAD is 0 (a normal's MAD / std).
 _MAD_PER_STD = 0.6744897501960817
 _MAX_SEASON_NS = 2 ** 62
@@ -129,7 +129,9 @@ def window_statistics(context: Tensor, observed: Tensor, stats: str = "standard"
 
     ``"standard"`` (RevIN): the mean and ``sqrt(variance + 1e-5)``. ``"robust"``
     (neuralforecast's ``robust`` scaler): the lower median and ``sqrt(mad^2 + 1e-5)``, the MAD
-    replaced by ``0.6745`` standard deviations where it is 0.
+    replaced by ``0.6745`` standard deviations where it is 0. ``"last"`` (NLinear's anchor):
+    the last observed value and the standard spread, so the network forecasts the change from
+    it and an output of 0 is persistence.
 
     Args:
         context: ``(B, Nc, C)`` float values (anything where unobserved).
@@ -146,6 +148,11 @@ def window_statistics(context: Tensor, observed: Tensor, stats: str = "standard"
     var = ((context - mean).square() * weight).sum(1, keepdim=True) / count
     if stats == "standard":
         return mean, (var + 1e-5).sqrt()
+    if stats == "last":
+        positions = torch.arange(context.shape[1], device=context.device)[None, :, None]
+        index = torch.where(observed, positions, -1).amax(1, keepdim=True)        # (B, 1, C)
+        last = context.gather(1, index.clamp_min(0))
+        return last.where(index >= 0, torch.zeros_like(last)), (var + 1e-5).sqrt()
     missing = torch.full_like(context, float("nan"))
     median = context.where(observed, missing).nanmedian(1, keepdim=True).values.nan_to_num(0.0)
     mad = (context - median).abs().where(observed, missing).nanmedian(1, keepdim=True) \

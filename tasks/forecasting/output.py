@@ -47,15 +47,22 @@ from .panel import Panel, fit, median_step, read_panel, scale_panel
 from .schema import Columns, Fitted, check_unique_columns, parse_length
 from .windows import WindowDataset, WindowIndex, batch_of_series
 
-__all__ = ["ORIGIN_COLUMN", "ForecastWriter", "data_state", "forecast_frame", "future_times",
-           "make_batch", "quantile_column", "quantile_columns", "request_dataset",
-           "write_forecasts"]
+__all__ = ["ORIGIN_COLUMN", "ExtrapolationWarning", "ForecastWriter", "data_state",
+           "forecast_frame", "future_times", "make_batch", "quantile_column",
+           "quantile_columns", "request_dataset", "write_forecasts"]
 
 ORIGIN_COLUMN = "forecast_origin"
 FORECAST_SUFFIXES = (".csv", ".parquet", ".pq")
 _PART_FILE = re.compile(r"part-\d{5,}\.parquet")  # ForecastWriter(per_rank=True)'s files
 _REQUIRED = ("series", "time", "valid", "prediction")
 _NAT = np.iinfo(np.int64).min
+
+
+class ExtrapolationWarning(UserWarning):
+    """A forecast request outside what the model was trained on: times further ahead than its
+    horizon, or a history shorter than its context (the forecast is made, less accurate;
+    docs/guide.md measures how much). ``warnings.simplefilter("error", ExtrapolationWarning)``
+    makes it an error."""
 
 
 def quantile_column(target: str, level: float) -> str:
@@ -607,10 +614,56 @@ def request_dataset(fitted: Fitted, history: pd.DataFrame,
             panel.utc[panel.starts[s]:first_query[s]], panel.utc[first_query[s] - 1] - span,
             "right") for s in wanted], np.int64)
     rows = np.stack((c0, first_query[wanted], panel.starts[wanted + 1]), 1)
+    _warn_untrained(panel, fitted, rows, wanted)
     offsets = np.zeros(panel.num_series + 1, np.int64)
     offsets[wanted + 1] = 1
     return WindowDataset(panel, state, WindowIndex(offsets=np.cumsum(offsets),
                                                    rows=rows.astype(np.int64)))
+
+
+def _warn_untrained(panel: Panel, fitted: Fitted, rows: np.ndarray, series: np.ndarray) -> None:
+    """Warn (`ExtrapolationWarning`) where a request asks for more than the trained horizon
+    or gives less history than the trained context, naming the furthest-out series and both
+    lengths.
+
+    ``rows`` ``(W, 3)`` ``[context_start, first_query, end)`` of the windows of ``series``
+    ``(W,)``. Lengths are compared as training made them. An int horizon: the steps ahead,
+    the number of times asked for or the last one's distance from the history in sampling
+    steps (``fitted.step_ns``), whichever is larger; a duration: the time from the last
+    history time to the last query (a training horizon ``[origin, origin + horizon)`` starts
+    after its last context time). An int context: the history's observations; a duration:
+    its span plus one step (``n`` hourly observations cover ``n`` hours)."""
+    if not len(rows):
+        return
+    step = max(fitted.step_ns, 1)
+    starts = panel.starts[series]
+    lead = panel.utc[rows[:, 2] - 1] - panel.utc[rows[:, 1] - 1]
+    span = panel.utc[rows[:, 1] - 1] - panel.utc[starts] + fitted.step_ns
+    for name, trained in (("horizon", fitted.horizon), ("context_length", fitted.context_length)):
+        ahead = name == "horizon"
+        if isinstance(trained, int):
+            asked = (np.maximum(rows[:, 2] - rows[:, 1], lead // step) if ahead
+                     else rows[:, 1] - starts)
+            limit, unit = trained, "steps" if ahead else "observations"
+        else:
+            asked, limit = (lead if ahead else span), parse_length(trained, name).value
+            unit = None
+
+        def text(n: int, unit: str | None = unit) -> str:
+            return f"{int(n)} {unit}" if unit else str(pd.Timedelta(int(n)))
+
+        outside = asked > limit if ahead else asked < limit
+        if not outside.any():
+            continue
+        worst = int(np.argmax(asked) if ahead else np.argmin(asked))
+        key = panel.series_keys[int(series[worst])]
+        who = f"series {key!r}" if key != () else "the series"
+        what = (f"asks for {text(asked[worst])} after its history, beyond" if ahead
+                else f"has a history of {text(asked[worst])}, short of")
+        warnings.warn(
+            f"{who} {what} the trained {name} of {text(limit)} ({int(outside.sum())} of "
+            f"{len(rows)} series): the model was not trained for this, expect larger errors "
+            "(docs/guide.md)", ExtrapolationWarning, stacklevel=4)
 
 
 # -- one series as arrays ------------------------------------------------------------------

@@ -15,6 +15,7 @@ import torch
 from posenc.tasks.forecasting.metrics import (
     ForecastMetrics,
     SeasonalError,
+    central_intervals,
     natural_seasons,
     season_label,
     seasonal_naive,
@@ -372,12 +373,28 @@ def test_metrics_match_hand_computed_values_per_series_and_aggregated():
     # pinball per point at q (e = y - yhat_q): computed by hand for series 1 (y=10, yhat 6,7,8)
     wql_1 = np.mean([2 * 0.1 * 4 / 10, 2 * 0.5 * 3 / 10, 2 * 0.9 * 2 / 10])
     assert per["wql"][1].item() == pytest.approx(wql_1)
+    # [yhat - 1, yhat + 1] holds the points with |error| <= 1: series 0's 1 and 0 of 1, 3, 0, 2
+    assert per["coverage_80"].tolist() == [0.5, 0.0]
     out = metric.compute()
     assert out["mae"].item() == pytest.approx(9 / 5)
     assert out["rmse"].item() == pytest.approx(math.sqrt(23 / 5))
     assert out["mase"].item() == pytest.approx((2 + 1 + 3) / 3 / (7 / 3))
-    assert set(out) == {"mae", "rmse", "mase", "rmsse", "smape", "wql", "unscored"}
+    assert set(out) == {"mae", "rmse", "mase", "rmsse", "smape", "wql", "coverage_80",
+                        "unscored"}
     assert out["mae"].dtype == torch.float32 and out["unscored"].item() == 0
+    assert out["coverage_80"].item() == pytest.approx(2 / 5)
+
+
+def test_central_intervals_pair_each_level_below_one_half_with_its_mirror():
+    assert central_intervals([0.1, 0.25, 0.5, 0.75, 0.9]) == {"coverage_80": (0, 4),
+                                                              "coverage_50": (1, 3)}
+    assert central_intervals([0.05, 0.5, 0.95]) == {"coverage_90": (0, 2)}
+    assert central_intervals([0.2, 0.5, 0.9]) == {} == central_intervals([])
+    metric = ForecastMetrics([0.2, 0.5, 0.9])           # no symmetric pair: no coverage
+    ones = torch.ones(1, 2, 1)
+    metric.update(ones, ones, _ones(1, 2, 1), torch.tensor([0]), _ones(1, 3, 1),
+                  torch.ones(1, 1, 2), ones[..., None].expand(1, 2, 1, 3))
+    assert not any(name.startswith("coverage") for name in metric.compute())
 
 
 def _gluonts_quantile_loss(target, forecast, q):
@@ -406,7 +423,7 @@ def _direct(windows, levels, num_series):
     observed = observed.astype(bool) & cobs.astype(bool).any(1, keepdims=True)
     rows = {}
     for s in range(num_series):
-        err, ys, qls, n = [], [], np.zeros(len(levels)), 0
+        err, ys, qls, n, inside = [], [], np.zeros(len(levels)), 0, 0
         ratios = {"mase": [], "rmsse": [], "smape": []}
         for w in np.flatnonzero(ids == s):
             for c in range(pred.shape[2]):
@@ -416,6 +433,8 @@ def _direct(windows, levels, num_series):
                 ys += list(y)
                 for i, q in enumerate(levels):
                     qls[i] += _gluonts_quantile_loss(y, quant[w, m, c, i], q)
+                low, high = quant[w, m, c, levels.index(0.1)], quant[w, m, c, levels.index(0.9)]
+                inside += int(np.sum((low <= y) & (y <= high)))
                 if m.any():
                     ratios["smape"].append(2 * np.mean(np.abs(e) / (np.abs(y)
                                                                     + np.abs(pred[w, m, c]))))
@@ -428,6 +447,7 @@ def _direct(windows, levels, num_series):
                    "rmse": np.sqrt((err ** 2).mean()) if n else np.nan,
                    **{k: np.mean(v) if v else np.nan for k, v in ratios.items()},
                    "wql": np.mean(qls / np.abs(ys).sum()) if n else np.nan,
+                   "coverage_80": inside / len(err) if n else np.nan, "inside": inside,
                    "err": err, "ratios": ratios, "ql": qls, "abs_y": np.abs(ys).sum()}
     return rows
 
@@ -448,7 +468,7 @@ def test_accumulation_equals_a_direct_computation_however_windows_are_batched(bo
     _feed(metric, windows, bounds)
     direct = _direct(windows, levels, 5)
     per = metric.per_series(num_series=5)
-    for name in ("mae", "rmse", "mase", "rmsse", "smape", "wql"):
+    for name in ("mae", "rmse", "mase", "rmsse", "smape", "wql", "coverage_80"):
         np.testing.assert_allclose(per[name].numpy(), [direct[s][name] for s in range(5)],
                                    rtol=1e-5)
     assert math.isnan(per["mae"][3]) and per["windows"][3] == 0
@@ -462,6 +482,9 @@ def test_accumulation_equals_a_direct_computation_however_windows_are_batched(bo
     for name, values in ratios.items():
         assert out[name].item() == pytest.approx(np.mean(values), rel=1e-5)
     assert out["wql"].item() == pytest.approx(wql, rel=1e-5)
+    coverage = sum(r["inside"] for r in rows) / len(err)
+    assert 0.2 < coverage < 0.9                         # the data has points on both sides
+    assert out["coverage_80"].item() == pytest.approx(coverage, rel=1e-6)
 
 
 def test_zero_denominators_give_inf_or_are_left_out_as_gluonts_does():

@@ -56,6 +56,20 @@ def test_lag_inputs_are_the_hand_computed_seasonal_naive_values():
     torch.testing.assert_close(lags, expected)
 
 
+def test_a_persistence_lag_is_the_last_observed_context_value():
+    model = Forecaster(lags=["persistence", "3h"], instance_norm=False, num_targets=2,
+                       **TINY).model
+    batch = _hand_batch()
+    lags = model.lag_inputs(batch, batch["context_value"])
+    # Window 0: channel 0's last observed value is hour 7's (70), channel 1 none; window 1:
+    # hour 5's (50, 51), its padding ignored; the same at every time to predict.
+    last = torch.tensor([[[70.0, 0.0]] * 4, [[50.0, 51.0]] * 4])
+    flags = torch.tensor([[1.0, 0.0], [1.0, 1.0]])[:, None].expand(2, 4, 2)
+    torch.testing.assert_close(lags[..., :4], torch.cat([last, flags], dim=-1))
+    with pytest.raises(ValueError, match="lags"):
+        Forecaster(lags=["persistance"], **TINY)
+
+
 def test_lag_inputs_enter_in_instance_normalised_units(batch):
     seed_everything(0)
     model = Forecaster(lags=["1D", "3h"], **TINY).eval()
@@ -137,6 +151,32 @@ def test_robust_statistics_are_the_median_and_the_median_absolute_deviation():
     assert std0[0, 0, 0].item() == pytest.approx(np.sqrt(np.var([3, 1, 100, 2, 4]) + 1e-5))
 
 
+def test_last_statistics_are_the_last_observed_value_and_the_standard_spread():
+    # Window 0: its last real token (index 4) unobserved, then padding: the last observed
+    # value is index 3's; window 1 all observed; channel 1 of window 0 never observed.
+    values = torch.tensor([[3.0, 1.0, 100.0, 2.0, 4.0, 0.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]])
+    values = torch.stack([values, values + 10], -1)
+    observed = torch.ones(2, 6, 2, dtype=torch.bool)
+    observed[0, 4:] = False
+    observed[0, :, 1] = False
+    loc, scale = window_statistics(values, observed, "last")
+    torch.testing.assert_close(loc, torch.tensor([[[2.0, 0.0]], [[6.0, 16.0]]]))
+    _, std = window_statistics(values, observed, "standard")
+    torch.testing.assert_close(scale, std)
+
+
+def test_last_instance_norm_forecasts_persistence_when_the_network_outputs_zero(batch):
+    model = Forecaster(instance_norm_stats="last", **TINY).eval()
+    with torch.no_grad():
+        model.model.head.weight.zero_()
+        model.model.head.bias.zero_()
+    observed = batch["context_observed"]
+    index = torch.where(observed, torch.arange(observed.shape[1])[None, :, None], -1).amax(1)
+    last = batch["context_value"].gather(1, index[:, None].clamp_min(0))       # (B, 1, C)
+    expected = last[..., None].expand(-1, batch["target_time"].shape[1], -1, 1)
+    torch.testing.assert_close(model(batch), expected)
+
+
 def test_robust_instance_norm_makes_forecasts_follow_the_context_level_and_scale(batch):
     seed_everything(0)
     model = Forecaster(encodings=["calendar"], instance_norm_stats="robust", **TINY).eval()
@@ -149,7 +189,7 @@ def test_robust_instance_norm_makes_forecasts_follow_the_context_level_and_scale
 
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"instance_norm_stats": "median"}, ValueError,
-     r"instance_norm_stats must be one of \['standard', 'robust'\], got 'median'"),
+     r"instance_norm_stats must be one of \['standard', 'robust', 'last'\], got 'median'"),
     ({"instance_norm_stats": "robust", "instance_norm": False}, ValueError,
      "instance_norm_stats='robust' needs instance_norm=True"),
     ({"lags": "1D"}, TypeError, "lags must be a list of durations or None, got str"),

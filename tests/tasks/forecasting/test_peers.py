@@ -81,6 +81,61 @@ def test_score_refuses_a_method_without_a_forecast_at_a_point(tmp_path):
         score.score(tmp_path / "toy")
 
 
+def _wql(y: np.ndarray, quantiles: dict[float, np.ndarray]) -> float:
+    """GluonTS's mean_wQuantileLoss: per level 2 * sum |(y - q) * ((y <= q) - tau)| / sum |y|,
+    averaged over the levels."""
+    return float(np.mean([2 * np.abs((y - q) * ((y <= q) - tau)).sum() / np.abs(y).sum()
+                          for tau, q in quantiles.items()]))
+
+
+def test_score_averages_the_seeds_and_scores_quantile_forecasts(tmp_path):
+    _write_run(tmp_path / "toy")
+    points = pd.read_csv(tmp_path / "toy" / "points.csv")
+    y = points["y"].to_numpy()
+    errors = {0: np.array([1, -2, 0, 8.0]), 1: np.array([1, 0, 0, 0.0])}
+    spread = {0: 1.0, 1: 3.0}                        # seed 1's 80% interval holds every point
+    points = points.drop(columns="posenc")
+    for seed, error in errors.items():
+        points[f"posenc@{seed}"] = y + error
+        for level, sign in ((0.1, -1), (0.5, 0), (0.9, 1)):
+            points[f"posenc@{seed}_q{level}"] = y + error + sign * spread[seed]
+    points.to_csv(tmp_path / "toy" / "points.csv", index=False)
+    meta = json.loads((tmp_path / "toy" / "meta.json").read_text())
+    meta["cpu_seconds"] = {"posenc@0": 4.0, "posenc@1": 6.0}
+    (tmp_path / "toy" / "meta.json").write_text(json.dumps(meta))
+    rows = score.score(tmp_path / "toy").set_index("method")
+    maes = [np.abs(e).mean() for e in errors.values()]          # 2.75, 0.25
+    assert rows.loc["posenc", "mae"] == pytest.approx(np.mean(maes))
+    assert rows.loc["posenc", "mae_std"] == pytest.approx(np.std(maes, ddof=1))
+    assert rows.loc["posenc", "seeds"] == 2 and rows.loc["posenc", "cpu_seconds"] == 5.0
+    wqls = [_wql(y, {tau: y + errors[s] + sign * spread[s]
+                     for tau, sign in ((0.1, -1), (0.5, 0), (0.9, 1))}) for s in (0, 1)]
+    assert rows.loc["posenc", "wql"] == pytest.approx(np.mean(wqls))
+    coverage = [np.mean(np.abs(errors[s]) <= spread[s]) for s in (0, 1)]    # 0.5, 1.0
+    assert rows.loc["posenc", "coverage_80"] == pytest.approx(np.mean(coverage))
+    # NHITS: one run, points only: no spread, no quantile metrics
+    assert rows.loc["NHITS", "seeds"] == 1 and np.isnan(rows.loc["NHITS", "mae_std"])
+    assert np.isnan(rows.loc["NHITS", "wql"]) and np.isnan(rows.loc["NHITS", "coverage_80"])
+
+
+def test_the_table_marks_a_difference_inside_the_seeds_spread():
+    base = {"dataset": "d", "rmse": 1.0, "mase": 1.0, "rmsse": 1.0, "smape": 0.1,
+            "windows": 2, "points": 4, "mase_season": 1, "budget": "", "config": "c.yaml"}
+    results = pd.DataFrame([
+        {**base, "method": "posenc", "mae": 1.00, "mae_std": 0.05, "seeds": 3,
+         "cpu_seconds": 2.0, "coverage_80": 0.7},
+        {**base, "method": "NHITS", "mae": 1.08, "mae_std": 0.04, "seeds": 3,
+         "cpu_seconds": 1.0, "coverage_80": 0.78},     # 0.08 <= 0.05 + 0.04: inside
+        {**base, "method": "PatchTST", "mae": 1.20, "mae_std": 0.04, "seeds": 3,
+         "cpu_seconds": 1.0},                          # 0.20 > 0.09: outside
+        {**base, "method": "naive_last", "mae": 1.5, "cpu_seconds": 0.0, "seeds": 1}])
+    table = score.markdown(results)
+    assert "| NHITS | 1.08 ± 0.04 † |" in table and "| PatchTST | 1.2 ± 0.04 |" in table
+    assert "| posenc | 1 ± 0.05 |" in table and "(3 seeds)" in table
+    assert "posenc and NHITS differ by less than their seeds' spread." in table
+    assert "Best calibrated: NHITS (80% interval coverage 0.78)." in table
+
+
 def _results() -> pd.DataFrame:
     return pd.read_csv(RESULTS, keep_default_na=False, na_values=[""])
 

@@ -4,12 +4,14 @@ clear refusals; the seasonal-naive baseline logged beside the model's test metri
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 from lightning.pytorch import seed_everything
-from posenc.tasks import Forecaster, TimeSeriesDataModule
+from posenc.tasks import ExtrapolationWarning, Forecaster, TimeSeriesDataModule
 from posenc.tasks.forecasting.output import request_dataset
 
 from ..conftest import cpu_trainer, fit_and_save
@@ -372,3 +374,70 @@ def test_persistence_baseline_is_the_last_observed_value(tmp_path):
     assert result["test/mae_naive"] == pytest.approx(1.75, abs=1e-4)
     # the in-sample seasonal error (lag 24, hourly) of every history is 12: MASE = 1.75 / 12
     assert result["test/mase_naive"] == pytest.approx(1.75 / 12, abs=1e-4)
+
+
+def _untrained(record) -> list[str]:
+    return [str(w.message) for w in record if issubclass(w.category, ExtrapolationWarning)]
+
+
+def test_forecast_beyond_the_trained_horizon_warns_naming_both_lengths(trained):
+    model, _, frame, _ = trained                         # horizon 4, context 12
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model.forecast(frame)                            # the trained horizon: no word
+        model.forecast(frame, 4)
+    assert _untrained(record) == []
+    with pytest.warns(ExtrapolationWarning) as record:
+        model.forecast(frame, 7)
+    [message] = _untrained(record)
+    assert "series ('a',) asks for 7 steps after its history, beyond the trained horizon of " \
+           "4 steps (2 of 2 series)" in message
+    # A few times far ahead are as many steps ahead as their distance (hourly data: 30).
+    future = pd.DataFrame({"site": ["b"], "ts": pd.to_datetime(["2021-01-04 05:00"])})
+    with pytest.warns(ExtrapolationWarning, match=r"series \('b',\) asks for 6 steps .*horizon "
+                                                  r"of 4 steps \(1 of 1 series\)"):
+        model.forecast(frame, future)
+
+
+def test_forecast_from_a_history_shorter_than_the_context_warns_naming_both_lengths(trained):
+    model, _, frame, _ = trained
+    short = pd.concat([frame[frame.site == "a"].tail(5), frame[frame.site == "b"].tail(20)])
+    with pytest.warns(ExtrapolationWarning) as record:
+        out = model.forecast(short, 2)
+    [message] = _untrained(record)
+    assert "series ('a',) has a history of 5 observations, short of the trained " \
+           "context_length of 12 observations (1 of 2 series)" in message
+    assert len(out) == 4                                 # still forecast
+
+
+def test_posenc_predict_beyond_the_horizon_warns_too(trained, tmp_path):
+    model, _, frame, dm = trained
+    future = pd.DataFrame({"site": ["a"] * 6,
+                           "ts": pd.date_range("2021-01-04 00:00", periods=6, freq="1h")})
+    predict = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
+                                   series_column="site", past_covariates=["temp"],
+                                   static_columns=["kind"], tz=ZONE, context_length=12,
+                                   horizon=4, future_data=future)
+    with pytest.warns(ExtrapolationWarning, match=r"asks for 6 steps after its history, beyond "
+                                                  r"the trained horizon of 4 steps"):
+        cpu_trainer(tmp_path).predict(model, datamodule=predict)
+
+
+def test_a_duration_model_warns_in_durations(tmp_path):
+    frame = panel_frame(n=96)
+    dm = TimeSeriesDataModule(frame, timestamp_column="ts", target_columns="load",
+                              series_column="site", tz=ZONE, context_length="12h",
+                              horizon="4h", stride="4h", batch_size=8)
+    model = Forecaster(**dm.model_sizes(), **TINY)
+    fit_and_save(model, dm, tmp_path, max_steps=1, limit_val_batches=0)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model.forecast(frame[frame.ts >= frame.ts.max() - pd.Timedelta("11h")], 4)
+    assert _untrained(record) == []                      # 12 hourly readings: 12 h
+    with pytest.warns(ExtrapolationWarning) as record:
+        model.forecast(frame[frame.ts >= frame.ts.max() - pd.Timedelta("5h")], 5)
+    horizon, context = _untrained(record)
+    assert "asks for 0 days 05:00:00 after its history, beyond the trained horizon of " \
+           "0 days 04:00:00 (2 of 2 series)" in horizon
+    assert "has a history of 0 days 06:00:00, short of the trained context_length of " \
+           "0 days 12:00:00 (2 of 2 series)" in context
