@@ -259,8 +259,9 @@ class LieRE(_Rotary):
         out = torch.float64 if coords.dtype == torch.float64 else torch.float32
         with torch.autocast(coords.device.type, enabled=False):
             points, index = _distinct(coords.flatten(0, 1).to(wide))  # (K, 2), (B N,)
-            half = self._rotations(points, out).transpose(0, 1) / 2  # (H, K, D/b, b, b)
-        cos, sin = ((half + sign * half.mT).flatten(2) for sign in (1, -1))  # (H, K, F)
+            half = self._rotations(points, out) / 2  # (K, H, D/b, b, b)
+        # (H, K, F), so that the gather below gives each head's tokens contiguously.
+        cos, sin = (op(half, half.mT).flatten(2).transpose(0, 1) for op in (torch.add, torch.sub))
         # (H, B N, F) -> (B, H, N, F): each distinct point's rotation, placed at its tokens.
         cos, sin = (t.index_select(1, index).unflatten(1, (batch, tokens)).transpose(0, 1)
                     for t in (cos, sin))
