@@ -70,13 +70,13 @@ def skew_expm(g: Tensor) -> Tensor:
     x4 = x2 @ x2
     c = _TAYLOR
     # chunk(i) = sum_{k < 4} c[4i + k] x**k for i = 0..3, as one (4, 3) @ (3, M b b) product
-    # with c[4i] added on the diagonal: a few passes over the matrices, not 7 per chunk.
+    # plus c[4i] I: a few passes over the matrices, not 7 per chunk.
     powers = torch.stack((x, x2, x3)).flatten(1)
     weights = torch.tensor([c[4 * i + 1:4 * i + 4] for i in range(4)], dtype=g.dtype,
                            device=g.device)
-    chunks = (weights @ powers).unflatten(1, x.shape)
-    chunks.diagonal(dim1=-2, dim2=-1).add_(torch.tensor(c[0:16:4], dtype=g.dtype,
-                                                         device=g.device)[:, None, None])
+    eye = torch.eye(b, dtype=g.dtype, device=g.device)
+    constants = torch.tensor(c[0:16:4], dtype=g.dtype, device=g.device)[:, None, None, None]
+    chunks = (weights @ powers).unflatten(1, x.shape) + constants * eye
     chunks = chunks.unbind()  # one backward for the four (each select's would fill zeros)
     r = torch.add(chunks[3], x4, alpha=c[16])
     for i in (2, 1, 0):
