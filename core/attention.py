@@ -229,6 +229,16 @@ class KVCache:
         return self.k, self.v, self.positions
 
 
+def biased_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+    """``softmax(q k^T / sqrt(head_dim) + bias) v`` of ``(B, H, N, head_dim)`` queries, keys and
+    values and a finite ``(B or 1, H or 1, Nq, Nk)`` bias: SDPA's arithmetic for a learned
+    bias on the CPU. There SDPA's fused kernel takes no mask gradient, so SDPA runs its math
+    kernel, whose softmax spends three more passes over the scores (and their backward)
+    guarding rows whose keys are all masked, which a finite bias never leaves."""
+    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-2, -1)) + bias
+    return torch.matmul(scores.softmax(dim=-1), v)
+
+
 def _as_additive(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     if mask is None:
         return None

@@ -22,7 +22,13 @@ import torch
 import torch.nn.functional as F
 from posenc.core import MultiheadAttention, apply_rotation
 from posenc.core._checks import known_finite
-from posenc.core.attention import _as_additive, _check_mask, flex_attend, use_flex
+from posenc.core.attention import (
+    _as_additive,
+    _check_mask,
+    biased_attention,
+    flex_attend,
+    use_flex,
+)
 from posenc.core.bias import ScoreMod
 from posenc.core.rope import Rotation
 from timm.layers import Attention
@@ -117,6 +123,11 @@ class GridAttention(MultiheadAttention):
                     # Inference only: a learned bias with grad makes the exporter re-run SDPA by
                     # the math kernel, whose output strides fail the reshape below.
                     bias = bias.detach()
+                if mask is None and bias.requires_grad and not dropout_p \
+                        and q.device.type == "cpu":
+                    out = biased_attention(q, k, v, bias)
+                    return self.proj_drop(self.proj(out.transpose(1, 2).reshape(
+                        batch, num_tokens, dim)))
                 mask = bias if mask is None else mask + bias
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                                  is_causal=is_causal)

@@ -60,25 +60,68 @@ def skew_expm(g: Tensor) -> Tensor:
     """``exp(g)`` of a batch ``(..., b, b)`` of (skew-symmetric) matrices, in ``g``'s dtype,
     without a host synchronisation; matrices whose 1-norm exceeds ``2**20`` come back NaN
     rather than inaccurate."""
+    b = g.shape[-1]
     # Detached: s only picks the scaling, and log2's gradient at a zero generator is NaN.
     norm = g.detach().abs().sum(-2).amax(-1)
     s = torch.ceil(torch.log2(norm)).clamp(min=0)
-    x = g * torch.exp2(-s)[..., None, None]
-    eye = torch.eye(g.shape[-1], dtype=g.dtype, device=g.device)
+    x = (g * torch.exp2(-s)[..., None, None]).reshape(-1, b, b)
     x2 = x @ x
     x3 = x2 @ x
     x4 = x2 @ x2
     c = _TAYLOR
-
-    def chunk(i: int) -> Tensor:  # sum_{k < 4} c[4i + k] x**k
-        return c[4 * i] * eye + c[4 * i + 1] * x + c[4 * i + 2] * x2 + c[4 * i + 3] * x3
-
-    r = chunk(3) + c[16] * x4
+    # chunk(i) = sum_{k < 4} c[4i + k] x**k for i = 0..3, as one (4, 3) @ (3, M b b) product
+    # plus c[4i] I: a few passes over the matrices, not 7 per chunk.
+    powers = torch.stack((x, x2, x3)).flatten(1)
+    weights = torch.tensor([c[4 * i + 1:4 * i + 4] for i in range(4)], dtype=g.dtype,
+                           device=g.device)
+    eye = torch.eye(b, dtype=g.dtype, device=g.device)
+    constants = torch.tensor(c[0:16:4], dtype=g.dtype, device=g.device)[:, None, None, None]
+    chunks = (weights @ powers).unflatten(1, x.shape) + constants * eye
+    chunks = chunks.unbind()  # one backward for the four (each select's would fill zeros)
+    r = torch.add(chunks[3], x4, alpha=c[16])
     for i in (2, 1, 0):
-        r = chunk(i) + x4 @ r
-    for step in range(_squarings(s)):
-        r = torch.where((s > step)[..., None, None], r @ r, r)
+        r = torch.baddbmm(chunks[i], x4, r)
+    r = _square(r.view(g.shape), s)
     return torch.where((s > _MAX_SQUARINGS)[..., None, None], torch.nan, r)
+
+
+def _square(r: Tensor, s: Tensor) -> Tensor:
+    """``r ** (2 ** s)`` per matrix of ``(..., b, b)`` ``r`` (``s`` NaN: none; capped at
+    ``_MAX_SQUARINGS``). Off the CPU: a fixed masked loop, no value read. On the CPU: the
+    matrices grouped by their count, each group squared as often as it needs (the same
+    products, matrix for matrix, without the masked steps or their backward)."""
+    steps = _squarings(s)
+    if not _reads_are_free(s):
+        for step in range(steps):
+            r = torch.where((s > step)[..., None, None], r @ r, r)
+        return r
+    counts = s.nan_to_num(nan=0.0).clamp(max=_MAX_SQUARINGS).long().flatten()
+    order = torch.argsort(counts, stable=True)
+    sizes = torch.bincount(counts, minlength=steps + 1).tolist()
+    groups = list(r.flatten(0, -3).index_select(0, order).split(sizes))
+    for n in range(1, steps + 1):
+        for _ in range(n):
+            groups[n] = groups[n] @ groups[n]
+    return torch.cat(groups).index_select(0, torch.argsort(order)).view(r.shape)
+
+
+def _distinct(rows: Tensor) -> tuple[Tensor, Tensor]:
+    """``(M, A)`` rows -> the distinct ones ``(K, A)`` and the index ``(M,)`` of each row's,
+    so ``distinct[index] == rows``. Where reading values is not free (off the CPU, compiling)
+    every row counts as distinct: the same values, computed once per row. The distinct rows
+    are gathered from ``rows``, keeping their gradient."""
+    count = rows.shape[0]
+    order = torch.arange(count, device=rows.device)
+    if not _reads_are_free(rows) or not count:
+        return rows, order
+    # One integer key per row from each column's rank (flat uniques: sorts, no row compares).
+    key = torch.zeros_like(order)
+    for column in rows.detach().unbind(-1):
+        values, rank = torch.unique(column, return_inverse=True)
+        key = key * values.numel() + rank
+    keys, index = torch.unique(key, return_inverse=True)
+    first = order.new_full(keys.shape, count).scatter_reduce(0, index, order, "amin")
+    return rows.index_select(0, first), index
 
 
 class BlockRotation(NamedTuple):
@@ -195,27 +238,50 @@ class LieRE(_Rotary):
         if self.axis_scales is not None:
             self.axis_scales.normal_(0.0, 1.0)
 
-    def axis_generators(self) -> Tensor:
-        """The skew-symmetric generators ``A``: ``(H, 2, D/b, b, b)``, axis 0 rows, 1 columns."""
-        skew = self.generators - self.generators.mT
+    def axis_generators(self, dtype: torch.dtype | None = None) -> Tensor:
+        """The skew-symmetric generators ``A``: ``(H, 2, D/b, b, b)``, axis 0 rows, 1 columns,
+        formed in ``dtype`` (default the parameters', float32): in float64, ComRoPE's two axes
+        commute to float64 rounding."""
+        generators = self.generators.to(dtype)
+        skew = generators - generators.mT
         if self.axis_scales is None:
             return skew
-        return skew[:, None] * self.axis_scales[None, :, :, None, None]
+        return skew[:, None] * self.axis_scales.to(dtype)[None, :, :, None, None]
 
     def _compute(self, positions: GridPositions) -> BlockRotation:
         coords = positions.coords
         if coords.ndim == 2:
             coords = coords[None]
+        # Prefix tokens at coordinate 0, whose exp(0) = I exactly.
+        coords = F.pad(coords, (0, 0, positions.num_prefix_tokens, 0))
+        batch, tokens = coords.shape[:2]
         wide = wide_dtype(coords.device)
+        out = torch.float64 if coords.dtype == torch.float64 else torch.float32
         with torch.autocast(coords.device.type, enabled=False):
-            a = self.axis_generators().to(wide)
-            g = torch.einsum("bna,hajxy->bhnjxy", coords.to(wide), a)
-            if positions.num_prefix_tokens:  # exp(0) = I exactly
-                g = F.pad(g, (0, 0, 0, 0, 0, 0, positions.num_prefix_tokens, 0))
-            r = skew_expm(g)
-        r = r.to(torch.float64 if coords.dtype == torch.float64 else torch.float32)
-        cos, sin = (r + r.mT) / 2, (r - r.mT) / 2
-        return BlockRotation(cos.flatten(-3), sin.flatten(-3), self.block_size)
+            points, index = _distinct(coords.flatten(0, 1).to(wide))  # (K, 2), (B N,)
+            half = self._rotations(points, out) / 2  # (K, H, D/b, b, b)
+        # (H, K, F), so that the gather below gives each head's tokens contiguously.
+        cos, sin = (op(half, half.mT).flatten(2).transpose(0, 1) for op in (torch.add, torch.sub))
+        # (H, B N, F) -> (B, H, N, F): each distinct point's rotation, placed at its tokens.
+        cos, sin = (t.index_select(1, index).unflatten(1, (batch, tokens)).transpose(0, 1)
+                    for t in (cos, sin))
+        return BlockRotation(cos, sin, self.block_size)
+
+    def _rotations(self, points: Tensor, dtype: torch.dtype) -> Tensor:
+        """``(K, 2)`` coordinates (float64) -> ``exp(sum_a p_a A_a)``: ``(K, H, D/b, b, b)`` in
+        ``dtype``. ComRoPE's generators commute (``A_a = theta_a S``), so its exponential is the
+        product ``exp(p_row A_row) exp(p_col A_col)`` of one exponential per distinct value per
+        axis (a grid's rows and columns: ``rows + cols`` instead of ``rows * cols``), the
+        product of two orthogonal matrices taken in ``dtype`` (within a few of its ulps)."""
+        a = self.axis_generators(points.dtype)  # (H, 2, D/b, b, b)
+        if self.variant == "liere":
+            return skew_expm(torch.einsum("ka,hajxy->khjxy", points, a)).to(dtype)
+        (rows, row_index), (cols, col_index) = (_distinct(points[:, axis:axis + 1])
+                                                for axis in (0, 1))
+        # Both axes' exponentials in one call: (R + C, H, D/b, b, b).
+        turns = skew_expm(torch.cat((rows[:, :, None, None, None] * a[:, 0],
+                                     cols[:, :, None, None, None] * a[:, 1]))).to(dtype)
+        return turns.index_select(0, row_index) @ turns.index_select(0, rows.shape[0] + col_index)
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, num_heads={self.num_heads}, "

@@ -11,6 +11,7 @@ from posenc.spatial import (
     ENCODINGS,
     ALiBi2D,
     GridVisionTransformer,
+    RelativeBias2D,
     RoPE2D,
     SinCos2D,
     attach,
@@ -100,6 +101,33 @@ def test_grid_attention_without_encoding_equals_timm_attention():
     with_rope = GridAttention.from_timm(attn, RoPE2D(64, 3), None)
     with pytest.raises(TypeError, match="takes rope computed by its model for this forward"):
         with_rope(x)
+
+
+def test_grid_attention_with_a_learned_bias_is_the_biased_softmax_without_sdpa_on_the_cpu(
+        monkeypatch):
+    """A learned bias (with a gradient) on the CPU: the attention and its gradients are
+    softmax(q k^T / sqrt(d) + bias) v, computed directly, not by SDPA (whose math kernel,
+    the only one taking a mask gradient there, guards all-masked rows: passes a finite
+    bias never needs)."""
+    torch.manual_seed(0)
+    attn = make_vit("vit").blocks[0].attn.train()
+    bias = torch.randn(1, 3, 17, 17, requires_grad=True)
+    x = torch.randn(2, 17, 192, requires_grad=True)
+
+    def reference(x, bias):
+        q, k, v = attn.qkv(x).unflatten(-1, (3, 3, 64)).permute(2, 0, 3, 1, 4)
+        weights = ((q @ k.mT) / 8 + bias).softmax(-1)
+        return attn.proj((weights @ v).transpose(1, 2).flatten(2))
+
+    expected = reference(x, bias)
+    grads = torch.autograd.grad(expected.square().sum(), (x, bias))
+    wrapped = GridAttention.from_timm(attn, None, RelativeBias2D(3, 4))
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda *a, **k: pytest.fail("SDPA called for a learned bias"))
+    out = wrapped(x, bias=bias)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    for got, want in zip(torch.autograd.grad(out.square().sum(), (x, bias)), grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("block_fn", [Block, ResPostBlock])

@@ -121,6 +121,78 @@ def test_skew_expm_off_the_cpu_reads_no_value(monkeypatch):
     assert skew_expm(_random_skew(5, 4, 4)).shape == (5, 4, 4)
 
 
+def _coords_with_repeats() -> torch.Tensor:
+    """(2, 7, 2) coordinates: repeats within and across the batch, shared rows and columns."""
+    first = torch.tensor([[0.0, 0.0], [1.0, 2.0], [1.0, 2.0], [3.0, -1.5], [0.0, 2.0],
+                          [1.0, -1.5], [2.5, 0.0]])
+    return torch.stack((first, first.flip(0))) * 0.7
+
+
+def _reference_rotation(enc: LieRE, coords: torch.Tensor, prefix: int) -> torch.Tensor:
+    """(B, H, P + N, D/b, b, b): torch.linalg.matrix_exp of sum_a p_a A_a per token, float64."""
+    p = enc.generators.double()
+    a = p - p.mT
+    if enc.axis_scales is not None:
+        a = a[:, None] * enc.axis_scales.double()[None, :, :, None, None]
+    g = torch.einsum("bna,hajxy->bhnjxy", coords.double(), a)
+    r = torch.linalg.matrix_exp(g.contiguous())
+    eye = torch.eye(enc.block_size, dtype=torch.float64).expand(*r.shape[:2], prefix,
+                                                               *r.shape[3:])
+    return torch.cat((eye, r), dim=2)
+
+
+@pytest.mark.parametrize("reads_free", [True, False])
+@pytest.mark.parametrize("variant", ["liere", "comrope"])
+def test_rotation_is_the_matrix_exponential_of_each_token_with_its_gradient(
+        variant, reads_free, monkeypatch):
+    """Computed once per distinct coordinate (ComRoPE: per distinct row and column, as a
+    product), the rotation and its gradient are those of torch.linalg.matrix_exp per token."""
+    if not reads_free:
+        _fixed_loop(monkeypatch)
+    torch.manual_seed(7)
+    enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random", init_std=0.4)
+    coords = _coords_with_repeats()
+    rot = enc.rotation(GridPositions(coords, num_prefix_tokens=2))
+    ours = (rot.cos + rot.sin).double().unflatten(-1, (HEAD_DIM // 4, 4, 4))
+    ref = _reference_rotation(enc, coords, prefix=2)
+    torch.testing.assert_close(ours, ref, rtol=0, atol=2e-6)
+    weight = torch.randn(ref.shape, dtype=torch.float64)
+    params = list(enc.parameters())
+    grads = torch.autograd.grad((ours * weight).sum(), params)
+    ref_grads = torch.autograd.grad((ref * weight).sum(), params)
+    for grad, ref_grad in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(grad, ref_grad, rtol=1e-4, atol=1e-4)
+    # Float64 coordinates: float64 all the way.
+    wide = enc.rotation(coords.double())
+    ours = (wide.cos + wide.sin).unflatten(-1, (HEAD_DIM // 4, 4, 4))
+    torch.testing.assert_close(ours, _reference_rotation(enc, coords, prefix=0), rtol=0,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("variant", ["liere", "comrope"])
+def test_exponentials_are_taken_once_per_distinct_coordinate(variant, monkeypatch):
+    """A batch of grids with a prefix token: LieRE exponentiates each distinct point once,
+    ComRoPE each distinct row and column value once (exp of a sum = product of exps)."""
+    from posenc.spatial import liere
+
+    sizes = []
+    original = liere.skew_expm
+
+    def counting(g):
+        sizes.append(g.shape[:-2].numel())
+        return original(g)
+
+    monkeypatch.setattr(liere, "skew_expm", counting)
+    enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random")
+    grid = patch_coords((3, 5))
+    coords = torch.stack((grid, grid, grid.flip(0)))  # the same 15 points per batch item
+    enc.rotation(GridPositions(coords, num_prefix_tokens=1))
+    per_point = HEADS * HEAD_DIM // 4
+    # The prefix token sits at 0, which is also the grid's first point and row and column.
+    expected = 15 if variant == "liere" else 3 + 5
+    assert sizes == [expected * per_point]
+
+
 @pytest.mark.parametrize("normalize", [None, "unit"])
 @pytest.mark.parametrize("block_size", [2, 4, 16])
 def test_liere_at_init_is_rope_mixed_with_the_same_draw(normalize, block_size):
