@@ -272,9 +272,12 @@ class LieRE(_Rotary):
         ``dtype``. ComRoPE's generators commute (``A_a = theta_a S``), so its exponential is the
         product ``exp(p_row A_row) exp(p_col A_col)`` of one exponential per distinct value per
         axis (a grid's rows and columns: ``rows + cols`` instead of ``rows * cols``), the
-        product of two orthogonal matrices taken in ``dtype`` (within a few of its ulps)."""
+        product of two orthogonal matrices taken in ``dtype`` (within a few of its ulps), where
+        distinct values are found (the CPU)."""
         a = self.axis_generators(points.dtype)  # (H, 2, D/b, b, b)
-        if self.variant == "liere":
+        # Where no value is read to find the distinct rows and columns (off the CPU, compiling),
+        # ComRoPE's product would take two exponentials a token: one of the sum takes one.
+        if self.variant == "liere" or not _reads_are_free(points):
             return skew_expm(torch.einsum("ka,hajxy->khjxy", points, a)).to(dtype)
         (rows, row_index), (cols, col_index) = (_distinct(points[:, axis:axis + 1])
                                                 for axis in (0, 1))
