@@ -116,11 +116,7 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
     frames = check_positive_int(frames, "frames")
     check_encodings(encodings, 6, "video encodings (nn.Module)")
     times = _frame_times(frame_times, frames)
-    query = (frames // 2, rows // 2, cols // 2) if query is None else tuple(query)
-    if len(query) != 3 or not all(isinstance(q, int) and 0 <= q < n for q, n in
-                                  zip(query, (frames, rows, cols), strict=False)):
-        raise ValueError(f"query must be (t, row, col) ints inside the clip of {frames} "
-                         f"frames of {rows}x{cols} patches, got {query!r}")
+    query = _video_query(query, frames, rows, cols)
     coords = video_coords((rows, cols), times, time_scale=time_scale).float()
     index = (query[0] * rows + query[1]) * cols + query[2]
     fig = new_figure(figsize or (round(1.9 * frames + 2.5, 1),
@@ -190,11 +186,7 @@ def plot_video_irregular(encodings: Sequence[nn.Module], path: str | Path,
         raise ValueError(f"frame_times must be a sequence of at least 2 times, got "
                          f"{frame_times!r}")
     times = _frame_times(frame_times, frames)
-    query = (frames // 2, rows // 2, cols // 2) if query is None else tuple(query)
-    if len(query) != 3 or not all(isinstance(q, int) and 0 <= q < n for q, n in
-                                  zip(query, (frames, rows, cols), strict=False)):
-        raise ValueError(f"query must be (t, row, col) ints inside the clip of {frames} "
-                         f"frames of {rows}x{cols} patches, got {query!r}")
+    query = _video_query(query, frames, rows, cols)
     index = (query[0] * rows + query[1]) * cols + query[2]
     real = video_coords((rows, cols), times, time_scale=time_scale).float()
     by_index = video_coords((rows, cols), frames)
@@ -237,6 +229,17 @@ def plot_video_irregular(encodings: Sequence[nn.Module], path: str | Path,
     fig.suptitle(title or f"Similarity to token (frame, row, col) = {query} at irregular frame "
                  f"times, t = seconds x {time_scale:g}", fontsize="medium")
     return save_png(fig, path)
+
+
+def _video_query(query: Sequence[int] | None, frames: int, rows: int,
+                 cols: int) -> tuple[int, int, int]:
+    """The query patch ``(t, row, col)`` of a clip, by default its centre, checked inside it."""
+    query = (frames // 2, rows // 2, cols // 2) if query is None else tuple(query)
+    if len(query) != 3 or not all(isinstance(q, int) and 0 <= q < n for q, n in
+                                  zip(query, (frames, rows, cols), strict=False)):
+        raise ValueError(f"query must be (t, row, col) ints inside the clip of {frames} "
+                         f"frames of {rows}x{cols} patches, got {query!r}")
+    return query
 
 
 def _frame_times(frame_times: Sequence[float] | None, frames: int) -> Tensor | int:
