@@ -129,11 +129,7 @@ def plot_video_similarity(encodings: Sequence[nn.Module], path: str | Path,
     low = min(float(s.min()) for s in sims) if vmin is None else vmin
     for r, (row_axes, encoding, sim) in enumerate(zip(axes, encodings, sims, strict=True)):
         for t, ax in enumerate(row_axes):
-            image = _similarity_image(ax, sim[t], low)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if t == query[0]:
-                ax.plot(query[2], query[1], marker="x", color="w", ms=6)
+            image = _frame_map(ax, sim[t], low, query if t == query[0] else None)
             if r == 0:
                 when = (f"frame t = {t}" if frame_times is None else
                         f"frame {t}: {float(times[t]):.2f} s")
@@ -203,11 +199,7 @@ def plot_video_irregular(encodings: Sequence[nn.Module], path: str | Path,
     for r, (row_axes, encoding, (sim, sim_index)) in enumerate(zip(axes, encodings, sims,
                                                                    strict=True)):
         for t, ax in enumerate(row_axes[:-1]):
-            image = _similarity_image(ax, sim[t], low)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if t == query[0]:
-                ax.plot(query[2], query[1], marker="x", color="w", ms=6)
+            image = _frame_map(ax, sim[t], low, query if t == query[0] else None)
             if r == 0:
                 ax.set_title(f"{seconds[t]:.2f} s" + (" (query)" if t == query[0] else ""),
                              fontsize="small")
@@ -229,6 +221,17 @@ def plot_video_irregular(encodings: Sequence[nn.Module], path: str | Path,
     fig.suptitle(title or f"Similarity to token (frame, row, col) = {query} at irregular frame "
                  f"times, t = seconds x {time_scale:g}", fontsize="medium")
     return save_png(fig, path)
+
+
+def _frame_map(ax: object, sim: Tensor, low: float, query: tuple[int, int, int] | None) -> object:
+    """One frame's ``(rows, cols)`` similarity map without ticks; ``query``'s patch marked
+    when the frame holds it."""
+    image = _similarity_image(ax, sim, low)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if query is not None:
+        ax.plot(query[2], query[1], marker="x", color="w", ms=6)
+    return image
 
 
 def _video_query(query: Sequence[int] | None, frames: int, rows: int,
