@@ -195,6 +195,11 @@ class SceneDataModule(ImageDataModule):
                          image_size=canvas_size, eval_image_sizes=eval_image_sizes,
                          val_fraction=val_fraction, test_fraction=test_fraction, seed=seed,
                          num_workers=num_workers)
+        # ImageDataModule saved its own arguments too; these are not this class' arguments (the
+        # canvas is the image size, and a crop could cut a digit off), so a checkpoint's
+        # hyperparameters must not hold them.
+        for name in ("image_size", "train_scale", "train_ratio"):
+            self.hparams.pop(name, None)
         self.native_size = self.canvas_size = check_positive_int(canvas_size, "canvas_size")
         self.digit_size = _check_digit_size(digit_size)
         if self.digit_size[1] > self.canvas_size:
