@@ -1,6 +1,6 @@
 """``posenc study``: train the same model with each encoding over seeds and report the spread.
 
-    posenc study {resolution,irregular,forecast} --config configs/study_<name>.yaml
+    posenc study {resolution,irregular,forecast,scenes} --config configs/study_<name>.yaml
     posenc study resolution --config configs/study_resolution.yaml --seeds 1 --max_epochs 1
 
 - ``resolution``: a small ViT trained on MNIST at 28x28, tested at other sizes (optionally
@@ -8,6 +8,8 @@
 - ``irregular``: the Forecaster on Seattle hourly temperatures with a fraction of the
   observations kept.
 - ``forecast``: the Forecaster on real data, each encoding's skill against seasonal naive.
+- ``scenes``: the resolution study on scenes of placed MNIST digits (``task: placed`` or
+  ``relation``), tested resized and on larger canvases.
 
 A study config (YAML) holds ``seeds``, ``encodings`` (name -> model arguments), ``model``,
 ``data``, ``trainer`` and the study's own axis. Each study writes ``results.csv`` (a row per
@@ -42,8 +44,8 @@ from .runs import (
     summarize,
 )
 
-__all__ = ["STUDIES", "ForecastStudy", "IrregularStudy", "ResolutionStudy", "Study", "main",
-           "run_study", "summarize"]
+__all__ = ["STUDIES", "ForecastStudy", "IrregularStudy", "ResolutionStudy", "ScenesStudy",
+           "Study", "main", "run_study", "summarize"]
 
 
 def _size_label(size: int | Sequence[int]) -> str:
@@ -158,14 +160,14 @@ class ResolutionStudy(Study):
             return
         from posenc.spatial import timm_state_dict
 
-        from ..vision import ImageClassifier, MNISTDataModule
+        from ..vision import ImageClassifier
 
         pretrain = self._pretrain()
         model = ImageClassifier(**{**(self.config.get("model") or {}), "encoding": "learned",
                                    **(pretrain.get("model") or {})})
         trainer = {**(self.config.get("trainer") or {}), **(pretrain.get("trainer") or {})}
         metrics = fit_and_test({"trainer": trainer}, pretrain.get("seed", 0),
-                               lambda: (model, MNISTDataModule(**self.data_args())),
+                               lambda: (model, self.data_module(self.data_args())),
                                {f"acc_{s}": f"test/acc_{s}" for s in self.sizes()})
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -173,6 +175,13 @@ class ResolutionStudy(Study):
         tmp.replace(path)  # atomic: an interrupted pretraining leaves no half-written file
         log(f"pretrained weights: {path} ("
             + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()) + ")")
+
+    def data_module(self, args: dict[str, Any]) -> Any:
+        """The data module of a run from
+        [`data_args`][posenc.tasks.studies.ResolutionStudy.data_args]: ``MNISTDataModule``."""
+        from ..vision import MNISTDataModule
+
+        return MNISTDataModule(**args)
 
     def data_args(self, augment: str = "") -> dict[str, Any]:
         """``MNISTDataModule`` arguments of the runs of setting ``augment``."""
@@ -184,11 +193,11 @@ class ResolutionStudy(Study):
                 "eval_image_sizes": self.config["eval_image_sizes"]}
 
     def run(self, key: dict[str, Any]) -> dict[str, float]:
-        from ..vision import ImageClassifier, MNISTDataModule
+        from ..vision import ImageClassifier
 
         def build():
             return (ImageClassifier(**self.model_args(key["encoding"])),
-                    MNISTDataModule(**self.data_args(key.get("augment", ""))))
+                    self.data_module(self.data_args(key.get("augment", ""))))
 
         config = {**self.config, "trainer": self.trainer_args(key["encoding"])}
         return fit_and_test(config, key["seed"], build,
@@ -313,8 +322,11 @@ class IrregularStudy(Study):
         save_png(fig, path)
 
 
+# After ResolutionStudy, which it extends (it imports it from this package).
+from .scenes import ScenesStudy  # noqa: E402
+
 STUDIES: dict[str, type[Study]] = {"resolution": ResolutionStudy, "irregular": IrregularStudy,
-                                   "forecast": ForecastStudy}
+                                   "forecast": ForecastStudy, "scenes": ScenesStudy}
 
 
 def run_study(name: str, config: dict, out: str | Path,
@@ -330,7 +342,7 @@ def run_study(name: str, config: dict, out: str | Path,
 
 # What each study's config must list (after the command-line overrides).
 _REQUIRED = {"resolution": ("seeds", "eval_image_sizes"), "irregular": ("seeds", "keep"),
-             "forecast": ("seeds", "datasets")}
+             "forecast": ("seeds", "datasets"), "scenes": ("seeds", "eval_image_sizes", "task")}
 
 
 def _load_config(path: str) -> dict:
@@ -387,7 +399,7 @@ def _limit(text: str) -> int | float:
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
-    """``posenc study {resolution,irregular,forecast} --config FILE [overrides]``."""
+    """``posenc study {resolution,irregular,forecast,scenes} --config FILE [overrides]``."""
     parser = argparse.ArgumentParser(
         prog="posenc study", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter)
