@@ -137,14 +137,16 @@ class ResolutionStudy(Study):
         if not isinstance(pretrain, dict):
             raise ValueError(f"an encoding with from_pretrain: true needs the config's "
                              f"pretrain: a mapping with 'trainer' (and optionally 'model', "
-                             f"'seed', 'dir'), got {pretrain!r}")
+                             f"'seed', 'dir', 'min_accuracy'), got {pretrain!r}")
         return pretrain
 
     def pretrained_path(self) -> Path:
         """``<pretrain.dir (runs/pretrain)>/vit_<hash>.pth``, the timm weights the
         ``from_pretrain`` runs start from; the hash is of everything it is trained with."""
         pretrain = self._pretrain()
-        made_of = {k: self.config.get(k) for k in ("model", "data", "trainer", "pretrain")}
+        # "task" (the scenes study's data) only where given: MNIST studies keep their hashes.
+        made_of = {k: self.config.get(k) for k in ("model", "data", "trainer", "pretrain", "task")
+                   if k != "task" or k in self.config}
         return Path(pretrain.get("dir", "runs/pretrain")) / f"vit_{fingerprint(made_of)}.pth"
 
     def prepare(self, log: Callable[[str], None]) -> None:
@@ -167,8 +169,15 @@ class ResolutionStudy(Study):
                                    **(pretrain.get("model") or {})})
         trainer = {**(self.config.get("trainer") or {}), **(pretrain.get("trainer") or {})}
         metrics = fit_and_test({"trainer": trainer}, pretrain.get("seed", 0),
-                               lambda: (model, self.data_module(self.data_args())),
+                               lambda: (model, self.data_module(self.data_args(None))),
                                {f"acc_{s}": f"test/acc_{s}" for s in self.sizes()})
+        # A fine-tune study starts from a converged model: refuse weights short of the target.
+        target = pretrain.get("min_accuracy")
+        reached = metrics.get(f"acc_{self._train_size()}")
+        if target is not None and (reached is None or reached < target):
+            raise ValueError(f"pretraining reached test accuracy {reached} at the training size "
+                             f"{self._train_size()}, below pretrain.min_accuracy={target}: give "
+                             "pretrain.trainer more epochs (nothing was saved)")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         torch.save(timm_state_dict(model.model), tmp)
@@ -183,13 +192,14 @@ class ResolutionStudy(Study):
 
         return MNISTDataModule(**args)
 
-    def data_args(self, augment: str = "") -> dict[str, Any]:
-        """``MNISTDataModule`` arguments of the runs of setting ``augment``."""
+    def data_args(self, augment: str | None = "") -> dict[str, Any]:
+        """``MNISTDataModule`` arguments of the runs of setting ``augment``; None: the
+        pretraining's, shared by every setting (``data`` alone)."""
         settings = self.augments()
-        if augment not in settings:
+        if augment is not None and augment not in settings:
             raise ValueError(f"augment={augment!r} is not a setting of the config's augment "
                              f"{sorted(settings)}")
-        return {**(self.config.get("data") or {}), **settings[augment],
+        return {**(self.config.get("data") or {}), **settings.get(augment, {}),
                 "eval_image_sizes": self.config["eval_image_sizes"]}
 
     def run(self, key: dict[str, Any]) -> dict[str, float]:

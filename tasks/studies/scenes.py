@@ -46,7 +46,7 @@ class ScenesStudy(ResolutionStudy):
 
         return getattr(scenes, SCENE_TASKS[self.task()])(**args)
 
-    def data_args(self, augment: str = "") -> dict[str, Any]:
+    def data_args(self, augment: str | None = "") -> dict[str, Any]:
         return {**super().data_args(augment),
                 "eval_canvases": list(self.config.get("eval_canvases") or [])}
 

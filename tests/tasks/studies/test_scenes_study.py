@@ -50,3 +50,42 @@ def test_the_task_picks_the_data_module_and_a_bad_one_is_named():
         assert type(data) is cls and data.eval_image_sizes == [32, 44, 48]
     with pytest.raises(ValueError, match="task"):
         ScenesStudy(_config("mosaic")).data_module({})
+
+
+@pytest.mark.slow
+def test_pretraining_short_of_min_accuracy_is_refused_and_saves_nothing(tmp_path):
+    config = {**_config("placed"),
+              "encodings": {"learned": {"encoding": "learned", "from_pretrain": True}},
+              "pretrain": {"trainer": {"max_epochs": 1, "limit_train_batches": 1},
+                           "min_accuracy": 0.99, "dir": str(tmp_path / "pretrain")}}
+    with pytest.raises(ValueError, match=r"pretrain\.min_accuracy=0\.99"):
+        run_study("scenes", config, tmp_path / "out", log=lambda _: None, plot=False)
+    assert not (tmp_path / "pretrain").exists()
+    # The scenes' task is part of the pretrained file's name: placed and relation differ.
+    relation = ScenesStudy({**config, "task": "relation"})
+    assert relation.pretrained_path() != ScenesStudy(config).pretrained_path()
+
+
+@pytest.mark.slow
+def test_fine_tunes_at_another_training_size_start_from_one_pretraining(tmp_path):
+    """The converged fine-tune study's shape: an augment axis (training size 28 or 56) over
+    from_pretrain runs; the pretraining reads ``data`` alone, once."""
+    config = {
+        "seeds": [0],
+        "encodings": {"learned": {"encoding": "learned", "from_pretrain": True}},
+        "augment": {"train28": {}, "train56": {"image_size": 56}},
+        "pretrain": {"trainer": {"max_epochs": 1, "limit_train_batches": 2},
+                     "min_accuracy": 0.0, "dir": str(tmp_path / "pretrain")},
+        "eval_image_sizes": [28, 56],
+        "trainer": {"max_epochs": 1, "limit_train_batches": 2, "limit_test_batches": 1},
+        "model": {"img_size": 28, "patch_size": 4, "embed_dim": 16, "depth": 1,
+                  "num_heads": 2},
+        "data": {"batch_size": 32, "eval_batch_size": 100},
+    }
+    logged = []
+    out = run_study("resolution", config, tmp_path / "out", log=logged.append, plot=False)
+    with (out / "results.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["augment"] for r in rows] == ["train28", "train56"]
+    assert len(list((tmp_path / "pretrain").glob("*.pth"))) == 1
+    assert sum("pretrained weights" in line for line in logged) == 1
