@@ -4,11 +4,14 @@ larger canvas, the table names each column's axis, and a bad task is named."""
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import pytest
 from posenc.tasks.studies import ScenesStudy, run_study
 
 pytest.importorskip("matplotlib")
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 def _config(task: str = "relation") -> dict:
@@ -89,3 +92,22 @@ def test_fine_tunes_at_another_training_size_start_from_one_pretraining(tmp_path
     assert [r["augment"] for r in rows] == ["train28", "train56"]
     assert len(list((tmp_path / "pretrain").glob("*.pth"))) == 1
     assert sum("pretrained weights" in line for line in logged) == 1
+
+
+@pytest.mark.parametrize("name", ["study_scenes_placed", "study_finetune_converged"])
+def test_shipped_configs_build_every_run_model(name):
+    """The configs as docs/studies runs them: every entry builds its model, and the scenes
+    study covers every name of posenc.spatial.ENCODINGS."""
+    from posenc.spatial import ENCODINGS
+    from posenc.tasks import ImageClassifier
+    from posenc.tasks.studies import STUDIES, _load_config
+
+    config = _load_config(str(CONFIGS / f"{name}.yaml"))
+    study = STUDIES["scenes" if "scenes" in name else "resolution"](config)
+    if "scenes" in name:
+        assert set(ENCODINGS) <= set(study.encodings())
+        assert study.data_module(study.data_args()).eval_image_sizes == [32, 44, 60, 48, 64]
+    for encoding in study.encodings():
+        args = study.model_args(encoding)
+        args.pop("checkpoint_path", None)  # the pretrained file: made by the study
+        assert sum(p.numel() for p in ImageClassifier(**args).parameters()) > 0, encoding
