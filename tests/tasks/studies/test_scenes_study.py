@@ -94,7 +94,8 @@ def test_fine_tunes_at_another_training_size_start_from_one_pretraining(tmp_path
     assert sum("pretrained weights" in line for line in logged) == 1
 
 
-@pytest.mark.parametrize("name", ["study_scenes_placed", "study_finetune_converged"])
+@pytest.mark.parametrize("name", ["study_scenes_placed", "study_scenes_finetune",
+                                  "study_finetune_converged"])
 def test_shipped_configs_build_every_run_model(name):
     """The configs as docs/studies runs them: every entry builds its model, and the scenes
     study covers every name of posenc.spatial.ENCODINGS."""
@@ -104,10 +105,26 @@ def test_shipped_configs_build_every_run_model(name):
 
     config = _load_config(str(CONFIGS / f"{name}.yaml"))
     study = STUDIES["scenes" if "scenes" in name else "resolution"](config)
-    if "scenes" in name:
+    if name == "study_scenes_placed":
         assert set(ENCODINGS) <= set(study.encodings())
+    if "scenes" in name:
         assert study.data_module(study.data_args()).eval_image_sizes == [32, 44, 60, 48, 64]
     for encoding in study.encodings():
         args = study.model_args(encoding)
         args.pop("checkpoint_path", None)  # the pretrained file: made by the study
         assert sum(p.numel() for p in ImageClassifier(**args).parameters()) > 0, encoding
+
+
+def test_the_published_scenes_table_is_rebuilt_from_its_csv_exactly():
+    """docs/studies/scenes_placed_* came out of the study: its rows, every encoding at every
+    seed of the config, give the published table."""
+    from posenc.tasks.studies import _load_config
+    from posenc.tasks.studies.runs import read_rows
+
+    docs = CONFIGS.parent / "docs" / "studies"
+    study = ScenesStudy(_load_config(str(CONFIGS / "study_scenes_placed.yaml")))
+    rows = read_rows(docs / "scenes_placed_results.csv")
+    assert sorted((r["encoding"], int(r["seed"])) for r in rows) == sorted(
+        (e, s) for e in study.encodings() for s in study.config["seeds"])
+    assert study.table(rows) == (docs / "scenes_placed_table.md").read_text()
+    assert (docs / "scenes_placed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
