@@ -128,3 +128,17 @@ def test_the_published_scenes_table_is_rebuilt_from_its_csv_exactly():
         (e, s) for e in study.encodings() for s in study.config["seeds"])
     assert study.table(rows) == (docs / "scenes_placed_table.md").read_text()
     assert (docs / "scenes_placed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_scenes_section_quotes_its_table():
+    """Every decimal number in the prose of docs/studies' scenes section is a cell of the
+    published table (rebuilt from its CSV above)."""
+    import re
+
+    docs = CONFIGS.parent / "docs" / "studies"
+    section = (docs / "README.md").read_text().split("## Scenes study", 1)[1].split("\n## ")[0]
+    prose = "\n".join(line for line in section.splitlines() if not line.startswith("|"))
+    cells = set(re.findall(r"\d+\.\d", (docs / "scenes_placed_table.md").read_text()))
+    quoted = re.findall(r"\d+\.\d", prose)
+    assert len(quoted) >= 15
+    assert [q for q in quoted if q not in cells] == []
