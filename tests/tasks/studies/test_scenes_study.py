@@ -115,30 +115,34 @@ def test_shipped_configs_build_every_run_model(name):
         assert sum(p.numel() for p in ImageClassifier(**args).parameters()) > 0, encoding
 
 
-def test_the_published_scenes_table_is_rebuilt_from_its_csv_exactly():
-    """docs/studies/scenes_placed_* came out of the study: its rows, every encoding at every
+@pytest.mark.parametrize("name", ["scenes_placed", "scenes_finetune"])
+def test_the_published_scenes_tables_are_rebuilt_from_their_csv_exactly(name):
+    """docs/studies/scenes_* came out of the studies: their rows, every encoding at every
     seed of the config, give the published table."""
     from posenc.tasks.studies import _load_config
     from posenc.tasks.studies.runs import read_rows
 
     docs = CONFIGS.parent / "docs" / "studies"
-    study = ScenesStudy(_load_config(str(CONFIGS / "study_scenes_placed.yaml")))
-    rows = read_rows(docs / "scenes_placed_results.csv")
+    study = ScenesStudy(_load_config(str(CONFIGS / f"study_{name}.yaml")))
+    rows = read_rows(docs / f"{name}_results.csv")
     assert sorted((r["encoding"], int(r["seed"])) for r in rows) == sorted(
         (e, s) for e in study.encodings() for s in study.config["seeds"])
-    assert study.table(rows) == (docs / "scenes_placed_table.md").read_text()
-    assert (docs / "scenes_placed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert study.table(rows) == (docs / f"{name}_table.md").read_text()
+    assert (docs / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_the_scenes_section_quotes_its_table():
-    """Every decimal number in the prose of docs/studies' scenes section is a cell of the
+@pytest.mark.parametrize(("heading", "name"), [
+    ("## Scenes study", "scenes_placed"),
+    ("### Fine-tuning a converged model on the scenes", "scenes_finetune")])
+def test_the_scenes_sections_quote_their_tables(heading, name):
+    """Every decimal number in the prose of a docs/studies scenes section is a cell of its
     published table (rebuilt from its CSV above)."""
     import re
 
     docs = CONFIGS.parent / "docs" / "studies"
-    section = (docs / "README.md").read_text().split("## Scenes study", 1)[1].split("\n## ")[0]
+    section = re.split(r"\n##+ ", (docs / "README.md").read_text().split(heading, 1)[1])[0]
     prose = "\n".join(line for line in section.splitlines() if not line.startswith("|"))
-    cells = set(re.findall(r"\d+\.\d", (docs / "scenes_placed_table.md").read_text()))
+    cells = set(re.findall(r"\d+\.\d", (docs / f"{name}_table.md").read_text()))
     quoted = re.findall(r"\d+\.\d", prose)
-    assert len(quoted) >= 15
+    assert len(quoted) >= 8
     assert [q for q in quoted if q not in cells] == []
