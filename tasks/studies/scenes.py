@@ -39,6 +39,7 @@ class ScenesStudy(ResolutionStudy):
     name = "scenes"
 
     def task(self) -> str:
+        """The config's ``task``, a key of `SCENE_TASKS` (else ``ValueError`` naming it)."""
         return check_choice(self.config.get("task"), "task", tuple(SCENE_TASKS))
 
     def data_module(self, args: dict[str, Any]) -> Any:

@@ -191,6 +191,7 @@ class SceneDataModule(ImageDataModule):
                  batch_size: int = 64, eval_batch_size: int | None = None,
                  val_fraction: float = 0.1, test_fraction: float = 0.1, seed: int = 0,
                  num_workers: int = 0) -> None:
+        canvas_size = check_positive_int(canvas_size, "canvas_size")  # named as given here
         super().__init__(batch_size=batch_size, eval_batch_size=eval_batch_size,
                          image_size=canvas_size, eval_image_sizes=eval_image_sizes,
                          val_fraction=val_fraction, test_fraction=test_fraction, seed=seed,
@@ -200,7 +201,7 @@ class SceneDataModule(ImageDataModule):
         # hyperparameters must not hold them.
         for name in ("image_size", "train_scale", "train_ratio"):
             self.hparams.pop(name, None)
-        self.native_size = self.canvas_size = check_positive_int(canvas_size, "canvas_size")
+        self.native_size = self.canvas_size = canvas_size
         self.digit_size = _check_digit_size(digit_size)
         if self.digit_size[1] > self.canvas_size:
             raise ValueError(f"canvas_size={canvas_size} is smaller than a digit (digit_size="

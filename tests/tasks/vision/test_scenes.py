@@ -165,6 +165,7 @@ def test_nothing_is_written_unless_asked(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(("build", "named"), [
     (lambda: PlacedScenesDataModule(canvas_size=10, digit_size=[12, 16]), "canvas_size=10"),
+    (lambda: PlacedScenesDataModule(canvas_size=-1), "canvas_size must be >= 1"),
     (lambda: RelationScenesDataModule(num_digits=3, canvas_size=32), "num_digits=3"),
     (lambda: RelationScenesDataModule(rule="larger_above", canvas_size=25,
                                       digit_size=[8, 12]), "canvas_size=25"),
