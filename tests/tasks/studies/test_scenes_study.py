@@ -133,7 +133,8 @@ def test_the_published_scenes_tables_are_rebuilt_from_their_csv_exactly(name):
 
 @pytest.mark.parametrize(("heading", "name"), [
     ("## Scenes study", "scenes_placed"),
-    ("### Fine-tuning a converged model on the scenes", "scenes_finetune")])
+    ("### Fine-tuning a converged model on the scenes", "scenes_finetune"),
+    ("### Fine-tuning a converged MNIST model (issue 32)", "finetune_converged")])
 def test_the_scenes_sections_quote_their_tables(heading, name):
     """Every decimal number in the prose of a docs/studies scenes section is a cell of its
     published table (rebuilt from its CSV above)."""
@@ -146,3 +147,17 @@ def test_the_scenes_sections_quote_their_tables(heading, name):
     quoted = re.findall(r"\d+\.\d", prose)
     assert len(quoted) >= 8
     assert [q for q in quoted if q not in cells] == []
+
+
+def test_the_published_converged_fine_tune_table_is_rebuilt_from_its_csv_exactly():
+    """docs/studies/finetune_converged_*: every entry at every seed and training size."""
+    from posenc.tasks.studies import ResolutionStudy, _load_config
+    from posenc.tasks.studies.runs import read_rows
+
+    docs = CONFIGS.parent / "docs" / "studies"
+    study = ResolutionStudy(_load_config(str(CONFIGS / "study_finetune_converged.yaml")))
+    rows = read_rows(docs / "finetune_converged_results.csv")
+    assert sorted((r["encoding"], r["augment"], int(r["seed"])) for r in rows) == sorted(
+        (k["encoding"], k["augment"], k["seed"]) for k in study.runs())
+    assert study.table(rows) == (docs / "finetune_converged_table.md").read_text()
+    assert (docs / "finetune_converged.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
