@@ -36,12 +36,14 @@ from .vision import (
     ImageFolderDataModule,
     MNISTDataModule,
     MovingDigitsDataModule,
+    PlacedScenesDataModule,
+    RelationScenesDataModule,
     VideoClassifier,
 )
 
 __all__ = [
     "DigitsDataModule", "ExtrapolationWarning", "Fitted", "ForecastTransformer",
     "ForecastWriter", "Forecaster", "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule",
-    "MovingDigitsDataModule", "TimeSeriesDataModule", "VideoClassifier", "datasets", "make_batch",
-    "register_module",
+    "MovingDigitsDataModule", "PlacedScenesDataModule", "RelationScenesDataModule",
+    "TimeSeriesDataModule", "VideoClassifier", "datasets", "make_batch", "register_module",
 ]

@@ -10,11 +10,6 @@ values), [`glucose_frame`][posenc.tasks.datasets.glucose_frame] (irregular sampl
 ``tests/tasks/forecasting/test_datasets.py`` pins what each found in its data. The data modules fix
 a table's columns and zone and pick default windows; their other arguments are
 [`TimeSeriesDataModule`][posenc.tasks.TimeSeriesDataModule]'s.
-
-Images where position matters, composed of the shipped MNIST digits
-([`posenc.tasks.vision.scenes`][posenc.tasks.vision.scenes]):
-[`PlacedScenesDataModule`][posenc.tasks.vision.scenes.PlacedScenesDataModule] and
-[`RelationScenesDataModule`][posenc.tasks.vision.scenes.RelationScenesDataModule].
 """
 
 from __future__ import annotations
@@ -31,13 +26,11 @@ from posenc.core._checks import check_choice
 
 from .forecasting.datamodule import PERSISTENCE, TimeSeriesDataModule
 from .forecasting.schema import COLUMN_ARGUMENTS
-from .vision.scenes import PlacedScenesDataModule, RelationScenesDataModule
 
 __all__ = ["BirthdaysDataModule", "ElecDemandDataModule", "GlucoseDataModule",
            "NYCWeatherDataModule", "SeattleTempsDataModule", "TaylorDataModule", "BIRTHDAY_STATES",
            "BIRTHDAY_YEARS", "ELECDEMAND_START", "NYC_AIRPORTS", "birthdays_frame",
-           "elecdemand_frame", "glucose_frame", "nycweather_frame", "PlacedScenesDataModule",
-           "RelationScenesDataModule"]
+           "elecdemand_frame", "glucose_frame", "nycweather_frame"]
 
 
 def _fresh_copy(build):

@@ -2,13 +2,16 @@
 ([`classifier`][posenc.tasks.vision.classifier]), and its image data
 ([`data`][posenc.tasks.vision.data]); the same over clips with a 3D encoding
 ([`video`][posenc.tasks.vision.video]) and moving-digit clips at irregular frame times
-([`clips`][posenc.tasks.vision.clips]). ``__all__`` is re-exported by
+([`clips`][posenc.tasks.vision.clips]); scenes of placed digits where position matters
+([`scenes`][posenc.tasks.vision.scenes]). ``__all__`` is re-exported by
 [`posenc.tasks`][posenc.tasks]."""
 
 from .classifier import ImageClassifier
 from .clips import MovingDigitsDataModule
 from .data import DigitsDataModule, ImageFolderDataModule, MNISTDataModule
+from .scenes import PlacedScenesDataModule, RelationScenesDataModule
 from .video import VideoClassifier
 
 __all__ = ["DigitsDataModule", "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule",
-           "MovingDigitsDataModule", "VideoClassifier"]
+           "MovingDigitsDataModule", "PlacedScenesDataModule", "RelationScenesDataModule",
+           "VideoClassifier"]

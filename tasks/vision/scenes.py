@@ -173,13 +173,15 @@ class SceneDataModule(ImageDataModule):
             same size (default: none).
         eval_image_sizes: sizes the training-canvas scenes are resized to for validation and
             test (default ``[canvas_size]``): ints or ``[height, width]``.
-        train_scenes, val_scenes, test_scenes: scenes per split (``val_scenes`` and
-            ``test_scenes`` on each canvas).
-        val_fraction, test_fraction: fractions of the source digits held out for the
-            validation and test scenes (stratified; the three sets are disjoint).
+        train_scenes: training scenes.
+        val_scenes: validation scenes on each canvas.
+        test_scenes: test scenes on each canvas.
+        batch_size: training batch size.
+        eval_batch_size: validation and test batch size (default ``batch_size``).
+        val_fraction: fraction of the source digits held out for the validation scenes.
+        test_fraction: the same for the test scenes (stratified; the three sets are disjoint).
         seed: seed of the digit split and of the scenes, in ``[0, 2**32)``.
-        batch_size, eval_batch_size, num_workers: as
-            [`ImageDataModule`][posenc.tasks.vision.data.ImageDataModule].
+        num_workers: loader processes.
     """
 
     in_chans = 1

@@ -45,7 +45,7 @@ def test_scenes_study_writes_an_accuracy_per_resized_size_and_canvas(tmp_path):
 
 
 def test_the_task_picks_the_data_module_and_a_bad_one_is_named():
-    from posenc.tasks.datasets import PlacedScenesDataModule, RelationScenesDataModule
+    from posenc.tasks import PlacedScenesDataModule, RelationScenesDataModule
 
     for task, cls in (("placed", PlacedScenesDataModule), ("relation", RelationScenesDataModule)):
         study = ScenesStudy(_config(task))

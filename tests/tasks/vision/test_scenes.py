@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from posenc.tasks.datasets import PlacedScenesDataModule, RelationScenesDataModule
+from posenc.tasks import PlacedScenesDataModule, RelationScenesDataModule
 
 SMALL = dict(train_scenes=60, val_scenes=20, test_scenes=20)
 KINDS = {
