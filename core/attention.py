@@ -239,6 +239,58 @@ def biased_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
     return torch.matmul(scores.softmax(dim=-1), v)
 
 
+def repeat_kv(t: Tensor, num_heads: int) -> Tensor:
+    """``(B, num_kv_heads, N, head_dim)`` -> ``(B, num_heads, N, head_dim)``: each key/value
+    head repeated for its group of query heads (``t`` itself without groups)."""
+    groups = num_heads // t.shape[1]
+    if groups == 1:
+        return t
+    return t[:, :, None].expand(-1, -1, groups, -1, -1).flatten(1, 2)
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
+           bias: Tensor | None = None, *, dropout_p: float = 0.0,
+           is_causal: bool = False) -> Tensor:
+    """``softmax(q k^T / sqrt(head_dim) + mask + bias) v``: SDPA with a mask and a bias.
+
+    Args:
+        q: ``(B, H, Nq, head_dim)`` queries.
+        k, v: ``(B, H_kv, Nk, head_dim)`` keys and values, ``H`` a multiple of ``H_kv``.
+        mask: additive float mask broadcastable to ``(B, H, Nq, Nk)`` (checked by the caller),
+            in ``q``'s dtype, or None.
+        bias: attention-logit bias broadcastable to ``(B, H, Nq, Nk)``, or None.
+        dropout_p: attention dropout.
+        is_causal: query ``i`` attends keys ``j <= i + (Nk - Nq)`` (bottom-right aligned).
+
+    A learned bias on the CPU without a mask or dropout goes through ``biased_attention`` (SDPA
+    would run its math kernel there); otherwise mask, causal mask and bias are summed into
+    SDPA's one additive mask.
+
+    Returns:
+        ``(B, H, Nq, head_dim)``.
+    """
+    num_q, num_k = q.shape[-2], k.shape[-2]
+    if is_causal and (mask is not None or bias is not None or num_k != num_q):
+        causal = _as_additive(torch.ones(num_q, num_k, dtype=torch.bool, device=q.device)
+                              .tril(num_k - num_q), q.dtype)
+        mask, is_causal = causal if mask is None else mask + causal, False
+    if bias is not None:
+        bias = bias.to(q.dtype)
+        if torch.onnx.is_in_onnx_export():
+            # Inference only: a learned bias with grad makes the exporter re-run SDPA by the
+            # math kernel, whose output strides fail the callers' reshape.
+            bias = bias.detach()
+        if mask is None and bias.requires_grad and not dropout_p and q.device.type == "cpu":
+            num_heads = q.shape[1]
+            return biased_attention(q, repeat_kv(k, num_heads), repeat_kv(v, num_heads), bias)
+        mask = bias if mask is None else mask + bias
+    gqa = k.shape[1] != q.shape[1]
+    if gqa and not _gqa_in_kernel(q, k, v, mask, dropout_p, is_causal):
+        k, v, gqa = repeat_kv(k, q.shape[1]), repeat_kv(v, q.shape[1]), False
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                          is_causal=is_causal, enable_gqa=gqa)
+
+
 def _as_additive(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     if mask is None:
         return None
@@ -374,13 +426,6 @@ class MultiheadAttention(nn.Module):
         """``(B, N, heads * head_dim)`` -> ``(B, heads, N, head_dim)`` (a view)."""
         return t.unflatten(-1, (heads, self.head_dim)).transpose(1, 2)
 
-    def _repeat_kv(self, t: Tensor) -> Tensor:
-        """``(B, num_kv_heads, N, head_dim)`` -> ``(B, num_heads, N, head_dim)``."""
-        groups = self.num_heads // t.shape[1]
-        if groups == 1:
-            return t
-        return t[:, :, None].expand(-1, -1, groups, -1, -1).flatten(1, 2)
-
     def _check_bias(self, what: str, device: torch.device, shape: tuple[int, int, int], q: Tensor,
                     num_k: int, query_positions: object, key_positions: object) -> None:
         """Raise unless the bias's ``what`` on ``device`` covering ``shape = (batch, Nq, Nk)``
@@ -467,7 +512,7 @@ class MultiheadAttention(nn.Module):
             _check_batch("query_positions", (query_positions,), q_rotation.cos.shape[0], batch)
             _check_batch("key_positions", (key_positions,), k_rotation.cos.shape[0], batch)
             if k_rotation.cos.shape[1] != 1:  # per-head rotation: one key copy per query head
-                k, v = self._repeat_kv(k), self._repeat_kv(v)
+                k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)
             q, k = apply_rotation(q, q_rotation), apply_rotation(k, k_rotation)
         if kv_cache is not None:
             k, v, key_positions = kv_cache.append(k, v, key_positions)
@@ -484,32 +529,17 @@ class MultiheadAttention(nn.Module):
                 self._check_bias("a score_mod", score_mod.device, shape, q, num_k,
                                  query_positions, key_positions)
             # flex_attend takes as many kv heads as query heads (its score_mod sees query heads)
-            out = flex_attend(q, self._repeat_kv(k), self._repeat_kv(v), score_mod,
-                              block_mask=attn_mask, is_causal=is_causal)
+            k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)
+            out = flex_attend(q, k, v, score_mod, block_mask=attn_mask, is_causal=is_causal)
             return self.proj_drop(self.proj(out.transpose(1, 2).reshape(batch, num_q, dim)))
         if attn_mask is not None:
             _check_mask(attn_mask, (batch, self.num_heads, num_q, num_k))
             attn_mask = attn_mask[(None,) * (4 - attn_mask.ndim)]  # SDPA wants >= 2-D masks
-        mask = _as_additive(attn_mask, q.dtype)
-        if is_causal and (mask is not None or self.bias is not None or num_k != num_q):
-            causal = torch.ones(num_q, num_k, dtype=torch.bool, device=x.device).tril(num_k - num_q)
-            mask = _as_additive(causal, q.dtype) if mask is None else mask + _as_additive(
-                causal, q.dtype)
-            is_causal = False
+        bias = None
         if self.bias is not None:
             bias = self.bias(query_positions, key_positions)
             self._check_bias("logits", bias.device, (bias.shape[0], *bias.shape[-2:]), q, num_k,
                              query_positions, key_positions)
-            bias = bias.to(q.dtype)
-            if torch.onnx.is_in_onnx_export():
-                # Inference only: a learned bias with grad makes the exporter re-run SDPA by
-                # the math kernel, whose output strides fail the reshape below.
-                bias = bias.detach()
-            mask = bias if mask is None else mask + bias
-
-        gqa = k.shape[1] != self.num_heads
-        if gqa and not _gqa_in_kernel(q, k, v, mask, dropout_p, is_causal):
-            k, v, gqa = self._repeat_kv(k), self._repeat_kv(v), False
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, enable_gqa=gqa)
+        out = attend(q, k, v, _as_additive(attn_mask, q.dtype), bias, dropout_p=dropout_p,
+                     is_causal=is_causal)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(batch, num_q, dim)))

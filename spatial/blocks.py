@@ -19,13 +19,12 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 import torch
-import torch.nn.functional as F
 from posenc.core import MultiheadAttention, apply_rotation
 from posenc.core._checks import known_finite
 from posenc.core.attention import (
     _as_additive,
     _check_mask,
-    biased_attention,
+    attend,
     flex_attend,
     use_flex,
 )
@@ -108,29 +107,11 @@ class GridAttention(MultiheadAttention):
         if use_flex(self.backend, self.bias, attn_mask, q, k, v, dropout_p):
             out = flex_attend(q, k, v, bias, block_mask=attn_mask, is_causal=is_causal)
         else:
-            # As MultiheadAttention: masks and bias summed into one additive mask.
             mask = None
             if attn_mask is not None:
                 _check_mask(attn_mask, (batch, self.num_heads, num_tokens, num_tokens))
                 mask = _as_additive(attn_mask[(None,) * (4 - attn_mask.ndim)], q.dtype)
-            if is_causal and (mask is not None or bias is not None):
-                causal = _as_additive(torch.ones(num_tokens, num_tokens, dtype=torch.bool,
-                                                 device=x.device).tril(), q.dtype)
-                mask, is_causal = causal if mask is None else mask + causal, False
-            if bias is not None:
-                bias = bias.to(q.dtype)
-                if torch.onnx.is_in_onnx_export():
-                    # Inference only: a learned bias with grad makes the exporter re-run SDPA by
-                    # the math kernel, whose output strides fail the reshape below.
-                    bias = bias.detach()
-                if mask is None and bias.requires_grad and not dropout_p \
-                        and q.device.type == "cpu":
-                    out = biased_attention(q, k, v, bias)
-                    return self.proj_drop(self.proj(out.transpose(1, 2).reshape(
-                        batch, num_tokens, dim)))
-                mask = bias if mask is None else mask + bias
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                                 is_causal=is_causal)
+            out = attend(q, k, v, mask, bias, dropout_p=dropout_p, is_causal=is_causal)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(batch, num_tokens, dim)))
 
 

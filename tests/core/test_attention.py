@@ -231,3 +231,35 @@ def test_compiled_attention_with_rope_has_no_graph_break_and_matches_eager(layou
     with torch.no_grad():
         torch.testing.assert_close(compiled(x, is_causal=True), model(x, is_causal=True),
                                    atol=ATOL, rtol=0)
+
+
+def _reference_attention(q, k, v, additive):
+    """softmax(q k^T / sqrt(d) + additive) v in float64, each key/value head repeated for its
+    group of query heads (written out, not through SDPA)."""
+    groups = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scores = q.double() @ k.double().transpose(-2, -1) / q.shape[-1] ** 0.5 + additive.double()
+    return scores.softmax(-1) @ v.double()
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attend_with_a_learned_bias_matches_softmax_attention_and_its_gradients(kv_heads, causal):
+    # A bias with a gradient and no mask takes the CPU path around SDPA's math kernel; with a
+    # causal mask it goes through SDPA: both must be softmax(q k^T / sqrt(d) + bias) v, GQA too.
+    from posenc.core.attention import attend
+
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 5, 8, generator=gen, requires_grad=True)
+    k, v = (torch.randn(2, kv_heads, 5, 8, generator=gen, requires_grad=True) for _ in range(2))
+    bias = torch.randn(1, 4, 5, 5, generator=gen, requires_grad=True)
+    out = attend(q, k, v, None, bias, is_causal=causal)
+    future = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    additive = bias.masked_fill(future, float("-inf")) if causal else bias
+    expected = _reference_attention(q, k, v, additive)
+    torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
+    weights = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    grads = torch.autograd.grad((out.double() * weights).sum(), (q, k, v, bias))
+    expected_grads = torch.autograd.grad((expected * weights).sum(), (q, k, v, bias))
+    for got, want in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
