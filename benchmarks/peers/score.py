@@ -204,7 +204,7 @@ def markdown(results: pd.DataFrame) -> str:
                   f"{r.budget}{f' ({int(r.seeds)} seeds)' if r.seeds > 1 else ''} |"
                   for r in part.itertuples()]
         first = part.iloc[0]
-        ratio = own.cpu_seconds / part.loc[part["method"] == "NHITS", "cpu_seconds"].iloc[0]
+        ratio = _cpu_ratio(part, own)
         met = own.mae <= peer.mae and ratio <= 2
         lines += ["", f"{int(first.windows)} windows, {int(first.points)} points; MASE "
                   f"season {int(first.mase_season)} steps; posenc: `{own.config}`. posenc's MAE "
@@ -224,6 +224,7 @@ def markdown(results: pd.DataFrame) -> str:
             lines[-1] += (f" Best calibrated: {best.method} (80% interval coverage "
                           f"{best.coverage_80:.2f}).")
         lines += [f"{r.method} {r.budget}." for r in skipped.itertuples()] + [""]
+    lines += ["## Targets", "", *targets(results), ""]
     return "\n".join(lines)
 
 
@@ -243,13 +244,23 @@ def _compared(part: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
     return part[part["method"] == "posenc"].iloc[0], _best(part, "naive_"), _best(part, NEURAL)
 
 
+def _mae(row: pd.Series) -> str:
+    """A row's MAE as quoted: ``mean`` for one run, ``mean ± std`` over seeds."""
+    return _cell(row["mae"], row.get("mae_std", np.nan), ".4g")
+
+
 def config_quote(results: pd.DataFrame, dataset: str) -> str:
     """The sentence a shipped config's header quotes for its number (checked by
     ``tests/tasks/forecasting/test_peers.py``)."""
     part = results[results["dataset"] == dataset]
     own, naive, peer = _compared(part)
-    return (f"Test MAE {own.mae:.4g} against {naive.mae:.4g} for {naive.method} and "
-            f"{peer.mae:.4g} for {peer.method} on the same points (docs/peers_table.md).")
+    return (f"Test MAE {_mae(own)} against {_mae(naive)} for {naive.method} and "
+            f"{_mae(peer)} for {peer.method} on the same points (docs/peers_table.md).")
+
+
+def _cpu_ratio(part: pd.DataFrame, own: pd.Series) -> float:
+    """posenc's CPU seconds over NHITS's (means over seeds) in a data set's rows."""
+    return own.cpu_seconds / part.loc[part["method"] == "NHITS", "cpu_seconds"].iloc[0]
 
 
 def headline(results: pd.DataFrame) -> str:
@@ -259,13 +270,46 @@ def headline(results: pd.DataFrame) -> str:
     parts = []
     for dataset, part in results.groupby("dataset", sort=True):
         own, naive, peer = _compared(part)
-        nhits = part[part["method"] == "NHITS"].iloc[0]
-        parts.append(f"{NAMES.get(dataset, dataset)} {own.mae:.4g} vs {peer.mae:.4g} "
-                     f"({peer.method}) and {naive.mae:.4g} ({naive.method}) at "
-                     f"{own.cpu_seconds / nhits.cpu_seconds:.1f}x NHITS's CPU time")
+        parts.append(f"{NAMES.get(dataset, dataset)} {_mae(own)} vs {_mae(peer)} "
+                     f"({peer.method}) and {_mae(naive)} ({naive.method}) at "
+                     f"{_cpu_ratio(part, own):.1f}x NHITS's CPU time")
     return ("Test MAE of the shipped configs against the best of NHITS, PatchTST and TFT and "
             "the strongest naive on the same points ([peers](docs/peers_table.md)): "
             + "; ".join(parts) + ".")
+
+
+def targets(results: pd.DataFrame) -> list[str]:
+    """The comparison's targets, each ``met`` or ``not met`` with the numbers behind it:
+    posenc's mean MAE no worse than the best neural peer's on at least 3 of the data sets
+    (all of them when fewer than 4), never worse than the strongest naive, at most 2x NHITS's
+    CPU time on every one."""
+    rows = {}
+    for dataset, part in results[results["mae"].notna()].groupby("dataset", sort=True):
+        compared = _compared(part)
+        rows[dataset] = compared, _cpu_ratio(part, compared[0])
+    ahead = [d for d, ((own, _, peer), _) in rows.items() if own.mae <= peer.mae]
+    behind_naive = [d for d, ((own, naive, _), _) in rows.items() if own.mae > naive.mae]
+    costly = [d for d, (_, ratio) in rows.items() if ratio > 2]
+    needed = min(3, len(rows))
+
+    def status(ok: bool) -> str:
+        return "**met**" if ok else "**not met**"
+
+    def listed(names: list[str]) -> str:
+        return ", ".join(names) if names else "none"
+
+    versus = "; ".join(f"{d} {own.mae / peer.mae - 1:+.1%} ({peer.method})"
+                       for d, ((own, _, peer), _) in rows.items())
+    ratios = "; ".join(f"{d} {ratio:.1f}x" for d, (_, ratio) in rows.items())
+    return [
+        f"- Accuracy: posenc's mean MAE no worse than the best neural peer's on at least "
+        f"{needed} of {len(rows)} data sets: {status(len(ahead) >= needed)}, on "
+        f"{len(ahead)} ({listed(ahead)}; posenc against the best neural peer: {versus}).",
+        f"- Never worse than the strongest naive: {status(not behind_naive)} (worse on "
+        f"{listed(behind_naive)}).",
+        f"- Cost: posenc's CPU time at most 2x NHITS's on every data set: "
+        f"{status(not costly)} ({ratios}).",
+    ]
 
 
 def write_quote(results: pd.DataFrame, dataset: str) -> None:

@@ -176,3 +176,26 @@ def test_each_shipped_config_quotes_the_number_it_scored(dataset):
     header = " ".join(line.lstrip("# ") for line in path.read_text().splitlines()
                       if line.startswith("#"))
     assert _squash(score.config_quote(results, dataset)) in _squash(header)
+
+
+def test_the_targets_say_met_or_not_with_their_numbers():
+    base = {"rmse": 1.0, "mase": 1.0, "rmsse": 1.0, "smape": 0.1, "windows": 2, "points": 4,
+            "mase_season": 1, "budget": "", "config": "c.yaml", "mae_std": np.nan, "seeds": 1}
+    rows = []
+    # (posenc MAE, NHITS MAE, naive MAE, posenc CPU s); NHITS's CPU is 10 s everywhere.
+    for name, (own, peer, naive, cpu) in {"a": (1.0, 1.1, 2.0, 15.0), "b": (1.0, 1.0, 2.0, 19.0),
+                                          "c": (1.2, 1.0, 1.1, 25.0),
+                                          "d": (0.9, 1.0, 2.0, 5.0)}.items():
+        rows += [{**base, "dataset": name, "method": "posenc", "mae": own, "cpu_seconds": cpu},
+                 {**base, "dataset": name, "method": "NHITS", "mae": peer, "cpu_seconds": 10.0},
+                 {**base, "dataset": name, "method": "naive_last", "mae": naive,
+                  "cpu_seconds": 0.0}]
+    lines = score.targets(pd.DataFrame(rows))
+    # a, b (a tie counts) and d are no worse than NHITS: 3 of 4; c is worse than its naive and
+    # costs 2.5x NHITS.
+    assert lines[0].startswith("- Accuracy: posenc's mean MAE no worse than the best neural "
+                               "peer's on at least 3 of 4 data sets: **met**, on 3 (a, b, d;")
+    assert "c +20.0% (NHITS)" in lines[0] and "a -9.1% (NHITS)" in lines[0]
+    assert lines[1] == "- Never worse than the strongest naive: **not met** (worse on c)."
+    assert lines[2] == ("- Cost: posenc's CPU time at most 2x NHITS's on every data set: "
+                        "**not met** (a 1.5x; b 1.9x; c 2.5x; d 0.5x).")
