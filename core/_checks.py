@@ -23,10 +23,13 @@ __all__ = ["check_int", "check_positive_int", "check_bool", "check_positive_floa
 
 
 def check_int(value: object, name: str, *, ge: int | None = None) -> int:
-    """Return ``value`` as an ``int`` if it is an integer (Python or numpy; not a bool),
-    ``>= ge`` when given."""
+    """Return ``value`` as an ``int`` if it is an integer (Python or numpy; not a bool) that
+    fits in int64 (every size and index becomes a torch or numpy integer), ``>= ge`` when
+    given."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if not -2**63 <= value < 2**63:
+        raise ValueError(f"{name} must fit in int64 (-2**63 to 2**63 - 1), got {value}")
     if ge is not None and value < ge:
         raise ValueError(f"{name} must be >= {ge}, got {value}")
     return int(value)

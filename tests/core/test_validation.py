@@ -114,6 +114,22 @@ def test_check_int_names_the_argument_and_the_bound(value, error, match):
 def test_check_int_returns_values_within_bounds():
     assert check_int(0, "workers", ge=0) == 0
     assert check_int(-5, "offset") == -5
+    assert check_int(2**63 - 1, "offset") == 2**63 - 1 and check_int(-2**63, "offset") == -2**63
+
+
+@pytest.mark.parametrize("value", [2**63, 2**70, -2**63 - 1])
+def test_check_int_refuses_integers_beyond_int64_naming_the_argument(value):
+    # Every checked int becomes a torch or numpy size or index: beyond int64 torch raises an
+    # OverflowError that names nothing.
+    with pytest.raises(ValueError, match=rf"^offset must fit in int64 .*got {value}$"):
+        check_int(value, "offset")
+
+
+def test_a_size_beyond_int64_is_a_value_error_naming_the_argument():
+    from posenc.core import RotaryEncoding
+
+    with pytest.raises(ValueError, match="^head_dim must fit in int64"):
+        RotaryEncoding(head_dim=2**64)
 
 
 @pytest.mark.parametrize("value", [np.int64(3), np.int32(3), np.uint8(3)])
