@@ -153,7 +153,7 @@ def test_rotation_is_the_matrix_exponential_of_each_token_with_its_gradient(
     enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random", init_std=0.4)
     coords = _coords_with_repeats()
     rot = enc.rotation(GridPositions(coords, num_prefix_tokens=2))
-    ours = (rot.cos + rot.sin).double().unflatten(-1, (HEAD_DIM // 4, 4, 4))
+    ours = rot.matrices().double()
     ref = _reference_rotation(enc, coords, prefix=2)
     torch.testing.assert_close(ours, ref, rtol=0, atol=2e-6)
     weight = torch.randn(ref.shape, dtype=torch.float64)
@@ -164,7 +164,7 @@ def test_rotation_is_the_matrix_exponential_of_each_token_with_its_gradient(
         torch.testing.assert_close(grad, ref_grad, rtol=1e-4, atol=1e-4)
     # Float64 coordinates: float64 all the way.
     wide = enc.rotation(coords.double())
-    ours = (wide.cos + wide.sin).unflatten(-1, (HEAD_DIM // 4, 4, 4))
+    ours = wide.matrices()
     torch.testing.assert_close(ours, _reference_rotation(enc, coords, prefix=0), rtol=0,
                                atol=1e-12)
 
@@ -172,7 +172,8 @@ def test_rotation_is_the_matrix_exponential_of_each_token_with_its_gradient(
 @pytest.mark.parametrize("variant", ["liere", "comrope"])
 def test_exponentials_are_taken_once_per_distinct_coordinate(variant, monkeypatch):
     """A batch of grids with a prefix token: LieRE exponentiates each distinct point once,
-    ComRoPE each distinct row and column value once (exp of a sum = product of exps)."""
+    ComRoPE, where its generators' planes are not separated (else none: it turns its planes),
+    each distinct row and column value once (exp of a sum = product of exps)."""
     from posenc.spatial import liere
 
     sizes = []
@@ -186,6 +187,10 @@ def test_exponentials_are_taken_once_per_distinct_coordinate(variant, monkeypatc
     enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random")
     grid = patch_coords((3, 5))
     coords = torch.stack((grid, grid, grid.flip(0)))  # the same 15 points per batch item
+    if variant == "comrope":
+        enc.rotation(GridPositions(coords, num_prefix_tokens=1))
+        assert sizes == []
+        monkeypatch.setattr(liere, "_PLANE_GAP", float("inf"))
     enc.rotation(GridPositions(coords, num_prefix_tokens=1))
     per_point = HEADS * HEAD_DIM // 4
     # The prefix token sits at 0, which is also the grid's first point and row and column.
@@ -248,10 +253,13 @@ def test_liere_with_non_commuting_generators_is_not_relative():
 def test_rotations_are_orthogonal_and_keep_norms(variant):
     enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random")
     rot = enc.rotation(patch_coords((3, 4)) * 1.7)
-    r = (rot.cos + rot.sin).unflatten(-1, (HEAD_DIM // 4, 4, 4)).double()
+    r = rot.matrices().double()
     eye = torch.eye(4, dtype=torch.float64).expand_as(r)
     torch.testing.assert_close(r.mT @ r, eye, rtol=0, atol=1e-6)
-    torch.testing.assert_close(rot.cos, rot.cos.unflatten(-1, (4, 4, 4)).mT.flatten(-3))
+    if rot.basis is None:  # per token: cos is each block's symmetric part
+        torch.testing.assert_close(rot.cos, rot.cos.unflatten(-1, (4, 4, 4)).mT.flatten(-3))
+    else:  # in planes: cos and sin of each plane's angle
+        torch.testing.assert_close(rot.cos.square() + rot.sin.square(), torch.ones_like(rot.cos))
     x = torch.randn(2, HEADS, 12, HEAD_DIM)
     out = enc(x, patch_coords((3, 4)) * 1.7)
     torch.testing.assert_close(out.unflatten(-1, (4, 4)).norm(dim=-1),
