@@ -11,6 +11,16 @@ generators commute: ComRoPE's always do (RoPE-Mixed in a learned orthogonal basi
 Numerics: ``sum p_a A_a`` and its exponential are formed in float64 (float32 on MPS), never
 under autocast. The exponential is [`skew_expm`][posenc.spatial.liere.skew_expm], not
 ``torch.linalg.matrix_exp``, whose CUDA kernel synchronises with the host on every call.
+
+Which path runs where: on the CPU outside ``torch.compile``, LieRE takes one exponential per
+distinct coordinate and ComRoPE none: ``exp(t S) = I + U (T(w t) - I) U^T`` from one
+``torch.linalg.eigh`` of ``-iS`` per head and block (float64), an angle ``w t`` per token and
+plane, applied with the shared ``U`` (a [`BlockRotation`][posenc.spatial.liere.BlockRotation]
+in planes); where two of ``S``'s eigenvalues (nearly) coincide (a zero block; a repeated turn),
+whose eigenvectors have no gradient, it takes the exponentials instead (one per distinct row
+and column value). On a GPU and while compiling, where eigh and the distinct values would
+synchronise with the host, every token takes its exponential (ComRoPE's of the summed
+generators).
 """
 
 from __future__ import annotations
@@ -127,11 +137,10 @@ def _planes(skew: Tensor) -> tuple[Tensor, Tensor] | None:
     v = vectors[..., -m:]  # the positive eigenvalues (ascending order)
     # Each v's phase fixed (its largest entry real and positive): a basis that is a function
     # of S, so any loss of it has a gradient (eigh's refuses one that depends on the phase).
-    top = v.detach().abs().argmax(-2, keepdim=True)
-    lead = v.gather(-2, top)
-    v = v * (lead.conj() / lead.abs())
-    basis = torch.stack((v.imag, v.real), dim=-1).flatten(-2) * math.sqrt(2)
-    return basis, values[..., -m:]
+    # Then (c, a) = sqrt(2) * (Re, Im) of i conj(v), in one complex product.
+    lead = v.gather(-2, v.detach().abs().argmax(-2, keepdim=True))
+    basis = torch.view_as_real(v.conj() * (lead * (1j * math.sqrt(2)) / lead.abs()))
+    return basis.flatten(-2), values[..., -m:]
 
 
 def _distinct(rows: Tensor) -> tuple[Tensor, Tensor]:
