@@ -122,12 +122,14 @@ def _planes(skew: Tensor) -> tuple[Tensor, Tensor] | None:
     """Real skew-symmetric ``(..., b, b)`` ``S`` -> its invariant planes: ``U`` ``(..., b, 2m)``
     (orthonormal columns, ``m = b // 2``) and ``w`` ``(..., m)`` with ``exp(t S) = I + U (T -
     I) U^T`` for every ``t``, ``T`` turning plane ``i`` (columns ``2i, 2i + 1``) by ``w_i t``;
-    None where two eigenvalues of ``S`` are closer than ``_PLANE_GAP`` times its largest (a
-    repeated or a zero pair, the zero matrix), whose eigenvectors' gradient would divide by
-    their distance. Reads values: for the CPU only."""
+    None where ``S`` is not finite or two of its eigenvalues are closer than ``_PLANE_GAP``
+    times its largest (a repeated or a zero pair, the zero matrix), whose eigenvectors'
+    gradient would divide by their distance. Reads values: for the CPU only."""
     # -iS is Hermitian with eigenvalues +-w (and 0 for an odd b); for w > 0, S v = i w v and
     # v = a + ic give S c = w a, S a = -w c: the plane of (c, a) turns by w (|a| = |c| =
     # 1/sqrt(2)).
+    if not bool(skew.detach().isfinite().all()):  # eigh fails on them; exp gives NaN
+        return None
     values, vectors = torch.linalg.eigh(-1j * skew.to(torch.promote_types(skew.dtype,
                                                                            torch.complex64)))
     gaps = values.detach().diff(dim=-1).amin(-1)
@@ -194,7 +196,7 @@ class BlockRotation(NamedTuple):
     def apply(self, x: Tensor) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, N, num_blocks * b)``; shaped and typed like ``x``
         (the arithmetic runs in at least float32)."""
-        b, cos, sin = self.block_size, self.cos, self.sin
+        b, cos = self.block_size, self.cos
         blocks = self._blocks()
         if x.ndim != 4 or x.shape[-1] != blocks * b or cos.ndim != 4 \
                 or cos.shape[-2] != x.shape[-2] or any(
@@ -206,23 +208,32 @@ class BlockRotation(NamedTuple):
         check_rotation_device(cos, x)
         work = torch.promote_types(x.dtype, torch.float32)
         xb = x.to(work).unflatten(-1, (blocks, b))  # (B, H, N, blocks, b)
-        if self.basis is None:
-            r = (cos + sin).to(work).unflatten(-1, (blocks, b, b))
-            y = torch.einsum("...jxy,...jy->...jx", r, xb)
-            return y.flatten(-2).to(x.dtype)
-        # x + U (T - I) U^T x: two products with the shared U instead of one with a matrix
-        # per token, and the identity (a prefix token's T = I) leaves x exactly as it is. U is
-        # taken block-diagonal per head, (H, D, num_blocks * 2m): one GEMM per head over all
-        # tokens is faster than the blocks' b-wide ones without the zeros.
-        heads, batch, tokens = cos.shape[1], x.shape[0], x.shape[2]
-        u = self.basis.to(work).permute(0, 2, 3, 1)  # (H, b, 2m, num_blocks)
+        # Autocast off: it would run the products below in bf16/fp16.
+        with torch.autocast(x.device.type, enabled=False):
+            y = self._turn_blocks(xb) if self.basis is None else self._turn_planes(xb)
+        return y.to(x.dtype)
+
+    def _turn_blocks(self, xb: Tensor) -> Tensor:
+        """Per token: ``(B, H, N, num_blocks, b)`` -> each block times its ``R``, ``(B, H, N,
+        D)``."""
+        r = (self.cos + self.sin).to(xb.dtype).unflatten(-1, xb.shape[-2:] + xb.shape[-1:])
+        return torch.einsum("...jxy,...jy->...jx", r, xb).flatten(-2)
+
+    def _turn_planes(self, xb: Tensor) -> Tensor:
+        """In planes: ``(B, H, N, num_blocks, b)`` -> ``x + U (T - I) U^T x``, ``(B, H, N, D)``:
+        two products with the shared ``U`` instead of one with a matrix per token, and the
+        identity (a prefix token's ``T = I``) leaves ``x`` exactly as it is."""
+        batch, heads, tokens, blocks, b = xb.shape
+        # U block-diagonal per head, (H, D, num_blocks * 2m): one GEMM per head over all tokens
+        # is faster than the blocks' b-wide ones without the zeros.
+        u = self.basis.to(xb.dtype).permute(0, 2, 3, 1)  # (H, b, 2m, num_blocks)
         u = torch.diag_embed(u).permute(0, 3, 1, 4, 2).flatten(3).flatten(1, 2)
         xs = xb.transpose(0, 1).reshape(heads, batch * tokens, blocks * b)
         z = torch.view_as_complex((xs @ u).view(heads, batch, tokens, -1, 2))
-        turn = torch.complex(cos.to(work) - 1, sin.to(work)).transpose(0, 1)
+        turn = torch.complex(self.cos.to(xb.dtype) - 1, self.sin.to(xb.dtype)).transpose(0, 1)
         moved = torch.view_as_real(z * turn).view(heads, batch * tokens, -1)
         y = torch.baddbmm(xs, moved, u.mT)  # (H, B N, D)
-        return y.view(heads, batch, tokens, -1).transpose(0, 1).to(x.dtype)
+        return y.view(heads, batch, tokens, -1).transpose(0, 1)
 
     def matrices(self) -> Tensor:
         """The blocks ``R``: ``(B or 1, H, N, num_blocks, b, b)``, in ``cos``'s dtype."""

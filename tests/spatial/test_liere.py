@@ -258,6 +258,31 @@ def test_comrope_generators_without_separate_planes_take_the_exponential(case):
 
 
 @pytest.mark.parametrize("variant", ["liere", "comrope"])
+def test_rotation_applies_in_float32_under_autocast(variant):
+    """Both forms turn q/k in float32 under a bf16 autocast (its products would run in bf16)."""
+    enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random", init_std=0.5)
+    coords = patch_coords((3, 4))
+    x = torch.randn(2, HEADS, 12, HEAD_DIM)
+    rot = enc.rotation(coords)
+    assert (rot.basis is None) == (variant == "liere")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = rot.apply(x)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, rot.apply(x), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_comrope_non_finite_generators_give_nan_where_they_act_not_an_error(bad):
+    enc = _comrope(4)
+    with torch.no_grad():
+        enc.generators[0, 1, 0, 1] = bad
+    x = torch.randn(1, HEADS, 12, enc.head_dim)
+    out = enc(x, patch_coords((3, 4)) + 1)
+    assert out[:, 0, :, 4:8].isnan().all()  # head 0, block 1
+    assert out[:, 1:].isfinite().all() and out[:, 0, :, :4].isfinite().all()
+
+
+@pytest.mark.parametrize("variant", ["liere", "comrope"])
 def test_exponentials_are_taken_once_per_distinct_coordinate(variant, monkeypatch):
     """A batch of grids with a prefix token: LieRE exponentiates each distinct point once,
     ComRoPE, where its generators' planes are not separated (else none: it turns its planes),
