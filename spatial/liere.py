@@ -216,7 +216,8 @@ class BlockRotation(NamedTuple):
     def _turn_blocks(self, xb: Tensor) -> Tensor:
         """Per token: ``(B, H, N, num_blocks, b)`` -> each block times its ``R``, ``(B, H, N,
         D)``."""
-        r = (self.cos + self.sin).to(xb.dtype).unflatten(-1, xb.shape[-2:] + xb.shape[-1:])
+        *_, blocks, b = xb.shape
+        r = (self.cos + self.sin).to(xb.dtype).unflatten(-1, (blocks, b, b))
         return torch.einsum("...jxy,...jy->...jx", r, xb).flatten(-2)
 
     def _turn_planes(self, xb: Tensor) -> Tensor:
@@ -386,7 +387,8 @@ class LieRE(_Rotary):
         product ``exp(p_row A_row) exp(p_col A_col)`` of one exponential per distinct value per
         axis (a grid's rows and columns: ``rows + cols`` instead of ``rows * cols``), the
         product of two orthogonal matrices taken in ``dtype`` (within a few of its ulps), where
-        distinct values are found (the CPU)."""
+        distinct values are found (the CPU, for generators whose planes are not separated:
+        `_plane_rotation` takes the others)."""
         a = self.axis_generators(points.dtype)  # (H, 2, D/b, b, b)
         # Where no value is read to find the distinct rows and columns (off the CPU, compiling),
         # ComRoPE's product would take two exponentials a token: one of the sum takes one.
