@@ -12,6 +12,7 @@ is this process's CPU time with one thread (``--clock cpu --threads 1``): time d
 other processes hold the cores is not counted. ``--clock wall`` measures wall time.
 
     python benchmarks/bench_spatial.py [--rounds 15] [--threads 1] [--clock cpu] [--sizes 32 64]
+        [--encodings liere comrope]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Sequence
 
 import timm
 import torch
@@ -42,9 +44,9 @@ def eva(img_size: int) -> nn.Module:
                              patch_size=4, num_classes=10)
 
 
-def models(img_size: int) -> dict[str, nn.Module]:
+def models(img_size: int, encodings: Sequence[str] = ENCODINGS) -> dict[str, nn.Module]:
     out = {BASELINE: vit(img_size), PEER: eva(img_size)}
-    for name in ENCODINGS:
+    for name in encodings:
         out[name] = attach(vit(img_size), name)
     return out
 
@@ -56,10 +58,11 @@ def step_time(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clock) -> floa
     return clock() - start
 
 
-def run(img_size: int, rounds: int, batch: int, clock) -> dict[str, tuple[float, float]]:
+def run(img_size: int, rounds: int, batch: int, clock,
+        encodings: Sequence[str] = ENCODINGS) -> dict[str, tuple[float, float]]:
     """name -> (median ratio to the baseline, median step seconds)."""
     torch.manual_seed(0)
-    variants = models(img_size)
+    variants = models(img_size, encodings)
     x = torch.randn(batch, 3, img_size, img_size)
     y = torch.randint(0, 10, (batch,))
     names = list(variants)
@@ -81,10 +84,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     parser.add_argument("--sizes", type=int, nargs="+", default=[32, 64])
+    parser.add_argument("--encodings", nargs="+", choices=ENCODINGS, default=list(ENCODINGS),
+                        help="the posenc rows to time (default all)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    results = {size: run(size, args.rounds, BATCH.get(size, 4), clock) for size in args.sizes}
+    results = {size: run(size, args.rounds, BATCH.get(size, 4), clock, args.encodings)
+               for size in args.sizes}
 
     cols = "".join(f"{f'{s}x{s} B={BATCH.get(s, 4)}':>20}" for s in args.sizes)
     header = f"{'encoding':<24}{'kind':<10}{cols}{'target':>9}"

@@ -11,6 +11,16 @@ generators commute: ComRoPE's always do (RoPE-Mixed in a learned orthogonal basi
 Numerics: ``sum p_a A_a`` and its exponential are formed in float64 (float32 on MPS), never
 under autocast. The exponential is [`skew_expm`][posenc.spatial.liere.skew_expm], not
 ``torch.linalg.matrix_exp``, whose CUDA kernel synchronises with the host on every call.
+
+Which path runs where: on the CPU outside ``torch.compile``, LieRE takes one exponential per
+distinct coordinate and ComRoPE none: ``exp(t S) = I + U (T(w t) - I) U^T`` from one
+``torch.linalg.eigh`` of ``-iS`` per head and block (float64), an angle ``w t`` per token and
+plane, applied with the shared ``U`` (a [`BlockRotation`][posenc.spatial.liere.BlockRotation]
+in planes); where two of ``S``'s eigenvalues (nearly) coincide (a zero block; a repeated turn),
+whose eigenvectors have no gradient, it takes the exponentials instead (one per distinct row
+and column value). On a GPU and while compiling, where eigh and the distinct values would
+synchronise with the host, every token takes its exponential (ComRoPE's of the summed
+generators).
 """
 
 from __future__ import annotations
@@ -39,6 +49,9 @@ INITS = ("mixed", "random")
 # times (no host read); on the CPU it stops after the largest s, with the same result.
 _MAX_SQUARINGS = 20  # exact up to a 1-norm of 2**20 ~ 1e6 rad; beyond that: NaN
 _TAYLOR = [1 / math.factorial(k) for k in range(17)]
+# ComRoPE on the CPU: generators whose eigenvalues are closer than this (relative to the
+# largest) take the exponential rather than their planes (see _planes).
+_PLANE_GAP = 1e-6
 
 
 def _reads_are_free(t: Tensor) -> bool:
@@ -105,6 +118,33 @@ def _square(r: Tensor, s: Tensor) -> Tensor:
     return torch.cat(groups).index_select(0, torch.argsort(order)).view(r.shape)
 
 
+def _planes(skew: Tensor) -> tuple[Tensor, Tensor] | None:
+    """Real skew-symmetric ``(..., b, b)`` ``S`` -> its invariant planes: ``U`` ``(..., b, 2m)``
+    (orthonormal columns, ``m = b // 2``) and ``w`` ``(..., m)`` with ``exp(t S) = I + U (T -
+    I) U^T`` for every ``t``, ``T`` turning plane ``i`` (columns ``2i, 2i + 1``) by ``w_i t``;
+    None where ``S`` is not finite or two of its eigenvalues are closer than ``_PLANE_GAP``
+    times its largest (a repeated or a zero pair, the zero matrix), whose eigenvectors'
+    gradient would divide by their distance. Reads values: for the CPU only."""
+    # -iS is Hermitian with eigenvalues +-w (and 0 for an odd b); for w > 0, S v = i w v and
+    # v = a + ic give S c = w a, S a = -w c: the plane of (c, a) turns by w (|a| = |c| =
+    # 1/sqrt(2)).
+    if not bool(skew.detach().isfinite().all()):  # eigh fails on them; exp gives NaN
+        return None
+    values, vectors = torch.linalg.eigh(-1j * skew.to(torch.promote_types(skew.dtype,
+                                                                           torch.complex64)))
+    gaps = values.detach().diff(dim=-1).amin(-1)
+    if not bool((gaps > _PLANE_GAP * values.detach().abs().amax(-1)).all()):
+        return None
+    m = skew.shape[-1] // 2
+    v = vectors[..., -m:]  # the positive eigenvalues (ascending order)
+    # Each v's phase fixed (its largest entry real and positive): a basis that is a function
+    # of S, so any loss of it has a gradient (eigh's refuses one that depends on the phase).
+    # Then (c, a) = sqrt(2) * (Re, Im) of i conj(v), in one complex product.
+    lead = v.gather(-2, v.detach().abs().argmax(-2, keepdim=True))
+    basis = torch.view_as_real(v.conj() * (lead * (1j * math.sqrt(2)) / lead.abs()))
+    return basis.flatten(-2), values[..., -m:]
+
+
 def _distinct(rows: Tensor) -> tuple[Tensor, Tensor]:
     """``(M, A)`` rows -> the distinct ones ``(K, A)`` and the index ``(M,)`` of each row's,
     so ``distinct[index] == rows``. Where reading values is not free (off the CPU, compiling)
@@ -126,35 +166,90 @@ def _distinct(rows: Tensor) -> tuple[Tensor, Tensor]:
 
 class BlockRotation(NamedTuple):
     """Per-token block-diagonal rotation (LieRE, ComRoPE), applied by
-    [`apply`][posenc.spatial.liere.BlockRotation.apply].
+    [`apply`][posenc.spatial.liere.BlockRotation.apply]; its ``b x b`` blocks ``R`` (of the
+    ``num_blocks = head_dim / b`` blocks of each head) by
+    [`matrices`][posenc.spatial.liere.BlockRotation.matrices].
 
-    Every ``b x b`` block ``R`` is stored as ``cos = (R + R^T) / 2`` and ``sin = (R - R^T) / 2``
-    (for ``b = 2`` exactly RoPE's), float32 (float64 for float64 coordinates) ``(B or 1, H, N,
-    num_blocks * b * b)``, so ``cos`` gives the token and batch extent as a
-    [`posenc.core.rope.Rotation`][posenc.core.rope.Rotation]'s does.
+    Two forms, float32 (float64 for float64 coordinates), ``cos`` and ``sin`` of shape ``(B or
+    1, H, N, F)`` (so ``cos`` gives the token and batch extent as a
+    [`posenc.core.rope.Rotation`][posenc.core.rope.Rotation]'s does):
+
+    - per token (``basis`` None): every block stored as ``cos = (R + R^T) / 2`` and ``sin = (R -
+      R^T) / 2``, ``F = num_blocks * b * b`` (for ``b = 2`` exactly RoPE's);
+    - in planes (``basis`` given: ComRoPE on the CPU): ``R = I + U (T - I) U^T`` with ``U`` the
+      ``basis``, ``(H, num_blocks, b, 2m)`` orthonormal columns shared by every token (``m = b //
+      2`` planes, each two consecutive columns), and ``T`` the turn of each plane by the angle
+      whose ``cos`` and ``sin`` are given, ``F = num_blocks * m`` (RoPE's interleaved layout in
+      ``U``'s coordinates: a plane's ``(z1, z2)`` goes to ``(cos z1 - sin z2, sin z1 + cos
+      z2)``).
     """
 
     cos: Tensor
     sin: Tensor
     block_size: int
+    basis: Tensor | None = None
+
+    def _blocks(self) -> int:
+        per = self.block_size ** 2 if self.basis is None else self.block_size // 2
+        return self.cos.shape[-1] // per
 
     def apply(self, x: Tensor) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, N, num_blocks * b)``; shaped and typed like ``x``
         (the arithmetic runs in at least float32)."""
-        b = self.block_size
-        cos, sin = self.cos, self.sin
-        blocks = cos.shape[-1] // (b * b)
+        b, cos = self.block_size, self.cos
+        blocks = self._blocks()
         if x.ndim != 4 or x.shape[-1] != blocks * b or cos.ndim != 4 \
                 or cos.shape[-2] != x.shape[-2] or any(
                     r not in (1, n) for r, n in zip(cos.shape[:2], x.shape[:2], strict=True)):
+            per = f"{b} * {b}" if self.basis is None else f"{b // 2} planes"
             raise ValueError(f"a block rotation of shape {tuple(cos.shape)} (B or 1, H or 1, N, "
-                             f"{blocks} blocks * {b} * {b}) does not fit x of shape "
+                             f"{blocks} blocks * {per}) does not fit x of shape "
                              f"{tuple(x.shape)} (B, H, N, head_dim={blocks * b})")
         check_rotation_device(cos, x)
         work = torch.promote_types(x.dtype, torch.float32)
-        r = (cos + sin).to(work).unflatten(-1, (blocks, b, b))
-        y = torch.einsum("...jxy,...jy->...jx", r, x.to(work).unflatten(-1, (blocks, b)))
-        return y.flatten(-2).to(x.dtype)
+        xb = x.to(work).unflatten(-1, (blocks, b))  # (B, H, N, blocks, b)
+        # Autocast off: it would run the products below in bf16/fp16.
+        with torch.autocast(x.device.type, enabled=False):
+            y = self._turn_blocks(xb) if self.basis is None else self._turn_planes(xb)
+        return y.to(x.dtype)
+
+    def _turn_blocks(self, xb: Tensor) -> Tensor:
+        """Per token: ``(B, H, N, num_blocks, b)`` -> each block times its ``R``, ``(B, H, N,
+        D)``."""
+        *_, blocks, b = xb.shape
+        r = (self.cos + self.sin).to(xb.dtype).unflatten(-1, (blocks, b, b))
+        return torch.einsum("...jxy,...jy->...jx", r, xb).flatten(-2)
+
+    def _turn_planes(self, xb: Tensor) -> Tensor:
+        """In planes: ``(B, H, N, num_blocks, b)`` -> ``x + U (T - I) U^T x``, ``(B, H, N, D)``:
+        two products with the shared ``U`` instead of one with a matrix per token, and the
+        identity (a prefix token's ``T = I``) leaves ``x`` exactly as it is."""
+        batch, heads, tokens, blocks, b = xb.shape
+        # U block-diagonal per head, (H, D, num_blocks * 2m): one GEMM per head over all tokens
+        # is faster than the blocks' b-wide ones without the zeros.
+        u = self.basis.to(xb.dtype).permute(0, 2, 3, 1)  # (H, b, 2m, num_blocks)
+        u = torch.diag_embed(u).permute(0, 3, 1, 4, 2).flatten(3).flatten(1, 2)
+        xs = xb.transpose(0, 1).reshape(heads, batch * tokens, blocks * b)
+        z = torch.view_as_complex((xs @ u).view(heads, batch, tokens, -1, 2))
+        turn = torch.complex(self.cos.to(xb.dtype) - 1, self.sin.to(xb.dtype)).transpose(0, 1)
+        moved = torch.view_as_real(z * turn).view(heads, batch * tokens, -1)
+        y = torch.baddbmm(xs, moved, u.mT)  # (H, B N, D)
+        return y.view(heads, batch, tokens, -1).transpose(0, 1)
+
+    def matrices(self) -> Tensor:
+        """The blocks ``R``: ``(B or 1, H, N, num_blocks, b, b)``, in ``cos``'s dtype."""
+        b, blocks = self.block_size, self._blocks()
+        if self.basis is None:
+            return (self.cos + self.sin).unflatten(-1, (blocks, b, b))
+        u1, u2 = self.basis.unflatten(-1, (-1, 2)).unbind(-1)  # (H, blocks, b, m) each
+        # A plane's share of U (T - I) U^T: (cos - 1) (u1 u1^T + u2 u2^T) + sin (u2 u1^T - u1 u2^T).
+        sym = torch.einsum("hjxm,hjym->hjmxy", u1, u1) + torch.einsum("hjxm,hjym->hjmxy", u2, u2)
+        anti = torch.einsum("hjxm,hjym->hjmxy", u2, u1)
+        anti = anti - anti.mT
+        cos, sin = (t.unflatten(-1, (blocks, -1)) for t in (self.cos, self.sin))
+        eye = torch.eye(b, dtype=self.cos.dtype, device=self.cos.device)
+        return (eye + torch.einsum("bhnjm,hjmxy->bhnjxy", cos - 1, sym)
+                + torch.einsum("bhnjm,hjmxy->bhnjxy", sin, anti))
 
 
 def _skew_pairs(freqs: Tensor, block_size: int) -> Tensor:
@@ -258,6 +353,10 @@ class LieRE(_Rotary):
         wide = wide_dtype(coords.device)
         out = torch.float64 if coords.dtype == torch.float64 else torch.float32
         with torch.autocast(coords.device.type, enabled=False):
+            if self.variant == "comrope" and _reads_are_free(coords):
+                planes = self._plane_rotation(coords.to(wide), out)
+                if planes is not None:
+                    return planes
             points, index = _distinct(coords.flatten(0, 1).to(wide))  # (K, 2), (B N,)
             half = self._rotations(points, out) / 2  # (K, H, D/b, b, b)
         # (H, K, F), so that the gather below gives each head's tokens contiguously.
@@ -267,13 +366,29 @@ class LieRE(_Rotary):
                     for t in (cos, sin))
         return BlockRotation(cos, sin, self.block_size)
 
+    def _plane_rotation(self, coords: Tensor, dtype: torch.dtype) -> BlockRotation | None:
+        """ComRoPE's rotation of ``(B, N, 2)`` coordinates (float64) in planes: its generators
+        ``A_a = theta_a S`` share ``S``'s invariant planes, so ``exp(sum_a p_a A_a)`` turns them
+        by ``w (theta_row p_row + theta_col p_col)``: one decomposition per head and block, an
+        angle per token and plane (None where ``S``'s planes are not well separated)."""
+        generators = self.generators.to(coords.dtype)
+        planes = _planes(generators - generators.mT)  # (H, D/b, b, 2m), (H, D/b, m)
+        if planes is None:
+            return None
+        basis, freqs = planes
+        t = coords @ self.axis_scales.to(coords.dtype)  # (B, N, D/b)
+        angles = (t[:, None, :, :, None] * freqs[:, None]).flatten(-2)  # (B, H, N, D/b m)
+        return BlockRotation(angles.cos().to(dtype), angles.sin().to(dtype), self.block_size,
+                             basis.to(dtype))
+
     def _rotations(self, points: Tensor, dtype: torch.dtype) -> Tensor:
         """``(K, 2)`` coordinates (float64) -> ``exp(sum_a p_a A_a)``: ``(K, H, D/b, b, b)`` in
         ``dtype``. ComRoPE's generators commute (``A_a = theta_a S``), so its exponential is the
         product ``exp(p_row A_row) exp(p_col A_col)`` of one exponential per distinct value per
         axis (a grid's rows and columns: ``rows + cols`` instead of ``rows * cols``), the
         product of two orthogonal matrices taken in ``dtype`` (within a few of its ulps), where
-        distinct values are found (the CPU)."""
+        distinct values are found (the CPU, for generators whose planes are not separated:
+        `_plane_rotation` takes the others)."""
         a = self.axis_generators(points.dtype)  # (H, 2, D/b, b, b)
         # Where no value is read to find the distinct rows and columns (off the CPU, compiling),
         # ComRoPE's product would take two exponentials a token: one of the sum takes one.

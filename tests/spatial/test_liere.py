@@ -153,7 +153,7 @@ def test_rotation_is_the_matrix_exponential_of_each_token_with_its_gradient(
     enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random", init_std=0.4)
     coords = _coords_with_repeats()
     rot = enc.rotation(GridPositions(coords, num_prefix_tokens=2))
-    ours = (rot.cos + rot.sin).double().unflatten(-1, (HEAD_DIM // 4, 4, 4))
+    ours = rot.matrices().double()
     ref = _reference_rotation(enc, coords, prefix=2)
     torch.testing.assert_close(ours, ref, rtol=0, atol=2e-6)
     weight = torch.randn(ref.shape, dtype=torch.float64)
@@ -164,15 +164,129 @@ def test_rotation_is_the_matrix_exponential_of_each_token_with_its_gradient(
         torch.testing.assert_close(grad, ref_grad, rtol=1e-4, atol=1e-4)
     # Float64 coordinates: float64 all the way.
     wide = enc.rotation(coords.double())
-    ours = (wide.cos + wide.sin).unflatten(-1, (HEAD_DIM // 4, 4, 4))
+    ours = wide.matrices()
     torch.testing.assert_close(ours, _reference_rotation(enc, coords, prefix=0), rtol=0,
                                atol=1e-12)
+
+
+def _comrope(block_size: int, seed: int = 7) -> LieRE:
+    torch.manual_seed(seed)
+    head_dim = 4 * block_size
+    return LieRE(head_dim, HEADS, "comrope", block_size=block_size, init="random", init_std=0.4)
+
+
+def _rotated_by_reference(enc: LieRE, x: torch.Tensor, coords: torch.Tensor,
+                          prefix: int) -> torch.Tensor:
+    """x (B, H, P + N, D) turned per token by torch.linalg.matrix_exp's blocks, float64."""
+    r = _reference_rotation(enc, coords, prefix)
+    xb = x.double().unflatten(-1, (-1, enc.block_size))
+    return torch.einsum("bhnjxy,bhnjy->bhnjx", r, xb).flatten(-2)
+
+
+@pytest.mark.parametrize("block_size", [2, 3, 4, 8])
+def test_comrope_on_the_cpu_turns_its_planes_as_the_matrix_exponential_does(block_size):
+    """ComRoPE on the CPU: one basis per head and block, an angle per token and plane; the
+    rotated q/k and their gradients are those of torch.linalg.matrix_exp per token (float64
+    coordinates: to float64 rounding; float32: to float32's)."""
+    enc = _comrope(block_size)
+    coords = _coords_with_repeats()
+    x = torch.randn(2, HEADS, 9, enc.head_dim, dtype=torch.float64)
+    params = list(enc.parameters())
+    ref = _rotated_by_reference(enc, x, coords, prefix=2)
+    weight = torch.randn(ref.shape, dtype=torch.float64)
+    ref_grads = torch.autograd.grad((ref * weight).sum(), params)
+    for dtype, atol, grad_tol in ((torch.float64, 1e-12, 1e-10), (torch.float32, 2e-6, 1e-4)):
+        rot = enc.rotation(GridPositions(coords.to(dtype), num_prefix_tokens=2))
+        m = block_size // 2
+        assert rot.basis is not None and rot.basis.shape == (HEADS, 4, block_size, 2 * m)
+        assert rot.cos.shape == (2, HEADS, 9, 4 * m) and rot.cos.dtype == dtype
+        out = rot.apply(x.to(dtype))
+        torch.testing.assert_close(out.double(), ref, rtol=0, atol=atol * 4)
+        assert torch.equal(out[:, :, :2], x[:, :, :2].to(dtype))  # prefix tokens: exactly x
+        grads = torch.autograd.grad((out.double() * weight).sum(), params)
+        for grad, ref_grad in zip(grads, ref_grads, strict=True):
+            torch.testing.assert_close(grad, ref_grad, rtol=grad_tol, atol=grad_tol)
+
+
+def test_comrope_planes_gradcheck_in_float64():
+    from posenc.spatial.liere import _planes
+
+    enc = _comrope(3, seed=2)  # odd: each block also has a direction no plane turns
+    coords = (_coords_with_repeats()[:1] * 0.5).double()
+    x = torch.randn(1, HEADS, 7, enc.head_dim, dtype=torch.float64)
+    p = enc.generators.detach().double().requires_grad_()
+    theta = enc.axis_scales.detach().double().requires_grad_()
+
+    def turned(p, theta):
+        params = {"generators": p, "axis_scales": theta}
+        return torch.func.functional_call(enc, params, (x, coords))
+
+    assert enc.rotation(coords).basis is not None
+    assert torch.autograd.gradcheck(turned, (p, theta))
+    # The basis itself, each plane's phase fixed, is a function of S with a gradient.
+    assert torch.autograd.gradcheck(lambda p: _planes(p - p.mT)[0], (p[:1, :2],))
+
+
+@pytest.mark.parametrize("case", ["zero block", "repeated turn", "near repeat"])
+def test_comrope_generators_without_separate_planes_take_the_exponential(case):
+    """A block whose S has a repeated eigenvalue (a zero block; two planes turning alike) has
+    no unique planes and eigh's gradient would divide by zero: the rotation is the
+    exponential's, per token, with the reference's values and finite gradients. Planes barely
+    apart (1e-4) are separate: they are used, with the same values and gradients."""
+    enc = _comrope(4)
+    q = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64))[0]
+    second = {"zero block": 0.0, "repeated turn": 0.7, "near repeat": 0.7 + 1e-4}[case]
+    planes = torch.zeros(4, 4, dtype=torch.float64)
+    planes[1, 0], planes[3, 2] = 0.7, second
+    skew = q @ (planes - planes.mT) @ q.T
+    with torch.no_grad():
+        enc.generators[1, 2] = (torch.zeros(4, 4) if case == "zero block" else skew / 2).float()
+    coords = _coords_with_repeats().double()
+    rot = enc.rotation(GridPositions(coords, num_prefix_tokens=2))
+    assert (rot.basis is None) == (case != "near repeat")
+    x = torch.randn(2, HEADS, 9, enc.head_dim, dtype=torch.float64)
+    out = rot.apply(x)
+    ref = _rotated_by_reference(enc, x, coords, prefix=2)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-11)
+    weight = torch.randn(ref.shape, dtype=torch.float64)
+    params = list(enc.parameters())
+    grads = torch.autograd.grad((out * weight).sum(), params)
+    ref_grads = torch.autograd.grad((ref * weight).sum(), params)
+    for grad, ref_grad in zip(grads, ref_grads, strict=True):
+        assert grad.isfinite().all()
+        torch.testing.assert_close(grad, ref_grad, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["liere", "comrope"])
+def test_rotation_applies_in_float32_under_autocast(variant):
+    """Both forms turn q/k in float32 under a bf16 autocast (its products would run in bf16)."""
+    enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random", init_std=0.5)
+    coords = patch_coords((3, 4))
+    x = torch.randn(2, HEADS, 12, HEAD_DIM)
+    rot = enc.rotation(coords)
+    assert (rot.basis is None) == (variant == "liere")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = rot.apply(x)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, rot.apply(x), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_comrope_non_finite_generators_give_nan_where_they_act_not_an_error(bad):
+    enc = _comrope(4)
+    with torch.no_grad():
+        enc.generators[0, 1, 0, 1] = bad
+    x = torch.randn(1, HEADS, 12, enc.head_dim)
+    out = enc(x, patch_coords((3, 4)) + 1)
+    assert out[:, 0, :, 4:8].isnan().all()  # head 0, block 1
+    assert out[:, 1:].isfinite().all() and out[:, 0, :, :4].isfinite().all()
 
 
 @pytest.mark.parametrize("variant", ["liere", "comrope"])
 def test_exponentials_are_taken_once_per_distinct_coordinate(variant, monkeypatch):
     """A batch of grids with a prefix token: LieRE exponentiates each distinct point once,
-    ComRoPE each distinct row and column value once (exp of a sum = product of exps)."""
+    ComRoPE, where its generators' planes are not separated (else none: it turns its planes),
+    each distinct row and column value once (exp of a sum = product of exps)."""
     from posenc.spatial import liere
 
     sizes = []
@@ -186,6 +300,10 @@ def test_exponentials_are_taken_once_per_distinct_coordinate(variant, monkeypatc
     enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random")
     grid = patch_coords((3, 5))
     coords = torch.stack((grid, grid, grid.flip(0)))  # the same 15 points per batch item
+    if variant == "comrope":
+        enc.rotation(GridPositions(coords, num_prefix_tokens=1))
+        assert sizes == []
+        monkeypatch.setattr(liere, "_PLANE_GAP", float("inf"))
     enc.rotation(GridPositions(coords, num_prefix_tokens=1))
     per_point = HEADS * HEAD_DIM // 4
     # The prefix token sits at 0, which is also the grid's first point and row and column.
@@ -248,10 +366,13 @@ def test_liere_with_non_commuting_generators_is_not_relative():
 def test_rotations_are_orthogonal_and_keep_norms(variant):
     enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random")
     rot = enc.rotation(patch_coords((3, 4)) * 1.7)
-    r = (rot.cos + rot.sin).unflatten(-1, (HEAD_DIM // 4, 4, 4)).double()
+    r = rot.matrices().double()
     eye = torch.eye(4, dtype=torch.float64).expand_as(r)
     torch.testing.assert_close(r.mT @ r, eye, rtol=0, atol=1e-6)
-    torch.testing.assert_close(rot.cos, rot.cos.unflatten(-1, (4, 4, 4)).mT.flatten(-3))
+    if rot.basis is None:  # per token: cos is each block's symmetric part
+        torch.testing.assert_close(rot.cos, rot.cos.unflatten(-1, (4, 4, 4)).mT.flatten(-3))
+    else:  # in planes: cos and sin of each plane's angle
+        torch.testing.assert_close(rot.cos.square() + rot.sin.square(), torch.ones_like(rot.cos))
     x = torch.randn(2, HEADS, 12, HEAD_DIM)
     out = enc(x, patch_coords((3, 4)) * 1.7)
     torch.testing.assert_close(out.unflatten(-1, (4, 4)).norm(dim=-1),
@@ -383,7 +504,10 @@ def test_rotate_names_what_does_not_fit():
 def test_rotation_traces_as_one_graph():
     # fullgraph=True fails on any graph break, e.g. a .item() (a host synchronisation on GPUs);
     # the eager backend traces with Dynamo without generating code, which keeps this fast.
+    # Compiled, ComRoPE takes the exponential per token (eager on the CPU: its planes), so the
+    # two are compared as the rotation matrices they give.
     enc = LieRE(HEAD_DIM, HEADS, "comrope")
     coords = patch_coords((3, 4))
-    compiled = torch.compile(lambda c: enc.rotation(c).cos, backend="eager", fullgraph=True)
-    torch.testing.assert_close(compiled(coords), enc.rotation(coords).cos)
+    compiled = torch.compile(lambda c: enc.rotation(c).matrices(), backend="eager",
+                             fullgraph=True)
+    torch.testing.assert_close(compiled(coords), enc.rotation(coords).matrices())
