@@ -52,7 +52,8 @@ class PosencCLI(LightningCLI):
     [`posenc.tasks.export.export_onnx`][posenc.tasks.export.export_onnx]) and two options of
     ``fit``:
 
-    - ``test_after_fit: true``: finish by testing the trained weights on the test split.
+    - ``test_after_fit: true``: finish by testing the trained weights on the test split (a
+      Forecaster's ``keep_best``: the best validation run's, which the printout names).
     - ``refit_epochs: N``: then train a fresh model (same config and seed) for ``N`` epochs on
       train + validation (the data module's ``train_on_val``, which refits its scaling too),
       without validation, and keep it. The refit is a run of its own: a new logger version, a
@@ -162,7 +163,8 @@ class PosencCLI(LightningCLI):
                                   apply_on="instantiate")
         parser.add_argument(
             "--test_after_fit", type=bool, default=False,
-            help="After fit, run the test loop with the final weights (fit only).")
+            help="After fit, run the test loop with the weights fit ends with: the final ones, "
+                 "or a Forecaster's keep_best validation run's (fit only).")
         parser.add_argument(
             "--refit_epochs", type=int | None, default=None,
             help="After fit, train a fresh model (same config and seed) for this many epochs "
@@ -188,8 +190,14 @@ class PosencCLI(LightningCLI):
             merged = {k: v for result in results for k, v in result.items()}
             width = max(map(len, merged), default=0)
             lines = [f"  {k:<{width}}  {v:.4f}" for k, v in sorted(merged.items())]
-            weights = ("final weights" if epochs is None else
-                       f"refit on train + validation for {epochs} epochs")
+            kept = getattr(self.model, "kept_best", None)  # a Forecaster's keep_best
+            if epochs is not None:
+                weights = f"refit on train + validation for {epochs} epochs"
+            elif kept is not None:
+                weights = (f"best validation weights: epoch {kept['epoch']}, step "
+                           f"{kept['step']}, {kept['metric']} {kept['value']:.4f}")
+            else:
+                weights = "final weights"
             print(f"Test results ({weights}):", *lines, sep="\n", flush=True)
 
     def _refit(self, epochs: int) -> None:

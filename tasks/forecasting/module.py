@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch import LightningModule
+from lightning.pytorch.trainer.states import TrainerFn
 from posenc.core._checks import (
     check_bool,
     check_choice,
@@ -50,7 +51,10 @@ from .network import (
 from .output import data_state, forecast_frame, request_dataset
 from .schema import CHECKPOINT_KEY, Fitted
 
-__all__ = ["Forecaster"]
+__all__ = ["KEEP_BEST", "Forecaster"]
+
+# Validation metrics ``keep_best`` can select by (lower is better; ``wql``: quantile loss only).
+KEEP_BEST = ("loss", "mae", "rmse", "mase", "rmsse", "smape", "wql")
 
 
 def _check_list(value: Any, name: str, what: str) -> None:
@@ -120,6 +124,13 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
             [`lag_inputs`][posenc.tasks.forecasting.network.ForecastTransformer.lag_inputs]).
         patch_size: context observations per token (1: one each); ``P > 1`` makes PatchTST's
             patches, counted back from the forecast origin.
+        keep_best: a validation metric of `KEEP_BEST` (``"mae"``, ``"loss"``, ...), or None:
+            at the end of ``fit`` the model holds the weights of the validation run where that
+            metric (``val/NAME``) was lowest, kept in memory (a CPU copy, no checkpoint file),
+            instead of the last step's; ``kept_best`` says which (``{"epoch"`` (0-based),
+            ``"step", "metric", "value"}``). None, or a fit that never
+            validates (``limit_val_batches=0``, a refit on train + validation), keeps the last
+            weights. A resumed fit selects among its own validation runs only.
     """
 
     def __init__(
@@ -132,7 +143,7 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
         nonnegative: bool = False, lr: float = 1e-3, weight_decay: float = 0.01,
         warmup: float = 0.05, scheduler: str = "cosine", min_lr_ratio: float = 0.0,
         instance_norm_stats: str = "standard", lags: list[str] | None = None,
-        patch_size: int = 1,
+        patch_size: int = 1, keep_best: str | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -171,6 +182,11 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
         check_bool(nonnegative, "nonnegative")
         _check_list(encodings, "encodings", "encodings")
         check_choice(loss, "loss", LOSSES)
+        if keep_best is not None:
+            check_choice(keep_best, "keep_best", KEEP_BEST)
+            if keep_best == "wql" and loss != "quantile":
+                raise ValueError(f"keep_best='wql' needs loss='quantile' (the only loss whose "
+                                 f"validation logs val/wql), got loss={loss!r}")
         if loss == "quantile":
             quantiles = check_quantile_levels([0.1, 0.5, 0.9] if quantiles is None else quantiles)
             median_position(quantiles)  # refused here, before the network is built
@@ -215,6 +231,10 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
                                   for suffix in ("", *self.naive_seasons)})
             for stage in ("val", "test")})
         self.test_per_series: pd.DataFrame | None = None
+        # keep_best's record of this fit: {"epoch", "step", "metric", "value"} of the
+        # best validation run so far, and a CPU copy of its weights (not kept after fit).
+        self.kept_best: dict[str, Any] | None = None
+        self._best_state: dict[str, Tensor] | None = None
 
     def data_sizes(self) -> dict[str, Any]:
         """The sizes this model was built for, by the data module property they match."""
@@ -364,6 +384,34 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         self._log_metrics("val")
+
+    def on_fit_start(self) -> None:
+        self.kept_best, self._best_state = None, None
+
+    def on_validation_end(self) -> None:
+        """With ``keep_best``: copy the weights if this validation run is the best so far.
+        Lightning has reduced the epoch's logged values into ``callback_metrics`` by now (the
+        hook ModelCheckpoint saves in)."""
+        name = self.hparams.keep_best
+        trainer = self._trainer
+        if (name is None or trainer is None or trainer.sanity_checking
+                or trainer.state.fn != TrainerFn.FITTING):
+            return
+        value = trainer.callback_metrics.get(f"val/{name}")
+        if value is None or not torch.isfinite(value):  # nothing scored: not a candidate
+            return
+        value = float(value)
+        if self.kept_best is None or value < self.kept_best["value"]:
+            self.kept_best = {"epoch": trainer.current_epoch, "step": trainer.global_step,
+                              "metric": f"val/{name}", "value": value}
+            self._best_state = {key: tensor.detach().to("cpu", copy=True)
+                                for key, tensor in self.state_dict().items()}
+
+    def on_fit_end(self) -> None:
+        """With ``keep_best``: load the best validation run's weights (none: keep the last)."""
+        if self._best_state is not None:
+            self.load_state_dict(self._best_state)
+            self._best_state = None
 
     def on_test_epoch_end(self) -> None:
         self._log_metrics("test")
