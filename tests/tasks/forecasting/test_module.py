@@ -732,3 +732,33 @@ def test_naive_smape_leaves_out_points_where_the_data_and_the_naive_are_both_zer
                                 / (np.abs(truth) + np.abs(naive))[kept]))
     assert set(series.tolist()) == {0, 1} and both_zero > 20
     assert result["test/smape_naive_1d"] == pytest.approx(np.mean(rows), rel=1e-6)
+
+
+def test_every_block_gets_one_additive_mask_of_real_context_keys_and_itself(batch, monkeypatch):
+    """The attention mask is made additive once per forward (not by each block's attention):
+    every block receives the same float tensor, 0 where a token may attend (a real context
+    token, or itself) and -inf elsewhere, and the forecasts equal those of the bool mask."""
+    seed_everything(0)
+    model = Forecaster(**{**TINY, "depth": 2}).eval()
+    masks = []
+    for block in model.model.blocks:
+        block.register_forward_pre_hook(lambda module, args: masks.append(args[2]))
+    with torch.no_grad():
+        out = model(batch)
+    assert len(masks) == 2 and masks[0] is masks[1] and masks[0].dtype == torch.float32
+    ctx_valid = batch["context_valid"]
+    b, nc = ctx_valid.shape
+    total = nc + batch["target_valid"].shape[1]
+    expected = torch.full((b, 1, total, total), float("-inf"))
+    for w in range(b):
+        for i in range(total):
+            for j in range(total):
+                if i == j or (j < nc and ctx_valid[w, j]):
+                    expected[w, 0, i, j] = 0.0
+    assert (ctx_valid == False).any()  # noqa: E712  (padding keys are part of the check)
+    torch.testing.assert_close(masks[0], expected, rtol=0, atol=0)
+    # The bool mask the blocks were given before: the same forecasts.
+    monkeypatch.setattr("posenc.tasks.forecasting.network._as_additive",
+                        lambda mask, dtype: mask)
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch), out)
