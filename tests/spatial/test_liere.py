@@ -156,12 +156,7 @@ def test_rotation_is_the_matrix_exponential_of_each_token_with_its_gradient(
     ours = rot.matrices().double()
     ref = _reference_rotation(enc, coords, prefix=2)
     torch.testing.assert_close(ours, ref, rtol=0, atol=2e-6)
-    weight = torch.randn(ref.shape, dtype=torch.float64)
-    params = list(enc.parameters())
-    grads = torch.autograd.grad((ours * weight).sum(), params)
-    ref_grads = torch.autograd.grad((ref * weight).sum(), params)
-    for grad, ref_grad in zip(grads, ref_grads, strict=True):
-        torch.testing.assert_close(grad, ref_grad, rtol=1e-4, atol=1e-4)
+    _assert_same_parameter_grads(ours, ref, enc, 1e-4)
     # Float64 coordinates: float64 all the way.
     wide = enc.rotation(coords.double())
     ours = wide.matrices()
@@ -173,6 +168,19 @@ def _comrope(block_size: int, seed: int = 7) -> LieRE:
     torch.manual_seed(seed)
     head_dim = 4 * block_size
     return LieRE(head_dim, HEADS, "comrope", block_size=block_size, init="random", init_std=0.4)
+
+
+def _assert_same_parameter_grads(out: torch.Tensor, ref: torch.Tensor, enc: LieRE,
+                                 tol: float, weight: torch.Tensor | None = None) -> None:
+    """The gradients of ``enc``'s parameters through ``out`` equal those through the reference
+    ``ref`` (the same random weighting of both), and are finite."""
+    weight = torch.randn(ref.shape, dtype=torch.float64) if weight is None else weight
+    params = list(enc.parameters())
+    grads = torch.autograd.grad((out.double() * weight).sum(), params, retain_graph=True)
+    ref_grads = torch.autograd.grad((ref * weight).sum(), params, retain_graph=True)
+    for grad, ref_grad in zip(grads, ref_grads, strict=True):
+        assert grad.isfinite().all()
+        torch.testing.assert_close(grad, ref_grad, rtol=tol, atol=tol)
 
 
 def _rotated_by_reference(enc: LieRE, x: torch.Tensor, coords: torch.Tensor,
@@ -191,10 +199,8 @@ def test_comrope_on_the_cpu_turns_its_planes_as_the_matrix_exponential_does(bloc
     enc = _comrope(block_size)
     coords = _coords_with_repeats()
     x = torch.randn(2, HEADS, 9, enc.head_dim, dtype=torch.float64)
-    params = list(enc.parameters())
     ref = _rotated_by_reference(enc, x, coords, prefix=2)
     weight = torch.randn(ref.shape, dtype=torch.float64)
-    ref_grads = torch.autograd.grad((ref * weight).sum(), params)
     for dtype, atol, grad_tol in ((torch.float64, 1e-12, 1e-10), (torch.float32, 2e-6, 1e-4)):
         rot = enc.rotation(GridPositions(coords.to(dtype), num_prefix_tokens=2))
         m = block_size // 2
@@ -203,9 +209,7 @@ def test_comrope_on_the_cpu_turns_its_planes_as_the_matrix_exponential_does(bloc
         out = rot.apply(x.to(dtype))
         torch.testing.assert_close(out.double(), ref, rtol=0, atol=atol * 4)
         assert torch.equal(out[:, :, :2], x[:, :, :2].to(dtype))  # prefix tokens: exactly x
-        grads = torch.autograd.grad((out.double() * weight).sum(), params)
-        for grad, ref_grad in zip(grads, ref_grads, strict=True):
-            torch.testing.assert_close(grad, ref_grad, rtol=grad_tol, atol=grad_tol)
+        _assert_same_parameter_grads(out, ref, enc, grad_tol, weight)
 
 
 def test_comrope_planes_gradcheck_in_float64():
@@ -248,13 +252,7 @@ def test_comrope_generators_without_separate_planes_take_the_exponential(case):
     out = rot.apply(x)
     ref = _rotated_by_reference(enc, x, coords, prefix=2)
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-11)
-    weight = torch.randn(ref.shape, dtype=torch.float64)
-    params = list(enc.parameters())
-    grads = torch.autograd.grad((out * weight).sum(), params)
-    ref_grads = torch.autograd.grad((ref * weight).sum(), params)
-    for grad, ref_grad in zip(grads, ref_grads, strict=True):
-        assert grad.isfinite().all()
-        torch.testing.assert_close(grad, ref_grad, rtol=1e-6, atol=1e-6)
+    _assert_same_parameter_grads(out, ref, enc, 1e-6)
 
 
 @pytest.mark.parametrize("variant", ["liere", "comrope"])
