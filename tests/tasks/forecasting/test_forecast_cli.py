@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import sys
-from itertools import takewhile
 
 import numpy as np
 import pandas as pd
@@ -170,22 +169,15 @@ def test_holiday_features_from_a_yaml_config(tmp_path, monkeypatch, capsys):
     torch.testing.assert_close(loaded.eval()(batch), cli.model.eval()(batch))
 
 
-def test_the_birthdays_config_holiday_alternative_builds(tmp_path, monkeypatch):
-    """configs/forecast_birthdays.yaml documents US holidays as a commented alternative:
-    uncommented, it builds (so the comment does not rot)."""
+def test_the_birthdays_config_encodes_one_indicator_per_us_holiday(tmp_path, monkeypatch):
+    """configs/forecast_birthdays.yaml adds US holiday indicators (the holidays extra) to the
+    calendar: one per holiday, the form that helped in the holidays study."""
     pytest.importorskip("holidays")
     from posenc.temporal import HolidayFeatures
 
     monkeypatch.chdir(tmp_path)
-    marker = "      # - class_path: posenc.temporal.HolidayFeatures\n"
-    head, tail = (CONFIGS / "forecast_birthdays.yaml").read_text().split(marker)
-    lines = tail.splitlines(keepends=True)
-    block = [marker, *takewhile(lambda line: line.startswith("      #   "), lines)]
-    rest = lines[len(block) - 1:]
-    uncommented = [line.replace("      # ", "      ", 1) for line in block]
-    (tmp_path / "births.yaml").write_text(head + "".join(uncommented + rest))
-    cli = posenc_cli(["--config", "births.yaml", "--trainer.logger=false",
-                      "--data.init_args.states=[CA]"], run=False)
+    cli = posenc_cli(["--config", str(CONFIGS / "forecast_birthdays.yaml"),
+                      "--trainer.logger=false", "--data.init_args.states=[CA]"], run=False)
     holiday = cli.model.model.time_features.encodings[-1]
     assert isinstance(holiday, HolidayFeatures) and holiday.country == "US"
     assert len(holiday.groups) == 13 and "Thanksgiving Day" in holiday.groups
