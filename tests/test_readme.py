@@ -29,7 +29,8 @@ def test_the_readme_has_its_examples():
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[f"example{i}" for i in range(len(EXAMPLES))])
-def test_readme_example_runs(example):
+def test_readme_example_runs(example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # what an example writes (a trainer's checkpoints) lands there
     if "df[" in example:
         pytest.importorskip("vega_datasets")
     prelude = "".join(code for marker, code in PRELUDES.items() if marker in example)
