@@ -248,7 +248,7 @@ def repeat_kv(t: Tensor, num_heads: int) -> Tensor:
     return t[:, :, None].expand(-1, -1, groups, -1, -1).flatten(1, 2)
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
+def attend(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None,
            bias: Tensor | None = None, *, dropout_p: float = 0.0,
            is_causal: bool = False) -> Tensor:
     """``softmax(q k^T / sqrt(head_dim) + mask + bias) v``: SDPA with a mask and a bias.
@@ -256,8 +256,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
     Args:
         q: ``(B, H, Nq, head_dim)`` queries.
         k, v: ``(B, H_kv, Nk, head_dim)`` keys and values, ``H`` a multiple of ``H_kv``.
-        mask: additive float mask broadcastable to ``(B, H, Nq, Nk)`` (checked by the caller),
-            in ``q``'s dtype, or None.
+        attn_mask: bool (True = attend) or float additive mask broadcastable to ``(B, H, Nq,
+            Nk)`` (checked here), or None.
         bias: attention-logit bias broadcastable to ``(B, H, Nq, Nk)``, or None.
         dropout_p: attention dropout.
         is_causal: query ``i`` attends keys ``j <= i + (Nk - Nq)`` (bottom-right aligned).
@@ -270,6 +270,11 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
         ``(B, H, Nq, head_dim)``.
     """
     num_q, num_k = q.shape[-2], k.shape[-2]
+    mask = None
+    if attn_mask is not None:
+        _check_mask(attn_mask, (q.shape[0], q.shape[1], num_q, num_k))
+        # SDPA wants a >= 2-D float mask in the queries' dtype
+        mask = _as_additive(attn_mask[(None,) * (4 - attn_mask.ndim)], q.dtype)
     if is_causal and (mask is not None or bias is not None or num_k != num_q):
         causal = _as_additive(torch.ones(num_q, num_k, dtype=torch.bool, device=q.device)
                               .tril(num_k - num_q), q.dtype)
@@ -291,9 +296,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
                                           is_causal=is_causal, enable_gqa=gqa)
 
 
-def _as_additive(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-    if mask is None:
-        return None
+def _as_additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A bool (True = attend) or float mask as an additive float mask in ``dtype``."""
     if mask.dtype != torch.bool:
         return mask.to(dtype)  # SDPA wants a float mask in the queries' dtype
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
@@ -532,14 +536,10 @@ class MultiheadAttention(nn.Module):
             k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)
             out = flex_attend(q, k, v, score_mod, block_mask=attn_mask, is_causal=is_causal)
             return self.proj_drop(self.proj(out.transpose(1, 2).reshape(batch, num_q, dim)))
-        if attn_mask is not None:
-            _check_mask(attn_mask, (batch, self.num_heads, num_q, num_k))
-            attn_mask = attn_mask[(None,) * (4 - attn_mask.ndim)]  # SDPA wants >= 2-D masks
         bias = None
         if self.bias is not None:
             bias = self.bias(query_positions, key_positions)
             self._check_bias("logits", bias.device, (bias.shape[0], *bias.shape[-2:]), q, num_k,
                              query_positions, key_positions)
-        out = attend(q, k, v, _as_additive(attn_mask, q.dtype), bias, dropout_p=dropout_p,
-                     is_causal=is_causal)
+        out = attend(q, k, v, attn_mask, bias, dropout_p=dropout_p, is_causal=is_causal)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(batch, num_q, dim)))

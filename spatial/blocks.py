@@ -21,13 +21,7 @@ from functools import partial
 import torch
 from posenc.core import MultiheadAttention, apply_rotation
 from posenc.core._checks import known_finite
-from posenc.core.attention import (
-    _as_additive,
-    _check_mask,
-    attend,
-    flex_attend,
-    use_flex,
-)
+from posenc.core.attention import attend, flex_attend, use_flex
 from posenc.core.bias import ScoreMod
 from posenc.core.rope import Rotation
 from timm.layers import Attention
@@ -107,11 +101,7 @@ class GridAttention(MultiheadAttention):
         if use_flex(self.backend, self.bias, attn_mask, q, k, v, dropout_p):
             out = flex_attend(q, k, v, bias, block_mask=attn_mask, is_causal=is_causal)
         else:
-            mask = None
-            if attn_mask is not None:
-                _check_mask(attn_mask, (batch, self.num_heads, num_tokens, num_tokens))
-                mask = _as_additive(attn_mask[(None,) * (4 - attn_mask.ndim)], q.dtype)
-            out = attend(q, k, v, mask, bias, dropout_p=dropout_p, is_causal=is_causal)
+            out = attend(q, k, v, attn_mask, bias, dropout_p=dropout_p, is_causal=is_causal)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(batch, num_tokens, dim)))
 
 

@@ -333,12 +333,17 @@ class LieRE(_Rotary):
         if self.axis_scales is not None:
             self.axis_scales.normal_(0.0, 1.0)
 
+    def _skew(self, dtype: torch.dtype | None) -> Tensor:
+        """``P - P^T`` of the parameters ``generators``, formed in ``dtype``: LieRE's generators
+        ``(H, 2, D/b, b, b)``, ComRoPE's shared ``S`` ``(H, D/b, b, b)``."""
+        generators = self.generators.to(dtype)
+        return generators - generators.mT
+
     def axis_generators(self, dtype: torch.dtype | None = None) -> Tensor:
         """The skew-symmetric generators ``A``: ``(H, 2, D/b, b, b)``, axis 0 rows, 1 columns,
         formed in ``dtype`` (default the parameters', float32): in float64, ComRoPE's two axes
         commute to float64 rounding."""
-        generators = self.generators.to(dtype)
-        skew = generators - generators.mT
+        skew = self._skew(dtype)
         if self.axis_scales is None:
             return skew
         return skew[:, None] * self.axis_scales.to(dtype)[None, :, :, None, None]
@@ -371,8 +376,7 @@ class LieRE(_Rotary):
         ``A_a = theta_a S`` share ``S``'s invariant planes, so ``exp(sum_a p_a A_a)`` turns them
         by ``w (theta_row p_row + theta_col p_col)``: one decomposition per head and block, an
         angle per token and plane (None where ``S``'s planes are not well separated)."""
-        generators = self.generators.to(coords.dtype)
-        planes = _planes(generators - generators.mT)  # (H, D/b, b, 2m), (H, D/b, m)
+        planes = _planes(self._skew(coords.dtype))  # (H, D/b, b, 2m), (H, D/b, m)
         if planes is None:
             return None
         basis, freqs = planes
