@@ -222,6 +222,8 @@ class ForecastTransformer(nn.Module):
             the forecast origin, become one token by a linear map of their concatenation (the
             earliest patch zero-filled), at its latest observation's elapsed time. Built after
             the lags' map.
+        patch_stride: observations between consecutive patches' ends (``S``, ``1 <= S <= P``),
+            None for ``P``: ``S < P`` overlaps patches (PatchTST's ``P = 16, S = 8``).
     """
 
     def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
@@ -231,7 +233,8 @@ class ForecastTransformer(nn.Module):
                  num_future: int = 0, static_cardinalities: list[int] | None = None,
                  num_static_real: int = 0, unit_months: int = 0,
                  nonnegative: bool = False, instance_norm_stats: str = "standard",
-                 lag_seasons: list[int] | None = None, patch_size: int = 1) -> None:
+                 lag_seasons: list[int] | None = None, patch_size: int = 1,
+                 patch_stride: int | None = None) -> None:
         super().__init__()
         self.num_past, self.num_future, self.num_static_real = num_past, num_future, num_static_real
         self.static_cardinalities = list(static_cardinalities or [])
@@ -273,6 +276,11 @@ class ForecastTransformer(nn.Module):
         self.lag_proj = nn.Linear(2 * len(self.lag_seasons) * num_targets, dim) \
             if self.lag_seasons else None
         self.patch_size = check_positive_int(patch_size, "patch_size")
+        self.patch_stride = patch_size if patch_stride is None else check_positive_int(
+            patch_stride, "patch_stride")
+        if self.patch_stride > patch_size:
+            raise ValueError(f"patch_stride={patch_stride} must be at most patch_size="
+                             f"{patch_size} (a longer stride would skip observations)")
         self.patch_embed = nn.Linear(patch_size * dim, dim) if patch_size > 1 else None
 
     def _static(self, batch: Mapping[str, Tensor]) -> Tensor | None:
@@ -375,8 +383,8 @@ class ForecastTransformer(nn.Module):
 
     def patches(self, tokens: Tensor, elapsed: Tensor, valid: Tensor
                 ) -> tuple[Tensor, Tensor, Tensor]:
-        """Group the context's token embeddings into patches of ``P = patch_size``, counted
-        back from each window's last real token.
+        """Group the context's token embeddings into patches of ``P = patch_size``, one every
+        ``S = patch_stride`` tokens counted back from each window's last real token.
 
         Args:
             tokens: ``(B, Nc, D)`` context token embeddings.
@@ -386,13 +394,15 @@ class ForecastTransformer(nn.Module):
         Returns:
             ``(B, Np, P * D)`` the patches' embeddings in time order (zeros before the first
             token), ``(B, Np)`` each patch's latest elapsed time, ``(B, Np)`` bool valid
-            patches; ``Np = ceil(Nc / P)``, the last patch ending at the origin.
+            patches; ``Np = 1 + ceil(max(Nc - P, 0) / S)`` (``ceil(Nc / P)`` side by side), the
+            last patch ending at the origin.
         """
         b, nc, d = tokens.shape
-        p = self.patch_size
-        num = -(-nc // p)
-        # Slot j*P + s (patch j) is P*num - 1 - (j*P + s) tokens before the last real one.
-        back = torch.arange(num * p - 1, -1, -1, device=tokens.device)
+        p, stride = self.patch_size, self.patch_stride
+        num = 1 + -(-max(nc - p, 0) // stride)
+        # Slot s of patch j is (Np - 1 - j) * S + P - 1 - s tokens before the last real one.
+        back = (torch.arange(num - 1, -1, -1, device=tokens.device)[:, None] * stride
+                + torch.arange(p - 1, -1, -1, device=tokens.device)).flatten()
         index = valid.sum(1, keepdim=True) - 1 - back                     # (B, Np * P)
         present = index >= 0
         index = index.clamp_min(0)

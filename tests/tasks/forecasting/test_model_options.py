@@ -197,6 +197,11 @@ def test_robust_instance_norm_makes_forecasts_follow_the_context_level_and_scale
     ({"lags": ["1D", "24h"]}, ValueError, "repeats a season"),
     ({"patch_size": 0}, ValueError, "patch_size must be"),
     ({"patch_size": 2.0}, TypeError, "patch_size must be an int"),
+    ({"patch_size": 4, "patch_stride": 0}, ValueError, "patch_stride must be"),
+    ({"patch_size": 4, "patch_stride": 2.0}, TypeError, "patch_stride must be an int"),
+    ({"patch_size": 4, "patch_stride": 5}, ValueError,
+     "patch_stride=5 must be at most patch_size=4"),
+    ({"patch_stride": 2}, ValueError, "patch_stride=2 must be at most patch_size=1"),
 ])
 def test_bad_model_options_raise_naming_the_argument(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -216,6 +221,26 @@ def test_patches_are_consecutive_tokens_counted_back_from_the_origin():
     # Each patch at its latest token's time (an empty patch at the first token's).
     torch.testing.assert_close(patch_elapsed, torch.tensor([[-40.0, -20, 0], [-40, -40, -20]]))
     assert patch_valid.tolist() == [[True, True, True], [False, True, True]]
+
+
+@pytest.mark.parametrize("size, stride", [(3, 1), (3, 2), (4, 2), (2, 2), (5, 3), (8, 4)])
+def test_overlapping_patches_end_every_stride_tokens_back_from_the_origin(size, stride):
+    model = Forecaster(patch_size=size, patch_stride=stride, **TINY).model
+    nc = 7
+    tokens = torch.arange(1.0, nc + 1).repeat(2, 1)[..., None]          # (2, 7, 1): 1..7
+    elapsed = torch.arange(-(nc - 1.0), 1.0).repeat(2, 1)
+    valid = torch.tensor([[True] * nc, [True] * 4 + [False] * 3])
+    patches, patch_elapsed, patch_valid = model.patches(tokens, elapsed, valid)
+    for w, length in enumerate((nc, 4)):
+        # Written out: patch ends at the last token, then every `stride` tokens back until the
+        # context (all nc slots) is covered; tokens before the first are 0.
+        ends = [length - 1 - k * stride for k in range(1 + max(0, -(-(nc - size) // stride)))]
+        expect = [[float(tokens[w, i]) if i >= 0 else 0.0 for i in range(end - size + 1, end + 1)]
+                  for end in reversed(ends)]
+        assert patches[w].tolist() == expect
+        assert patch_valid[w].tolist() == [end >= 0 for end in reversed(ends)]
+        assert patch_elapsed[w].tolist() == [float(elapsed[w, max(end, 0)])
+                                             for end in reversed(ends)]
 
 
 def test_patches_keep_the_other_parameters_and_shorten_the_context(batch):
