@@ -127,6 +127,9 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
         patch_stride: observations between consecutive patches' ends (``1 <= S <= P``), or
             None for ``patch_size`` (patches side by side); ``S < P`` overlaps them (PatchTST's
             16 and 8).
+        origin_tokens: ``K > 0``: every query token also gets a linear map of the context's
+            latest ``K`` tokens (patches with ``patch_size``), a direct path from the latest
+            values to each forecast, as a decoder starts from the encoder's last state; 0: none.
         keep_best: a validation metric of `KEEP_BEST` (``"mae"``, ``"loss"``, ...), or None:
             at the end of ``fit`` the model holds the weights of the validation run where that
             metric (``val/NAME``) was lowest, kept in memory (a CPU copy, no checkpoint file),
@@ -146,7 +149,8 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
         nonnegative: bool = False, lr: float = 1e-3, weight_decay: float = 0.01,
         warmup: float = 0.05, scheduler: str = "cosine", min_lr_ratio: float = 0.0,
         instance_norm_stats: str = "standard", lags: list[str] | None = None,
-        patch_size: int = 1, patch_stride: int | None = None, keep_best: str | None = None,
+        patch_size: int = 1, patch_stride: int | None = None, origin_tokens: int = 0,
+        keep_best: str | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -221,7 +225,7 @@ class Forecaster(CheckedCheckpointLoading, LightningModule):
             static_cardinalities=static_cardinalities, num_static_real=num_static_real,
             unit_months=unit.months, nonnegative=nonnegative,
             instance_norm_stats=instance_norm_stats, lag_seasons=lag_seasons or None,
-            patch_size=patch_size, patch_stride=patch_stride)
+            patch_size=patch_size, patch_stride=patch_stride, origin_tokens=origin_tokens)
         # The state fitted on the training span: the data module's at the first fit, then kept
         # (in checkpoints, for forecast(); data it is tested on must be read with it).
         self.fitted: Fitted | None = None

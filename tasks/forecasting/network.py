@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 from posenc.core import FIRE, ALiBi, Kerple, MultiheadAttention, RotaryEncoding
-from posenc.core._checks import check_choice, check_positive_int, known_finite
+from posenc.core._checks import check_choice, check_int, check_positive_int, known_finite
 from posenc.core.attention import _as_additive
 from posenc.core.encoding import wide_dtype
 from posenc.temporal.calendar import FIELDS, month_positions
@@ -162,6 +162,19 @@ def window_statistics(context: Tensor, observed: Tensor, stats: str = "standard"
     return median, (mad.square() + 1e-5).sqrt()
 
 
+def latest_tokens(tokens: Tensor, valid: Tensor, count: int) -> Tensor:
+    """``(B, N, D)`` tokens, ``(B, N)`` bool ``valid`` -> ``(B, count * D)``: each window's
+    ``count`` latest valid tokens in time order, ending at its last valid one (zeros for those
+    before the first; valid tokens are contiguous)."""
+    b, n, d = tokens.shape
+    positions = torch.arange(n, device=tokens.device)
+    last = torch.where(valid, positions, 0).amax(1, keepdim=True)               # (B, 1)
+    index = last - torch.arange(count - 1, -1, -1, device=tokens.device)          # (B, count)
+    present = (index >= 0) & valid.gather(1, index.clamp_min(0))
+    gathered = tokens.gather(1, index.clamp_min(0)[..., None].expand(-1, -1, d))
+    return (gathered * present[..., None]).flatten(1)
+
+
 class Block(nn.Module):
     """Pre-norm transformer block around the core attention."""
 
@@ -224,6 +237,9 @@ class ForecastTransformer(nn.Module):
             the lags' map.
         patch_stride: observations between consecutive patches' ends (``S``, ``1 <= S <= P``),
             None for ``P``: ``S < P`` overlaps patches (PatchTST's ``P = 16, S = 8``).
+        origin_tokens: ``K``: each query token also gets a linear map of the context's
+            latest ``K`` tokens (or patches; before the blocks, zeros before the first), a direct
+            path from the latest values to every forecast; 0: none. Built last.
     """
 
     def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
@@ -234,7 +250,7 @@ class ForecastTransformer(nn.Module):
                  num_static_real: int = 0, unit_months: int = 0,
                  nonnegative: bool = False, instance_norm_stats: str = "standard",
                  lag_seasons: list[int] | None = None, patch_size: int = 1,
-                 patch_stride: int | None = None) -> None:
+                 patch_stride: int | None = None, origin_tokens: int = 0) -> None:
         super().__init__()
         self.num_past, self.num_future, self.num_static_real = num_past, num_future, num_static_real
         self.static_cardinalities = list(static_cardinalities or [])
@@ -281,6 +297,8 @@ class ForecastTransformer(nn.Module):
         if self.patch_stride > patch_size:
             raise ValueError(f"patch_stride={patch_stride} must be at most patch_size="
                              f"{patch_size} (a longer stride would skip observations)")
+        self.origin_tokens = check_int(origin_tokens, "origin_tokens", ge=0)
+        self.origin_proj = nn.Linear(origin_tokens * dim, dim) if origin_tokens else None
         self.patch_embed = nn.Linear(patch_size * dim, dim) if patch_size > 1 else None
 
     def _static(self, batch: Mapping[str, Tensor]) -> Tensor | None:
@@ -459,6 +477,10 @@ class ForecastTransformer(nn.Module):
             elapsed = known_finite(torch.cat((patch_elapsed, elapsed[:, num_ctx:]), dim=1))
             num_ctx = ctx_valid.shape[1]
             valid = torch.cat((ctx_valid, tgt_valid), dim=1)
+        if self.origin_proj is not None:
+            latest = latest_tokens(x[:, :num_ctx], ctx_valid, self.origin_tokens)
+            x = torch.cat((x[:, :num_ctx], x[:, num_ctx:] + self.origin_proj(latest)[:, None]),
+                          dim=1)
         # Keys: real observations; every token also sees itself (no empty rows).
         total = valid.shape[1]
         key_ok = torch.zeros_like(valid)

@@ -10,7 +10,7 @@ import torch
 from lightning.pytorch import seed_everything
 from posenc.tasks import Forecaster
 from posenc.tasks.forecasting.metrics import seasonal_naive
-from posenc.tasks.forecasting.network import window_statistics
+from posenc.tasks.forecasting.network import latest_tokens, window_statistics
 
 TINY = {"dim": 16, "depth": 1, "num_heads": 2}
 HOUR = 3_600_000_000_000
@@ -202,6 +202,8 @@ def test_robust_instance_norm_makes_forecasts_follow_the_context_level_and_scale
     ({"patch_size": 4, "patch_stride": 5}, ValueError,
      "patch_stride=5 must be at most patch_size=4"),
     ({"patch_stride": 2}, ValueError, "patch_stride=2 must be at most patch_size=1"),
+    ({"origin_tokens": -1}, ValueError, "origin_tokens must be >= 0"),
+    ({"origin_tokens": True}, TypeError, "origin_tokens must be an int"),
 ])
 def test_bad_model_options_raise_naming_the_argument(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -241,6 +243,43 @@ def test_overlapping_patches_end_every_stride_tokens_back_from_the_origin(size, 
         assert patch_valid[w].tolist() == [end >= 0 for end in reversed(ends)]
         assert patch_elapsed[w].tolist() == [float(elapsed[w, max(end, 0)])
                                              for end in reversed(ends)]
+
+
+@pytest.mark.parametrize("patch_size, count", [(1, 1), (1, 3), (4, 1), (4, 2)])
+def test_origin_tokens_add_a_map_of_the_latest_context_tokens_to_every_query(batch, patch_size,
+                                                                            count):
+    batch = dict(batch)
+    for key in ("context_valid", "context_observed"):  # window 0: two tokens of padding
+        batch[key] = batch[key].clone()
+        batch[key][0, -2:] = False
+    model = Forecaster(origin_tokens=count, patch_size=patch_size, **TINY).model
+    seen = []
+    model.blocks[0].register_forward_pre_hook(lambda m, args: seen.append(args[0]))
+    proj = model.origin_proj
+    with torch.no_grad():
+        model(batch)
+        weight, bias = proj.weight.clone(), proj.bias.clone()
+        proj.weight.zero_(), proj.bias.zero_()
+        model(batch)
+    with_map, without = seen
+    nh = batch["target_valid"].shape[1]
+    nc = without.shape[1] - nh
+    # The origin: the last real context token, or the last patch (patches end at the origin).
+    last = ((batch["context_valid"].sum(1) - 1).tolist() if patch_size == 1
+            else [nc - 1] * len(without))
+    latest = torch.stack([without[w, end - count + 1:end + 1].flatten()
+                          for w, end in enumerate(last)])
+    torch.testing.assert_close(with_map[:, :nc], without[:, :nc], rtol=0, atol=0)
+    torch.testing.assert_close(with_map[:, nc:],
+                               without[:, nc:] + (latest @ weight.T + bias)[:, None])
+
+
+def test_latest_tokens_are_zero_before_the_first_valid_one():
+    tokens = torch.arange(1.0, 6.0).repeat(2, 1)[..., None]             # (2, 5, 1): 1..5
+    prefix = torch.tensor([[True] * 5, [True] * 2 + [False] * 3])       # padding at the end
+    suffix = torch.tensor([[True] * 5, [False] * 3 + [True] * 2])       # patches: at the start
+    assert latest_tokens(tokens, prefix, 3).tolist() == [[3.0, 4, 5], [0, 1, 2]]
+    assert latest_tokens(tokens, suffix, 3).tolist() == [[3.0, 4, 5], [0, 4, 5]]
 
 
 def test_patches_keep_the_other_parameters_and_shorten_the_context(batch):
