@@ -331,6 +331,7 @@ FORGED = [
     ("Forecaster", {"num_targets": T}, "num_targets=1000000000000"),
     ("Forecaster", {"static_cardinalities": [B]}, "static_cardinalities[0]=1000000000"),
     ("Forecaster", {"patch_size": B}, "patch_size=1000000000"),
+    ("Forecaster", {"origin_tokens": B}, "origin_tokens=1000000000"),
     ("Forecaster", {"mlp_ratio": 1e12}, "mlp_ratio=1000000000000.0"),
     ("Forecaster", _rel("posenc.core.ALiBi", num_heads=B), "relative.init_args.num_heads="),
     ("Forecaster", _rel("posenc.core.T5RelativeBias", num_buckets=T, max_distance=T),
