@@ -122,10 +122,13 @@ def test_forecaster_fit_export_and_onnxruntime_equals_eager(tmp_path, monkeypatc
 
 
 @pytest.mark.slow  # an export: about 10 s
-def test_a_forecaster_with_a_learned_time_bias_exports_from_python(tmp_path):
-    """``fire``: an MLP bias of the time gaps (a bias that needs a gradient in eager)."""
+@pytest.mark.parametrize("options", [
+    {"relative": "fire"},  # an MLP bias of the time gaps (a bias that needs a gradient in eager)
+    {"patch_size": 4, "patch_stride": 2, "origin_tokens": 2},  # token counts from the shapes
+])
+def test_a_forecaster_exports_from_python(tmp_path, options):
     torch.manual_seed(0)
-    model = Forecaster(dim=16, depth=1, num_heads=2, relative="fire", encodings=["calendar"])
+    model = Forecaster(dim=16, depth=1, num_heads=2, encodings=["calendar"], **options)
     data = TimeSeriesDataModule(synthetic_series(200), context_length=12, horizon=3,
                                 batch_size=4)
     path = export_onnx(model, tmp_path / "fire.onnx", datamodule=data)
