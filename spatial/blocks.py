@@ -96,7 +96,7 @@ class GridAttention(MultiheadAttention):
         q, k, v = (self._heads(t, self.num_heads) for t in self.qkv(x).split(dim, dim=-1))
         q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
-            q, k = apply_rotation(q, rope), apply_rotation(k, rope)
+            q, k = _for_scores(q, rope), _for_scores(k, rope)
         dropout_p = self.attn_drop if self.training else 0.0
         if use_flex(self.backend, self.bias, attn_mask, q, k, v, dropout_p):
             out = flex_attend(q, k, v, bias, block_mask=attn_mask, is_causal=is_causal)
@@ -197,6 +197,13 @@ def encode_blocks(blocks: Sequence[nn.Module], positions: GridPositions | VideoP
             bias = once(attn.bias, flex, partial(_bias, attn.bias, positions, flex), attn.num_heads)
         out.append((rope, bias))
     return out
+
+
+def _for_scores(x: Tensor, rope: Rotation | BlockRotation) -> Tensor:
+    """q or k rotated for the attention scores alone (what ``GridAttention`` does with them):
+    ComRoPE's planes may leave them in their basis, one product fewer
+    ([`BlockRotation.for_scores`][posenc.spatial.liere.BlockRotation.for_scores])."""
+    return rope.for_scores(x) if isinstance(rope, BlockRotation) else apply_rotation(x, rope)
 
 
 def _rotation(enc: nn.Module, positions: GridPositions | VideoPositions,

@@ -212,6 +212,46 @@ def test_comrope_on_the_cpu_turns_its_planes_as_the_matrix_exponential_does(bloc
         _assert_same_parameter_grads(out, ref, enc, grad_tol, weight)
 
 
+@pytest.mark.parametrize("block_size", [2, 3, 4, 8])
+def test_for_scores_keeps_every_score_of_the_rotated_q_and_k(block_size):
+    """``BlockRotation.for_scores``: q and k in the planes' basis (even blocks, ``T U^T x``)
+    give the rotated tensors' scores token by token, with the same parameter gradients; an
+    odd block (``U`` not square) and LieRE's per-token form return ``apply``'s tensor."""
+    enc = _comrope(block_size)
+    coords = GridPositions(_coords_with_repeats().double(), num_prefix_tokens=2)
+    q, k = torch.randn(2, 2, HEADS, 9, enc.head_dim, dtype=torch.float64)
+    rot = enc.rotation(coords)
+    want = rot.apply(q) @ rot.apply(k).mT                                   # (B, H, N, N)
+    got = rot.for_scores(q) @ rot.for_scores(k).mT
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    _assert_same_parameter_grads(got, want, enc, 1e-10)
+    if block_size % 2:
+        assert torch.equal(rot.for_scores(q), rot.apply(q))
+    else:  # in U's coordinates: not the rotated tensor itself
+        assert not torch.allclose(rot.for_scores(q), rot.apply(q))
+    liere = LieRE(enc.head_dim, HEADS, block_size=2)
+    per_token = liere.rotation(coords)
+    assert per_token.basis is None and torch.equal(per_token.for_scores(q), per_token.apply(q))
+
+
+def test_a_comrope_vit_gives_the_outputs_of_rotated_q_and_k(monkeypatch):
+    """GridAttention feeds ComRoPE's q and k to the scores in the planes' basis: the model's
+    logits and gradients are those of q and k rotated back."""
+    from posenc.spatial import blocks
+
+    torch.manual_seed(0)
+    model = attach(make_vit(), "comrope")
+    x = torch.randn(2, 3, 32, 32)
+    out = model(x)
+    grads = torch.autograd.grad(out.square().sum(), list(model.parameters()))
+    monkeypatch.setattr(blocks, "_for_scores", lambda t, rope: apply_rotation(t, rope))
+    want = model(x)
+    want_grads = torch.autograd.grad(want.square().sum(), list(model.parameters()))
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    for got_grad, want_grad in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(got_grad, want_grad, rtol=1e-4, atol=1e-5)
+
+
 def test_comrope_planes_gradcheck_in_float64():
     from posenc.spatial.liere import _planes
 
