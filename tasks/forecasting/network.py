@@ -233,13 +233,12 @@ class ForecastTransformer(nn.Module):
         patch_size: context observations per token (``P``; 1: one each). With ``P > 1``
             (PatchTST, Nie et al. 2023) every ``P`` embedded observations, counted back from
             the forecast origin, become one token by a linear map of their concatenation (the
-            earliest patch zero-filled), at its latest observation's elapsed time. Built after
-            the lags' map.
+            earliest patch zero-filled), at its latest observation's elapsed time. Built last.
         patch_stride: observations between consecutive patches' ends (``S``, ``1 <= S <= P``),
             None for ``P``: ``S < P`` overlaps patches (PatchTST's ``P = 16, S = 8``).
         origin_tokens: ``K``: each query token also gets a linear map of the context's
             latest ``K`` tokens (or patches; before the blocks, zeros before the first), a direct
-            path from the latest values to every forecast; 0: none. Built last.
+            path from the latest values to every forecast; 0: none. Built after the lags' map.
     """
 
     def __init__(self, num_targets: int, num_outputs: int, dim: int, depth: int,
