@@ -196,17 +196,22 @@ class BlockRotation(NamedTuple):
     def apply(self, x: Tensor) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, N, num_blocks * b)``; shaped and typed like ``x``
         (the arithmetic runs in at least float32)."""
-        self._check(x)
-        b = self.block_size
-        work = torch.promote_types(x.dtype, torch.float32)
-        xb = x.to(work).unflatten(-1, (self._blocks(), b))  # (B, H, N, blocks, b)
-        # Autocast off: it would run the products below in bf16/fp16.
-        with torch.autocast(x.device.type, enabled=False):
-            y = self._turn_blocks(xb) if self.basis is None else self._turn_planes(xb)
-        return y.to(x.dtype)
+        return self._turn(x, back=True)
 
-    def _check(self, x: Tensor) -> None:
-        """Refuse an ``x`` this rotation does not fit (shape, device)."""
+    def for_scores(self, x: Tensor) -> Tensor:
+        """``x`` of shape ``(B, H, N, num_blocks * b)`` made ready for attention scores only:
+        a tensor whose dot products with another's, token by token, are those of the rotated
+        ones. In planes with an even ``b`` (``U`` square, so ``R = U T U^T``) that is ``T U^T
+        x``, in ``U``'s coordinates: ``(T_i U^T q) . (T_j U^T k) = (R_i q) . (R_j k)``, one
+        product with ``U`` fewer forward and backward; otherwise
+        [`apply`][posenc.spatial.liere.BlockRotation.apply]. For q and k turned by the same
+        encoding (one ``U``), never for the values."""
+        square = self.basis is not None and self.basis.shape[-1] == self.block_size
+        return self._turn(x, back=not square)
+
+    def _turn(self, x: Tensor, back: bool) -> Tensor:
+        """``x`` checked against this rotation, then turned in at least float32 (``back``:
+        see `_turn_planes`)."""
         b, cos = self.block_size, self.cos
         blocks = self._blocks()
         if x.ndim != 4 or x.shape[-1] != blocks * b or cos.ndim != 4 \
@@ -217,22 +222,12 @@ class BlockRotation(NamedTuple):
                              f"{blocks} blocks * {per}) does not fit x of shape "
                              f"{tuple(x.shape)} (B, H, N, head_dim={blocks * b})")
         check_rotation_device(cos, x)
-
-    def for_scores(self, x: Tensor) -> Tensor:
-        """``x`` of shape ``(B, H, N, num_blocks * b)`` made ready for attention scores only:
-        a tensor whose dot products with another's, token by token, are those of the rotated
-        ones. In planes with an even ``b`` (``U`` square, so ``R = U T U^T``) that is ``T U^T
-        x``, in ``U``'s coordinates: ``(T_i U^T q) . (T_j U^T k) = (R_i q) . (R_j k)``, one
-        product with ``U`` fewer forward and backward; otherwise
-        [`apply`][posenc.spatial.liere.BlockRotation.apply]. For q and k turned by the same
-        encoding (one ``U``), never for the values."""
-        if self.basis is None or self.basis.shape[-1] != self.block_size:
-            return self.apply(x)
-        self._check(x)
         work = torch.promote_types(x.dtype, torch.float32)
-        xb = x.to(work).unflatten(-1, (self._blocks(), self.block_size))
+        xb = x.to(work).unflatten(-1, (blocks, b))  # (B, H, N, blocks, b)
+        # Autocast off: it would run the products below in bf16/fp16.
         with torch.autocast(x.device.type, enabled=False):
-            return self._turn_planes(xb, back=False).to(x.dtype)
+            y = self._turn_blocks(xb) if self.basis is None else self._turn_planes(xb, back)
+        return y.to(x.dtype)
 
     def _turn_blocks(self, xb: Tensor) -> Tensor:
         """Per token: ``(B, H, N, num_blocks, b)`` -> each block times its ``R``, ``(B, H, N,
@@ -241,7 +236,7 @@ class BlockRotation(NamedTuple):
         r = (self.cos + self.sin).to(xb.dtype).unflatten(-1, (blocks, b, b))
         return torch.einsum("...jxy,...jy->...jx", r, xb).flatten(-2)
 
-    def _turn_planes(self, xb: Tensor, back: bool = True) -> Tensor:
+    def _turn_planes(self, xb: Tensor, back: bool) -> Tensor:
         """In planes: ``(B, H, N, num_blocks, b)`` -> ``x + U (T - I) U^T x``, ``(B, H, N, D)``:
         two products with the shared ``U`` instead of one with a matrix per token, and the
         identity (a prefix token's ``T = I``) leaves ``x`` exactly as it is. ``back=False``
