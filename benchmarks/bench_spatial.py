@@ -3,7 +3,9 @@
 Forward + backward of a ViT with width 192, depth 12, 3 heads and patch size 4 at 32x32 and
 64x64 images. Every row is relative to timm's own learned ``pos_embed`` (an untouched
 ``vit_tiny_patch16_224``) measured in the same run; timm's RoPE ViT (``eva02_tiny_patch14_224``
-at the same width, depth, image and patch size) is reported as a peer.
+at the same width, depth, image and patch size) is reported as a peer. With ``liere``, a floor
+row: LieRE with its rotation computed once before the timed steps (the per-token apply without
+the exponentials).
 
 Measurement: all models step round-robin (the order rotates every round); each round gives
 every model a ratio to the baseline step of that round, and a row is the median of those
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 
 import timm
 import torch
-from posenc.spatial import ENCODINGS, attach
+from posenc.spatial import ENCODINGS, LieRE, attach
 from posenc.spatial.factory import encoding_kind
 from torch import nn
 
@@ -32,6 +34,26 @@ TARGETS = {"none": 1.05, "additive": 1.05, "rotary": 1.15, "bias": 1.10}
 BATCH = {32: 16, 64: 4}  # 64 x 16 and 256 x 4 patch tokens per step
 BASELINE = "timm learned pos_embed"
 PEER = "timm eva02 RoPE (peer)"
+LIERE_FLOOR = "liere, rotation given"  # timed with "liere": its step without the exponentials
+
+
+class _GivenRotation(LieRE):
+    """LieRE whose rotation is computed once, before the timed steps (without gradient): a
+    step with it costs the per-token apply, forward and backward, but not the exponentials."""
+
+    given = None
+
+    def rotation(self, positions, *, augment=True):
+        if self.given is None:
+            with torch.no_grad():
+                self.given = super().rotation(positions, augment=augment)
+        return self.given
+
+
+def row_kind(name: str) -> str:
+    """A row's kind: baseline, peer, floor, or its encoding's (which picks its target)."""
+    return ("baseline" if name == BASELINE else "peer" if name == PEER
+            else "floor" if name == LIERE_FLOOR else encoding_kind(name))
 
 
 def vit(img_size: int) -> nn.Module:
@@ -48,6 +70,11 @@ def models(img_size: int, encodings: Sequence[str] = ENCODINGS) -> dict[str, nn.
     out = {BASELINE: vit(img_size), PEER: eva(img_size)}
     for name in encodings:
         out[name] = attach(vit(img_size), name)
+    if "liere" in encodings:
+        model = vit(img_size)
+        attn = model.blocks[0].attn
+        out[LIERE_FLOOR] = attach(model, [_GivenRotation(attn.head_dim, attn.num_heads)
+                                          for _ in model.blocks])
     return out
 
 
@@ -100,7 +127,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for name in results[args.sizes[0]]:
-        kind = "baseline" if name == BASELINE else "peer" if name == PEER else encoding_kind(name)
+        kind = row_kind(name)
         cells = "".join(f"{f'{results[s][name][0]:.3f}x ({results[s][name][1] * 1e3:.0f})':>20}"
                         for s in args.sizes)
         target = TARGETS.get(kind)

@@ -110,7 +110,7 @@ def spatial_rows(quick: bool) -> list[dict]:
         for name, (ratio, seconds) in results.items():
             if name == base:
                 continue
-            kind = "peer" if name == bench_spatial.PEER else bench_spatial.encoding_kind(name)
+            kind = bench_spatial.row_kind(name)
             target = bench_spatial.TARGETS.get(kind)
             rows.append(dict(case=f"ViT fwd+bwd {size}x{size} B={batch}: {name} ({kind})",
                              posenc_s=seconds, baseline=base, baseline_s=results[base][1],

@@ -96,7 +96,7 @@ class GridAttention(MultiheadAttention):
         q, k, v = (self._heads(t, self.num_heads) for t in self.qkv(x).split(dim, dim=-1))
         q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
-            q, k = _for_scores(q, rope), _for_scores(k, rope)
+            q, k = _for_scores(q, k, rope)
         dropout_p = self.attn_drop if self.training else 0.0
         if use_flex(self.backend, self.bias, attn_mask, q, k, v, dropout_p):
             out = flex_attend(q, k, v, bias, block_mask=attn_mask, is_causal=is_causal)
@@ -199,11 +199,14 @@ def encode_blocks(blocks: Sequence[nn.Module], positions: GridPositions | VideoP
     return out
 
 
-def _for_scores(x: Tensor, rope: Rotation | BlockRotation) -> Tensor:
-    """q or k rotated for the attention scores alone (what ``GridAttention`` does with them):
-    ComRoPE's planes may leave them in their basis, one product fewer
+def _for_scores(q: Tensor, k: Tensor, rope: Rotation | BlockRotation) -> tuple[Tensor, Tensor]:
+    """q and k rotated for the attention scores alone (what ``GridAttention`` does with them):
+    ComRoPE's planes may leave them in their basis, one product fewer, and a per-token rotation
+    may turn both in one product
     ([`BlockRotation.for_scores`][posenc.spatial.liere.BlockRotation.for_scores])."""
-    return rope.for_scores(x) if isinstance(rope, BlockRotation) else apply_rotation(x, rope)
+    if isinstance(rope, BlockRotation):
+        return rope.for_scores(q, k)
+    return apply_rotation(q, rope), apply_rotation(k, rope)
 
 
 def _rotation(enc: nn.Module, positions: GridPositions | VideoPositions,

@@ -9,7 +9,7 @@ generators commute: ComRoPE's always do (RoPE-Mixed in a learned orthogonal basi
 ``init="mixed"`` starts there (RoPE-Mixed's draw) and training moves it off.
 
 Numerics: ``sum p_a A_a`` and its exponential are formed in float64 (float32 on MPS), never
-under autocast. The exponential is [`skew_expm`][posenc.spatial.liere.skew_expm], not
+under autocast. The exponential is [`linear_expm`][posenc.spatial.liere.linear_expm], not
 ``torch.linalg.matrix_exp``, whose CUDA kernel synchronises with the host on every call.
 
 Which path runs where: on the CPU outside ``torch.compile``, LieRE takes one exponential per
@@ -38,17 +38,23 @@ from torch import Tensor, nn
 from .coords import NORMALIZE, GridPositions
 from .rope import _Rotary, init_mixed_freqs
 
-__all__ = ["BlockRotation", "LieRE", "skew_expm"]
+__all__ = ["BlockRotation", "LieRE", "linear_expm", "taylor_degree"]
 
 VARIANTS = ("liere", "comrope")
 INITS = ("mixed", "random")
 
-# Scaling and squaring: ``G / 2**s`` with 1-norm <= 1 goes through the degree-16 Taylor
-# polynomial (truncation <= 1/17! ~ 3e-15; Paterson-Stockmeyer in x**4), then is squared s times,
-# s per matrix (masked). Off the CPU and while compiling, the loop runs a fixed _MAX_SQUARINGS
-# times (no host read); on the CPU it stops after the largest s, with the same result.
+# Scaling and squaring: every set ``g`` of generators is scaled by ``2**-s_g`` so that ``sum_a
+# |p_a| |A_a|_1 <= 1`` at every point, its Taylor series is cut after the degree the precision
+# wanted needs (truncation <= e / (m + 1)!: 1/17! ~ 3e-15 for float64; 1/13! ~ 2e-10 for
+# float32, whose results are rounded from float64), then squared s_g times. Off the CPU and while
+# compiling, the loop runs a fixed _MAX_SQUARINGS times (masked, no host read); on the CPU it
+# stops after the largest s_g, with the same result.
 _MAX_SQUARINGS = 20  # exact up to a 1-norm of 2**20 ~ 1e6 rad; beyond that: NaN
-_TAYLOR = [1 / math.factorial(k) for k in range(17)]
+_DEGREE = {torch.float64: 16}
+_DEGREE_DEFAULT = 12
+# Per token, q and k are turned by one product where each one's products would have fewer
+# multiply-adds than this (torch's CPU bmm's plain loop; BlockRotation.for_scores).
+_SMALL_PRODUCT = 400
 # ComRoPE on the CPU: generators whose eigenvalues are closer than this (relative to the
 # largest) take the exponential rather than their planes (see _planes).
 _PLANE_GAP = 1e-6
@@ -60,62 +66,126 @@ def _reads_are_free(t: Tensor) -> bool:
     return t.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
-def _squarings(s: Tensor) -> int:
-    """How many masked squaring steps [`skew_expm`][posenc.spatial.liere.skew_expm] runs for
-    per-matrix counts ``s``."""
-    if not _reads_are_free(s):
-        return _MAX_SQUARINGS
-    # The masked loop never squares a NaN count and always an infinite one: 0 and the cap.
-    return int(s.nan_to_num(nan=0.0).clamp(max=_MAX_SQUARINGS).max()) if s.numel() else 0
+def taylor_degree(dtype: torch.dtype) -> int:
+    """The Taylor degree [`linear_expm`][posenc.spatial.liere.linear_expm] needs for results
+    rounded to ``dtype``: 16 for float64, 12 for narrower types."""
+    return _DEGREE.get(dtype, _DEGREE_DEFAULT)
 
 
-def skew_expm(g: Tensor) -> Tensor:
-    """``exp(g)`` of a batch ``(..., b, b)`` of (skew-symmetric) matrices, in ``g``'s dtype,
-    without a host synchronisation; matrices whose 1-norm exceeds ``2**20`` come back NaN
-    rather than inaccurate."""
-    b = g.shape[-1]
+_MONOMIALS: dict[tuple[int, int], tuple] = {}
+
+
+def _monomials(axes: int, degree: int) -> tuple[tuple[tuple[int, ...], ...],
+                                                tuple[tuple[int, ...], ...]]:
+    """The monomials of ``axes`` variables up to ``degree``, by degree: their exponents (``(n,
+    axes)`` in all), and for each degree ``k >= 1`` the rows that build its monomials from the
+    products of every generator with every monomial of degree ``k - 1``, laid out axis by axis
+    (``axes * n_(k-1)`` rows, then a zero row): monomial ``m``'s ``axes`` rows are those of ``m``
+    less one of each axis (the zero row where that exponent is 0). Memoised in a dict
+    (``torch.compile`` warns about ``lru_cache``)."""
+    if (axes, degree) in _MONOMIALS:
+        return _MONOMIALS[axes, degree]
+    levels = [[(0,) * axes]]
+    for _ in range(degree):
+        grown = {m[:a] + (m[a] + 1,) + m[a + 1:] for m in levels[-1] for a in range(axes)}
+        levels.append(sorted(grown, reverse=True))
+    rows = []
+    for below, level in zip(levels[:-1], levels[1:], strict=True):
+        position = {m: i for i, m in enumerate(below)}
+        zero = axes * len(below)
+        rows.append(tuple(a * len(below) + position[m[:a] + (m[a] - 1,) + m[a + 1:]]
+                          if m[a] else zero for m in level for a in range(axes)))
+    tables = tuple(m for level in levels for m in level), tuple(rows)
+    _MONOMIALS[axes, degree] = tables
+    return tables
+
+
+def linear_expm(points: Tensor, generators: Tensor, degree: int = 16) -> Tensor:
+    """``exp(sum_a points[k, a] * generators[g, a])`` for every point ``k`` and set ``g``:
+    points ``(K, A)``, (skew-symmetric) generators ``(G, A, b, b)`` -> ``(G, K, b, b)``, in the
+    points' dtype, without a host synchronisation; a set whose scaled 1-norm exceeds ``2**20`` at
+    some point, or that is not finite, comes back NaN at every point rather than inaccurate.
+
+    The Taylor series of ``exp(sum_a p_a A_a)``, its terms grouped by how often each ``A_a``
+    occurs, is a polynomial in the coordinates: ``sum_m p^m W_m / |m|!``, ``W_m`` the sum of the
+    words with ``m_a`` letters ``A_a``, shared by all points (``W_m = sum_a A_a W_(m - e_a)``).
+    So the coefficients are built once per set, then one batched GEMM with the points' monomials
+    gives every point's polynomial, which is squared as scaling and squaring does. ``degree``:
+    where the series is cut ([`taylor_degree`][posenc.spatial.liere.taylor_degree] of the
+    precision wanted).
+    """
+    count, axes = points.shape
+    groups, _, b, _ = generators.shape
+    exponents, rows = _monomials(axes, degree)
+    # Every degree's rows in one tensor (one copy to the device), then a slice per degree.
+    all_rows = torch.tensor([i for row in rows for i in row], dtype=torch.long,
+                            device=points.device)
+    # Coordinates scaled into [-1, 1] per axis (the generators take the span): the monomials
+    # stay bounded in float32 too.
+    span = points.detach().abs().amax(0) if count else points.new_ones(axes)
+    span = torch.where(span > 0, span, 1.0)
+    unit = points / span
+    gens = generators.to(points.dtype) * span[:, None, None]
     # Detached: s only picks the scaling, and log2's gradient at a zero generator is NaN.
-    norm = g.detach().abs().sum(-2).amax(-1)
-    s = torch.ceil(torch.log2(norm)).clamp(min=0)
-    x = (g * torch.exp2(-s)[..., None, None]).reshape(-1, b, b)
-    x2 = x @ x
-    x3 = x2 @ x
-    x4 = x2 @ x2
-    c = _TAYLOR
-    # chunk(i) = sum_{k < 4} c[4i + k] x**k for i = 0..3, as one (4, 3) @ (3, M b b) product
-    # plus c[4i] I: a few passes over the matrices, not 7 per chunk.
-    powers = torch.stack((x, x2, x3)).flatten(1)
-    weights = torch.tensor([c[4 * i + 1:4 * i + 4] for i in range(4)], dtype=g.dtype,
-                           device=g.device)
-    eye = torch.eye(b, dtype=g.dtype, device=g.device)
-    constants = torch.tensor(c[0:16:4], dtype=g.dtype, device=g.device)[:, None, None, None]
-    chunks = (weights @ powers).unflatten(1, x.shape) + constants * eye
-    chunks = chunks.unbind()  # one backward for the four (each select's would fill zeros)
-    r = torch.add(chunks[3], x4, alpha=c[16])
-    for i in (2, 1, 0):
-        r = torch.baddbmm(chunks[i], x4, r)
-    r = _square(r.view(g.shape), s)
-    return torch.where((s > _MAX_SQUARINGS)[..., None, None], torch.nan, r)
+    norms = gens.detach().abs().sum(-2).amax(-1)  # (G, A) 1-norms
+    reach = (unit.detach().abs() @ norms.T).amax(0) if count else norms.sum(-1)
+    s = torch.ceil(torch.log2(reach)).clamp(min=0)
+    bad = ~(s <= _MAX_SQUARINGS)  # also NaN
+    s = torch.where(bad, 0.0, s)
+    sort = _reads_are_free(s)
+    if sort:  # the sets needing most squarings first: each step squares a leading slice
+        order = torch.argsort(s, descending=True, stable=True)
+        gens, s = gens.index_select(0, order), s.index_select(0, order)
+    gens = (gens * torch.exp2(-s)[:, None, None, None]).unbind(1)  # A x (G, b, b)
+    # The W of one degree side by side, (G, b, n_k, b): A_a @ W for all of them is one product
+    # with (G, b, n_k b).
+    level = torch.eye(b, dtype=points.dtype, device=points.device)[:, None].expand(groups, b, 1, b)
+    words = [level]
+    start = 0
+    for row in rows:
+        n = level.shape[2]
+        flat = level.reshape(groups, b, n * b)
+        products = [(gen @ flat).view(groups, b, n, b) for gen in gens]
+        products.append(products[0].new_zeros(groups, b, 1, b))
+        picked = torch.cat(products, 2).index_select(2, all_rows[start:start + len(row)])
+        start += len(row)
+        level = picked.unflatten(2, (-1, axes)).sum(3)
+        words.append(level)
+    words = torch.cat(words, 2).transpose(1, 2).flatten(2)  # (G, n, b b)
+    # Powers by running products (pow's gradient at 0 ** 0 is NaN; ONNX has no prod), then
+    # each monomial over its degree's factorial.
+    powers = [torch.ones_like(unit)]
+    for _ in range(degree):
+        powers.append(powers[-1] * unit)
+    exps = torch.tensor(exponents, device=points.device)  # (n, A)
+    factors = torch.stack(powers, -1)[:, torch.arange(axes, device=points.device), exps]
+    monomials = factors[..., 0]  # (K, n)
+    for axis in range(1, axes):
+        monomials = monomials * factors[..., axis]
+    inverse_factorials = [1 / math.factorial(sum(m)) for m in exponents]
+    monomials = monomials * monomials.new_tensor(inverse_factorials)
+    r = torch.matmul(monomials, words).view(groups, count, b, b)
+    if sort:
+        r = _square_sorted(r, s)
+        r = r.index_select(0, torch.argsort(order))
+    else:
+        for step in range(_MAX_SQUARINGS):
+            r = torch.where((s > step)[:, None, None, None], r @ r, r)
+    return torch.where(bad[:, None, None, None], torch.nan, r)
 
 
-def _square(r: Tensor, s: Tensor) -> Tensor:
-    """``r ** (2 ** s)`` per matrix of ``(..., b, b)`` ``r`` (``s`` NaN: none; capped at
-    ``_MAX_SQUARINGS``). Off the CPU: a fixed masked loop, no value read. On the CPU: the
-    matrices grouped by their count, each group squared as often as it needs (the same
-    products, matrix for matrix, without the masked steps or their backward)."""
-    steps = _squarings(s)
-    if not _reads_are_free(s):
-        for step in range(steps):
-            r = torch.where((s > step)[..., None, None], r @ r, r)
-        return r
-    counts = s.nan_to_num(nan=0.0).clamp(max=_MAX_SQUARINGS).long().flatten()
-    order = torch.argsort(counts, stable=True)
-    sizes = torch.bincount(counts, minlength=steps + 1).tolist()
-    groups = list(r.flatten(0, -3).index_select(0, order).split(sizes))
-    for n in range(1, steps + 1):
-        for _ in range(n):
-            groups[n] = groups[n] @ groups[n]
-    return torch.cat(groups).index_select(0, torch.argsort(order)).view(r.shape)
+def _square_sorted(r: Tensor, s: Tensor) -> Tensor:
+    """``r[g] ** (2 ** s[g])`` for ``(G, K, b, b)`` ``r`` and counts ``s`` in descending order
+    (read): step ``n`` squares the leading sets that need it, a slice."""
+    counts = s.long().tolist()
+    finished = []
+    for step in range(1, (counts[0] if counts else 0) + 1):
+        needing = sum(c >= step for c in counts)
+        if needing < r.shape[0]:
+            finished.append(r[needing:])
+            r = r[:needing]
+        r = r @ r
+    return torch.cat([r, *reversed(finished)]) if finished else r
 
 
 def _planes(skew: Tensor) -> tuple[Tensor, Tensor] | None:
@@ -198,16 +268,24 @@ class BlockRotation(NamedTuple):
         (the arithmetic runs in at least float32)."""
         return self._turn(x, back=True)
 
-    def for_scores(self, x: Tensor) -> Tensor:
-        """``x`` of shape ``(B, H, N, num_blocks * b)`` made ready for attention scores only:
-        a tensor whose dot products with another's, token by token, are those of the rotated
-        ones. In planes with an even ``b`` (``U`` square, so ``R = U T U^T``) that is ``T U^T
-        x``, in ``U``'s coordinates: ``(T_i U^T q) . (T_j U^T k) = (R_i q) . (R_j k)``, one
-        product with ``U`` fewer forward and backward; otherwise
-        [`apply`][posenc.spatial.liere.BlockRotation.apply]. For q and k turned by the same
-        encoding (one ``U``), never for the values."""
-        square = self.basis is not None and self.basis.shape[-1] == self.block_size
-        return self._turn(x, back=not square)
+    def for_scores(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """``q`` and ``k`` of one attention, each ``(B, H, N, num_blocks * b)``, made ready for
+        its scores only: tensors whose dot products, token by token, are those of the rotated q
+        and k (never for the values). In planes with an even ``b`` (``U`` square, so ``R = U T
+        U^T``) that is ``T U^T x``, in ``U``'s coordinates: ``(T_i U^T q) . (T_j U^T k) = (R_i q)
+        . (R_j k)``, one product with ``U`` fewer forward and backward; otherwise
+        [`apply`][posenc.spatial.liere.BlockRotation.apply]'s tensors. Per token, with one
+        rotation for the batch and products of fewer than 400 multiply-adds (``B b**2``), q and k
+        are turned by one product of ``2B`` columns on the CPU (outside ``torch.compile``/export,
+        which would specialise the batch size): torch's CPU ``bmm`` runs such small products in
+        a plain loop, several times slower each than its GEMM path."""
+        if self.basis is not None:
+            back = self.basis.shape[-1] != self.block_size
+            return self._turn(q, back), self._turn(k, back)
+        if _reads_are_free(q) and q.shape == k.shape and q.dtype == k.dtype \
+                and self.cos.shape[0] == 1 and q.shape[0] * self.block_size ** 2 < _SMALL_PRODUCT:
+            return self.apply(torch.cat((q, k))).chunk(2)
+        return self.apply(q), self.apply(k)
 
     def _turn(self, x: Tensor, back: bool) -> Tensor:
         """``x`` checked against this rotation, then turned in at least float32 (``back``:
@@ -231,10 +309,17 @@ class BlockRotation(NamedTuple):
 
     def _turn_blocks(self, xb: Tensor) -> Tensor:
         """Per token: ``(B, H, N, num_blocks, b)`` -> each block times its ``R``, ``(B, H, N,
-        D)``."""
-        *_, blocks, b = xb.shape
+        D)``: one ``(B, b) @ R^T`` product per head, token and block when the batch shares the
+        rotation."""
+        batch, heads, tokens, blocks, b = xb.shape
         r = (self.cos + self.sin).to(xb.dtype).unflatten(-1, (blocks, b, b))
-        return torch.einsum("...jxy,...jy->...jx", r, xb).flatten(-2)
+        if r.shape[0] != 1:  # a rotation per sample
+            return torch.einsum("...jxy,...jy->...jx", r, xb).flatten(-2)
+        count = heads * tokens * blocks
+        r = r.expand(1, heads, tokens, blocks, b, b).reshape(count, b, b)
+        xs = xb.permute(1, 2, 3, 0, 4).reshape(count, batch, b)
+        y = torch.bmm(xs, r.mT).view(heads, tokens, blocks, batch, b)
+        return y.permute(3, 0, 1, 2, 4).flatten(-2)
 
     def _turn_planes(self, xb: Tensor, back: bool) -> Tensor:
         """In planes: ``(B, H, N, num_blocks, b)`` -> ``x + U (T - I) U^T x``, ``(B, H, N, D)``:
@@ -384,9 +469,9 @@ class LieRE(_Rotary):
                 if planes is not None:
                     return planes
             points, index = _distinct(coords.flatten(0, 1).to(wide))  # (K, 2), (B N,)
-            half = self._rotations(points, out) / 2  # (K, H, D/b, b, b)
+            half = self._rotations(points, out) / 2  # (H, K, D/b, b, b)
         # (H, K, F), so that the gather below gives each head's tokens contiguously.
-        cos, sin = (op(half, half.mT).flatten(2).transpose(0, 1) for op in (torch.add, torch.sub))
+        cos, sin = (op(half, half.mT).flatten(2) for op in (torch.add, torch.sub))
         # (H, B N, F) -> (B, H, N, F): each distinct point's rotation, placed at its tokens.
         cos, sin = (t.index_select(1, index).unflatten(1, (batch, tokens)).transpose(0, 1)
                     for t in (cos, sin))
@@ -407,24 +492,30 @@ class LieRE(_Rotary):
                              basis.to(dtype))
 
     def _rotations(self, points: Tensor, dtype: torch.dtype) -> Tensor:
-        """``(K, 2)`` coordinates (float64) -> ``exp(sum_a p_a A_a)``: ``(K, H, D/b, b, b)`` in
-        ``dtype``. ComRoPE's generators commute (``A_a = theta_a S``), so its exponential is the
-        product ``exp(p_row A_row) exp(p_col A_col)`` of one exponential per distinct value per
-        axis (a grid's rows and columns: ``rows + cols`` instead of ``rows * cols``), the
-        product of two orthogonal matrices taken in ``dtype`` (within a few of its ulps), where
-        distinct values are found (the CPU, for generators whose planes are not separated:
-        `_plane_rotation` takes the others)."""
+        """``(K, 2)`` coordinates (float64) -> ``exp(sum_a p_a A_a)``: ``(H, K, D/b, b, b)`` in
+        ``dtype`` ([`linear_expm`][posenc.spatial.liere.linear_expm] to ``dtype``'s precision).
+        ComRoPE's generators commute (``A_a = theta_a S``), so its exponential is the product
+        ``exp(p_row A_row) exp(p_col A_col)`` of one exponential per distinct value per axis (a
+        grid's rows and columns: ``rows + cols`` instead of ``rows * cols``), the product of two
+        orthogonal matrices taken in ``dtype`` (within a few of its ulps), where distinct values
+        are found (the CPU, for generators whose planes are not separated: `_plane_rotation`
+        takes the others)."""
         a = self.axis_generators(points.dtype)  # (H, 2, D/b, b, b)
+        heads, _, blocks = a.shape[:3]
+        sets = a.transpose(1, 2).flatten(0, 1)  # (H D/b, 2, b, b)
+        degree = taylor_degree(dtype)
         # Where no value is read to find the distinct rows and columns (off the CPU, compiling),
         # ComRoPE's product would take two exponentials a token: one of the sum takes one.
         if self.variant == "liere" or not _reads_are_free(points):
-            return skew_expm(torch.einsum("ka,hajxy->khjxy", points, a)).to(dtype)
-        (rows, row_index), (cols, col_index) = (_distinct(points[:, axis:axis + 1])
-                                                for axis in (0, 1))
-        # Both axes' exponentials in one call: (R + C, H, D/b, b, b).
-        turns = skew_expm(torch.cat((rows[:, :, None, None, None] * a[:, 0],
-                                     cols[:, :, None, None, None] * a[:, 1]))).to(dtype)
-        return turns.index_select(0, row_index) @ turns.index_select(0, rows.shape[0] + col_index)
+            turns = linear_expm(points, sets, degree).to(dtype)  # (H D/b, K, b, b)
+        else:
+            (rows, row_index), (cols, col_index) = (_distinct(points[:, axis:axis + 1])
+                                                    for axis in (0, 1))
+            # Both axes' exponentials in one call: rows at (r, 0), columns at (0, c).
+            turns = linear_expm(torch.block_diag(rows, cols), sets, degree).to(dtype)
+            turns = (turns.index_select(1, row_index)
+                     @ turns.index_select(1, rows.shape[0] + col_index))
+        return turns.unflatten(0, (heads, blocks)).transpose(1, 2)
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, num_heads={self.num_heads}, "

@@ -14,7 +14,7 @@ from posenc.core import MultiheadAttention, apply_rotation
 from posenc.core.encoding import no_weight_decay_names
 from posenc.spatial import RoPE2D, attach, patch_coords
 from posenc.spatial.coords import GridPositions
-from posenc.spatial.liere import BlockRotation, LieRE, skew_expm
+from posenc.spatial.liere import BlockRotation, LieRE, linear_expm, taylor_degree
 from spatial_models import make_vit
 
 HEAD_DIM, HEADS = 16, 3
@@ -45,18 +45,51 @@ def _random_skew(*shape: int) -> torch.Tensor:
     return p - p.mT
 
 
-def test_skew_expm_matches_torch_matrix_exp():
+def _summed(points: torch.Tensor, generators: torch.Tensor) -> torch.Tensor:
+    """(G, K, b, b) sums sum_a points[k, a] generators[g, a] (the reference's input)."""
+    return torch.einsum("ka,gaxy->gkxy", points, generators).contiguous()
+
+
+@pytest.mark.parametrize("axes", [1, 2, 3])
+def test_linear_expm_matches_torch_matrix_exp(axes):
+    torch.manual_seed(axes)
+    points = torch.randn(30, axes, dtype=torch.float64) * 3
     for scale in (1e-3, 0.3, 3.0, 100.0):
-        g = _random_skew(64, 8, 8) * scale
-        ref = torch.linalg.matrix_exp(g)
-        torch.testing.assert_close(skew_expm(g), ref, rtol=0, atol=1e-13 * max(scale, 1.0) * 8)
-    g = _random_skew(10, 4, 4) * 2
-    torch.testing.assert_close(skew_expm(g.float()), torch.linalg.matrix_exp(g).float(), rtol=0,
+        g = _random_skew(5, axes, 8, 8) * scale
+        ref = torch.linalg.matrix_exp(_summed(points, g))
+        bound = 1e-13 * max(scale * 9, 1.0) * 8
+        torch.testing.assert_close(linear_expm(points, g), ref, rtol=0, atol=bound)
+        # Cut at float32's degree: float32's precision, with room to spare.
+        torch.testing.assert_close(linear_expm(points, g, taylor_degree(torch.float32)), ref,
+                                   rtol=0, atol=1e-8 * max(scale, 1.0))
+    g = _random_skew(4, axes, 4, 4)
+    torch.testing.assert_close(linear_expm(points.float(), g.float()),
+                               torch.linalg.matrix_exp(_summed(points, g)).float(), rtol=0,
                                atol=1e-5)  # float32 in, float32 out
-    assert torch.equal(skew_expm(torch.zeros(3, 4, 4)), torch.eye(4).expand(3, 4, 4))
-    # Past 2**20 (1-norm) the fixed squaring loop would be inaccurate: NaN, not a wrong matrix.
-    huge = _random_skew(2, 4, 4) * 1e7
-    assert skew_expm(huge).isnan().all()
+    assert torch.equal(linear_expm(points, torch.zeros(3, axes, 4, 4, dtype=torch.float64)),
+                       torch.eye(4, dtype=torch.float64).expand(3, 30, 4, 4))
+    assert torch.equal(linear_expm(torch.zeros(6, axes, dtype=torch.float64), g),
+                       torch.eye(4, dtype=torch.float64).expand(4, 6, 4, 4))
+    assert linear_expm(points[:0], g).shape == (4, 0, 4, 4)
+    # Past 2**20 (1-norm) the fixed squaring loop would be inaccurate: NaN, not a wrong matrix;
+    # only for the set that reaches it.
+    huge = torch.cat((g[:1] * 1e7, g[1:]))
+    out = linear_expm(points, huge)
+    assert out[0].isnan().all() and not out[1:].isnan().any()
+
+
+def test_linear_expm_gradients_are_those_of_matrix_exp():
+    torch.manual_seed(0)
+    g = (_random_skew(4, 2, 4, 4) * 0.5).requires_grad_()
+    points = torch.randn(9, 2, dtype=torch.float64).mul(2).requires_grad_()
+    points_with_zero = torch.cat((points, points.new_zeros(1, 2)))  # 0 ** 0 has no gradient
+    weight = torch.randn(4, 10, 4, 4, dtype=torch.float64)
+    ours = torch.autograd.grad((linear_expm(points_with_zero, g) * weight).sum(), (g, points))
+    ref = torch.autograd.grad(
+        (torch.linalg.matrix_exp(_summed(points_with_zero, g)) * weight).sum(), (g, points))
+    for got, want in zip(ours, ref, strict=True):
+        assert got.isfinite().all()
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-11)
 
 
 def _fixed_loop(monkeypatch) -> None:
@@ -65,18 +98,21 @@ def _fixed_loop(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("scale", [0.0, 1e-3, 0.3, 3.0, 100.0, 3e5, 1e7])
-def test_skew_expm_on_the_cpu_stops_early_with_the_fixed_loops_result_bit_for_bit(
+def test_linear_expm_on_the_cpu_stops_early_with_the_fixed_loops_result_bit_for_bit(
         scale, monkeypatch):
-    """The CPU runs only as many squarings as its largest matrix needs; the values and the
-    gradients are those of the fixed-length loop exactly (NaN past 2**20 included)."""
+    """The CPU squares each set only as often as it needs (the sets in order of their counts);
+    the values and the gradients are those of the fixed-length loop exactly (NaN past 2**20
+    included)."""
     torch.manual_seed(0)
-    g = (_random_skew(40, 8, 8) * torch.logspace(-3, 0, 40, dtype=torch.float64)[:, None, None]
+    g = (_random_skew(40, 2, 8, 8) * torch.logspace(-3, 0, 40, dtype=torch.float64)[:, None,
+                                                                                    None, None]
          * scale).requires_grad_()
-    weight = torch.randn(40, 8, 8, dtype=torch.float64)
-    early = skew_expm(g)
+    points = torch.randn(7, 2, dtype=torch.float64)
+    weight = torch.randn(40, 7, 8, 8, dtype=torch.float64)
+    early = linear_expm(points, g)
     (grad_early,) = torch.autograd.grad((early.nan_to_num() * weight).sum(), g)
     _fixed_loop(monkeypatch)
-    fixed = skew_expm(g)
+    fixed = linear_expm(points, g)
     (grad_fixed,) = torch.autograd.grad((fixed.nan_to_num() * weight).sum(), g)
     assert torch.equal(early.isnan(), fixed.isnan())
     assert torch.equal(early.nan_to_num(), fixed.nan_to_num())
@@ -84,41 +120,42 @@ def test_skew_expm_on_the_cpu_stops_early_with_the_fixed_loops_result_bit_for_bi
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
-def test_skew_expm_of_a_non_finite_generator_is_nan_on_both_paths(bad, monkeypatch):
-    g = _random_skew(3, 4, 4)
-    g[1, 0, 1], g[1, 1, 0] = bad, -bad
-    early = skew_expm(g)
+def test_linear_expm_of_a_non_finite_generator_or_point_is_nan_on_both_paths(bad, monkeypatch):
+    g = _random_skew(3, 2, 4, 4)
+    g[1, 0, 0, 1], g[1, 0, 1, 0] = bad, -bad
+    points = torch.randn(5, 2, dtype=torch.float64)
+    early = linear_expm(points, g)
+    assert early[1].isnan().all() and not early[[0, 2]].isnan().any()
+    broken = points.clone()
+    broken[2, 1] = bad
+    assert linear_expm(broken, g).isnan().all()  # every set reaches the point
     _fixed_loop(monkeypatch)
-    fixed = skew_expm(g)
-    assert early[1].isnan().all() and torch.equal(early.isnan(), fixed.isnan())
+    fixed = linear_expm(points, g)
+    assert torch.equal(early.isnan(), fixed.isnan())
     assert torch.equal(early.nan_to_num(), fixed.nan_to_num())
+    assert linear_expm(broken, g).isnan().all()
 
 
-def test_skew_expm_loop_length_follows_the_largest_matrix_on_the_cpu_only(monkeypatch):
+def test_sorted_squaring_squares_each_set_as_often_as_its_count():
     from posenc.spatial import liere
 
-    def s(*values):
-        return torch.tensor(values, dtype=torch.float64)
-
-    assert liere._squarings(s(0.0, 3.0, 5.0)) == 5
-    assert liere._squarings(s(0.0)) == 0
-    assert liere._squarings(s(25.0)) == 20  # then NaN, as the fixed loop gives
-    assert liere._squarings(s(float("nan"), 2.0)) == 2
-    assert liere._squarings(s(float("inf"))) == 20
-    assert liere._squarings(torch.empty(0, dtype=torch.float64)) == 0
-    assert liere._squarings(s(3.0).to("meta")) == 20  # off the CPU: never read
-
-    def compiled(x):
-        return torch.full((), float(liere._squarings(x)))
-
-    assert torch.compile(compiled, backend="eager", fullgraph=True)(s(3.0)) == 20
+    turn = torch.tensor([[0.0, -1.0], [1.0, 0.0]], dtype=torch.float64) * 0.1
+    r = torch.linalg.matrix_exp(turn).expand(3, 2, 2, 2)  # (G=3, K=2)
+    out = liere._square_sorted(r, torch.tensor([3.0, 1.0, 0.0], dtype=torch.float64))
+    for g, count in enumerate((3, 1, 0)):
+        want = torch.linalg.matrix_exp(turn * 2 ** count).expand(2, 2, 2)
+        torch.testing.assert_close(out[g], want, rtol=0, atol=1e-15)
+    assert torch.equal(liere._square_sorted(r, torch.zeros(3, dtype=torch.float64)), r)
 
 
-def test_skew_expm_off_the_cpu_reads_no_value(monkeypatch):
+def test_linear_expm_compiles_whole_and_off_the_cpu_reads_no_value(monkeypatch):
+    g, points = _random_skew(5, 2, 4, 4), torch.randn(6, 2, dtype=torch.float64)
+    compiled = torch.compile(linear_expm, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(points, g), linear_expm(points, g), rtol=0, atol=1e-14)
     _fixed_loop(monkeypatch)
     for name in ("item", "__bool__", "__int__", "__float__", "__index__", "tolist"):
         monkeypatch.setattr(torch.Tensor, name, lambda *a, name=name: pytest.fail(name))
-    assert skew_expm(_random_skew(5, 4, 4)).shape == (5, 4, 4)
+    assert linear_expm(points, g).shape == (5, 6, 4, 4)
 
 
 def _coords_with_repeats() -> torch.Tensor:
@@ -216,22 +253,54 @@ def test_comrope_on_the_cpu_turns_its_planes_as_the_matrix_exponential_does(bloc
 def test_for_scores_keeps_every_score_of_the_rotated_q_and_k(block_size):
     """``BlockRotation.for_scores``: q and k in the planes' basis (even blocks, ``T U^T x``)
     give the rotated tensors' scores token by token, with the same parameter gradients; an
-    odd block (``U`` not square) and LieRE's per-token form return ``apply``'s tensor."""
+    odd block (``U`` not square) returns ``apply``'s tensors."""
     enc = _comrope(block_size)
     coords = GridPositions(_coords_with_repeats().double(), num_prefix_tokens=2)
     q, k = torch.randn(2, 2, HEADS, 9, enc.head_dim, dtype=torch.float64)
     rot = enc.rotation(coords)
     want = rot.apply(q) @ rot.apply(k).mT                                   # (B, H, N, N)
-    got = rot.for_scores(q) @ rot.for_scores(k).mT
+    q_for, k_for = rot.for_scores(q, k)
+    got = q_for @ k_for.mT
     torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
     _assert_same_parameter_grads(got, want, enc, 1e-10)
     if block_size % 2:
-        assert torch.equal(rot.for_scores(q), rot.apply(q))
+        assert torch.equal(q_for, rot.apply(q)) and torch.equal(k_for, rot.apply(k))
     else:  # in U's coordinates: not the rotated tensor itself
-        assert not torch.allclose(rot.for_scores(q), rot.apply(q))
-    liere = LieRE(enc.head_dim, HEADS, block_size=2)
-    per_token = liere.rotation(coords)
-    assert per_token.basis is None and torch.equal(per_token.for_scores(q), per_token.apply(q))
+        assert not torch.allclose(q_for, rot.apply(q))
+
+
+@pytest.mark.parametrize("batch", [1, 7, 24, 25])
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_per_token_for_scores_is_apply_joined_or_not(batch, per_sample, monkeypatch):
+    """LieRE's per-token form: ``for_scores`` gives ``apply``'s q and k (one product of both
+    where the batch shares the rotation and ``B b**2 < 400``) and their gradients; ``apply`` is
+    the reference's blocks times x."""
+    torch.manual_seed(batch)
+    enc = LieRE(HEAD_DIM, HEADS, block_size=4, init="random", init_std=0.4)
+    coords = _coords_with_repeats()
+    coords = coords[0] if not per_sample else torch.randn(batch, 7, 2)  # (N, 2): one grid
+    rot = enc.rotation(GridPositions(coords, num_prefix_tokens=2))
+    q, k = torch.randn(2, batch, HEADS, 9, HEAD_DIM).requires_grad_().unbind()
+    turned = []
+    original = BlockRotation.apply
+    monkeypatch.setattr(BlockRotation, "apply",
+                        lambda self, x: turned.append(x.shape[0]) or original(self, x))
+    q_for, k_for = rot.for_scores(q, k)
+    monkeypatch.undo()
+    joined = (not per_sample or batch == 1) and batch * 4 ** 2 < 400
+    assert turned == ([2 * batch] if joined else [batch, batch])
+    want = torch.einsum("bhnjxy,bhnjy->bhnjx", rot.matrices().expand(batch, -1, -1, -1, -1, -1),
+                        q.unflatten(-1, (-1, 4))).flatten(-2)
+    torch.testing.assert_close(q_for, want, rtol=0, atol=1e-6)
+    torch.testing.assert_close(q_for, rot.apply(q), rtol=0, atol=1e-6)
+    torch.testing.assert_close(k_for, rot.apply(k), rtol=0, atol=1e-6)
+    weight = torch.randn(2, *q.shape)
+    got = torch.autograd.grad((torch.stack((q_for, k_for)) * weight).sum(),
+                              [q, k, enc.generators], retain_graph=True)
+    ref = torch.autograd.grad((torch.stack((rot.apply(q), rot.apply(k))) * weight).sum(),
+                              [q, k, enc.generators])
+    for g, r in zip(got, ref, strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
 
 
 def test_a_comrope_vit_gives_the_outputs_of_rotated_q_and_k(monkeypatch):
@@ -244,7 +313,8 @@ def test_a_comrope_vit_gives_the_outputs_of_rotated_q_and_k(monkeypatch):
     x = torch.randn(2, 3, 32, 32)
     out = model(x)
     grads = torch.autograd.grad(out.square().sum(), list(model.parameters()))
-    monkeypatch.setattr(blocks, "_for_scores", lambda t, rope: apply_rotation(t, rope))
+    monkeypatch.setattr(blocks, "_for_scores",
+                        lambda q, k, rope: (apply_rotation(q, rope), apply_rotation(k, rope)))
     want = model(x)
     want_grads = torch.autograd.grad(want.square().sum(), list(model.parameters()))
     torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
@@ -328,13 +398,13 @@ def test_exponentials_are_taken_once_per_distinct_coordinate(variant, monkeypatc
     from posenc.spatial import liere
 
     sizes = []
-    original = liere.skew_expm
+    original = liere.linear_expm
 
-    def counting(g):
-        sizes.append(g.shape[:-2].numel())
-        return original(g)
+    def counting(points, generators, degree):
+        sizes.append(points.shape[0] * generators.shape[0])
+        return original(points, generators, degree)
 
-    monkeypatch.setattr(liere, "skew_expm", counting)
+    monkeypatch.setattr(liere, "linear_expm", counting)
     enc = LieRE(HEAD_DIM, HEADS, variant, block_size=4, init="random")
     grid = patch_coords((3, 5))
     coords = torch.stack((grid, grid, grid.flip(0)))  # the same 15 points per batch item
