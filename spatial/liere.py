@@ -114,8 +114,21 @@ def linear_expm(points: Tensor, generators: Tensor, degree: int = 16) -> Tensor:
     where the series is cut ([`taylor_degree`][posenc.spatial.liere.taylor_degree] of the
     precision wanted).
     """
+    for name, tensor, ndim in (("points", points, 2), ("generators", generators, 4)):
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.ndim != ndim:
+            raise ValueError(f"{name} must have {ndim} dimensions, got shape "
+                             f"{tuple(tensor.shape)}")
+    if points.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"points must be float32 or float64 (the exponential's precision), got "
+                        f"{points.dtype}")
     count, axes = points.shape
     groups, _, b, _ = generators.shape
+    if generators.shape[1] != axes or generators.shape[2] != generators.shape[3]:
+        raise ValueError(f"generators must have shape (G, A={axes}, b, b) for points of shape "
+                         f"{tuple(points.shape)}, got {tuple(generators.shape)}")
+    degree = check_positive_int(degree, "degree")
     exponents, rows = _monomials(axes, degree)
     # Every degree's rows in one tensor (one copy to the device), then a slice per degree.
     all_rows = torch.tensor([i for row in rows for i in row], dtype=torch.long,
@@ -332,15 +345,16 @@ class BlockRotation(NamedTuple):
         u = self.basis.to(xb.dtype).permute(0, 2, 3, 1)  # (H, b, 2m, num_blocks)
         u = torch.diag_embed(u).permute(0, 3, 1, 4, 2).flatten(3).flatten(1, 2)
         xs = xb.transpose(0, 1).reshape(heads, batch * tokens, blocks * b)
-        z = torch.view_as_complex((xs @ u).view(heads, batch, tokens, -1, 2))
+        width = u.shape[-1]  # num_blocks * 2m; sizes spelled out: an empty batch has no -1
+        z = torch.view_as_complex((xs @ u).view(heads, batch, tokens, width // 2, 2))
         cos, sin = self.cos.to(xb.dtype), self.sin.to(xb.dtype)
         if not back:
             turned = torch.view_as_real(z * torch.complex(cos, sin).transpose(0, 1))
-            return turned.view(heads, batch, tokens, -1).transpose(0, 1)
+            return turned.view(heads, batch, tokens, width).transpose(0, 1)
         turn = torch.complex(cos - 1, sin).transpose(0, 1)
-        moved = torch.view_as_real(z * turn).view(heads, batch * tokens, -1)
+        moved = torch.view_as_real(z * turn).view(heads, batch * tokens, width)
         y = torch.baddbmm(xs, moved, u.mT)  # (H, B N, D)
-        return y.view(heads, batch, tokens, -1).transpose(0, 1)
+        return y.view(heads, batch, tokens, blocks * b).transpose(0, 1)
 
     def matrices(self) -> Tensor:
         """The blocks ``R``: ``(B or 1, H, N, num_blocks, b, b)``, in ``cos``'s dtype."""

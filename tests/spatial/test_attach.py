@@ -31,6 +31,16 @@ def _is_position_key(key: str) -> bool:
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_an_empty_batch_goes_forward_and_backward(name):
+    """No image: empty logits and zero gradients, not a reshape of 0 elements with a -1."""
+    model = attach(make_vit("vit_reg4"), name)
+    out = model(torch.randn(0, 3, *TRAIN_SIZE))
+    assert out.shape == (0, 5)
+    out.sum().backward()
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+
+
+@pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("family", ["vit", "deit", "vit_reg4"])
 def test_forward_backward_at_training_and_other_sizes(family, name):
     model = attach(make_vit(family), name)

@@ -78,6 +78,23 @@ def test_linear_expm_matches_torch_matrix_exp(axes):
     assert out[0].isnan().all() and not out[1:].isnan().any()
 
 
+def test_linear_expm_refuses_what_it_cannot_compute_exactly():
+    g, points = _random_skew(2, 2, 4, 4), torch.randn(3, 2, dtype=torch.float64)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        linear_expm(points.half(), g)
+    with pytest.raises(TypeError, match="points must be a torch.Tensor"):
+        linear_expm(points.tolist(), g)
+    with pytest.raises(ValueError, match=r"points must have 2 dimensions"):
+        linear_expm(points[0], g)
+    with pytest.raises(ValueError, match=r"generators must have shape \(G, A=2, b, b\)"):
+        linear_expm(points, g[:, :1])
+    with pytest.raises(ValueError, match="generators must have shape"):
+        linear_expm(points, g[..., :3])
+    for degree in (0, 2.5, True):
+        with pytest.raises((TypeError, ValueError), match="degree"):
+            linear_expm(points, g, degree)
+
+
 def test_linear_expm_gradients_are_those_of_matrix_exp():
     torch.manual_seed(0)
     g = (_random_skew(4, 2, 4, 4) * 0.5).requires_grad_()
