@@ -326,7 +326,10 @@ class ContinuousBias2D(PairBias):
 
     def log_offsets(self, offsets: Tensor) -> Tensor:
         """SwinV2's log-spaced coordinates of ``(..., 2)`` offsets (float32)."""
-        scaled = offsets.float() * offsets.new_tensor(self.offset_scale, dtype=torch.float32)
+        # Scalars, not a tensor made from them: a host-to-device copy would synchronise a GPU.
+        rows, cols = (offsets[..., axis].float() * scale
+                      for axis, scale in enumerate(self.offset_scale))
+        scaled = torch.stack((rows, cols), dim=-1)
         return torch.sign(scaled) * torch.log2(scaled.abs() + 1.0) / math.log2(8)
 
     def bias_of_offsets(self, offsets: Tensor) -> Tensor:

@@ -100,6 +100,25 @@ def _monomials(axes: int, degree: int) -> tuple[tuple[tuple[int, ...], ...],
     return tables
 
 
+_MONOMIAL_TENSORS: dict[tuple[int, int, torch.device], tuple[Tensor, Tensor, Tensor]] = {}
+
+
+def _monomial_tensors(axes: int, degree: int, device: torch.device
+                      ) -> tuple[Tensor, Tensor, Tensor]:
+    """`_monomials` on ``device``: every degree's rows in one tensor, the exponents ``(n,
+    axes)`` and ``1 / |m|!`` (float64), made once per device (a copy from the host on every
+    call would synchronise a GPU with it)."""
+    key = (axes, degree, torch.device(device))
+    if key not in _MONOMIAL_TENSORS:
+        exponents, rows = _monomials(axes, degree)
+        _MONOMIAL_TENSORS[key] = (
+            torch.tensor([i for row in rows for i in row], dtype=torch.long, device=device),
+            torch.tensor(exponents, dtype=torch.long, device=device),
+            torch.tensor([1 / math.factorial(sum(m)) for m in exponents], dtype=torch.float64,
+                         device=device))
+    return _MONOMIAL_TENSORS[key]
+
+
 def linear_expm(points: Tensor, generators: Tensor, degree: int = 16) -> Tensor:
     """``exp(sum_a points[k, a] * generators[g, a])`` for every point ``k`` and set ``g``:
     points ``(K, A)``, (skew-symmetric) generators ``(G, A, b, b)`` -> ``(G, K, b, b)``, in the
@@ -129,10 +148,8 @@ def linear_expm(points: Tensor, generators: Tensor, degree: int = 16) -> Tensor:
         raise ValueError(f"generators must have shape (G, A={axes}, b, b) for points of shape "
                          f"{tuple(points.shape)}, got {tuple(generators.shape)}")
     degree = check_positive_int(degree, "degree")
-    exponents, rows = _monomials(axes, degree)
-    # Every degree's rows in one tensor (one copy to the device), then a slice per degree.
-    all_rows = torch.tensor([i for row in rows for i in row], dtype=torch.long,
-                            device=points.device)
+    rows = _monomials(axes, degree)[1]
+    all_rows, exps, inverse_factorials = _monomial_tensors(axes, degree, points.device)
     # Coordinates scaled into [-1, 1] per axis (the generators take the span): the monomials
     # stay bounded in float32 too.
     span = points.detach().abs().amax(0) if count else points.new_ones(axes)
@@ -170,13 +187,11 @@ def linear_expm(points: Tensor, generators: Tensor, degree: int = 16) -> Tensor:
     powers = [torch.ones_like(unit)]
     for _ in range(degree):
         powers.append(powers[-1] * unit)
-    exps = torch.tensor(exponents, device=points.device)  # (n, A)
     factors = torch.stack(powers, -1)[:, torch.arange(axes, device=points.device), exps]
     monomials = factors[..., 0]  # (K, n)
     for axis in range(1, axes):
         monomials = monomials * factors[..., axis]
-    inverse_factorials = [1 / math.factorial(sum(m)) for m in exponents]
-    monomials = monomials * monomials.new_tensor(inverse_factorials)
+    monomials = monomials * inverse_factorials.to(monomials.dtype)
     r = torch.matmul(monomials, words).view(groups, count, b, b)
     if sort:
         r = _square_sorted(r, s)

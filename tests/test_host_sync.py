@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import timm
 import torch
+from posenc.spatial.video import VIDEO_ENCODINGS, VideoVisionTransformer
 from posenc.tasks import Forecaster, TimeSeriesDataModule
 from posenc.tasks.forecasting.network import TIME_ENCODINGS
 
@@ -69,12 +70,15 @@ class HostReads:
 
 
 # -- attached ViT ----------------------------------------------------------------------------
-def _vit(name: str, depth: int) -> torch.nn.Module:
+def _timm_vit(depth: int) -> torch.nn.Module:
     torch.manual_seed(0)
-    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32,
-                              patch_size=8, depth=depth, num_classes=3, embed_dim=32,
-                              num_heads=2)
-    return spatial.attach(model, name)
+    return timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32,
+                             patch_size=8, depth=depth, num_classes=3, embed_dim=32,
+                             num_heads=2)
+
+
+def _vit(name: str, depth: int) -> torch.nn.Module:
+    return spatial.attach(_timm_vit(depth), name)
 
 
 @pytest.fixture(autouse=True)
@@ -246,3 +250,68 @@ def test_check_position_shape_skips_only_the_finiteness_read():
     with pytest.raises(ValueError, match=r"^positions must be finite"):
         core._checks.check_positions(bad)
     assert _reads(lambda: core._checks.check_positions(bad[:0] + 1.0)) == 1
+
+
+# -- tensors made from host data -------------------------------------------------------------
+# On a GPU each is a host-to-device copy, which synchronises (CUDA's sync debug mode raises).
+MAKERS = ((torch, "tensor"), (torch, "as_tensor"), (torch.Tensor, "new_tensor"))
+
+
+@contextlib.contextmanager
+def _host_data_tensors() -> Iterator[collections.Counter]:
+    """Count the tensors made from host data (lists, scalars, arrays; not from a tensor) while
+    the block runs, by call site."""
+    made: collections.Counter = collections.Counter()
+    originals = [(owner, name, getattr(owner, name)) for owner, name in MAKERS]
+
+    def wrap(name, original):
+        def make(*args, **kwargs):
+            data = args[1] if name == "new_tensor" else args[0]
+            if not isinstance(data, torch.Tensor):  # a tensor given stays where it is
+                caller = traceback.extract_stack(limit=2)[0]
+                made[(name, f"{caller.filename.rsplit('/', 2)[-2:]}:{caller.lineno}")] += 1
+            return original(*args, **kwargs)
+        return make
+
+    for owner, name, original in originals:
+        setattr(owner, name, wrap(name, original))
+    try:
+        yield made
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
+
+
+@pytest.mark.parametrize("name", list(spatial.ENCODINGS))
+def test_attached_vit_makes_no_tensor_from_host_data_after_its_first_pass(name):
+    """After a first pass (which may build and keep what it needs per device), a training
+    pass makes no tensor from host data anywhere."""
+    model = _vit(name, depth=2).train()
+    images = torch.randn(2, 3, 32, 48)
+    model(images).square().mean().backward()
+    with _host_data_tensors() as made:
+        model(images).square().mean().backward()
+    assert dict(made) == {}
+
+
+@pytest.mark.parametrize("name", list(VIDEO_ENCODINGS))
+def test_video_vit_makes_no_tensor_from_host_data_after_its_first_pass(name):
+    torch.manual_seed(0)
+    model = VideoVisionTransformer(_timm_vit(depth=2), name).train()
+    clip, times = torch.randn(2, 3, 3, 32, 48), torch.tensor([0.0, 0.5, 2.0])
+    model(clip, times).square().mean().backward()
+    with _host_data_tensors() as made:
+        model(clip, times).square().mean().backward()
+    assert dict(made) == {}
+
+
+@pytest.mark.parametrize("relative", ["rope", "alibi", None])
+@pytest.mark.parametrize("encoding", list(TIME_ENCODINGS))
+def test_forecaster_makes_no_tensor_from_host_data_after_its_first_pass(batch, encoding,
+                                                                        relative):
+    torch.manual_seed(0)
+    model = Forecaster(encodings=[encoding], relative=relative, dim=16, depth=1, num_heads=2)
+    model(batch).sum().backward()
+    with _host_data_tensors() as made:
+        model(batch).sum().backward()
+    assert dict(made) == {}
