@@ -25,6 +25,7 @@ generators).
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import NamedTuple
 
@@ -133,6 +134,15 @@ def linear_expm(points: Tensor, generators: Tensor, degree: int = 16) -> Tensor:
     where the series is cut ([`taylor_degree`][posenc.spatial.liere.taylor_degree] of the
     precision wanted).
     """
+    r, order = _sorted_linear_expm(points, generators, degree)
+    return r if order is None else r.index_select(0, torch.argsort(order))
+
+
+def _sorted_linear_expm(points: Tensor, generators: Tensor, degree: int
+                        ) -> tuple[Tensor, Tensor | None]:
+    """[`linear_expm`][posenc.spatial.liere.linear_expm] with its sets where the squarings left
+    them: ``(r, order)``, ``r[i]`` set ``order[i]``'s exponentials (on the CPU, sorted by their
+    squaring counts), ``order`` None where the sets keep theirs (no value read)."""
     for name, tensor, ndim in (("points", points, 2), ("generators", generators, 4)):
         if not isinstance(tensor, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
@@ -165,8 +175,10 @@ def linear_expm(points: Tensor, generators: Tensor, degree: int = 16) -> Tensor:
     sort = _reads_are_free(s)
     if sort:  # the sets needing most squarings first: each step squares a leading slice
         order = torch.argsort(s, descending=True, stable=True)
-        gens, s = gens.index_select(0, order), s.index_select(0, order)
-    gens = (gens * torch.exp2(-s)[:, None, None, None]).unbind(1)  # A x (G, b, b)
+        gens, s, bad = (t.index_select(0, order) for t in (gens, s, bad))
+    # A set that cannot be computed exactly is scaled by NaN: all its matrices come out NaN.
+    scale = torch.where(bad, torch.nan, torch.exp2(-s))
+    gens = (gens * scale[:, None, None, None]).unbind(1)  # A x (G, b, b)
     # The W of one degree side by side, (G, b, n_k, b): A_a @ W for all of them is one product
     # with (G, b, n_k b).
     level = torch.eye(b, dtype=points.dtype, device=points.device)[:, None].expand(groups, b, 1, b)
@@ -194,26 +206,23 @@ def linear_expm(points: Tensor, generators: Tensor, degree: int = 16) -> Tensor:
     monomials = monomials * inverse_factorials.to(monomials.dtype)
     r = torch.matmul(monomials, words).view(groups, count, b, b)
     if sort:
-        r = _square_sorted(r, s)
-        r = r.index_select(0, torch.argsort(order))
-    else:
-        for step in range(_MAX_SQUARINGS):
-            r = torch.where((s > step)[:, None, None, None], r @ r, r)
-    return torch.where(bad[:, None, None, None], torch.nan, r)
+        return _square_sorted(r, s), order
+    for step in range(_MAX_SQUARINGS):
+        r = torch.where((s > step)[:, None, None, None], r @ r, r)
+    return r, None
 
 
 def _square_sorted(r: Tensor, s: Tensor) -> Tensor:
     """``r[g] ** (2 ** s[g])`` for ``(G, K, b, b)`` ``r`` and counts ``s`` in descending order
-    (read): step ``n`` squares the leading sets that need it, a slice."""
-    counts = s.long().tolist()
-    finished = []
-    for step in range(1, (counts[0] if counts else 0) + 1):
-        needing = sum(c >= step for c in counts)
-        if needing < r.shape[0]:
-            finished.append(r[needing:])
-            r = r[:needing]
-        r = r @ r
-    return torch.cat([r, *reversed(finished)]) if finished else r
+    (read): the sets split once into runs of equal counts, each run squared its count times
+    (slices of ``r`` instead would cost their backward a full-size zero fill and sum each)."""
+    runs = [(count, len(list(run))) for count, run in itertools.groupby(s.long().tolist())]
+    squared = []
+    for (count, _), group in zip(runs, r.split([size for _, size in runs]), strict=True):
+        for _ in range(count):
+            group = group @ group
+        squared.append(group)
+    return torch.cat(squared) if squared else r
 
 
 def _planes(skew: Tensor) -> tuple[Tensor, Tensor] | None:
@@ -498,12 +507,18 @@ class LieRE(_Rotary):
                 if planes is not None:
                     return planes
             points, index = _distinct(coords.flatten(0, 1).to(wide))  # (K, 2), (B N,)
-            half = self._rotations(points, out) / 2  # (H, K, D/b, b, b)
-        # (H, K, F), so that the gather below gives each head's tokens contiguously.
-        cos, sin = (op(half, half.mT).flatten(2) for op in (torch.add, torch.sub))
-        # (H, B N, F) -> (B, H, N, F): each distinct point's rotation, placed at its tokens.
-        cos, sin = (t.index_select(1, index).unflatten(1, (batch, tokens)).transpose(0, 1)
-                    for t in (cos, sin))
+            turns, order = self._rotations(points, out)  # (H D/b, K, b, b)
+        # One gather puts every head's and block's rotation at its tokens, (H, B N, D/b, b, b):
+        # row (position of the set) * K + (the token's point).
+        sets, count = turns.shape[:2]
+        position = (torch.arange(sets, device=index.device) if order is None
+                    else torch.argsort(order))
+        rows = position.view(self.num_heads, 1, -1) * count + index[None, :, None]
+        half = turns.flatten(0, 1).index_select(0, rows.flatten()).view(
+            *rows.shape, self.block_size, self.block_size) / 2
+        # (H, B N, F) -> (B, H, N, F)
+        cos, sin = (op(half, half.mT).flatten(2).unflatten(1, (batch, tokens)).transpose(0, 1)
+                    for op in (torch.add, torch.sub))
         return BlockRotation(cos, sin, self.block_size)
 
     def _plane_rotation(self, coords: Tensor, dtype: torch.dtype) -> BlockRotation | None:
@@ -520,31 +535,30 @@ class LieRE(_Rotary):
         return BlockRotation(angles.cos().to(dtype), angles.sin().to(dtype), self.block_size,
                              basis.to(dtype))
 
-    def _rotations(self, points: Tensor, dtype: torch.dtype) -> Tensor:
-        """``(K, 2)`` coordinates (float64) -> ``exp(sum_a p_a A_a)``: ``(H, K, D/b, b, b)`` in
-        ``dtype`` ([`linear_expm`][posenc.spatial.liere.linear_expm] to ``dtype``'s precision).
-        ComRoPE's generators commute (``A_a = theta_a S``), so its exponential is the product
-        ``exp(p_row A_row) exp(p_col A_col)`` of one exponential per distinct value per axis (a
-        grid's rows and columns: ``rows + cols`` instead of ``rows * cols``), the product of two
-        orthogonal matrices taken in ``dtype`` (within a few of its ulps), where distinct values
-        are found (the CPU, for generators whose planes are not separated: `_plane_rotation`
-        takes the others)."""
+    def _rotations(self, points: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:
+        """``(K, 2)`` coordinates (float64) -> ``exp(sum_a p_a A_a)`` per head and block (a set):
+        ``(H D/b, K, b, b)`` in ``dtype`` ([`linear_expm`][posenc.spatial.liere.linear_expm] to
+        ``dtype``'s precision), and the order of the sets (row ``i`` is set ``order[i]``; None:
+        head-major). ComRoPE's generators commute (``A_a = theta_a S``), so its exponential is
+        the product ``exp(p_row A_row) exp(p_col A_col)`` of one exponential per distinct value
+        per axis (a grid's rows and columns: ``rows + cols`` instead of ``rows * cols``), the
+        product of two orthogonal matrices taken in ``dtype`` (within a few of its ulps), where
+        distinct values are found (the CPU, for generators whose planes are not separated:
+        `_plane_rotation` takes the others)."""
         a = self.axis_generators(points.dtype)  # (H, 2, D/b, b, b)
-        heads, _, blocks = a.shape[:3]
         sets = a.transpose(1, 2).flatten(0, 1)  # (H D/b, 2, b, b)
         degree = taylor_degree(dtype)
         # Where no value is read to find the distinct rows and columns (off the CPU, compiling),
         # ComRoPE's product would take two exponentials a token: one of the sum takes one.
         if self.variant == "liere" or not _reads_are_free(points):
-            turns = linear_expm(points, sets, degree).to(dtype)  # (H D/b, K, b, b)
-        else:
-            (rows, row_index), (cols, col_index) = (_distinct(points[:, axis:axis + 1])
-                                                    for axis in (0, 1))
-            # Both axes' exponentials in one call: rows at (r, 0), columns at (0, c).
-            turns = linear_expm(torch.block_diag(rows, cols), sets, degree).to(dtype)
-            turns = (turns.index_select(1, row_index)
-                     @ turns.index_select(1, rows.shape[0] + col_index))
-        return turns.unflatten(0, (heads, blocks)).transpose(1, 2)
+            turns, order = _sorted_linear_expm(points, sets, degree)
+            return turns.to(dtype), order
+        (rows, row_index), (cols, col_index) = (_distinct(points[:, axis:axis + 1])
+                                                for axis in (0, 1))
+        # Both axes' exponentials in one call: rows at (r, 0), columns at (0, c).
+        turns = linear_expm(torch.block_diag(rows, cols), sets, degree).to(dtype)
+        return (turns.index_select(1, row_index)
+                @ turns.index_select(1, rows.shape[0] + col_index)), None
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, num_heads={self.num_heads}, "
