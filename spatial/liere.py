@@ -73,66 +73,37 @@ def taylor_degree(dtype: torch.dtype) -> int:
     return _DEGREE.get(dtype, _DEGREE_DEFAULT)
 
 
-_MONOMIALS: dict[tuple[int, int], tuple] = {}
+_MONOMIALS: dict[tuple[int, torch.device], tuple[Tensor, Tensor]] = {}
 
 
-def _monomials(axes: int, degree: int) -> tuple[tuple[tuple[int, ...], ...],
-                                                tuple[tuple[int, ...], ...]]:
-    """The monomials of ``axes`` variables up to ``degree``, by degree: their exponents (``(n,
-    axes)`` in all), and for each degree ``k >= 1`` the rows that build its monomials from the
-    products of every generator with every monomial of degree ``k - 1``, laid out axis by axis
-    (``axes * n_(k-1)`` rows, then a zero row): monomial ``m``'s ``axes`` rows are those of ``m``
-    less one of each axis (the zero row where that exponent is 0). Memoised in a dict
-    (``torch.compile`` warns about ``lru_cache``)."""
-    if (axes, degree) in _MONOMIALS:
-        return _MONOMIALS[axes, degree]
-    levels = [[(0,) * axes]]
-    for _ in range(degree):
-        grown = {m[:a] + (m[a] + 1,) + m[a + 1:] for m in levels[-1] for a in range(axes)}
-        levels.append(sorted(grown, reverse=True))
-    rows = []
-    for below, level in zip(levels[:-1], levels[1:], strict=True):
-        position = {m: i for i, m in enumerate(below)}
-        zero = axes * len(below)
-        rows.append(tuple(a * len(below) + position[m[:a] + (m[a] - 1,) + m[a + 1:]]
-                          if m[a] else zero for m in level for a in range(axes)))
-    tables = tuple(m for level in levels for m in level), tuple(rows)
-    _MONOMIALS[axes, degree] = tables
-    return tables
-
-
-_MONOMIAL_TENSORS: dict[tuple[int, int, torch.device], tuple[Tensor, Tensor, Tensor]] = {}
-
-
-def _monomial_tensors(axes: int, degree: int, device: torch.device
-                      ) -> tuple[Tensor, Tensor, Tensor]:
-    """`_monomials` on ``device``: every degree's rows in one tensor, the exponents ``(n,
-    axes)`` and ``1 / |m|!`` (float64), made once per device (a copy from the host on every
-    call would synchronise a GPU with it)."""
-    key = (axes, degree, torch.device(device))
-    if key not in _MONOMIAL_TENSORS:
-        exponents, rows = _monomials(axes, degree)
-        _MONOMIAL_TENSORS[key] = (
-            torch.tensor([i for row in rows for i in row], dtype=torch.long, device=device),
+def _monomials(degree: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """The monomials ``r^i c^j`` with ``i + j <= degree``, by degree ``k`` and then ``j``
+    (``(k, 0), (k - 1, 1), ..., (0, k)``): their exponents ``(n, 2)`` and ``1 / (i + j)!``
+    (float64), made once per device (a copy from the host on every call would synchronise a GPU
+    with it; a dict: ``torch.compile`` warns about ``lru_cache``)."""
+    key = (degree, torch.device(device))
+    if key not in _MONOMIALS:
+        exponents = [(k - j, j) for k in range(degree + 1) for j in range(k + 1)]
+        _MONOMIALS[key] = (
             torch.tensor(exponents, dtype=torch.long, device=device),
             torch.tensor([1 / math.factorial(sum(m)) for m in exponents], dtype=torch.float64,
                          device=device))
-    return _MONOMIAL_TENSORS[key]
+    return _MONOMIALS[key]
 
 
 def linear_expm(points: Tensor, generators: Tensor, degree: int = 16) -> Tensor:
-    """``exp(sum_a points[k, a] * generators[g, a])`` for every point ``k`` and set ``g``:
-    points ``(K, A)``, (skew-symmetric) generators ``(G, A, b, b)`` -> ``(G, K, b, b)``, in the
+    """``exp(r A + c B)`` for every point ``(r, c)`` and every set of generators ``(A, B)``:
+    points ``(K, 2)``, (skew-symmetric) generators ``(G, 2, b, b)`` -> ``(G, K, b, b)``, in the
     points' dtype, without a host synchronisation; a set whose scaled 1-norm exceeds ``2**20`` at
     some point, or that is not finite, comes back NaN at every point rather than inaccurate.
 
-    The Taylor series of ``exp(sum_a p_a A_a)``, its terms grouped by how often each ``A_a``
-    occurs, is a polynomial in the coordinates: ``sum_m p^m W_m / |m|!``, ``W_m`` the sum of the
-    words with ``m_a`` letters ``A_a``, shared by all points (``W_m = sum_a A_a W_(m - e_a)``).
-    So the coefficients are built once per set, then one batched GEMM with the points' monomials
-    gives every point's polynomial, which is squared as scaling and squaring does. ``degree``:
-    where the series is cut ([`taylor_degree`][posenc.spatial.liere.taylor_degree] of the
-    precision wanted).
+    The Taylor series of ``exp(r A + c B)``, its terms grouped by how often each generator
+    occurs, is a polynomial in the coordinates, ``sum r^i c^j W_ij / (i + j)!``, ``W_ij`` the sum
+    of the words with ``i`` letters ``A`` and ``j`` letters ``B``, shared by all points (``W_ij =
+    A W_(i-1)j + B W_i(j-1)``). So the coefficients are built once per set, then one batched GEMM
+    with the points' monomials gives every point's polynomial, which is squared as scaling and
+    squaring does. ``degree``: where the series is cut
+    ([`taylor_degree`][posenc.spatial.liere.taylor_degree] of the precision wanted).
     """
     r, order = _sorted_linear_expm(points, generators, degree)
     return r if order is None else r.index_select(0, torch.argsort(order))
@@ -152,46 +123,42 @@ def _sorted_linear_expm(points: Tensor, generators: Tensor, degree: int
     if points.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"points must be float32 or float64 (the exponential's precision), got "
                         f"{points.dtype}")
-    count, axes = points.shape
+    if points.shape[1] != 2 or generators.shape[1] != 2 \
+            or generators.shape[2] != generators.shape[3]:
+        raise ValueError(f"points must have shape (K, 2) and generators (G, 2, b, b), got "
+                         f"{tuple(points.shape)} and {tuple(generators.shape)}")
+    count = points.shape[0]
     groups, _, b, _ = generators.shape
-    if generators.shape[1] != axes or generators.shape[2] != generators.shape[3]:
-        raise ValueError(f"generators must have shape (G, A={axes}, b, b) for points of shape "
-                         f"{tuple(points.shape)}, got {tuple(generators.shape)}")
     degree = check_positive_int(degree, "degree")
-    rows = _monomials(axes, degree)[1]
-    all_rows, exps, inverse_factorials = _monomial_tensors(axes, degree, points.device)
+    exponents, inverse_factorials = _monomials(degree, points.device)
     # Coordinates scaled into [-1, 1] per axis (the generators take the span): the monomials
     # stay bounded in float32 too.
-    span = points.detach().abs().amax(0) if count else points.new_ones(axes)
+    span = points.detach().abs().amax(0) if count else points.new_ones(2)
     span = torch.where(span > 0, span, 1.0)
     unit = points / span
     gens = generators.to(points.dtype) * span[:, None, None]
     # Detached: s only picks the scaling, and log2's gradient at a zero generator is NaN.
-    norms = gens.detach().abs().sum(-2).amax(-1)  # (G, A) 1-norms
+    norms = gens.detach().abs().sum(-2).amax(-1)  # (G, 2) 1-norms
     reach = (unit.detach().abs() @ norms.T).amax(0) if count else norms.sum(-1)
     s = torch.ceil(torch.log2(reach)).clamp(min=0)
     bad = ~(s <= _MAX_SQUARINGS)  # also NaN
     s = torch.where(bad, 0.0, s)
     sort = _reads_are_free(s)
-    if sort:  # the sets needing most squarings first: each step squares a leading slice
+    if sort:  # the sets needing most squarings first: each run of equal counts is a slice
         order = torch.argsort(s, descending=True, stable=True)
         gens, s, bad = (t.index_select(0, order) for t in (gens, s, bad))
     # A set that cannot be computed exactly is scaled by NaN: all its matrices come out NaN.
     scale = torch.where(bad, torch.nan, torch.exp2(-s))
-    gens = (gens * scale[:, None, None, None]).unbind(1)  # A x (G, b, b)
-    # The W of one degree side by side, (G, b, n_k, b): A_a @ W for all of them is one product
-    # with (G, b, n_k b).
+    a, c = (gens * scale[:, None, None, None]).unbind(1)  # (G, b, b) each
+    # The W of one degree side by side, (G, b, k + 1, b), W_(k-j)j at j: A @ W and B @ W for all
+    # of them are one product each with (G, b, (k + 1) b); W_(k-j)j = A W_(k-1-j)j (j < k) + B
+    # W_(k-j)(j-1) (j > 0).
     level = torch.eye(b, dtype=points.dtype, device=points.device)[:, None].expand(groups, b, 1, b)
     words = [level]
-    start = 0
-    for row in rows:
-        n = level.shape[2]
-        flat = level.reshape(groups, b, n * b)
-        products = [(gen @ flat).view(groups, b, n, b) for gen in gens]
-        products.append(products[0].new_zeros(groups, b, 1, b))
-        picked = torch.cat(products, 2).index_select(2, all_rows[start:start + len(row)])
-        start += len(row)
-        level = picked.unflatten(2, (-1, axes)).sum(3)
+    for k in range(1, degree + 1):
+        flat = level.reshape(groups, b, k * b)
+        by_a, by_c = ((gen @ flat).view(groups, b, k, b) for gen in (a, c))
+        level = torch.cat((by_a[:, :, :1], by_a[:, :, 1:] + by_c[:, :, :-1], by_c[:, :, -1:]), 2)
         words.append(level)
     words = torch.cat(words, 2).transpose(1, 2).flatten(2)  # (G, n, b b)
     # Powers by running products (pow's gradient at 0 ** 0 is NaN; ONNX has no prod), then
@@ -199,10 +166,8 @@ def _sorted_linear_expm(points: Tensor, generators: Tensor, degree: int
     powers = [torch.ones_like(unit)]
     for _ in range(degree):
         powers.append(powers[-1] * unit)
-    factors = torch.stack(powers, -1)[:, torch.arange(axes, device=points.device), exps]
-    monomials = factors[..., 0]  # (K, n)
-    for axis in range(1, axes):
-        monomials = monomials * factors[..., axis]
+    powers = torch.stack(powers, -1)  # (K, 2, degree + 1)
+    monomials = powers[:, 0, exponents[:, 0]] * powers[:, 1, exponents[:, 1]]  # (K, n)
     monomials = monomials * inverse_factorials.to(monomials.dtype)
     r = torch.matmul(monomials, words).view(groups, count, b, b)
     if sort:
