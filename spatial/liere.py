@@ -51,8 +51,6 @@ INITS = ("mixed", "random")
 # compiling, the loop runs a fixed _MAX_SQUARINGS times (masked, no host read); on the CPU it
 # stops after the largest s_g, with the same result.
 _MAX_SQUARINGS = 20  # exact up to a 1-norm of 2**20 ~ 1e6 rad; beyond that: NaN
-_DEGREE = {torch.float64: 16}
-_DEGREE_DEFAULT = 12
 # Per token, q and k are turned by one product where each one's products would have fewer
 # multiply-adds than this (torch's CPU bmm's plain loop; BlockRotation.for_scores).
 _SMALL_PRODUCT = 400
@@ -70,7 +68,7 @@ def _reads_are_free(t: Tensor) -> bool:
 def taylor_degree(dtype: torch.dtype) -> int:
     """The Taylor degree [`linear_expm`][posenc.spatial.liere.linear_expm] needs for results
     rounded to ``dtype``: 16 for float64, 12 for narrower types."""
-    return _DEGREE.get(dtype, _DEGREE_DEFAULT)
+    return 16 if dtype == torch.float64 else 12
 
 
 _MONOMIALS: dict[tuple[int, torch.device], tuple[Tensor, Tensor]] = {}
@@ -105,15 +103,6 @@ def linear_expm(points: Tensor, generators: Tensor, degree: int = 16) -> Tensor:
     squaring does. ``degree``: where the series is cut
     ([`taylor_degree`][posenc.spatial.liere.taylor_degree] of the precision wanted).
     """
-    r, order = _sorted_linear_expm(points, generators, degree)
-    return r if order is None else r.index_select(0, torch.argsort(order))
-
-
-def _sorted_linear_expm(points: Tensor, generators: Tensor, degree: int
-                        ) -> tuple[Tensor, Tensor | None]:
-    """[`linear_expm`][posenc.spatial.liere.linear_expm] with its sets where the squarings left
-    them: ``(r, order)``, ``r[i]`` set ``order[i]``'s exponentials (on the CPU, sorted by their
-    squaring counts), ``order`` None where the sets keep theirs (no value read)."""
     for name, tensor, ndim in (("points", points, 2), ("generators", generators, 4)):
         if not isinstance(tensor, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
@@ -127,9 +116,18 @@ def _sorted_linear_expm(points: Tensor, generators: Tensor, degree: int
             or generators.shape[2] != generators.shape[3]:
         raise ValueError(f"points must have shape (K, 2) and generators (G, 2, b, b), got "
                          f"{tuple(points.shape)} and {tuple(generators.shape)}")
+    r, order = _sorted_linear_expm(points, generators, check_positive_int(degree, "degree"))
+    return r if order is None else r.index_select(0, torch.argsort(order))
+
+
+def _sorted_linear_expm(points: Tensor, generators: Tensor, degree: int
+                        ) -> tuple[Tensor, Tensor | None]:
+    """[`linear_expm`][posenc.spatial.liere.linear_expm] with its sets where the squarings left
+    them: ``(r, order)``, ``r[i]`` set ``order[i]``'s exponentials (on the CPU, sorted by their
+    squaring counts), ``order`` None where the sets keep theirs (no value read). Arguments as
+    `linear_expm` checks them (LieRE's are made so; it takes this every block and forward)."""
     count = points.shape[0]
     groups, _, b, _ = generators.shape
-    degree = check_positive_int(degree, "degree")
     exponents, inverse_factorials = _monomials(degree, points.device)
     # Coordinates scaled into [-1, 1] per axis (the generators take the span): the monomials
     # stay bounded in float32 too.
@@ -311,17 +309,18 @@ class BlockRotation(NamedTuple):
 
     def _turn_blocks(self, xb: Tensor) -> Tensor:
         """Per token: ``(B, H, N, num_blocks, b)`` -> each block times its ``R``, ``(B, H, N,
-        D)``: one ``(B, b) @ R^T`` product per head, token and block when the batch shares the
-        rotation."""
+        D)``: one ``(B', b) @ R^T`` product per rotation, ``B'`` the samples that share it (all
+        of them, or one where each has its own)."""
         batch, heads, tokens, blocks, b = xb.shape
         r = (self.cos + self.sin).to(xb.dtype).unflatten(-1, (blocks, b, b))
-        if r.shape[0] != 1:  # a rotation per sample
-            return torch.einsum("...jxy,...jy->...jx", r, xb).flatten(-2)
-        count = heads * tokens * blocks
-        r = r.expand(1, heads, tokens, blocks, b, b).reshape(count, b, b)
-        xs = xb.permute(1, 2, 3, 0, 4).reshape(count, batch, b)
-        y = torch.bmm(xs, r.mT).view(heads, tokens, blocks, batch, b)
-        return y.permute(3, 0, 1, 2, 4).flatten(-2)
+        own = r.shape[0]  # 1 or B rotations (0 only for an empty batch)
+        shared = batch // max(own, 1)  # the samples each rotation turns
+        count = own * heads * tokens * blocks
+        r = r.expand(own, heads, tokens, blocks, b, b).reshape(count, b, b)
+        xs = xb.unflatten(0, (own, shared)).permute(0, 2, 3, 4, 1, 5)
+        y = torch.bmm(xs.reshape(count, shared, b), r.mT)
+        y = y.view(own, heads, tokens, blocks, shared, b).permute(0, 4, 1, 2, 3, 5)
+        return y.flatten(0, 1).flatten(-2)
 
     def _turn_planes(self, xb: Tensor, back: bool) -> Tensor:
         """In planes: ``(B, H, N, num_blocks, b)`` -> ``x + U (T - I) U^T x``, ``(B, H, N, D)``:

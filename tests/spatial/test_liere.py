@@ -293,7 +293,7 @@ def test_for_scores_keeps_every_score_of_the_rotated_q_and_k(block_size):
         assert not torch.allclose(q_for, rot.apply(q))
 
 
-@pytest.mark.parametrize("batch", [1, 7, 24, 25])
+@pytest.mark.parametrize("batch", [0, 1, 7, 24, 25])
 @pytest.mark.parametrize("per_sample", [False, True])
 def test_per_token_for_scores_is_apply_joined_or_not(batch, per_sample, monkeypatch):
     """LieRE's per-token form: ``for_scores`` gives ``apply``'s q and k (one product of both
