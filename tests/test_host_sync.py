@@ -28,6 +28,12 @@ from posenc import core, spatial
 READS = ("item", "__bool__", "__int__", "__float__", "__index__", "tolist", "cpu", "numpy")
 
 
+def _call_site(name: str) -> tuple[str, str]:
+    """``(name, "folder/file.py:line")`` of the code that called the wrapper calling this."""
+    caller = traceback.extract_stack(limit=3)[0]
+    return name, f"{caller.filename.rsplit('/', 2)[-2:]}:{caller.lineno}"
+
+
 class HostReads:
     """Counts host reads, in total and while a block of ``blocks`` runs (forward hooks set a
     flag, so a gradient-checkpointed block's recompute in backward counts too)."""
@@ -52,8 +58,7 @@ class HostReads:
 
         def wrap(name: str):
             def read(tensor, *args, **kwargs):
-                caller = traceback.extract_stack(limit=2)[0]
-                where = (name, f"{caller.filename.rsplit('/', 2)[-2:]}:{caller.lineno}")
+                where = _call_site(name)
                 self.total[where] += 1
                 if self._depth:
                     self.in_blocks[where] += 1
@@ -268,8 +273,7 @@ def _host_data_tensors() -> Iterator[collections.Counter]:
         def make(*args, **kwargs):
             data = args[1] if name == "new_tensor" else args[0]
             if not isinstance(data, torch.Tensor):  # a tensor given stays where it is
-                caller = traceback.extract_stack(limit=2)[0]
-                made[(name, f"{caller.filename.rsplit('/', 2)[-2:]}:{caller.lineno}")] += 1
+                made[_call_site(name)] += 1
             return original(*args, **kwargs)
         return make
 
