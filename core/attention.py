@@ -511,11 +511,11 @@ class MultiheadAttention(nn.Module):
             else:
                 k_rotation = (q_rotation if key_positions is query_positions
                               else self.rotary.rotation(key_positions))
-            _check_fit("query_positions", query_positions, q_rotation.cos.shape[-2], num_q)
-            _check_fit("key_positions", key_positions, k_rotation.cos.shape[-2], k.shape[-2])
-            _check_batch("query_positions", (query_positions,), q_rotation.cos.shape[0], batch)
-            _check_batch("key_positions", (key_positions,), k_rotation.cos.shape[0], batch)
-            if k_rotation.cos.shape[1] != 1:  # per-head rotation: one key copy per query head
+            _check_fit("query_positions", query_positions, q_rotation.extent[-1], num_q)
+            _check_fit("key_positions", key_positions, k_rotation.extent[-1], k.shape[-2])
+            _check_batch("query_positions", (query_positions,), q_rotation.extent[0], batch)
+            _check_batch("key_positions", (key_positions,), k_rotation.extent[0], batch)
+            if k_rotation.extent[1] != 1:  # per-head rotation: one key copy per query head
                 k, v = repeat_kv(k, self.num_heads), repeat_kv(v, self.num_heads)
             q, k = apply_rotation(q, q_rotation), apply_rotation(k, k_rotation)
         if kv_cache is not None:

@@ -376,6 +376,11 @@ class Rotation(NamedTuple):
     sin: Tensor
     layout: str
 
+    @property
+    def extent(self) -> torch.Size:
+        """``(B or 1, H or 1, N)``: the samples, heads and tokens it turns."""
+        return self.cos.shape[:-1]
+
 
 def rotation_from_angles(theta: Tensor, layout: str, scale: float | Tensor = 1.0) -> Rotation:
     """Build a [`Rotation`][posenc.core.Rotation] from angles ``(N, R/2)``, ``(B, N, R/2)`` or ``(B

@@ -231,22 +231,23 @@ def _bias(enc: nn.Module, positions: GridPositions, flex: bool) -> Bias:
 
 def _check_fit(enc: nn.Module, value: object, tokens: Tensor, heads: int,
                positions: GridPositions | VideoPositions, what: str) -> None:
-    """Raise unless an encoding's rotation (its ``cos``), dense bias or ScoreMod covers the
+    """Raise unless an encoding's rotation (its ``extent``), dense bias or ScoreMod covers the
     ``(B, P + n, dim)`` ``tokens`` and ``heads`` heads."""
     batch, num_tokens = tokens.shape[0], tokens.shape[1]
     if isinstance(value, ScoreMod):
         shape, output = (value.batch, value.num_queries, value.num_keys), "score_mod over"
         expected = f"(1 or {batch}, {num_tokens}, {num_tokens})"
         fits = value.batch in (1, batch) and value.num_queries == value.num_keys == num_tokens
+    elif isinstance(value, Tensor):
+        shape, output = tuple(value.shape), "bias of shape"
+        expected = f"(1 or {batch}, 1 or {heads}, {num_tokens}, {num_tokens})"
+        fits = value.ndim == 4 and value.shape[0] in (1, batch) and value.shape[1] in (1, heads) \
+            and value.shape[2] == value.shape[3] == num_tokens
     else:
-        rotary = not isinstance(value, Tensor)
-        out = value.cos if rotary else value
-        shape, output = tuple(out.shape), "rotation cos of shape" if rotary else "bias of shape"
-        last = out.shape[-1] if rotary else num_tokens
-        expected = (f"(1 or {batch}, 1 or {heads}, {num_tokens}, "
-                    f"{'D/2' if rotary else num_tokens})")
-        fits = out.ndim == 4 and out.shape[0] in (1, batch) and out.shape[1] in (1, heads) \
-            and out.shape[2] == num_tokens and out.shape[3] == last
+        shape, output = tuple(value.extent), "rotation over (samples, heads, tokens)"
+        expected = f"(1 or {batch}, 1 or {heads}, {num_tokens})"
+        fits = len(shape) == 3 and shape[0] in (1, batch) and shape[1] in (1, heads) \
+            and shape[2] == num_tokens
     if not fits:
         raise ValueError(
             f"{type(enc).__name__} gave a {output} {shape} for {batch} {what}s of {num_tokens} "

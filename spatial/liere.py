@@ -240,28 +240,31 @@ class BlockRotation(NamedTuple):
     ``num_blocks = head_dim / b`` blocks of each head) by
     [`matrices`][posenc.spatial.liere.BlockRotation.matrices].
 
-    Two forms, float32 (float64 for float64 coordinates), ``cos`` and ``sin`` of shape ``(B or
-    1, H, N, F)`` (so ``cos`` gives the token and batch extent as a
-    [`posenc.core.rope.Rotation`][posenc.core.rope.Rotation]'s does):
+    Two forms of ``turns``, float32 (float64 for float64 coordinates), of shape ``(B or 1, H, N,
+    F)``:
 
-    - per token (``basis`` None): every block stored as ``cos = (R + R^T) / 2`` and ``sin = (R -
-      R^T) / 2``, ``F = num_blocks * b * b`` (for ``b = 2`` exactly RoPE's);
+    - per token (``basis`` None): the blocks ``R`` themselves, row by row, ``F = num_blocks * b *
+      b``;
     - in planes (``basis`` given: ComRoPE on the CPU): ``R = I + U (T - I) U^T`` with ``U`` the
       ``basis``, ``(H, num_blocks, b, 2m)`` orthonormal columns shared by every token (``m = b //
-      2`` planes, each two consecutive columns), and ``T`` the turn of each plane by the angle
-      whose ``cos`` and ``sin`` are given, ``F = num_blocks * m`` (RoPE's interleaved layout in
+      2`` planes, each two consecutive columns), and ``T`` the turn of each plane by an angle,
+      given as its ``(cos, sin)`` pair, ``F = num_blocks * m * 2`` (RoPE's interleaved layout in
       ``U``'s coordinates: a plane's ``(z1, z2)`` goes to ``(cos z1 - sin z2, sin z1 + cos
       z2)``).
     """
 
-    cos: Tensor
-    sin: Tensor
+    turns: Tensor
     block_size: int
     basis: Tensor | None = None
 
+    @property
+    def extent(self) -> torch.Size:
+        """``(B or 1, H, N)``: the samples, heads and tokens it turns."""
+        return self.turns.shape[:-1]
+
     def _blocks(self) -> int:
-        per = self.block_size ** 2 if self.basis is None else self.block_size // 2
-        return self.cos.shape[-1] // per
+        per = self.block_size ** 2 if self.basis is None else self.block_size // 2 * 2
+        return self.turns.shape[-1] // per
 
     def apply(self, x: Tensor) -> Tensor:
         """Rotate ``x`` of shape ``(B, H, N, num_blocks * b)``; shaped and typed like ``x``
@@ -283,23 +286,23 @@ class BlockRotation(NamedTuple):
             back = self.basis.shape[-1] != self.block_size
             return self._turn(q, back), self._turn(k, back)
         if _reads_are_free(q) and q.shape == k.shape and q.dtype == k.dtype \
-                and self.cos.shape[0] == 1 and q.shape[0] * self.block_size ** 2 < _SMALL_PRODUCT:
+                and self.turns.shape[0] == 1 and q.shape[0] * self.block_size ** 2 < _SMALL_PRODUCT:
             return self.apply(torch.cat((q, k))).chunk(2)
         return self.apply(q), self.apply(k)
 
     def _turn(self, x: Tensor, back: bool) -> Tensor:
         """``x`` checked against this rotation, then turned in at least float32 (``back``:
         see `_turn_planes`)."""
-        b, cos = self.block_size, self.cos
+        b, turns = self.block_size, self.turns
         blocks = self._blocks()
-        if x.ndim != 4 or x.shape[-1] != blocks * b or cos.ndim != 4 \
-                or cos.shape[-2] != x.shape[-2] or any(
-                    r not in (1, n) for r, n in zip(cos.shape[:2], x.shape[:2], strict=True)):
-            per = f"{b} * {b}" if self.basis is None else f"{b // 2} planes"
-            raise ValueError(f"a block rotation of shape {tuple(cos.shape)} (B or 1, H or 1, N, "
-                             f"{blocks} blocks * {per}) does not fit x of shape "
+        if x.ndim != 4 or x.shape[-1] != blocks * b or turns.ndim != 4 \
+                or turns.shape[-2] != x.shape[-2] or any(
+                    r not in (1, n) for r, n in zip(turns.shape[:2], x.shape[:2], strict=True)):
+            per = f"{b} * {b}" if self.basis is None else f"{b // 2} planes * 2"
+            raise ValueError(f"a block rotation of shape {tuple(turns.shape)} (B or 1, H or 1, "
+                             f"N, {blocks} blocks * {per}) does not fit x of shape "
                              f"{tuple(x.shape)} (B, H, N, head_dim={blocks * b})")
-        check_rotation_device(cos, x)
+        check_rotation_device(turns, x)
         work = torch.promote_types(x.dtype, torch.float32)
         xb = x.to(work).unflatten(-1, (blocks, b))  # (B, H, N, blocks, b)
         # Autocast off: it would run the products below in bf16/fp16.
@@ -312,7 +315,7 @@ class BlockRotation(NamedTuple):
         D)``: one ``(B', b) @ R^T`` product per rotation, ``B'`` the samples that share it (all
         of them, or one where each has its own)."""
         batch, heads, tokens, blocks, b = xb.shape
-        r = (self.cos + self.sin).to(xb.dtype).unflatten(-1, (blocks, b, b))
+        r = self.turns.to(xb.dtype).unflatten(-1, (blocks, b, b))
         own = r.shape[0]  # 1 or B rotations (0 only for an empty batch)
         shared = batch // max(own, 1)  # the samples each rotation turns
         count = own * heads * tokens * blocks
@@ -335,27 +338,26 @@ class BlockRotation(NamedTuple):
         xs = xb.transpose(0, 1).reshape(heads, batch * tokens, blocks * b)
         width = u.shape[-1]  # num_blocks * 2m; sizes spelled out: an empty batch has no -1
         z = torch.view_as_complex((xs @ u).view(heads, batch, tokens, width // 2, 2))
-        cos, sin = self.cos.to(xb.dtype), self.sin.to(xb.dtype)
+        turn = torch.view_as_complex(self.turns.to(xb.dtype).unflatten(-1, (-1, 2))).transpose(0, 1)
         if not back:
-            turned = torch.view_as_real(z * torch.complex(cos, sin).transpose(0, 1))
+            turned = torch.view_as_real(z * turn)
             return turned.view(heads, batch, tokens, width).transpose(0, 1)
-        turn = torch.complex(cos - 1, sin).transpose(0, 1)
-        moved = torch.view_as_real(z * turn).view(heads, batch * tokens, width)
+        moved = torch.view_as_real(z * (turn - 1)).view(heads, batch * tokens, width)
         y = torch.baddbmm(xs, moved, u.mT)  # (H, B N, D)
         return y.view(heads, batch, tokens, blocks * b).transpose(0, 1)
 
     def matrices(self) -> Tensor:
-        """The blocks ``R``: ``(B or 1, H, N, num_blocks, b, b)``, in ``cos``'s dtype."""
+        """The blocks ``R``: ``(B or 1, H, N, num_blocks, b, b)``, in ``turns``'s dtype."""
         b, blocks = self.block_size, self._blocks()
         if self.basis is None:
-            return (self.cos + self.sin).unflatten(-1, (blocks, b, b))
+            return self.turns.unflatten(-1, (blocks, b, b))
         u1, u2 = self.basis.unflatten(-1, (-1, 2)).unbind(-1)  # (H, blocks, b, m) each
         # A plane's share of U (T - I) U^T: (cos - 1) (u1 u1^T + u2 u2^T) + sin (u2 u1^T - u1 u2^T).
         sym = torch.einsum("hjxm,hjym->hjmxy", u1, u1) + torch.einsum("hjxm,hjym->hjmxy", u2, u2)
         anti = torch.einsum("hjxm,hjym->hjmxy", u2, u1)
         anti = anti - anti.mT
-        cos, sin = (t.unflatten(-1, (blocks, -1)) for t in (self.cos, self.sin))
-        eye = torch.eye(b, dtype=self.cos.dtype, device=self.cos.device)
+        cos, sin = self.turns.unflatten(-1, (blocks, -1, 2)).unbind(-1)
+        eye = torch.eye(b, dtype=self.turns.dtype, device=self.turns.device)
         return (eye + torch.einsum("bhnjm,hjmxy->bhnjxy", cos - 1, sym)
                 + torch.einsum("bhnjm,hjmxy->bhnjxy", sin, anti))
 
@@ -478,12 +480,10 @@ class LieRE(_Rotary):
         position = (torch.arange(sets, device=index.device) if order is None
                     else torch.argsort(order))
         rows = position.view(self.num_heads, 1, -1) * count + index[None, :, None]
-        half = turns.flatten(0, 1).index_select(0, rows.flatten()).view(
-            *rows.shape, self.block_size, self.block_size) / 2
-        # (H, B N, F) -> (B, H, N, F)
-        cos, sin = (op(half, half.mT).flatten(2).unflatten(1, (batch, tokens)).transpose(0, 1)
-                    for op in (torch.add, torch.sub))
-        return BlockRotation(cos, sin, self.block_size)
+        at_tokens = turns.flatten(0, 1).index_select(0, rows.flatten())
+        # (H, B, N, F) -> (B, H, N, F); sizes spelled out: an empty batch has no -1
+        at_tokens = at_tokens.view(self.num_heads, batch, tokens, self.head_dim * self.block_size)
+        return BlockRotation(at_tokens.transpose(0, 1), self.block_size)
 
     def _plane_rotation(self, coords: Tensor, dtype: torch.dtype) -> BlockRotation | None:
         """ComRoPE's rotation of ``(B, N, 2)`` coordinates (float64) in planes: its generators
@@ -496,8 +496,8 @@ class LieRE(_Rotary):
         basis, freqs = planes
         t = coords @ self.axis_scales.to(coords.dtype)  # (B, N, D/b)
         angles = (t[:, None, :, :, None] * freqs[:, None]).flatten(-2)  # (B, H, N, D/b m)
-        return BlockRotation(angles.cos().to(dtype), angles.sin().to(dtype), self.block_size,
-                             basis.to(dtype))
+        turns = torch.stack((angles.cos(), angles.sin()), -1).flatten(-2)
+        return BlockRotation(turns.to(dtype), self.block_size, basis.to(dtype))
 
     def _rotations(self, points: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:
         """``(K, 2)`` coordinates (float64) -> ``exp(sum_a p_a A_a)`` per head and block (a set):

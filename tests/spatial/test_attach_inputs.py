@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from posenc.core import MultiheadAttention
-from posenc.spatial import ENCODINGS, RelativeBias2D, attach, encoding_from_name, patch_coords
+from posenc.core import MultiheadAttention, Rotation
+from posenc.spatial import (
+    ENCODINGS,
+    LieRE,
+    RelativeBias2D,
+    RoPE2D,
+    attach,
+    encoding_from_name,
+    patch_coords,
+)
 from posenc.spatial.coords import GridPositions
 from spatial_models import make_vit
 from timm.models.vision_transformer import VisionTransformer
@@ -60,6 +68,33 @@ def test_an_encoding_output_that_does_not_fit_raises_naming_the_encoding():
     with pytest.raises(ValueError, match=r"_FourHeadBias gave a bias of shape \(1, 4, 17, 17\) "
                                          r"for 1 images of 17 tokens .* and 3 heads"):
         model(torch.randn(1, 3, 32, 32))
+
+
+class _ShortRoPE2D(RoPE2D):
+    """A RoPE2D whose rotation leaves out the last token."""
+
+    def rotation(self, positions, *, augment=True):
+        cos, sin, layout = super().rotation(positions, augment=augment)
+        return Rotation(cos[:, :, :-1], sin[:, :, :-1], layout)
+
+
+class _ShortLieRE(LieRE):
+    """A LieRE whose rotation leaves out the last token."""
+
+    def rotation(self, positions, *, augment=True):
+        rotation = super().rotation(positions, augment=augment)
+        return rotation._replace(turns=rotation.turns[:, :, :-1])
+
+
+@pytest.mark.parametrize("short", [_ShortRoPE2D(64, 3), _ShortLieRE(64, 3)],
+                         ids=["rope2d", "liere"])
+def test_a_rotation_that_does_not_fit_raises_naming_the_encoding(short):
+    model = attach(make_vit("vit"), short)
+    name = type(short).__name__
+    with pytest.raises(ValueError, match=rf"{name} gave a rotation over \(samples, heads, "
+                                         rf"tokens\) \(1, [13], 16\) for 2 images of 17 tokens "
+                                         rf".* expected \(1 or 2, 1 or 3, 17\)"):
+        model(torch.randn(2, 3, 32, 32))
 
 
 def test_attach_reads_attributes_older_timm_attention_lacks():

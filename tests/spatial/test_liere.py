@@ -266,7 +266,8 @@ def test_comrope_on_the_cpu_turns_its_planes_as_the_matrix_exponential_does(bloc
         rot = enc.rotation(GridPositions(coords.to(dtype), num_prefix_tokens=2))
         m = block_size // 2
         assert rot.basis is not None and rot.basis.shape == (HEADS, 4, block_size, 2 * m)
-        assert rot.cos.shape == (2, HEADS, 9, 4 * m) and rot.cos.dtype == dtype
+        assert rot.turns.shape == (2, HEADS, 9, 4 * m * 2) and rot.turns.dtype == dtype
+        assert rot.extent == (2, HEADS, 9)
         out = rot.apply(x.to(dtype))
         torch.testing.assert_close(out.double(), ref, rtol=0, atol=atol * 4)
         assert torch.equal(out[:, :, :2], x[:, :, :2].to(dtype))  # prefix tokens: exactly x
@@ -501,10 +502,9 @@ def test_rotations_are_orthogonal_and_keep_norms(variant):
     r = rot.matrices().double()
     eye = torch.eye(4, dtype=torch.float64).expand_as(r)
     torch.testing.assert_close(r.mT @ r, eye, rtol=0, atol=1e-6)
-    if rot.basis is None:  # per token: cos is each block's symmetric part
-        torch.testing.assert_close(rot.cos, rot.cos.unflatten(-1, (4, 4, 4)).mT.flatten(-3))
-    else:  # in planes: cos and sin of each plane's angle
-        torch.testing.assert_close(rot.cos.square() + rot.sin.square(), torch.ones_like(rot.cos))
+    if rot.basis is not None:  # in planes: cos and sin of each plane's angle
+        cos, sin = rot.turns.unflatten(-1, (-1, 2)).unbind(-1)
+        torch.testing.assert_close(cos.square() + sin.square(), torch.ones_like(cos))
     x = torch.randn(2, HEADS, 12, HEAD_DIM)
     out = enc(x, patch_coords((3, 4)) * 1.7)
     torch.testing.assert_close(out.unflatten(-1, (4, 4)).norm(dim=-1),
@@ -542,16 +542,16 @@ def test_shapes_and_dtypes():
     assert enc.generators.dtype == torch.float32  # kept under a module cast
     rot = enc.rotation(GridPositions(patch_coords(2), num_prefix_tokens=2))
     assert isinstance(rot, BlockRotation) and rot.block_size == 4
-    assert rot.cos.shape == rot.sin.shape == (1, HEADS, 6, 4 * 4 * 4)
-    assert rot.cos.dtype == torch.float32
+    assert rot.turns.shape == (1, HEADS, 6, 4 * 4 * 4) and rot.extent == (1, HEADS, 6)
+    assert rot.turns.dtype == torch.float32
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert enc.rotation(patch_coords(2)).cos.dtype == torch.float32
+        assert enc.rotation(patch_coords(2)).turns.dtype == torch.float32
     x = torch.randn(2, HEADS, 4, HEAD_DIM, dtype=torch.bfloat16)
     out = enc(x, patch_coords(2))
     assert out.dtype == torch.bfloat16 and out.shape == x.shape
     assert torch.equal(out, apply_rotation(x, enc.rotation(patch_coords(2))))
     wide = enc.rotation(patch_coords(2, dtype=torch.float64))
-    assert wide.cos.dtype == torch.float64
+    assert wide.turns.dtype == torch.float64
     # Batched coordinates: one rotation per batch element.
     coords = torch.stack((patch_coords(2), patch_coords(2).flip(0) * 3))
     x = torch.randn(2, HEADS, 4, HEAD_DIM)
