@@ -235,7 +235,8 @@ def biased_attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
     bias on the CPU. There SDPA's fused kernel takes no mask gradient, so SDPA runs its math
     kernel, whose softmax spends three more passes over the scores (and their backward)
     guarding rows whose keys are all masked, which a finite bias never leaves."""
-    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-2, -1)) + bias
+    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-2, -1))
+    scores += bias  # in the product's memory: its backward keeps q and k, not the product
     return torch.matmul(scores.softmax(dim=-1), v)
 
 

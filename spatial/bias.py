@@ -179,6 +179,23 @@ def _lattice_rows(offsets: Tensor, grid: tuple[int, int]) -> Tensor:
     return (offsets[..., 0] + rows - 1) * (2 * cols - 1) + offsets[..., 1] + cols - 1
 
 
+def _lattice_index(q: GridPositions, k: GridPositions, grid: tuple[int, int]) -> Tensor:
+    """``(B or 1, P + Nq, P + Nk)``: one more than the table row (`_lattice_rows`) of every
+    pair's offset ``query - key``, and 0 at a pair with a prefix token (where `_gather` reads
+    zero; a constant, so that an export keeps the grid dynamic). A row is linear in the
+    offset, so it is the query's row minus the key's plus the centre's, each token's taken
+    from its coordinates less the first key's (integers, by `_check_lattice`): per-token
+    arithmetic and one broadcast subtraction instead of per-pair offsets."""
+    base = (k.coords if k.coords.shape[-2] else q.coords)[..., :1, :]
+    centre = _lattice_rows(base.new_zeros(2), grid)
+    row_q, row_k = (_lattice_rows(p.coords - base, grid) for p in (q, k))
+    index = (row_q + (centre + 1))[..., :, None] - row_k[..., None, :]
+    index = index if index.ndim == 3 else index[None]
+    if q.num_prefix_tokens or k.num_prefix_tokens:
+        index = F.pad(index, (k.num_prefix_tokens, 0, q.num_prefix_tokens, 0))
+    return index
+
+
 def _representative_offsets(q: GridPositions, k: GridPositions) -> Tensor:
     """``(M, 2)`` offsets of ``O(Nq + Nk)`` pairs whose check by `_check_lattice` holds for
     all ``Nq * Nk``: the extremes per axis, ``q_i - k_0`` and ``q_0 - k_j`` (``q_i - k_j`` is
@@ -211,9 +228,10 @@ def _offset_score_mod(q: GridPositions, k: GridPositions,
 
 def _gather(table_t: Tensor, index: Tensor) -> Tensor:
     """``table_t`` ``(H, L)`` (per head, a value per lattice offset) at ``index``
-    ``(B, Nq, Nk)`` -> ``(B, H, Nq, Nk)``."""
+    ``(B, Nq, Nk)`` (`_lattice_index`: row ``i`` at ``i + 1``, zero at 0) -> ``(B, H, Nq,
+    Nk)``."""
     batch, nq, nk = index.shape
-    out = table_t.index_select(1, index.reshape(-1)).unflatten(1, (batch, nq, nk))
+    out = F.pad(table_t, (1, 0)).index_select(1, index.reshape(-1)).unflatten(1, (batch, nq, nk))
     return out.transpose(0, 1)
 
 
@@ -266,8 +284,7 @@ class RelativeBias2D(PairBias):
         [`GridPositions`][posenc.spatial.coords.GridPositions]) and the keys' -> float32 bias
         ``(B or 1, H, P + Nq, P + Nk)``."""
         q, k, size, table = self._lattice(query_positions, key_positions)
-        index = _lattice_rows(_offsets(q, k), size)
-        return _pad_prefix(_gather(table.float().t(), index), q, k)
+        return _gather(table.float().t(), _lattice_index(q, k, size))
 
     def score_mod(self, query_positions: Tensor | GridPositions,
                   key_positions: Tensor | GridPositions) -> ScoreMod:
@@ -365,11 +382,9 @@ class ContinuousBias2D(PairBias):
         q, k, grid = _inputs(query_positions, key_positions)
         _check_lattice(q, k, grid)
         if grid is None:
-            bias = self._bias_of_offsets(_offsets(q, k)).permute(0, 3, 1, 2)
-        else:
-            offsets = _lattice_offsets(grid, q.coords.device).flatten(0, 1)
-            bias = _gather(self._bias_t(offsets), _lattice_rows(_offsets(q, k), grid))
-        return _pad_prefix(bias, q, k)
+            return _pad_prefix(self._bias_of_offsets(_offsets(q, k)).permute(0, 3, 1, 2), q, k)
+        offsets = _lattice_offsets(grid, q.coords.device).flatten(0, 1)
+        return _gather(self._bias_t(offsets), _lattice_index(q, k, grid))
 
     def extra_repr(self) -> str:
         return (f"num_heads={self.num_heads}, hidden={self.hidden}, "

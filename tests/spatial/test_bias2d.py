@@ -37,6 +37,24 @@ def test_relbias_uses_swin_table_layout():
     torch.testing.assert_close(bias[0], expected, rtol=0, atol=0)
 
 
+def test_relbias_reads_each_pair_at_its_offset_under_half_patch_shifts_and_prefixes():
+    # Queries and keys of two samples, each moved by its own half-integer shift: the offsets
+    # stay integers though no coordinate is one (rounding each coordinate would not do).
+    enc = RelativeBias2D(HEADS, (3, 4))
+    grid = patch_coords((3, 4))
+    shifts = torch.tensor([[0.5, 0.5], [-2.5, 3.5]])[:, None]
+    q, k = grid[[0, 5, 11, 7]] + shifts, grid[[2, 3, 8]] + shifts  # (2, 4, 2), (2, 3, 2)
+    offsets = (q[:, :, None] - k[:, None]).long()  # exact: both carry the same shift
+    rows = (offsets[..., 0] + 2) * 7 + offsets[..., 1] + 3
+    expected = enc.table.detach()[rows].permute(0, 3, 1, 2)  # (2, H, 4, 3)
+    torch.testing.assert_close(enc(q, k), expected, rtol=0, atol=0)
+    bias = enc(GridPositions(q, num_prefix_tokens=2), GridPositions(k, num_prefix_tokens=1))
+    assert bias.shape == (2, HEADS, 6, 4)
+    assert not bias[:, :, :2].any() and not bias[:, :, :, :1].any()
+    torch.testing.assert_close(bias[:, :, 2:, 1:], expected, rtol=0, atol=0)
+    assert enc(q, k[:, :0]).shape == (2, HEADS, 4, 0) and enc(q[:, :0], k).shape == (2, HEADS, 0, 3)
+
+
 @pytest.mark.parametrize("enc", [RelativeBias2D(HEADS, 4), ContinuousBias2D(HEADS, 32),
                                  ALiBi2D(HEADS)], ids=["relbias", "cpb", "alibi2d"])
 @pytest.mark.parametrize("grid", [(4, 4), (3, 6)])
