@@ -3,9 +3,10 @@
 Forward + backward of a ViT with width 192, depth 12, 3 heads and patch size 4 at 32x32 and
 64x64 images. Every row is relative to timm's own learned ``pos_embed`` (an untouched
 ``vit_tiny_patch16_224``) measured in the same run; timm's RoPE ViT (``eva02_tiny_patch14_224``
-at the same width, depth, image and patch size) is reported as a peer. With ``liere``, a floor
-row: LieRE with its rotation computed once before the timed steps (the per-token apply without
-the exponentials).
+at the same width, depth, image and patch size) is reported as a peer. Two floor rows: with
+``liere``, LieRE with its rotation computed once before the timed steps (the per-token apply
+without the exponentials); with ``relbias``, a learned bias gathered once and kept as a
+parameter (the biased attention and the bias's gradient without the index and gather).
 
 Measurement: all models step round-robin (the order rotates every round); each round gives
 every model a ratio to the baseline step of that round, and a row is the median of those
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 
 import timm
 import torch
-from posenc.spatial import ENCODINGS, LieRE, attach
+from posenc.spatial import ENCODINGS, LieRE, RelativeBias2D, attach
 from posenc.spatial.factory import encoding_kind
 from torch import nn
 
@@ -35,6 +36,7 @@ BATCH = {32: 16, 64: 4}  # 64 x 16 and 256 x 4 patch tokens per step
 BASELINE = "timm learned pos_embed"
 PEER = "timm eva02 RoPE (peer)"
 LIERE_FLOOR = "liere, rotation given"  # timed with "liere": its step without the exponentials
+RELBIAS_FLOOR = "relbias, bias given"  # timed with "relbias": its step without the gather
 
 
 class _GivenRotation(LieRE):
@@ -50,10 +52,26 @@ class _GivenRotation(LieRE):
         return self.given
 
 
+class _GivenBias(RelativeBias2D):
+    """A relative table whose bias is gathered once, at the first forward, into a parameter: a
+    step with it costs what any learned bias does in attention (the scores written out, their
+    softmax, the bias's gradient), not the table's index and gather."""
+
+    def __init__(self, num_heads: int, grid_size: int) -> None:
+        super().__init__(num_heads, grid_size)
+        self.register_parameter("given", None)
+
+    def forward(self, query_positions, key_positions):
+        if self.given is None:
+            with torch.no_grad():
+                self.given = nn.Parameter(super().forward(query_positions, key_positions))
+        return self.given
+
+
 def row_kind(name: str) -> str:
     """A row's kind: baseline, peer, floor, or its encoding's (which picks its target)."""
     return ("baseline" if name == BASELINE else "peer" if name == PEER
-            else "floor" if name == LIERE_FLOOR else encoding_kind(name))
+            else "floor" if name in (LIERE_FLOOR, RELBIAS_FLOOR) else encoding_kind(name))
 
 
 def vit(img_size: int) -> nn.Module:
@@ -75,6 +93,11 @@ def models(img_size: int, encodings: Sequence[str] = ENCODINGS) -> dict[str, nn.
         attn = model.blocks[0].attn
         out[LIERE_FLOOR] = attach(model, [_GivenRotation(attn.head_dim, attn.num_heads)
                                           for _ in model.blocks])
+    if "relbias" in encodings:
+        model = vit(img_size)
+        grid = model.patch_embed.grid_size[0]
+        out[RELBIAS_FLOOR] = attach(model, [_GivenBias(model.blocks[0].attn.num_heads, grid)
+                                            for _ in model.blocks])
     return out
 
 

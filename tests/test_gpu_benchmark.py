@@ -5,7 +5,6 @@ on."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -16,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from benchmark_scripts import BENCHMARKS, load
 from posenc.spatial import ENCODINGS
 from posenc.tasks.forecasting.network import RELATIVE_ENCODINGS, TIME_ENCODINGS
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 CHECK = BENCHMARKS / "gpu_check.sh"
 # What issue 34 asks the check to run, in its order (written out: a step dropped from the
 # script must fail here).
@@ -27,13 +26,6 @@ STEPS = ["wheels", "install", "environment", "vit_encodings", "forecaster_encodi
          "fit_quickstart", "fit_forecast", "compile_vit", "compile_forecaster", "gpu_benchmark"]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"posenc_benchmarks_{name}",
-                                                  BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def _check(out: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, str]:
@@ -171,7 +163,7 @@ def _cmdline(path: Path) -> str:
 
 
 def test_a_step_missing_a_package_or_time_is_skipped_with_the_reason(tmp_path, monkeypatch):
-    check = _load("gpu_check")
+    check = load("gpu_check")
     quickstart = check.STEPS["fit_quickstart"]
     monkeypatch.setitem(check.STEPS, "fit_quickstart", check.Step(
         quickstart.function, quickstart.timeout_s, ("torch", "posenc_no_such_package")))
@@ -191,7 +183,7 @@ def test_a_step_missing_a_package_or_time_is_skipped_with_the_reason(tmp_path, m
 def test_a_read_only_environment_gets_posenc_in_a_target_folder(tmp_path, monkeypatch):
     """Where this Python's site folder is not writable, posenc goes (as a copy: an editable
     install needs that folder) into a folder on the steps' PYTHONPATH."""
-    check = _load("gpu_check")
+    check = load("gpu_check")
     monkeypatch.setattr(check.os, "access", lambda path, mode: False)
     monkeypatch.setattr(sys, "path", list(sys.path))  # the driver looks there too
     assert check.main(["--out", str(tmp_path), "--device", "cpu", "--dry-run", "--steps",
@@ -205,7 +197,7 @@ def test_a_read_only_environment_gets_posenc_in_a_target_folder(tmp_path, monkey
 
 
 def test_wheels_install_only_packages_missing_or_older_here():
-    check = _load("gpu_check")
+    check = load("gpu_check")
     paths = [Path(name) for name in (
         "jsonargparse-4.53.0-py3-none-any.whl", "timm-1.0.31-py3-none-any.whl",
         "vega_datasets-0.9.0-py3-none-any.whl", "mlxtend-0.25.0-1-py3-none-any.whl")]
@@ -217,7 +209,7 @@ def test_wheels_install_only_packages_missing_or_older_here():
 
 def test_a_failed_case_names_the_posenc_line_it_came_from():
     """The report points at the code to fix: the innermost posenc line of the traceback."""
-    check = _load("gpu_check")
+    check = load("gpu_check")
     with pytest.raises(ValueError) as info:
         check.small_vit(check.DRY_RUN, "no_such_encoding")
     text = check.last_line(info.value)
@@ -233,7 +225,7 @@ def test_a_failed_case_names_the_posenc_line_it_came_from():
 def test_every_sync_of_a_pass_is_listed_where_it_was_called(monkeypatch):
     """What the report lists after a pass fails on a sync: each calling line with its count
     (CUDA's warn mode is stood in for by the warning it gives)."""
-    check = _load("gpu_check")
+    check = load("gpu_check")
     modes = []
     monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: 0)
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
@@ -251,7 +243,7 @@ def test_every_sync_of_a_pass_is_listed_where_it_was_called(monkeypatch):
 
 
 def test_check_arguments_are_refused_by_name(tmp_path, capsys):
-    check = _load("gpu_check")
+    check = load("gpu_check")
     for argv, message in (
             (["--out", str(tmp_path), "--device", "cpu"], "--device cpu needs --dry-run"),
             (["--out", str(tmp_path), "--timeout", "fit=3"], "--timeout takes STEP=SECONDS"),
@@ -273,7 +265,7 @@ def test_the_script_writes_a_report_even_without_a_python(tmp_path):
 
 
 def test_without_cuda_it_refuses_to_time_the_cpu(capsys, monkeypatch):
-    module = _load("gpu")
+    module = load("gpu")
     monkeypatch.setattr(module.torch.cuda, "is_available", lambda: False)
     with pytest.raises(SystemExit) as exit_info:
         module.main(["--suites", "rope"])
@@ -283,5 +275,5 @@ def test_without_cuda_it_refuses_to_time_the_cpu(capsys, monkeypatch):
 
 def test_rounds_must_be_positive(capsys):
     with pytest.raises(SystemExit):
-        _load("gpu").main(["--dry-run", "--rounds", "0"])
+        load("gpu").main(["--dry-run", "--rounds", "0"])
     assert "--rounds must be >= 1, got 0" in capsys.readouterr().err

@@ -4,30 +4,17 @@ memory probe sees a known allocation, and the whole script runs on a tiny panel
 
 from __future__ import annotations
 
-import importlib.util
 import mmap
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"posenc_benchmarks_{name}",
-                                                  BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from benchmark_scripts import load
 
 
 def test_synthetic_panel_is_ragged_gappy_and_ordered_by_time(tmp_path):
-    bench = _load("panel_scale")
+    bench = load("panel_scale")
     path = tmp_path / "panel.parquet"
     bench.write_panel(path, 40_000, 30)
     frame = pd.read_parquet(path)
@@ -48,12 +35,12 @@ def test_synthetic_panel_is_ragged_gappy_and_ordered_by_time(tmp_path):
 
 def test_panel_needs_two_rows_a_series(tmp_path):
     with pytest.raises(ValueError, match=r"rows=10 must be at least 2 \* series=6"):
-        _load("panel_scale").write_panel(tmp_path / "p.parquet", 10, 6)
+        load("panel_scale").write_panel(tmp_path / "p.parquet", 10, 6)
 
 
 @pytest.mark.parametrize("use_tracemalloc", [False, True])
 def test_peak_memory_sees_a_known_allocation(use_tracemalloc):
-    bench = _load("panel_scale")
+    bench = load("panel_scale")
     size = 64 * bench.MB
     with bench.PeakMemory(use_tracemalloc) as memory:
         if use_tracemalloc:
@@ -73,7 +60,7 @@ def test_peak_memory_sees_a_known_allocation(use_tracemalloc):
 
 
 def test_memory_rows_print_their_unit_and_ratio():
-    run_all = _load("run_all")
+    run_all = load("run_all")
     row = {"suite": "panel", "case": "c", "baseline": "frame", "posenc_amount": 300.0,
            "baseline_amount": 100.0, "unit": "MB", "target": "<= 3"}
     assert run_all.table([row]).splitlines()[-1] == \
@@ -84,7 +71,7 @@ def test_table_cells_render_in_markdown_as_written():
     """docs/benchmarks.md pastes this table: a ``*`` in a name must not turn into emphasis
     (``floor q*2; k*2`` read "floor q2; k2") nor a ``|`` into a new cell."""
     markdown = pytest.importorskip("markdown", reason="the docs extra renders Markdown")
-    run_all = _load("run_all")
+    run_all = load("run_all")
     row = {"suite": "core", "case": "a | b", "baseline": "floor q*2; k*2", "posenc_s": 2.0,
            "baseline_s": 1.0, "target": "<= 2"}
     html = markdown.markdown(run_all.table([row]), extensions=["tables"])
@@ -93,7 +80,7 @@ def test_table_cells_render_in_markdown_as_written():
 
 
 def test_arguments_are_checked(capsys):
-    bench = _load("panel_scale")
+    bench = load("panel_scale")
     with pytest.raises(SystemExit):
         bench.main(["--rounds", "0"])
     assert "--rounds must be >= 1, got 0" in capsys.readouterr().err
@@ -104,7 +91,7 @@ def test_arguments_are_checked(capsys):
 
 @pytest.mark.slow  # a tiny panel set up twice and four training steps: about 5 s of CPU
 def test_dry_run_prints_every_row(capsys):
-    assert _load("panel_scale").main(["--dry-run"]) == 0
+    assert load("panel_scale").main(["--dry-run"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| panel |")]
     assert len(rows) == 5
@@ -122,7 +109,7 @@ def test_dry_run_prints_every_row(capsys):
 
 
 def test_dataset_is_written_by_series_in_files_of_whole_series(tmp_path):
-    bench = _load("panel_scale")
+    bench = load("panel_scale")
     bench.write_dataset(tmp_path / "d", 6_000, 3_000 // 1000 * 2)
     files = sorted((tmp_path / "d").glob("part-*.parquet"))
     frame = pd.concat([pd.read_parquet(f) for f in files])
@@ -133,7 +120,7 @@ def test_dataset_is_written_by_series_in_files_of_whole_series(tmp_path):
 
 @pytest.mark.slow  # the tiny panel, then a 20,000-row dataset read lazily: about 10 s of CPU
 def test_dry_run_with_a_dataset_prints_its_rows(capsys):
-    assert _load("panel_scale").main(["--dry-run", "--dataset", "20000"]) == 0
+    assert load("panel_scale").main(["--dry-run", "--dataset", "20000"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| panel |")]
     assert len(rows) == 10
@@ -150,7 +137,7 @@ def test_set_up_peak_of_a_given_frame_is_within_the_memory_target():
     """The frame-given set-up's own peak (numpy's and Python's allocations, tracemalloc: the
     same on every machine) is at most the benchmark's target times the frame's memory, at
     every stage; the windows' stage builds one seasonal-error table for the three splits."""
-    bench = _load("panel_scale")
+    bench = load("panel_scale")
     frame, order = bench.panel_frame(200_000, 200)
     frame = frame.iloc[order].reset_index(drop=True)  # by time, as the benchmark's file
     frame_bytes = int(frame.memory_usage(deep=True).sum())
@@ -169,7 +156,7 @@ def test_set_up_peak_from_a_file_is_within_the_file_memory_target(tmp_path):
     """The file's set-up (the read included) peaks at most the benchmark's target times the
     frame's memory in the resident set: Arrow's pool returns the reader's scratch buffers
     and, once the panel is read, the table's own columns."""
-    bench = _load("panel_scale")
+    bench = load("panel_scale")
     path = tmp_path / "panel.parquet"
     bench.write_panel(path, 1_000_000, 1_000)
     frame_bytes = int(pd.read_parquet(path).memory_usage(deep=True).sum())
