@@ -147,16 +147,15 @@ def _sorted_linear_expm(points: Tensor, generators: Tensor, degree: int
         gens, s, bad = (t.index_select(0, order) for t in (gens, s, bad))
     # A set that cannot be computed exactly is scaled by NaN: all its matrices come out NaN.
     scale = torch.where(bad, torch.nan, torch.exp2(-s))
-    a, c = (gens * scale[:, None, None, None]).unbind(1)  # (G, b, b) each
+    stacked = (gens * scale[:, None, None, None]).flatten(1, 2)  # (G, 2b, b): A over B
     # The W of one degree side by side, (G, b, k + 1, b), W_(k-j)j at j: A @ W and B @ W for all
-    # of them are one product each with (G, b, (k + 1) b); W_(k-j)j = A W_(k-1-j)j (j < k) + B
-    # W_(k-j)(j-1) (j > 0).
+    # of them are one product with (G, b, k b); W_(k-j)j = A W_(k-1-j)j (j < k) + B W_(k-j)(j-1)
+    # (j > 0), the two shifted against each other by padding (whose backward is a view).
     level = torch.eye(b, dtype=points.dtype, device=points.device)[:, None].expand(groups, b, 1, b)
     words = [level]
     for k in range(1, degree + 1):
-        flat = level.reshape(groups, b, k * b)
-        by_a, by_c = ((gen @ flat).view(groups, b, k, b) for gen in (a, c))
-        level = torch.cat((by_a[:, :, :1], by_a[:, :, 1:] + by_c[:, :, :-1], by_c[:, :, -1:]), 2)
+        by_a, by_b = (stacked @ level.reshape(groups, b, k * b)).view(groups, 2, b, k, b).unbind(1)
+        level = F.pad(by_a, (0, 0, 0, 1)) + F.pad(by_b, (0, 0, 1, 0))
         words.append(level)
     words = torch.cat(words, 2).transpose(1, 2).flatten(2)  # (G, n, b b)
     # Powers by running products (pow's gradient at 0 ** 0 is NaN; ONNX has no prod), then
