@@ -125,7 +125,8 @@ def _sorted_linear_expm(points: Tensor, generators: Tensor, degree: int
     """[`linear_expm`][posenc.spatial.liere.linear_expm] with its sets where the squarings left
     them: ``(r, order)``, ``r[i]`` set ``order[i]``'s exponentials (on the CPU, sorted by their
     squaring counts), ``order`` None where the sets keep theirs (no value read). Arguments as
-    `linear_expm` checks them (LieRE's are made so; it takes this every block and forward)."""
+    `linear_expm` checks them (LieRE's and ComRoPE's are made so; they take this every block
+    and forward)."""
     count = points.shape[0]
     groups, _, b, _ = generators.shape
     exponents, inverse_factorials = _monomials(degree, points.device)
@@ -519,9 +520,10 @@ class LieRE(_Rotary):
         (rows, row_index), (cols, col_index) = (_distinct(points[:, axis:axis + 1])
                                                 for axis in (0, 1))
         # Both axes' exponentials in one call: rows at (r, 0), columns at (0, c).
-        turns = linear_expm(torch.block_diag(rows, cols), sets, degree).to(dtype)
+        turns, order = _sorted_linear_expm(torch.block_diag(rows, cols), sets, degree)
+        turns = turns.to(dtype)
         return (turns.index_select(1, row_index)
-                @ turns.index_select(1, rows.shape[0] + col_index)), None
+                @ turns.index_select(1, rows.shape[0] + col_index)), order
 
     def extra_repr(self) -> str:
         return (f"head_dim={self.head_dim}, num_heads={self.num_heads}, "
