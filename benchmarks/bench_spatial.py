@@ -3,10 +3,12 @@
 Forward + backward of a ViT with width 192, depth 12, 3 heads and patch size 4 at 32x32 and
 64x64 images. Every row is relative to timm's own learned ``pos_embed`` (an untouched
 ``vit_tiny_patch16_224``) measured in the same run; timm's RoPE ViT (``eva02_tiny_patch14_224``
-at the same width, depth, image and patch size) is reported as a peer. Two floor rows: with
+at the same width, depth, image and patch size) is reported as a peer. Floor rows: with
 ``liere``, LieRE with its rotation computed once before the timed steps (the per-token apply
-without the exponentials); with ``relbias``, a learned bias gathered once and kept as a
-parameter (the biased attention and the bias's gradient without the index and gather).
+without the exponentials), and LieRE with its Taylor polynomials computed once and kept as a
+parameter (the exponentials' squarings, the gather and the apply: its step without building
+the polynomials); with ``relbias``, a learned bias gathered once and kept as a parameter (the
+biased attention and the bias's gradient without the index and gather).
 
 Measurement: all models step round-robin (the order rotates every round); each round gives
 every model a ratio to the baseline step of that round, and a row is the median of those
@@ -29,6 +31,7 @@ import timm
 import torch
 from posenc.spatial import ENCODINGS, LieRE, RelativeBias2D, attach
 from posenc.spatial.factory import encoding_kind
+from posenc.spatial.liere import _scaled_taylor, _square_sorted, taylor_degree
 from torch import nn
 
 TARGETS = {"none": 1.05, "additive": 1.05, "rotary": 1.15, "bias": 1.10}
@@ -36,6 +39,7 @@ BATCH = {32: 16, 64: 4}  # 64 x 16 and 256 x 4 patch tokens per step
 BASELINE = "timm learned pos_embed"
 PEER = "timm eva02 RoPE (peer)"
 LIERE_FLOOR = "liere, rotation given"  # timed with "liere": its step without the exponentials
+LIERE_SQUARINGS = "liere, polynomial given"  # ... and without building the polynomials
 RELBIAS_FLOOR = "relbias, bias given"  # timed with "relbias": its step without the gather
 
 
@@ -50,6 +54,25 @@ class _GivenRotation(LieRE):
             with torch.no_grad():
                 self.given = super().rotation(positions, augment=augment)
         return self.given
+
+
+class _GivenPolynomial(LieRE):
+    """LieRE whose Taylor polynomials (every set's at its scaled distinct points) are computed
+    once, at the first forward, into a parameter: a step with it squares them (each set as
+    often as LieRE does), gathers and applies the rotations, forward and backward, with LieRE's
+    values, but builds no polynomial. CPU only (the squarings by sorted runs)."""
+
+    def __init__(self, head_dim: int, num_heads: int) -> None:
+        super().__init__(head_dim, num_heads)
+        self.register_parameter("given", None)
+
+    def _rotations(self, points, dtype):
+        if self.given is None:
+            with torch.no_grad():
+                r, self.counts, self.order = _scaled_taylor(
+                    points, self._generator_sets(points.dtype), taylor_degree(dtype))
+            self.given = nn.Parameter(r)
+        return _square_sorted(self.given, self.counts).to(dtype), self.order
 
 
 class _GivenBias(RelativeBias2D):
@@ -71,7 +94,8 @@ class _GivenBias(RelativeBias2D):
 def row_kind(name: str) -> str:
     """A row's kind: baseline, peer, floor, or its encoding's (which picks its target)."""
     return ("baseline" if name == BASELINE else "peer" if name == PEER
-            else "floor" if name in (LIERE_FLOOR, RELBIAS_FLOOR) else encoding_kind(name))
+            else "floor" if name in (LIERE_FLOOR, LIERE_SQUARINGS, RELBIAS_FLOOR)
+            else encoding_kind(name))
 
 
 def vit(img_size: int) -> nn.Module:
@@ -89,10 +113,11 @@ def models(img_size: int, encodings: Sequence[str] = ENCODINGS) -> dict[str, nn.
     for name in encodings:
         out[name] = attach(vit(img_size), name)
     if "liere" in encodings:
-        model = vit(img_size)
-        attn = model.blocks[0].attn
-        out[LIERE_FLOOR] = attach(model, [_GivenRotation(attn.head_dim, attn.num_heads)
-                                          for _ in model.blocks])
+        for name, given in ((LIERE_FLOOR, _GivenRotation), (LIERE_SQUARINGS, _GivenPolynomial)):
+            model = vit(img_size)
+            attn = model.blocks[0].attn
+            out[name] = attach(model, [given(attn.head_dim, attn.num_heads)
+                                       for _ in model.blocks])
     if "relbias" in encodings:
         model = vit(img_size)
         grid = model.patch_embed.grid_size[0]

@@ -127,6 +127,20 @@ def _sorted_linear_expm(points: Tensor, generators: Tensor, degree: int
     squaring counts), ``order`` None where the sets keep theirs (no value read). Arguments as
     `linear_expm` checks them (LieRE's and ComRoPE's are made so; they take this every block
     and forward)."""
+    r, s, order = _scaled_taylor(points, generators, degree)
+    if order is not None:
+        return _square_sorted(r, s), order
+    for step in range(_MAX_SQUARINGS):
+        r = torch.where((s > step)[:, None, None, None], r @ r, r)
+    return r, None
+
+
+def _scaled_taylor(points: Tensor, generators: Tensor, degree: int
+                   ) -> tuple[Tensor, Tensor, Tensor | None]:
+    """`_sorted_linear_expm` before its squarings: ``(r, s, order)``, ``r`` ``(G, K, b, b)``
+    every set's Taylor polynomial at its scaled points, ``s`` ``(G,)`` the squarings each set
+    then takes (float; in descending order where the sets were sorted), ``order`` as
+    `_sorted_linear_expm` returns it."""
     count = points.shape[0]
     groups, _, b, _ = generators.shape
     exponents, inverse_factorials = _monomials(degree, points.device)
@@ -168,11 +182,7 @@ def _sorted_linear_expm(points: Tensor, generators: Tensor, degree: int
     monomials = powers[:, 0, exponents[:, 0]] * powers[:, 1, exponents[:, 1]]  # (K, n)
     monomials = monomials * inverse_factorials.to(monomials.dtype)
     r = torch.matmul(monomials, words).view(groups, count, b, b)
-    if sort:
-        return _square_sorted(r, s), order
-    for step in range(_MAX_SQUARINGS):
-        r = torch.where((s > step)[:, None, None, None], r @ r, r)
-    return r, None
+    return r, s, order if sort else None
 
 
 def _square_sorted(r: Tensor, s: Tensor) -> Tensor:
@@ -458,6 +468,11 @@ class LieRE(_Rotary):
             return skew
         return skew[:, None] * self.axis_scales.to(dtype)[None, :, :, None, None]
 
+    def _generator_sets(self, dtype: torch.dtype) -> Tensor:
+        """`axis_generators` by head and block, the sets whose exponentials `_rotations` takes:
+        ``(H D/b, 2, b, b)``."""
+        return self.axis_generators(dtype).transpose(1, 2).flatten(0, 1)
+
     def _compute(self, positions: GridPositions) -> BlockRotation:
         coords = positions.coords
         if coords.ndim == 2:
@@ -509,8 +524,7 @@ class LieRE(_Rotary):
         product of two orthogonal matrices taken in ``dtype`` (within a few of its ulps), where
         distinct values are found (the CPU, for generators whose planes are not separated:
         `_plane_rotation` takes the others)."""
-        a = self.axis_generators(points.dtype)  # (H, 2, D/b, b, b)
-        sets = a.transpose(1, 2).flatten(0, 1)  # (H D/b, 2, b, b)
+        sets = self._generator_sets(points.dtype)
         degree = taylor_degree(dtype)
         # Where no value is read to find the distinct rows and columns (off the CPU, compiling),
         # ComRoPE's product would take two exponentials a token: one of the sum takes one.
