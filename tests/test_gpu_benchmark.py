@@ -26,8 +26,6 @@ STEPS = ["wheels", "install", "environment", "vit_encodings", "forecaster_encodi
          "fit_quickstart", "fit_forecast", "compile_vit", "compile_forecaster", "gpu_benchmark"]
 
 
-
-
 def _check(out: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, str]:
     """Run gpu_check.sh with this Python; (the process, the report's text or "")."""
     proc = subprocess.run(["bash", str(CHECK), str(out), *args], capture_output=True,
