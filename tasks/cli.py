@@ -1,10 +1,10 @@
 """The ``posenc`` command: Lightning's CLI over every posenc task and data module.
 
-    posenc fit --config configs/quickstart.yaml
+    posenc fit --config configs/quickstart.yaml  # ends with the checkpoints it wrote
     posenc fit --config configs/vit_mnist.yaml --model.init_args.encoding=relbias
-    posenc test --config configs/quickstart.yaml --ckpt_path=path/to/last.ckpt
+    posenc test --config configs/quickstart.yaml --ckpt_path=checkpoints/quickstart/last.ckpt
     posenc fit --config configs/quickstart.yaml --print_config
-    posenc export --config configs/quickstart.yaml --ckpt_path=last.ckpt --out model.onnx
+    posenc export --config configs/quickstart.yaml --ckpt_path=CKPT --out model.onnx
     posenc fit --config configs/forecast_csv.yaml --refit_epochs 10
     posenc plot --help
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.pytorch import LightningDataModule, LightningModule, seed_everything
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer, seed_everything
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.model_registry import _is_registry
 
@@ -58,6 +58,10 @@ class PosencCLI(LightningCLI):
       train + validation (the data module's ``train_on_val``, which refits its scaling too),
       without validation, and keep it. The refit is a run of its own: a new logger version, a
       config file that reproduces it, checkpoints under ``dirpath/refit/``.
+
+    ``fit`` ends by printing the checkpoints its ``ModelCheckpoint`` callbacks kept (the
+    refit's after a refit): the paths that ``--ckpt_path`` of ``fit`` (resume), ``test``,
+    ``predict`` and ``export`` take.
     """
 
     def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
@@ -183,8 +187,13 @@ class PosencCLI(LightningCLI):
         epochs = self.config[self.subcommand].get("refit_epochs")
         if epochs is not None:
             self._refit(epochs)
-        if not self.config[self.subcommand].get("test_after_fit"):
-            return
+        if self.config[self.subcommand].get("test_after_fit"):
+            self._test_after_fit(epochs)
+        saved = _saved_checkpoints(self.trainer)
+        if saved and self.trainer.is_global_zero:
+            print("Checkpoints (--ckpt_path):", *saved, sep="\n", flush=True)
+
+    def _test_after_fit(self, epochs: int | None) -> None:
         results = self.trainer.test(self.model, datamodule=self.datamodule, verbose=False)
         if self.trainer.is_global_zero:  # once, not in each column of a per-loader table
             merged = {k: v for result in results for k, v in result.items()}
@@ -222,6 +231,29 @@ class PosencCLI(LightningCLI):
             if getattr(callback, "dirpath", None) is not None:
                 callback.dirpath = os.path.join(callback.dirpath, "refit")
         self.trainer.fit(self.model, datamodule=self.datamodule)
+
+
+def _saved_checkpoints(trainer: Trainer) -> list[str]:
+    """One line per checkpoint the fit's ``ModelCheckpoint`` callbacks kept: ``last``, the
+    best by their monitor, and without a monitor the latest top-k file where no ``last`` holds
+    the same weights; relative to the working directory when they lie under it (Lightning keeps
+    some paths absolute)."""
+    cwd = Path.cwd().resolve()
+
+    def shown(path: str) -> Path:
+        path = Path(path).resolve()
+        return path.relative_to(cwd) if path.is_relative_to(cwd) else path
+
+    lines = []
+    for callback in trainer.checkpoint_callbacks:
+        if callback.last_model_path:
+            lines.append(f"  last: {shown(callback.last_model_path)}")
+        best = callback.best_model_path
+        if best and best != callback.last_model_path and (callback.monitor
+                                                          or not callback.last_model_path):
+            kind = f"best {callback.monitor}" if callback.monitor else "latest"
+            lines.append(f"  {kind}: {shown(best)}")
+    return lines
 
 
 def _imported_class(class_path: Any) -> Any:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import re
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
 import yaml
 from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
 from posenc.spatial import RoPE2D, SinCos2D, timm_state_dict
 from posenc.tasks import DigitsDataModule, Forecaster, ImageClassifier, VideoClassifier
-from posenc.tasks.cli import main, posenc_cli
+from posenc.tasks.cli import _saved_checkpoints, main, posenc_cli
 
 from .conftest import CONFIGS, ONE_EPOCH, TINY_FORECASTER, TINY_VIT, run_cli
 
@@ -107,16 +109,46 @@ def test_print_config_shows_class_paths(capsys):
     assert printed["data"]["class_path"] == "posenc.tasks.MNISTDataModule"
 
 
-def test_quickstart_fits_on_real_mnist_and_reports_test_accuracy(tmp_path):
-    """The README's main job exactly as users run it (a subprocess), one short epoch."""
-    proc = run_cli(["fit", "--config", str(CONFIGS / "quickstart.yaml"), *ONE_EPOCH],
-                   cwd=tmp_path)
+def test_quickstart_fits_on_real_mnist_and_reports_test_accuracy(tmp_path, monkeypatch):
+    """The README's main job exactly as users run it (a subprocess), one short epoch; then its
+    README lines that resume and export from the checkpoint path it printed."""
+    config = ["--config", str(CONFIGS / "quickstart.yaml")]
+    proc = run_cli(["fit", *config, *ONE_EPOCH], cwd=tmp_path)
     reported = dict(re.findall(r"^\s+(test/\S+)\s+([0-9.]+)$", proc.stdout, re.M))
     assert {"test/acc_28", "test/acc_44", "test/acc_56", "test/acc"} <= set(reported)
-    [ckpt] = _checkpoints(tmp_path / "lightning_logs")
-    checkpoint = torch.load(ckpt, weights_only=True)
+    readme_path = "checkpoints/quickstart/last.ckpt"  # the README's --ckpt_path
+    assert proc.stdout.endswith(f"Checkpoints (--ckpt_path):\n  last: {readme_path}\n")
+    assert _checkpoints(tmp_path) == [tmp_path / readme_path]  # the last weights only
+    checkpoint = torch.load(tmp_path / readme_path, weights_only=True)
     assert checkpoint["hyper_parameters"]["encoding"] == QUICKSTART_ENCODING
-    ImageClassifier.load_from_checkpoint(ckpt, weights_only=True)
+    assert checkpoint["global_step"] == 2
+    ImageClassifier.load_from_checkpoint(tmp_path / readme_path, weights_only=True)
+    monkeypatch.chdir(tmp_path)
+    main(["fit", *config, *ONE_EPOCH, "--trainer.max_epochs=2", f"--ckpt_path={readme_path}"])
+    # A resume writes its last weights over the file it resumed from (a fresh run beside it
+    # would write last-v1.ckpt): one more epoch on top of the first's.
+    assert _checkpoints(tmp_path) == [tmp_path / readme_path]
+    resumed = torch.load(tmp_path / readme_path, weights_only=True)
+    assert resumed["epoch"] == checkpoint["epoch"] + 1 and resumed["global_step"] == 4
+    main(["export", *config, f"--ckpt_path={readme_path}", "--out=model.onnx"])
+    assert (tmp_path / "model.onnx").stat().st_size > 0
+
+
+def test_fit_names_each_checkpoint_it_kept_by_what_it_holds(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    top_k_only = ModelCheckpoint()  # no monitor, no last: its top-k file is the latest
+    top_k_only.best_model_path = str(tmp_path / "a" / "epoch=3-step=8.ckpt")
+    both = ModelCheckpoint(save_last=True)  # no monitor: the top-k file repeats last
+    both.last_model_path = str(tmp_path / "b" / "last.ckpt")
+    both.best_model_path = str(tmp_path / "b" / "epoch=3-step=8.ckpt")
+    monitored = ModelCheckpoint(monitor="val/acc", mode="max", save_last=True)
+    monitored.last_model_path = "c/last.ckpt"
+    monitored.best_model_path = "/elsewhere/epoch=1-step=4.ckpt"  # not under the cwd: absolute
+    trainer = SimpleNamespace(checkpoint_callbacks=[top_k_only, both, monitored])
+    assert _saved_checkpoints(trainer) == [
+        "  latest: a/epoch=3-step=8.ckpt", "  last: b/last.ckpt", "  last: c/last.ckpt",
+        "  best val/acc: /elsewhere/epoch=1-step=4.ckpt"]
+    assert _saved_checkpoints(SimpleNamespace(checkpoint_callbacks=[ModelCheckpoint()])) == []
 
 
 def test_vision_config_fits_resumes_and_reloads_identically(tmp_path, monkeypatch, capsys):
@@ -125,9 +157,14 @@ def test_vision_config_fits_resumes_and_reloads_identically(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     config = [*VIT_MNIST_RELBIAS, *DIGITS, *TINY_VIT]
     assert main(["fit", *config, *ONE_EPOCH]) is None  # the console script exits with 0
-    reported = dict(re.findall(r"^\s+(test/\S+)\s+([0-9.]+)$", capsys.readouterr().out, re.M))
+    out = capsys.readouterr().out
+    reported = dict(re.findall(r"^\s+(test/\S+)\s+([0-9.]+)$", out, re.M))
     runs = tmp_path / "lightning_logs" / "vit_mnist_relbias"
     last = runs / "version_0" / "checkpoints" / "last.ckpt"
+    # fit names what it kept: the config's ModelCheckpoint saves the last and the best by val/acc
+    [best] = (runs / "version_0" / "checkpoints").glob("epoch=*.ckpt")
+    assert out.endswith(f"Checkpoints (--ckpt_path):\n  last: {last.relative_to(tmp_path)}\n"
+                        f"  best val/acc: {best.relative_to(tmp_path)}\n")
     # The reloaded weights give the test accuracy the run printed (same batch, same model).
     model = ImageClassifier.load_from_checkpoint(last, weights_only=True)
     data = DigitsDataModule(batch_size=32, eval_image_sizes=[8, 12, 16])

@@ -55,6 +55,9 @@ def test_refit_trains_a_fresh_model_on_train_and_validation_and_tests_and_saves_
     cli = posenc_cli(["fit", *config, "--trainer.max_epochs=1", "--refit_epochs=2"])
     out = capsys.readouterr().out
     assert "Test results (refit on train + validation for 2 epochs):" in out
+    # what fit names last is the refit's checkpoint, the model it keeps
+    assert out.endswith("Checkpoints (--ckpt_path):\n  last: "
+                        "checkpoints/forecast_csv/refit/last.ckpt\n")
     dm, model = cli.datamodule, cli.model
     assert dm.train_on_val and cli.trainer.current_epoch == 2
     # The refit state is fitted on every row before test_start (train + validation).
