@@ -2,7 +2,8 @@
 
 - [`ImageClassifier`][posenc.tasks.ImageClassifier] (timm ViT + a posenc spatial encoding,
   multi-size evaluation) and its image data modules, and
-  [`VideoClassifier`][posenc.tasks.VideoClassifier] over clips at irregular frame times
+  [`VideoClassifier`][posenc.tasks.VideoClassifier] over clips at irregular frame times, and
+  [`ClassPredictionWriter`][posenc.tasks.ClassPredictionWriter], which writes their predictions
   ([`posenc.tasks.vision`][posenc.tasks.vision]);
 - [`Forecaster`][posenc.tasks.Forecaster] (transformer over (value, timestamp) tokens and future
   query times; its network, [`ForecastTransformer`][posenc.tasks.ForecastTransformer], is a plain
@@ -31,6 +32,7 @@ from .forecasting import (
     make_batch,
 )
 from .vision import (
+    ClassPredictionWriter,
     DigitsDataModule,
     ImageClassifier,
     ImageFolderDataModule,
@@ -42,8 +44,9 @@ from .vision import (
 )
 
 __all__ = [
-    "DigitsDataModule", "ExtrapolationWarning", "Fitted", "ForecastTransformer",
-    "ForecastWriter", "Forecaster", "ImageClassifier", "ImageFolderDataModule", "MNISTDataModule",
-    "MovingDigitsDataModule", "PlacedScenesDataModule", "RelationScenesDataModule",
-    "TimeSeriesDataModule", "VideoClassifier", "datasets", "make_batch", "register_module",
+    "ClassPredictionWriter", "DigitsDataModule", "ExtrapolationWarning", "Fitted",
+    "ForecastTransformer", "ForecastWriter", "Forecaster", "ImageClassifier",
+    "ImageFolderDataModule", "MNISTDataModule", "MovingDigitsDataModule", "PlacedScenesDataModule",
+    "RelationScenesDataModule", "TimeSeriesDataModule", "VideoClassifier", "datasets",
+    "make_batch", "register_module",
 ]

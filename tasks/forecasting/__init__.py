@@ -6,7 +6,6 @@ columns' roles and the [`Fitted`][posenc.tasks.Fitted] state),
 [`panel`][posenc.tasks.forecasting.panel] (reading, fitting and scaling a long table),
 [`metrics`][posenc.tasks.forecasting.metrics] (losses, metrics, seasonal-naive baselines),
 [`windows`][posenc.tasks.forecasting.windows] (windows and batches),
-[`distributed`][posenc.tasks.forecasting.distributed] (DDP helpers),
 [`output`][posenc.tasks.forecasting.output] ([`make_batch`][posenc.tasks.make_batch], forecast
 requests and tables, [`ForecastWriter`][posenc.tasks.ForecastWriter]),
 [`stream`][posenc.tasks.forecasting.stream] (Parquet datasets read lazily),

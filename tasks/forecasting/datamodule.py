@@ -24,7 +24,7 @@ from posenc.temporal.timestamps import utc_and_local
 from torch.utils.data import DataLoader
 
 from ..config import check_split_fractions, make_hparams_plain, plain
-from .distributed import distributed_rank
+from ..distributed import distributed_rank
 from .metrics import SeasonalError, natural_seasons, seasonality_for_step
 from .output import request_dataset
 from .panel import Panel, fit, read_panel, read_table, release_arrow_memory, scale_panel

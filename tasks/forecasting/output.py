@@ -41,7 +41,8 @@ from posenc.temporal.timestamps import (
 )
 from torch import Tensor
 
-from .distributed import process_group_up
+from ..distributed import gather_to_rank_zero, on_every_rank
+from ..tables import TABLE_SUFFIXES, table_path, write_table
 from .metrics import check_quantile_levels
 from .panel import Panel, fit, median_step, read_panel, scale_panel
 from .schema import Columns, Fitted, check_unique_columns, parse_length
@@ -49,10 +50,9 @@ from .windows import WindowDataset, WindowIndex, batch_of_series
 
 __all__ = ["ORIGIN_COLUMN", "ExtrapolationWarning", "ForecastWriter", "data_state",
            "forecast_frame", "future_times", "make_batch", "quantile_column",
-           "quantile_columns", "request_dataset", "write_forecasts"]
+           "quantile_columns", "request_dataset"]
 
 ORIGIN_COLUMN = "forecast_origin"
-FORECAST_SUFFIXES = (".csv", ".parquet", ".pq")
 _PART_FILE = re.compile(r"part-\d{5,}\.parquet")  # ForecastWriter(per_rank=True)'s files
 _REQUIRED = ("series", "time", "valid", "prediction")
 _NAT = np.iinfo(np.int64).min
@@ -245,28 +245,6 @@ def forecast_frame(outputs: Sequence[Mapping[str, Any]], fitted: Fitted,
     return _table(_rows(outputs, fitted, quantile_levels), fitted, quantile_levels)
 
 
-def write_forecasts(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
-    """Write ``frame`` to ``path`` (``.csv``, or ``.parquet``/``.pq``), creating its folder;
-    no index column. A CSV holds tz-aware times as ISO text with their UTC offset."""
-    path = _forecast_path(path, "path")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix.lower() == ".csv":
-        frame.to_csv(path, index=False)
-    else:
-        frame.to_parquet(path, index=False)
-    return path
-
-
-def _forecast_path(path: Any, name: str) -> Path:
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a file path (str), got {type(path).__name__}")
-    path = Path(path)
-    if path.suffix.lower() not in FORECAST_SUFFIXES:
-        raise ValueError(f"{name}={str(path)!r}: expected a .csv or .parquet file name (the "
-                         "suffix picks the format)")
-    return path
-
-
 class ForecastWriter(BasePredictionWriter):
     """Write every forecast of ``trainer.predict`` to one ``.csv`` or ``.parquet`` file (the
     [`forecast_frame`][posenc.tasks.forecasting.output.forecast_frame] table; its folder is
@@ -300,11 +278,11 @@ class ForecastWriter(BasePredictionWriter):
                 raise TypeError(f"ForecastWriter path must be a folder path (str), got "
                                 f"{type(path).__name__}")
             self.path = Path(path)
-            if self.path.suffix.lower() in FORECAST_SUFFIXES:
+            if self.path.suffix.lower() in TABLE_SUFFIXES:
                 raise ValueError(f"ForecastWriter path={str(path)!r}: with per_rank=True the "
                                  "path is a folder (one Parquet file per rank), not a file")
         else:
-            self.path = _forecast_path(path, "ForecastWriter path")
+            self.path = table_path(path, "ForecastWriter path")
 
     def on_predict_start(self, trainer: Any, pl_module: Any) -> None:
         """Refuse to replace forecasts at ``path`` unless ``overwrite``, on every rank before
@@ -313,7 +291,7 @@ class ForecastWriter(BasePredictionWriter):
         ranks wait for it."""
         # The gathered file is rank 0's alone; every rank writes a part file of its own.
         local = self._existing() if self.per_rank or trainer.is_global_zero else ([], [])
-        ranks = _on_every_rank(local, trainer)
+        ranks = on_every_rank(local, trainer)
         ours = sorted({f for found, _ in ranks for f in found})
         others = sorted({f for _, other in ranks for f in other})
         where = f"ForecastWriter path={str(self.path)!r}"
@@ -367,13 +345,13 @@ class ForecastWriter(BasePredictionWriter):
             predictions = [out for loader in predictions for out in loader]
         rows = _rows(list(predictions), fitted, levels)
         if self.per_rank:
-            write_forecasts(_table(rows, fitted, levels),
+            write_table(_table(rows, fitted, levels),
                             self.path / f"part-{trainer.global_rank:05d}.parquet")
             return
-        gathered = _gather_to_rank_zero(rows, trainer)
+        gathered = gather_to_rank_zero(rows, trainer)
         if trainer.is_global_zero:
             merged = {key: np.concatenate([part[key] for part in gathered]) for key in rows}
-            write_forecasts(_table(merged, fitted, levels), self.path)
+            write_table(_table(merged, fitted, levels), self.path)
         trainer.strategy.barrier("ForecastWriter")
 
 
@@ -383,25 +361,6 @@ def data_state(trainer: Any) -> Fitted | None:
     without a trainer or a data module that has one."""
     state = getattr(getattr(trainer, "datamodule", None), "fitted", None)
     return state if isinstance(state, Fitted) else None
-
-
-def _on_every_rank(value: Any, trainer: Any) -> list[Any]:
-    """Every rank's ``value``, in rank order, on every rank (``[value]`` without a process
-    group)."""
-    if trainer.world_size <= 1 or not process_group_up():
-        return [value]
-    values: list[Any] = [None] * trainer.world_size
-    torch.distributed.all_gather_object(values, value)
-    return values
-
-
-def _gather_to_rank_zero(rows: dict[str, np.ndarray], trainer: Any) -> list[dict]:
-    """Every rank's rows on rank 0 (``[rows]`` without a process group; ``[]`` on others)."""
-    if trainer.world_size <= 1 or not process_group_up():
-        return [rows]
-    parts: list[Any] | None = [None] * trainer.world_size if trainer.is_global_zero else None
-    torch.distributed.gather_object(rows, parts, dst=0)
-    return parts or []
 
 
 # -- requests ----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ rows, or one longer series) go through the in-memory path's ``read_panel`` and `
 ``fit`` on the whole table (every fitted number is per series, or combined from them in series
 order); [`DatasetWindows`][posenc.tasks.forecasting.stream.DatasetWindows] yields one split's
 batches chunk by chunk. Under DDP both passes are shared
-([`across_ranks`][posenc.tasks.forecasting.distributed.across_ranks]) and chunks are dealt to ranks
+([`across_ranks`][posenc.tasks.distributed.across_ranks]) and chunks are dealt to ranks
 and loader workers round-robin; every rank yields the same number of batches (uneven iterable
 datasets hang DDP), padding with batches whose ``real`` flag is False. Memory per process: the
 per-series state and two chunks (the next read ahead in a thread).
@@ -37,7 +37,7 @@ from posenc.temporal.timestamps import parse_timestamps, utc_and_local
 from torch import Tensor
 from torch.utils.data import IterableDataset, get_worker_info
 
-from .distributed import across_ranks
+from ..distributed import across_ranks
 from .output import request_dataset
 from .panel import (
     Panel,
@@ -436,7 +436,7 @@ class DatasetPanel:
         ``train_end`` (UTC ns), as ``fit`` makes it of the whole table; also each series'
         first time and rows before each of ``split_times`` (the windows' plan). The chunks are
         read by ``workers`` loader processes, shared by DDP ranks
-        ([`across_ranks`][posenc.tasks.forecasting.distributed.across_ranks])."""
+        ([`across_ranks`][posenc.tasks.distributed.across_ranks])."""
         from torch.utils.data import DataLoader
 
         def fit_chunks(mine: list[int]) -> list[tuple[int, dict[str, Any]]]:

@@ -272,27 +272,48 @@ def scan_image_folder(root: Path) -> tuple[list[str], list[tuple[str, int]], lis
     # real path -> the path it was first read as; root counts, so a link up to it is a loop
     read = {os.path.realpath(root): os.fspath(root)}
     for label, name in enumerate(classes):
-        for folder, dirs, files in os.walk(root / name, followlinks=True, onerror=_raise):
-            real = os.path.realpath(folder)
-            if real in read:
-                raise ValueError(f"folder {folder!r} is {read[real]!r} again (through a link); "
-                                 "each folder is read once: remove the link")
-            read[real] = folder
-            dirs[:] = sorted(d for d in dirs if not _hidden(d))
-            for file in sorted(f for f in files if not _hidden(f)):
-                path = os.path.join(folder, file)
-                if file.lower().endswith(IMAGE_EXTENSIONS):
-                    samples.append((path, label))
-                else:
-                    skipped.append(path)
-    # os.walk lists a link to nothing as a file: a moved folder or image, never "not an image"
-    broken = [path for path in (*skipped, *(path for path, _ in samples))
-              if os.path.islink(path) and not os.path.exists(path)]
+        images, others = _walk_images(root / name, read)
+        samples += [(path, label) for path in images]
+        skipped += others
+    _check_links(root, [*skipped, *(path for path, _ in samples)])
+    return classes, samples, skipped
+
+
+def scan_images(folder: Path) -> tuple[list[str], list[str]]:
+    """The image files under ``folder`` (sub-folders included), sorted by path, and the other
+    files skipped, with [`scan_image_folder`][posenc.tasks.vision.data.scan_image_folder]'s
+    rules (links followed, hidden entries ignored; loops, broken links and unlistable folders
+    raise)."""
+    images, skipped = _walk_images(folder, {})
+    _check_links(folder, [*skipped, *images])
+    return sorted(images), skipped
+
+
+def _walk_images(folder: Path, read: dict[str, str]) -> tuple[list[str], list[str]]:
+    """``(image files, other files)`` under ``folder``, sorted, hidden entries skipped;
+    ``read`` maps each real folder path already read to the path it was read as."""
+    images, others = [], []
+    for current, dirs, files in os.walk(folder, followlinks=True, onerror=_raise):
+        real = os.path.realpath(current)
+        if real in read:
+            raise ValueError(f"folder {current!r} is {read[real]!r} again (through a link); "
+                             "each folder is read once: remove the link")
+        read[real] = current
+        dirs[:] = sorted(d for d in dirs if not _hidden(d))
+        for file in sorted(f for f in files if not _hidden(f)):
+            path = os.path.join(current, file)
+            (images if file.lower().endswith(IMAGE_EXTENSIONS) else others).append(path)
+    return images, others
+
+
+def _check_links(root: Path, paths: list[str]) -> None:
+    """``FileNotFoundError`` for links to nothing among ``paths``: os.walk lists them as files,
+    but they are a moved folder or image, never "not an image"."""
+    broken = [path for path in paths if os.path.islink(path) and not os.path.exists(path)]
     if broken:
         listing = "\n".join(f"  {path} -> {os.readlink(path)}" for path in broken[:10])
         raise FileNotFoundError(f"{len(broken)} broken links in {os.fspath(root)!r} (first "
                                 f"{min(len(broken), 10)} below); fix or remove them:\n{listing}")
-    return classes, samples, skipped
 
 
 class FolderImages(Dataset):
@@ -536,6 +557,7 @@ class ImageDataModule(LightningDataModule):
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
         self.test_set: Dataset | None = None
+        self.predict_set: Dataset | None = None  # None: predict the test split
         # Every subclass' arguments too, as plain values (checkpoints load with weights_only).
         self.save_hyperparameters()
         make_hparams_plain(self.hparams)
@@ -588,8 +610,22 @@ class ImageDataModule(LightningDataModule):
         return self._eval_loaders(self.test_set)
 
     def predict_dataloader(self) -> DataLoader:
-        return self._loader(self.test_set, ResizeCollate(self.image_size), False,
+        """``predict_set`` (else the test split) at ``image_size``."""
+        dataset = self.test_set if self.predict_set is None else self.predict_set
+        return self._loader(dataset, ResizeCollate(self.image_size), False,
                             self.eval_batch_size)
+
+    @property
+    def class_names(self) -> list[str]:
+        """Each label's name, by label: here the label as text."""
+        return [str(label) for label in range(self.num_classes)]
+
+    def predict_names(self) -> list[int | str]:
+        """What names each image of `predict_dataloader`, in its order (after `setup`): here
+        its position in the test split."""
+        if self.test_set is None:
+            raise RuntimeError(f"{type(self).__name__}.setup() must run before predict_names()")
+        return list(range(len(self.test_set)))
 
 
 class _ArrayImageDataModule(ImageDataModule):
@@ -611,6 +647,11 @@ class _ArrayImageDataModule(ImageDataModule):
         full = TensorDataset(images, labels)
         self.train_set, self.val_set, self.test_set = (
             Subset(full, idx.tolist()) for idx in (train, val, test))
+
+    def predict_names(self) -> list[int | str]:
+        """Each predicted (test) image's row in `load_arrays`' arrays (after `setup`)."""
+        super().predict_names()
+        return [int(row) for row in self.split_indices["test"]]
 
 
 def mnist_arrays() -> tuple[np.ndarray, np.ndarray]:
@@ -673,6 +714,16 @@ def _check_stats(value: object, name: str, channels: int, default: float,
     return [check(item, f"{name}[{i}]") for i, item in enumerate(value)]
 
 
+def _folder_argument(value: object, name: str) -> Path:
+    """A folder argument as a ``Path``: a non-empty str or os.PathLike."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a str or os.PathLike, got {type(value).__name__} "
+                        f"({value!r})")
+    if not os.fspath(value):  # Path("") is the working directory: never what was meant
+        raise ValueError(f"{name} must name a folder, got ''")
+    return Path(value)
+
+
 class ImageFolderDataModule(ImageDataModule):
     """Your own images: ``root/<class name>/<image files>`` (torchvision's ImageFolder layout).
 
@@ -690,6 +741,9 @@ class ImageFolderDataModule(ImageDataModule):
         std: per-channel normalization std (default 0.5).
         verify_images: at setup, decode every file fully and raise naming the bad ones (~2 ms
             per 500x375 JPEG); False: a bad file fails, named, when it is loaded.
+        predict_root: a folder of unlabeled images (any layout; sub-folders included, the
+            same suffixes and rules) that ``posenc predict`` classifies instead of the test
+            split; `predict_names` gives their paths relative to it.
 
     The other arguments are [`ImageDataModule`][posenc.tasks.vision.data.ImageDataModule]'s.
     """
@@ -702,24 +756,23 @@ class ImageFolderDataModule(ImageDataModule):
         test_fraction: float = 0.1, seed: int = 0, num_workers: int = 0,
         verify_images: bool = True, train_scale: tuple[float, float] | None = None,
         train_ratio: tuple[float, float] | None = None,
+        predict_root: str | os.PathLike | None = None,
     ) -> None:
         super().__init__(batch_size=batch_size, eval_batch_size=eval_batch_size,
                          image_size=image_size, eval_image_sizes=eval_image_sizes,
                          val_fraction=val_fraction, test_fraction=test_fraction, seed=seed,
                          num_workers=num_workers, train_scale=train_scale,
                          train_ratio=train_ratio)
-        if not isinstance(root, (str, os.PathLike)):
-            raise TypeError(f"root must be a str or os.PathLike, got {type(root).__name__} "
-                            f"({root!r})")
-        if not os.fspath(root):  # Path("") is the working directory: never what was meant
-            raise ValueError("root must name a folder, got ''")
-        self.root = Path(root)
+        self.root = _folder_argument(root, "root")
+        self.predict_root = (None if predict_root is None
+                             else _folder_argument(predict_root, "predict_root"))
         self.in_chans = check_channels(channels)
         self.native_size = check_positive_int(image_size, "image_size")
         self.mean = _check_stats(mean, "mean", self.in_chans, 0.5, positive=False)
         self.std = _check_stats(std, "std", self.in_chans, 0.5, positive=True)
         self.verify_images = check_bool(verify_images, "verify_images")
         self.classes: list[str] = []
+        self._predict_files: list[str] = []
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -736,18 +789,19 @@ class ImageFolderDataModule(ImageDataModule):
             empty = self.root / classes[int(counts.argmin())]
             raise ValueError(f"class folder {str(empty)!r} holds no image files (suffixes "
                              f"{list(IMAGE_EXTENSIONS)})")
-        if skipped:
-            rank_zero_warn(f"{type(self).__name__} skipped {len(skipped)} files that are not "
-                           f"images in a class folder (suffixes {list(IMAGE_EXTENSIONS)}): "
-                           f"{skipped[:5]}")
-        if self.verify_images:
-            bad = [(path, why) for path, _ in samples if (why := why_unreadable(path))]
-            if bad:
-                listing = "\n".join(f"  {path}: {why}" for path, why in bad[:10])
-                raise ValueError(
-                    f"{len(bad)} of {len(samples)} image files cannot be read (first "
-                    f"{min(len(bad), 10)} below); fix or remove them (verify_images=False "
-                    f"skips this check, and a bad file then fails when loaded):\n{listing}")
+        self._check_files([path for path, _ in samples], skipped, "in a class folder")
+        if self.predict_root is not None:
+            if not self.predict_root.is_dir():
+                raise FileNotFoundError(f"predict_root={str(self.predict_root)!r} is not a "
+                                        "folder")
+            files, skipped = scan_images(self.predict_root)
+            if not files:
+                raise ValueError(f"predict_root={str(self.predict_root)!r} holds no image files "
+                                 f"(suffixes {list(IMAGE_EXTENSIONS)}, sub-folders included)")
+            self._check_files(files, skipped, "in predict_root")
+            self._predict_files = files
+            self.predict_set = FolderImages([(path, -1) for path in files], self.in_chans,
+                                            self.image_size, self.mean, self.std)
         self.classes = classes
         self.num_classes = len(classes)
         # Class names stratify (they sort like the labels) so that an error names the class.
@@ -756,3 +810,32 @@ class ImageFolderDataModule(ImageDataModule):
             FolderImages([samples[i] for i in idx], self.in_chans, self.image_size,
                          self.mean, self.std)
             for idx in (train, val, test))
+
+    def _check_files(self, files: list[str], skipped: list[str], where: str) -> None:
+        """Warn of the skipped files; with ``verify_images``, raise naming unreadable ones."""
+        if skipped:
+            rank_zero_warn(f"{type(self).__name__} skipped {len(skipped)} files that are not "
+                           f"images {where} (suffixes {list(IMAGE_EXTENSIONS)}): {skipped[:5]}")
+        if self.verify_images:
+            bad = [(path, why) for path in files if (why := why_unreadable(path))]
+            if bad:
+                listing = "\n".join(f"  {path}: {why}" for path, why in bad[:10])
+                raise ValueError(
+                    f"{len(bad)} of {len(files)} image files cannot be read (first "
+                    f"{min(len(bad), 10)} below); fix or remove them (verify_images=False "
+                    f"skips this check, and a bad file then fails when loaded):\n{listing}")
+
+    @property
+    def class_names(self) -> list[str]:
+        """The class folders' names, by label (after `setup`)."""
+        return list(self.classes)
+
+    def predict_names(self) -> list[int | str]:
+        """Each predicted image's file: relative to ``predict_root`` when given, else (the test
+        split) to ``root``; ``/``-separated (after `setup`)."""
+        super().predict_names()
+        if self.predict_root is not None:
+            return [Path(path).relative_to(self.predict_root).as_posix()
+                    for path in self._predict_files]
+        return [Path(path).relative_to(self.root).as_posix()
+                for path, _ in self.test_set.samples]

@@ -7,6 +7,8 @@ import re
 import sys
 from types import SimpleNamespace
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -132,6 +134,11 @@ def test_quickstart_fits_on_real_mnist_and_reports_test_accuracy(tmp_path, monke
     assert resumed["epoch"] == checkpoint["epoch"] + 1 and resumed["global_step"] == 4
     main(["export", *config, f"--ckpt_path={readme_path}", "--out=model.onnx"])
     assert (tmp_path / "model.onnx").stat().st_size > 0
+    main(["predict", *config, f"--ckpt_path={readme_path}", "--trainer.enable_progress_bar=false"])
+    predicted = pd.read_csv(tmp_path / "predictions" / "quickstart.csv")  # the config's writer
+    assert len(predicted) == 500 and list(predicted.columns[:3]) == ["input", "prediction",
+                                                                     "probability"]
+    np.testing.assert_allclose(predicted.filter(like="p_").sum(1), 1, rtol=1e-5)
 
 
 def test_fit_names_each_checkpoint_it_kept_by_what_it_holds(tmp_path, monkeypatch):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 from lightning.pytorch import Trainer
@@ -70,6 +72,19 @@ def test_image_classifier_ddp(tmp_path):
     single = _validate(model, data, tmp_path)
     for key in ("val/acc_8", "val/acc_16", "val/loss_8", "val/loss_16"):
         assert single[key] == pytest.approx(metrics[key], abs=1e-5), key
+    # Predictions: each rank predicts every other test digit; rank 0 writes them all, in the
+    # loader's order, equal to one process's.
+    run_cli(["predict", "--config", str(CONFIGS / "vit_mnist.yaml"), f"--ckpt_path={last}",
+             "--data=posenc.tasks.DigitsDataModule", "--data.eval_image_sizes=[8, 16]",
+             "--data.batch_size=64", *TINY_VIT, *DDP[:3], "--trainer.enable_progress_bar=false",
+             "--trainer.callbacks+=posenc.tasks.ClassPredictionWriter",
+             "--trainer.callbacks.path=ddp.csv"], cwd=tmp_path)
+    written = pd.read_csv(tmp_path / "ddp.csv")
+    assert written["input"].tolist() == data.split_indices["test"].tolist()
+    images = torch.stack([image for image, _ in data.test_set])
+    with torch.no_grad():
+        expected = model.eval()(images).softmax(-1).numpy()
+    np.testing.assert_allclose(written[[f"p_{k}" for k in range(10)]], expected, atol=1e-5)
 
 
 @pytest.mark.slow

@@ -11,11 +11,12 @@ import math
 
 import numpy as np
 import onnxruntime as ort
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
 from posenc.spatial import VIDEO_ENCODINGS
-from posenc.tasks import MovingDigitsDataModule, VideoClassifier
+from posenc.tasks import ClassPredictionWriter, MovingDigitsDataModule, VideoClassifier
 from posenc.tasks.vision.clips import DIRECTIONS, ClipBatch, make_clips, render_clips
 
 from .conftest import CONFIGS, ONE_EPOCH, TINY_VIT, run_cli
@@ -229,8 +230,9 @@ def test_video_classifier_trains_and_logs_each_setting(tmp_path):
     torch.manual_seed(0)
     data = _module(0)
     model = VideoClassifier(encoding="rope3d_mixed", num_classes=8, **{**TINY, "img_size": 12})
+    writer = ClassPredictionWriter(tmp_path / "clips.csv")
     trainer = Trainer(accelerator="cpu", max_epochs=1, logger=False, enable_progress_bar=False,
-                      enable_model_summary=False, default_root_dir=tmp_path)
+                      enable_model_summary=False, default_root_dir=tmp_path, callbacks=[writer])
     trainer.fit(model, data)
     [result] = [{k: v for r in trainer.test(model, data, verbose=False) for k, v in r.items()}]
     assert {"test/acc", "test/acc_1x", "test/acc_rate2x", "test/acc_len2x"} <= set(result)
@@ -238,6 +240,10 @@ def test_video_classifier_trains_and_logs_each_setting(tmp_path):
     probs = torch.cat(trainer.predict(model, data))
     assert probs.shape == (8, 8)
     torch.testing.assert_close(probs.sum(-1), torch.ones(8))
+    # The writer names clips by position and classes by label (the clips have no names).
+    written = pd.read_csv(tmp_path / "clips.csv")
+    assert written["input"].tolist() == list(range(8))
+    np.testing.assert_allclose(written[[f"p_{k}" for k in range(8)]], probs.numpy(), atol=1e-6)
     with pytest.raises(TypeError, match="ClipBatch"):
         model.training_step((torch.zeros(1, 2, 1, 12, 12), torch.zeros(1)), 0)
 

@@ -9,7 +9,7 @@ import sys
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from posenc.tasks.forecasting.distributed import across_ranks
+from posenc.tasks.distributed import across_ranks
 
 
 def work(rank: int, port: str, queue) -> None:

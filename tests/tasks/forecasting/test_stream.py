@@ -624,7 +624,7 @@ def test_work_shared_by_ranks_comes_back_in_item_order_and_errors_reach_every_ra
     """``across_ranks`` with the other rank's gathered part faked: results in item order; the
     other rank's error raised here too (a rank raising alone would hang the gather); an
     error that does not pickle is sent as its text."""
-    from posenc.tasks.forecasting.distributed import across_ranks
+    from posenc.tasks.distributed import across_ranks
 
     sent = []
 

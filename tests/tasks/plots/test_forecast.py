@@ -7,9 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from posenc.tasks import plots
-from posenc.tasks.forecasting.output import forecast_frame, write_forecasts
+from posenc.tasks.forecasting.output import forecast_frame
 from posenc.tasks.forecasting.schema import Columns, Fitted
 from posenc.tasks.plots import forecast as plots_forecast
+from posenc.tasks.tables import write_table
 
 HOUR = 3_600_000_000_000
 ZONE = "Europe/Berlin"
@@ -61,7 +62,7 @@ def _lines(ax) -> dict[str, tuple[list, list]]:
 
 def test_plot_two_series_from_files(tmp_path, figures):
     # Origin 01:00 CET on 31 March; the first forecast step is at 03:00 CEST, an hour later.
-    write_forecasts(_forecasts(origins=(13,)), tmp_path / "f.csv")
+    write_table(_forecasts(origins=(13,)), tmp_path / "f.csv")
     _history().to_csv(tmp_path / "data.csv", index=False)
     [png] = plots.main(["forecast", "--forecasts", str(tmp_path / "f.csv"), "--data",
                         str(tmp_path / "data.csv"), "--tz", ZONE, "--out",
@@ -90,7 +91,7 @@ def test_plot_two_series_from_files(tmp_path, figures):
 
 
 def test_plot_from_a_config_chosen_series_and_origin(tmp_path, figures):
-    write_forecasts(_forecasts(origins=(20, 29)), tmp_path / "f.parquet")
+    write_table(_forecasts(origins=(20, 29)), tmp_path / "f.parquet")
     _history().to_parquet(tmp_path / "data.parquet")
     (tmp_path / "fit.yaml").write_text(
         "data:\n  class_path: posenc.tasks.TimeSeriesDataModule\n  init_args:\n"
@@ -139,7 +140,7 @@ def test_plot_errors_name_what_is_missing(tmp_path):
                                      target="load", series_columns=["site"], tz=ZONE)
     assert not (tmp_path / "x.png").exists()
 
-    write_forecasts(forecasts, tmp_path / "f.csv")
+    write_table(forecasts, tmp_path / "f.csv")
     history.to_csv(tmp_path / "d.csv", index=False)
     base = ["forecast", "--out", str(tmp_path / "x.png"), "--tz", ZONE]
     with pytest.raises(ValueError, match=r"--forecasts='.*nope.csv' is not a file"):
@@ -163,7 +164,7 @@ def test_plot_single_naive_series(tmp_path, figures):
     stamps = pd.date_range("2021-01-01", periods=30, freq="h")
     out = {"series": np.array([0]), "time": stamps.as_unit("ns").asi8[None, 24:],
            "valid": np.ones((1, 6), bool), "prediction": np.ones((1, 6, 1), np.float32)}
-    write_forecasts(forecast_frame([out], schema), tmp_path / "f.parquet")
+    write_table(forecast_frame([out], schema), tmp_path / "f.parquet")
     pd.DataFrame({"t": stamps, "y": np.arange(30.0)}).to_csv(tmp_path / "d.csv", index=False)
     base = ["forecast", "--forecasts", str(tmp_path / "f.parquet"), "--data",
             str(tmp_path / "d.csv"), "--out", str(tmp_path / "p.png"), "--dpi", "20"]

@@ -1,8 +1,10 @@
-"""The DDP helpers of the forecasting data: this process's rank, and work shared by ranks.
+"""The tasks' DDP helpers: this process's rank, work shared by ranks, and gathers.
 
 The only ``torch.distributed`` checks of the tasks: a Parquet dataset's set-up
-([`stream`][posenc.tasks.forecasting.stream]) and [`ForecastWriter`][posenc.tasks.ForecastWriter]'s
-gathers use them; without a process group everything runs in this process.
+([`stream`][posenc.tasks.forecasting.stream]) and the prediction writers
+([`ForecastWriter`][posenc.tasks.ForecastWriter],
+[`ClassPredictionWriter`][posenc.tasks.ClassPredictionWriter]) use them; without a process group
+everything runs in this process.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["across_ranks", "distributed_rank", "process_group_up"]
+__all__ = ["across_ranks", "distributed_rank", "gather_to_rank_zero", "on_every_rank",
+           "process_group_up"]
 
 
 def process_group_up() -> bool:
@@ -54,3 +57,23 @@ def across_ranks(compute: Callable[[list[int]], list[tuple[int, Any]]], count: i
             raise error
     return [result for _, result in sorted((pair for _, part in gathered for pair in part),
                                            key=lambda pair: pair[0])]
+
+
+def on_every_rank(value: Any, trainer: Any) -> list[Any]:
+    """Every rank's ``value``, in rank order, on every rank (``[value]`` without a process
+    group)."""
+    if trainer.world_size <= 1 or not process_group_up():
+        return [value]
+    values: list[Any] = [None] * trainer.world_size
+    torch.distributed.all_gather_object(values, value)
+    return values
+
+
+def gather_to_rank_zero(value: Any, trainer: Any) -> list[Any]:
+    """Every rank's ``value``, in rank order, on rank 0 (``[value]`` without a process group;
+    ``[]`` on the other ranks)."""
+    if trainer.world_size <= 1 or not process_group_up():
+        return [value]
+    parts: list[Any] | None = [None] * trainer.world_size if trainer.is_global_zero else None
+    torch.distributed.gather_object(value, parts, dst=0)
+    return parts or []
