@@ -31,7 +31,6 @@ def distributed_rank() -> tuple[int, int]:
     return 0, 1
 
 
-
 def across_ranks(compute: Callable[[list[int]], list[tuple[int, Any]]], count: int,
                  rank: int = 0, world_size: int = 1) -> list[Any]:
     """Items ``0..count-1`` shared by DDP ranks: ``compute(mine)`` of this rank's items

@@ -772,7 +772,6 @@ class ImageFolderDataModule(ImageDataModule):
         self.std = _check_stats(std, "std", self.in_chans, 0.5, positive=True)
         self.verify_images = check_bool(verify_images, "verify_images")
         self.classes: list[str] = []
-        self._predict_files: list[str] = []
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -799,7 +798,6 @@ class ImageFolderDataModule(ImageDataModule):
                 raise ValueError(f"predict_root={str(self.predict_root)!r} holds no image files "
                                  f"(suffixes {list(IMAGE_EXTENSIONS)}, sub-folders included)")
             self._check_files(files, skipped, "in predict_root")
-            self._predict_files = files
             self.predict_set = FolderImages([(path, -1) for path in files], self.in_chans,
                                             self.image_size, self.mean, self.std)
         self.classes = classes
@@ -834,8 +832,6 @@ class ImageFolderDataModule(ImageDataModule):
         """Each predicted image's file: relative to ``predict_root`` when given, else (the test
         split) to ``root``; ``/``-separated (after `setup`)."""
         super().predict_names()
-        if self.predict_root is not None:
-            return [Path(path).relative_to(self.predict_root).as_posix()
-                    for path in self._predict_files]
-        return [Path(path).relative_to(self.root).as_posix()
-                for path, _ in self.test_set.samples]
+        folder, images = ((self.root, self.test_set) if self.predict_root is None
+                          else (self.predict_root, self.predict_set))
+        return [Path(path).relative_to(folder).as_posix() for path, _ in images.samples]
